@@ -1,0 +1,27 @@
+"""citeline: a folder of documents in, searchable passages with exact provenance out."""
+
+from citeline.errors import (
+    CitelineError,
+    IndexLockedError,
+    IndexMismatchError,
+    IndexNotFoundError,
+    QueryError,
+    SourceError,
+)
+from citeline.index import Index, IndexStatus
+from citeline.ingest import RunSummary
+from citeline.search import SearchResult
+
+__all__ = [
+    "CitelineError",
+    "Index",
+    "IndexLockedError",
+    "IndexMismatchError",
+    "IndexNotFoundError",
+    "IndexStatus",
+    "QueryError",
+    "RunSummary",
+    "SearchResult",
+    "SourceError",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,196 @@
+"""The ``citeline`` command: a thin wrapper over :class:`citeline.Index` (flags mirror parameter names)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from citeline.errors import CitelineError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+index_option = click.option(
+    "--index",
+    "index_path",
+    default="index",
+    envvar="CITELINE_INDEX",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Index directory (env CITELINE_INDEX).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
+
+
+def user_errors(func: F) -> F:
+    """Turn citeline's typed errors into a one-line message and exit status 1, never a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except CitelineError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="citeline")
+def cli() -> None:
+    """Build a semantic index from documents and search it; every passage comes with its provenance."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@index_option
+@click.option("--model", default="all-MiniLM-L6-v2", show_default=True, help="Model name or local model folder.")
+@click.option("--backend", default="torch", show_default=True, help="Embedding backend.")
+@click.option("--max-tokens", type=int, default=None, help="Chunk size in model tokens [default: model limit].")
+@click.option("--overlap-tokens", type=int, default=32, show_default=True, help="Token overlap between chunks.")
+@click.option("--max-file-bytes", type=int, default=64 * 1024 * 1024, show_default=True, help="Skip larger files.")
+@click.option("--wait", type=float, default=None, help="Seconds to wait for another writer [default: forever].")
+@click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
+@click.option("--prefect", is_flag=True, help="Run through the Prefect flow (flows/ingest.py) instead of in-process.")
+@json_option
+@user_errors
+def ingest(
+    paths: tuple[str, ...],
+    index_path: str,
+    model: str,
+    backend: str,
+    max_tokens: int | None,
+    overlap_tokens: int,
+    max_file_bytes: int,
+    wait: float | None,
+    progress: bool | None,
+    prefect: bool,
+    as_json: bool,
+) -> None:
+    """Add, update and remove the documents under PATHS (folders or files) in the index."""
+    show_progress = sys.stderr.isatty() if progress is None else progress
+    if prefect:
+        from flows.ingest import ingest_flow
+
+        summary = ingest_flow(
+            paths=list(paths),
+            index_path=index_path,
+            model=model,
+            backend=backend,
+            max_tokens=max_tokens,
+            overlap_tokens=overlap_tokens,
+            max_file_bytes=max_file_bytes,
+        )
+    else:
+        from citeline.index import Index
+
+        index = Index.create(
+            index_path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens
+        )
+        summary = index.ingest(paths, progress=show_progress, max_file_bytes=max_file_bytes, wait=wait).to_dict()
+    if as_json:
+        click.echo(json.dumps(summary, ensure_ascii=False))
+        return
+    click.echo(
+        f"run {summary['run_id']} {summary['status']}: {summary['added']} added, {summary['updated']} updated, "
+        f"{summary['unchanged']} unchanged, {summary['removed']} removed, {summary['failed']} failed; "
+        f"{summary['chunks_embedded']} chunks embedded, {summary['chunks_reused']} reused; "
+        f"generation {summary['generation']} in {index_path}"
+    )
+    for error in summary["errors"]:
+        click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)
+
+
+@cli.command()
+@click.argument("query")
+@index_option
+@click.option("-k", "k", type=int, default=10, show_default=True, help="Number of passages.")
+@json_option
+@user_errors
+def search(query: str, index_path: str, k: int, as_json: bool) -> None:
+    """Print the passages most relevant to QUERY, with source, offsets and score."""
+    from citeline.index import Index
+
+    results = Index.open(index_path).search(query, k=k)
+    if as_json:
+        for result in results:
+            click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+        return
+    if not results:
+        click.echo("no passages found (is the index empty? see `citeline status`)")
+        return
+    width = min(shutil.get_terminal_size((100, 20)).columns, 110)
+    for rank, result in enumerate(results, 1):
+        page = f", page {result.page}" if result.page else ""
+        click.echo(
+            click.style(f"{rank:>2}. {result.score:.3f}  ", bold=True)
+            + click.style(result.source_path, fg="cyan")
+            + f"  [chars {result.char_start}-{result.char_end}, chunk {result.ordinal}{page}]"
+        )
+        click.echo(f"    {result.title}")
+        for line in textwrap.wrap(" ".join(result.text.split()), width - 6):
+            click.echo(f"    │ {line}")
+        click.echo()
+
+
+@cli.command()
+@index_option
+@json_option
+@user_errors
+def status(index_path: str, as_json: bool) -> None:
+    """Documents, chunks, model, generation and the last run of the index."""
+    from citeline.index import Index
+
+    info = Index.open(index_path).status().to_dict()
+    if as_json:
+        click.echo(json.dumps(info, ensure_ascii=False))
+        return
+    last = info.pop("last_run")
+    for key, value in info.items():
+        click.echo(f"{key:>18}: {value}")
+    if last:
+        click.echo(
+            f"{'last run':>18}: {last['run_id']} {last['status']} at {last['finished_at']} "
+            f"(+{last['added']} ~{last['updated']} ={last['unchanged']} -{last['removed']} !{last['failed']})"
+        )
+
+
+@cli.command()
+@index_option
+@click.option("--limit", type=int, default=20, show_default=True, help="How many runs, newest first.")
+@json_option
+@user_errors
+def runs(index_path: str, limit: int, as_json: bool) -> None:
+    """The run ledger: one line per ingestion run, with per-file errors."""
+    from citeline.index import Index
+
+    ledger = Index.open(index_path).runs(limit=limit)
+    for run in ledger:
+        row = run.to_dict()
+        if as_json:
+            click.echo(json.dumps(row, ensure_ascii=False))
+            continue
+        click.echo(
+            f"{row['run_id']}  {row['status']:<9} gen {row['generation']}  added {row['added']}  "
+            f"updated {row['updated']}  unchanged {row['unchanged']}  removed {row['removed']}  "
+            f"failed {row['failed']}  embedded {row['chunks_embedded']}  reused {row['chunks_reused']}"
+        )
+        for error in row["errors"]:
+            click.echo(f"    {error['path']}: {error['reason']}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="citeline")
+
+
+if __name__ == "__main__":
+    main()

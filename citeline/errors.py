@@ -1,0 +1,36 @@
+"""Typed exceptions. Every message says what went wrong and how to fix it."""
+
+from __future__ import annotations
+
+
+class CitelineError(Exception):
+    """Base class of every error citeline raises on purpose."""
+
+
+class IndexNotFoundError(CitelineError):
+    """The index directory holds no citeline index."""
+
+
+class IndexMismatchError(CitelineError):
+    """The index was built with another model, backend or schema version than the one asked for."""
+
+
+class IndexLockedError(CitelineError):
+    """Another process is writing to the index."""
+
+
+class IndexCorruptError(CitelineError):
+    """The index's files disagree with each other and could not be repaired."""
+
+
+class SourceError(CitelineError):
+    """A file could not be read or parsed. ``path`` names the file, ``reason`` the problem."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class QueryError(CitelineError):
+    """A search request is invalid (empty query, bad k, bad filter)."""

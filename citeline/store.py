@@ -1,0 +1,313 @@
+"""The on-disk index: DuckDB as the source of truth, FAISS files as derived accelerators.
+
+Layout of an index directory::
+
+    meta.duckdb              index_meta, documents, chunks (text, offsets, hashes, vectors), runs
+    vectors.<gen>.faiss      flat inner-product index over the chunk vectors, ids = chunk_id
+    write.lock               held by the one process that writes
+
+Commit protocol (see DESIGN.md): a writer builds the FAISS file of generation g+1 from the rows it is about to
+commit, inside the same DuckDB transaction that writes those rows and sets ``generation = g+1``; the file is
+fsynced and renamed into place before the transaction commits, and files of other generations are removed only
+afterwards. A crash at any point leaves DuckDB at g or g+1 with its FAISS file present; files of generations
+DuckDB never committed are orphans and are removed by the next writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import faiss
+import numpy as np
+import pyarrow as pa
+
+from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError
+
+SCHEMA_VERSION = 1
+DB_FILE = "meta.duckdb"
+LOCK_FILE = "write.lock"
+_FAISS_NAME = re.compile(r"^vectors\.(\d+)\.faiss(\.tmp)?$")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS index_meta (key VARCHAR NOT NULL, value VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id VARCHAR NOT NULL,
+    source_root VARCHAR NOT NULL,
+    source_id VARCHAR NOT NULL,
+    source_file VARCHAR NOT NULL,
+    path VARCHAR NOT NULL,
+    title VARCHAR NOT NULL,
+    format VARCHAR NOT NULL,
+    content_hash VARCHAR NOT NULL,
+    text VARCHAR NOT NULL,
+    metadata JSON,
+    size_bytes BIGINT,
+    mtime DOUBLE,
+    run_id VARCHAR NOT NULL,
+    ingested_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_id BIGINT NOT NULL,
+    doc_id VARCHAR NOT NULL,
+    ordinal INTEGER NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    text VARCHAR NOT NULL,
+    text_hash VARCHAR NOT NULL,
+    page INTEGER,
+    vector FLOAT[{dim}] NOT NULL,
+    run_id VARCHAR NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL,
+    finished_at TIMESTAMPTZ,
+    status VARCHAR NOT NULL,
+    roots JSON NOT NULL,
+    generation BIGINT,
+    added INTEGER DEFAULT 0,
+    updated INTEGER DEFAULT 0,
+    unchanged INTEGER DEFAULT 0,
+    removed INTEGER DEFAULT 0,
+    failed INTEGER DEFAULT 0,
+    chunks_embedded INTEGER DEFAULT 0,
+    chunks_reused INTEGER DEFAULT 0,
+    errors JSON
+);
+"""
+
+
+def db_path(index_dir: Path) -> Path:
+    """The DuckDB file of an index directory."""
+    return index_dir / DB_FILE
+
+
+def faiss_path(index_dir: Path, generation: int) -> Path:
+    """The FAISS file of one generation."""
+    return index_dir / f"vectors.{generation}.faiss"
+
+
+def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckdb.DuckDBPyConnection:
+    """Open the index's DuckDB file, waiting while another process holds a conflicting lock.
+
+    DuckDB lets one process write or several processes read a file; a writer holds it only while it commits,
+    so a reader (or writer) that finds it locked waits briefly instead of failing.
+    """
+    path = db_path(index_dir)
+    if read_only and not path.exists():
+        raise IndexNotFoundError(
+            f"no citeline index at {index_dir} (no {DB_FILE}); build one with "
+            f"`citeline ingest PATH --index {index_dir}`"
+        )
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise IndexLockedError(
+                    f"{path} is locked by another process and stayed locked for {timeout:.0f} s: {exc}"
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
+def create_schema(connection: duckdb.DuckDBPyConnection, dimension: int) -> None:
+    """Create the tables of a new index (idempotent)."""
+    connection.execute(_SCHEMA.format(dim=int(dimension)))
+
+
+def read_meta(connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """``index_meta`` as a dict with JSON-decoded values."""
+    rows = connection.execute("SELECT key, value FROM index_meta").fetchall()
+    return {key: json.loads(value) for key, value in rows}
+
+
+def write_meta(connection: duckdb.DuckDBPyConnection, values: dict[str, Any]) -> None:
+    """Set keys of ``index_meta`` (JSON-encoded values)."""
+    for key, value in values.items():
+        connection.execute("DELETE FROM index_meta WHERE key = ?", [key])
+        connection.execute("INSERT INTO index_meta VALUES (?, ?)", [key, json.dumps(value)])
+
+
+@contextlib.contextmanager
+def writer_lock(index_dir: Path, *, wait: float | None = None) -> Iterator[None]:
+    """Hold the index's single-writer lock for the duration of the block.
+
+    ``wait=None`` waits as long as it takes; a number waits that many seconds and then raises
+    :class:`IndexLockedError`. The lock is an OS file lock, so a killed writer releases it.
+    """
+    index_dir.mkdir(parents=True, exist_ok=True)
+    handle = (index_dir / LOCK_FILE).open("a+")
+    try:
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise IndexLockedError(
+                        f"another process is writing to {index_dir}; wait for it to finish "
+                        "(or pass a longer --wait)"
+                    ) from None
+                time.sleep(0.1)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        handle.close()
+
+
+def vectors_to_arrow(vectors: np.ndarray) -> pa.FixedSizeListArray:
+    """A ``(n, dim)`` float32 array as an Arrow fixed-size-list column (DuckDB ``FLOAT[dim]``)."""
+    dim = vectors.shape[1]
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), type=pa.float32())
+    return pa.FixedSizeListArray.from_arrays(flat, dim)
+
+
+def arrow_to_vectors(column: pa.ChunkedArray | pa.Array, dimension: int) -> np.ndarray:
+    """The inverse of :func:`vectors_to_arrow`."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(array) == 0:
+        return np.zeros((0, dimension), dtype=np.float32)
+    values = array.flatten().to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(values.reshape(-1, dimension), dtype=np.float32)
+
+
+def load_vectors(connection: duckdb.DuckDBPyConnection, dimension: int) -> tuple[np.ndarray, np.ndarray]:
+    """All chunk ids and vectors, ordered by chunk id (what a FAISS file of this state holds)."""
+    table = connection.sql("SELECT chunk_id, vector FROM chunks ORDER BY chunk_id").to_arrow_table()
+    ids = table.column("chunk_id").to_numpy().astype(np.int64)
+    return ids, arrow_to_vectors(table.column("vector"), dimension)
+
+
+def build_faiss(ids: np.ndarray, vectors: np.ndarray, dimension: int) -> faiss.Index:
+    """An exact inner-product index (vectors are unit length, so scores are cosines) keyed by chunk id."""
+    index = faiss.IndexIDMap2(faiss.IndexFlatIP(dimension))
+    if len(ids):
+        index.add_with_ids(vectors, ids)
+    return index
+
+
+def write_faiss(index: faiss.Index, path: Path) -> None:
+    """Write a FAISS file atomically: to a temporary name, fsync, rename, fsync the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    faiss.write_index(index, str(tmp))
+    with tmp.open("rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def read_faiss(path: Path) -> faiss.Index:
+    """Read a FAISS file written by :func:`write_faiss`."""
+    return faiss.read_index(str(path))
+
+
+def remove_other_generations(index_dir: Path, keep: int) -> list[Path]:
+    """Delete FAISS files (and temporaries) of every generation but ``keep``; returns what was removed."""
+    removed = []
+    for entry in index_dir.iterdir():
+        match = _FAISS_NAME.match(entry.name)
+        if match and (int(match.group(1)) != keep or match.group(2)):
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
+                removed.append(entry)
+    return removed
+
+
+@dataclass
+class ChunkRows:
+    """Chunks to insert, column by column (the shape DuckDB ingests fastest, through Arrow)."""
+
+    chunk_id: list[int]
+    doc_id: list[str]
+    ordinal: list[int]
+    char_start: list[int]
+    char_end: list[int]
+    text: list[str]
+    text_hash: list[str]
+    page: list[int | None]
+    vectors: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.chunk_id)
+
+    @classmethod
+    def empty(cls, dimension: int = 0) -> ChunkRows:
+        """No rows."""
+        return cls([], [], [], [], [], [], [], [], np.zeros((0, dimension), dtype=np.float32))
+
+    @classmethod
+    def concat(cls, parts: Sequence[ChunkRows], dimension: int) -> ChunkRows:
+        """The rows of ``parts`` in order (vectors included)."""
+        merged = cls.empty(dimension)
+        for part in parts:
+            for name in ("chunk_id", "doc_id", "ordinal", "char_start", "char_end", "text", "text_hash", "page"):
+                getattr(merged, name).extend(getattr(part, name))
+        vectors = [part.vectors for part in parts if len(part)]
+        if vectors:
+            merged.vectors = np.concatenate(vectors).astype(np.float32)
+        return merged
+
+    def to_arrow(self, run_id: str) -> pa.Table:
+        """The rows as an Arrow table in the ``chunks`` column order."""
+        return pa.table(
+            {
+                "chunk_id": pa.array(self.chunk_id, type=pa.int64()),
+                "doc_id": pa.array(self.doc_id, type=pa.string()),
+                "ordinal": pa.array(self.ordinal, type=pa.int32()),
+                "char_start": pa.array(self.char_start, type=pa.int32()),
+                "char_end": pa.array(self.char_end, type=pa.int32()),
+                "text": pa.array(self.text, type=pa.string()),
+                "text_hash": pa.array(self.text_hash, type=pa.string()),
+                "page": pa.array(self.page, type=pa.int32()),
+                "vector": vectors_to_arrow(self.vectors),
+                "run_id": pa.array([run_id] * len(self.chunk_id), type=pa.string()),
+            }
+        )
+
+
+def insert_arrow(connection: duckdb.DuckDBPyConnection, table_name: str, rows: pa.Table) -> None:
+    """Append an Arrow table to ``table_name`` (column order must match)."""
+    connection.register("_citeline_rows", rows)
+    try:
+        connection.execute(f"INSERT INTO {table_name} SELECT * FROM _citeline_rows")
+    finally:
+        connection.unregister("_citeline_rows")
+
+
+def delete_documents(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> None:
+    """Remove documents and their chunks."""
+    if not doc_ids:
+        return
+    ids = list(doc_ids)
+    connection.execute("DELETE FROM chunks WHERE doc_id = ANY(?)", [ids])
+    connection.execute("DELETE FROM documents WHERE doc_id = ANY(?)", [ids])
+
+
+def ensure_directory(index_dir: Path) -> None:
+    """Create the index directory, refusing a path that is a file."""
+    if index_dir.exists() and not index_dir.is_dir():
+        raise CitelineError(f"{index_dir} is a file, not an index directory; choose another --index")
+    index_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,71 @@
+"""Shared fixtures. Prefect is pointed at a throwaway home before anything imports it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# Prefect reads these at import time; a shared ~/.prefect would hand back cached task results from other runs.
+_PREFECT_HOME = tempfile.mkdtemp(prefix="citeline-prefect-")
+os.environ.setdefault("PREFECT_HOME", _PREFECT_HOME)
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from citeline.embedding import resolve_model_path  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SEEDS = REPO / "seeds"
+_WORD = re.compile(r"\w+")
+
+
+class HashEmbedder:
+    """A fast, deterministic stand-in for the real model: hashed bag of words, L2-normalised.
+
+    Texts sharing words get similar vectors, which is enough to test plumbing (storage, offsets, incremental
+    runs, filters) without loading torch. It uses the real model's tokenizer file, so chunk sizes are real.
+    """
+
+    model_name = "hash-bow-64"
+    backend = "test"
+    fingerprint = "hash-bow-64-v1"
+    dimension = 64
+    max_seq_length = 256
+
+    def __init__(self) -> None:
+        self.tokenizer_file = str(Path(resolve_model_path("all-MiniLM-L6-v2")) / "tokenizer.json")
+        self.calls = 0
+        self.texts_encoded = 0
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        self.calls += 1
+        self.texts_encoded += len(texts)
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                bucket = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
+                vectors[row, bucket % self.dimension] += 1.0
+            norm = float(np.linalg.norm(vectors[row]))
+            vectors[row] = vectors[row] / norm if norm else 1.0 / np.sqrt(self.dimension)
+        return vectors
+
+
+@pytest.fixture
+def fake_embedder() -> HashEmbedder:
+    """A fresh :class:`HashEmbedder`."""
+    return HashEmbedder()
+
+
+@pytest.fixture
+def seeds_dir() -> Path:
+    """The repository's seed documents."""
+    return SEEDS
