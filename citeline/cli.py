@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from citeline.embedding import BACKENDS
 from citeline.errors import CitelineError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,10 +53,15 @@ def cli() -> None:
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @index_option
-@click.option("--model", default="all-MiniLM-L6-v2", show_default=True, help="Model name or local model folder.")
-@click.option("--backend", default="torch", show_default=True, help="Embedding backend.")
+@click.option("--model", default=None, help="Model name or local model folder [default: all-MiniLM-L6-v2].")
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default=None,
+    help="Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) [default: torch].",
+)
 @click.option("--max-tokens", type=int, default=None, help="Chunk size in model tokens [default: model limit].")
-@click.option("--overlap-tokens", type=int, default=32, show_default=True, help="Token overlap between chunks.")
+@click.option("--overlap-tokens", type=int, default=None, help="Token overlap between chunks [default: 32].")
 @click.option("--max-file-bytes", type=int, default=64 * 1024 * 1024, show_default=True, help="Skip larger files.")
 @click.option("--wait", type=float, default=None, help="Seconds to wait for another writer [default: forever].")
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
@@ -65,10 +71,10 @@ def cli() -> None:
 def ingest(
     paths: tuple[str, ...],
     index_path: str,
-    model: str,
-    backend: str,
+    model: str | None,
+    backend: str | None,
     max_tokens: int | None,
-    overlap_tokens: int,
+    overlap_tokens: int | None,
     max_file_bytes: int,
     wait: float | None,
     progress: bool | None,

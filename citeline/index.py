@@ -106,21 +106,25 @@ class Index:
         cls,
         path: str | os.PathLike[str] = DEFAULT_INDEX_DIR,
         *,
-        model: str = DEFAULT_MODEL,
-        backend: str = "torch",
+        model: str | None = None,
+        backend: str | None = None,
         max_tokens: int | None = None,
-        overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
+        overlap_tokens: int | None = None,
         embedder: Embedder | None = None,
     ) -> Index:
         """Create an index at ``path``, or open it if it exists and was built with the same settings.
 
-        ``max_tokens`` defaults to the most the model reads (256 - 2 special tokens for MiniLM).
-        ``embedder`` replaces the sentence-transformers model (tests use a fast deterministic one).
+        Settings left as None take the existing index's values, or for a new index the defaults: the bundled
+        all-MiniLM-L6-v2 on torch, chunks of the most tokens the model reads (256 - 2 special tokens), and
+        32 tokens of overlap. ``embedder`` replaces the sentence-transformers model (tests use a fast one).
         """
         index_dir = Path(path)
         if store.db_path(index_dir).exists():
             index = cls.open(index_dir, model=model, backend=backend, embedder=embedder)
-            wanted = {"max_tokens": max_tokens or index.meta["max_tokens"], "overlap_tokens": overlap_tokens}
+            wanted = {
+                "max_tokens": max_tokens or index.meta["max_tokens"],
+                "overlap_tokens": index.meta["overlap_tokens"] if overlap_tokens is None else overlap_tokens,
+            }
             have = {"max_tokens": index.meta["max_tokens"], "overlap_tokens": index.meta["overlap_tokens"]}
             if wanted != have:
                 raise IndexMismatchError(
@@ -128,7 +132,10 @@ class Index:
                     "or a new --index directory"
                 )
             return index
-        new_embedder: Embedder = embedder or SentenceTransformerEmbedder(model, backend=backend)
+        new_embedder: Embedder = embedder or SentenceTransformerEmbedder(
+            model or DEFAULT_MODEL, backend=backend or "torch"
+        )
+        overlap_tokens = DEFAULT_OVERLAP_TOKENS if overlap_tokens is None else overlap_tokens
         embedder = new_embedder
         max_tokens = max_tokens or new_embedder.max_seq_length - 2
         Chunker(

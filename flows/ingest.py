@@ -97,10 +97,10 @@ def _chunk_budget(documents: list[ingest.Document]) -> list[list[ingest.Document
 def ingest_flow(
     paths: list[str],
     index_path: str = "index",
-    model: str = "all-MiniLM-L6-v2",
-    backend: str = "torch",
+    model: str | None = None,
+    backend: str | None = None,
     max_tokens: int | None = None,
-    overlap_tokens: int = 32,
+    overlap_tokens: int | None = None,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     wait: float | None = None,
 ) -> dict[str, Any]:
@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m flows.ingest", description=ingest_flow.__doc__)
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--index", default="index")
-    parser.add_argument("--model", default="all-MiniLM-L6-v2")
-    parser.add_argument("--backend", default="torch")
+    parser.add_argument("--model", default=None, help="default: the index's, or all-MiniLM-L6-v2")
+    parser.add_argument("--backend", default=None, choices=["torch", "onnx", "onnx-int8"])
     args = parser.parse_args(argv)
     print(ingest_flow(paths=args.paths, index_path=args.index, model=args.model, backend=args.backend))
 
