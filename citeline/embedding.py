@@ -193,7 +193,7 @@ class OnnxQueryEncoder:
         pooling = json.loads((export_dir / "1_Pooling" / "config.json").read_text())
         self.cls_pooling = bool(pooling.get("pooling_mode_cls_token"))
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, batch_size: int = 1) -> np.ndarray:
         """Unit vectors for ``texts``."""
         out = []
         for start in range(0, len(texts), batch_size):
