@@ -2,9 +2,11 @@
 
 from citeline.errors import (
     CitelineError,
+    IndexCorruptError,
     IndexLockedError,
     IndexMismatchError,
     IndexNotFoundError,
+    IndexRepairedWarning,
     QueryError,
     SourceError,
 )
@@ -15,9 +17,11 @@ from citeline.search import SearchResult
 __all__ = [
     "CitelineError",
     "Index",
+    "IndexCorruptError",
     "IndexLockedError",
     "IndexMismatchError",
     "IndexNotFoundError",
+    "IndexRepairedWarning",
     "IndexStatus",
     "QueryError",
     "RunSummary",

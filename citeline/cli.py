@@ -6,7 +6,8 @@ import json
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -40,11 +41,45 @@ def user_errors(func: F) -> F:
             raise click.ClickException(str(exc)) from exc
         except ValueError as exc:
             raise click.UsageError(str(exc)) from exc
+        except BrokenPipeError:  # `citeline ... | head`: click's own handler exits quietly
+            raise
+        except OSError as exc:  # permissions, a full disk, a path that is a file: the user can fix these
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise click.ClickException(f"{where}{exc.strerror or exc}") from exc
 
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineErrors(click.Group):
+    """A group whose errors, usage errors included, print as one ``Error: ...`` line (exit 1, or 2 for usage)."""
+
+    def main(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, prog_name: str | None = None, standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the command; in standalone mode, report click's errors on one line instead of a usage block."""
+        if not standalone_mode:
+            return super().main(args, prog_name, standalone_mode=False, **extra)
+        try:
+            result = super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            message = " ".join(exc.format_message().split())
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see `{ctx.command_path} --help`)" if isinstance(exc, click.UsageError) and ctx else ""
+            click.echo(f"Error: {message}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    # One line per warning on stderr, without the file and line of the code that raised it.
+    click.echo(f"warning: {message}", err=True)
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="citeline")
 def cli() -> None:
     """Build a semantic index from documents and search it; every passage comes with its provenance."""
@@ -193,8 +228,55 @@ def runs(index_path: str, limit: int, as_json: bool) -> None:
             click.echo(f"    {error['path']}: {error['reason']}")
 
 
+@cli.command()
+@index_option
+@json_option
+@user_errors
+@click.pass_context
+def verify(ctx: click.Context, index_path: str, as_json: bool) -> None:
+    """Check that the FAISS file matches DuckDB (ids, vectors, counts, checksum); exit status 1 if not."""
+    from citeline.index import Index
+
+    report = Index.open(index_path, repair=False).verify()
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        click.echo(
+            f"generation {report.generation}: {report.chunks} chunks in DuckDB, "
+            f"{report.faiss_ntotal if report.faiss_present else 'no'} vectors in {report.faiss_file}"
+        )
+        for problem in report.problems:
+            click.echo(f"  problem: {problem}")
+        if report.orphans:
+            click.echo(f"  orphan files (removed on the next open or run): {', '.join(report.orphans)}")
+        click.echo("consistent" if report.ok else f"INCONSISTENT; run `citeline rebuild --index {index_path}`")
+    if not report.ok:
+        ctx.exit(1)
+
+
+@cli.command()
+@index_option
+@click.option("--wait", type=float, default=None, help="Seconds to wait for another writer [default: forever].")
+@json_option
+@user_errors
+@click.pass_context
+def rebuild(ctx: click.Context, index_path: str, wait: float | None, as_json: bool) -> None:
+    """Rewrite the FAISS file from the vectors stored in DuckDB (no re-embedding) and remove orphan files."""
+    from citeline.index import Index
+
+    report = Index.open(index_path, repair=False).rebuild(wait=wait)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        click.echo(f"rebuilt {report.faiss_file} from {report.chunks} chunks in DuckDB; "
+                   + ("consistent" if report.ok else "still inconsistent: " + "; ".join(report.problems)))
+    if not report.ok:
+        ctx.exit(1)
+
+
 def main() -> None:
     """Console-script entry point."""
+    warnings.showwarning = _show_warning
     cli(prog_name="citeline")
 
 

@@ -34,3 +34,7 @@ class SourceError(CitelineError):
 
 class QueryError(CitelineError):
     """A search request is invalid (empty query, bad k, bad filter)."""
+
+
+class IndexRepairedWarning(UserWarning):
+    """Opening an index found its FAISS file damaged or stale and rebuilt it from DuckDB (or could not)."""

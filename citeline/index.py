@@ -17,7 +17,13 @@ from citeline import ingest as pipeline
 from citeline import store
 from citeline.chunking import Chunker
 from citeline.embedding import DEFAULT_MODEL, SentenceTransformerEmbedder
-from citeline.errors import IndexMismatchError, IndexNotFoundError
+from citeline.errors import (
+    IndexCorruptError,
+    IndexLockedError,
+    IndexMismatchError,
+    IndexNotFoundError,
+    IndexRepairedWarning,
+)
 from citeline.search import SearchResult, dense_search, fetch_passages, validate_query
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 
@@ -165,8 +171,8 @@ class Index:
             connection = store.duckdb.connect(str(tmp_db))
             try:
                 store.create_schema(connection, embedder.dimension)
-                empty = store.build_faiss(np.zeros(0, np.int64), np.zeros((0, 1)), embedder.dimension)
-                store.write_faiss(empty, store.faiss_path(index_dir, 0))
+                no_vectors = np.zeros((0, embedder.dimension), np.float32)
+                meta.update(store.publish_faiss(index_dir, 0, np.zeros(0, np.int64), no_vectors, embedder.dimension))
                 store.write_meta(connection, meta)
                 connection.execute("CHECKPOINT")
             finally:
@@ -184,12 +190,27 @@ class Index:
         model: str | None = None,
         backend: str | None = None,
         embedder: Embedder | None = None,
+        repair: bool = True,
     ) -> Index:
-        """Open an existing index. Refuses one built with another schema version, model or backend."""
+        """Open an existing index. Refuses one built with another schema version, model or backend.
+
+        A FAISS file that does not match DuckDB (missing, or another size or checksum than recorded at commit) is
+        rebuilt from the vectors in DuckDB, with an :class:`IndexRepairedWarning`, and files of dead generations
+        are removed; both only if no writer is running, and only when ``repair`` is true.
+        """
         index_dir = Path(path)
         connection = store.connect(index_dir, read_only=True)
         try:
-            meta = store.read_meta(connection)
+            try:
+                meta = store.read_meta(connection)
+            except store.duckdb.Error as exc:
+                raise IndexCorruptError(
+                    f"{store.db_path(index_dir)} is a DuckDB file but not a readable citeline index "
+                    f"({str(exc).splitlines()[0]}); point --index at an index directory"
+                ) from exc
+            # Checked while the connection is open, so no writer can publish a generation in between.
+            problems = store.quick_check(index_dir, meta) if "generation" in meta else []
+            orphans = store.orphan_files(index_dir, int(meta.get("generation", 0)))
         finally:
             connection.close()
         if meta.get("schema_version") != store.SCHEMA_VERSION:
@@ -213,6 +234,14 @@ class Index:
                 f"model {embedder.model_name!r} found here has fingerprint {embedder.fingerprint}; reinstall "
                 "the model the index was built with, or rebuild the index"
             )
+        if repair and (problems or orphans):
+            _repair_on_open(index_dir, problems)
+            if problems:
+                connection = store.connect(index_dir, read_only=True)
+                try:
+                    meta = store.read_meta(connection)
+                finally:
+                    connection.close()
         return cls(index_dir, meta, embedder)
 
     # ---------------------------------------------------------------- parts
@@ -351,6 +380,22 @@ class Index:
     def _writer_connection(self) -> store.contextlib.closing[Any]:
         return store.contextlib.closing(store.connect(self.path, read_only=False))
 
+    # ---------------------------------------------------------------- checking
+
+    def verify(self) -> store.VerifyReport:
+        """Check that the current generation's FAISS file matches DuckDB (ids, vectors, counts, checksum)."""
+        return store.verify(self.path)
+
+    def rebuild(self, *, wait: float | None = None) -> store.VerifyReport:
+        """Rewrite the current generation's FAISS file from the vectors in DuckDB, then verify.
+
+        Nothing is re-embedded. ``wait`` bounds how long to wait for a running writer (default: as long as it
+        takes). Files of dead generations are removed too.
+        """
+        with store.writer_lock(self.path, wait=wait):
+            self.meta["generation"] = store.rebuild_faiss(self.path)
+        return self.verify()
+
     # ---------------------------------------------------------------- reading
 
     def search(self, query: str, k: int = 10) -> list[SearchResult]:
@@ -411,6 +456,39 @@ class Index:
         if row is None:
             raise IndexNotFoundError(f"no document {doc_id!r} in {self.path}")
         return str(row[0])
+
+
+def _repair_on_open(index_dir: Path, problems: list[str]) -> None:
+    """Rebuild a damaged FAISS file and remove orphan files, if no writer is running; warn about what was done.
+
+    Never waits: a reader must not stall behind a writer, and a running writer publishes a fresh generation
+    (and removes orphans) itself when it commits.
+    """
+    try:
+        with store.writer_lock(index_dir, wait=0):
+            if problems:
+                generation = store.rebuild_faiss(index_dir)
+                warnings.warn(
+                    f"citeline: {'; '.join(problems)}; rebuilt {store.faiss_path(index_dir, generation).name} "
+                    f"from the vectors in {store.DB_FILE} (nothing was re-embedded)",
+                    IndexRepairedWarning,
+                    stacklevel=3,
+                )
+            else:
+                connection = store.connect(index_dir, read_only=True)
+                try:
+                    generation = int(store.read_meta(connection)["generation"])
+                finally:
+                    connection.close()
+                store.remove_other_generations(index_dir, generation)
+    except (IndexLockedError, OSError) as exc:  # a running writer, or a read-only index directory
+        if problems:
+            warnings.warn(
+                f"citeline: {'; '.join(problems)}; could not rebuild it now ({exc}); run "
+                f"`citeline rebuild --index {index_dir}`",
+                IndexRepairedWarning,
+                stacklevel=3,
+            )
 
 
 def _read_runs(connection: Any, limit: int) -> list[pipeline.RunSummary]:

@@ -322,8 +322,8 @@ def commit(
             store.insert_arrow(connection, "chunks", rows.to_arrow(run.run_id))
             generation += 1
             ids, vectors = store.load_vectors(connection, dimension)
-            store.write_faiss(store.build_faiss(ids, vectors, dimension), store.faiss_path(index_dir, generation))
-            store.write_meta(connection, {"generation": generation, "vector_count": len(ids)})
+            faiss_meta = store.publish_faiss(index_dir, generation, ids, vectors, dimension)
+            store.write_meta(connection, {"generation": generation, **faiss_meta})
         run.generation = generation
         run.finished_at = utc_now()
         record_run(connection, run)

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +115,13 @@ def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckd
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+        except duckdb.Error as exc:
+            if "lock" not in str(exc).lower():
+                raise IndexCorruptError(
+                    f"cannot open {path}: {str(exc).splitlines()[0]}; the file is damaged or not a citeline "
+                    "index. Restore it from a backup, or build a new index with `citeline ingest PATH --index NEW_DIR`"
+                ) from exc
+            if time.monotonic() > deadline:
                 raise IndexLockedError(
                     f"{path} is locked by another process and stayed locked for {timeout:.0f} s: {exc}"
                 ) from exc
@@ -346,7 +352,18 @@ class ReadSnapshot:
                     f"{path} is missing though {DB_FILE} records generation {self.generation}; "
                     "run `citeline rebuild` (or `citeline ingest` on the same paths) to restore it"
                 )
-            self.faiss = read_faiss(path)
+            try:
+                self.faiss = read_faiss(path)
+            except RuntimeError as exc:
+                raise IndexCorruptError(
+                    f"{path} cannot be read ({str(exc).splitlines()[0]}); run `citeline rebuild` to restore it "
+                    f"from the vectors in {DB_FILE}"
+                ) from exc
+            if self.faiss.ntotal != self.meta.get("vector_count", self.faiss.ntotal):
+                raise IndexCorruptError(
+                    f"{path} holds {self.faiss.ntotal} vectors, {DB_FILE} records {self.meta['vector_count']}; "
+                    "run `citeline rebuild` to restore it"
+                )
         finally:
             source.close()
         for name, rows in (("documents", documents), ("chunks", chunks)):
@@ -371,3 +388,187 @@ class ReadSnapshot:
     def close(self) -> None:
         """Free the in-memory copy."""
         self.connection.close()
+
+
+# ---------------------------------------------------------------- verification and repair
+#
+# DuckDB holds every chunk's vector, so a FAISS file that is missing, truncated or stale can always be rebuilt
+# from it without re-embedding. index_meta records the size and SHA-256 of the current generation's file at
+# commit; opening an index compares the size (cheap, and it pins the vector count, since a flat index's file
+# size is a function of it) and, for files small enough to hash quickly, the checksum.
+
+#: Files of generations (FAISS files, BM25 folders) and their temporaries, as the commit protocol names them.
+_GENERATION_FILE = re.compile(r"^(vectors|bm25)\.(\d+)(\.faiss)?(\.tmp.*)?$")
+#: Index.open hashes FAISS files up to this size; larger ones get the size check only (verify() hashes all).
+QUICK_CHECKSUM_BYTES = 64 * 1024 * 1024
+
+
+def file_checksum(path: Path) -> str:
+    """SHA-256 of a file, hex encoded, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def publish_faiss(
+    index_dir: Path, generation: int, ids: np.ndarray, vectors: np.ndarray, dimension: int
+) -> dict[str, Any]:
+    """Build and atomically write a generation's FAISS file; returns the ``index_meta`` entries that describe it.
+
+    The caller writes those entries in the transaction that publishes the generation, so the size and checksum
+    recorded in DuckDB are always those of the file DuckDB points at.
+    """
+    path = faiss_path(index_dir, generation)
+    write_faiss(build_faiss(ids, vectors, dimension), path)
+    return {"vector_count": len(ids), "faiss_bytes": path.stat().st_size, "faiss_sha256": file_checksum(path)}
+
+
+def orphan_files(index_dir: Path, generation: int) -> list[Path]:
+    """Files of generations other than ``generation`` (and temporaries): leftovers of runs that died.
+
+    Only meaningful while holding the writer lock or a DuckDB connection: a live writer's next-generation file
+    looks the same as an orphan.
+    """
+    found = []
+    for entry in sorted(index_dir.iterdir()):
+        match = _GENERATION_FILE.match(entry.name)
+        if match and (int(match.group(2)) != generation or match.group(4)):
+            found.append(entry)
+    return found
+
+
+def quick_check(index_dir: Path, meta: dict[str, Any]) -> list[str]:
+    """Problems with the current generation's FAISS file that cheap checks find (empty list: none found).
+
+    Checks that the file exists, has the size recorded at commit and, if small, the recorded checksum. Call it
+    with a DuckDB connection open, so that no writer can publish a new generation in between.
+    """
+    path = faiss_path(index_dir, int(meta.get("generation", 0)))
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return [f"{path.name} is missing"]
+    if "faiss_bytes" in meta and size != meta["faiss_bytes"]:
+        return [f"{path.name} is {size:,} bytes, but {DB_FILE} recorded {meta['faiss_bytes']:,}"]
+    if "faiss_sha256" in meta and size <= QUICK_CHECKSUM_BYTES and file_checksum(path) != meta["faiss_sha256"]:
+        return [f"{path.name} does not match the checksum recorded in {DB_FILE}"]
+    return []
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify` found. ``ok`` is false when DuckDB and the FAISS file disagree."""
+
+    path: str
+    generation: int
+    chunks: int  #: chunk rows in DuckDB
+    vector_count: int  #: vectors index_meta says the FAISS file holds
+    faiss_file: str
+    faiss_present: bool
+    faiss_ntotal: int | None
+    ids_equal: bool
+    vectors_equal: bool
+    checksum_ok: bool | None  #: None when the index predates recorded checksums
+    dangling_chunks: int  #: chunk rows whose document row is missing
+    orphans: list[str]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        """True when the index is consistent (orphan files are leftovers, not inconsistencies)."""
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data."""
+        return {**asdict(self), "ok": self.ok}
+
+
+def verify(index_dir: Path) -> VerifyReport:
+    """Compare the current generation's FAISS file with DuckDB: presence, checksum, ids, vectors, counts.
+
+    Everything is read under one read-only connection, so a writer cannot publish a generation midway.
+    """
+    connection = connect(index_dir, read_only=True)
+    try:
+        meta = read_meta(connection)
+        generation, dimension = int(meta["generation"]), int(meta["dimension"])
+        ids, vectors = load_vectors(connection, dimension)
+        dangling = connection.execute(
+            "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT doc_id FROM documents)"
+        ).fetchall()[0][0]
+        path = faiss_path(index_dir, generation)
+        orphans = [entry.name for entry in orphan_files(index_dir, generation)]
+        problems: list[str] = []
+        present, ntotal, ids_equal, vectors_equal, checksum_ok = path.exists(), None, False, False, None
+        if present:
+            if "faiss_sha256" in meta:
+                checksum_ok = file_checksum(path) == meta["faiss_sha256"]
+                if not checksum_ok:
+                    problems.append(f"{path.name} does not match the checksum recorded in {DB_FILE}")
+            try:
+                faiss_index: Any = read_faiss(path)
+            except RuntimeError as exc:
+                problems.append(f"{path.name} cannot be read: {str(exc).splitlines()[0]}")
+            else:
+                ntotal = int(faiss_index.ntotal)
+                faiss_ids = faiss.vector_to_array(faiss_index.id_map).astype(np.int64)
+                ids_equal = faiss_index.d == dimension and np.array_equal(np.sort(faiss_ids), ids)
+                if ids_equal and ntotal:
+                    order = np.argsort(faiss_ids)
+                    stored = faiss.downcast_index(faiss_index.index).reconstruct_n(0, ntotal)[order]
+                    vectors_equal = bool(np.allclose(stored, vectors, atol=1e-6))
+                else:
+                    vectors_equal = ids_equal
+                if not ids_equal:
+                    problems.append(f"{path.name} holds other chunk ids than {DB_FILE} ({ntotal} vs {len(ids)})")
+                elif not vectors_equal:
+                    problems.append(f"{path.name} holds other vectors than {DB_FILE}")
+        else:
+            problems.append(f"{path.name} is missing though {DB_FILE} records generation {generation}")
+        if int(meta.get("vector_count", len(ids))) != len(ids):
+            problems.append(f"index_meta says {meta['vector_count']} vectors, {DB_FILE} holds {len(ids)} chunks")
+        if dangling:
+            problems.append(f"{dangling} chunk rows belong to no document")
+    finally:
+        connection.close()
+    return VerifyReport(
+        path=str(index_dir),
+        generation=generation,
+        chunks=len(ids),
+        vector_count=int(meta.get("vector_count", -1)),
+        faiss_file=path.name,
+        faiss_present=present,
+        faiss_ntotal=ntotal,
+        ids_equal=ids_equal,
+        vectors_equal=vectors_equal,
+        checksum_ok=checksum_ok,
+        dangling_chunks=int(dangling),
+        orphans=orphans,
+        problems=problems,
+    )
+
+
+def rebuild_faiss(index_dir: Path) -> int:
+    """Rewrite the current generation's FAISS file from the vectors in DuckDB (no re-embedding).
+
+    The caller holds :func:`writer_lock`. The file is replaced atomically and its new size and checksum are
+    recorded in the same transaction; files of other generations are removed afterwards. Returns the generation.
+    """
+    connection = connect(index_dir, read_only=False)
+    try:
+        connection.execute("BEGIN TRANSACTION")
+        try:
+            meta = read_meta(connection)
+            generation, dimension = int(meta["generation"]), int(meta["dimension"])
+            ids, vectors = load_vectors(connection, dimension)
+            write_meta(connection, publish_faiss(index_dir, generation, ids, vectors, dimension))
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        remove_other_generations(index_dir, generation)
+    finally:
+        connection.close()
+    return generation
