@@ -69,3 +69,24 @@ def fake_embedder() -> HashEmbedder:
 def seeds_dir() -> Path:
     """The repository's seed documents."""
     return SEEDS
+
+
+# ---------------------------------------------------------------- reliability figures, printed at the end
+
+_RELIABILITY_FIGURES: dict[str, dict[str, object]] = {}
+
+
+@pytest.fixture
+def reliability_figures() -> dict[str, dict[str, object]]:
+    """Where the crash and concurrency tests put their figures, for the end-of-session summary."""
+    return _RELIABILITY_FIGURES
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the reliability figures (trials, kills survived, queries during writes, inconsistencies)."""
+    if not _RELIABILITY_FIGURES:
+        return
+    terminalreporter.section("citeline reliability figures")
+    for name, figures in _RELIABILITY_FIGURES.items():
+        shown = {key: value for key, value in figures.items() if key != "problems"}
+        terminalreporter.write_line(f"{name}: " + ", ".join(f"{key}={value}" for key, value in shown.items()))

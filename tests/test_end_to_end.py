@@ -103,6 +103,8 @@ def test_cli_ingest_in_process(tmp_path: Path, seeds_dir_session: Path) -> None:
     [
         (["search", "", "--index", "{index}"], "query is empty"),
         (["search", "x", "-k", "0", "--index", "{index}"], "k must be at least 1"),
+        (["search", "x", "-k", "-5", "--index", "{index}"], "k must be at least 1"),
+        (["search", "   ", "--index", "{index}"], "query is empty"),
         (["search", "x", "--index", "{missing}"], "no citeline index"),
         (["ingest", "{missing}/nowhere", "--index", "{index}"], "no such file or directory"),
     ],
@@ -115,3 +117,25 @@ def test_cli_user_errors_are_one_line_and_nonzero(seeds_index: Path, tmp_path: P
     assert message in result.output
     assert "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["search", "x", "-k", "abc"], "not a valid integer"),
+        (["search"], "Missing argument 'QUERY'"),
+        (["search", "x", "--bogus"], "No such option"),
+    ],
+)
+def test_cli_usage_errors_are_one_line_with_exit_status_2(seeds_index: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, [*args, "--index", str(seeds_index)])
+    assert result.exit_code == 2
+    assert message in result.output and "--help" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_cli_huge_k_is_clamped_to_what_the_index_holds(seeds_index: Path) -> None:
+    result = CliRunner().invoke(cli, ["search", "soldiers", "-k", "100000000", "--json", "--index", str(seeds_index)])
+    assert result.exit_code == 0, result.output
+    chunks = Index.open(seeds_index).status().chunks
+    assert len(result.output.splitlines()) == chunks

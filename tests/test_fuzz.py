@@ -1,0 +1,112 @@
+"""Fuzzing the parsers and the chunker: random and mutated input may be refused, but only with a SourceError."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_formats import minimal_pdf
+
+from citeline.chunking import Chunker
+from citeline.errors import SourceError
+from citeline.sources import Document, SourceFile, parse, supported_suffixes
+
+SAMPLES = {
+    ".txt": b"A title\n\nSome text about rivers and bridges.\n",
+    ".md": b"# Heading\n\nA paragraph.\n\n- a list item\n",
+    ".html": b"<html><head><title>T</title></head><body><article><p>Main text here.</p></article></body></html>",
+    ".jsonl": b'{"_id": "1", "title": "One", "text": "first record"}\n{"id": 2, "text": "second"}\n',
+    ".pdf": minimal_pdf(["First page about wages", "Second page"]),
+}
+#: CITELINE_FUZZ_EXAMPLES=2000 for a longer hunt than CI affords.
+EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "40"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def sample(suffix: str) -> bytes:
+    """A valid file of this suffix (formats added later fall back to text)."""
+    aliases = {".markdown": ".md", ".htm": ".html"}
+    return SAMPLES.get(aliases.get(suffix, suffix), SAMPLES[".txt"])
+
+
+@st.composite
+def mutated(draw: st.DrawFn, seed: bytes) -> bytes:
+    """``seed`` with random bytes overwritten, inserted and deleted, or truncated: almost-valid files."""
+    data = bytearray(seed)
+    for _ in range(draw(st.integers(1, 8))):
+        position = draw(st.integers(0, max(len(data) - 1, 0)))
+        action = draw(st.sampled_from(("flip", "insert", "delete", "truncate")))
+        if action == "flip" and data:
+            data[position] = draw(st.integers(0, 255))
+        elif action == "insert":
+            data[position:position] = draw(st.binary(max_size=16))
+        elif action == "delete":
+            del data[position : position + draw(st.integers(1, 32))]
+        else:
+            del data[position:]
+    return bytes(data)
+
+
+def parse_bytes(suffix: str, data: bytes) -> list[Document]:
+    """Write ``data`` to a file with ``suffix`` and parse it the way ingestion does."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / f"fuzz{suffix}"
+        path.write_bytes(data)
+        try:
+            return parse(SourceFile(directory, str(path), path.name))
+        except SourceError as exc:
+            assert exc.path == str(path) and exc.reason  # typed, and says which file and why
+            return []
+
+
+def check_documents(documents: list[Document]) -> None:
+    for document in documents:
+        assert isinstance(document.text, str) and document.text.strip()
+        assert isinstance(document.title, str)
+
+
+@pytest.mark.parametrize("suffix", supported_suffixes())
+@FUZZ
+@given(data=st.binary(max_size=4096))
+def test_random_bytes_raise_only_source_error(suffix: str, data: bytes) -> None:
+    check_documents(parse_bytes(suffix, data))
+
+
+@pytest.mark.parametrize("suffix", supported_suffixes())
+@FUZZ
+@given(data=st.data())
+def test_mutated_valid_files_raise_only_source_error(suffix: str, data: st.DataObject) -> None:
+    check_documents(parse_bytes(suffix, data.draw(mutated(sample(suffix)))))
+
+
+@pytest.mark.parametrize("suffix", supported_suffixes())
+@FUZZ
+@given(text=st.text(max_size=2000))
+def test_random_text_raises_only_source_error(suffix: str, text: str) -> None:
+    check_documents(parse_bytes(suffix, text.encode("utf-8")))
+
+
+@pytest.fixture(scope="module")
+def chunkers() -> list[Chunker]:
+    from conftest import HashEmbedder
+
+    tokenizer = HashEmbedder().tokenizer_file
+    return [Chunker(tokenizer, max_tokens=16, overlap_tokens=4, model_max_tokens=256),
+            Chunker(tokenizer, max_tokens=254, overlap_tokens=32, model_max_tokens=256)]
+
+
+@settings(max_examples=EXAMPLES * 4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=3000) | st.text(alphabet=" \n\t#*-_`>[]()!.,;:abcXYZ1é😀", max_size=3000),
+       markdown=st.booleans())
+def test_chunker_offsets_hold_for_any_text(chunkers: list[Chunker], text: str, markdown: bool) -> None:
+    for chunker in chunkers:
+        spans = chunker.split(text, markdown=markdown)
+        assert [span.ordinal for span in spans] == list(range(len(spans)))
+        for span in spans:
+            assert 0 <= span.char_start < span.char_end <= len(text)
+            assert text[span.char_start : span.char_end] == span.text
+            assert chunker.count_tokens(span.text) <= chunker.max_tokens  # nothing is truncated at embedding time
