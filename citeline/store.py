@@ -4,7 +4,8 @@ Layout of an index directory::
 
     meta.duckdb              index_meta, documents, chunks (text, offsets, hashes, vectors), runs
     vectors.<gen>.faiss      flat inner-product index over the chunk vectors, ids = chunk_id
-    write.lock               held by the one process that writes
+    write.lock               held by the one process that writes (for a whole run)
+    db.lock                  shared by readers, exclusive for a writer, while each has meta.duckdb open
 
 Commit protocol (see DESIGN.md): a writer builds the FAISS file of generation g+1 from the rows it is about to
 commit, inside the same DuckDB transaction that writes those rows and sets ``generation = g+1``; the file is
@@ -25,7 +26,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import duckdb
 import faiss
@@ -37,6 +38,7 @@ from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, 
 SCHEMA_VERSION = 1
 DB_FILE = "meta.duckdb"
 LOCK_FILE = "write.lock"
+DB_LOCK_FILE = "db.lock"
 _FAISS_NAME = re.compile(r"^vectors\.(\d+)\.faiss(\.tmp)?$")
 
 _SCHEMA = """
@@ -98,11 +100,76 @@ def faiss_path(index_dir: Path, generation: int) -> Path:
     return index_dir / f"vectors.{generation}.faiss"
 
 
+class _LockedConnection:
+    """A DuckDB connection that also holds the index's database lock (see :func:`connect`) until closed."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, lock: Any):
+        self._connection = connection
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+    def __enter__(self) -> _LockedConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (DuckDB checkpoints here), then release the lock."""
+        try:
+            self._connection.close()
+        finally:
+            if self._lock is not None:
+                self._lock.close()  # closing the descriptor releases the flock
+                self._lock = None
+
+
+def _lock_database(index_dir: Path, *, exclusive: bool, deadline: float) -> Any:
+    """Take the index's database lock, shared for readers and exclusive for a writer; None if it cannot exist.
+
+    DuckDB's own file lock is an fcntl lock, which POSIX drops for the whole process as soon as *any* descriptor
+    of the file is closed in that process (checked: a plain open() and close() of meta.duckdb beside a writing
+    connection lets another process's reader in). The concurrency trials caught a reader reading a writer's
+    half-written file that way ("Could not read enough bytes"), about once in 500 queries. An flock belongs to
+    one open file description and is immune to that, so every DuckDB connection is bracketed by one. A writer
+    holds it only while its connection is open (while it plans and commits), so readers wait at most for one
+    commit.
+    """
+    path = index_dir / DB_LOCK_FILE
+    handle: BinaryIO
+    try:
+        handle = path.open("a+b")
+    except FileNotFoundError:
+        return None  # no index directory yet: connect() reports that
+    except PermissionError:
+        try:
+            handle = path.open("rb")  # a read-only index directory still takes a shared lock
+        except FileNotFoundError:
+            return None  # nobody can be writing to a read-only directory without the lock file
+    delay = 0.002
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                handle.close()
+                raise IndexLockedError(
+                    f"{index_dir / DB_FILE} stayed locked by another process's commit; try again, or look for a "
+                    "stuck citeline process"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
 def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckdb.DuckDBPyConnection:
     """Open the index's DuckDB file, waiting while another process holds a conflicting lock.
 
-    DuckDB lets one process write or several processes read a file; a writer holds it only while it commits,
-    so a reader (or writer) that finds it locked waits briefly instead of failing.
+    DuckDB lets one process write or several processes read a file; a writer holds it only while it plans and
+    commits, so a reader (or writer) that finds it locked waits briefly instead of failing. Close the returned
+    connection to release the lock.
     """
     path = db_path(index_dir)
     if read_only and not path.exists():
@@ -111,22 +178,29 @@ def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckd
             f"`citeline ingest PATH --index {index_dir}`"
         )
     deadline = time.monotonic() + timeout
+    lock = _lock_database(index_dir, exclusive=not read_only, deadline=deadline)
     delay = 0.005
-    while True:
-        try:
-            return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.Error as exc:
-            if "lock" not in str(exc).lower():
-                raise IndexCorruptError(
-                    f"cannot open {path}: {str(exc).splitlines()[0]}; the file is damaged or not a citeline "
-                    "index. Restore it from a backup, or build a new index with `citeline ingest PATH --index NEW_DIR`"
-                ) from exc
-            if time.monotonic() > deadline:
-                raise IndexLockedError(
-                    f"{path} is locked by another process and stayed locked for {timeout:.0f} s: {exc}"
-                ) from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
+    try:
+        while True:
+            try:
+                return _LockedConnection(duckdb.connect(str(path), read_only=read_only), lock)  # type: ignore[return-value]
+            except duckdb.Error as exc:
+                if "lock" not in str(exc).lower():
+                    raise IndexCorruptError(
+                        f"cannot open {path}: {str(exc).splitlines()[0]}; the file is damaged or not a citeline "
+                        "index. Restore it from a backup, or build a new index with "
+                        "`citeline ingest PATH --index NEW_DIR`"
+                    ) from exc
+                if time.monotonic() > deadline:
+                    raise IndexLockedError(
+                        f"{path} is locked by another process and stayed locked for {timeout:.0f} s: {exc}"
+                    ) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+    except BaseException:
+        if lock is not None:
+            lock.close()
+        raise
 
 
 def create_schema(connection: duckdb.DuckDBPyConnection, dimension: int) -> None:
