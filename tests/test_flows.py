@@ -94,9 +94,9 @@ def chunk_table(index_dir: Path) -> dict[int, tuple[Any, ...]]:
 @pytest.fixture(scope="module")
 def served(prefect_api: str, tmp_path_factory: pytest.TempPathFactory, seeds_dir_module: Path) -> dict[str, Any]:
     """Register the scheduled deployment the way `citeline schedule` does, trigger a run, and let a runner run it."""
-    from prefect.runner import Runner
     from prefect.client.orchestration import get_client
     from prefect.deployments import arun_deployment
+    from prefect.runner import Runner
 
     from flows.serve import build_deployment
 
@@ -155,8 +155,10 @@ def test_dask_cluster_builds_the_same_index_as_the_default_runner(
 
     index_dir = tmp_path / "dask-index"
     started = time.perf_counter()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster, set_as_default=False) as client:
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster, set_as_default=False) as client,
+    ):
         # One file and about one chunk per batch: two parse and two embedding tasks to spread over the workers.
         summary = ingest_flow(paths=[str(seeds_dir_module)], index_path=str(index_dir),
                               dask_address=cluster.scheduler_address, files_per_batch=1, chunks_per_batch=1)
