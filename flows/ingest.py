@@ -19,7 +19,6 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import Any
 
 # Quiet by default; PREFECT_HOME etc. are the caller's to set (see PREFECT-NOTES.md).
@@ -74,10 +73,16 @@ retrying_task = task(
 )
 
 
-@lru_cache(maxsize=4)
+# One Index (and so one loaded model) per process and index path: Dask workers load the model once and keep
+# it across batches and runs; in the flow's own process the flow registers the Index it opened.
+_open_indexes: dict[str, Index] = {}
+
+
 def _index(index_path: str) -> Index:
-    # One Index (and so one loaded model) per worker process and index.
-    return Index.open(index_path)
+    index = _open_indexes.get(index_path)
+    if index is None:
+        index = _open_indexes[index_path] = Index.open(index_path)
+    return index
 
 
 @retrying_task
@@ -207,6 +212,8 @@ def ingest_flow(
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
     index = Index.create(index_path, model=model, backend=backend, max_tokens=max_tokens,
                          overlap_tokens=overlap_tokens)
+    # The tasks that run in this process use this Index: a new index has loaded its model already.
+    _open_indexes[str(index.path)] = index
     run_id, started_at = ingest.new_run_id(), ingest.utc_now()
     roots = ingest.resolve_roots(paths)
     with store.writer_lock(index.path, wait=wait):

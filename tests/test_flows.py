@@ -163,7 +163,7 @@ def test_dask_cluster_builds_the_same_index_as_the_default_runner(
         summary = ingest_flow(paths=[str(seeds_dir_module)], index_path=str(index_dir),
                               dask_address=cluster.scheduler_address, files_per_batch=1, chunks_per_batch=1)
         # The batches ran on the workers: they imported the flow's module and opened the index there.
-        opened = client.run(lambda: sys.modules["flows.ingest"]._index.cache_info().currsize
+        opened = client.run(lambda: len(sys.modules["flows.ingest"]._open_indexes)
                             if "flows.ingest" in sys.modules else 0)
     print(f"Dask flow run (2-worker LocalCluster, model loaded per worker): {time.perf_counter() - started:.1f} s")
     assert summary["status"] == "succeeded" and summary["added"] == 2
