@@ -212,8 +212,10 @@ def ingest_flow(
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
     index = Index.create(index_path, model=model, backend=backend, max_tokens=max_tokens,
                          overlap_tokens=overlap_tokens)
-    # The tasks that run in this process use this Index: a new index has loaded its model already.
-    _open_indexes[str(index.path)] = index
+    # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
+    # Index, which for a new index has loaded its model already.
+    index_dir = str(index.path.resolve())
+    _open_indexes[index_dir] = index
     run_id, started_at = ingest.new_run_id(), ingest.utc_now()
     roots = ingest.resolve_roots(paths)
     with store.writer_lock(index.path, wait=wait):
@@ -224,15 +226,15 @@ def ingest_flow(
                     _map(fan_out, parse_task,
                          {"files": _batches(files, files_per_batch), "max_file_bytes": unmapped(max_file_bytes)})
                 )
-                plan = plan_task(str(index.path), roots, files, parsed)
+                plan = plan_task(index_dir, roots, files, parsed)
                 outputs = _map(fan_out, chunk_embed_task,
-                               {"index_path": unmapped(str(index.path)),
+                               {"index_path": unmapped(index_dir),
                                 "documents": _chunk_budget(plan.to_index, chunks_per_batch)})
             rows = store.ChunkRows.concat([rows for rows, _, _ in outputs], index.dimension)
             run = ingest.summarize(run_id, started_at, plan)
             run.chunks_embedded = sum(embedded for _, embedded, _ in outputs)
             run.chunks_reused = sum(reused for _, _, reused in outputs)
-            run = commit_task(str(index.path), plan, rows, run)
+            run = commit_task(index_dir, plan, rows, run)
         except BaseException as exc:
             index.record_failure(run_id, started_at, roots, exc)
             raise
