@@ -28,6 +28,38 @@ index_option = click.option(
     help="Index directory (env CITELINE_INDEX).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
+wait_option = click.option(
+    "--wait", type=float, default=None, help="Seconds to wait for another writer [default: forever]."
+)
+# The settings of an ingestion run, shared by `ingest` and `schedule` (parameters of Index.create and the flow).
+_INGEST_OPTIONS = [
+    click.option("--model", default=None,
+                 help="Model name or local model folder [default: the index's, or all-MiniLM-L6-v2]."),
+    click.option(
+        "--backend",
+        type=click.Choice(BACKENDS),
+        default=None,
+        help="Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) "
+        "[default: torch].",
+    ),
+    click.option("--max-tokens", type=int, default=None, help="Chunk size in model tokens [default: model limit]."),
+    click.option("--overlap-tokens", type=int, default=None, help="Token overlap between chunks [default: 32]."),
+    click.option("--max-file-bytes", type=int, default=64 * 1024 * 1024, show_default=True,
+                 help="Skip larger files."),
+    wait_option,
+    click.option("--dask-address", default=None,
+                 help="Prefect flow only: parse and embed on this Dask scheduler (tcp://HOST:8786)."),
+    click.option("--dask-workers", type=click.IntRange(min=1), default=None,
+                 help="Prefect flow only: parse and embed on a local Dask cluster of N processes."),
+]
+
+
+def ingest_options(func: F) -> F:
+    """Add the ingestion settings' options to a command."""
+    for option in reversed(_INGEST_OPTIONS):
+        func = option(func)
+    return func
+
 
 
 def user_errors(func: F) -> F:
@@ -88,17 +120,7 @@ def cli() -> None:
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @index_option
-@click.option("--model", default=None, help="Model name or local model folder [default: all-MiniLM-L6-v2].")
-@click.option(
-    "--backend",
-    type=click.Choice(BACKENDS),
-    default=None,
-    help="Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) [default: torch].",
-)
-@click.option("--max-tokens", type=int, default=None, help="Chunk size in model tokens [default: model limit].")
-@click.option("--overlap-tokens", type=int, default=None, help="Token overlap between chunks [default: 32].")
-@click.option("--max-file-bytes", type=int, default=64 * 1024 * 1024, show_default=True, help="Skip larger files.")
-@click.option("--wait", type=float, default=None, help="Seconds to wait for another writer [default: forever].")
+@ingest_options
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
 @click.option("--prefect", is_flag=True, help="Run through the Prefect flow (flows/ingest.py) instead of in-process.")
 @json_option
@@ -114,10 +136,14 @@ def ingest(
     wait: float | None,
     progress: bool | None,
     prefect: bool,
+    dask_address: str | None,
+    dask_workers: int | None,
     as_json: bool,
 ) -> None:
     """Add, update and remove the documents under PATHS (folders or files) in the index."""
     show_progress = sys.stderr.isatty() if progress is None else progress
+    if (dask_address or dask_workers) and not prefect:
+        raise click.UsageError("--dask-address and --dask-workers run the Prefect flow: add --prefect")
     if prefect:
         from flows.ingest import ingest_flow
 
@@ -129,6 +155,9 @@ def ingest(
             max_tokens=max_tokens,
             overlap_tokens=overlap_tokens,
             max_file_bytes=max_file_bytes,
+            wait=wait,
+            dask_address=dask_address,
+            dask_workers=dask_workers,
         )
     else:
         from citeline.index import Index
@@ -148,6 +177,25 @@ def ingest(
     )
     for error in summary["errors"]:
         click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--cron", required=True, help='Cron schedule, e.g. "0 * * * *" (hourly).')
+@click.option("--timezone", default=None, help="Time zone of the cron schedule [default: UTC].")
+@click.option("--name", default="scheduled", show_default=True, help="Deployment name (citeline-ingest/NAME).")
+@index_option
+@ingest_options
+@user_errors
+def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
+    """Serve the ingestion of PATHS on a cron schedule against the Prefect server at PREFECT_API_URL.
+
+    Registers the deployment citeline-ingest/NAME and runs its scheduled (and manually triggered) runs until
+    stopped with Ctrl-C. Same as `python -m flows.serve`.
+    """
+    from flows.serve import serve
+
+    serve(list(paths), cron=cron, **options)
 
 
 @cli.command()
@@ -256,7 +304,7 @@ def verify(ctx: click.Context, index_path: str, as_json: bool) -> None:
 
 @cli.command()
 @index_option
-@click.option("--wait", type=float, default=None, help="Seconds to wait for another writer [default: forever].")
+@wait_option
 @json_option
 @user_errors
 @click.pass_context

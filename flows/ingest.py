@@ -4,14 +4,21 @@ Tasks only call :class:`citeline.Index` and :mod:`citeline.ingest` functions; th
 (never a loaded model), so they can run on Dask workers. Work is batched — one task per few hundred files or
 chunks — because Prefect's per-task overhead and its server's handling of task bursts make per-chunk tasks slow.
 
-Run it with ``citeline ingest --prefect PATH...`` or ``python -m flows.ingest PATH... --index DIR``.
+Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` (a running scheduler) or
+``dask_workers`` (a local cluster of that many processes) is given; discovery, planning and the commit stay in the
+flow's own process, which holds the index's writer lock for the whole run.
+
+Run it with ``citeline ingest --prefect PATH...`` or ``python -m flows.ingest PATH... --index DIR``; serve it on a
+schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/serve.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
-from functools import lru_cache
+from collections.abc import Iterator
 from typing import Any
 
 # Quiet by default; PREFECT_HOME etc. are the caller's to set (see PREFECT-NOTES.md).
@@ -20,9 +27,14 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
-from prefect import flow, task
+from prefect import Task, flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import TaskRun
+from prefect.context import FlowRunContext
+from prefect.states import State
+from prefect.task_runners import TaskRunner
+from prefect.tasks import exponential_backoff
 
 from citeline import ingest, store
 from citeline.index import Index
@@ -30,27 +42,62 @@ from citeline.sources import DEFAULT_MAX_FILE_BYTES
 
 FILES_PER_TASK = 500
 CHUNKS_PER_TASK = 2000
+RETRIES = 3  # after 2, 4 and 8 seconds
+
+# OSErrors a retry cannot fix: the user must change something first.
+_PERMANENT_OS_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
-@lru_cache(maxsize=4)
+def transient_failure(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Retry condition: retry I/O hiccups (network filesystems, timeouts), never bad input or bugs.
+
+    Retrying is safe for every task it is set on: they only read files and the index, and return data.
+    """
+    try:
+        state.result()
+    except _PERMANENT_OS_ERRORS:
+        return False
+    except OSError:  # includes TimeoutError and ConnectionError
+        return True
+    except Exception:
+        return False
+    return False
+
+
+# The decorator of the tasks that are safe to retry.
+retrying_task = task(
+    cache_policy=NO_CACHE,
+    retries=RETRIES,
+    retry_delay_seconds=exponential_backoff(backoff_factor=2),
+    retry_condition_fn=transient_failure,
+)
+
+
+# One Index (and so one loaded model) per process and index path: Dask workers load the model once and keep
+# it across batches and runs; in the flow's own process the flow registers the Index it opened.
+_open_indexes: dict[str, Index] = {}
+
+
 def _index(index_path: str) -> Index:
-    # One Index (and so one loaded model) per worker process and index.
-    return Index.open(index_path)
+    index = _open_indexes.get(index_path)
+    if index is None:
+        index = _open_indexes[index_path] = Index.open(index_path)
+    return index
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+@retrying_task
 def discover_task(paths: list[str]) -> list[ingest.SourceFile]:
     """List the files to ingest (retried: network filesystems fail transiently)."""
     return ingest.discover(paths)
 
 
-@task(cache_policy=NO_CACHE)
+@retrying_task
 def parse_task(files: list[ingest.SourceFile], max_file_bytes: int) -> ingest.ParsedBatch:
     """Parse a batch of files; bad files become reported errors, not task failures."""
     return ingest.parse_files(files, max_file_bytes=max_file_bytes)
 
 
-@task(cache_policy=NO_CACHE)
+@retrying_task
 def plan_task(
     index_path: str, roots: list[str], files: list[ingest.SourceFile], parsed: ingest.ParsedBatch
 ) -> ingest.Plan:
@@ -58,7 +105,7 @@ def plan_task(
     return _index(index_path).plan(roots, files, parsed)
 
 
-@task(cache_policy=NO_CACHE)
+@retrying_task
 def chunk_embed_task(index_path: str, documents: list[ingest.Document]) -> tuple[store.ChunkRows, int, int]:
     """Chunk and embed a batch of documents; returns the rows and (embedded, reused) counts."""
     index = _index(index_path)
@@ -71,7 +118,11 @@ def chunk_embed_task(index_path: str, documents: list[ingest.Document]) -> tuple
 def commit_task(
     index_path: str, plan: ingest.Plan, rows: store.ChunkRows, run: ingest.RunSummary
 ) -> ingest.RunSummary:
-    """Publish the new generation and the run's ledger row."""
+    """Publish the new generation and the run's ledger row.
+
+    Not retried: once its transaction has committed, running it again would insert the same documents twice.
+    A commit that fails rolls back, so the index stays at its last generation and the next run redoes the work.
+    """
     _index(index_path).commit(plan, rows, run)
     return run
 
@@ -80,17 +131,60 @@ def _batches(items: list[Any], size: int) -> list[list[Any]]:
     return [items[start : start + size] for start in range(0, len(items), size)]
 
 
-def _chunk_budget(documents: list[ingest.Document]) -> list[list[ingest.Document]]:
+def _chunk_budget(documents: list[ingest.Document], chunks_per_batch: int) -> list[list[ingest.Document]]:
     # Batch documents by text size (~1,000 characters a chunk) so embedding tasks get similar work.
     batches: list[list[ingest.Document]] = [[]]
     size = 0
     for document in documents:
-        if size >= CHUNKS_PER_TASK * 1000 and batches[-1]:
+        if size >= chunks_per_batch * 1000 and batches[-1]:
             batches.append([])
             size = 0
         batches[-1].append(document)
         size += len(document.text)
     return [batch for batch in batches if batch]
+
+
+def dask_task_runner(dask_address: str | None = None, dask_workers: int | None = None) -> TaskRunner[Any] | None:
+    """The Dask task runner for a scheduler address or a local cluster of ``dask_workers`` processes, or None.
+
+    Local workers are processes with one thread each (the model is not thread-parallel; each worker loads it
+    once); distributed limits their BLAS/OpenMP threads to one by default.
+    """
+    if dask_address and dask_workers:
+        raise ValueError("give either dask_address (an existing cluster) or dask_workers (a local one), not both")
+    if dask_workers is not None and dask_workers < 1:
+        raise ValueError(f"dask_workers must be at least 1, not {dask_workers}")
+    if not dask_address and not dask_workers:
+        return None
+    from prefect_dask import DaskTaskRunner  # imported only when asked for: distributed is slow to import
+
+    if dask_address:
+        return DaskTaskRunner(address=dask_address)
+    return DaskTaskRunner(
+        cluster_class="distributed.LocalCluster",
+        cluster_kwargs={"n_workers": dask_workers, "threads_per_worker": 1, "processes": True},
+    )
+
+
+@contextlib.contextmanager
+def _fan_out(runner: TaskRunner[Any] | None) -> Iterator[TaskRunner[Any]]:
+    # The task runner for the mapped batches. A flow has one task runner, but plan and commit must run here,
+    # in the process holding the writer lock; so the batches go through a started Dask runner's map (what
+    # Task.map calls on the flow's runner) and everything else through the flow's own runner.
+    if runner is None:
+        context = FlowRunContext.get()
+        assert context is not None and context.task_runner is not None, "only called inside the flow"
+        yield context.task_runner
+        return
+    # Prefect's log handler would print the cluster's start-up and shutdown chatter (dozens of INFO lines).
+    logging.getLogger("distributed").setLevel(os.environ.get("PREFECT_LOGGING_LEVEL", "WARNING").upper())
+    with runner:
+        yield runner
+
+
+def _map(runner: TaskRunner[Any], batch_task: Task[..., Any], parameters: dict[str, Any]) -> list[Any]:
+    # One task run per batch on ``runner``; the results in order (raises if a batch failed for good).
+    return list(runner.map(batch_task, parameters).result())
 
 
 @flow(name="citeline-ingest", log_prints=True)
@@ -103,25 +197,44 @@ def ingest_flow(
     overlap_tokens: int | None = None,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     wait: float | None = None,
+    dask_address: str | None = None,
+    dask_workers: int | None = None,
+    files_per_batch: int = FILES_PER_TASK,
+    chunks_per_batch: int = CHUNKS_PER_TASK,
 ) -> dict[str, Any]:
-    """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row."""
+    """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.
+
+    ``wait`` bounds the seconds to wait for another writer (default: as long as it takes). ``dask_address``
+    (``tcp://host:8786``) or ``dask_workers`` (a local cluster) spread parsing and embedding over Dask
+    workers, which must see ``paths`` and ``index_path`` at the same locations. ``files_per_batch`` and
+    ``chunks_per_batch`` size the mapped tasks (about 1,000 characters a chunk).
+    """
+    dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
     index = Index.create(index_path, model=model, backend=backend, max_tokens=max_tokens,
                          overlap_tokens=overlap_tokens)
+    # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
+    # Index, which for a new index has loaded its model already.
+    index_dir = str(index.path.resolve())
+    _open_indexes[index_dir] = index
     run_id, started_at = ingest.new_run_id(), ingest.utc_now()
     roots = ingest.resolve_roots(paths)
     with store.writer_lock(index.path, wait=wait):
         try:
-            files = discover_task(paths)
-            parsed = ingest.ParsedBatch.merge(
-                parse_task.map(_batches(files, FILES_PER_TASK), max_file_bytes).result()
-            )
-            plan = plan_task(str(index.path), roots, files, parsed)
-            outputs = chunk_embed_task.map(str(index.path), _chunk_budget(plan.to_index)).result()
+            with _fan_out(dask_runner) as fan_out:
+                files = discover_task(paths)
+                parsed = ingest.ParsedBatch.merge(
+                    _map(fan_out, parse_task,
+                         {"files": _batches(files, files_per_batch), "max_file_bytes": unmapped(max_file_bytes)})
+                )
+                plan = plan_task(index_dir, roots, files, parsed)
+                outputs = _map(fan_out, chunk_embed_task,
+                               {"index_path": unmapped(index_dir),
+                                "documents": _chunk_budget(plan.to_index, chunks_per_batch)})
             rows = store.ChunkRows.concat([rows for rows, _, _ in outputs], index.dimension)
             run = ingest.summarize(run_id, started_at, plan)
             run.chunks_embedded = sum(embedded for _, embedded, _ in outputs)
             run.chunks_reused = sum(reused for _, _, reused in outputs)
-            run = commit_task(str(index.path), plan, rows, run)
+            run = commit_task(index_dir, plan, rows, run)
         except BaseException as exc:
             index.record_failure(run_id, started_at, roots, exc)
             raise
@@ -136,8 +249,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--index", default="index")
     parser.add_argument("--model", default=None, help="default: the index's, or all-MiniLM-L6-v2")
     parser.add_argument("--backend", default=None, choices=["torch", "onnx", "onnx-int8"])
+    parser.add_argument("--wait", type=float, default=None, help="seconds to wait for another writer")
+    parser.add_argument("--dask-address", default=None, help="Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    parser.add_argument("--dask-workers", type=int, default=None, help="local Dask cluster of N processes")
     args = parser.parse_args(argv)
-    print(ingest_flow(paths=args.paths, index_path=args.index, model=args.model, backend=args.backend))
+    print(ingest_flow(paths=args.paths, index_path=args.index, model=args.model, backend=args.backend,
+                      wait=args.wait, dask_address=args.dask_address, dask_workers=args.dask_workers))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -78,6 +80,63 @@ def test_second_writer_fails_clearly_when_told_not_to_wait(tmp_path, seeds_dir, 
         index.ingest([seeds_dir], wait=0.2)
     # The refused run changed nothing.
     assert index.status().documents == 0
+
+
+# A writer in its own process: the test embedder, one folder, a --wait; prints "ready" just before ingesting.
+_WRITER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from conftest import HashEmbedder
+from citeline import Index, IndexLockedError
+index = Index.create(sys.argv[2], embedder=HashEmbedder())
+print("ready", flush=True)
+try:
+    run = index.ingest([sys.argv[3]], wait=float(sys.argv[4]))
+except IndexLockedError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(3)
+print(run.generation)
+"""
+
+
+def _writer(index_dir: Path, folder: Path, wait: float) -> subprocess.Popen[str]:
+    tests = str(Path(__file__).parent)
+    return subprocess.Popen([sys.executable, "-c", _WRITER, tests, str(index_dir), str(folder), str(wait)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_concurrent_writers_in_other_processes_wait_or_fail_and_never_interleave(
+    tmp_path, seeds_dir, fake_embedder
+) -> None:
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    folders = []
+    for source in sorted(seeds_dir.iterdir()):  # one seed per folder, so each writer adds one document
+        folder = tmp_path / source.stem
+        folder.mkdir()
+        shutil.copy(source, folder)
+        folders.append(folder)
+    with store.writer_lock(index.path):
+        refused = _writer(index.path, folders[0], wait=0)
+        _, refused_error = refused.communicate(timeout=60)
+        assert refused.returncode == 3
+        assert f"another process is writing to {index.path}" in refused_error
+        waiting = [_writer(index.path, folder, wait=60) for folder in folders]
+        for writer in waiting:  # both have opened the index and now wait for the lock this test holds
+            assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        assert all(writer.poll() is None for writer in waiting)
+    generations = []
+    for writer in waiting:
+        output, error = writer.communicate(timeout=60)
+        assert writer.returncode == 0, error
+        generations.append(int(output.split()[-1]))
+    # One commit after the other: each published its own generation on top of the other's.
+    assert sorted(generations) == [1, 2]
+    runs = index.runs()
+    assert sorted((run.generation, run.status, run.added) for run in runs) == [(1, "succeeded", 1),
+                                                                               (2, "succeeded", 1)]
+    status = index.status()
+    assert (status.documents, status.generation) == (2, 2)
+    assert index.verify().ok
 
 
 def test_failed_run_is_recorded_and_keeps_the_last_generation(tmp_path, seeds_dir, fake_embedder) -> None:

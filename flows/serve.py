@@ -1,0 +1,130 @@
+"""Serve the ingestion flow on a cron schedule: ``python -m flows.serve --cron "0 * * * *" PATH...``.
+
+``citeline schedule`` is the same command. It registers the deployment ``citeline-ingest/<name>`` with the
+Prefect server at ``PREFECT_API_URL`` (schedule and parameters are visible and editable in the UI) and then runs
+each scheduled or manually triggered run in a subprocess of this process, until it is stopped. A cron schedule
+needs a real server (``prefect server start``, or docker-compose.yml): Prefect's temporary server has no
+scheduler.
+
+Runs of the deployment never overlap on the index: each holds the index's writer lock, so a run that starts
+while another is still writing waits for it (``--wait`` bounds that). A failed run leaves the index at its
+last good generation and is recorded in the run ledger; the next scheduled run picks up where it left off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING, Any
+
+from citeline.embedding import BACKENDS
+from citeline.errors import SourceError
+from citeline.sources import DEFAULT_MAX_FILE_BYTES
+
+if TYPE_CHECKING:  # Prefect is imported only when a deployment is built: `citeline` starts fast without it
+    from prefect.deployments.runner import RunnerDeployment
+
+DEFAULT_NAME = "scheduled"
+
+
+def build_deployment(
+    paths: list[str],
+    *,
+    cron: str,
+    name: str = DEFAULT_NAME,
+    timezone: str | None = None,
+    index_path: str = "index",
+    model: str | None = None,
+    backend: str | None = None,
+    max_tokens: int | None = None,
+    overlap_tokens: int | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    wait: float | None = None,
+    dask_address: str | None = None,
+    dask_workers: int | None = None,
+) -> RunnerDeployment:
+    """The deployment ``citeline-ingest/<name>``: the ingestion flow with these parameters on ``cron``.
+
+    Paths are made absolute, so runs do not depend on the directory they start in. Raises
+    :class:`SourceError` for a path that does not exist and ``ValueError`` for a bad cron string or Dask
+    settings, before anything is registered.
+    """
+    from prefect.deployments.runner import RunnerDeployment
+    from prefect.schedules import Cron
+
+    from flows.ingest import dask_task_runner, ingest_flow
+
+    for path in paths:
+        if not os.path.exists(path):
+            raise SourceError(path, "no such file or directory")
+    dask_task_runner(dask_address, dask_workers)  # validates the Dask settings
+    schedule = Cron(cron, timezone=timezone or "UTC")  # raises ValueError for a bad cron string
+    parameters: dict[str, Any] = {
+        "paths": [os.path.abspath(path) for path in paths],
+        "index_path": os.path.abspath(index_path),
+        "model": model,
+        "backend": backend,
+        "max_tokens": max_tokens,
+        "overlap_tokens": overlap_tokens,
+        "max_file_bytes": max_file_bytes,
+        "wait": wait,
+        "dask_address": dask_address,
+        "dask_workers": dask_workers,
+    }
+    deployment = ingest_flow.to_deployment(
+        name=name,
+        schedule=schedule,
+        parameters={key: value for key, value in parameters.items() if value is not None},
+        description=f"citeline ingestion of {', '.join(parameters['paths'])} into {parameters['index_path']}",
+        tags=["citeline"],
+    )
+    assert isinstance(deployment, RunnerDeployment)  # to_deployment is only awaitable in async code
+    return deployment
+
+
+def serve(paths: list[str], *, cron: str, **options: Any) -> None:
+    """Register the deployment (see :func:`build_deployment` for the options) and run its runs until stopped."""
+    from prefect import serve as prefect_serve
+
+    prefect_serve(build_deployment(paths, cron=cron, **options))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m flows.serve`` (the same flags as ``citeline schedule``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m flows.serve",
+        description="Serve citeline's ingestion flow on a cron schedule against the Prefect server at "
+        "PREFECT_API_URL.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="folders or files to ingest")
+    parser.add_argument("--cron", required=True, help='cron schedule, e.g. "0 * * * *" (hourly)')
+    parser.add_argument("--timezone", default=None, help="time zone of the cron schedule (default: UTC)")
+    parser.add_argument("--name", default=DEFAULT_NAME, help=f"deployment name (default: {DEFAULT_NAME})")
+    parser.add_argument("--index", dest="index_path", default=os.environ.get("CITELINE_INDEX", "index"),
+                        help="index directory (env CITELINE_INDEX; default: index)")
+    parser.add_argument("--model", default=None, help="default: the index's, or all-MiniLM-L6-v2")
+    parser.add_argument("--backend", default=None, choices=BACKENDS)
+    parser.add_argument("--max-tokens", type=int, default=None, help="chunk size in model tokens")
+    parser.add_argument("--overlap-tokens", type=int, default=None, help="token overlap between chunks")
+    parser.add_argument("--max-file-bytes", type=int, default=DEFAULT_MAX_FILE_BYTES, help="skip larger files")
+    parser.add_argument("--wait", type=float, default=None,
+                        help="seconds a run waits for another writer (default: as long as it takes)")
+    parser.add_argument("--dask-address", default=None, help="Dask scheduler for parsing and embedding, "
+                        "e.g. tcp://10.0.0.5:8786")
+    parser.add_argument("--dask-workers", type=int, default=None,
+                        help="parse and embed on a local Dask cluster of N processes")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m flows.serve --cron CRON PATH... [options]``."""
+    parser = build_parser()
+    args = vars(parser.parse_args(argv))
+    try:
+        serve(args.pop("paths"), cron=args.pop("cron"), **args)
+    except (SourceError, ValueError) as exc:
+        parser.error(str(exc))
+
+
+if __name__ == "__main__":
+    main()

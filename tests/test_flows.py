@@ -1,0 +1,265 @@
+"""The ingestion flow against a real local Prefect server: its schedule, retries, the writer lock and Dask.
+
+One `prefect server start` on loopback (SQLite in a temporary PREFECT_HOME) serves the whole module; it takes
+about 20 s to become healthy and is always terminated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pytest
+
+from citeline import Index, IndexLockedError, store
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The API URL of a `prefect server start` subprocess; Prefect clients in this process point at it."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    home = tmp_path_factory.mktemp("prefect-server-home")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_UI_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    log = (home / "server.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    previous = os.environ.get("PREFECT_API_URL")
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"Prefect server did not start: {(home / 'server.log').read_text()}") from None
+                time.sleep(0.5)
+        # Subprocesses (the runner's flow runs, Dask workers) read the environment; this process the settings.
+        os.environ["PREFECT_API_URL"] = url
+        with temporary_settings({PREFECT_API_URL: url}):
+            yield url
+    finally:
+        if previous is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = previous
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+def chunk_table(index_dir: Path) -> dict[int, tuple[Any, ...]]:
+    """chunk_id -> (doc_id, ordinal, char_start, char_end, text, vector) from DuckDB."""
+    with duckdb.connect(str(store.db_path(index_dir)), read_only=True) as connection:
+        rows = connection.execute(
+            "SELECT chunk_id, doc_id, ordinal, char_start, char_end, text, vector FROM chunks"
+        ).fetchall()
+    return {row[0]: row[1:] for row in rows}
+
+
+@pytest.fixture(scope="module")
+def served(prefect_api: str, tmp_path_factory: pytest.TempPathFactory, seeds_dir_module: Path) -> dict[str, Any]:
+    """Register the scheduled deployment the way `citeline schedule` does, trigger a run, and let a runner run it."""
+    from prefect.client.orchestration import get_client
+    from prefect.deployments import arun_deployment
+    from prefect.runner import Runner
+
+    from flows.serve import build_deployment
+
+    index_dir = tmp_path_factory.mktemp("served") / "index"
+    deployment = build_deployment([str(seeds_dir_module)], cron="0 3 * * *", name="test-scheduled",
+                                  index_path=str(index_dir), wait=60)
+
+    async def register_trigger_and_run() -> dict[str, Any]:
+        runner = Runner(name="citeline-test-runner")
+        deployment_id = await runner.aadd_deployment(deployment)
+        async with get_client() as client:
+            registered = await client.read_deployment(deployment_id)
+        started = time.perf_counter()
+        flow_run = await arun_deployment(name="citeline-ingest/test-scheduled", timeout=0)
+        await runner.start(run_once=True)
+        async with get_client() as client:
+            finished = await client.read_flow_run(flow_run.id)
+        return {"deployment": registered, "flow_run": finished, "run_seconds": time.perf_counter() - started}
+
+    return {**asyncio.run(register_trigger_and_run()), "index": index_dir}
+
+
+@pytest.fixture(scope="module")
+def seeds_dir_module() -> Path:
+    return REPO / "seeds"
+
+
+def test_schedule_is_registered_with_its_cron_and_parameters(served: dict[str, Any], seeds_dir_module: Path) -> None:
+    deployment = served["deployment"]
+    (schedule,) = deployment.schedules
+    assert (schedule.schedule.cron, schedule.schedule.timezone, schedule.active) == ("0 3 * * *", "UTC", True)
+    assert deployment.parameters == {
+        "paths": [str(seeds_dir_module)],
+        "index_path": str(served["index"]),
+        "max_file_bytes": 64 * 1024 * 1024,
+        "wait": 60,
+    }
+
+
+def test_triggered_run_of_the_deployment_builds_the_index(served: dict[str, Any]) -> None:
+    assert served["flow_run"].state.is_completed(), served["flow_run"].state
+    index = Index.open(served["index"])
+    status = index.status()
+    assert (status.documents, status.generation) == (2, 1)
+    assert status.last_run is not None and status.last_run.status == "succeeded"
+    assert index.verify().ok
+    print(f"served run (trigger, subprocess, real model, 2 seeds): {served['run_seconds']:.1f} s")
+
+
+def test_dask_cluster_builds_the_same_index_as_the_default_runner(
+    served: dict[str, Any], tmp_path: Path, seeds_dir_module: Path
+) -> None:
+    import distributed
+
+    from flows.ingest import ingest_flow
+
+    index_dir = tmp_path / "dask-index"
+    started = time.perf_counter()
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster, set_as_default=False) as client,
+    ):
+        # One file and about one chunk per batch: two parse and two embedding tasks to spread over the workers.
+        summary = ingest_flow(paths=[str(seeds_dir_module)], index_path=str(index_dir),
+                              dask_address=cluster.scheduler_address, files_per_batch=1, chunks_per_batch=1)
+        # The batches ran on the workers: they imported the flow's module and opened the index there.
+        opened = client.run(lambda: len(sys.modules["flows.ingest"]._open_indexes)
+                            if "flows.ingest" in sys.modules else 0)
+    print(f"Dask flow run (2-worker LocalCluster, model loaded per worker): {time.perf_counter() - started:.1f} s")
+    assert summary["status"] == "succeeded" and summary["added"] == 2
+    assert sum(opened.values()) >= 1, opened
+    expected, got = chunk_table(served["index"]), chunk_table(index_dir)
+    assert got.keys() == expected.keys()
+    for chunk_id, (doc_id, ordinal, start, end, text, vector) in expected.items():
+        assert got[chunk_id][:5] == (doc_id, ordinal, start, end, text)
+        np.testing.assert_allclose(got[chunk_id][5], vector, atol=1e-5)
+    assert Index.open(index_dir).verify().ok
+
+
+@pytest.fixture
+def small_index(tmp_path: Path, seeds_dir: Path, fake_embedder: Any) -> Path:
+    """An index of the seeds at generation 1, built with the test embedder (no model needed to re-run)."""
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    index.ingest([seeds_dir])
+    return index.path
+
+
+def test_transient_discover_failure_is_retried(prefect_api: str, small_index: Path, seeds_dir: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from citeline import ingest
+    from flows import ingest as flow_module
+
+    real_discover, calls = ingest.discover, []
+
+    def flaky_discover(paths: list[str]) -> list[Any]:
+        calls.append(paths)
+        if len(calls) == 1:
+            raise OSError(errno.EIO, "Input/output error", str(paths[0]))
+        return real_discover(paths)
+
+    monkeypatch.setattr(ingest, "discover", flaky_discover)
+    # The task's own retry policy, without its back-off delays.
+    monkeypatch.setattr(flow_module, "discover_task", flow_module.discover_task.with_options(retry_delay_seconds=0))
+    summary = flow_module.ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index))
+    assert len(calls) == 2
+    assert (summary["status"], summary["unchanged"], summary["generation"]) == ("succeeded", 2, 1)
+
+
+def test_run_that_fails_for_good_keeps_the_last_generation(prefect_api: str, small_index: Path, seeds_dir: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from citeline import ingest
+    from flows import ingest as flow_module
+
+    calls = []
+
+    def broken_discover(paths: list[str]) -> list[Any]:
+        calls.append(paths)
+        raise OSError(errno.EIO, "Input/output error", str(paths[0]))
+
+    monkeypatch.setattr(ingest, "discover", broken_discover)
+    monkeypatch.setattr(flow_module, "discover_task", flow_module.discover_task.with_options(retry_delay_seconds=0))
+    before = chunk_table(small_index)
+    with pytest.raises(OSError, match="Input/output error"):
+        flow_module.ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index))
+    assert len(calls) == flow_module.RETRIES + 1
+    index = Index.open(small_index)
+    assert index.status().generation == 1
+    assert chunk_table(small_index).keys() == before.keys()
+    last = index.runs(limit=1)[0]
+    assert last.status == "failed" and "Input/output error" in last.errors[0]["reason"]
+    assert index.verify().ok
+
+
+def test_flow_refuses_a_second_writer_when_told_not_to_wait(prefect_api: str, small_index: Path,
+                                                            seeds_dir: Path) -> None:
+    from flows.ingest import ingest_flow
+
+    with store.writer_lock(small_index), pytest.raises(IndexLockedError, match="another process is writing"):
+        ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index), wait=0)
+    assert Index.open(small_index).status().generation == 1
+
+
+def test_prefect_yaml_deploys_to_a_work_pool(prefect_api: str, tmp_path: Path) -> None:
+    """`prefect deploy` itself validates prefect.yaml and registers the deployment with its schedule."""
+    from prefect.client.orchestration import get_client
+
+    project = tmp_path / "project"  # a copy, so that `prefect deploy` cannot touch the repository
+    shutil.copytree(REPO, project, ignore=shutil.ignore_patterns(".git", ".venv", "index", "__pycache__", "*.egg-info"))
+    env = {**os.environ, "PREFECT_API_URL": prefect_api}
+    for command in (["work-pool", "create", "citeline", "--type", "process"], ["--no-prompt", "deploy", "--all"]):
+        result = subprocess.run([sys.executable, "-m", "prefect", *command], cwd=project, env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    async def read() -> Any:
+        async with get_client() as client:
+            return await client.read_deployment_by_name("citeline-ingest/scheduled")
+
+    deployment = asyncio.run(read())
+    assert deployment.work_pool_name == "citeline"
+    assert deployment.entrypoint == "flows/ingest.py:ingest_flow"
+    assert deployment.parameters == {"paths": ["/data/documents"], "index_path": "/data/index"}
+    assert deployment.schedules[0].schedule.cron == "0 * * * *"
+    assert deployment.pull_steps == [
+        {"prefect.deployments.steps.set_working_directory": {"directory": "/app"}}
+    ]
