@@ -1,28 +1,59 @@
-"""Filtered exact search: faiss IDSelectorBatch vs numpy over allowed rows, 100k x 384."""
-import time, numpy as np, faiss
+"""Filtered exact search: FAISS's IDSelectorBatch against numpy over the allowed rows, by filter size.
+
+    python bench/filtered_search.py [--n 100000] [--dim 384]
+
+Builds a flat index of ``--n`` random unit vectors (as ``store.build_faiss`` does), then times
+``search.dense_search`` with allowed sets of several sizes, forcing each of its two paths in turn (best of 5, in
+one process, so the two sides share the machine's load). ``search.NUMPY_FILTER_FRACTION`` is chosen from this.
+Run by hand; not part of CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from citeline import search
 from citeline.store import build_faiss
-n, d = 100_000, 384
-rng = np.random.default_rng(0)
-X = rng.standard_normal((n, d)).astype(np.float32); X /= np.linalg.norm(X, axis=1, keepdims=True)
-ids = np.arange(n, dtype=np.int64) * 3 + 7
-index = build_faiss(ids, X, d)
-q = X[5].copy()
-xb = faiss.rev_swig_ptr(faiss.downcast_index(index.index).get_xb(), n * d).reshape(n, d)
-idmap = faiss.vector_to_array(index.id_map)
-def sel_search(allowed, k):
-    params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed))
-    return index.search(q.reshape(1, -1), k, params=params)
-def np_search(allowed, k):
-    pos = np.searchsorted(idmap, allowed)
-    s = xb[pos] @ q
-    top = np.argpartition(-s, min(k, len(s)-1))[:k]
-    return top[np.argsort(-s[top])]
-def t(f, *a, r=5):
-    best = 1e9
-    for _ in range(r):
-        t0 = time.perf_counter(); f(*a); best = min(best, time.perf_counter() - t0)
+
+
+def best_ms(func: Callable[[], object], repeat: int = 5) -> float:
+    """The fastest of ``repeat`` calls, in milliseconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        best = min(best, time.perf_counter() - start)
     return best * 1000
-print("unfiltered faiss %.1f ms" % t(lambda: index.search(q.reshape(1, -1), 10)))
-for m in (100, 1000, 10_000, 30_000, 100_000):
-    allowed = np.sort(rng.choice(ids, m, replace=False))
-    print(f"allowed={m:>6}: selector {t(sel_search, allowed, 10):7.1f} ms   numpy {t(np_search, allowed, 10):7.1f} ms")
+
+
+def main() -> None:
+    """Print one line per allowed-set size: selector ms, numpy ms, and whether both returned the same hits."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=384)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((args.n, args.dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = np.arange(args.n, dtype=np.int64) * 3 + 7
+    index = build_faiss(ids, vectors, args.dim)
+    query = vectors[5].copy()
+    print(f"unfiltered: {best_ms(lambda: search.dense_search(index, query, 10)):.1f} ms  (n={args.n}, d={args.dim})")
+    for size in (100, 1_000, 10_000, 30_000, args.n):
+        allowed = np.sort(rng.choice(ids, min(size, args.n), replace=False))
+        timings, answers = {}, {}
+        for name, fraction in (("selector", 0.0), ("numpy", 1.0)):
+            search.NUMPY_FILTER_FRACTION = fraction
+            answers[name] = search.dense_search(index, query, 10, allowed)
+            timings[name] = best_ms(lambda chosen=allowed: search.dense_search(index, query, 10, chosen))
+        same = [i for i, _ in answers["selector"]] == [i for i, _ in answers["numpy"]]
+        print(f"allowed={size:>7,} ({size / args.n:6.1%}): selector {timings['selector']:6.1f} ms   "
+              f"numpy {timings['numpy']:6.1f} ms   same hits: {same}")
+
+
+if __name__ == "__main__":
+    main()
