@@ -230,7 +230,7 @@ def search(
         for line in textwrap.wrap(" ".join(result.text.split()), width - 6):
             click.echo(f"    │ {line}")
         if len(result.sources) > 1:
-            click.echo(f"    also in {len(result.sources) - 1} more source(s); the shared passage is at:")
+            click.echo(f"    the same passage is in {len(result.sources)} sources:")
             for source_ in result.sources:
                 where_page = f", page {source_.page}" if source_.page else ""
                 click.echo(
