@@ -153,7 +153,8 @@ def collapse(
                 lead_vector = vector_of(lead_text)
                 if text != lead_text and float(lead_vector @ vector_of(text)) < threshold:
                     continue
-                if float(lead_vector @ query_vector) < hit.score:
+                # The cosine of the hit itself, not hit.score: fused (hybrid) scores are not cosines.
+                if float(lead_vector @ query_vector) < float(vectors[i] @ query_vector):
                     continue  # the shared words are not what the hits matched on (a footer, a disclaimer)
                 group.members.append((i, hit.char_start + start, hit.char_start + end))
                 offset = hits[group.leader].char_start

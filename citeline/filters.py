@@ -175,9 +175,7 @@ def _datetime(key: str, value: object) -> datetime | None:
         return None
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value.strip()) if "T" in value or ":" in value else date.fromisoformat(
-                value.strip()
-            )
+            value = datetime.fromisoformat(value.strip())  # a bare date is its midnight
         except ValueError:
             raise QueryError(
                 f"filter {key!r} is not an ISO 8601 date or date-time: {value!r} "
