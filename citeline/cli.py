@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
+from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import BACKENDS
 from citeline.errors import CitelineError
 
@@ -179,6 +180,21 @@ def ingest(
         click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)
 
 
+def _where(values: tuple[str, ...]) -> dict[str, str | list[str]]:
+    """``--where key=value`` options as the ``meta`` filter dict; a key given twice matches either value."""
+    meta: dict[str, str | list[str]] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--where")
+        if key in meta:
+            previous = meta[key]
+            meta[key] = [*previous, value] if isinstance(previous, list) else [previous, value]
+        else:
+            meta[key] = value
+    return meta
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--cron", required=True, help='Cron schedule, e.g. "0 * * * *" (hourly).')
@@ -202,19 +218,53 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
 @click.argument("query")
 @index_option
 @click.option("-k", "k", type=int, default=10, show_default=True, help="Number of passages.")
+@click.option("--source", multiple=True, help="Only this ingested folder or file (or a source id); repeatable.")
+@click.option("--path", "path_glob", multiple=True, metavar="GLOB",
+              help="Only documents whose source id or path matches GLOB, e.g. '*.md'; repeatable.")
+@click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
+              help="Only documents whose metadata KEY equals VALUE; repeatable (keys AND, a repeated key ORs).")
+@click.option("--ingested-after", metavar="DATE", help="Only documents ingested at or after DATE (ISO 8601).")
+@click.option("--ingested-before", metavar="DATE", help="Only documents ingested before DATE (ISO 8601).")
+@click.option("--collapse/--no-collapse", default=True, show_default=True,
+              help="Show near-duplicate passages of different documents as one result listing every source.")
+@click.option("--collapse-threshold", type=float, default=DEFAULT_COLLAPSE_THRESHOLD, show_default=True,
+              help="Cosine at or above which passages are near-duplicates.")
 @json_option
 @user_errors
-def search(query: str, index_path: str, k: int, as_json: bool) -> None:
+def search(
+    query: str,
+    index_path: str,
+    k: int,
+    source: tuple[str, ...],
+    path_glob: tuple[str, ...],
+    where: tuple[str, ...],
+    ingested_after: str | None,
+    ingested_before: str | None,
+    collapse: bool,
+    collapse_threshold: float,
+    as_json: bool,
+) -> None:
     """Print the passages most relevant to QUERY, with source, offsets and score."""
     from citeline.index import Index
 
-    results = Index.open(index_path).search(query, k=k)
+    filters: dict[str, Any] = {
+        key: value
+        for key, value in {
+            "source": list(source), "path_glob": list(path_glob), "meta": _where(where),
+            "ingested_after": ingested_after, "ingested_before": ingested_before,
+        }.items()
+        if value
+    }
+    results = Index.open(index_path).search(
+        query, k=k, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
+    )
     if as_json:
         for result in results:
             click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
         return
     if not results:
-        click.echo("no passages found (is the index empty? see `citeline status`)")
+        hint = " matching the filters" if filters else " (is the index empty? see `citeline status`)"
+        click.echo(f"no passages found{hint}")
         return
     width = min(shutil.get_terminal_size((100, 20)).columns, 110)
     for rank, result in enumerate(results, 1):
@@ -227,6 +277,15 @@ def search(query: str, index_path: str, k: int, as_json: bool) -> None:
         click.echo(f"    {result.title}")
         for line in textwrap.wrap(" ".join(result.text.split()), width - 6):
             click.echo(f"    │ {line}")
+        if len(result.sources) > 1:
+            click.echo(f"    the same passage is in {len(result.sources)} sources:")
+            for source_ in result.sources:
+                where_page = f", page {source_.page}" if source_.page else ""
+                click.echo(
+                    f"      {source_.score:.3f}  " + click.style(source_.source_path, fg="cyan")
+                    + f"  [chars {source_.shared_start}-{source_.shared_end} in chunk {source_.ordinal}"
+                    f" (chars {source_.char_start}-{source_.char_end}){where_page}]"
+                )
         click.echo()
 
 

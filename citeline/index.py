@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -16,6 +16,7 @@ import numpy as np
 from citeline import ingest as pipeline
 from citeline import store
 from citeline.chunking import Chunker
+from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD, collapsed_search, validate_threshold
 from citeline.embedding import DEFAULT_MODEL, SentenceTransformerEmbedder
 from citeline.errors import (
     IndexCorruptError,
@@ -24,7 +25,8 @@ from citeline.errors import (
     IndexNotFoundError,
     IndexRepairedWarning,
 )
-from citeline.search import SearchResult, dense_search, fetch_passages, validate_query
+from citeline.filters import Filters, allowed_chunk_ids
+from citeline.search import SearchResult, chunk_vectors, dense_search, fetch_passages, validate_query
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 
 DEFAULT_INDEX_DIR = "index"
@@ -398,13 +400,44 @@ class Index:
 
     # ---------------------------------------------------------------- reading
 
-    def search(self, query: str, k: int = 10) -> list[SearchResult]:
-        """The ``k`` passages most relevant to ``query``, best first, each with its provenance."""
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        filters: Filters | Mapping[str, Any] | None = None,
+        collapse: bool = True,
+        collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+    ) -> list[SearchResult]:
+        """The ``k`` passages most relevant to ``query``, best first, each with its provenance.
+
+        ``filters`` (``{"source": ..., "path_glob": ..., "ingested_after": ..., "ingested_before": ...,
+        "meta": {key: value}}``, see ``citeline.filters``) restricts the candidates before ranking, so k results
+        come back whenever k matching passages exist. With ``collapse``, passages of different documents that
+        are near-duplicates (cosine >= ``collapse_threshold``) or quote the same words come back as one result
+        whose ``sources`` lists every document (see ``citeline.collapse``).
+        """
         query, k = validate_query(query, k)
+        criteria = Filters.from_value(filters)
+        threshold = validate_threshold(collapse_threshold)
         vector = self.encode_query(query)
         snapshot = self.snapshot()
-        hits = dense_search(snapshot.faiss, vector, k)
-        return fetch_passages(snapshot.connection, hits, self.meta["model"])
+        allowed = allowed_chunk_ids(snapshot.connection, criteria)
+
+        def rank(depth: int) -> list[SearchResult]:
+            hits = dense_search(snapshot.faiss, vector, depth, allowed)
+            return fetch_passages(snapshot.connection, hits, self.meta["model"])
+
+        if not collapse:
+            return rank(k)
+        return collapsed_search(
+            k,
+            rank,
+            lambda ids: chunk_vectors(snapshot.faiss, ids),
+            query_vector=vector,
+            encode=lambda texts: np.stack([self.encode_query(text) for text in texts]),
+            threshold=threshold,
+        )
 
     def snapshot(self) -> store.ReadSnapshot:
         """The in-memory view searches run on, reloaded after every commit (see ``store.ReadSnapshot``)."""

@@ -1,0 +1,195 @@
+"""Near-duplicate collapse: one result per passage, every source listed with exact offsets."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from citeline import Index, QueryError, SearchResult
+from citeline.cli import cli
+from citeline.collapse import collapse
+from tests.conftest import HashEmbedder
+
+QUOTE = (
+    "We were not afraid of the enemy across the river. We were afraid of what was happening to our families "
+    "while we sat in the mud."
+)
+FOOTER = "This article may not be reproduced or distributed without the written permission of the publisher group."
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _check_sources(index: Index, result: SearchResult) -> None:
+    """Every source's passage is its document's text at its offsets, and the shared part lies inside it."""
+    assert result.sources[0].chunk_id == result.chunk_id
+    assert [s.score for s in result.sources] == sorted((s.score for s in result.sources), reverse=True)
+    for source in result.sources:
+        text = index.document_text(source.doc_id)
+        assert text[source.char_start : source.char_end] == source.text
+        assert source.shared_start is not None and source.shared_end is not None
+        assert source.char_start <= source.shared_start < source.shared_end <= source.char_end
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Index, Path]:
+    """Two roots: a syndicated article (in both, reformatted), two reports quoting one soldier, a shared footer."""
+    docs = tmp_path_factory.mktemp("collapse")
+    article = "Grain prices rose for the third month as the harbour stayed closed to barges from the north."
+    _write(docs / "wire" / "grain.md", f"# Grain\n\n{article}")
+    _write(docs / "paper" / "grain-copy.txt", f"GRAIN\n\n{article.upper().replace(' ', '  ')}")
+    _write(docs / "wire" / "garrison.md", f"# Garrison\n\nThe morning roll call came up short again. {QUOTE}")
+    _write(docs / "paper" / "letters.txt", f"Letters\n\nPost stopped reaching the valley in June. {QUOTE}")
+    _write(docs / "wire" / "apples.md", f"# Apples\n\nApples grow in the northern orchards every autumn. {FOOTER}")
+    _write(docs / "paper" / "pears.txt", f"Pears\n\nPears from the northern orchards sold well at market. {FOOTER}")
+    index = Index.create(docs / "ix", embedder=HashEmbedder())
+    index.ingest([docs / "wire", docs / "paper"])
+    return index, docs
+
+
+def test_near_identical_passages_of_different_documents_are_one_result(corpus) -> None:
+    index, _ = corpus
+    query = "grain prices harbour barges"
+    results = index.search(query, k=3)
+    top = results[0]
+    assert {s.source_id for s in top.sources} == {"grain.md", "grain-copy.txt"}
+    assert all(r.chunk_id not in {s.chunk_id for s in top.sources} for r in results[1:])
+    _check_sources(index, top)
+    # Near-duplicate chunks share all of themselves.
+    assert all((s.shared_start, s.shared_end) == (s.char_start, s.char_end) for s in top.sources)
+    separate = index.search(query, k=3, collapse=False)
+    assert [r.source_id for r in separate[:2]] in (["grain.md", "grain-copy.txt"], ["grain-copy.txt", "grain.md"])
+    assert all(len(r.sources) == 1 for r in separate)
+
+
+def test_documents_quoting_the_same_words_are_one_result_with_the_quote_located_in_each(corpus) -> None:
+    index, _ = corpus
+    results = index.search(QUOTE, k=3)
+    top = results[0]
+    assert {s.source_id for s in top.sources} == {"garrison.md", "letters.txt"}
+    _check_sources(index, top)
+    for source in top.sources:
+        shared = index.document_text(source.doc_id)[source.shared_start : source.shared_end]
+        assert shared == QUOTE.rstrip(".")  # from the first word to the last, in each document
+    assert len(index.search(QUOTE, k=3, collapse=False)[0].sources) == 1
+
+
+def test_a_shared_footer_does_not_merge_otherwise_different_hits(corpus) -> None:
+    index, _ = corpus
+    results = index.search("apples pears northern orchards", k=4)
+    by_source = {r.source_id: r for r in results}
+    assert {"apples.md", "pears.txt"} <= by_source.keys()
+    assert len(by_source["apples.md"].sources) == len(by_source["pears.txt"].sources) == 1
+
+
+def test_the_threshold_is_configurable(corpus) -> None:
+    index, _ = corpus
+    loose = index.search("northern orchards", k=10, collapse_threshold=0.3)
+    strict = index.search("northern orchards", k=10, collapse_threshold=1.0)
+    assert len(loose) < len(strict)
+    assert sum(len(r.sources) for r in loose) == sum(len(r.sources) for r in strict) == index.status().chunks
+    with pytest.raises(QueryError, match="collapse_threshold must be above 0 and at most 1"):
+        index.search("x", collapse_threshold=0)
+    with pytest.raises(QueryError, match="must be a number"):
+        index.search("x", collapse_threshold="high")  # type: ignore[arg-type]
+
+
+def test_filters_apply_before_collapse(corpus) -> None:
+    index, docs = corpus
+    results = index.search("grain prices harbour barges", k=2, filters={"source": str(docs / "paper")})
+    assert results[0].source_id == "grain-copy.txt"
+    assert [s.source_id for s in results[0].sources] == ["grain-copy.txt"]  # the filtered-out copy stays out
+    assert all(r.source_path.startswith(str(docs / "paper")) for r in results)
+    both = index.search("grain prices harbour barges", k=2, filters={"path_glob": "grain*"})
+    assert len(both) == 1 and len(both[0].sources) == 2
+
+
+def test_k_distinct_results_come_back_after_collapsing_many_copies(tmp_path) -> None:
+    copies = tmp_path / "copies"
+    for i in range(40):
+        _write(copies / f"copy{i:02}.txt", "Soldiers crossed the river at night and walked home to their families.")
+    for i in range(6):
+        _write(copies / f"other{i}.txt", f"Soldiers and river crossings, report {i}: ration cards and letters {i}.")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([copies])
+    results = index.search("soldiers crossed the river at night", k=5)
+    assert len(results) == 5
+    assert len(results[0].sources) == 40  # every copy, found by ranking deeper than k
+    assert len({s.doc_id for r in results for s in r.sources}) == sum(len(r.sources) for r in results)
+    assert len(index.search("soldiers crossed the river at night", k=5, collapse=False)) == 5
+
+
+def _result(doc_id: str, chunk_id: int, score: float, text: str = "some words") -> SearchResult:
+    return SearchResult(text=text, score=score, doc_id=doc_id, source_path=doc_id, source_id=doc_id, title=doc_id,
+                        ordinal=0, char_start=0, char_end=len(text), content_hash="h", run_id="r",
+                        ingested_at="t", model="m", chunk_id=chunk_id)
+
+
+def test_passages_of_one_document_never_collapse_and_each_joins_the_best_group() -> None:
+    same = np.ones((4, 2), np.float32) / np.sqrt(2)
+    hits = [_result("a", 1, 0.9), _result("a", 2, 0.8), _result("b", 3, 0.7), _result("b", 4, 0.6)]
+    groups = collapse(hits, same, query_vector=same[0], encode=lambda texts: np.zeros((len(texts), 2)))
+    # Chunk 3 joins the best group (1); chunk 4 cannot (b is there already), so it joins 2's.
+    assert [[s.chunk_id for s in g.sources] for g in groups] == [[1, 3], [2, 4]]
+
+
+@pytest.fixture
+def cli_index(corpus, monkeypatch) -> str:
+    index, _ = corpus
+    monkeypatch.setattr("citeline.index.SentenceTransformerEmbedder", lambda *args, **kwargs: HashEmbedder())
+    return str(index.path)
+
+
+def test_cli_shows_every_source_of_a_collapsed_result(cli_index) -> None:
+    text = CliRunner().invoke(cli, ["search", QUOTE, "--index", cli_index, "-k", "1"])
+    assert text.exit_code == 0, text.output
+    assert "the same passage is in 2 sources" in text.output
+    assert "garrison.md" in text.output and "letters.txt" in text.output
+    rows = [json.loads(line) for line in
+            CliRunner().invoke(cli, ["search", QUOTE, "--index", cli_index, "-k", "1", "--json"]).output.splitlines()]
+    assert [Path(s["source_path"]).name for s in rows[0]["sources"]] in (
+        ["garrison.md", "letters.txt"], ["letters.txt", "garrison.md"])
+    apart = CliRunner().invoke(cli, ["search", QUOTE, "--index", cli_index, "-k", "2", "--no-collapse", "--json"])
+    assert [len(json.loads(line)["sources"]) for line in apart.output.splitlines()] == [1, 1]
+    loose = CliRunner().invoke(cli, ["search", "orchards", "--index", cli_index, "--collapse-threshold", "0.3"])
+    assert loose.exit_code == 0 and re.search(r"the same passage is in \d+ sources", loose.output)
+
+
+# ---------------------------------------------------------------- the real model on the seed articles
+
+GARRISON = "defections-at-the-river-garrison.md"
+LETTERS = "a-mothers-letters-and-a-broken-front.md"
+SOLDIER = (
+    "We were not afraid of the enemy across the river. We were afraid of what was happening to our families "
+    "while we sat in the mud"
+)
+
+
+@pytest.mark.slow
+def test_the_seed_articles_quote_of_the_soldier_is_one_passage_with_both_sources(tmp_path, seeds_dir) -> None:
+    index = Index.create(tmp_path / "ix")
+    index.ingest([seeds_dir])
+    collapsed = CliRunner().invoke(cli, ["search", SOLDIER, "--index", str(index.path), "-k", "3", "--json"])
+    assert collapsed.exit_code == 0, collapsed.output
+    rows = [json.loads(line) for line in collapsed.output.splitlines()]
+    top = rows[0]
+    assert {s["source_id"] for s in top["sources"]} == {GARRISON, LETTERS}
+    for source in top["sources"]:
+        text = (seeds_dir / source["source_id"]).read_text(encoding="utf-8")
+        assert text[source["char_start"] : source["char_end"]] == source["text"]
+        assert text[source["shared_start"] : source["shared_end"]] == SOLDIER  # the quote, word to word
+    assert all(len(row["sources"]) == 1 for row in rows[1:])
+    apart = CliRunner().invoke(cli, ["search", SOLDIER, "--index", str(index.path), "-k", "3", "--json",
+                                     "--no-collapse"])
+    separate = [json.loads(line) for line in apart.output.splitlines()]
+    assert {row["source_id"] for row in separate[:2]} == {GARRISON, LETTERS}
+    assert all(SOLDIER in row["text"] for row in separate[:2])
+    text = CliRunner().invoke(cli, ["search", SOLDIER, "--index", str(index.path), "-k", "3"])
+    assert "the same passage is in 2 sources" in text.output

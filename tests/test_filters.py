@@ -1,0 +1,304 @@
+"""Structured filters: validated, parameterized SQL over the read snapshot, applied before ranking."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from citeline import Index, QueryError, SearchResult
+from citeline import search as search_module
+from citeline.cli import cli
+from citeline.filters import Filters, allowed_chunk_ids
+from citeline.store import build_faiss
+from tests.conftest import HashEmbedder
+
+QUERY = "soldiers river families letters"
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Index, Path, datetime]:
+    """Two roots ingested in two runs, with Markdown, text, a subfolder and JSONL records with metadata.
+
+    Returns the index, the folder holding the roots, and a moment between the two runs. Shared by the module's
+    tests, which only read it (the malicious-value tests check that it stays intact).
+    """
+    tmp_path = tmp_path_factory.mktemp("filters")
+    root_a, root_b = tmp_path / "docs" / "alpha", tmp_path / "docs" / "beta"
+    _write(root_a / "a1.md", "# Alpha one\n\nSoldiers crossed the river at night to reach their families.")
+    _write(root_a / "sub" / "a2.txt", "Alpha two\n\nLetters from home stopped; soldiers worried about families.")
+    records = [
+        {"_id": "r1", "title": "Record one", "text": "Soldiers by the river wrote letters.", "author": "Mara",
+         "year": 2020, "verified": True, "a/b~c": "odd key"},
+        {"_id": "r2", "title": "Record two", "text": "Families waited for soldiers and letters.", "author": "Ansel",
+         "year": 2021, "verified": False},
+        {"_id": "r3", "title": "Record three", "text": "The river garrison lost soldiers; families fled.",
+         "author": "Mara", "year": 2021},
+    ]
+    _write(root_a / "records.jsonl", "\n".join(json.dumps(r) for r in records) + "\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([root_a])
+    time.sleep(0.05)
+    between = datetime.now(UTC)
+    time.sleep(0.05)
+    _write(root_b / "b1.md", "# Beta one\n\nThe soldiers' families by the river got no letters.")
+    index.ingest([root_b])
+    return index, tmp_path / "docs", between
+
+
+def _ids(results: list[SearchResult]) -> set[str]:
+    return {r.source_id for r in results}
+
+
+def _everything(index: Index, filters: dict[str, object]) -> set[str]:
+    return _ids(index.search(QUERY, k=100, filters=filters, collapse=False))
+
+
+def test_no_filter_sees_every_document(corpus) -> None:
+    index, _, _ = corpus
+    assert _everything(index, {}) == {"a1.md", "sub/a2.txt", "records.jsonl#r1", "records.jsonl#r2",
+                                      "records.jsonl#r3", "b1.md"}
+
+
+def test_source_is_a_root_as_given_or_resolved_a_folder_below_it_a_file_or_a_source_id(corpus, monkeypatch) -> None:
+    index, docs, _ = corpus
+    beta = {"b1.md"}
+    alpha = {"a1.md", "sub/a2.txt", "records.jsonl#r1", "records.jsonl#r2", "records.jsonl#r3"}
+    assert _everything(index, {"source": str(docs / "beta")}) == beta
+    monkeypatch.chdir(docs)
+    assert _everything(index, {"source": "beta"}) == beta  # relative, as it was given to `citeline ingest`
+    assert _everything(index, {"source": "./alpha/../beta/"}) == beta
+    assert _everything(index, {"source": docs / "alpha"}) == alpha  # a Path works too
+    assert _everything(index, {"source": "alpha/sub"}) == {"sub/a2.txt"}
+    assert _everything(index, {"source": "alpha/records.jsonl"}) == {f"records.jsonl#r{i}" for i in (1, 2, 3)}
+    assert _everything(index, {"source": "sub/a2.txt"}) == {"sub/a2.txt"}  # a source id, as results show it
+    assert _everything(index, {"source": ["beta", "sub/a2.txt"]}) == beta | {"sub/a2.txt"}
+    # A prefix of a folder name is not that folder.
+    assert _everything(index, {"source": str(docs / "alp")}) == set()
+
+
+def test_path_glob_matches_the_source_id_or_the_absolute_path(corpus) -> None:
+    index, docs, _ = corpus
+    assert _everything(index, {"path_glob": "*.md"}) == {"a1.md", "b1.md"}
+    assert _everything(index, {"path_glob": "sub/*"}) == {"sub/a2.txt"}
+    assert _everything(index, {"path_glob": f"{docs}/beta/*"}) == {"b1.md"}
+    assert _everything(index, {"path_glob": "records.jsonl#r[12]"}) == {"records.jsonl#r1", "records.jsonl#r2"}
+    assert _everything(index, {"path_glob": ["*.txt", "*b1*"]}) == {"sub/a2.txt", "b1.md"}
+
+
+def test_meta_matches_text_numbers_and_booleans_and_keys_and_together(corpus) -> None:
+    index, _, _ = corpus
+    assert _everything(index, {"meta": {"author": "Mara"}}) == {"records.jsonl#r1", "records.jsonl#r3"}
+    assert _everything(index, {"meta": {"year": 2021}}) == {"records.jsonl#r2", "records.jsonl#r3"}
+    assert _everything(index, {"meta": {"year": "2021"}}) == {"records.jsonl#r2", "records.jsonl#r3"}
+    assert _everything(index, {"meta": {"year": 2020.0}}) == {"records.jsonl#r1"}
+    assert _everything(index, {"meta": {"verified": False}}) == {"records.jsonl#r2"}
+    assert _everything(index, {"meta": {"a/b~c": "odd key"}}) == {"records.jsonl#r1"}
+    assert _everything(index, {"meta": {"author": ["Ansel", "Nobody"]}}) == {"records.jsonl#r2"}
+    assert _everything(index, {"meta": {"author": "Mara", "year": 2021}}) == {"records.jsonl#r3"}
+    assert _everything(index, {"meta": {"author": "Mara"}, "path_glob": "*r1"}) == {"records.jsonl#r1"}
+    assert _everything(index, {"meta": {"author": "Mara"}, "source": "b1.md"}) == set()
+
+
+def test_ingested_after_and_before_split_the_two_runs(corpus) -> None:
+    index, _, between = corpus
+    assert _everything(index, {"ingested_after": between}) == {"b1.md"}
+    assert len(_everything(index, {"ingested_before": between.isoformat()})) == 5
+    day = between.date().isoformat()
+    assert len(_everything(index, {"ingested_after": day})) == 6  # a date means midnight UTC
+    assert _everything(index, {"ingested_before": day}) == set()
+    assert _everything(index, {"ingested_after": between.replace(tzinfo=None)}) == {"b1.md"}  # naive is UTC
+
+
+def test_filtered_results_are_the_exact_top_k_of_the_matching_chunks(corpus) -> None:
+    index, _, _ = corpus
+    filters = {"path_glob": ["*.md", "*.jsonl#*"], "meta": {}}
+    results = index.search(QUERY, k=3, filters=filters, collapse=False)
+    connection = duckdb.connect(str(index.path / "meta.duckdb"), read_only=True)
+    rows = connection.execute(
+        "SELECT c.chunk_id, c.vector FROM chunks c JOIN documents d USING (doc_id) "
+        "WHERE d.source_id GLOB '*.md' OR d.source_id GLOB '*.jsonl#*'"
+    ).fetchall()
+    connection.close()
+    query = index.encode_query(QUERY)
+    expected = sorted(((float(np.dot(vector, query)), chunk_id) for chunk_id, vector in rows), reverse=True)[:3]
+    assert [r.chunk_id for r in results] == [chunk_id for _, chunk_id in expected]
+    assert [r.score for r in results] == pytest.approx([score for score, _ in expected], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"source": "' OR 1=1 --"},
+        {"source": '"; DROP TABLE chunks; --'},
+        {"path_glob": "' OR '1'='1"},
+        {"path_glob": "*'; DROP TABLE documents; --"},
+        {"meta": {"author": "' OR 1=1 --"}},
+        {"meta": {"author') OR 1=1 --": "x"}},
+        {"meta": {"$.author": "Mara"}},  # a JSON path is not a key name
+        {"meta": {'"; DROP TABLE chunks; --': '"; DROP TABLE chunks; --'}},
+    ],
+)
+def test_malicious_values_are_plain_values_that_match_nothing(corpus, filters) -> None:
+    index, _, _ = corpus
+    before = index.status()
+    assert index.search(QUERY, k=10, filters=filters) == []
+    after = index.status()
+    assert (after.documents, after.chunks) == (before.documents, before.chunks) == (6, 6)
+    snapshot = index.snapshot()
+    assert snapshot.connection.execute("SELECT count(*) FROM chunks").fetchall()[0][0] == 6
+    assert len(index.search(QUERY, k=10)) == 6
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        ({"sauce": "x"}, "unknown filter key 'sauce'; filters take source, path_glob"),
+        ({"source": 5}, "filter 'source' must be text"),
+        ({"source": ""}, "filter 'source' is empty"),
+        ({"path_glob": ["*.md", None]}, "filter 'path_glob' must be text"),
+        ({"ingested_after": "yesterday"}, "'ingested_after' is not an ISO 8601 date"),
+        ({"ingested_before": "2026-13-01"}, "'ingested_before' is not an ISO 8601 date"),
+        ({"ingested_after": 20260101}, "'ingested_after' must be an ISO 8601 date"),
+        ({"ingested_after": "2026-02-01", "ingested_before": "2026-01-01"}, "must be earlier than"),
+        ({"meta": "author=Mara"}, "filter 'meta' must be a dict"),
+        ({"meta": {"author": None}}, "values must be text, numbers or true/false"),
+        ({"meta": {"author": {"nested": 1}}}, "values must be text, numbers or true/false"),
+        ({"meta": {"author": []}}, "empty list"),
+        ({"meta": {"": "x"}}, "keys must be non-empty text"),
+        ("source=seeds", "filters must be a dict"),
+    ],
+)
+def test_invalid_filters_raise_query_error_naming_the_key(filters, message) -> None:
+    with pytest.raises(QueryError, match=message):
+        Filters.from_value(filters)
+
+
+def test_search_validates_filters_before_anything_else(corpus) -> None:
+    index, _, _ = corpus
+    with pytest.raises(QueryError, match="unknown filter key 'path'; filters take source, path_glob"):
+        index.search(QUERY, filters={"path": "*.md"})
+
+
+def test_filters_become_parameterized_sql_with_no_user_text_in_it() -> None:
+    evil = "x' OR 1=1 --"
+    filters = Filters.from_value(
+        {"source": evil, "path_glob": evil, "meta": {evil: evil}, "ingested_after": "2026-01-01"}
+    )
+    sql, params = filters.to_sql()
+    assert "OR 1=1" not in sql and "x'" not in sql
+    assert evil in params and "/" + evil in params
+    assert Filters.from_value(None).to_sql() == ("TRUE", [])
+    assert allowed_chunk_ids(duckdb.connect(), Filters()) is None
+
+
+def _big_corpus(tmp_path: Path, fake_embedder: HashEmbedder) -> tuple[Index, Path]:
+    """3000 records that match the query well, and 12 quiet documents (in their own folder) that match it badly."""
+    loud = tmp_path / "loud"
+    words = ["soldiers", "river", "families", "letters"]
+    records = [
+        {"_id": str(i), "text": " ".join(words[: 2 + i % 3]) + f" report {i}", "parity": i % 2} for i in range(3000)
+    ]
+    _write(loud / "reports.jsonl", "\n".join(json.dumps(r) for r in records) + "\n")
+    quiet = tmp_path / "quiet"
+    for i in range(12):
+        _write(quiet / f"q{i:02}.txt", f"Quiet note {i}\n\nBudget tables and weather for the harbour, item {i}.")
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    index.ingest([loud, quiet])
+    return index, quiet
+
+
+def test_k_results_come_back_when_the_filter_excludes_the_best_thousands(tmp_path, fake_embedder) -> None:
+    index, quiet = _big_corpus(tmp_path, fake_embedder)
+    unfiltered = index.search("soldiers river families", k=3012, collapse=False)
+    quiet_ranks = [rank for rank, r in enumerate(unfiltered) if r.source_path.startswith(str(quiet))]
+    assert min(quiet_ranks) >= 3000  # every loud record outranks every quiet note
+    for collapse in (False, True):
+        results = index.search("soldiers river families", k=10, filters={"source": str(quiet)}, collapse=collapse)
+        assert len(results) == 10
+        assert all(r.source_path.startswith(str(quiet)) for r in results)
+    assert len(index.search("soldiers river families", k=50, filters={"source": str(quiet)}, collapse=False)) == 12
+    # A filter that lets through half the index takes FAISS's ID-selector path: still exact and complete.
+    half = index.search("soldiers river families", k=20, filters={"meta": {"parity": 1}}, collapse=False)
+    assert len(half) == 20
+    odd = [r for r in unfiltered if r.source_id.startswith("reports.jsonl#") and int(r.source_id[14:]) % 2][:20]
+    assert [r.score for r in half] == pytest.approx([r.score for r in odd], abs=1e-6)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0])
+def test_both_filtered_search_paths_are_exact(monkeypatch, fraction) -> None:
+    # fraction 0 forces FAISS's IDSelectorBatch, 1 forces numpy over the allowed rows.
+    monkeypatch.setattr(search_module, "NUMPY_FILTER_FRACTION", fraction)
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((500, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = np.arange(500, dtype=np.int64) * 5 + 3
+    index = build_faiss(ids, vectors, 16)
+    query = vectors[0]
+    allowed = np.sort(rng.choice(ids, 60, replace=False))
+    hits = search_module.dense_search(index, query, 10, allowed)
+    scores = vectors @ query
+    mask = np.isin(ids, allowed)
+    expected = ids[mask][np.argsort(-scores[mask])][:10]
+    assert [chunk_id for chunk_id, _ in hits] == expected.tolist()
+    assert search_module.dense_search(index, query, 100, allowed)[-1][0] in allowed
+    assert len(search_module.dense_search(index, query, 100, allowed)) == 60
+    assert search_module.dense_search(index, query, 5, np.zeros(0, np.int64)) == []
+
+
+@pytest.fixture
+def cli_index(corpus, monkeypatch) -> tuple[str, Path]:
+    """The corpus index, searchable from the CLI (the CLI loads the index's model; here the hashing embedder)."""
+    index, docs, _ = corpus
+    monkeypatch.setattr("citeline.index.SentenceTransformerEmbedder", lambda *args, **kwargs: HashEmbedder())
+    return str(index.path), docs
+
+
+def _cli_rows(args: list[str]) -> list[dict[str, object]]:
+    result = CliRunner().invoke(cli, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.output.splitlines()]
+
+
+def test_cli_filter_flags_mirror_the_python_filters(cli_index) -> None:
+    index_path, docs = cli_index
+    base = ["search", QUERY, "--index", index_path, "-k", "50"]
+    assert {r["source_id"] for r in _cli_rows([*base, "--source", str(docs / "beta")])} == {"b1.md"}
+    assert {r["source_id"] for r in _cli_rows([*base, "--path", "*.md"])} == {"a1.md", "b1.md"}
+    assert {r["source_id"] for r in _cli_rows([*base, "--path", "*.md", "--path", "*.txt"])} == {
+        "a1.md", "b1.md", "sub/a2.txt"}
+    rows = _cli_rows([*base, "--where", "author=Mara", "--where", "year=2021"])
+    assert {r["source_id"] for r in rows} == {"records.jsonl#r3"}
+    rows = _cli_rows([*base, "--where", "author=Mara", "--where", "author=Ansel"])
+    assert {r["source_id"] for r in rows} == {f"records.jsonl#r{i}" for i in (1, 2, 3)}
+    assert _cli_rows([*base, "--ingested-after", "2999-01-01"]) == []
+    assert len(_cli_rows([*base, "--ingested-before", "2999-01-01", "--no-collapse"])) == 6
+    assert _cli_rows([*base, "--where", "author=' OR 1=1 --"]) == []
+    text = CliRunner().invoke(cli, [*base, "--source", "nowhere"])
+    assert text.exit_code == 0 and "no passages found matching the filters" in text.output
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--where", "author"], "'author' is not key=value"),
+        (["--ingested-after", "last week"], "'ingested_after' is not an ISO 8601 date"),
+        (["--collapse-threshold", "1.5"], "collapse_threshold must be above 0 and at most 1"),
+    ],
+)
+def test_cli_bad_filters_are_one_line_errors(cli_index, flags, message) -> None:
+    index_path, _ = cli_index
+    result = CliRunner().invoke(cli, ["search", QUERY, "--index", index_path, *flags])
+    assert result.exit_code != 0
+    assert message in result.output and "Traceback" not in result.output
