@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import HashEmbedder
 
 from citeline import Index, QueryError, SearchResult
 from citeline.cli import cli
 from citeline.collapse import collapse
-from tests.conftest import HashEmbedder
 
 QUOTE = (
     "We were not afraid of the enemy across the river. We were afraid of what was happening to our families "

@@ -135,7 +135,8 @@ def test_cli_usage_errors_are_one_line_with_exit_status_2(seeds_index: Path, arg
 
 
 def test_cli_huge_k_is_clamped_to_what_the_index_holds(seeds_index: Path) -> None:
-    result = CliRunner().invoke(cli, ["search", "soldiers", "-k", "100000000", "--json", "--index", str(seeds_index)])
+    argv = ["search", "soldiers", "-k", "100000000", "--no-collapse", "--json", "--index", str(seeds_index)]
+    result = CliRunner().invoke(cli, argv)
     assert result.exit_code == 0, result.output
     chunks = Index.open(seeds_index).status().chunks
     assert len(result.output.splitlines()) == chunks

@@ -11,13 +11,13 @@ import duckdb
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import HashEmbedder
 
 from citeline import Index, QueryError, SearchResult
 from citeline import search as search_module
 from citeline.cli import cli
 from citeline.filters import Filters, allowed_chunk_ids
 from citeline.store import build_faiss
-from tests.conftest import HashEmbedder
 
 QUERY = "soldiers river families letters"
 
