@@ -127,6 +127,7 @@ def bm25_settings() -> dict[str, Any]:
         "b": BM25_B,
         "stemmer": STEMMER_LANGUAGE,
         "stopwords": STOPWORDS,
+        "text": "title + chunk",  # see store.load_texts
     }
 
 
@@ -158,8 +159,12 @@ class LexicalIndex:
         return len(self.chunk_ids)
 
     @classmethod
-    def build(cls, chunk_ids: np.ndarray, texts: Sequence[str]) -> LexicalIndex:
-        """Index ``texts``; ``chunk_ids`` (same order, ascending) names them."""
+    def build(
+        cls, chunk_ids: np.ndarray, texts: Sequence[str], *, method: str = BM25_METHOD, k1: float = BM25_K1,
+        b: float = BM25_B,
+    ) -> LexicalIndex:
+        """Index ``texts``; ``chunk_ids`` (same order, ascending) names them. Other scoring settings than the
+        defaults are for tuning: an index's folder built with them is rebuilt when the index is opened."""
         import bm25s
 
         ids = np.ascontiguousarray(chunk_ids, dtype=np.int64)
@@ -167,7 +172,7 @@ class LexicalIndex:
             raise ValueError(f"{len(ids)} chunk ids for {len(texts)} texts")
         if not len(ids):
             return cls(None, ids)
-        retriever = bm25s.BM25(method=BM25_METHOD, k1=BM25_K1, b=BM25_B)
+        retriever = bm25s.BM25(method=method, k1=k1, b=b)
         retriever.index(analyze(texts), show_progress=False)
         return cls(retriever, ids)
 
@@ -177,7 +182,10 @@ class LexicalIndex:
         if self.retriever is not None:
             self.retriever.save(str(directory), show_progress=False)
         np.save(directory / CHUNK_IDS_FILE, self.chunk_ids, allow_pickle=False)
-        (directory / SETTINGS_FILE).write_text(json.dumps({**bm25_settings(), "chunks": len(self.chunk_ids)}))
+        settings = bm25_settings()
+        if self.retriever is not None:
+            settings.update(method=self.retriever.method, k1=self.retriever.k1, b=self.retriever.b)
+        (directory / SETTINGS_FILE).write_text(json.dumps({**settings, "chunks": len(self.chunk_ids)}))
 
     @classmethod
     def load(cls, directory: Path, *, mmap: bool = False) -> LexicalIndex:

@@ -251,8 +251,17 @@ def remove_other_generations(index_dir: Path, keep: int) -> list[Path]:
 
 
 def load_texts(connection: duckdb.DuckDBPyConnection) -> tuple[np.ndarray, list[str]]:
-    """All chunk ids and texts, ordered by chunk id (what a BM25 folder of this state indexes)."""
-    table = connection.sql("SELECT chunk_id, text FROM chunks ORDER BY chunk_id").to_arrow_table()
+    """All chunk ids and the text BM25 indexes for each, ordered by chunk id.
+
+    That text is the chunk's own, preceded by its document's title unless the chunk already starts with it:
+    a passage deep in a document is still about what its title says (on SciFact this lifts BM25's nDCG@10 by
+    about 0.012; see README).
+    """
+    table = connection.sql(
+        "SELECT c.chunk_id, CASE WHEN coalesce(d.title, '') = '' OR starts_with(c.text, d.title) THEN c.text "
+        "ELSE d.title || chr(10) || chr(10) || c.text END AS text "
+        "FROM chunks c LEFT JOIN documents d USING (doc_id) ORDER BY c.chunk_id"
+    ).to_arrow_table()
     return table.column("chunk_id").to_numpy().astype(np.int64), table.column("text").to_pylist()
 
 
