@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from citeline import Index
+from citeline import Index, store
 from citeline.evaluate import CorpusChunks, documents_by_best_chunk, load_beir, score_rankings
 from citeline.search import (
     BM25_B,
@@ -89,13 +89,10 @@ def main() -> None:
 
     # ---- lexical: BM25 variants over the chunk texts (stemmed, English stopwords), and with titles added
     connection = snapshot.connection
-    rows = connection.execute(
-        "SELECT c.chunk_id, c.text, c.char_start, d.title FROM chunks c JOIN documents d USING (doc_id) "
-        "ORDER BY c.chunk_id"
-    ).fetchall()
-    ids = np.array([r[0] for r in rows], dtype=np.int64)
-    texts = {"chunk text": [r[1] for r in rows],
-             "title + chunk text": [r[1] if r[2] == 0 else f"{r[3]}\n\n{r[1]}" for r in rows]}
+    rows = connection.execute("SELECT chunk_id, text FROM chunks ORDER BY chunk_id").fetchall()
+    ids, with_titles = store.load_texts(connection)  # what the index's BM25 folder holds
+    assert np.array_equal(ids, np.array([r[0] for r in rows], dtype=np.int64))
+    texts = {"chunk text": [r[1] for r in rows], "title + chunk text": with_titles}
     tokens = {name: analyze(values) for name, values in texts.items()}
 
     def build(name: str, method: str, k1: float, b: float) -> LexicalIndex:
@@ -119,12 +116,12 @@ def main() -> None:
                 line(f"{name}, {method} k1={k1} b={b}", figures)
         best_lexical = max(lexical_results, key=lambda key: lexical_results[key]["tune"])
         line(f"BEST ON TUNING HALF: {best_lexical}", lexical_results[best_lexical])
-        line(f"shipped: chunk text, {shipped}", lexical_results[("chunk text", *shipped)])
+        line(f"shipped: title + chunk text, {shipped}", lexical_results[("title + chunk text", *shipped)])
     if "hybrid" not in stages:
         return
 
-    # ---- hybrid: fusion of dense and the shipped lexical ranking
-    lexical = build("chunk text", *shipped)
+    # ---- hybrid: fusion of dense and the shipped lexical ranking (the index's own BM25 folder)
+    lexical = snapshot.lexical
     print("hybrid (dense + lexical as shipped):")
     hybrid_results = {}
 
@@ -132,13 +129,13 @@ def main() -> None:
         return score("hybrid", lambda q: hybrid_search(
             snapshot.faiss, lexical, dataset.queries[q], vectors[q], CHUNK_DEPTH, None, fusion))
 
-    for rrf_k, depth in itertools.product((10, 20, 40, 60, 100), (50, 100, 200)):
+    for rrf_k, depth in itertools.product((10, 20, 40, 60, 100), (100, 200)):
         fusion = Fusion(method="rrf", rrf_k=rrf_k, depth=depth)
         hybrid_results[fusion] = hybrid(fusion)
         if depth == 100:
             line(f"rrf k={rrf_k} depth={depth}", hybrid_results[fusion])
     for normalization, depth, weight in itertools.product(
-        ("minmax", "zscore"), (50, 100, 200), [round(w, 2) for w in np.arange(0.2, 0.81, 0.05)]
+        ("minmax", "zscore"), (100, 200), [round(float(w), 2) for w in np.arange(0.3, 0.81, 0.05)]
     ):
         fusion = Fusion(method="convex", weight=weight, depth=depth, normalization=normalization)
         hybrid_results[fusion] = hybrid(fusion)
