@@ -437,6 +437,8 @@ class Index:
         hybrid settings (evaluation and tuning use it).
         """
         snapshot = self.snapshot()
+        if allowed is not None:  # sorted and unique, as the search functions expect
+            allowed = np.unique(np.asarray(allowed, dtype=np.int64))
         if mode == "lexical":
             return lexical_search(snapshot.lexical, query, k, allowed)
         vector = self.encode_query(query)

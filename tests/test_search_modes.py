@@ -25,6 +25,15 @@ def test_analyzer_stems_and_drops_stopwords() -> None:
     assert analyze(["The soldiers are walking to their home"]) == [["soldier", "walk", "home"]]
 
 
+def test_a_new_index_has_generation_0_files_and_searches_empty(tmp_path, fake_embedder) -> None:
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    assert sorted(p.name for p in index.path.glob("*.*") if "lock" not in p.name) == [
+        "bm25.0", "meta.duckdb", "vectors.0.faiss"]
+    assert index.verify().ok
+    for mode in ("dense", "lexical", "hybrid"):
+        assert index.search("anything", mode=mode) == []
+
+
 def test_lexical_search_returns_only_chunks_with_a_query_term(seeded: Index) -> None:
     results = seeded.search("garrison", k=50, mode="lexical")
     assert results and all("garrison" in r.text.lower() for r in results)
