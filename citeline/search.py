@@ -9,8 +9,8 @@ ranking, so k results come back whenever k allowed chunks match.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -151,11 +151,17 @@ def bm25_settings() -> dict[str, Any]:
     }
 
 
-@functools.cache
-def _stemmer() -> Any:
-    import Stemmer
+_local = threading.local()
 
-    return Stemmer.Stemmer(STEMMER_LANGUAGE)
+
+def _stemmer() -> Any:
+    # A PyStemmer object is not safe to share between threads (it caches results), so each thread has its own.
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _local.stemmer = Stemmer.Stemmer(STEMMER_LANGUAGE)
+    return stemmer
 
 
 def analyze(texts: Sequence[str]) -> list[list[str]]:
