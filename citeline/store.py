@@ -277,7 +277,8 @@ def write_bm25(lexical: LexicalIndex, path: Path) -> None:
     """Write a BM25 folder atomically: into a temporary folder, fsync every file, rename it into place.
 
     A folder of the same name (a rebuild of the current generation) is first moved aside and deleted after the
-    rename, so readers see either the old complete folder or the new one.
+    rename. Readers in other processes never see the moment in between: the caller holds DuckDB's write
+    connection throughout, and readers open DuckDB before they read derived files.
     """
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
