@@ -16,6 +16,7 @@ import click
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import BACKENDS
 from citeline.errors import CitelineError
+from citeline.search import DEFAULT_MODE, MODES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -218,6 +219,13 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
 @click.argument("query")
 @index_option
 @click.option("-k", "k", type=int, default=10, show_default=True, help="Number of passages.")
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default=DEFAULT_MODE,
+    show_default=True,
+    help="hybrid fuses the dense (embedding) and lexical (BM25) rankings; the score is the fused score.",
+)
 @click.option("--source", multiple=True, help="Only this ingested folder or file (or a source id); repeatable.")
 @click.option("--path", "path_glob", multiple=True, metavar="GLOB",
               help="Only documents whose source id or path matches GLOB, e.g. '*.md'; repeatable.")
@@ -235,6 +243,7 @@ def search(
     query: str,
     index_path: str,
     k: int,
+    mode: str,
     source: tuple[str, ...],
     path_glob: tuple[str, ...],
     where: tuple[str, ...],
@@ -256,7 +265,7 @@ def search(
         if value
     }
     results = Index.open(index_path).search(
-        query, k=k, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
+        query, k=k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
     )
     if as_json:
         for result in results:
@@ -341,7 +350,7 @@ def runs(index_path: str, limit: int, as_json: bool) -> None:
 @user_errors
 @click.pass_context
 def verify(ctx: click.Context, index_path: str, as_json: bool) -> None:
-    """Check that the FAISS file matches DuckDB (ids, vectors, counts, checksum); exit status 1 if not."""
+    """Check that the FAISS file and BM25 folder match DuckDB (ids, vectors, counts, checksums); exit 1 if not."""
     from citeline.index import Index
 
     report = Index.open(index_path, repair=False).verify()
@@ -350,7 +359,8 @@ def verify(ctx: click.Context, index_path: str, as_json: bool) -> None:
     else:
         click.echo(
             f"generation {report.generation}: {report.chunks} chunks in DuckDB, "
-            f"{report.faiss_ntotal if report.faiss_present else 'no'} vectors in {report.faiss_file}"
+            f"{report.faiss_ntotal if report.faiss_present else 'no'} vectors in {report.faiss_file}, "
+            f"BM25 folder {report.bm25_dir}/ {'present' if report.bm25_present else 'missing'}"
         )
         for problem in report.problems:
             click.echo(f"  problem: {problem}")
@@ -368,17 +378,47 @@ def verify(ctx: click.Context, index_path: str, as_json: bool) -> None:
 @user_errors
 @click.pass_context
 def rebuild(ctx: click.Context, index_path: str, wait: float | None, as_json: bool) -> None:
-    """Rewrite the FAISS file from the vectors stored in DuckDB (no re-embedding) and remove orphan files."""
+    """Rewrite the FAISS file and BM25 folder from DuckDB (no re-embedding) and remove orphan files."""
     from citeline.index import Index
 
     report = Index.open(index_path, repair=False).rebuild(wait=wait)
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
-        click.echo(f"rebuilt {report.faiss_file} from {report.chunks} chunks in DuckDB; "
+        click.echo(f"rebuilt {report.faiss_file} and {report.bm25_dir}/ from {report.chunks} chunks in DuckDB; "
                    + ("consistent" if report.ok else "still inconsistent: " + "; ".join(report.problems)))
     if not report.ok:
         ctx.exit(1)
+
+
+@cli.command(name="eval")
+@click.option("--beir", "beir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="BEIR directory: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv.")
+@click.option("--index", "index_path", default=None, type=click.Path(file_okay=False),
+              help="Index to ingest the corpus into and reuse [default: a temporary one].")
+@click.option("--mode", type=click.Choice([*MODES, "all"]), default=DEFAULT_MODE, show_default=True,
+              help="Search mode to score, or all of them.")
+@click.option("--split", default="test", show_default=True, help="Which qrels/SPLIT.tsv to score against.")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
+              help="Embedding backend for a new index [default: torch].")
+@click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
+@json_option
+@user_errors
+def eval_(beir: str, index_path: str | None, mode: str, split: str, backend: str | None, progress: bool | None,
+          as_json: bool) -> None:
+    """Score retrieval on a BEIR dataset: nDCG@10 and Recall@100, documents ranked by their best chunk."""
+    from citeline.evaluate import evaluate_beir
+
+    report = evaluate_beir(beir, index_path=index_path, mode=mode, split=split, backend=backend,
+                           progress=sys.stderr.isatty() if progress is None else progress)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
+        return
+    click.echo(f"{report.dataset} ({report.split}): {report.queries} queries, {report.documents} documents in "
+               f"{report.chunks} chunks, index {report.index}")
+    click.echo(f"{'mode':<8} {'nDCG@10':>8} {'Recall@100':>11} {'seconds':>8}")
+    for result in report.results:
+        click.echo(f"{result.mode:<8} {result.ndcg_at_10:>8.4f} {result.recall_at_100:>11.4f} {result.seconds:>8.1f}")
 
 
 def main() -> None:

@@ -26,7 +26,19 @@ from citeline.errors import (
     IndexRepairedWarning,
 )
 from citeline.filters import Filters, allowed_chunk_ids
-from citeline.search import SearchResult, chunk_vectors, dense_search, fetch_passages, validate_query
+from citeline.search import (
+    DEFAULT_FUSION,
+    DEFAULT_MODE,
+    Fusion,
+    SearchResult,
+    chunk_vectors,
+    dense_search,
+    fetch_passages,
+    hybrid_search,
+    lexical_search,
+    validate_mode,
+    validate_query,
+)
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 
 DEFAULT_INDEX_DIR = "index"
@@ -173,8 +185,7 @@ class Index:
             connection = store.duckdb.connect(str(tmp_db))
             try:
                 store.create_schema(connection, embedder.dimension)
-                no_vectors = np.zeros((0, embedder.dimension), np.float32)
-                meta.update(store.publish_faiss(index_dir, 0, np.zeros(0, np.int64), no_vectors, embedder.dimension))
+                meta.update(store.publish_generation(index_dir, 0, connection, embedder.dimension))
                 store.write_meta(connection, meta)
                 connection.execute("CHECKPOINT")
             finally:
@@ -196,9 +207,10 @@ class Index:
     ) -> Index:
         """Open an existing index. Refuses one built with another schema version, model or backend.
 
-        A FAISS file that does not match DuckDB (missing, or another size or checksum than recorded at commit) is
-        rebuilt from the vectors in DuckDB, with an :class:`IndexRepairedWarning`, and files of dead generations
-        are removed; both only if no writer is running, and only when ``repair`` is true.
+        A FAISS file or BM25 folder that does not match DuckDB (missing, or another size, checksum or BM25
+        settings than recorded at commit) is rebuilt from the vectors and texts in DuckDB, with an
+        :class:`IndexRepairedWarning`, and files of dead generations are removed; both only if no writer is
+        running, and only when ``repair`` is true.
         """
         index_dir = Path(path)
         connection = store.connect(index_dir, read_only=True)
@@ -385,17 +397,18 @@ class Index:
     # ---------------------------------------------------------------- checking
 
     def verify(self) -> store.VerifyReport:
-        """Check that the current generation's FAISS file matches DuckDB (ids, vectors, counts, checksum)."""
+        """Check that the current generation's FAISS file and BM25 folder match DuckDB (ids, vectors, counts,
+        checksums)."""
         return store.verify(self.path)
 
     def rebuild(self, *, wait: float | None = None) -> store.VerifyReport:
-        """Rewrite the current generation's FAISS file from the vectors in DuckDB, then verify.
+        """Rewrite the current generation's FAISS file and BM25 folder from DuckDB, then verify.
 
         Nothing is re-embedded. ``wait`` bounds how long to wait for a running writer (default: as long as it
         takes). Files of dead generations are removed too.
         """
         with store.writer_lock(self.path, wait=wait):
-            self.meta["generation"] = store.rebuild_faiss(self.path)
+            self.meta["generation"] = store.rebuild_derived(self.path)
         return self.verify()
 
     # ---------------------------------------------------------------- reading
@@ -405,11 +418,16 @@ class Index:
         query: str,
         k: int = 10,
         *,
+        mode: str = DEFAULT_MODE,
         filters: Filters | Mapping[str, Any] | None = None,
         collapse: bool = True,
         collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
     ) -> list[SearchResult]:
         """The ``k`` passages most relevant to ``query``, best first, each with its provenance.
+
+        ``mode`` is ``"hybrid"`` (default: dense and lexical rankings fused; the score is the fused score, see
+        :class:`citeline.search.Fusion`), ``"dense"`` (cosine similarity of the model's embeddings) or
+        ``"lexical"`` (BM25 over stemmed words).
 
         ``filters`` (``{"source": ..., "path_glob": ..., "ingested_after": ..., "ingested_before": ...,
         "meta": {key: value}}``, see ``citeline.filters``) restricts the candidates before ranking, so k results
@@ -418,18 +436,22 @@ class Index:
         whose ``sources`` lists every document (see ``citeline.collapse``).
         """
         query, k = validate_query(query, k)
+        mode = validate_mode(mode)
         criteria = Filters.from_value(filters)
         threshold = validate_threshold(collapse_threshold)
-        vector = self.encode_query(query)
+        # One snapshot for the whole search, so filters, ranking and provenance all see the same generation.
         snapshot = self.snapshot()
         allowed = allowed_chunk_ids(snapshot.connection, criteria)
+        # Lexical search needs no model, unless collapsing compares vectors.
+        vector = self.encode_query(query) if mode != "lexical" or collapse else None
 
         def rank(depth: int) -> list[SearchResult]:
-            hits = dense_search(snapshot.faiss, vector, depth, allowed)
+            hits = self._rank(snapshot, query, vector, depth, mode, allowed, DEFAULT_FUSION)
             return fetch_passages(snapshot.connection, hits, self.meta["model"])
 
         if not collapse:
             return rank(k)
+        assert vector is not None
         return collapsed_search(
             k,
             rank,
@@ -438,6 +460,42 @@ class Index:
             encode=lambda texts: np.stack([self.encode_query(text) for text in texts]),
             threshold=threshold,
         )
+
+    def rank(
+        self,
+        query: str,
+        k: int,
+        *,
+        mode: str = DEFAULT_MODE,
+        allowed: np.ndarray | None = None,
+        fusion: Fusion = DEFAULT_FUSION,
+    ) -> list[tuple[int, float]]:
+        """The ranking behind :meth:`search`: ``(chunk_id, score)`` pairs, best first, without provenance.
+
+        ``allowed`` (chunk ids) restricts the candidates before ranking; ``fusion`` overrides the hybrid settings
+        (evaluation and tuning use it).
+        """
+        if allowed is not None:  # sorted and unique, as the search functions expect
+            allowed = np.unique(np.asarray(allowed, dtype=np.int64))
+        vector = None if mode == "lexical" else self.encode_query(query)
+        return self._rank(self.snapshot(), query, vector, k, validate_mode(mode), allowed, fusion)
+
+    @staticmethod
+    def _rank(
+        snapshot: store.ReadSnapshot,
+        query: str,
+        vector: np.ndarray | None,
+        k: int,
+        mode: str,
+        allowed: np.ndarray | None,
+        fusion: Fusion,
+    ) -> list[tuple[int, float]]:
+        if mode == "lexical":
+            return lexical_search(snapshot.lexical, query, k, allowed)
+        assert vector is not None
+        if mode == "dense":
+            return dense_search(snapshot.faiss, vector, k, allowed)
+        return hybrid_search(snapshot.faiss, snapshot.lexical, query, vector, k, allowed, fusion)
 
     def snapshot(self) -> store.ReadSnapshot:
         """The in-memory view searches run on, reloaded after every commit (see ``store.ReadSnapshot``)."""
@@ -492,7 +550,7 @@ class Index:
 
 
 def _repair_on_open(index_dir: Path, problems: list[str]) -> None:
-    """Rebuild a damaged FAISS file and remove orphan files, if no writer is running; warn about what was done.
+    """Rebuild damaged derived files (FAISS, BM25) and remove orphan files if no writer is running; warn.
 
     Never waits: a reader must not stall behind a writer, and a running writer publishes a fresh generation
     (and removes orphans) itself when it commits.
@@ -500,10 +558,10 @@ def _repair_on_open(index_dir: Path, problems: list[str]) -> None:
     try:
         with store.writer_lock(index_dir, wait=0):
             if problems:
-                generation = store.rebuild_faiss(index_dir)
+                generation = store.rebuild_derived(index_dir)
                 warnings.warn(
-                    f"citeline: {'; '.join(problems)}; rebuilt {store.faiss_path(index_dir, generation).name} "
-                    f"from the vectors in {store.DB_FILE} (nothing was re-embedded)",
+                    f"citeline: {'; '.join(problems)}; rebuilt {store.faiss_path(index_dir, generation).name} and "
+                    f"{store.bm25_path(index_dir, generation).name}/ from {store.DB_FILE} (nothing was re-embedded)",
                     IndexRepairedWarning,
                     stacklevel=3,
                 )

@@ -309,9 +309,9 @@ def commit(
 ) -> int:
     """Apply ``plan`` in one transaction and publish a new generation; returns the generation now current.
 
-    With nothing to change, only the run is recorded and the generation stays. Otherwise the FAISS file of
-    the new generation is written (from the transaction's own view of the chunks) before the transaction
-    commits, so DuckDB never points at a file that is not complete on disk.
+    With nothing to change, only the run is recorded and the generation stays. Otherwise the FAISS file and the
+    BM25 folder of the new generation are written (from the transaction's own view of the chunks) before the
+    transaction commits, so DuckDB never points at a file that is not complete on disk.
     """
     connection.execute("BEGIN TRANSACTION")
     try:
@@ -321,9 +321,8 @@ def commit(
             store.insert_arrow(connection, "documents", documents_table(plan.to_index, run.run_id, run.started_at))
             store.insert_arrow(connection, "chunks", rows.to_arrow(run.run_id))
             generation += 1
-            ids, vectors = store.load_vectors(connection, dimension)
-            faiss_meta = store.publish_faiss(index_dir, generation, ids, vectors, dimension)
-            store.write_meta(connection, {"generation": generation, **faiss_meta})
+            derived_meta = store.publish_generation(index_dir, generation, connection, dimension)
+            store.write_meta(connection, {"generation": generation, **derived_meta})
         run.generation = generation
         run.finished_at = utc_now()
         record_run(connection, run)

@@ -42,7 +42,10 @@ from citeline.search import dense_search, fetch_passages  # noqa: E402
 FILES = 60
 MAX_TOKENS, OVERLAP_TOKENS = 48, 8
 #: Where the parent may kill the writer: the pipeline's steps, and the commit protocol's points in between.
-STAGES = ("parse", "plan", "chunk", "embed", "commit", "faiss-tmp", "faiss-written", "committed")
+STAGES = (
+    "parse", "plan", "chunk", "embed", "commit", "faiss-tmp", "faiss-written", "bm25-tmp", "bm25-written",
+    "committed",
+)
 _WORDS = (
     "river", "bridge", "soldier", "letter", "harvest", "winter", "archive", "council", "merchant", "garrison",
     "famine", "treaty", "ledger", "monastery", "plague", "siege", "charter", "market", "bishop", "tax", "grain",
@@ -168,6 +171,24 @@ def _install_slow_steps(pause: float) -> None:
         return result
 
     store.publish_faiss = publish_then_pause  # type: ignore[assignment]
+    save_bm25 = store.LexicalIndex.save
+
+    def save_then_pause(*args: Any, **kwargs: Any) -> Any:
+        result = save_bm25(*args, **kwargs)
+        _marker("bm25-tmp")  # the temporary BM25 folder is written, not yet renamed
+        time.sleep(pause)
+        return result
+
+    store.LexicalIndex.save = save_then_pause  # type: ignore[method-assign]
+    publish_bm25 = store.publish_bm25
+
+    def publish_bm25_then_pause(*args: Any, **kwargs: Any) -> Any:
+        result = publish_bm25(*args, **kwargs)
+        _marker("bm25-written")  # both derived files in place; DuckDB has not committed yet
+        time.sleep(pause)
+        return result
+
+    store.publish_bm25 = publish_bm25_then_pause  # type: ignore[assignment]
     announce(store, "remove_other_generations", "committed", before=pause)  # committed; old files still there
 
 

@@ -124,7 +124,7 @@ def test_ingested_after_and_before_split_the_two_runs(corpus) -> None:
 def test_filtered_results_are_the_exact_top_k_of_the_matching_chunks(corpus) -> None:
     index, _, _ = corpus
     filters = {"path_glob": ["*.md", "*.jsonl#*"], "meta": {}}
-    results = index.search(QUERY, k=3, filters=filters, collapse=False)
+    results = index.search(QUERY, k=3, mode="dense", filters=filters, collapse=False)
     connection = duckdb.connect(str(index.path / "meta.duckdb"), read_only=True)
     rows = connection.execute(
         "SELECT c.chunk_id, c.vector FROM chunks c JOIN documents d USING (doc_id) "

@@ -20,8 +20,8 @@ from conftest import HashEmbedder
 from citeline import Index, IndexCorruptError, IndexRepairedWarning, store
 from citeline.cli import cli
 
-#: At least 20 kills, spread over every step (the harness cycles through its stages).
-KILL_TRIALS = 24
+#: At least 20 kills, spread over every step (the harness cycles through its ten stages, three kills each).
+KILL_TRIALS = 30
 
 
 @pytest.mark.slow
@@ -31,7 +31,7 @@ def test_sigkill_at_random_points_never_loses_or_corrupts_the_index(tmp_path: Pa
     assert figures["problems"] == [], json.dumps(figures["problems"], indent=1)
     assert figures["killed"] >= 20
     # Every stage of the pipeline and of the commit protocol was hit at least once.
-    assert set(figures["killed_in"]) >= {"parse", "embed", "commit", "faiss-written", "committed"}
+    assert set(figures["killed_in"]) >= {"parse", "embed", "commit", "faiss-written", "bm25-tmp", "committed"}
     assert figures["survived"] == figures["killed"]
 
 
@@ -70,12 +70,21 @@ def _damage(index: Index, how: str) -> Path:
     elif how == "stale":  # the file of an older generation put back in place of the current one
         stale = create_index(index.path.parent / "other")
         shutil.copy(store.faiss_path(stale.path, 0), path)
+    elif how == "bm25-missing":
+        shutil.rmtree(store.bm25_path(index.path, int(index.meta["generation"])))
+    elif how == "bm25-altered":  # one array of bm25s's files rewritten with other content of the same shape
+        folder = store.bm25_path(index.path, int(index.meta["generation"]))
+        target = max((entry for entry in folder.iterdir() if entry.suffix == ".npy"), key=lambda e: e.stat().st_size)
+        data = bytearray(target.read_bytes())
+        data[-1] ^= 0x01
+        target.write_bytes(bytes(data))
     return path
 
 
-@pytest.mark.parametrize("how", ["missing", "truncated", "flipped", "stale"])
+@pytest.mark.parametrize("how", ["missing", "truncated", "flipped", "stale", "bm25-missing", "bm25-altered"])
 def test_open_rebuilds_a_damaged_faiss_file_from_duckdb_without_reembedding(built: Index, how: str) -> None:
     before = {r.chunk_id: r.score for r in built.search("river bridge soldier", k=10)}
+    lexical_before = [r.chunk_id for r in built.search("river bridge soldier", k=10, mode="lexical")]
     _damage(built, how)
     assert not built.verify().ok
 
@@ -87,6 +96,7 @@ def test_open_rebuilds_a_damaged_faiss_file_from_duckdb_without_reembedding(buil
     after = {r.chunk_id: r.score for r in reopened.search("river bridge soldier", k=10)}
     assert after.keys() == before.keys()
     assert after == pytest.approx(before)
+    assert [r.chunk_id for r in reopened.search("river bridge soldier", k=10, mode="lexical")] == lexical_before
     assert check_index(built.path) == []
 
 

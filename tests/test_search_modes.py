@@ -1,0 +1,133 @@
+"""Dense, lexical and hybrid search; restricting candidates with ``allowed``; BM25 folders per generation."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from citeline import Index, IndexRepairedWarning, QueryError, store
+from citeline.cli import cli
+from citeline.search import Fusion, LexicalIndex, analyze, lexical_search
+
+
+@pytest.fixture
+def seeded(tmp_path, seeds_dir, fake_embedder) -> Index:
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    index.ingest([seeds_dir])
+    return index
+
+
+def test_analyzer_stems_and_drops_stopwords() -> None:
+    assert analyze(["The soldiers are walking to their home"]) == [["soldier", "walk", "home"]]
+
+
+def test_a_new_index_has_generation_0_files_and_searches_empty(tmp_path, fake_embedder) -> None:
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    assert sorted(p.name for p in index.path.glob("*.*") if "lock" not in p.name) == [
+        "bm25.0", "meta.duckdb", "vectors.0.faiss"]
+    assert index.verify().ok
+    for mode in ("dense", "lexical", "hybrid"):
+        assert index.search("anything", mode=mode) == []
+
+
+def test_lexical_search_returns_only_chunks_with_a_query_term(seeded: Index) -> None:
+    results = seeded.search("garrison", k=50, mode="lexical")
+    assert results and all("garrison" in r.text.lower() for r in results)
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    assert seeded.search("zyzzyva", k=5, mode="lexical") == []
+
+
+def test_every_mode_returns_k_results_with_provenance(seeded: Index) -> None:
+    for mode in ("dense", "lexical", "hybrid"):
+        results = seeded.search("soldiers letters from home", k=3, mode=mode)
+        assert len(results) == 3
+        for r in results:
+            assert seeded.document_text(r.doc_id)[r.char_start : r.char_end] == r.text
+    # Hybrid is the default, and its scores are fused scores in [0, 1] (convex combination of min-max scores).
+    default = seeded.search("soldiers letters from home", k=3)
+    assert [r.chunk_id for r in default] == [r.chunk_id for r in seeded.search(
+        "soldiers letters from home", k=3, mode="hybrid")]
+    assert all(0.0 <= r.score <= 1.0 for r in default)
+
+
+def test_hybrid_top_results_do_not_depend_on_k(seeded: Index) -> None:
+    query = "why did the soldiers leave the garrison"
+    small = seeded.rank(query, 3, mode="hybrid", fusion=Fusion(depth=5))
+    large = seeded.rank(query, 40, mode="hybrid", fusion=Fusion(depth=5))
+    assert small == large[:3]
+    rrf = seeded.rank(query, 5, mode="hybrid", fusion=Fusion(method="rrf", depth=5))
+    assert len(rrf) == 5 and rrf[0][1] <= 2 / 61
+
+
+def test_invalid_mode_is_a_query_error(seeded: Index) -> None:
+    with pytest.raises(QueryError, match="mode must be one of hybrid, dense, lexical"):
+        seeded.search("soldiers", mode="semantic")
+    result = CliRunner().invoke(cli, ["search", "soldiers", "--index", str(seeded.path), "--mode", "semantic"])
+    assert result.exit_code == 2 and "semantic" in result.output
+
+
+@pytest.mark.parametrize("mode", ["dense", "lexical", "hybrid"])
+def test_allowed_restricts_candidates_before_ranking(seeded: Index, mode: str) -> None:
+    snapshot = seeded.snapshot()
+    garrison = {row[0] for row in snapshot.connection.execute(
+        "SELECT chunk_id FROM chunks WHERE doc_id IN (SELECT doc_id FROM documents WHERE path LIKE '%garrison%')"
+    ).fetchall()}
+    all_ids = np.sort(snapshot.lexical.chunk_ids)
+    # Three allowed chunks of the *other* document, which the unrestricted top-3 may not contain at all.
+    allowed = np.sort(np.array([c for c in all_ids if c not in garrison][:3], dtype=np.int64))
+    query = "soldiers"  # a term of every chunk of both seeds' opening, and of many others
+    hits = seeded.rank(query, 3, mode=mode, allowed=allowed)
+    assert {c for c, _ in hits} <= set(allowed.tolist())
+    if mode != "lexical":  # lexical returns only chunks containing a query term
+        assert len(hits) == 3
+    assert seeded.rank(query, 3, mode=mode, allowed=np.zeros(0, dtype=np.int64)) == []
+
+
+def test_lexical_allowed_returns_k_whenever_k_allowed_chunks_match() -> None:
+    texts = ["apple pie"] * 50 + ["apple tart", "apple cake", "pear"]
+    lexical = LexicalIndex.build(np.arange(100, 153, dtype=np.int64), texts)
+    allowed = np.array([150, 151, 152], dtype=np.int64)
+    hits = lexical_search(lexical, "apple", 2, allowed)
+    assert sorted(c for c, _ in hits) == [150, 151]  # not crowded out by the 50 "apple pie" chunks
+    assert lexical_search(lexical, "apple", 10, allowed)[-1][0] in (150, 151)
+    assert len(lexical_search(lexical, "apple", 10, None)) == 10
+
+
+def test_bm25_folder_per_generation_and_old_ones_removed(seeded: Index, seeds_dir, tmp_path) -> None:
+    assert sorted(p.name for p in seeded.path.glob("bm25.*")) == ["bm25.1"]
+    assert np.array_equal(store.read_bm25(store.bm25_path(seeded.path, 1)).chunk_ids,
+                          np.sort(seeded.snapshot().lexical.chunk_ids))
+    # A changed document publishes generation 2 with a new BM25 folder; a new term becomes searchable.
+    copy = tmp_path / "docs"
+    shutil.copytree(seeds_dir, copy)
+    seeded.ingest([copy])
+    (copy / "extra.md").write_text("# Quokka\n\nA quokka census on Rottnest island.\n")
+    seeded.ingest([copy])
+    assert sorted(p.name for p in seeded.path.glob("bm25.*")) == ["bm25.3"]
+    assert seeded.search("quokka", k=1, mode="lexical")[0].source_id == "extra.md"
+    assert not any(p.suffix == ".pkl" for p in store.bm25_path(seeded.path, 3).iterdir())
+
+
+def test_verify_reports_and_rebuild_restores_a_missing_bm25_folder(seeded: Index) -> None:
+    assert seeded.verify().ok
+    shutil.rmtree(store.bm25_path(seeded.path, 1))
+    (seeded.path / "bm25.9.tmp").mkdir()  # an orphan of a dead writer
+    report = Index.open(seeded.path, repair=False).verify()
+    assert not report.ok and not report.bm25_present and "bm25.1/ is missing" in report.problems
+    assert report.orphans == ["bm25.9.tmp"]
+    result = CliRunner().invoke(cli, ["verify", "--index", str(seeded.path)])
+    assert result.exit_code == 1 and "bm25.1/ is missing" in result.output
+    report = Index.open(seeded.path, repair=False).rebuild()
+    assert report.ok and report.bm25_ids_equal and report.orphans == []
+    # A damaged folder is noticed by its checksum and rebuilt when the index is opened.
+    np.save(store.bm25_path(seeded.path, 1) / "chunk_ids.npy", np.arange(3, dtype=np.int64))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reopened = Index.open(seeded.path, embedder=seeded.embedder)
+    assert any(issubclass(w.category, IndexRepairedWarning) and "bm25.1" in str(w.message) for w in caught)
+    assert reopened.verify().ok
+    assert reopened.search("garrison", k=1, mode="lexical")
