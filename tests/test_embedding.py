@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from citeline.embedding import OnnxQueryEncoder, SentenceTransformerEmbedder, ensure_onnx_model, onnx_model_dir
+from citeline.embedding import OnnxEncoder, SentenceTransformerEmbedder, ensure_onnx_model, onnx_model_dir
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def test_onnx_query_encoder_matches_sentence_transformers_torch(torch_vectors: n
     embedder = SentenceTransformerEmbedder(backend="torch")
     export_dir = ensure_onnx_model(embedder.model_path, "onnx")
     assert export_dir == onnx_model_dir(embedder.model_path)
-    direct = OnnxQueryEncoder(export_dir, "onnx", embedder.max_seq_length).encode(TEXTS)
+    direct = OnnxEncoder(export_dir, "onnx", embedder.max_seq_length).encode(TEXTS)
     assert cosines(direct, torch_vectors).min() >= 0.9999
 
 
@@ -48,7 +48,7 @@ def test_int8_query_encoder_matches_the_int8_document_encoder(torch_vectors: np.
     embedder = SentenceTransformerEmbedder(backend="onnx-int8")
     documents = embedder.encode(TEXTS)
     queries = embedder.query_encoder.encode(TEXTS)
-    assert isinstance(embedder.query_encoder, OnnxQueryEncoder)
+    assert isinstance(embedder.query_encoder, OnnxEncoder)
     assert cosines(queries, documents).min() >= 0.9999
     # Quantization moves vectors a little, not far.
     assert cosines(documents, torch_vectors).min() >= 0.95
