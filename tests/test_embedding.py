@@ -57,3 +57,33 @@ def test_int8_query_encoder_matches_the_int8_document_encoder(torch_vectors: np.
 def test_backends_have_distinct_fingerprints() -> None:
     prints = {SentenceTransformerEmbedder(backend=b).fingerprint for b in ("torch", "onnx", "onnx-int8")}
     assert len(prints) == 3
+
+
+def test_direct_int8_encoder_matches_sentence_transformers_onnx_int8() -> None:
+    """The torch-free encoder computes what sentence-transformers computes with the same int8 ONNX file."""
+    from sentence_transformers import SentenceTransformer
+
+    from citeline.embedding import onnx_file_name
+
+    embedder = SentenceTransformerEmbedder(backend="onnx-int8")
+    export_dir = ensure_onnx_model(embedder.model_path, "onnx-int8")
+    reference = SentenceTransformer(
+        str(export_dir), backend="onnx", local_files_only=True,
+        model_kwargs={"file_name": onnx_file_name("onnx-int8"), "provider": "CPUExecutionProvider"},
+    )
+    # One text per batch, as citeline runs it: int8 activation scales are per batch.
+    expected = reference.encode(TEXTS, batch_size=1, normalize_embeddings=True)
+    assert cosines(embedder.encode(TEXTS), expected).min() >= 0.9999
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_threaded_encoding_is_identical_to_single_threaded_and_in_order(backend: str) -> None:
+    embedder = SentenceTransformerEmbedder(backend=backend)
+    export_dir = ensure_onnx_model(embedder.model_path, backend)
+    texts = [f"{text} ({i})" for i in range(6) for text in TEXTS]
+    single = OnnxEncoder(export_dir, backend, embedder.max_seq_length, workers=1).encode(texts)
+    threaded = OnnxEncoder(export_dir, backend, embedder.max_seq_length, workers=3)
+    assert np.array_equal(single, threaded.encode(texts))
+    # Each vector is the text's own, whatever else was encoded with it (queries are encoded alone).
+    alone = np.concatenate([threaded.encode([text]) for text in texts[:4]])
+    assert np.array_equal(alone, single[:4])
