@@ -13,6 +13,7 @@ import argparse
 import inspect
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -50,15 +51,18 @@ def main() -> None:
     citeline = shutil.which("citeline") or str(Path(sys.executable).parent / "citeline")
     queries = [json.loads(line)["text"] for line in args.queries.open(encoding="utf-8")]
 
-    cold = []
+    cold, cold_cpu = [], []
     for i in range(args.cold_runs):
-        start = time.perf_counter()
+        start, children = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run([citeline, "search", queries[i % len(queries)], "--index", str(index_path), "-k", str(args.k)],
                        check=True, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONWARNINGS": "ignore"})
         cold.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cold_cpu.append(after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime)
     print(f"index {index_path}: {Index.open(index_path).status().chunks} chunks")
     print(f"cold CLI search ({args.cold_runs} runs): median {statistics.median(cold):.3f} s, "
-          f"max {max(cold):.3f} s")
+          f"max {max(cold):.3f} s; CPU time (user+sys) median {statistics.median(cold_cpu):.3f} s; "
+          f"load average {os.getloadavg()[0]:.1f}")
 
     index = Index.open(index_path)
     modes = [None]
@@ -67,13 +71,14 @@ def main() -> None:
     for mode in modes:
         kwargs = {} if mode is None else {"mode": mode}
         index.search(queries[0], k=args.k, **kwargs)
-        timings = []
+        timings, cpu = [], []
         for query in queries:
-            start = time.perf_counter()
+            start, started_cpu = time.perf_counter(), time.process_time()
             index.search(query, k=args.k, **kwargs)
             timings.append((time.perf_counter() - start) * 1000)
+            cpu.append((time.process_time() - started_cpu) * 1000)
         print(f"in-process {mode or 'dense'} search, {len(queries)} queries: p50 {percentile(timings, 0.5):.1f} ms, "
-              f"p99 {percentile(timings, 0.99):.1f} ms")
+              f"p99 {percentile(timings, 0.99):.1f} ms; CPU time p50 {percentile(cpu, 0.5):.1f} ms")
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)
 

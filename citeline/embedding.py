@@ -13,6 +13,7 @@ import logging
 import os
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -169,22 +170,40 @@ def _quiet_transformers() -> None:
     transformers.logging.set_verbosity_error()
 
 
-class OnnxQueryEncoder:
-    """Embeds short texts with onnxruntime and tokenizers alone: no torch, no transformers, so it starts fast.
+def cpu_count() -> int:
+    """CPUs this process may run on (its affinity mask, not the machine's total)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
-    It reproduces sentence-transformers' Transformer → Pooling → Normalize pipeline for the exported model (a
-    test checks cosine ≥ 0.9999 against sentence-transformers), and is what ``Index.search`` uses for queries.
+
+class OnnxEncoder:
+    """Embeds texts with onnxruntime and tokenizers alone: no torch, no transformers, so it starts fast.
+
+    It reproduces sentence-transformers' Transformer → Pooling → Normalize pipeline for the exported model (tests
+    check cosine ≥ 0.9999 against sentence-transformers). ``Index.search`` uses it for queries and the ONNX
+    backends for documents.
+
+    The session runs each inference on one thread, and ``encode`` spreads texts over ``workers`` Python threads
+    (onnxruntime releases the GIL). Measured on SciFact chunks on 2 cores (bench/embed.py), one text at a time
+    on two single-threaded workers is about 1.8× the chunks/s of one worker with two intra-op threads: a single
+    short sequence is too small a job to split across cores. A text's vector is computed by the same
+    single-threaded kernels whichever worker runs it, so vectors do not depend on ``workers`` (tested).
     """
 
-    def __init__(self, export_dir: Path, backend: str, max_seq_length: int):
+    def __init__(self, export_dir: Path, backend: str, max_seq_length: int, *, workers: int | None = None):
         import onnxruntime
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
         self.session = onnxruntime.InferenceSession(
             str(export_dir / onnx_file_name(backend)), options, providers=["CPUExecutionProvider"]
         )
+        self.workers = workers or cpu_count()
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.tokenizer = Tokenizer.from_file(str(export_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=max_seq_length)
@@ -193,24 +212,38 @@ class OnnxQueryEncoder:
         pooling = json.loads((export_dir / "1_Pooling" / "config.json").read_text())
         self.cls_pooling = bool(pooling.get("pooling_mode_cls_token"))
 
+    @cached_property
+    def _pool(self) -> ThreadPoolExecutor:
+        # Started on first use only: a one-query search process never needs it.
+        return ThreadPoolExecutor(self.workers, thread_name_prefix="citeline-onnx")
+
     def encode(self, texts: Sequence[str], *, batch_size: int = 1) -> np.ndarray:
-        """Unit vectors for ``texts``."""
-        out = []
-        for start in range(0, len(texts), batch_size):
-            encodings = self.tokenizer.encode_batch(list(texts[start : start + batch_size]))
-            ids = np.array([e.ids for e in encodings], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-            feeds = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in self.input_names:
-                feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
-            hidden = self.session.run(None, feeds)[0]
-            if self.cls_pooling:
-                pooled = hidden[:, 0]
-            else:
-                weights = mask[:, :, None].astype(np.float32)
-                pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-            out.append(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
-        return np.ascontiguousarray(np.concatenate(out), dtype=np.float32)
+        """Unit vectors for ``texts``, in order.
+
+        ``batch_size`` > 1 pads texts into batches; for int8 models that makes a vector depend on its batch
+        neighbours (activations are quantized with one scale per batch), so documents and queries use 1.
+        """
+        batches = [list(texts[start : start + batch_size]) for start in range(0, len(texts), batch_size)]
+        if len(batches) <= 1 or self.workers == 1:
+            vectors = [self._encode_batch(batch) for batch in batches]
+        else:
+            vectors = list(self._pool.map(self._encode_batch, batches))
+        return np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32)
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names:
+            feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        hidden = self.session.run(None, feeds)[0]
+        if self.cls_pooling:
+            pooled = hidden[:, 0]
+        else:
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
 
 class SentenceTransformerEmbedder:
@@ -262,10 +295,10 @@ class SentenceTransformerEmbedder:
         )
 
     @cached_property
-    def query_encoder(self) -> OnnxQueryEncoder | SentenceTransformerEmbedder:
+    def query_encoder(self) -> OnnxEncoder | SentenceTransformerEmbedder:
         """A fast-starting encoder for queries whose vectors match this one's.
 
-        ONNX backends use their own ONNX file through :class:`OnnxQueryEncoder`. The torch backend uses the
+        ONNX backends use their own ONNX file through :class:`OnnxEncoder`. The torch backend uses the
         fp32 ONNX export when it is cached (its vectors match torch's to cosine ≥ 0.9999); without one it falls
         back to the torch model itself, which takes seconds to import.
         """
@@ -275,7 +308,7 @@ class SentenceTransformerEmbedder:
             if self.backend == "torch":
                 return self
             export_dir = ensure_onnx_model(self.model_path, backend)
-        return OnnxQueryEncoder(export_dir, backend, self.max_seq_length)
+        return OnnxEncoder(export_dir, backend, self.max_seq_length)
 
     def prepare_query_encoder(self) -> None:
         """Export the ONNX model queries use, so that later searches start fast (done after ingestion)."""

@@ -179,10 +179,10 @@ def chunk_id_for(doc_id: str, content_hash: str, ordinal: int) -> int:
 def chunk_documents(documents: Sequence[Document], chunker: Chunker) -> store.ChunkRows:
     """Chunk every document; vectors are left empty for :func:`embed_chunks` to fill."""
     rows = store.ChunkRows.empty()
-    for document in documents:
+    all_spans = chunker.split_many([(document.text, document.format == "markdown") for document in documents])
+    for document, spans in zip(documents, all_spans, strict=True):
         content_hash = document.content_hash
         page_starts: list[int] = document.metadata.get("page_starts") or []
-        spans = chunker.split(document.text, markdown=document.format == "markdown")
         for span in spans:
             rows.chunk_id.append(chunk_id_for(document.doc_id, content_hash, span.ordinal))
             rows.doc_id.append(document.doc_id)

@@ -73,3 +73,13 @@ def test_default_budget_counts_past_the_tokenizer_truncation() -> None:
 def test_invalid_settings_are_refused(max_tokens: int, overlap: int) -> None:
     with pytest.raises(ValueError):
         Chunker(TOKENIZER, max_tokens=max_tokens, overlap_tokens=overlap, model_max_tokens=256)
+
+
+def test_split_many_equals_split_in_order(chunker: Chunker) -> None:
+    texts = [
+        (f"# Part {i}\n\n" + "The soldiers fled. Why? " * (i * 7) + "日本語。🙂", i % 2 == 0) for i in range(1, 25)
+    ]
+    expected = [chunker.split(text, markdown=markdown) for text, markdown in texts]
+    assert chunker.split_many(texts) == expected
+    assert chunker.split_many(texts[:1]) == expected[:1]
+    assert chunker.split_many([]) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from citeline.embedding import OnnxQueryEncoder, SentenceTransformerEmbedder, ensure_onnx_model, onnx_model_dir
+from citeline.embedding import OnnxEncoder, SentenceTransformerEmbedder, ensure_onnx_model, onnx_model_dir
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def test_onnx_query_encoder_matches_sentence_transformers_torch(torch_vectors: n
     embedder = SentenceTransformerEmbedder(backend="torch")
     export_dir = ensure_onnx_model(embedder.model_path, "onnx")
     assert export_dir == onnx_model_dir(embedder.model_path)
-    direct = OnnxQueryEncoder(export_dir, "onnx", embedder.max_seq_length).encode(TEXTS)
+    direct = OnnxEncoder(export_dir, "onnx", embedder.max_seq_length).encode(TEXTS)
     assert cosines(direct, torch_vectors).min() >= 0.9999
 
 
@@ -48,7 +48,7 @@ def test_int8_query_encoder_matches_the_int8_document_encoder(torch_vectors: np.
     embedder = SentenceTransformerEmbedder(backend="onnx-int8")
     documents = embedder.encode(TEXTS)
     queries = embedder.query_encoder.encode(TEXTS)
-    assert isinstance(embedder.query_encoder, OnnxQueryEncoder)
+    assert isinstance(embedder.query_encoder, OnnxEncoder)
     assert cosines(queries, documents).min() >= 0.9999
     # Quantization moves vectors a little, not far.
     assert cosines(documents, torch_vectors).min() >= 0.95
@@ -57,3 +57,33 @@ def test_int8_query_encoder_matches_the_int8_document_encoder(torch_vectors: np.
 def test_backends_have_distinct_fingerprints() -> None:
     prints = {SentenceTransformerEmbedder(backend=b).fingerprint for b in ("torch", "onnx", "onnx-int8")}
     assert len(prints) == 3
+
+
+def test_direct_int8_encoder_matches_sentence_transformers_onnx_int8() -> None:
+    """The torch-free encoder computes what sentence-transformers computes with the same int8 ONNX file."""
+    from sentence_transformers import SentenceTransformer
+
+    from citeline.embedding import onnx_file_name
+
+    embedder = SentenceTransformerEmbedder(backend="onnx-int8")
+    export_dir = ensure_onnx_model(embedder.model_path, "onnx-int8")
+    reference = SentenceTransformer(
+        str(export_dir), backend="onnx", local_files_only=True,
+        model_kwargs={"file_name": onnx_file_name("onnx-int8"), "provider": "CPUExecutionProvider"},
+    )
+    # One text per batch, as citeline runs it: int8 activation scales are per batch.
+    expected = reference.encode(TEXTS, batch_size=1, normalize_embeddings=True)
+    assert cosines(embedder.encode(TEXTS), expected).min() >= 0.9999
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_threaded_encoding_is_identical_to_single_threaded_and_in_order(backend: str) -> None:
+    embedder = SentenceTransformerEmbedder(backend=backend)
+    export_dir = ensure_onnx_model(embedder.model_path, backend)
+    texts = [f"{text} ({i})" for i in range(6) for text in TEXTS]
+    single = OnnxEncoder(export_dir, backend, embedder.max_seq_length, workers=1).encode(texts)
+    threaded = OnnxEncoder(export_dir, backend, embedder.max_seq_length, workers=3)
+    assert np.array_equal(single, threaded.encode(texts))
+    # Each vector is the text's own, whatever else was encoded with it (queries are encoded alone).
+    alone = np.concatenate([threaded.encode([text]) for text in texts[:4]])
+    assert np.array_equal(alone, single[:4])
