@@ -447,7 +447,7 @@ class Index:
 
         def rank(depth: int) -> list[SearchResult]:
             hits = self._rank(snapshot, query, vector, depth, mode, allowed, DEFAULT_FUSION)
-            return fetch_passages(snapshot.connection, hits, self.meta["model"])
+            return fetch_passages(snapshot, hits, self.meta["model"])
 
         if not collapse:
             return rank(k)

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import faiss
 import numpy as np
 
@@ -24,6 +23,8 @@ from citeline.errors import IndexCorruptError, QueryError
 
 if TYPE_CHECKING:
     import bm25s
+
+    from citeline.store import ReadSnapshot
 
 #: Upper bound on k; larger requests are clamped (a result list longer than this is not a search result).
 MAX_K = 10_000
@@ -475,45 +476,33 @@ def hybrid_search(
     return [(int(ids[i]), float(values[i])) for i in order]
 
 
-_PASSAGE_SQL = """
-SELECT c.chunk_id, c.text, c.doc_id, d.path, d.source_id, d.title, c.ordinal, c.char_start, c.char_end,
-       d.content_hash, c.run_id, d.ingested_at, c.page
-FROM chunks c JOIN documents d USING (doc_id)
-WHERE c.chunk_id = ANY(?)
-"""
-
-
-def fetch_passages(
-    connection: duckdb.DuckDBPyConnection, hits: list[tuple[int, float]], model: str
-) -> list[SearchResult]:
-    """Join hits with their chunk and document rows, keeping the hits' order."""
+def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model: str) -> list[SearchResult]:
+    """Join hits with their chunk and document rows in ``snapshot``, keeping the hits' order."""
     if not hits:
         return []
-    rows = connection.execute(_PASSAGE_SQL, [[chunk_id for chunk_id, _ in hits]]).fetchall()
-    by_id = {row[0]: row for row in rows}
+    rows = snapshot.passage_rows([chunk_id for chunk_id, _ in hits])
     results = []
     for chunk_id, score in hits:
-        row = by_id.get(chunk_id)
+        row = rows.get(chunk_id)
         if row is None:
-            # Cannot happen within one generation; the caller checks the generation before fetching.
+            # Cannot happen within one generation: hits and rows come from the same snapshot.
             continue
-        (_, text, doc_id, path, source_id, title, ordinal, start, end, content_hash, run_id, at, page) = row
         result = SearchResult(
-            text=text,
+            text=row["text"],
             score=score,
-            doc_id=doc_id,
-            source_path=path,
-            source_id=source_id,
-            title=title,
-            ordinal=ordinal,
-            char_start=start,
-            char_end=end,
-            content_hash=content_hash,
-            run_id=run_id,
-            ingested_at=at.isoformat(),
+            doc_id=row["doc_id"],
+            source_path=row["path"],
+            source_id=row["source_id"],
+            title=row["title"],
+            ordinal=row["ordinal"],
+            char_start=row["char_start"],
+            char_end=row["char_end"],
+            content_hash=row["content_hash"],
+            run_id=row["run_id"],
+            ingested_at=row["ingested_at"].isoformat(),
             model=model,
             chunk_id=chunk_id,
-            page=page,
+            page=row["page"],
         )
         results.append(replace(result, sources=(result.as_source(),)))
     return results

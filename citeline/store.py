@@ -27,6 +27,7 @@ import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -509,6 +510,40 @@ class ReadSnapshot:
             self.connection.register(f"_{name}_rows", rows)
             self.connection.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}_rows")
             self.connection.unregister(f"_{name}_rows")
+        # The Arrow tables stay too: looking a result's rows up in them takes 0.4 ms, where the same join as SQL
+        # on the in-memory copy took 4 ms a query (a third of a hybrid search).
+        self._documents = documents
+        self._chunks = chunks
+
+    @cached_property
+    def _chunk_order(self) -> tuple[np.ndarray, np.ndarray]:
+        ids = self._chunks.column("chunk_id").to_numpy()
+        order = np.argsort(ids, kind="stable")
+        return ids[order], order
+
+    @cached_property
+    def _document_row(self) -> dict[str, int]:
+        return {doc_id: row for row, doc_id in enumerate(self._documents.column("doc_id").to_pylist())}
+
+    def passage_rows(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """The chunk row of each chunk id joined with its document's row (``document_*`` names for clashes).
+
+        Ids this generation does not hold are left out.
+        """
+        sorted_ids, order = self._chunk_order
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        where = np.clip(np.searchsorted(sorted_ids, wanted), 0, max(len(sorted_ids) - 1, 0))
+        present = sorted_ids[where] == wanted if len(sorted_ids) else np.zeros(len(wanted), bool)
+        chunk_rows = self._chunks.take(order[where[present]]).to_pylist()
+        document_rows = self._documents.take(
+            [self._document_row[row["doc_id"]] for row in chunk_rows]
+        ).to_pylist()
+        joined = {}
+        for chunk, document in zip(chunk_rows, document_rows, strict=True):
+            row = {f"document_{key}" if key in chunk else key: value for key, value in document.items()}
+            row.update(chunk)
+            joined[chunk["chunk_id"]] = row
+        return joined
 
     def _stamp(self) -> tuple[tuple[int, int], ...]:
         stamps = []

@@ -241,7 +241,7 @@ def worker_read(index_dir: Path, stopfile: Path, log: Path) -> None:
                 # Index.search, unrolled so that the generation the results come from is known.
                 snapshot = index.snapshot()
                 hits = dense_search(snapshot.faiss, index.encode_query(query), rng.choice((1, 5, 50, 10_000)))
-                results = fetch_passages(snapshot.connection, hits, index.meta["model"])
+                results = fetch_passages(snapshot, hits, index.meta["model"])
                 record: dict[str, Any] = {
                     "gen": snapshot.generation,
                     "hits": len(hits),
