@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -264,6 +265,26 @@ def bm25_settings() -> dict[str, Any]:
 _local = threading.local()
 
 
+def _bm25s() -> Any:
+    """bm25s, imported without numba.
+
+    bm25s imports numba at import time whenever it is installed (ranx, a dev dependency, brings it), for a
+    backend citeline does not use: it scores with bm25s's numpy backend. That import costs about 0.25 s of a
+    cold ``citeline search``, so it is kept out; numba itself stays importable for anything else.
+    """
+    if "bm25s" in sys.modules:
+        return sys.modules["bm25s"]
+    blocked = "numba" not in sys.modules
+    if blocked:
+        sys.modules["numba"] = None  # type: ignore[assignment]  # makes `import numba` fail fast
+    try:
+        import bm25s
+    finally:
+        if blocked:
+            del sys.modules["numba"]
+    return bm25s
+
+
 def _stemmer() -> Any:
     # A PyStemmer object is not safe to share between threads (it caches results), so each thread has its own.
     stemmer = getattr(_local, "stemmer", None)
@@ -276,7 +297,7 @@ def _stemmer() -> Any:
 
 def analyze(texts: Sequence[str]) -> list[list[str]]:
     """Terms of each text as BM25 sees them: lower-cased words, English stopwords removed, stemmed."""
-    import bm25s
+    bm25s = _bm25s()
 
     tokens: list[list[str]] = bm25s.tokenize(
         list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), return_ids=False, show_progress=False
@@ -301,7 +322,7 @@ class LexicalIndex:
     ) -> LexicalIndex:
         """Index ``texts``; ``chunk_ids`` (same order, ascending) names them. Other scoring settings than the
         defaults are for tuning: an index's folder built with them is rebuilt when the index is opened."""
-        import bm25s
+        bm25s = _bm25s()
 
         ids = np.ascontiguousarray(chunk_ids, dtype=np.int64)
         if len(ids) != len(texts):
@@ -326,7 +347,7 @@ class LexicalIndex:
     @classmethod
     def load(cls, directory: Path, *, mmap: bool = False) -> LexicalIndex:
         """Read a folder written by :meth:`save`; raises :class:`IndexCorruptError` if it is unreadable."""
-        import bm25s
+        bm25s = _bm25s()
 
         try:
             chunk_ids = np.load(directory / CHUNK_IDS_FILE, allow_pickle=False)
