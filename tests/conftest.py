@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 
 # Prefect reads these at import time; a shared ~/.prefect would hand back cached task results from other runs.
 _PREFECT_HOME = tempfile.mkdtemp(prefix="citeline-prefect-")
+atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)  # one per session; do not pile them up in /tmp
 os.environ.setdefault("PREFECT_HOME", _PREFECT_HOME)
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
