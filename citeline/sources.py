@@ -228,7 +228,7 @@ def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
     import io
 
     import pypdf
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import PyPdfError
 
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
@@ -238,7 +238,9 @@ def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
         info_title = reader.metadata.title if reader.metadata else None
     except SourceError:
         raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
+    except (PyPdfError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError, OSError) as exc:
+        # PyPdfError covers pypdf's own refusals, LimitReachedError included (a declared size past its safety
+        # limit, found by fuzzing); the others are what its parser raises on malformed structures.
         raise SourceError(source.path, f"corrupt or unreadable PDF ({type(exc).__name__}: {exc})") from exc
     page_starts, parts, offset = [], [], 0
     for page_text in pages:

@@ -110,3 +110,10 @@ def test_chunker_offsets_hold_for_any_text(chunkers: list[Chunker], text: str, m
             assert 0 <= span.char_start < span.char_end <= len(text)
             assert text[span.char_start : span.char_end] == span.text
             assert chunker.count_tokens(span.text) <= chunker.max_tokens  # nothing is truncated at embedding time
+
+
+def test_pdf_whose_xref_declares_too_many_objects_is_a_source_error() -> None:
+    # Found by the mutation fuzzer in CI: pypdf refuses it with LimitReachedError, which is no PdfReadError.
+    data = SAMPLES[".pdf"].replace(b"xref\n0 8", b"xref\n0 65535")
+    assert data != SAMPLES[".pdf"]
+    assert parse_bytes(".pdf", data) == []  # parse_bytes checks that only a SourceError naming the file came out
