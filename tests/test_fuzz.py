@@ -24,7 +24,12 @@ SAMPLES = {
 }
 #: CITELINE_FUZZ_EXAMPLES=2000 for a longer hunt than CI affords.
 EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "40"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: In CI the examples are derived from the test's name, so a landing is never decided by the luck of a draw; the
+#: random hunt runs by hand (it found the LimitReachedError PDF below).
+DERANDOMIZE = bool(os.environ.get("CI"))
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=DERANDOMIZE
+)
 
 
 def sample(suffix: str) -> bytes:
@@ -99,7 +104,8 @@ def chunkers() -> list[Chunker]:
             Chunker(tokenizer, max_tokens=254, overlap_tokens=32, model_max_tokens=256)]
 
 
-@settings(max_examples=EXAMPLES * 4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=EXAMPLES * 4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          derandomize=DERANDOMIZE)
 @given(text=st.text(max_size=3000) | st.text(alphabet=" \n\t#*-_`>[]()!.,;:abcXYZ1é😀", max_size=3000),
        markdown=st.booleans())
 def test_chunker_offsets_hold_for_any_text(chunkers: list[Chunker], text: str, markdown: bool) -> None:
