@@ -212,16 +212,23 @@ def _numpy_search(
     return [(int(ids[i]), float(scores[i])) for i in top]
 
 
+def positions_of(sorted_ids: np.ndarray, wanted: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Positions in ``sorted_ids`` (ascending) of the values of ``wanted`` present there, in ``wanted``'s order."""
+    values = np.asarray(wanted, dtype=np.int64)
+    where = np.searchsorted(sorted_ids, values)
+    inside = where < len(sorted_ids)
+    where, values = where[inside], values[inside]
+    return where[sorted_ids[where] == values]
+
+
 def _rows_of(index: Any, chunk_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Storage rows of the chunk ids an ID-mapped index holds, and those ids (ids it lacks are dropped)."""
     id_map = faiss.vector_to_array(index.id_map)
     # Files written by store.publish_faiss hold ids in increasing order; sorting is only a fallback.
     order = np.arange(len(id_map)) if np.all(id_map[1:] > id_map[:-1]) else np.argsort(id_map, kind="stable")
     sorted_ids = id_map[order]
-    wanted = np.asarray(chunk_ids, dtype=np.int64)
-    where = np.clip(np.searchsorted(sorted_ids, wanted), 0, max(len(sorted_ids) - 1, 0))
-    present = sorted_ids[where] == wanted if len(sorted_ids) else np.zeros(len(wanted), bool)
-    return order[where[present]], wanted[present]
+    found = positions_of(sorted_ids, chunk_ids)
+    return order[found], sorted_ids[found]
 
 
 def chunk_vectors(index: Any, chunk_ids: Sequence[int]) -> np.ndarray:
@@ -374,14 +381,6 @@ class LexicalIndex:
         return scores
 
 
-def _matching(sorted_ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Positions in ``sorted_ids`` of the values of ``wanted`` present there."""
-    where = np.searchsorted(sorted_ids, wanted)
-    inside = where < len(sorted_ids)
-    where, wanted = where[inside], wanted[inside]
-    return where[sorted_ids[where] == wanted]
-
-
 def _top(scores: np.ndarray, positions: np.ndarray | None, k: int) -> np.ndarray:
     """Positions of the k highest scores (among ``positions`` if given), best first, ties by position."""
     candidates = np.arange(len(scores)) if positions is None else positions
@@ -402,7 +401,7 @@ def lexical_search(
     ``allowed``, only those chunks are scored for the ranking, so the k best allowed matches come back.
     """
     scores = index.scores(query)
-    positions = None if allowed is None else _matching(index.chunk_ids, allowed)
+    positions = None if allowed is None else positions_of(index.chunk_ids, allowed)
     top = _top(scores, positions, k)
     return [(int(index.chunk_ids[p]), float(scores[p])) for p in top if scores[p] > 0]
 
@@ -465,7 +464,7 @@ def hybrid_search(
     depth = max(k, fusion.depth)
     dense = dense_search(faiss_index, query_vector, depth, allowed)
     lexical_scores = lexical.scores(query)
-    positions = None if allowed is None else _matching(lexical.chunk_ids, allowed)
+    positions = None if allowed is None else positions_of(lexical.chunk_ids, allowed)
     top_positions = [p for p in _top(lexical_scores, positions, depth) if lexical_scores[p] > 0]
     top_lexical = [(int(lexical.chunk_ids[p]), float(lexical_scores[p])) for p in top_positions]
     if fusion.method == "rrf":
@@ -485,7 +484,7 @@ def hybrid_search(
         if len(missing):
             cosine.update(dense_search(faiss_index, query_vector, len(missing), missing))
         dense_values = np.array([cosine[c] for c in ids], dtype=np.float64)
-        lexical_values = lexical_scores[_matching(lexical.chunk_ids, ids)].astype(np.float64)
+        lexical_values = lexical_scores[positions_of(lexical.chunk_ids, ids)].astype(np.float64)
         dense_top = np.array([score for _, score in dense[: fusion.depth]], dtype=np.float64)
         lexical_top = np.array([score for _, score in top_lexical[: fusion.depth]], dtype=np.float64)
         values = fusion.weight * _scale(dense_values, dense_top, fusion.normalization, None) + (

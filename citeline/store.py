@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexNotFoundError
-from citeline.search import CHUNK_IDS_FILE, SETTINGS_FILE, LexicalIndex, bm25_settings
+from citeline.search import CHUNK_IDS_FILE, SETTINGS_FILE, LexicalIndex, bm25_settings, positions_of
 
 SCHEMA_VERSION = 1
 DB_FILE = "meta.duckdb"
@@ -531,10 +531,7 @@ class ReadSnapshot:
         Ids this generation does not hold are left out.
         """
         sorted_ids, order = self._chunk_order
-        wanted = np.asarray(chunk_ids, dtype=np.int64)
-        where = np.clip(np.searchsorted(sorted_ids, wanted), 0, max(len(sorted_ids) - 1, 0))
-        present = sorted_ids[where] == wanted if len(sorted_ids) else np.zeros(len(wanted), bool)
-        chunk_rows = self._chunks.take(order[where[present]]).to_pylist()
+        chunk_rows = self._chunks.take(order[positions_of(sorted_ids, chunk_ids)]).to_pylist()
         document_rows = self._documents.take(
             [self._document_row[row["doc_id"]] for row in chunk_rows]
         ).to_pylist()
