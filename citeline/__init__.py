@@ -10,9 +10,10 @@ from citeline.errors import (
     QueryError,
     SourceError,
 )
-from citeline.index import Index, IndexStatus
-from citeline.ingest import RunSummary
-from citeline.search import SearchResult
+from citeline.index import Index
+from citeline.results import SearchResult
+from citeline.store.catalog import IndexStatus
+from citeline.store.ledger import RunSummary
 
 __all__ = [
     "CitelineError",

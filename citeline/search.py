@@ -1,31 +1,27 @@
-"""Ranking and provenance: dense retrieval over FAISS, lexical retrieval over BM25, their fusion, and the rows
-that explain each hit.
+"""The query plan: validate ─► filters to allowed ids ─► rank (dense, lexical or hybrid) ─► passages ─► collapse.
 
-Every ranking function returns ``(chunk_id, score)`` pairs, best first, and takes ``allowed``: ``None`` for the
-whole index, or a sorted int64 array of the chunk ids a search may return. Candidates are restricted *before*
-ranking, so k results come back whenever k allowed chunks match.
+Every ranking returns ``(chunk_id, score)`` pairs, best first, and takes ``allowed``: ``None`` for the whole index,
+or a sorted int64 array of the chunk ids a search may return. Candidates are restricted *before* ranking, so k
+results come back whenever k allowed chunks match. Everything a search reads comes from one
+:class:`~citeline.store.snapshot.ReadSnapshot`, so filters, ranking and provenance see the same generation.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import sys
-import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-import faiss
 import numpy as np
 
-from citeline.errors import IndexCorruptError, QueryError
-
-if TYPE_CHECKING:
-    import bm25s
-
-    from citeline.store import ReadSnapshot
+from citeline.arrays import positions_of
+from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD, collapsed_search, validate_threshold
+from citeline.errors import QueryError
+from citeline.filters import Filters
+from citeline.lexical import LexicalIndex, top_positions
+from citeline.results import SearchResult
+from citeline.store.snapshot import ReadSnapshot
+from citeline.vectors import VectorIndex
 
 #: Upper bound on k; larger requests are clamped (a result list longer than this is not a search result).
 MAX_K = 10_000
@@ -34,86 +30,7 @@ MAX_K = 10_000
 MODES = ("hybrid", "dense", "lexical")
 DEFAULT_MODE = "hybrid"
 
-
-@dataclass(frozen=True)
-class Source:
-    """One place a passage occurs: ``document_text[char_start:char_end] == text`` in document ``doc_id``.
-
-    ``shared_start:shared_end`` is the part of this source's chunk that the other sources of the result share:
-    the whole chunk for near-duplicate chunks, the quoted passage when documents quote the same words.
-    """
-
-    doc_id: str
-    source_path: str
-    source_id: str
-    title: str
-    chunk_id: int
-    ordinal: int
-    char_start: int
-    char_end: int
-    text: str
-    score: float
-    content_hash: str
-    run_id: str
-    ingested_at: str
-    page: int | None = None
-    shared_start: int | None = None
-    shared_end: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The source as JSON-ready data."""
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """One passage and where it comes from: ``document_text[char_start:char_end] == text``.
-
-    ``sources`` lists every document the passage occurs in, this result's own first: one entry, or several when
-    near-duplicate passages of different documents were collapsed into this result (see ``citeline.collapse``).
-    """
-
-    text: str
-    score: float
-    doc_id: str
-    source_path: str
-    source_id: str
-    title: str
-    ordinal: int
-    char_start: int
-    char_end: int
-    content_hash: str
-    run_id: str
-    ingested_at: str
-    model: str
-    chunk_id: int
-    page: int | None = None
-    sources: tuple[Source, ...] = field(default=())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-ready data."""
-        return asdict(self)
-
-    def as_source(self, *, shared_start: int | None = None, shared_end: int | None = None) -> Source:
-        """This result's own passage as a :class:`Source`."""
-        return Source(
-            doc_id=self.doc_id,
-            source_path=self.source_path,
-            source_id=self.source_id,
-            title=self.title,
-            chunk_id=self.chunk_id,
-            ordinal=self.ordinal,
-            char_start=self.char_start,
-            char_end=self.char_end,
-            text=self.text,
-            score=self.score,
-            content_hash=self.content_hash,
-            run_id=self.run_id,
-            ingested_at=self.ingested_at,
-            page=self.page,
-            shared_start=self.char_start if shared_start is None else shared_start,
-            shared_end=self.char_end if shared_end is None else shared_end,
-        )
+EncodeQuery = Callable[[str], np.ndarray]
 
 
 def validate_query(query: object, k: object) -> tuple[str, int]:
@@ -134,276 +51,6 @@ def validate_mode(mode: object) -> str:
     if mode not in MODES:
         raise QueryError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     return str(mode)
-
-
-#: Below this many vectors a query is scanned on one thread: splitting a single query's scan of a small flat
-#: index over OpenMP threads costs more than it saves (24 ms instead of 0.7 ms for 13k vectors on 2 busy cores).
-SINGLE_THREAD_MAX_VECTORS = 200_000
-
-
-@contextlib.contextmanager
-def _faiss_threads(index: faiss.Index) -> Iterator[None]:
-    if index.ntotal > SINGLE_THREAD_MAX_VECTORS:
-        yield
-        return
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(before)
-
-
-#: Below this fraction of the index, a filtered search scores the allowed rows with numpy instead of asking FAISS
-#: to scan everything through an IDSelectorBatch. Both are exact. `python bench/filtered_search.py` on 100k x 384
-#: unit vectors: the selector costs a full scan whatever the filter (9-16 ms for 100-1k allowed ids, 20 ms at 10 %,
-#: 25 ms at 30 %), numpy costs in proportion to the allowed rows (0.4-1.2 ms for 100-1k, 16 ms at 10 %, 47 ms at
-#: 30 %). They cross near 10 %.
-NUMPY_FILTER_FRACTION = 0.1
-
-
-def dense_search(
-    index: faiss.Index, query_vector: np.ndarray, k: int, allowed: np.ndarray | None = None
-) -> list[tuple[int, float]]:
-    """The k chunks nearest the query vector, as ``(chunk_id, cosine)`` best first.
-
-    ``allowed`` (sorted int64 chunk ids, None for all) restricts the candidates *before* ranking, so k results
-    come back whenever k allowed chunks exist, however far down the unfiltered ranking they are.
-    """
-    if index.ntotal == 0 or (allowed is not None and len(allowed) == 0):
-        return []
-    query = np.ascontiguousarray(query_vector.reshape(1, -1), dtype=np.float32)
-    if allowed is None:
-        k = min(k, index.ntotal)
-        with _faiss_threads(index):
-            scores, ids = index.search(query, k)
-    else:
-        k = min(k, len(allowed))
-        storage = _flat_storage(index)
-        if storage is not None and len(allowed) <= NUMPY_FILTER_FRACTION * index.ntotal:
-            return _numpy_search(index, storage, query[0], k, allowed)
-        # The selector must outlive the search: SearchParameters holds only a raw pointer to it.
-        selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
-        params = faiss.SearchParameters()
-        params.sel = selector
-        with _faiss_threads(index):
-            scores, ids = index.search(query, k, params=params)
-    return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i != -1]
-
-
-def _flat_storage(index: Any) -> np.ndarray | None:
-    """The ``(ntotal, d)`` vectors of an ID-mapped flat index as a zero-copy view (None for other index types)."""
-    inner = faiss.downcast_index(index.index) if hasattr(index, "id_map") else None
-    if not isinstance(inner, faiss.IndexFlat):
-        return None
-    return faiss.rev_swig_ptr(inner.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)
-
-
-def _numpy_search(
-    index: Any, storage: np.ndarray, query: np.ndarray, k: int, allowed: np.ndarray
-) -> list[tuple[int, float]]:
-    rows, ids = _rows_of(index, allowed)
-    scores = storage[rows] @ query
-    k = min(k, len(scores))
-    if k == 0:
-        return []
-    top = np.argpartition(-scores, k - 1)[:k]
-    top = top[np.lexsort((ids[top], -scores[top]))]  # best first; ties by chunk id, as FAISS orders them
-    return [(int(ids[i]), float(scores[i])) for i in top]
-
-
-def positions_of(sorted_ids: np.ndarray, wanted: Sequence[int] | np.ndarray) -> np.ndarray:
-    """Positions in ``sorted_ids`` (ascending) of the values of ``wanted`` present there, in ``wanted``'s order."""
-    values = np.asarray(wanted, dtype=np.int64)
-    where = np.searchsorted(sorted_ids, values)
-    inside = where < len(sorted_ids)
-    where, values = where[inside], values[inside]
-    return where[sorted_ids[where] == values]
-
-
-def _rows_of(index: Any, chunk_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Storage rows of the chunk ids an ID-mapped index holds, and those ids (ids it lacks are dropped)."""
-    id_map = faiss.vector_to_array(index.id_map)
-    # Files written by store.publish_faiss hold ids in increasing order; sorting is only a fallback.
-    order = np.arange(len(id_map)) if np.all(id_map[1:] > id_map[:-1]) else np.argsort(id_map, kind="stable")
-    sorted_ids = id_map[order]
-    found = positions_of(sorted_ids, chunk_ids)
-    return order[found], sorted_ids[found]
-
-
-def chunk_vectors(index: Any, chunk_ids: Sequence[int]) -> np.ndarray:
-    """The stored vectors of chunks, one row per id, from the (ID-mapped) FAISS index of a snapshot."""
-    ids = np.asarray(chunk_ids, dtype=np.int64)
-    if len(ids) == 0:
-        return np.zeros((0, index.d), dtype=np.float32)
-    return np.asarray(index.reconstruct_batch(ids), dtype=np.float32)
-
-
-# ---------------------------------------------------------------- lexical retrieval (BM25)
-#
-# Documents and queries go through the same analyzer: bm25s's tokenizer (lower case, words of two or more
-# characters), its English stopword list, and the Snowball English stemmer (PyStemmer). The scoring variant
-# and its parameters were chosen on the tuning half of SciFact's test queries (see README, "Retrieval quality").
-
-#: BM25 scoring variant and parameters (bm25s names).
-BM25_METHOD = "lucene"
-BM25_K1 = 1.2
-BM25_B = 0.5
-STEMMER_LANGUAGE = "english"
-STOPWORDS = "en"
-#: File next to bm25s's own files mapping each BM25 document position to its chunk id.
-CHUNK_IDS_FILE = "chunk_ids.npy"
-#: File recording the analyzer and scoring settings the files were built with.
-SETTINGS_FILE = "citeline.json"
-
-
-def bm25_settings() -> dict[str, Any]:
-    """The analyzer and scoring settings a BM25 folder built now would have (recorded with it)."""
-    return {
-        "method": BM25_METHOD,
-        "k1": BM25_K1,
-        "b": BM25_B,
-        "stemmer": STEMMER_LANGUAGE,
-        "stopwords": STOPWORDS,
-        "text": "title + chunk",  # see store.load_texts
-    }
-
-
-_local = threading.local()
-
-
-def _bm25s() -> Any:
-    """bm25s, imported without numba.
-
-    bm25s imports numba at import time whenever it is installed (ranx, a dev dependency, brings it), for a
-    backend citeline does not use: it scores with bm25s's numpy backend. That import costs about 0.25 s of a
-    cold ``citeline search``, so it is kept out; numba itself stays importable for anything else.
-    """
-    if "bm25s" in sys.modules:
-        return sys.modules["bm25s"]
-    blocked = "numba" not in sys.modules
-    if blocked:
-        sys.modules["numba"] = None  # type: ignore[assignment]  # makes `import numba` fail fast
-    try:
-        import bm25s
-    finally:
-        if blocked:
-            del sys.modules["numba"]
-    return bm25s
-
-
-def _stemmer() -> Any:
-    # A PyStemmer object is not safe to share between threads (it caches results), so each thread has its own.
-    stemmer = getattr(_local, "stemmer", None)
-    if stemmer is None:
-        import Stemmer
-
-        stemmer = _local.stemmer = Stemmer.Stemmer(STEMMER_LANGUAGE)
-    return stemmer
-
-
-def analyze(texts: Sequence[str]) -> list[list[str]]:
-    """Terms of each text as BM25 sees them: lower-cased words, English stopwords removed, stemmed."""
-    bm25s = _bm25s()
-
-    tokens: list[list[str]] = bm25s.tokenize(
-        list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), return_ids=False, show_progress=False
-    )
-    return tokens
-
-
-@dataclass
-class LexicalIndex:
-    """A bm25s index over chunk texts, and the chunk id of each of its document positions (ascending)."""
-
-    retriever: bm25s.BM25 | None  #: None for an index without chunks (bm25s cannot index nothing)
-    chunk_ids: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.chunk_ids)
-
-    @classmethod
-    def build(
-        cls, chunk_ids: np.ndarray, texts: Sequence[str], *, method: str = BM25_METHOD, k1: float = BM25_K1,
-        b: float = BM25_B,
-    ) -> LexicalIndex:
-        """Index ``texts``; ``chunk_ids`` (same order, ascending) names them. Other scoring settings than the
-        defaults are for tuning: an index's folder built with them is rebuilt when the index is opened."""
-        bm25s = _bm25s()
-
-        ids = np.ascontiguousarray(chunk_ids, dtype=np.int64)
-        if len(ids) != len(texts):
-            raise ValueError(f"{len(ids)} chunk ids for {len(texts)} texts")
-        if not len(ids):
-            return cls(None, ids)
-        retriever = bm25s.BM25(method=method, k1=k1, b=b)
-        retriever.index(analyze(texts), show_progress=False)
-        return cls(retriever, ids)
-
-    def save(self, directory: Path) -> None:
-        """Write bm25s's own files (numpy arrays and JSON, no pickles) plus the chunk ids and settings."""
-        directory.mkdir(parents=True, exist_ok=True)
-        if self.retriever is not None:
-            self.retriever.save(str(directory), show_progress=False)
-        np.save(directory / CHUNK_IDS_FILE, self.chunk_ids, allow_pickle=False)
-        settings = bm25_settings()
-        if self.retriever is not None:
-            settings.update(method=self.retriever.method, k1=self.retriever.k1, b=self.retriever.b)
-        (directory / SETTINGS_FILE).write_text(json.dumps({**settings, "chunks": len(self.chunk_ids)}))
-
-    @classmethod
-    def load(cls, directory: Path, *, mmap: bool = False) -> LexicalIndex:
-        """Read a folder written by :meth:`save`; raises :class:`IndexCorruptError` if it is unreadable."""
-        bm25s = _bm25s()
-
-        try:
-            chunk_ids = np.load(directory / CHUNK_IDS_FILE, allow_pickle=False)
-            settings = json.loads((directory / SETTINGS_FILE).read_text())
-            retriever = None
-            if len(chunk_ids):
-                retriever = bm25s.BM25.load(str(directory), mmap=mmap, allow_pickle=False)
-        except (OSError, ValueError, KeyError) as exc:
-            raise IndexCorruptError(f"{directory} cannot be read ({exc}); run `citeline rebuild`") from exc
-        if settings.get("chunks") != len(chunk_ids) or (
-            retriever is not None and retriever.scores["num_docs"] != len(chunk_ids)
-        ):
-            raise IndexCorruptError(f"{directory} is inconsistent (chunk count); run `citeline rebuild`")
-        return cls(retriever, chunk_ids.astype(np.int64, copy=False))
-
-    def scores(self, query: str) -> np.ndarray:
-        """The BM25 score of every chunk (position order) for ``query``; zeros where no query term occurs."""
-        if self.retriever is None:
-            return np.zeros(0, dtype=np.float32)
-        term_ids = self.retriever.get_tokens_ids(analyze([query])[0])
-        if not term_ids:
-            return np.zeros(len(self.chunk_ids), dtype=np.float32)
-        scores: np.ndarray = self.retriever.get_scores_from_ids(term_ids)
-        return scores
-
-
-def _top(scores: np.ndarray, positions: np.ndarray | None, k: int) -> np.ndarray:
-    """Positions of the k highest scores (among ``positions`` if given), best first, ties by position."""
-    candidates = np.arange(len(scores)) if positions is None else positions
-    values = scores[candidates]
-    if k < len(candidates):
-        keep = np.argpartition(-values, k - 1)[:k]
-        candidates, values = candidates[keep], values[keep]
-    order = np.lexsort((candidates, -values))
-    return candidates[order]
-
-
-def lexical_search(
-    index: LexicalIndex, query: str, k: int, allowed: np.ndarray | None = None
-) -> list[tuple[int, float]]:
-    """The k chunks with the highest BM25 score for ``query``, as ``(chunk_id, score)`` best first.
-
-    Only chunks sharing at least one term with the query are returned (a BM25 score of 0 is no match). With
-    ``allowed``, only those chunks are scored for the ranking, so the k best allowed matches come back.
-    """
-    scores = index.scores(query)
-    positions = None if allowed is None else positions_of(index.chunk_ids, allowed)
-    top = _top(scores, positions, k)
-    return [(int(index.chunk_ids[p]), float(scores[p])) for p in top if scores[p] > 0]
 
 
 # ---------------------------------------------------------------- hybrid fusion
@@ -448,8 +95,8 @@ def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | N
     return (values - low) / (high - low) if high > low else values - low
 
 
-def hybrid_search(
-    faiss_index: faiss.Index,
+def hybrid_ranking(
+    vectors: VectorIndex,
     lexical: LexicalIndex,
     query: str,
     query_vector: np.ndarray,
@@ -459,14 +106,19 @@ def hybrid_search(
 ) -> list[tuple[int, float]]:
     """The k chunks ranked by the fusion of dense and lexical relevance, as ``(chunk_id, fused score)``.
 
-    See :class:`Fusion` for the candidates and what the fused score means.
+    See :class:`Fusion` for the candidates and what the fused score means. Every candidate's cosine is computed
+    from its exact stored vector (``vectors.vectors(ids)``), not taken from the dense ranking: an approximate
+    index's scores are estimates, and a chunk only the lexical ranking found has no dense score at all.
     """
     depth = max(k, fusion.depth)
-    dense = dense_search(faiss_index, query_vector, depth, allowed)
+    dense = vectors.search(query_vector, depth, allowed)
     lexical_scores = lexical.scores(query)
     positions = None if allowed is None else positions_of(lexical.chunk_ids, allowed)
-    top_positions = [p for p in _top(lexical_scores, positions, depth) if lexical_scores[p] > 0]
-    top_lexical = [(int(lexical.chunk_ids[p]), float(lexical_scores[p])) for p in top_positions]
+    top_lexical = [
+        (int(lexical.chunk_ids[p]), float(lexical_scores[p]))
+        for p in top_positions(lexical_scores, positions, depth)
+        if lexical_scores[p] > 0
+    ]
     if fusion.method == "rrf":
         fused: dict[int, float] = {}
         for ranking in (dense, top_lexical):
@@ -478,14 +130,10 @@ def hybrid_search(
         ids = np.unique(np.array([c for c, _ in dense] + [c for c, _ in top_lexical], dtype=np.int64))
         if not len(ids):
             return []
-        # Both scores for every candidate: a chunk only one ranking found still has a score in the other.
-        cosine = dict(dense)
-        missing = np.array([c for c in ids if c not in cosine], dtype=np.int64)
-        if len(missing):
-            cosine.update(dense_search(faiss_index, query_vector, len(missing), missing))
-        dense_values = np.array([cosine[c] for c in ids], dtype=np.float64)
+        query32 = np.asarray(query_vector, dtype=np.float32).ravel()
+        dense_values = (vectors.vectors(ids) @ query32).astype(np.float64)
         lexical_values = lexical_scores[positions_of(lexical.chunk_ids, ids)].astype(np.float64)
-        dense_top = np.array([score for _, score in dense[: fusion.depth]], dtype=np.float64)
+        dense_top = dense_values[positions_of(ids, [c for c, _ in dense[: fusion.depth]])]
         lexical_top = np.array([score for _, score in top_lexical[: fusion.depth]], dtype=np.float64)
         values = fusion.weight * _scale(dense_values, dense_top, fusion.normalization, None) + (
             1 - fusion.weight
@@ -494,6 +142,25 @@ def hybrid_search(
         raise QueryError(f"fusion method must be 'convex' or 'rrf', not {fusion.method!r}")
     order = np.lexsort((ids, -values))[:k]
     return [(int(ids[i]), float(values[i])) for i in order]
+
+
+def rank(
+    snapshot: ReadSnapshot,
+    query: str,
+    query_vector: np.ndarray | None,
+    k: int,
+    mode: str = DEFAULT_MODE,
+    allowed: np.ndarray | None = None,
+    fusion: Fusion = DEFAULT_FUSION,
+) -> list[tuple[int, float]]:
+    """The ranking of one mode over a snapshot: ``(chunk_id, score)`` pairs, best first, without provenance."""
+    if mode == "lexical":
+        return snapshot.lexical.search(query, k, allowed)
+    if query_vector is None:
+        raise QueryError(f"{mode} search needs the query's vector")
+    if mode == "dense":
+        return snapshot.vectors.search(query_vector, k, allowed)
+    return hybrid_ranking(snapshot.vectors, snapshot.lexical, query, query_vector, k, allowed, fusion)
 
 
 def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model: str) -> list[SearchResult]:
@@ -528,6 +195,52 @@ def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model:
     return results
 
 
-def result_json(result: SearchResult) -> str:
-    """One JSON object on one line (the CLI's ``--json`` format)."""
-    return json.dumps(result.to_dict(), ensure_ascii=False)
+@dataclass(frozen=True)
+class Query:
+    """One validated search request."""
+
+    text: str
+    k: int
+    mode: str = DEFAULT_MODE
+    filters: Filters = field(default_factory=Filters)
+    collapse: bool = True
+    collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
+
+    @classmethod
+    def of(
+        cls,
+        query: object,
+        k: object,
+        *,
+        mode: object = DEFAULT_MODE,
+        filters: Filters | Mapping[str, Any] | None = None,
+        collapse: bool = True,
+        collapse_threshold: object = DEFAULT_COLLAPSE_THRESHOLD,
+    ) -> Query:
+        """Validate every part of a request; raises :class:`QueryError` naming the bad one."""
+        text, k = validate_query(query, k)
+        return cls(text, k, validate_mode(mode), Filters.from_value(filters), bool(collapse),
+                   validate_threshold(collapse_threshold))
+
+
+def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:
+    """Run the whole plan for ``request`` on one snapshot (see the module docstring)."""
+    allowed = snapshot.allowed_chunk_ids(request.filters)
+    # Lexical search needs no model, unless collapsing compares vectors.
+    vector = encode_query(request.text) if request.mode != "lexical" or request.collapse else None
+
+    def ranked(depth: int) -> list[SearchResult]:
+        hits = rank(snapshot, request.text, vector, depth, request.mode, allowed)
+        return fetch_passages(snapshot, hits, model)
+
+    if not request.collapse:
+        return ranked(request.k)
+    assert vector is not None
+    return collapsed_search(
+        request.k,
+        ranked,
+        snapshot.vectors.vectors,
+        query_vector=vector,
+        encode=lambda texts: np.stack([encode_query(text) for text in texts]),
+        threshold=request.collapse_threshold,
+    )

@@ -1,24 +1,26 @@
-"""The ingestion flow: discover ─► parse ─► plan ─► chunk ─► embed ─► commit, each step a Prefect task.
+"""The ingestion flow: :func:`citeline.pipeline.run`, with each step a Prefect task.
 
-Tasks only call :class:`citeline.Index` and :mod:`citeline.ingest` functions; they take paths and plain data
-(never a loaded model), so they can run on Dask workers. Work is batched — one task per few hundred files or
-chunks — because Prefect's per-task overhead and its server's handling of task bursts make per-chunk tasks slow.
+The flow holds no logic of its own: it runs the same ``pipeline.run`` as :meth:`citeline.Index.ingest`, with
+:class:`PrefectSteps`, whose methods run each step as a task. Tasks only call :mod:`citeline.pipeline` functions;
+they take paths and plain data (never a loaded model), so they can run on Dask workers. Work is batched — one task
+per few hundred files or chunks — because Prefect's per-task overhead and its server's handling of task bursts make
+per-chunk tasks slow.
 
 Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` (a running scheduler) or
 ``dask_workers`` (a local cluster of that many processes) is given; discovery, planning and the commit stay in the
 flow's own process, which holds the index's writer lock for the whole run.
 
-Run it with ``citeline ingest --prefect PATH...`` or ``python -m flows.ingest PATH... --index DIR``; serve it on a
-schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/serve.py).
+Run it with ``citeline ingest --prefect PATH...`` (``python -m flows.ingest PATH...`` is the same command); serve it
+on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/serve.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 # Quiet by default; PREFECT_HOME etc. are the caller's to set (see PREFECT-NOTES.md).
@@ -36,12 +38,12 @@ from prefect.states import State
 from prefect.task_runners import TaskRunner
 from prefect.tasks import exponential_backoff
 
-from citeline import ingest, store
+from citeline import pipeline
 from citeline.index import Index
-from citeline.sources import DEFAULT_MAX_FILE_BYTES
+from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile
+from citeline.store.catalog import ChunkRows
+from citeline.store.ledger import RunSummary
 
-FILES_PER_TASK = 500
-CHUNKS_PER_TASK = 2000
 RETRIES = 3  # after 2, 4 and 8 seconds
 
 # OSErrors a retry cannot fix: the user must change something first.
@@ -86,62 +88,75 @@ def _index(index_path: str) -> Index:
 
 
 @retrying_task
-def discover_task(paths: list[str]) -> list[ingest.SourceFile]:
+def discover_task(paths: list[str]) -> list[SourceFile]:
     """List the files to ingest (retried: network filesystems fail transiently)."""
-    return ingest.discover(paths)
+    return pipeline.Steps().discover(paths)
 
 
 @retrying_task
-def parse_task(files: list[ingest.SourceFile], max_file_bytes: int) -> ingest.ParsedBatch:
+def parse_task(files: list[SourceFile], max_file_bytes: int) -> pipeline.ParsedBatch:
     """Parse a batch of files; bad files become reported errors, not task failures."""
-    return ingest.parse_files(files, max_file_bytes=max_file_bytes)
+    return pipeline.parse_files(files, max_file_bytes=max_file_bytes)
 
 
 @retrying_task
 def plan_task(
-    index_path: str, roots: list[str], files: list[ingest.SourceFile], parsed: ingest.ParsedBatch
-) -> ingest.Plan:
+    index_path: str, roots: list[str], files: list[SourceFile], parsed: pipeline.ParsedBatch
+) -> pipeline.Plan:
     """Decide what is new, changed, unchanged and vanished."""
-    return _index(index_path).plan(roots, files, parsed)
+    return pipeline.plan(_index(index_path).path, roots, files, parsed)
 
 
 @retrying_task
-def chunk_embed_task(index_path: str, documents: list[ingest.Document]) -> tuple[store.ChunkRows, int, int]:
+def chunk_embed_task(index_path: str, documents: list[Document]) -> tuple[ChunkRows, int, int]:
     """Chunk and embed a batch of documents; returns the rows and (embedded, reused) counts."""
     index = _index(index_path)
-    rows = index.chunk(documents)
-    embedded, reused = index.embed(rows)
+    rows = pipeline.chunk_documents(documents, index.chunker)
+    embedded, reused = pipeline.embed(index, rows)
     return rows, embedded, reused
 
 
 @task(cache_policy=NO_CACHE)
-def commit_task(
-    index_path: str, plan: ingest.Plan, rows: store.ChunkRows, run: ingest.RunSummary
-) -> ingest.RunSummary:
+def commit_task(index_path: str, plan: pipeline.Plan, rows: ChunkRows, run: RunSummary) -> RunSummary:
     """Publish the new generation and the run's ledger row.
 
     Not retried: once its transaction has committed, running it again would insert the same documents twice.
     A commit that fails rolls back, so the index stays at its last generation and the next run redoes the work.
     """
-    _index(index_path).commit(plan, rows, run)
+    pipeline.commit(_index(index_path).path, plan, rows, run)
     return run
 
 
-def _batches(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[start : start + size] for start in range(0, len(items), size)]
+class PrefectSteps(pipeline.Steps):
+    """The pipeline's steps as Prefect tasks; the parse and chunk/embed batches are mapped on ``runner``.
 
+    Discovery, plan and commit run in the flow's own process, which holds the writer lock.
+    """
 
-def _chunk_budget(documents: list[ingest.Document], chunks_per_batch: int) -> list[list[ingest.Document]]:
-    # Batch documents by text size (~1,000 characters a chunk) so embedding tasks get similar work.
-    batches: list[list[ingest.Document]] = [[]]
-    size = 0
-    for document in documents:
-        if size >= chunks_per_batch * 1000 and batches[-1]:
-            batches.append([])
-            size = 0
-        batches[-1].append(document)
-        size += len(document.text)
-    return [batch for batch in batches if batch]
+    def __init__(self, index_dir: str, runner: TaskRunner[Any]):
+        self.index_dir = index_dir
+        self.runner = runner
+
+    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> list[SourceFile]:
+        return discover_task([os.fspath(path) for path in paths])
+
+    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> pipeline.ParsedBatch:
+        parameters = {"files": file_batches, "max_file_bytes": unmapped(max_file_bytes)}
+        return pipeline.ParsedBatch.merge(_map(self.runner, parse_task, parameters))
+
+    def plan(
+        self, target: pipeline.Target, roots: list[str], files: list[SourceFile], parsed: pipeline.ParsedBatch
+    ) -> pipeline.Plan:
+        return plan_task(self.index_dir, roots, files, parsed)
+
+    def chunk_embed(
+        self, target: pipeline.Target, document_batches: list[list[Document]], progress: bool
+    ) -> list[pipeline.Embedded]:
+        parameters = {"index_path": unmapped(self.index_dir), "documents": document_batches}
+        return _map(self.runner, chunk_embed_task, parameters)
+
+    def commit(self, target: pipeline.Target, plan: pipeline.Plan, rows: ChunkRows, run: RunSummary) -> RunSummary:
+        return commit_task(self.index_dir, plan, rows, run)
 
 
 def dask_task_runner(dask_address: str | None = None, dask_workers: int | None = None) -> TaskRunner[Any] | None:
@@ -199,8 +214,8 @@ def ingest_flow(
     wait: float | None = None,
     dask_address: str | None = None,
     dask_workers: int | None = None,
-    files_per_batch: int = FILES_PER_TASK,
-    chunks_per_batch: int = CHUNKS_PER_TASK,
+    files_per_batch: int = pipeline.FILES_PER_BATCH,
+    chunks_per_batch: int = pipeline.CHUNKS_PER_BATCH,
 ) -> dict[str, Any]:
     """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.
 
@@ -216,45 +231,19 @@ def ingest_flow(
     # Index, which for a new index has loaded its model already.
     index_dir = str(index.path.resolve())
     _open_indexes[index_dir] = index
-    run_id, started_at = ingest.new_run_id(), ingest.utc_now()
-    roots = ingest.resolve_roots(paths)
-    with store.writer_lock(index.path, wait=wait):
-        try:
-            with _fan_out(dask_runner) as fan_out:
-                files = discover_task(paths)
-                parsed = ingest.ParsedBatch.merge(
-                    _map(fan_out, parse_task,
-                         {"files": _batches(files, files_per_batch), "max_file_bytes": unmapped(max_file_bytes)})
-                )
-                plan = plan_task(index_dir, roots, files, parsed)
-                outputs = _map(fan_out, chunk_embed_task,
-                               {"index_path": unmapped(index_dir),
-                                "documents": _chunk_budget(plan.to_index, chunks_per_batch)})
-            rows = store.ChunkRows.concat([rows for rows, _, _ in outputs], index.dimension)
-            run = ingest.summarize(run_id, started_at, plan)
-            run.chunks_embedded = sum(embedded for _, embedded, _ in outputs)
-            run.chunks_reused = sum(reused for _, _, reused in outputs)
-            run = commit_task(index_dir, plan, rows, run)
-        except BaseException as exc:
-            index.record_failure(run_id, started_at, roots, exc)
-            raise
-    create_markdown_artifact(key="ingest-report", markdown=ingest.run_markdown(run), description="citeline run")
+    options = pipeline.Options(max_file_bytes=max_file_bytes, wait=wait, files_per_batch=files_per_batch,
+                               chunks_per_batch=chunks_per_batch)
+    with _fan_out(dask_runner) as fan_out:
+        run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
+    create_markdown_artifact(key="ingest-report", markdown=run.to_markdown(), description="citeline run")
     return run.to_dict()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m flows.ingest PATH... [--index DIR]``."""
-    parser = argparse.ArgumentParser(prog="python -m flows.ingest", description=ingest_flow.__doc__)
-    parser.add_argument("paths", nargs="+")
-    parser.add_argument("--index", default="index")
-    parser.add_argument("--model", default=None, help="default: the index's, or all-MiniLM-L6-v2")
-    parser.add_argument("--backend", default=None, choices=["torch", "onnx", "onnx-int8"])
-    parser.add_argument("--wait", type=float, default=None, help="seconds to wait for another writer")
-    parser.add_argument("--dask-address", default=None, help="Dask scheduler, e.g. tcp://10.0.0.5:8786")
-    parser.add_argument("--dask-workers", type=int, default=None, help="local Dask cluster of N processes")
-    args = parser.parse_args(argv)
-    print(ingest_flow(paths=args.paths, index_path=args.index, model=args.model, backend=args.backend,
-                      wait=args.wait, dask_address=args.dask_address, dask_workers=args.dask_workers))
+    """``python -m flows.ingest PATH... [options]``: the same command as ``citeline ingest --prefect``."""
+    from citeline.cli import cli
+
+    cli.main(["ingest", "--prefect", *(sys.argv[1:] if argv is None else argv)], prog_name="python -m flows.ingest")
 
 
 if __name__ == "__main__":

@@ -13,11 +13,10 @@ last good generation and is recorded in the run ledger; the next scheduled run p
 
 from __future__ import annotations
 
-import argparse
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
-from citeline.embedding import BACKENDS
 from citeline.errors import SourceError
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 
@@ -89,41 +88,12 @@ def serve(paths: list[str], *, cron: str, **options: Any) -> None:
     prefect_serve(build_deployment(paths, cron=cron, **options))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m flows.serve`` (the same flags as ``citeline schedule``)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m flows.serve",
-        description="Serve citeline's ingestion flow on a cron schedule against the Prefect server at "
-        "PREFECT_API_URL.",
-    )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="folders or files to ingest")
-    parser.add_argument("--cron", required=True, help='cron schedule, e.g. "0 * * * *" (hourly)')
-    parser.add_argument("--timezone", default=None, help="time zone of the cron schedule (default: UTC)")
-    parser.add_argument("--name", default=DEFAULT_NAME, help=f"deployment name (default: {DEFAULT_NAME})")
-    parser.add_argument("--index", dest="index_path", default=os.environ.get("CITELINE_INDEX", "index"),
-                        help="index directory (env CITELINE_INDEX; default: index)")
-    parser.add_argument("--model", default=None, help="default: the index's, or all-MiniLM-L6-v2")
-    parser.add_argument("--backend", default=None, choices=BACKENDS)
-    parser.add_argument("--max-tokens", type=int, default=None, help="chunk size in model tokens")
-    parser.add_argument("--overlap-tokens", type=int, default=None, help="token overlap between chunks")
-    parser.add_argument("--max-file-bytes", type=int, default=DEFAULT_MAX_FILE_BYTES, help="skip larger files")
-    parser.add_argument("--wait", type=float, default=None,
-                        help="seconds a run waits for another writer (default: as long as it takes)")
-    parser.add_argument("--dask-address", default=None, help="Dask scheduler for parsing and embedding, "
-                        "e.g. tcp://10.0.0.5:8786")
-    parser.add_argument("--dask-workers", type=int, default=None,
-                        help="parse and embed on a local Dask cluster of N processes")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> None:
-    """``python -m flows.serve --cron CRON PATH... [options]``."""
-    parser = build_parser()
-    args = vars(parser.parse_args(argv))
-    try:
-        serve(args.pop("paths"), cron=args.pop("cron"), **args)
-    except (SourceError, ValueError) as exc:
-        parser.error(str(exc))
+    """``python -m flows.serve --cron CRON PATH... [options]``: the same command as ``citeline schedule`` (one
+    option table, the CLI's)."""
+    from citeline.cli import cli
+
+    cli.main(["schedule", *(sys.argv[1:] if argv is None else argv)], prog_name="python -m flows.serve")
 
 
 if __name__ == "__main__":

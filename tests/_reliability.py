@@ -36,14 +36,15 @@ if str(TESTS) not in sys.path:
 
 from conftest import HashEmbedder  # noqa: E402
 
-from citeline import Index, store  # noqa: E402
-from citeline.search import dense_search, fetch_passages  # noqa: E402
+from citeline import Index  # noqa: E402
+from citeline.search import fetch_passages  # noqa: E402
+from citeline.store import catalog, generation  # noqa: E402
 
 FILES = 60
 MAX_TOKENS, OVERLAP_TOKENS = 48, 8
 #: Where the parent may kill the writer: the pipeline's steps, and the commit protocol's points in between.
 STAGES = (
-    "parse", "plan", "chunk", "embed", "commit", "faiss-tmp", "faiss-written", "bm25-tmp", "bm25-written",
+    "parse", "plan", "chunk", "embed", "commit", "vectors-tmp", "vectors-written", "bm25-tmp", "bm25-written",
     "committed",
 )
 _WORDS = (
@@ -91,7 +92,7 @@ def create_index(path: Path) -> Index:
 
 def chunk_table(index_dir: Path) -> dict[int, tuple[str, int, int, str]]:
     """``chunk_id -> (doc_id, char_start, char_end, text)`` of the committed generation."""
-    connection = store.connect(index_dir, read_only=True)
+    connection = catalog.connect(index_dir, read_only=True)
     try:
         rows = connection.execute("SELECT chunk_id, doc_id, char_start, char_end, text FROM chunks").fetchall()
     finally:
@@ -101,9 +102,9 @@ def chunk_table(index_dir: Path) -> dict[int, tuple[str, int, int, str]]:
 
 def generation_state(index_dir: Path) -> tuple[int, dict[int, list[Any]], list[str]]:
     """The committed generation, its chunks as ``id -> [doc_id, start, end, text sha]``, and offset errors."""
-    connection = store.connect(index_dir, read_only=True)
+    connection = catalog.connect(index_dir, read_only=True)
     try:
-        generation = int(store.read_meta(connection)["generation"])
+        number = int(catalog.read_meta(connection)["generation"])
         rows = connection.execute(
             "SELECT c.chunk_id, c.doc_id, c.char_start, c.char_end, c.text, d.text "
             "FROM chunks c JOIN documents d USING (doc_id)"
@@ -111,7 +112,7 @@ def generation_state(index_dir: Path) -> tuple[int, dict[int, list[Any]], list[s
     finally:
         connection.close()
     errors = [f"chunk {r[0]}: text is not document[{r[2]}:{r[3]}]" for r in rows if r[5][r[2] : r[3]] != r[4]]
-    return generation, {r[0]: [r[1], r[2], r[3], _sha(r[4])] for r in rows}, errors
+    return number, {r[0]: [r[1], r[2], r[3], _sha(r[4])] for r in rows}, errors
 
 
 def _sha(text: str) -> str:
@@ -126,16 +127,21 @@ def _marker(stage: str) -> None:
 
 
 def _install_slow_steps(pause: float) -> None:
-    """Wrap pipeline steps to print a marker and take a little time, so random kills land inside each."""
-    from citeline import ingest as pipeline
+    """Wrap the pipeline's steps and the commit protocol's publish step to print a marker and take a little time,
+    so random kills land inside each: one wrapper per pipeline step, and one per stage of publishing an artifact
+    (staged under its temporary name; renamed into place), whatever the artifact."""
+    from citeline import pipeline
 
-    def announce(owner: Any, name: str, stage: str, *, before: float = 0.0, after: float = 0.0) -> None:
+    def announce(owner: Any, name: str, stage: str | None, *, before: float = 0.0, after: float = 0.0) -> None:
         original = getattr(owner, name)
 
         def wrapped(*args: Any, **kwargs: Any) -> Any:
-            _marker(stage)
+            if stage is not None:
+                _marker(stage)
             time.sleep(before)
             result = original(*args, **kwargs)
+            if stage is None:  # a publish step: its first argument names the artifact ("vectors", "bm25")
+                _marker(f"{args[0]}-{'tmp' if name == 'write_staged' else 'written'}")
             time.sleep(after)
             return result
 
@@ -149,47 +155,13 @@ def _install_slow_steps(pause: float) -> None:
 
     pipeline.parse = slow_parse  # type: ignore[assignment]
     announce(pipeline, "parse_files", "parse")
-    announce(Index, "plan", "plan")
-    announce(Index, "chunk", "chunk", after=pause)
-    announce(Index, "embed", "embed")
-    announce(Index, "commit", "commit")
-    write_index = store.faiss.write_index
-
-    def write_then_pause(*args: Any) -> Any:
-        result = write_index(*args)
-        _marker("faiss-tmp")  # the temporary file is written, not yet renamed
-        time.sleep(pause)
-        return result
-
-    store.faiss.write_index = write_then_pause
-    publish = store.publish_faiss
-
-    def publish_then_pause(*args: Any, **kwargs: Any) -> Any:
-        result = publish(*args, **kwargs)
-        _marker("faiss-written")  # renamed into place; DuckDB has not committed yet
-        time.sleep(pause)
-        return result
-
-    store.publish_faiss = publish_then_pause  # type: ignore[assignment]
-    save_bm25 = store.LexicalIndex.save
-
-    def save_then_pause(*args: Any, **kwargs: Any) -> Any:
-        result = save_bm25(*args, **kwargs)
-        _marker("bm25-tmp")  # the temporary BM25 folder is written, not yet renamed
-        time.sleep(pause)
-        return result
-
-    store.LexicalIndex.save = save_then_pause  # type: ignore[method-assign]
-    publish_bm25 = store.publish_bm25
-
-    def publish_bm25_then_pause(*args: Any, **kwargs: Any) -> Any:
-        result = publish_bm25(*args, **kwargs)
-        _marker("bm25-written")  # both derived files in place; DuckDB has not committed yet
-        time.sleep(pause)
-        return result
-
-    store.publish_bm25 = publish_bm25_then_pause  # type: ignore[assignment]
-    announce(store, "remove_other_generations", "committed", before=pause)  # committed; old files still there
+    announce(pipeline, "plan", "plan")
+    announce(pipeline, "chunk_documents", "chunk", after=pause)
+    announce(pipeline, "embed", "embed")
+    announce(pipeline, "commit", "commit")
+    announce(generation, "write_staged", None, after=pause)  # staged: written and fsynced, not yet renamed
+    announce(generation, "swap_in", None, after=pause)  # renamed into place; DuckDB has not committed yet
+    announce(generation, "remove_orphans", "committed", before=pause)  # committed; old files still there
 
 
 class SlowHashEmbedder(HashEmbedder):
@@ -218,17 +190,18 @@ def worker_read(index_dir: Path, stopfile: Path, log: Path) -> None:
     """Search in a loop until ``stopfile`` exists; log each result list with its generation, or the error."""
     rng = random.Random(os.getpid())
     lock_waits = 0
-    connect = store.duckdb.connect
+    duckdb = catalog.duckdb
+    connect = duckdb.connect
 
     def counting_connect(*args: Any, **kwargs: Any) -> Any:
         nonlocal lock_waits
         try:
             return connect(*args, **kwargs)
-        except store.duckdb.IOException as exc:
+        except duckdb.IOException as exc:
             lock_waits += "lock" in str(exc).lower()  # store.connect retries these
             raise
 
-    store.duckdb.connect = counting_connect
+    duckdb.connect = counting_connect
     index = Index.open(index_dir, embedder=HashEmbedder())
     with log.open("w") as out:
         queries = 0
@@ -240,7 +213,7 @@ def worker_read(index_dir: Path, stopfile: Path, log: Path) -> None:
                     index.status()
                 # Index.search, unrolled so that the generation the results come from is known.
                 snapshot = index.snapshot()
-                hits = dense_search(snapshot.faiss, index.encode_query(query), rng.choice((1, 5, 50, 10_000)))
+                hits = snapshot.vectors.search(index.encode_query(query), rng.choice((1, 5, 50, 10_000)))
                 results = fetch_passages(snapshot, hits, index.meta["model"])
                 record: dict[str, Any] = {
                     "gen": snapshot.generation,
@@ -281,8 +254,6 @@ def check_index(index_dir: Path, reference: dict[int, str] | None = None) -> lis
     committed = {run.generation for run in index.runs(limit=1000) if run.status in ("succeeded", "partial")}
     if report.generation != 0 and report.generation not in committed:
         problems.append(f"generation {report.generation} has no committed run")
-    _, _, offset_errors = generation_state(index_dir)
-    problems += offset_errors
     results = index.search("river bridge soldier", k=20)
     if report.chunks and not results:
         problems.append("search returned nothing from a non-empty index")
@@ -376,8 +347,8 @@ def run_concurrent_readers(
     index.ingest([docs])
     states: dict[int, dict[int, list[Any]]] = {}
     offset_errors: list[str] = []
-    generation, chunks, errors = generation_state(index.path)
-    states[generation] = chunks
+    number, chunks, errors = generation_state(index.path)
+    states[number] = chunks
     offset_errors += errors
     stop = workdir / "stop"
     logs = [workdir / f"reader{n}.jsonl" for n in range(readers)]
@@ -388,8 +359,8 @@ def run_concurrent_readers(
         for state in range(1, generations + 1):
             write_docs(docs, state)
             index.ingest([docs])
-            generation, chunks, errors = generation_state(index.path)
-            states[generation] = chunks
+            number, chunks, errors = generation_state(index.path)
+            states[number] = chunks
             offset_errors += errors
             time.sleep(pause_between)
         time.sleep(0.3)

@@ -27,6 +27,7 @@ from prefect.states import Failed
 
 from citeline import SourceError
 from citeline.cli import cli
+from flows import ingest as flow_module
 from flows import serve
 from flows.ingest import dask_task_runner, ingest_flow, transient_failure
 
@@ -103,11 +104,12 @@ def test_compose_ingest_command_is_accepted_by_flows_serve() -> None:
     ingest = compose()["services"]["ingest"]
     command = [interpolate(part) for part in ingest["command"]]
     assert command[:3] == ["python", "-m", "flows.serve"]
-    args = serve.build_parser().parse_args(command[3:])
-    Cron(args.cron)  # the default schedule is a valid cron string
+    # `python -m flows.serve` is `citeline schedule`: one option table, parsed by the CLI's own command.
+    args = cli.commands["schedule"].make_context("schedule", command[3:]).params
+    Cron(args["cron"])  # the default schedule is a valid cron string
     volumes = mounts(ingest)
-    assert args.index_path in volumes and volumes[args.index_path] == "citeline-index"
-    assert args.paths and all(path in volumes for path in args.paths)
+    assert args["index_path"] in volumes and volumes[args["index_path"]] == "citeline-index"
+    assert args["paths"] and all(path in volumes for path in args["paths"])
     assert ingest["volumes"][0].endswith(":ro")  # documents are only read
     assert "citeline-index" in compose()["volumes"]
     assert ingest["build"] == "."
@@ -152,11 +154,18 @@ def _long_options(params: list[click.Parameter]) -> set[str]:
     return {opt for param in params for opt in param.opts if opt.startswith("--")} - {"--help"}
 
 
-def test_citeline_schedule_mirrors_python_m_flows_serve() -> None:
+def test_python_m_flows_serve_and_flows_ingest_are_the_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    # One option table: the flows' entry points run the CLI's own commands.
+    for module, command in ((serve, "schedule"), (flow_module, "ingest")):
+        with pytest.raises(SystemExit) as exited:
+            module.main(["--help"])
+        assert exited.value.code == 0
+        shown = capsys.readouterr().out
+        assert all(option in shown for option in _long_options(cli.commands[command].params))
+
+
+def test_citeline_schedule_options_are_deployment_parameters() -> None:
     command = cli.commands["schedule"]
-    parser_options = {opt for action in serve.build_parser()._actions for opt in action.option_strings
-                      if opt.startswith("--")} - {"--help"}
-    assert _long_options(command.params) == parser_options
     # Every option is a parameter of serve.build_deployment (the flow's parameters, plus the schedule's).
     accepted = set(inspect.signature(serve.build_deployment).parameters)
     cli_names = {param.name for param in command.params}

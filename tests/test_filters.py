@@ -14,10 +14,11 @@ from click.testing import CliRunner
 from conftest import HashEmbedder
 
 from citeline import Index, QueryError, SearchResult
-from citeline import search as search_module
 from citeline.cli import cli
-from citeline.filters import Filters, allowed_chunk_ids
-from citeline.store import build_faiss
+from citeline.filters import Filters
+from citeline.store.catalog import allowed_chunk_ids
+from citeline.vectors import flat
+from citeline.vectors.flat import FlatIndex
 
 QUERY = "soldiers river families letters"
 
@@ -239,22 +240,22 @@ def test_k_results_come_back_when_the_filter_excludes_the_best_thousands(tmp_pat
 @pytest.mark.parametrize("fraction", [0.0, 1.0])
 def test_both_filtered_search_paths_are_exact(monkeypatch, fraction) -> None:
     # fraction 0 forces FAISS's IDSelectorBatch, 1 forces numpy over the allowed rows.
-    monkeypatch.setattr(search_module, "NUMPY_FILTER_FRACTION", fraction)
+    monkeypatch.setattr(flat, "NUMPY_FILTER_FRACTION", fraction)
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((500, 16)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     ids = np.arange(500, dtype=np.int64) * 5 + 3
-    index = build_faiss(ids, vectors, 16)
+    index = FlatIndex.build(ids, vectors, 16)
     query = vectors[0]
     allowed = np.sort(rng.choice(ids, 60, replace=False))
-    hits = search_module.dense_search(index, query, 10, allowed)
+    hits = index.search(query, 10, allowed)
     scores = vectors @ query
     mask = np.isin(ids, allowed)
     expected = ids[mask][np.argsort(-scores[mask])][:10]
     assert [chunk_id for chunk_id, _ in hits] == expected.tolist()
-    assert search_module.dense_search(index, query, 100, allowed)[-1][0] in allowed
-    assert len(search_module.dense_search(index, query, 100, allowed)) == 60
-    assert search_module.dense_search(index, query, 5, np.zeros(0, np.int64)) == []
+    assert index.search(query, 100, allowed)[-1][0] in allowed
+    assert len(index.search(query, 100, allowed)) == 60
+    assert index.search(query, 5, np.zeros(0, np.int64)) == []
 
 
 @pytest.fixture

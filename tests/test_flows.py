@@ -24,7 +24,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from citeline import Index, IndexLockedError, store
+from citeline import Index, IndexLockedError
+from citeline.store import catalog, locks
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +85,7 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def chunk_table(index_dir: Path) -> dict[int, tuple[Any, ...]]:
     """chunk_id -> (doc_id, ordinal, char_start, char_end, text, vector) from DuckDB."""
-    with duckdb.connect(str(store.db_path(index_dir)), read_only=True) as connection:
+    with duckdb.connect(str(catalog.db_path(index_dir)), read_only=True) as connection:
         rows = connection.execute(
             "SELECT chunk_id, doc_id, ordinal, char_start, char_end, text, vector FROM chunks"
         ).fetchall()
@@ -186,7 +187,7 @@ def small_index(tmp_path: Path, seeds_dir: Path, fake_embedder: Any) -> Path:
 
 def test_transient_discover_failure_is_retried(prefect_api: str, small_index: Path, seeds_dir: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from citeline import ingest
+    from citeline import pipeline as ingest
     from flows import ingest as flow_module
 
     real_discover, calls = ingest.discover, []
@@ -207,7 +208,7 @@ def test_transient_discover_failure_is_retried(prefect_api: str, small_index: Pa
 
 def test_run_that_fails_for_good_keeps_the_last_generation(prefect_api: str, small_index: Path, seeds_dir: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from citeline import ingest
+    from citeline import pipeline as ingest
     from flows import ingest as flow_module
 
     calls = []
@@ -234,7 +235,7 @@ def test_flow_refuses_a_second_writer_when_told_not_to_wait(prefect_api: str, sm
                                                             seeds_dir: Path) -> None:
     from flows.ingest import ingest_flow
 
-    with store.writer_lock(small_index), pytest.raises(IndexLockedError, match="another process is writing"):
+    with locks.writer_lock(small_index), pytest.raises(IndexLockedError, match="another process is writing"):
         ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index), wait=0)
     assert Index.open(small_index).status().generation == 1
 

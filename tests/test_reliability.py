@@ -17,8 +17,9 @@ from _reliability import check_index, create_index, run_concurrent_readers, run_
 from click.testing import CliRunner
 from conftest import HashEmbedder
 
-from citeline import Index, IndexCorruptError, IndexRepairedWarning, store
+from citeline import Index, IndexCorruptError, IndexRepairedWarning
 from citeline.cli import cli
+from citeline.store import catalog, generation, locks
 
 #: At least 20 kills, spread over every step (the harness cycles through its ten stages, three kills each).
 KILL_TRIALS = 30
@@ -31,7 +32,7 @@ def test_sigkill_at_random_points_never_loses_or_corrupts_the_index(tmp_path: Pa
     assert figures["problems"] == [], json.dumps(figures["problems"], indent=1)
     assert figures["killed"] >= 20
     # Every stage of the pipeline and of the commit protocol was hit at least once.
-    assert set(figures["killed_in"]) >= {"parse", "embed", "commit", "faiss-written", "bm25-tmp", "committed"}
+    assert set(figures["killed_in"]) >= {"parse", "embed", "commit", "vectors-written", "bm25-tmp", "committed"}
     assert figures["survived"] == figures["killed"]
 
 
@@ -58,7 +59,7 @@ def built(tmp_path: Path) -> Index:
 
 
 def _damage(index: Index, how: str) -> Path:
-    path = store.faiss_path(index.path, int(index.meta["generation"]))
+    path = generation.vectors_path(index.path, int(index.meta["generation"]), generation.vector_kind(index.meta))
     if how == "missing":
         path.unlink()
     elif how == "truncated":
@@ -69,11 +70,11 @@ def _damage(index: Index, how: str) -> Path:
         path.write_bytes(bytes(data))
     elif how == "stale":  # the file of an older generation put back in place of the current one
         stale = create_index(index.path.parent / "other")
-        shutil.copy(store.faiss_path(stale.path, 0), path)
+        shutil.copy(generation.vectors_path(stale.path, 0, generation.vector_kind(stale.meta)), path)
     elif how == "bm25-missing":
-        shutil.rmtree(store.bm25_path(index.path, int(index.meta["generation"])))
+        shutil.rmtree(generation.bm25_path(index.path, int(index.meta["generation"])))
     elif how == "bm25-altered":  # one array of bm25s's files rewritten with other content of the same shape
-        folder = store.bm25_path(index.path, int(index.meta["generation"]))
+        folder = generation.bm25_path(index.path, int(index.meta["generation"]))
         target = max((entry for entry in folder.iterdir() if entry.suffix == ".npy"), key=lambda e: e.stat().st_size)
         data = bytearray(target.read_bytes())
         data[-1] ^= 0x01
@@ -122,7 +123,7 @@ def test_orphan_files_of_dead_generations_are_removed_on_open(built: Index) -> N
 
 def test_a_reader_does_not_repair_while_a_writer_holds_the_lock(built: Index) -> None:
     _damage(built, "missing")
-    with store.writer_lock(built.path, wait=0), pytest.warns(IndexRepairedWarning, match="citeline rebuild"):
+    with locks.writer_lock(built.path, wait=0), pytest.warns(IndexRepairedWarning, match="citeline rebuild"):
         Index.open(built.path, embedder=HashEmbedder())
     assert not built.verify().ok  # left for the writer, or for `citeline rebuild`
 
@@ -147,7 +148,7 @@ def test_verify_and_rebuild_commands(built: Index) -> None:
 
 
 def test_a_damaged_duckdb_file_is_a_clear_error_not_a_traceback(built: Index) -> None:
-    db = store.db_path(built.path)
+    db = catalog.db_path(built.path)
     db.write_bytes(b"this is not a database" * 100)
     result = CliRunner().invoke(cli, ["status", "--index", str(built.path)])
     assert result.exit_code == 1

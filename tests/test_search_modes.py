@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from citeline import Index, IndexRepairedWarning, QueryError, store
+from citeline import Index, IndexRepairedWarning, QueryError
 from citeline.cli import cli
-from citeline.search import Fusion, LexicalIndex, analyze, lexical_search
+from citeline.lexical import LexicalIndex, analyze
+from citeline.search import Fusion
+from citeline.store import generation
 
 
 @pytest.fixture
@@ -91,15 +93,15 @@ def test_lexical_allowed_returns_k_whenever_k_allowed_chunks_match() -> None:
     texts = ["apple pie"] * 50 + ["apple tart", "apple cake", "pear"]
     lexical = LexicalIndex.build(np.arange(100, 153, dtype=np.int64), texts)
     allowed = np.array([150, 151, 152], dtype=np.int64)
-    hits = lexical_search(lexical, "apple", 2, allowed)
+    hits = lexical.search("apple", 2, allowed)
     assert sorted(c for c, _ in hits) == [150, 151]  # not crowded out by the 50 "apple pie" chunks
-    assert lexical_search(lexical, "apple", 10, allowed)[-1][0] in (150, 151)
-    assert len(lexical_search(lexical, "apple", 10, None)) == 10
+    assert lexical.search("apple", 10, allowed)[-1][0] in (150, 151)
+    assert len(lexical.search("apple", 10, None)) == 10
 
 
 def test_bm25_folder_per_generation_and_old_ones_removed(seeded: Index, seeds_dir, tmp_path) -> None:
     assert sorted(p.name for p in seeded.path.glob("bm25.*")) == ["bm25.1"]
-    assert np.array_equal(store.read_bm25(store.bm25_path(seeded.path, 1)).chunk_ids,
+    assert np.array_equal(LexicalIndex.load(generation.bm25_path(seeded.path, 1)).chunk_ids,
                           np.sort(seeded.snapshot().lexical.chunk_ids))
     # A changed document publishes generation 2 with a new BM25 folder; a new term becomes searchable.
     copy = tmp_path / "docs"
@@ -109,12 +111,12 @@ def test_bm25_folder_per_generation_and_old_ones_removed(seeded: Index, seeds_di
     seeded.ingest([copy])
     assert sorted(p.name for p in seeded.path.glob("bm25.*")) == ["bm25.3"]
     assert seeded.search("quokka", k=1, mode="lexical")[0].source_id == "extra.md"
-    assert not any(p.suffix == ".pkl" for p in store.bm25_path(seeded.path, 3).iterdir())
+    assert not any(p.suffix == ".pkl" for p in generation.bm25_path(seeded.path, 3).iterdir())
 
 
 def test_verify_reports_and_rebuild_restores_a_missing_bm25_folder(seeded: Index) -> None:
     assert seeded.verify().ok
-    shutil.rmtree(store.bm25_path(seeded.path, 1))
+    shutil.rmtree(generation.bm25_path(seeded.path, 1))
     (seeded.path / "bm25.9.tmp").mkdir()  # an orphan of a dead writer
     report = Index.open(seeded.path, repair=False).verify()
     assert not report.ok and not report.bm25_present and "bm25.1/ is missing" in report.problems
@@ -124,7 +126,7 @@ def test_verify_reports_and_rebuild_restores_a_missing_bm25_folder(seeded: Index
     report = Index.open(seeded.path, repair=False).rebuild()
     assert report.ok and report.bm25_ids_equal and report.orphans == []
     # A damaged folder is noticed by its checksum and rebuilt when the index is opened.
-    np.save(store.bm25_path(seeded.path, 1) / "chunk_ids.npy", np.arange(3, dtype=np.int64))
+    np.save(generation.bm25_path(seeded.path, 1) / "chunk_ids.npy", np.arange(3, dtype=np.int64))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         reopened = Index.open(seeded.path, embedder=seeded.embedder)

@@ -11,16 +11,19 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from citeline import Index, IndexLockedError, IndexMismatchError, IndexNotFoundError, store
+from citeline import Index, IndexLockedError, IndexMismatchError, IndexNotFoundError
+from citeline.store import catalog, generation, locks
 
 
-def faiss_ids(index_dir: Path, generation: int) -> set[int]:
-    faiss_index = store.read_faiss(store.faiss_path(index_dir, generation))
-    return {int(faiss_index.id_map.at(i)) for i in range(faiss_index.ntotal)}
+def faiss_ids(index_dir: Path, number: int) -> set[int]:
+    meta = generation.read_meta(index_dir)
+    kind = generation.vector_kind(meta)
+    vectors = kind.load(generation.vectors_path(index_dir, number, kind))
+    return set(vectors.ids().tolist())
 
 
 def duckdb_ids(index_dir: Path) -> set[int]:
-    connection = duckdb.connect(str(store.db_path(index_dir)), read_only=True)
+    connection = duckdb.connect(str(catalog.db_path(index_dir)), read_only=True)
     try:
         return {row[0] for row in connection.execute("SELECT chunk_id FROM chunks").fetchall()}
     finally:
@@ -54,7 +57,7 @@ def test_open_refuses_another_model_or_schema(tmp_path, fake_embedder) -> None:
         Index.open(path, model="all-MiniLM-L6-v2")
     with pytest.raises(IndexMismatchError, match="backend"):
         Index.open(path, backend="onnx")
-    connection = duckdb.connect(str(store.db_path(path)))
+    connection = duckdb.connect(str(catalog.db_path(path)))
     connection.execute("UPDATE index_meta SET value = ? WHERE key = 'schema_version'", [json.dumps(99)])
     connection.close()
     with pytest.raises(IndexMismatchError, match="schema version 99"):
@@ -76,7 +79,7 @@ def test_open_missing_index_says_how_to_build_one(tmp_path) -> None:
 
 def test_second_writer_fails_clearly_when_told_not_to_wait(tmp_path, seeds_dir, fake_embedder) -> None:
     index = Index.create(tmp_path / "ix", embedder=fake_embedder)
-    with store.writer_lock(index.path), pytest.raises(IndexLockedError, match="another process is writing"):
+    with locks.writer_lock(index.path), pytest.raises(IndexLockedError, match="another process is writing"):
         index.ingest([seeds_dir], wait=0.2)
     # The refused run changed nothing.
     assert index.status().documents == 0
@@ -115,7 +118,7 @@ def test_concurrent_writers_in_other_processes_wait_or_fail_and_never_interleave
         folder.mkdir()
         shutil.copy(source, folder)
         folders.append(folder)
-    with store.writer_lock(index.path):
+    with locks.writer_lock(index.path):
         refused = _writer(index.path, folders[0], wait=0)
         _, refused_error = refused.communicate(timeout=60)
         assert refused.returncode == 3

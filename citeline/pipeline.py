@@ -1,0 +1,387 @@
+"""The ingestion pipeline: discover ─► parse ─► plan ─► chunk ─► embed ─► commit, and the one :func:`run` that
+strings the steps together.
+
+:meth:`citeline.Index.ingest` calls :func:`run` with the default :class:`Steps` (everything in this process); the
+Prefect flow (``flows/ingest.py``) calls the same :func:`run` with a :class:`Steps` subclass that runs each step as
+a Prefect task and the parse and chunk/embed batches on its task runner (threads, or Dask workers). Steps take and
+return plain data, so they can be tested, retried or shipped to a worker on their own. No SQL here: the catalog,
+the ledger and the commit protocol live in ``citeline.store``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from citeline.chunking import Chunker
+from citeline.errors import SourceError
+from citeline.sources import (
+    DEFAULT_MAX_FILE_BYTES,
+    Document,
+    SourceFile,
+    discover,
+    parse,
+    resolve_roots,
+    text_hash,
+)
+from citeline.store import catalog, generation, ledger
+from citeline.store.catalog import ChunkRows
+from citeline.store.ledger import RunSummary
+from citeline.store.locks import writer_lock
+
+#: Files per parse batch and chunks per chunk/embed batch (about 1,000 characters a chunk): one Prefect task per
+#: batch, because per-task overhead (about 11 ms) and the server's handling of bursts make per-item tasks slow.
+FILES_PER_BATCH = 500
+CHUNKS_PER_BATCH = 2000
+
+
+class Target(Protocol):
+    """What the pipeline needs of the index it writes to (:class:`citeline.Index` is one)."""
+
+    @property
+    def path(self) -> Path:
+        """The index directory."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Length of the index's vectors."""
+        ...
+
+    @property
+    def chunker(self) -> Chunker:
+        """The chunker with the index's settings."""
+        ...
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Embed texts with the index's model."""
+        ...
+
+
+@dataclass(frozen=True)
+class FileError:
+    """A file that could not be ingested, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class ParsedBatch:
+    """What parsing a batch of files produced."""
+
+    documents: list[Document] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+
+    @classmethod
+    def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
+        """One batch holding the documents and errors of all ``batches``, in order."""
+        merged = cls()
+        for batch in batches:
+            merged.documents.extend(batch.documents)
+            merged.errors.extend(batch.errors)
+        return merged
+
+
+@dataclass
+class Plan:
+    """What a run must change: documents to (re)index, documents to remove, and the counts for the ledger."""
+
+    roots: list[str]
+    to_index: list[Document]
+    remove_doc_ids: list[str]
+    added: int
+    updated: int
+    unchanged: int
+    errors: list[FileError]
+
+    @property
+    def removed(self) -> int:
+        """Documents removed because they vanished (not those replaced by a new version)."""
+        return len(self.remove_doc_ids) - self.updated
+
+
+# ---------------------------------------------------------------- the steps
+
+
+def parse_files(files: Sequence[SourceFile], *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> ParsedBatch:
+    """Parse each file; a file that fails becomes a :class:`FileError` and the rest go on."""
+    batch = ParsedBatch()
+    for source in files:
+        try:
+            batch.documents.extend(parse(source, max_file_bytes=max_file_bytes))
+        except SourceError as exc:
+            batch.errors.append(FileError(exc.path, exc.reason))
+        except Exception as exc:  # a parser library's own failure must not stop the run
+            batch.errors.append(FileError(source.path, f"{type(exc).__name__}: {exc}"))
+    return batch
+
+
+def plan_changes(
+    stored: dict[str, tuple[str, str, str]],
+    roots: Sequence[str],
+    files: Sequence[SourceFile],
+    parsed: ParsedBatch,
+) -> Plan:
+    """Compare parsed documents with the stored ones (``doc_id -> (root, source_file, content_hash)`` of the
+    documents ingested from ``roots``): new, changed, unchanged, and vanished.
+
+    Removal is scoped to the roots of this run. A document whose file failed to parse this time is kept as it
+    was: a transient read error must never delete what was indexed before.
+    """
+    seen: dict[str, Document] = {}
+    for document in parsed.documents:
+        seen[document.doc_id] = document  # a repeated record id within a file: the last one wins
+    to_index = [doc for doc_id, doc in seen.items() if stored.get(doc_id, ("", "", ""))[2] != doc.content_hash]
+    updated_ids = [doc.doc_id for doc in to_index if doc.doc_id in stored]
+    error_paths = {error.path for error in parsed.errors}
+    failed_files = {(source.root, source.source_id) for source in files if source.path in error_paths}
+    vanished = [
+        doc_id
+        for doc_id, (root, source_file, _) in stored.items()
+        if doc_id not in seen and (root, source_file) not in failed_files
+    ]
+    return Plan(
+        roots=sorted(set(roots)),
+        to_index=to_index,
+        remove_doc_ids=updated_ids + vanished,
+        added=len(to_index) - len(updated_ids),
+        updated=len(updated_ids),
+        unchanged=len(seen) - len(to_index),
+        errors=list(parsed.errors),
+    )
+
+
+def plan(index_dir: Path, roots: Sequence[str], files: Sequence[SourceFile], parsed: ParsedBatch) -> Plan:
+    """Which parsed documents are new or changed, and which stored ones vanished from ``roots``.
+
+    The caller holds the writer lock from plan to commit, so the index cannot change in between.
+    """
+    with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
+        stored = catalog.stored_documents(connection, sorted(set(roots)))
+    return plan_changes(stored, roots, files, parsed)
+
+
+def chunk_id_for(doc_id: str, content_hash: str, ordinal: int) -> int:
+    """A stable 63-bit chunk id, so an incremental build and a fresh build give the same ids."""
+    digest = hashlib.blake2b(f"{doc_id}\0{content_hash}\0{ordinal}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def chunk_documents(documents: Sequence[Document], chunker: Chunker) -> ChunkRows:
+    """Chunk every document; vectors are left empty for :func:`embed` to fill."""
+    rows = ChunkRows.empty()
+    all_spans = chunker.split_many([(document.text, document.format == "markdown") for document in documents])
+    for document, spans in zip(documents, all_spans, strict=True):
+        content_hash = document.content_hash
+        page_starts: list[int] = document.metadata.get("page_starts") or []
+        for span in spans:
+            rows.chunk_id.append(chunk_id_for(document.doc_id, content_hash, span.ordinal))
+            rows.doc_id.append(document.doc_id)
+            rows.ordinal.append(span.ordinal)
+            rows.char_start.append(span.char_start)
+            rows.char_end.append(span.char_end)
+            rows.text.append(span.text)
+            rows.text_hash.append(text_hash(span.text))
+            # Pages are 1-based; page_starts[i] is the character offset where page i+1 begins.
+            rows.page.append(bisect.bisect_right(page_starts, span.char_start) if page_starts else None)
+    return rows
+
+
+def embed_chunks(
+    rows: ChunkRows,
+    encode: Callable[[list[str]], np.ndarray],
+    dimension: int,
+    *,
+    cache: dict[str, np.ndarray] | None = None,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> tuple[int, int]:
+    """Fill ``rows.vectors``, embedding each distinct text once and reusing cached vectors.
+
+    Returns ``(embedded, reused)`` chunk counts.
+    """
+    from tqdm.auto import tqdm
+
+    cache = dict(cache or {})
+    if progress:
+        encode([" "])  # load the model before the bar starts, so its own loading output does not garble the bar
+    missing = list(dict.fromkeys(h for h in rows.text_hash if h not in cache))
+    text_of = dict(zip(rows.text_hash, rows.text, strict=True))
+    with tqdm(total=len(missing), desc="embedding", unit="chunk", disable=not progress or not missing) as bar:
+        for start in range(0, len(missing), batch_size):
+            batch = missing[start : start + batch_size]
+            vectors = encode([text_of[h] for h in batch])
+            cache.update(zip(batch, vectors, strict=True))
+            bar.update(len(batch))
+    rows.vectors = (
+        np.stack([cache[h] for h in rows.text_hash]).astype(np.float32)
+        if len(rows)
+        else np.zeros((0, dimension), dtype=np.float32)
+    )
+    newly_embedded = set(missing)
+    embedded = sum(1 for h in rows.text_hash if h in newly_embedded)
+    return embedded, len(rows) - embedded
+
+
+def embed(target: Target, rows: ChunkRows, *, progress: bool = False) -> tuple[int, int]:
+    """Fill ``rows.vectors`` with the target's model, reusing vectors of identical chunk text already in the index.
+
+    Returns ``(embedded, reused)``.
+    """
+    with contextlib.closing(catalog.connect(target.path, read_only=True)) as connection:
+        cache = catalog.cached_vectors(connection, rows.text_hash, target.dimension)
+    return embed_chunks(rows, target.encode, target.dimension, cache=cache, progress=progress)
+
+
+def summarize(run_id: str, started_at: str, plan: Plan) -> RunSummary:
+    """The ledger row for a run about to commit ``plan``."""
+    return RunSummary(
+        run_id=run_id,
+        started_at=started_at,
+        finished_at=None,
+        status="partial" if plan.errors else "succeeded",
+        roots=plan.roots,
+        generation=None,
+        added=plan.added,
+        updated=plan.updated,
+        unchanged=plan.unchanged,
+        removed=plan.removed,
+        failed=len(plan.errors),
+        errors=[{"path": e.path, "reason": e.reason} for e in plan.errors],
+    )
+
+
+def commit(index_dir: Path, plan: Plan, rows: ChunkRows, run: RunSummary) -> int:
+    """Write the plan's changes as one new generation (``store.generation.commit``); returns the generation."""
+    changes = generation.Changes(
+        remove_doc_ids=plan.remove_doc_ids,
+        documents=catalog.documents_table(plan.to_index, run.run_id, run.started_at),
+        chunks=rows.to_arrow(run.run_id),
+    )
+    return generation.commit(index_dir, changes, run)
+
+
+def record_failure(index_dir: Path, run_id: str, started_at: str, roots: list[str], error: BaseException) -> None:
+    """Record a run that failed before committing; the index itself stays at its last generation."""
+    run = RunSummary(
+        run_id=run_id,
+        started_at=started_at,
+        finished_at=ledger.utc_now(),
+        status="failed",
+        roots=roots,
+        generation=None,
+        errors=[{"path": "", "reason": f"{type(error).__name__}: {error}"}],
+    )
+    try:
+        run.generation = int(generation.read_meta(index_dir)["generation"])
+        generation.record(index_dir, run)
+    except Exception:  # the original error matters more than the ledger row
+        pass
+
+
+# ---------------------------------------------------------------- how the steps run
+
+
+def batches(items: Sequence[Any], size: int) -> list[list[Any]]:
+    """``items`` in consecutive batches of ``size``."""
+    return [list(items[start : start + size]) for start in range(0, len(items), size)]
+
+
+def chunk_budget(documents: Sequence[Document], chunks_per_batch: int) -> list[list[Document]]:
+    """Documents in batches of about ``chunks_per_batch`` chunks (by text size, ~1,000 characters a chunk), so
+    embedding batches get similar work."""
+    grouped: list[list[Document]] = [[]]
+    size = 0
+    for document in documents:
+        if size >= chunks_per_batch * 1000 and grouped[-1]:
+            grouped.append([])
+            size = 0
+        grouped[-1].append(document)
+        size += len(document.text)
+    return [group for group in grouped if group]
+
+
+Embedded = tuple[ChunkRows, int, int]  #: a chunk/embed batch's rows and its (embedded, reused) counts
+
+
+class Steps:
+    """How :func:`run` executes each step: here, in this process. Subclasses (the Prefect flow's) override the
+    methods to run a step elsewhere; each method must return what the default returns."""
+
+    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> list[SourceFile]:
+        """List the files under ``paths``."""
+        return discover(paths)
+
+    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> ParsedBatch:
+        """Parse every batch of files."""
+        return ParsedBatch.merge(parse_files(files, max_file_bytes=max_file_bytes) for files in file_batches)
+
+    def plan(self, target: Target, roots: list[str], files: list[SourceFile], parsed: ParsedBatch) -> Plan:
+        """Decide what is new, changed, unchanged and vanished."""
+        return plan(target.path, roots, files, parsed)
+
+    def chunk_embed(self, target: Target, document_batches: list[list[Document]], progress: bool) -> list[Embedded]:
+        """Chunk and embed every batch of documents (here: all at once, which lets chunking use every CPU and
+        gives one progress bar)."""
+        documents = [document for batch in document_batches for document in batch]
+        rows = chunk_documents(documents, target.chunker)
+        embedded, reused = embed(target, rows, progress=progress)
+        return [(rows, embedded, reused)]
+
+    def commit(self, target: Target, plan: Plan, rows: ChunkRows, run: RunSummary) -> RunSummary:
+        """Publish the new generation and the run's ledger row."""
+        commit(target.path, plan, rows, run)
+        return run
+
+
+@dataclass(frozen=True)
+class Options:
+    """The settings of one run (the CLI's and the flow's parameters of the same names)."""
+
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    wait: float | None = None
+    progress: bool = False
+    files_per_batch: int = FILES_PER_BATCH
+    chunks_per_batch: int = CHUNKS_PER_BATCH
+
+
+def run(
+    target: Target,
+    paths: Sequence[str | os.PathLike[str]],
+    options: Options | None = None,
+    steps: Steps | None = None,
+) -> RunSummary:
+    """Bring the index up to date with the files under ``paths``; returns the run's ledger row.
+
+    Holds the index's writer lock from discovery to commit (``options.wait`` bounds the wait for another writer).
+    A run that fails is recorded in the ledger as failed and the index stays at its last generation.
+    """
+    options = options or Options()
+    steps = steps or Steps()
+    run_id, started_at = ledger.new_run_id(), ledger.utc_now()
+    roots = resolve_roots(paths)
+    with writer_lock(target.path, wait=options.wait):
+        try:
+            files = steps.discover(paths)
+            parsed = steps.parse(batches(files, options.files_per_batch), options.max_file_bytes)
+            planned = steps.plan(target, roots, files, parsed)
+            outputs = steps.chunk_embed(
+                target, chunk_budget(planned.to_index, options.chunks_per_batch), options.progress
+            )
+            rows = ChunkRows.concat([rows for rows, _, _ in outputs], target.dimension)
+            summary = summarize(run_id, started_at, planned)
+            summary.chunks_embedded = sum(embedded for _, embedded, _ in outputs)
+            summary.chunks_reused = sum(reused for _, _, reused in outputs)
+            return steps.commit(target, planned, rows, summary)
+        except BaseException as exc:
+            record_failure(target.path, run_id, started_at, roots, exc)
+            raise

@@ -1,0 +1,386 @@
+"""The commit protocol, written once: how an index directory moves from one generation to the next.
+
+Layout of an index directory::
+
+    meta.duckdb                 the catalog (store.catalog) and the ledger (store.ledger)
+    vectors.<gen>.<suffix>      the vector index of a generation (a ``citeline.vectors`` kind; flat: ``.faiss``)
+    bm25.<gen>/                 the BM25 folder of a generation (``citeline.lexical``)
+    write.lock, db.lock         store.locks
+
+**Publishing an artifact** (:func:`publish`, the only place citeline renames a file into place): write it under a
+temporary name, fsync its files and folder, rename it into place, fsync the index directory, and record its size
+and checksum in ``index_meta``.
+
+**A commit** (:func:`commit`) writes the catalog changes and publishes generation g+1's artifacts *inside* one
+DuckDB transaction, from that transaction's own view of the rows, then sets ``generation = g+1`` and commits;
+files of other generations are removed only afterwards. A crash at any point leaves DuckDB at g or g+1 with its
+artifacts complete on disk; files of generations DuckDB never committed are orphans, removed by the next writer or
+the next open (:func:`remove_orphans`). The same publish step serves :func:`create` (generation 0),
+:func:`rebuild` (the current generation, from the catalog, without re-embedding) and the repair on open
+(:func:`repair`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from citeline.errors import CitelineError, IndexLockedError, IndexRepairedWarning
+from citeline.lexical import LexicalIndex, settings_problems
+from citeline.store import catalog, ledger
+from citeline.store.locks import writer_lock
+from citeline.vectors import DEFAULT_KIND, VectorIndex, kind_of
+
+#: Artifact names, as the crash trials' stages call them (``<artifact>-tmp``, ``<artifact>-written``).
+VECTORS = "vectors"
+BM25 = "bm25"
+
+#: Files of generations (vector files, BM25 folders) and their temporaries, as this module names them.
+_GENERATION_FILE = re.compile(r"^(vectors|bm25)\.(\d+)((?:\.(?!tmp)\w+)*)(\.tmp.*)?$")
+#: Opening an index hashes artifacts up to this size; larger ones get the size check only (verify() hashes all).
+QUICK_CHECKSUM_BYTES = 64 * 1024 * 1024
+
+
+# ---------------------------------------------------------------- where things are
+
+
+def vector_kind(meta: dict[str, Any]) -> type[VectorIndex]:
+    """The vector index kind an index uses (indexes built before kinds were recorded are flat)."""
+    return kind_of(str(meta.get("vector_index", DEFAULT_KIND)))
+
+
+def vectors_path(index_dir: Path, generation: int, kind: type[VectorIndex]) -> Path:
+    """The vector index file of one generation."""
+    return index_dir / f"vectors.{generation}.{kind.suffix}"
+
+
+def bm25_path(index_dir: Path, generation: int) -> Path:
+    """The BM25 folder of one generation."""
+    return index_dir / f"bm25.{generation}"
+
+
+def ensure_directory(index_dir: Path) -> None:
+    """Create the index directory, refusing a path that is a file."""
+    if index_dir.exists() and not index_dir.is_dir():
+        raise CitelineError(f"{index_dir} is a file, not an index directory; choose another --index")
+    index_dir.mkdir(parents=True, exist_ok=True)
+
+
+# ---------------------------------------------------------------- publishing one artifact
+
+
+def file_checksum(path: Path) -> str:
+    """SHA-256 of a file, hex encoded, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def folder_checksum(path: Path) -> str:
+    """SHA-256 over the names and SHA-256s of a folder's files, in name order."""
+    digest = hashlib.sha256()
+    for entry in sorted(path.iterdir()):
+        digest.update(f"{entry.name}\0{file_checksum(entry)}\n".encode())
+    return digest.hexdigest()
+
+
+def artifact_checksum(path: Path) -> str:
+    """The checksum recorded for an artifact: of the file, or of the folder's files."""
+    return folder_checksum(path) if path.is_dir() else file_checksum(path)
+
+
+def artifact_bytes(path: Path) -> int:
+    """Size of an artifact on disk (a folder: the sum of its files)."""
+    return sum(entry.stat().st_size for entry in path.iterdir()) if path.is_dir() else path.stat().st_size
+
+
+def _fsync_directory(path: Path) -> None:
+    directory = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def write_staged(artifact: str, tmp: Path, write: Callable[[Path], None]) -> None:
+    """Write an artifact under its temporary name and fsync it (its files and, for a folder, the folder)."""
+    _remove(tmp)
+    write(tmp)
+    entries = sorted(tmp.iterdir()) if tmp.is_dir() else [tmp]
+    for entry in entries:
+        with entry.open("rb") as handle:
+            os.fsync(handle.fileno())
+    if tmp.is_dir():
+        _fsync_directory(tmp)
+
+
+def swap_in(artifact: str, tmp: Path, final: Path) -> None:
+    """Rename a staged artifact into place and fsync the directory.
+
+    A folder of the same name (a rebuild of the current generation) is first moved aside and deleted after the
+    rename. Readers in other processes never see the moment in between: the caller holds DuckDB's write
+    connection throughout, and readers open DuckDB before they read artifacts.
+    """
+    old = final.with_name(final.name + ".tmp-old")
+    if final.is_dir():
+        _remove(old)
+        os.replace(final, old)
+    os.replace(tmp, final)
+    _fsync_directory(final.parent)
+    _remove(old)
+
+
+def publish(artifact: str, final: Path, write: Callable[[Path], None]) -> None:
+    """Publish one artifact crash-safely: write to a temporary name, fsync, rename into place, fsync the directory.
+
+    ``write(path)`` writes the artifact (a file or a folder) at ``path``.
+    """
+    tmp = final.with_name(final.name + ".tmp")
+    write_staged(artifact, tmp, write)
+    swap_in(artifact, tmp, final)
+
+
+def publish_derived(
+    index_dir: Path, generation: int, connection: duckdb.DuckDBPyConnection, meta: dict[str, Any]
+) -> dict[str, Any]:
+    """Build and publish every artifact of ``generation`` from the rows ``connection`` sees (its transaction's view).
+
+    Returns the ``index_meta`` entries that describe them, which the caller writes in the transaction that
+    publishes the generation, so the sizes and checksums in DuckDB are always those of the files it points at.
+    (The entry names date from 0.1.0, when the vector file was always FAISS: ``faiss_bytes``, ``faiss_sha256``.)
+    """
+    kind, dimension = vector_kind(meta), int(meta["dimension"])
+    ids, vectors = catalog.all_vectors(connection, dimension)
+    path = vectors_path(index_dir, generation, kind)
+    publish(VECTORS, path, kind.build(ids, vectors, dimension).save)
+    del vectors
+    entries: dict[str, Any] = {
+        "vector_count": len(ids),
+        "faiss_bytes": artifact_bytes(path),
+        "faiss_sha256": artifact_checksum(path),
+    }
+    text_ids, texts = catalog.lexical_texts(connection)
+    folder = bm25_path(index_dir, generation)
+    publish(BM25, folder, LexicalIndex.build(text_ids, texts).save)
+    entries["bm25_sha256"] = folder_checksum(folder)
+    return entries
+
+
+# ---------------------------------------------------------------- create, commit, rebuild
+
+
+def create(index_dir: Path, meta: dict[str, Any]) -> bool:
+    """Create an empty index (generation 0) with ``meta``; False if another process created one meanwhile.
+
+    The database appears under its real name only once complete, so a crash leaves no index rather than half of
+    one.
+    """
+    ensure_directory(index_dir)
+    with writer_lock(index_dir):
+        if catalog.db_path(index_dir).exists():
+            return False
+        staged = index_dir / (catalog.DB_FILE + ".creating")
+        staged.unlink(missing_ok=True)
+        connection = catalog.create_file(staged)
+        try:
+            catalog.create_schema(connection, int(meta["dimension"]))
+            ledger.create_table(connection)
+            meta.update(publish_derived(index_dir, 0, connection, meta))
+            catalog.write_meta(connection, meta)
+            catalog.checkpoint(connection)
+        finally:
+            connection.close()
+        os.replace(staged, catalog.db_path(index_dir))
+        _fsync_directory(index_dir)
+    return True
+
+
+@dataclass
+class Changes:
+    """What one commit changes in the catalog: documents to remove, document and chunk rows to insert."""
+
+    remove_doc_ids: Sequence[str]
+    documents: pa.Table
+    chunks: pa.Table
+
+    def __bool__(self) -> bool:
+        return bool(self.remove_doc_ids) or bool(self.documents.num_rows) or bool(self.chunks.num_rows)
+
+
+def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
+    """Apply ``changes`` in one transaction and publish a new generation; returns the generation now current.
+
+    With nothing to change, only the run is recorded and the generation stays. The caller holds the writer lock.
+    """
+    with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
+        catalog.begin(connection)
+        try:
+            meta = catalog.read_meta(connection)
+            generation = int(meta["generation"])
+            if changes:
+                catalog.apply_changes(connection, changes.remove_doc_ids, changes.documents, changes.chunks)
+                generation += 1
+                derived = publish_derived(index_dir, generation, connection, meta)
+                catalog.write_meta(connection, {"generation": generation, **derived})
+            run.generation = generation
+            run.finished_at = ledger.utc_now()
+            ledger.record_run(connection, run)
+            catalog.finish(connection, commit=True)
+        except BaseException:
+            catalog.finish(connection, commit=False)
+            raise
+        remove_orphans(index_dir, generation)
+    return generation
+
+
+def record(index_dir: Path, run: ledger.RunSummary) -> None:
+    """Record a run that changes nothing (a failed run) in the ledger."""
+    with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
+        ledger.record_run(connection, run)
+
+
+def rebuild(index_dir: Path) -> int:
+    """Rewrite the current generation's artifacts from the catalog (vectors and texts; nothing is re-embedded).
+
+    The caller holds the writer lock. Both are replaced atomically and their new sizes and checksums recorded in
+    the same transaction; files of other generations are removed afterwards. Returns the generation.
+    """
+    with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
+        catalog.begin(connection)
+        try:
+            meta = catalog.read_meta(connection)
+            generation = int(meta["generation"])
+            catalog.write_meta(connection, publish_derived(index_dir, generation, connection, meta))
+            catalog.finish(connection, commit=True)
+        except BaseException:
+            catalog.finish(connection, commit=False)
+            raise
+        remove_orphans(index_dir, generation)
+    return generation
+
+
+# ---------------------------------------------------------------- orphans, checks on open, repair
+
+
+def orphan_files(index_dir: Path, generation: int) -> list[Path]:
+    """Files of generations other than ``generation`` (and temporaries): leftovers of runs that died.
+
+    Only meaningful while holding the writer lock or a DuckDB connection: a live writer's next-generation file
+    looks the same as an orphan.
+    """
+    found = []
+    for entry in sorted(index_dir.iterdir()):
+        match = _GENERATION_FILE.match(entry.name)
+        if match and (int(match.group(2)) != generation or match.group(4)):
+            found.append(entry)
+    return found
+
+
+def remove_orphans(index_dir: Path, generation: int) -> list[Path]:
+    """Delete every file of other generations than ``generation`` (and temporaries); returns them."""
+    removed = []
+    for entry in orphan_files(index_dir, generation):
+        _remove(entry)
+        removed.append(entry)
+    return removed
+
+
+def vector_problems(index_dir: Path, meta: dict[str, Any], *, full: bool) -> list[str]:
+    """Problems with the current generation's vector file that its recorded size and checksum reveal."""
+    path = vectors_path(index_dir, int(meta.get("generation", 0)), vector_kind(meta))
+    if not path.exists():
+        return [f"{path.name} is missing"]
+    size = artifact_bytes(path)
+    if "faiss_bytes" in meta and size != meta["faiss_bytes"]:
+        return [f"{path.name} is {size:,} bytes, but {catalog.DB_FILE} recorded {meta['faiss_bytes']:,}"]
+    hash_it = "faiss_sha256" in meta and (full or size <= QUICK_CHECKSUM_BYTES)
+    if hash_it and artifact_checksum(path) != meta["faiss_sha256"]:
+        return [f"{path.name} does not match the checksum recorded in {catalog.DB_FILE}"]
+    return []
+
+
+def bm25_problems(index_dir: Path, meta: dict[str, Any], *, full: bool) -> list[str]:
+    """Problems with the current generation's BM25 folder: missing, other settings, other checksum."""
+    path = bm25_path(index_dir, int(meta.get("generation", 0)))
+    problems = settings_problems(path)
+    if problems:
+        return problems
+    hash_it = "bm25_sha256" in meta and (full or artifact_bytes(path) <= QUICK_CHECKSUM_BYTES)
+    if hash_it and folder_checksum(path) != meta["bm25_sha256"]:
+        return [f"{path.name}/ does not match the checksum recorded in {catalog.DB_FILE}"]
+    return []
+
+
+def quick_check(index_dir: Path, meta: dict[str, Any]) -> list[str]:
+    """Problems with the current generation's artifacts that cheap checks find (empty list: none found).
+
+    Call it with a DuckDB connection open, so that no writer can publish a new generation in between.
+    """
+    return vector_problems(index_dir, meta, full=False) + bm25_problems(index_dir, meta, full=False)
+
+
+def inspect(index_dir: Path) -> tuple[dict[str, Any], list[str], list[Path]]:
+    """An index's meta, the problems cheap checks find with its artifacts, and its orphan files, read under one
+    read-only connection (so no writer can publish a generation in between)."""
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
+        meta = catalog.read_meta(connection)
+        problems = quick_check(index_dir, meta) if "generation" in meta else []
+        orphans = orphan_files(index_dir, int(meta.get("generation", 0)))
+    return meta, problems, orphans
+
+
+def read_meta(index_dir: Path) -> dict[str, Any]:
+    """The index's ``index_meta`` (one short read-only connection)."""
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
+        return catalog.read_meta(connection)
+
+
+def repair(index_dir: Path, problems: list[str]) -> None:
+    """Rebuild damaged artifacts and remove orphan files if no writer is running; warn about what was done.
+
+    Never waits: a reader must not stall behind a writer, and a running writer publishes a fresh generation
+    (and removes orphans) itself when it commits.
+    """
+    try:
+        with writer_lock(index_dir, wait=0):
+            if problems:
+                generation = rebuild(index_dir)
+                meta = read_meta(index_dir)
+                warnings.warn(
+                    f"citeline: {'; '.join(problems)}; rebuilt "
+                    f"{vectors_path(index_dir, generation, vector_kind(meta)).name} and "
+                    f"{bm25_path(index_dir, generation).name}/ from {catalog.DB_FILE} (nothing was re-embedded)",
+                    IndexRepairedWarning,
+                    stacklevel=4,
+                )
+            else:
+                remove_orphans(index_dir, int(read_meta(index_dir)["generation"]))
+    except (IndexLockedError, OSError) as exc:  # a running writer, or a read-only index directory
+        if problems:
+            warnings.warn(
+                f"citeline: {'; '.join(problems)}; could not rebuild it now ({exc}); run "
+                f"`citeline rebuild --index {index_dir}`",
+                IndexRepairedWarning,
+                stacklevel=4,
+            )

@@ -1,0 +1,138 @@
+"""The run ledger: one row per ingestion run in ``meta.duckdb``'s ``runs`` table (this module owns that table)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+
+_TABLE = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL,
+    finished_at TIMESTAMPTZ,
+    status VARCHAR NOT NULL,
+    roots JSON NOT NULL,
+    generation BIGINT,
+    added INTEGER DEFAULT 0,
+    updated INTEGER DEFAULT 0,
+    unchanged INTEGER DEFAULT 0,
+    removed INTEGER DEFAULT 0,
+    failed INTEGER DEFAULT 0,
+    chunks_embedded INTEGER DEFAULT 0,
+    chunks_reused INTEGER DEFAULT 0,
+    errors JSON
+);
+"""
+
+
+@dataclass
+class RunSummary:
+    """One row of the run ledger."""
+
+    run_id: str
+    started_at: str
+    finished_at: str | None
+    status: str
+    roots: list[str]
+    generation: int | None
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    failed: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as JSON-ready data."""
+        return asdict(self)
+
+    def to_markdown(self) -> str:
+        """The run as a Markdown report (published as a Prefect artifact by the flow)."""
+        lines = [
+            f"# citeline run `{self.run_id}`: {self.status}",
+            "",
+            "| added | updated | unchanged | removed | failed | chunks embedded | chunks reused | generation |",
+            "|---|---|---|---|---|---|---|---|",
+            f"| {self.added} | {self.updated} | {self.unchanged} | {self.removed} | {self.failed} | "
+            f"{self.chunks_embedded} | {self.chunks_reused} | {self.generation} |",
+            "",
+            f"Roots: {', '.join(f'`{root}`' for root in self.roots)}",
+        ]
+        if self.errors:
+            lines += ["", "| file | problem |", "|---|---|"]
+            lines += [f"| `{e['path']}` | {e['reason'].replace('|', '/')} |" for e in self.errors]
+        return "\n".join(lines) + "\n"
+
+
+def new_run_id() -> str:
+    """A sortable, unique run id: UTC timestamp plus random suffix."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def utc_now() -> str:
+    """The current time in ISO 8601, UTC."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def create_table(connection: duckdb.DuckDBPyConnection) -> None:
+    """Create the runs table of a new index (idempotent)."""
+    connection.execute(_TABLE)
+
+
+def record_run(connection: duckdb.DuckDBPyConnection, run: RunSummary) -> None:
+    """Insert or replace a run's ledger row."""
+    connection.execute("DELETE FROM runs WHERE run_id = ?", [run.run_id])
+    connection.execute(
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            run.run_id,
+            run.started_at,
+            run.finished_at,
+            run.status,
+            json.dumps(run.roots),
+            run.generation,
+            run.added,
+            run.updated,
+            run.unchanged,
+            run.removed,
+            run.failed,
+            run.chunks_embedded,
+            run.chunks_reused,
+            json.dumps(run.errors, ensure_ascii=False),
+        ],
+    )
+
+
+def read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSummary]:
+    """The newest ``limit`` runs, newest first."""
+    rows = connection.execute(
+        "SELECT run_id, started_at, finished_at, status, roots, generation, added, updated, unchanged, removed, "
+        "failed, chunks_embedded, chunks_reused, errors FROM runs ORDER BY started_at DESC, run_id DESC LIMIT ?",
+        [limit],
+    ).fetchall()
+    return [
+        RunSummary(
+            run_id=r[0],
+            started_at=r[1].isoformat(),
+            finished_at=r[2].isoformat() if r[2] else None,
+            status=r[3],
+            roots=json.loads(r[4]),
+            generation=r[5],
+            added=r[6],
+            updated=r[7],
+            unchanged=r[8],
+            removed=r[9],
+            failed=r[10],
+            chunks_embedded=r[11],
+            chunks_reused=r[12],
+            errors=json.loads(r[13]) if r[13] else [],
+        )
+        for r in rows
+    ]

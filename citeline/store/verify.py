@@ -1,0 +1,227 @@
+"""The invariants of an index directory, named once: ``verify()`` checks them and the tests assert them.
+
+Each invariant is a function from a :class:`State` (everything read under one read-only connection, so a writer
+cannot publish a generation midway) to the problems it finds. :data:`INVARIANTS` maps names to them;
+:func:`check` runs some or all of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from citeline.errors import IndexCorruptError
+from citeline.lexical import LexicalIndex
+from citeline.store import catalog
+from citeline.store.generation import (
+    artifact_checksum,
+    bm25_path,
+    bm25_problems,
+    orphan_files,
+    vector_kind,
+    vectors_path,
+)
+from citeline.vectors import VectorIndex
+
+
+@dataclass
+class State:
+    """What the invariants look at: the catalog's rows and the current generation's artifacts."""
+
+    index_dir: Path
+    meta: dict[str, Any]
+    generation: int
+    ids: np.ndarray  #: catalog chunk ids, ascending
+    vectors: np.ndarray  #: catalog vectors, row per id
+    dangling: int
+    offset_errors: tuple[int, list[int]]
+    vector_path: Path
+    vector_index: VectorIndex | None = None
+    vector_error: str | None = None
+    bm25_dir: Path = field(default_factory=Path)
+    lexical: LexicalIndex | None = None
+    bm25_issues: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+
+
+def read_state(index_dir: Path) -> State:
+    """Read everything the invariants need under one read-only connection."""
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
+        meta = catalog.read_meta(connection)
+        generation, dimension = int(meta["generation"]), int(meta["dimension"])
+        ids, vectors = catalog.all_vectors(connection, dimension)
+        state = State(
+            index_dir=index_dir,
+            meta=meta,
+            generation=generation,
+            ids=ids,
+            vectors=vectors,
+            dangling=catalog.dangling_chunks(connection),
+            offset_errors=catalog.offset_mismatches(connection),
+            vector_path=vectors_path(index_dir, generation, vector_kind(meta)),
+            bm25_dir=bm25_path(index_dir, generation),
+            orphans=[entry.name for entry in orphan_files(index_dir, generation)],
+        )
+        if state.vector_path.exists():
+            try:
+                state.vector_index = vector_kind(meta).load(state.vector_path)
+            except IndexCorruptError as exc:
+                state.vector_error = str(exc).replace(str(state.vector_path), state.vector_path.name)
+        state.bm25_issues = bm25_problems(index_dir, meta, full=True)
+        if not state.bm25_issues or "is missing" not in state.bm25_issues[0]:
+            try:
+                state.lexical = LexicalIndex.load(state.bm25_dir, mmap=True)
+            except IndexCorruptError as exc:
+                state.bm25_issues.append(str(exc).split("; run")[0])
+    return state
+
+
+# ---------------------------------------------------------------- the invariants
+
+
+def artifacts_present(state: State) -> list[str]:
+    """The current generation's vector file exists and can be read."""
+    if not state.vector_path.exists():
+        return [f"{state.vector_path.name} is missing though {catalog.DB_FILE} records generation {state.generation}"]
+    if state.vector_error:
+        return [state.vector_error]
+    return []
+
+
+def checksums_match(state: State) -> list[str]:
+    """Artifacts match the sizes and checksums recorded at commit (BM25: also its analyzer settings)."""
+    problems = []
+    recorded = state.meta.get("faiss_sha256")
+    if state.vector_path.exists() and recorded and artifact_checksum(state.vector_path) != recorded:
+        problems.append(f"{state.vector_path.name} does not match the checksum recorded in {catalog.DB_FILE}")
+    return problems + state.bm25_issues
+
+
+def ids_match(state: State) -> list[str]:
+    """The vector index and the BM25 folder hold exactly the catalog's chunk ids."""
+    problems = []
+    index = state.vector_index
+    if index is not None and (index.dimension != state.vectors.shape[1] or not np.array_equal(index.ids(), state.ids)):
+        problems.append(
+            f"{state.vector_path.name} holds other chunk ids than {catalog.DB_FILE} ({len(index)} vs {len(state.ids)})"
+        )
+    if state.lexical is not None and not np.array_equal(state.lexical.chunk_ids, state.ids):
+        problems.append(f"{state.bm25_dir.name}/ indexes other chunk ids than {catalog.DB_FILE}")
+    return problems
+
+
+def vectors_match(state: State) -> list[str]:
+    """The vector index stores exactly the catalog's vectors."""
+    index = state.vector_index
+    if index is None or ids_match(state) or not len(state.ids):
+        return []
+    if not np.allclose(index.vectors(state.ids), state.vectors, atol=1e-6):
+        return [f"{state.vector_path.name} holds other vectors than {catalog.DB_FILE}"]
+    return []
+
+
+def counts_match(state: State) -> list[str]:
+    """``index_meta.vector_count`` equals the catalog's chunk count."""
+    recorded = int(state.meta.get("vector_count", len(state.ids)))
+    if recorded != len(state.ids):
+        return [f"index_meta says {recorded} vectors, {catalog.DB_FILE} holds {len(state.ids)} chunks"]
+    return []
+
+
+def chunks_have_documents(state: State) -> list[str]:
+    """Every chunk row belongs to a document row."""
+    return [f"{state.dangling} chunk rows belong to no document"] if state.dangling else []
+
+
+def offsets_exact(state: State) -> list[str]:
+    """Every chunk's text is exactly ``document_text[char_start:char_end]``."""
+    count, examples = state.offset_errors
+    if count:
+        return [f"{count} chunks are not their document's text at their offsets (chunk ids {examples})"]
+    return []
+
+
+INVARIANTS: dict[str, Callable[[State], list[str]]] = {
+    "artifacts_present": artifacts_present,
+    "checksums_match": checksums_match,
+    "ids_match": ids_match,
+    "vectors_match": vectors_match,
+    "counts_match": counts_match,
+    "chunks_have_documents": chunks_have_documents,
+    "offsets_exact": offsets_exact,
+}
+
+
+def check(index_dir: Path, names: Iterable[str] | None = None) -> dict[str, list[str]]:
+    """Run the named invariants (all by default) on an index; returns each one's problems."""
+    state = read_state(index_dir)
+    return {name: INVARIANTS[name](state) for name in (names or INVARIANTS)}
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify` found. ``ok`` is false when any invariant fails. (Field names are those of 0.1.0's
+    ``citeline verify --json``.)"""
+
+    path: str
+    generation: int
+    chunks: int  #: chunk rows in DuckDB
+    vector_count: int  #: vectors index_meta says the vector file holds
+    faiss_file: str
+    faiss_present: bool
+    faiss_ntotal: int | None
+    ids_equal: bool
+    vectors_equal: bool
+    checksum_ok: bool | None  #: None when the index predates recorded checksums
+    dangling_chunks: int  #: chunk rows whose document row is missing
+    bm25_dir: str
+    bm25_present: bool
+    bm25_ids_equal: bool  #: the BM25 folder indexes exactly DuckDB's chunk ids
+    orphans: list[str]
+    problems: list[str]
+    invariants: dict[str, list[str]] = field(default_factory=dict)  #: each invariant's problems
+
+    @property
+    def ok(self) -> bool:
+        """True when the index is consistent (orphan files are leftovers, not inconsistencies)."""
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data."""
+        return {**asdict(self), "ok": self.ok}
+
+
+def verify(index_dir: Path) -> VerifyReport:
+    """Check every invariant of the current generation: artifacts present, checksums, ids, vectors, counts,
+    chunks with documents, exact offsets."""
+    state = read_state(index_dir)
+    results = {name: invariant(state) for name, invariant in INVARIANTS.items()}
+    index = state.vector_index
+    vector_ids_equal = index is not None and np.array_equal(index.ids(), state.ids)
+    checksum_ok = None
+    if state.vector_path.exists() and "faiss_sha256" in state.meta:
+        checksum_ok = artifact_checksum(state.vector_path) == state.meta["faiss_sha256"]
+    return VerifyReport(
+        path=str(index_dir),
+        generation=state.generation,
+        chunks=len(state.ids),
+        vector_count=int(state.meta.get("vector_count", -1)),
+        faiss_file=state.vector_path.name,
+        faiss_present=state.vector_path.exists(),
+        faiss_ntotal=None if index is None else len(index),
+        ids_equal=bool(vector_ids_equal),
+        vectors_equal=bool(vector_ids_equal) and not results["vectors_match"],
+        checksum_ok=checksum_ok,
+        dangling_chunks=state.dangling,
+        bm25_dir=state.bm25_dir.name,
+        bm25_present=not state.bm25_issues or "is missing" not in state.bm25_issues[0],
+        bm25_ids_equal=state.lexical is not None and np.array_equal(state.lexical.chunk_ids, state.ids),
+        orphans=state.orphans,
+        problems=[problem for found in results.values() for problem in found],
+        invariants=results,
+    )

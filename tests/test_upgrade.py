@@ -1,0 +1,64 @@
+"""An index directory built by citeline 0.1.0 opens, searches and grows with this citeline, unchanged on disk
+until the next commit (the index is the user's data: no schema bump, persisted names kept)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import HashEmbedder
+
+from citeline import Index
+from citeline.cli import cli
+from citeline.store import generation
+
+DATA = Path(__file__).resolve().parent / "data"
+LEGACY = DATA / "index-0.1.0"
+
+
+@pytest.fixture
+def legacy(tmp_path: Path) -> Path:
+    path = tmp_path / "index"
+    shutil.copytree(LEGACY, path)
+    return path
+
+
+def test_an_index_built_by_0_1_0_opens_and_searches_the_same(legacy: Path) -> None:
+    before = {entry.name: entry.stat().st_size for entry in legacy.iterdir()}
+    index = Index.open(legacy, embedder=HashEmbedder())
+    meta = generation.read_meta(legacy)
+    assert "vector_index" not in meta and generation.vector_kind(meta).kind == "flat"
+    assert index.verify().ok
+    expected = json.loads((DATA / "index-0.1.0.expected.json").read_text())
+    for mode, rows in expected.items():
+        results = index.search("soldiers defect across the river", k=5, mode=mode, collapse=False)
+        got = [[r.chunk_id, r.doc_id, r.char_start, r.char_end] for r in results]
+        assert got == [row[:4] for row in rows], mode
+        assert [r.score for r in results] == pytest.approx([row[4] for row in rows], abs=1e-5)
+    assert {entry.name: entry.stat().st_size for entry in legacy.iterdir()} == before  # read only
+
+
+def test_verify_json_keeps_0_1_0_field_names(legacy: Path) -> None:
+    result = CliRunner().invoke(cli, ["verify", "--index", str(legacy), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    for name in ("path", "generation", "chunks", "vector_count", "faiss_file", "faiss_present", "faiss_ntotal",
+                 "ids_equal", "vectors_equal", "checksum_ok", "dangling_chunks", "bm25_dir", "bm25_present",
+                 "bm25_ids_equal", "orphans", "problems", "ok"):
+        assert name in report, name
+    assert report["faiss_file"] == "vectors.1.faiss" and report["ok"] is True
+
+
+def test_a_0_1_0_index_takes_new_commits(legacy: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "new.md").write_text("# Ferry\n\nThe ferry across the river stopped running in winter.\n")
+    index = Index.open(legacy, embedder=HashEmbedder())
+    run = index.ingest([docs])
+    assert (run.added, run.generation) == (1, 2)
+    assert index.verify().ok
+    assert index.search("ferry winter", k=1, mode="lexical")[0].source_id == "new.md"
+    assert sorted(p.name for p in legacy.glob("vectors.*")) == ["vectors.2.faiss"]
