@@ -13,6 +13,7 @@ time; ``tabulate`` (the table format) is imported when a table is printed.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import sys
@@ -68,7 +69,10 @@ def iso_utc(value: datetime | date | str | None) -> str | None:
 
 def normalize(value: Any, key: str | None = None) -> Any:
     """``value`` as JSON-ready data: datetimes, and text under :data:`TIMESTAMP_KEYS`, in the :func:`iso_utc`
-    form; tuples as lists; dicts and lists recursively (a collapsed result's ``sources`` carry timestamps too)."""
+    form; tuples as lists; dataclasses as dicts; dicts and lists recursively (a collapsed result's ``sources``
+    carry timestamps too)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return normalize(dataclasses.asdict(value), key)
     if isinstance(value, Mapping):
         return {str(k): normalize(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):

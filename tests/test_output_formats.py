@@ -126,3 +126,16 @@ def test_real_records_print_in_every_format(tmp_path: Path, seeds_dir: Path) -> 
     assert parsed[0]["doc_id"] == records[0]["doc_id"]
     assert json.loads(parsed[0]["sources"])[0]["doc_id"] == records[0]["doc_id"]
     assert parsed[0]["ingested_at"] == records[0]["ingested_at"] == iso_utc(records[0]["ingested_at"])
+
+
+def test_normalize_turns_dataclasses_into_dicts() -> None:
+    from dataclasses import dataclass
+
+    @dataclass
+    class Span:
+        start: int
+        ingested_at: datetime
+
+    assert normalize({"highlights": [Span(1, datetime(2026, 1, 1, tzinfo=UTC))]}) == {
+        "highlights": [{"start": 1, "ingested_at": "2026-01-01T00:00:00.000+00:00"}]
+    }
