@@ -1,0 +1,185 @@
+"""Output formats for lists of records, as sqlite-utils users know them: ``table``, ``json``, ``jsonl``, ``csv``,
+``tsv``; and one ISO 8601 UTC form for every timestamp citeline prints.
+
+Records are the JSON-ready dicts of ``SearchResult.to_dict()``, ``RunSummary.to_dict()``,
+``IndexStatus.to_dict()`` and ``citeline._documents``. In ``csv``, ``tsv`` and ``table`` cells, nested values
+(lists, dicts: a result's ``sources``, a run's ``errors``, a document's ``metadata``) are JSON-encoded, so every
+cell stays one value a spreadsheet or ``csvkit`` can read back.
+
+This module is imported by ``citeline search`` on every call, so it imports only the standard library at import
+time; ``tabulate`` (the table format) is imported when a table is printed.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime, time
+from typing import IO, Any
+
+__all__ = [
+    "DEFAULT_FORMAT",
+    "FORMATS",
+    "TIMESTAMP_KEYS",
+    "format_record",
+    "format_records",
+    "iso_utc",
+    "normalize",
+    "search_records",
+    "write_records",
+]
+
+#: Output formats, in the order ``--format`` lists them.
+FORMATS = ("table", "json", "jsonl", "csv", "tsv")
+DEFAULT_FORMAT = "table"
+
+#: Keys whose text values are timestamps, rewritten by :func:`normalize` into the :func:`iso_utc` form.
+TIMESTAMP_KEYS = frozenset({"started_at", "finished_at", "ingested_at"})
+
+
+def iso_utc(value: datetime | date | str | None) -> str | None:
+    """One ISO 8601 form for every timestamp: UTC, milliseconds, ``+00:00`` (``2026-01-31T08:00:00.123+00:00``).
+
+    Accepts a ``datetime`` (naive means UTC, as everywhere in citeline), a ``date`` (its midnight UTC), or any
+    ISO 8601 text ``datetime.fromisoformat`` reads (``Z`` included). Milliseconds because that is what the
+    catalog stores (``ingested_at`` is written as ``timestamp[ms]``) and what ``ingest --json`` printed already;
+    ``runs`` read back from DuckDB's TIMESTAMPTZ printed microseconds (``.387000``) for the same instant.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"not an ISO 8601 date-time: {value!r}") from None
+    elif isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, date):
+        parsed = datetime.combine(value, time(0))
+    else:
+        raise TypeError(f"a timestamp must be a datetime, date or ISO 8601 text, not {type(value).__name__}")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+def normalize(value: Any, key: str | None = None) -> Any:
+    """``value`` as JSON-ready data: datetimes, and text under :data:`TIMESTAMP_KEYS`, in the :func:`iso_utc`
+    form; tuples as lists; dataclasses as dicts; dicts and lists recursively (a collapsed result's ``sources``
+    carry timestamps too)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return normalize(dataclasses.asdict(value), key)
+    if isinstance(value, Mapping):
+        return {str(k): normalize(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [normalize(item) for item in value]
+    if isinstance(value, datetime | date):
+        return iso_utc(value)
+    if isinstance(value, str) and key in TIMESTAMP_KEYS:
+        return iso_utc(value)
+    return value
+
+
+def search_records(results: Iterable[Any]) -> list[dict[str, Any]]:
+    """Search results (``SearchResult`` objects or their dicts) as records, each with its 1-based ``rank`` first.
+
+    The rank is added here and not in ``SearchResult``: it is a property of one answer list, not of a passage.
+    """
+    records = []
+    for rank, result in enumerate(results, 1):
+        data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        records.append({"rank": rank, **normalize(data)})
+    return records
+
+
+def format_records(
+    records: Iterable[Mapping[str, Any]],
+    fmt: str,
+    *,
+    columns: Sequence[str] | None = None,
+    max_col_width: int | None = None,
+) -> str:
+    """Records as text in ``fmt`` (one of :data:`FORMATS`), ending with a newline unless empty.
+
+    ``json`` is one array (sqlite-utils' default), ``jsonl`` one object per line (what ``--json`` printed so
+    far), ``csv``/``tsv`` a header row then one row per record, ``table`` an aligned plain-text table.
+    ``columns`` picks and orders the columns of csv, tsv and table (default: every key, in first-seen order);
+    json and jsonl always carry whole records. ``max_col_width`` wraps table cells wider than that many
+    characters (long passage texts).
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    rows = [normalize(record) for record in records]
+    if fmt == "json":
+        return json.dumps(rows, ensure_ascii=False, indent=2) + "\n"
+    if fmt == "jsonl":
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    header = list(columns) if columns is not None else _columns(rows)
+    cells = [[_cell(row.get(column), exact=fmt != "table") for column in header] for row in rows]
+    if fmt in ("csv", "tsv"):
+        if not header:
+            return ""
+        out = io.StringIO()
+        # "\n" rather than csv's RFC 4180 "\r\n": shell tools (cut, awk, sort) expect it, and csv readers,
+        # Python's, pandas', DuckDB's and sqlite-utils' included, accept both.
+        writer = csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(cells)
+        return out.getvalue()
+    if not rows:
+        return ""
+    # Imported here: 6 ms on top of a cold `citeline search` (rich.table would be 30 ms, see the README).
+    from tabulate import tabulate
+
+    widths = [max_col_width] * len(header) if max_col_width else None
+    return tabulate(cells, headers=header, tablefmt="simple", disable_numparse=True, maxcolwidths=widths) + "\n"
+
+
+def format_record(record: Mapping[str, Any], fmt: str) -> str:
+    """One record (``status``) in ``fmt``: ``json`` is the object itself, ``table`` a key/value listing, the
+    others the record as a one-row list."""
+    if fmt == "json":
+        return json.dumps(normalize(record), ensure_ascii=False, indent=2) + "\n"
+    if fmt == "table":
+        from tabulate import tabulate
+
+        pairs = [[key, _cell(value, exact=False)] for key, value in normalize(record).items()]
+        return tabulate(pairs, tablefmt="plain", disable_numparse=True) + "\n"
+    return format_records([record], fmt)
+
+
+def write_records(
+    records: Iterable[Mapping[str, Any]],
+    fmt: str,
+    stream: IO[str] | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    max_col_width: int | None = None,
+) -> None:
+    """Write :func:`format_records` output to ``stream`` (default: standard output)."""
+    (stream or sys.stdout).write(format_records(records, fmt, columns=columns, max_col_width=max_col_width))
+
+
+def _columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    return list(seen)
+
+
+def _cell(value: Any, *, exact: bool) -> str:
+    """A csv/tsv/table cell: nested values and booleans as JSON, None as an empty cell, the rest as text.
+
+    Floats are exact (``repr``, which round-trips) in csv and tsv, and 4 significant digits in tables for people.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, bool | list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float):
+        return repr(value) if exact else f"{value:.4g}"
+    return str(value)
