@@ -33,9 +33,9 @@ from citeline.sources import (
     text_hash,
 )
 from citeline.store import catalog, generation, ledger
-from citeline.store.catalog import ChunkRows
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
+from citeline.store.rows import ChunkRows, documents_table
 
 #: Files per parse batch and chunks per chunk/embed batch (about 1,000 characters a chunk): one Prefect task per
 #: batch, because per-task overhead (about 11 ms) and the server's handling of bursts make per-item tasks slow.
@@ -264,7 +264,7 @@ def commit(index_dir: Path, plan: Plan, rows: ChunkRows, run: RunSummary) -> int
     """Write the plan's changes as one new generation (``store.generation.commit``); returns the generation."""
     changes = generation.Changes(
         remove_doc_ids=plan.remove_doc_ids,
-        documents=catalog.documents_table(plan.to_index, run.run_id, run.started_at),
+        documents=documents_table(plan.to_index, run.run_id, run.started_at),
         chunks=rows.to_arrow(run.run_id),
     )
     return generation.commit(index_dir, changes, run)

@@ -18,6 +18,7 @@ from citeline.arrays import positions_of
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD, collapsed_search, validate_threshold
 from citeline.errors import QueryError
 from citeline.filters import Filters
+from citeline.formats import iso_utc
 from citeline.lexical import LexicalIndex, top_positions
 from citeline.results import SearchResult
 from citeline.store.snapshot import ReadSnapshot
@@ -186,7 +187,7 @@ def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model:
             char_end=row["char_end"],
             content_hash=row["content_hash"],
             run_id=row["run_id"],
-            ingested_at=row["ingested_at"].isoformat(),
+            ingested_at=str(iso_utc(row["ingested_at"])),
             model=model,
             chunk_id=chunk_id,
             page=row["page"],

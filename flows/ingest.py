@@ -41,8 +41,8 @@ from prefect.tasks import exponential_backoff
 from citeline import pipeline
 from citeline.index import Index
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile
-from citeline.store.catalog import ChunkRows
 from citeline.store.ledger import RunSummary
+from citeline.store.rows import ChunkRows
 
 RETRIES = 3  # after 2, 4 and 8 seconds
 

@@ -117,7 +117,7 @@ def test_from_path_opens_read_only(index: Index) -> None:
 def test_provenance_carries_highlights_and_metadata_when_results_have_them(index: Index) -> None:
     from dataclasses import dataclass, fields, make_dataclass
 
-    from citeline.search import SearchResult
+    from citeline.results import SearchResult
 
     @dataclass(frozen=True)
     class Highlight:
