@@ -134,7 +134,15 @@ def run_step(op: str, spec: dict[str, Any], *, timeout: float, work: Path) -> di
     if result_file.exists():
         figures.update(json.loads(result_file.read_text()))
     figures["ok"] = figures["exit"] == 0 and not figures["timed_out"] and result_file.exists()
+    if not figures["ok"]:
+        figures["error"] = last_line(work / "log.txt")
     return figures
+
+
+def last_line(log: Path) -> str:
+    """The last non-empty line of a child's log: its one-line error, or the end of its traceback."""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
 
 
 def _usage() -> tuple[float, float]:
@@ -477,7 +485,7 @@ def pick_share(rng: np.random.Generator, docs: Path, share: float) -> list[tuple
 def report_step(title: str, step: dict[str, Any]) -> None:
     """One progress line."""
     if not step["ok"]:
-        why = "timed out" if step["timed_out"] else f"exit {step['exit']}"
+        why = "timed out" if step["timed_out"] else f"exit {step['exit']}: {step.get('error', '')}"
         print(f"  {title}: FAILED ({why}; see log.txt)", flush=True)
         return
     print(
@@ -540,7 +548,8 @@ def render(figures: dict[str, Any], args: argparse.Namespace) -> str:
             continue
         s = steps[step]
         if not s["ok"]:
-            lines.append(f"{title:<24}FAILED ({'timed out' if s['timed_out'] else 'exit ' + str(s['exit'])})")
+            why = "timed out" if s["timed_out"] else f"exit {s['exit']}: {s.get('error', '')}"
+            lines.append(f"{title:<24}FAILED ({why})")
             continue
         run = s["run"]
         summary = (
