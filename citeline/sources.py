@@ -123,7 +123,10 @@ def display_path(path: str | os.PathLike[str] | bytes) -> str:
     0xff); such a str cannot be encoded, so every message and ledger row goes through this. Control characters
     (a newline in a file name) are escaped too, so the message stays on one line.
     """
-    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    try:
+        text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name can hold (from a JSON "\ud800" escape): show it as such
+        text = os.fsdecode(path).encode("utf-8", "backslashreplace").decode("utf-8")
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
@@ -613,18 +616,17 @@ def parse_jsonl(source: SourceFile, data: bytes) -> Parsed:
         record_id = str(raw_id)
         shown_id = display_path(record_id)
         if not is_valid_text(record_id):
-            fail(line_number, f"record id {shown_id!r} holds a lone surrogate (an invalid \\ud800-\\udfff escape)")
+            fail(line_number, f"record id '{shown_id}' holds a lone surrogate (an invalid \\ud800-\\udfff escape)")
             continue
         if record_id in first_line:
-            fail(
-                line_number,
-                f"duplicate id {shown_id!r} (first on line {first_line[record_id]}); this record is skipped",
-            )
+            # Not a lost record: its id is indexed from the first line, so the file stays complete.
+            reason = f"duplicate id '{shown_id}' (first on line {first_line[record_id]}); this record is skipped"
+            parsed.errors.append(SourceError(source.path, f"line {line_number}: {reason}"))
             continue
         first_line[record_id] = line_number
         body = record.get("text")
         if not isinstance(body, str):
-            fail(line_number, f"record {shown_id!r} has no text field", record_id)
+            fail(line_number, f"record '{shown_id}' has no text field", record_id)
             continue
         title = str(record.get("title") or "").strip()
         metadata = {k: v for k, v in record.items() if k not in ("_id", "id", "title", "text")}
@@ -649,7 +651,7 @@ def parse_jsonl(source: SourceFile, data: bytes) -> Parsed:
         )
         problem = unstorable_field(document)
         if problem is not None:
-            fail(line_number, f"record {shown_id!r}: {problem}", record_id)
+            fail(line_number, f"record '{shown_id}': {problem}", record_id)
             continue
         parsed.documents.append(document)
     if not parsed.documents and parsed.complete and not parsed.errors:
