@@ -300,7 +300,8 @@ class _RootWalk:
                     is_file = not is_link and not is_dir and entry.is_file(follow_symlinks=False)
                 except OSError as exc:
                     self.error(entry.path, f"cannot inspect: {exc.strerror or exc}; its indexed documents are kept")
-                    self.out.unreadable_dirs.append(entry.path)
+                    if is_valid_text(entry.path):  # a name that is not UTF-8 was never stored: nothing to keep
+                        self.out.unreadable_dirs.append(entry.path)
                     continue
                 wanted = is_link or is_dir or (is_file and _suffix(entry.name) in PARSERS)
                 if not wanted:
