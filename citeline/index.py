@@ -42,8 +42,7 @@ class Index:
     """
 
     def __init__(self, path: Path, meta: dict[str, Any], embedder: Embedder | None = None):
-        # Use Index.open or Index.create; this constructor trusts that meta was validated.
-        self.path = path
+        self.path = path  # (use Index.open or Index.create: this constructor trusts that meta was validated)
         self.meta = meta
         self._embedder = embedder
         self._snapshot: ReadSnapshot | None = None
@@ -196,8 +195,6 @@ class Index:
         """Make later searches start fast: export the ONNX model the query path uses, once per model."""
         prepare_queries(self.embedder)
 
-    # ---------------------------------------------------------------- checking
-
     def verify(self) -> VerifyReport:
         """Check the index's invariants (``citeline.store.verify``): artifacts present and matching their
         checksums, the catalog's ids, vectors and counts, chunks with documents, exact offsets."""
@@ -291,7 +288,9 @@ class Index:
         with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
             record = catalog.document(connection, doc_id)
         if record is None:
-            raise IndexNotFoundError(f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents`")
+            raise IndexNotFoundError(
+                f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents`"
+            )
         return record
 
     def document_text(self, doc_id: str) -> str:

@@ -39,6 +39,7 @@ from prefect.task_runners import TaskRunner
 from prefect.tasks import exponential_backoff
 
 from citeline import pipeline
+from citeline.discovery import Discovery
 from citeline.index import Index
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile
 from citeline.store.ledger import RunSummary
@@ -88,8 +89,8 @@ def _index(index_path: str) -> Index:
 
 
 @retrying_task
-def discover_task(paths: list[str]) -> list[SourceFile]:
-    """List the files to ingest (retried: network filesystems fail transiently)."""
+def discover_task(paths: list[str]) -> Discovery:
+    """Find the files to ingest, and what could not be read (retried: network filesystems fail transiently)."""
     return pipeline.Steps().discover(paths)
 
 
@@ -101,10 +102,10 @@ def parse_task(files: list[SourceFile], max_file_bytes: int) -> pipeline.ParsedB
 
 @retrying_task
 def plan_task(
-    index_path: str, roots: list[str], files: list[SourceFile], parsed: pipeline.ParsedBatch
+    index_path: str, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch
 ) -> pipeline.Plan:
     """Decide what is new, changed, unchanged and vanished."""
-    return pipeline.plan(_index(index_path).path, roots, files, parsed)
+    return pipeline.plan(_index(index_path).path, roots, discovery, parsed)
 
 
 @retrying_task
@@ -137,7 +138,7 @@ class PrefectSteps(pipeline.Steps):
         self.index_dir = index_dir
         self.runner = runner
 
-    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> list[SourceFile]:
+    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
         return discover_task([os.fspath(path) for path in paths])
 
     def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> pipeline.ParsedBatch:
@@ -145,9 +146,9 @@ class PrefectSteps(pipeline.Steps):
         return pipeline.ParsedBatch.merge(_map(self.runner, parse_task, parameters))
 
     def plan(
-        self, target: pipeline.Target, roots: list[str], files: list[SourceFile], parsed: pipeline.ParsedBatch
+        self, target: pipeline.Target, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch
     ) -> pipeline.Plan:
-        return plan_task(self.index_dir, roots, files, parsed)
+        return plan_task(self.index_dir, roots, discovery, parsed)
 
     def chunk_embed(
         self, target: pipeline.Target, document_batches: list[list[Document]], progress: bool

@@ -190,7 +190,7 @@ def test_transient_discover_failure_is_retried(prefect_api: str, small_index: Pa
     from citeline import pipeline as ingest
     from flows import ingest as flow_module
 
-    real_discover, calls = ingest.discover, []
+    real_discover, calls = ingest.scan, []
 
     def flaky_discover(paths: list[str]) -> list[Any]:
         calls.append(paths)
@@ -198,7 +198,7 @@ def test_transient_discover_failure_is_retried(prefect_api: str, small_index: Pa
             raise OSError(errno.EIO, "Input/output error", str(paths[0]))
         return real_discover(paths)
 
-    monkeypatch.setattr(ingest, "discover", flaky_discover)
+    monkeypatch.setattr(ingest, "scan", flaky_discover)
     # The task's own retry policy, without its back-off delays.
     monkeypatch.setattr(flow_module, "discover_task", flow_module.discover_task.with_options(retry_delay_seconds=0))
     summary = flow_module.ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index))
@@ -217,7 +217,7 @@ def test_run_that_fails_for_good_keeps_the_last_generation(prefect_api: str, sma
         calls.append(paths)
         raise OSError(errno.EIO, "Input/output error", str(paths[0]))
 
-    monkeypatch.setattr(ingest, "discover", broken_discover)
+    monkeypatch.setattr(ingest, "scan", broken_discover)
     monkeypatch.setattr(flow_module, "discover_task", flow_module.discover_task.with_options(retry_delay_seconds=0))
     before = chunk_table(small_index)
     with pytest.raises(OSError, match="Input/output error"):

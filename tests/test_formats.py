@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from citeline import Index, SourceError
-from citeline.sources import SourceFile, discover, parse
+from citeline.discovery import discover
+from citeline.sources import SourceFile, parse
 
 
 def source(path: Path) -> SourceFile:

@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from citeline.store.catalog import DOCUMENT_FIELDS
 from conftest import REPO, HashEmbedder
 
 from citeline import Index, IndexStatus, RunSummary, SearchResult
 from citeline.results import Source
 from citeline.server import DocumentRecord, create_app, filters_from_params
+from citeline.store.catalog import DOCUMENT_FIELDS
 
 
 @contextmanager

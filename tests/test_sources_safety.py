@@ -19,17 +19,8 @@ import duckdb
 import pytest
 
 from citeline import Index, SourceError
-from citeline.sources import (
-    Discovery,
-    SourceFile,
-    display_path,
-    doc_id_for,
-    is_under,
-    parse,
-    parse_source,
-    resolve_roots,
-    scan,
-)
+from citeline.discovery import Discovery, is_under, resolve_roots, scan
+from citeline.sources import SourceFile, display_path, doc_id_for, parse, parse_source
 
 WORKTREE = str(Path(__file__).resolve().parents[1])
 
@@ -53,7 +44,7 @@ def scan_unprivileged(roots: list[Path]) -> dict:
     """``scan(roots)`` as a user the permission bits apply to; the Discovery comes back as plain data."""
     script = (
         "import dataclasses, json, sys\n"
-        "from citeline.sources import scan\n"
+        "from citeline.discovery import scan\n"
         "print(json.dumps(dataclasses.asdict(scan(sys.argv[1:]))))\n"
     )
     command = [sys.executable, "-c", script, *map(str, roots)]
@@ -389,5 +380,9 @@ def test_a_bad_record_or_name_does_not_fail_the_run(tmp_path: Path, fake_embedde
         handle.write(b"cafe")
     index = Index.create(tmp_path / "ix", embedder=fake_embedder)
     run = index.ingest([docs])
-    assert run.status == "partial" and run.failed == 1  # today's whole-file parse(): the JSONL file fails alone
-    assert {r.source_id for r in index.search("mountain", k=5)} == {"good.txt"}
+    # The bad record and the undecodable name each fail alone; the good record of the same file is indexed.
+    assert run.status == "partial" and run.failed == 2
+    reasons = " ".join(error["reason"] for error in run.errors)
+    assert "record 'b'" in reasons and "not valid UTF-8" in reasons
+    assert {r.source_id for r in index.search("mountain", k=5, mode="lexical")} == {"good.txt"}
+    assert {r.source_id for r in index.search("river crossing", k=5, mode="lexical")} == {"c.jsonl#a"}
