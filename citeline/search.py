@@ -21,6 +21,7 @@ import faiss
 import numpy as np
 
 from citeline.errors import IndexCorruptError, QueryError
+from citeline.highlight import Highlight
 
 if TYPE_CHECKING:
     import bm25s
@@ -89,6 +90,8 @@ class SearchResult:
     chunk_id: int
     page: int | None = None
     sources: tuple[Source, ...] = field(default=())
+    #: the sentence(s) of ``text`` that best answer the query, in document offsets (see ``citeline.highlight``)
+    highlights: tuple[Highlight, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
