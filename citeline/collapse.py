@@ -57,7 +57,7 @@ MAX_GAP = 3
 #: The least share of a shared statement's words (on the longer side) that match.
 MIN_DENSITY = 0.65
 #: A pair of hits is aligned only if they share this many distinct SHINGLE-word runs (a cheap numpy prefilter):
-#: 4-word runs, 2 of them, keep every pair of the evaluation set and send 1 pair in 40 SciFact candidates (a
+#: 4-word runs, 2 of them, keep every pair of the evaluation set and send only a few pairs of 40 SciFact candidates (a
 #: query's worth) to alignment; the whole collapse then costs 7.0 ms CPU against 7.9-9.1 ms for the previous
 #: exact-12-word rule on the same hits (bench/collapse_eval.py, 2 busy shared cores).
 MIN_SHARED_SHINGLES = 2
@@ -226,9 +226,10 @@ def _words(text: str, vocabulary: dict[str, int]) -> Words:
     return text, [vocabulary.setdefault(word, len(vocabulary)) for word in words]
 
 
-def words_of(text: str) -> Words:
-    """:func:`_words` with a vocabulary of its own (for comparing two texts outside a search)."""
-    return _words(text, {})
+def words_of(*texts: str) -> list[Words]:
+    """:func:`_words` of each text, with one vocabulary (to compare texts with :func:`shared_statement`)."""
+    vocabulary: dict[str, int] = {}
+    return [_words(text, vocabulary) for text in texts]
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:

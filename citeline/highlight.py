@@ -69,7 +69,7 @@ _BOUNDARY = re.compile(
     r"""|[.!?]["'”’»)\]]*(?=\s*\n)"""  # end mark at a line's end
     r"""|\n\s*\n"""  # a blank line
 )
-_SPACE = re.compile(r"\s+")
+_LAST_WORD = re.compile(r"\w[\w.]*$")  # the word before a full stop, brackets aside
 
 
 def sentences(text: str) -> list[tuple[int, int]]:
@@ -84,8 +84,8 @@ def sentences(text: str) -> list[tuple[int, int]]:
         end = match.end()
         mark = match.group()
         if mark.startswith("."):
-            before = text[start : match.start()].rsplit(None, 1)
-            word = before[-1].lower().rstrip(".") if before else ""
+            before = _LAST_WORD.search(text, start, match.start())
+            word = before.group().lower().rstrip(".") if before else ""
             last = word.rsplit(".", 1)[-1] if word else ""
             if last in ABBREVIATIONS or (len(last) == 1 and last.isalpha()) or word in ("e.g", "i.e"):
                 continue
