@@ -14,17 +14,37 @@ LABELS = Path(__file__).resolve().parent.parent / "bench" / "data" / "scifact_hi
 
 
 def _hit(text: str, char_start: int = 0, doc_id: str = "d") -> SearchResult:
-    return SearchResult(text=text, score=1.0, doc_id=doc_id, source_path=doc_id, source_id=doc_id, title=doc_id,
-                        ordinal=0, char_start=char_start, char_end=char_start + len(text), content_hash="h",
-                        run_id="r", ingested_at="t", model="m", chunk_id=1)
+    return SearchResult(
+        text=text,
+        score=1.0,
+        doc_id=doc_id,
+        source_path=doc_id,
+        source_id=doc_id,
+        title=doc_id,
+        ordinal=0,
+        char_start=char_start,
+        char_end=char_start + len(text),
+        content_hash="h",
+        run_id="r",
+        ingested_at="t",
+        model="m",
+        chunk_id=1,
+    )
 
 
 def test_sentences_know_quotes_abbreviations_and_initials() -> None:
-    text = ('Dr. Ana Ruiz met J. Smith in St. Ives, e.g. at the port. "We left at night," he said. '
-            "Figures (Fig. 2) agree.\n\nA new paragraph? Yes!")
+    text = (
+        'Dr. Ana Ruiz met J. Smith in St. Ives, e.g. at the port. "We left at night," he said. '
+        "Figures (Fig. 2) agree.\n\nA new paragraph? Yes!"
+    )
     found = [text[s:e] for s, e in sentences(text)]
-    assert found == ["Dr. Ana Ruiz met J. Smith in St. Ives, e.g. at the port.", '"We left at night," he said.',
-                     "Figures (Fig. 2) agree.", "A new paragraph?", "Yes!"]
+    assert found == [
+        "Dr. Ana Ruiz met J. Smith in St. Ives, e.g. at the port.",
+        '"We left at night," he said.',
+        "Figures (Fig. 2) agree.",
+        "A new paragraph?",
+        "Yes!",
+    ]
 
 
 def test_highlights_have_exact_document_offsets_and_point_at_the_answer() -> None:
@@ -61,3 +81,63 @@ def test_pick_keeps_a_close_runner_up_only() -> None:
 def test_the_labelled_set_has_forty_claims() -> None:
     rows = [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 40 and all(row["evidence"] for row in rows)
+
+
+# ---------------------------------------------------------------- rendering (citeline.render)
+
+LONG = (
+    "The ferry left the harbour at dawn with two hundred passengers on board and a crew of twelve. "
+    "Captain Erik Lund turned the ferry away from the rocks with thirty seconds to spare. "
+    "Passengers said the crew kept everyone calm while the ship listed to one side for almost an hour. "
+    "The ministry has opened an inquiry into how the vessel came so close to the shore in clear weather."
+)
+
+
+def _rendered_hit() -> SearchResult:
+    [result] = highlight([_hit(LONG, char_start=100)], "captain turned the ferry away from the rocks")
+    return result
+
+
+def test_human_output_shows_the_highlight_in_context_not_the_whole_chunk() -> None:
+    from citeline.render import human
+
+    result = _rendered_hit()
+    text = human([result], color=False, width=200)
+    assert "Captain Erik Lund turned the ferry away from the rocks" in text
+    assert "\x1b[" not in text
+    assert "inquiry into how the vessel" not in text  # beyond the context
+    assert "… " in text and "[chars 100-" in text
+    whole = human([result], full=True, color=False, width=200)
+    assert "inquiry into how the vessel came so close to the shore in clear weather." in whole
+
+
+def test_human_output_emphasises_the_span_in_colour_only_when_asked(monkeypatch) -> None:
+    from citeline.render import human, use_color
+
+    result = _rendered_hit()
+    styled = human([result], color=True, width=200)
+    assert "\x1b[1m" in styled or "\x1b[33m" in styled
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_color()
+    assert "\x1b[" not in human([result])
+    monkeypatch.delenv("NO_COLOR")
+
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    assert use_color(Tty()) and not use_color(object())
+
+
+def test_json_lines_carry_rank_and_highlights_but_not_the_passage_text() -> None:
+    from citeline.render import json_lines
+
+    result = _rendered_hit()
+    merged = SearchResult(**{**result.__dict__, "sources": (result.as_source(),)})
+    [line] = list(json_lines([merged]))
+    row = json.loads(line)
+    assert row["rank"] == 1
+    assert "text" not in row and all("text" not in source for source in row["sources"])
+    [mark] = [h for h in row["highlights"] if "Captain" in h["text"]]
+    assert LONG[mark["char_start"] - 100 : mark["char_end"] - 100] == mark["text"]
+    assert set(mark) == {"char_start", "char_end", "text", "score"}
