@@ -252,6 +252,13 @@ def shared_statement(a: Words, b: Words) -> tuple[tuple[int, int], tuple[int, in
 
     def close() -> None:
         nonlocal best
+        # A lone word at either end that only an insertion separates from the rest ('mud," said' against 'mud,"
+        # he said') is attribution, not the shared words; one past a substituted word ("We cannot keep" against
+        # "We can't keep") is kept.
+        while len(chain) > 1 and chain[-1][2] == 1 and 0 in _gaps(chain[-2], chain[-1]):
+            chain.pop()
+        while len(chain) > 1 and chain[0][2] == 1 and 0 in _gaps(chain[0], chain[1]):
+            chain.pop(0)
         if not chain:
             return
         matched = sum(size for _, _, size in chain)
@@ -275,6 +282,11 @@ def shared_statement(a: Words, b: Words) -> tuple[tuple[int, int], tuple[int, in
     _, (a_first, a_last), (b_first, b_last) = best
     a_spans, b_spans = word_spans(a_text), word_spans(b_text)
     return (a_spans[a_first][0], a_spans[a_last][1]), (b_spans[b_first][0], b_spans[b_last][1])
+
+
+def _gaps(first: tuple[int, int, int], second: tuple[int, int, int]) -> tuple[int, int]:
+    """Words skipped in each text between two matching runs ``(a, b, size)``."""
+    return second[0] - first[0] - first[2], second[1] - first[1] - first[2]
 
 
 def _quote_partners(hits: Sequence[SearchResult], words: Sequence[list[int]]) -> dict[int, list[int]]:
