@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import textwrap
 import warnings
 from typing import Any
 
@@ -137,6 +135,7 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
               help="Show near-duplicate passages of different documents as one result listing every source.")
 @click.option("--collapse-threshold", type=float, default=DEFAULT_COLLAPSE_THRESHOLD, show_default=True,
               help="Cosine at or above which passages are near-duplicates.")
+@click.option("--full", is_flag=True, help="Print each passage's whole chunk, not only its highlighted sentences.")
 @format_option
 @json_option
 @user_errors
@@ -152,6 +151,7 @@ def search(
     ingested_before: str | None,
     collapse: bool,
     collapse_threshold: float,
+    full: bool,
     fmt: str | None,
     as_json: bool,
 ) -> None:
@@ -170,27 +170,9 @@ def search(
         hint = " matching the filters" if filters else " (is the index empty? see `citeline status`)"
         click.echo(f"no passages found{hint}")
         return
-    width = min(shutil.get_terminal_size((100, 20)).columns, 110)
-    for rank, result in enumerate(results, 1):
-        page = f", page {result.page}" if result.page else ""
-        click.echo(
-            click.style(f"{rank:>2}. {result.score:.3f}  ", bold=True)
-            + click.style(result.source_path, fg="cyan")
-            + f"  [chars {result.char_start}-{result.char_end}, chunk {result.ordinal}{page}]"
-        )
-        click.echo(f"    {result.title}")
-        for line in textwrap.wrap(" ".join(result.text.split()), width - 6):
-            click.echo(f"    │ {line}")
-        if len(result.sources) > 1:
-            click.echo(f"    the same passage is in {len(result.sources)} sources:")
-            for source_ in result.sources:
-                where_page = f", page {source_.page}" if source_.page else ""
-                click.echo(
-                    f"      {source_.score:.3f}  " + click.style(source_.source_path, fg="cyan")
-                    + f"  [chars {source_.shared_start}-{source_.shared_end} in chunk {source_.ordinal}"
-                    f" (chars {source_.char_start}-{source_.char_end}){where_page}]"
-                )
-        click.echo()
+    from citeline import render
+
+    click.echo(render.human(results, full=full), nl=False)
 
 
 @cli.command()
