@@ -129,7 +129,8 @@ def main() -> None:
     args = parser.parse_args()
     names = inputs(args.corpus, args.limit)
     print(f"max_tokens={args.max_tokens} overlap={args.overlap}; CPU = user+sys of the chunking process")
-    header = f"{'input':34} {'MB':>5} | {'chunker':7} {'chunks':>7} {'CPU-s':>7} {'wall-s':>7} {'CPU-s/1k':>8} {'CPU-s/MB':>8}"
+    header = f"{'input':34} {'MB':>5} | {'chunker':7} {'chunks':>7} {'CPU-s':>7} {'wall-s':>7} "
+    header += f"{'CPU-s/1k':>8} {'CPU-s/MB':>8}"
     print(header)
     print("-" * len(header))
     for name, (docs, _) in names.items():

@@ -27,6 +27,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate
 
 from tokenizers import Tokenizer
 
@@ -52,9 +53,7 @@ _PARAGRAPH = re.compile(r"(?<=\S)[^\S\n]*\n[^\S\n]*\n")
 _LINE = re.compile(r"(?<=\S)[^\S\n]*\n")
 # A sentence ends after . ! ? … (and closing quotes or brackets) before whitespace and a word that does not
 # start in lower case ("e.g. the" is no sentence end), or right after a CJK full stop.
-_SENTENCE = re.compile(
-    rf"(?<=[.!?…。！？])[\"'”’»)\]]*(?=[^{_NOT_SPLIT}]+(?![^{_NOT_SPLIT}]|[a-z]))|(?<=[。！？])(?=\S)"
-)
+_SENTENCE = re.compile(rf"[.!?…。！？][\"'”’»)\]]*(?=[^{_NOT_SPLIT}]+(?![^{_NOT_SPLIT}]|[a-z]))|[。！？](?=\S)")
 #: Characters past a candidate cut that the boundary patterns may need to look at.
 _LOOKAHEAD = 64
 
@@ -128,8 +127,8 @@ class Chunker:
         The runs no earlier document had are tokenized in one batch (multi-threaded in Rust); the planning
         itself is pure Python and linear in the text.
         """
-        runs = [[(m.start(), m.end(), m.group()) for m in _RUN.finditer(text)] for text, _ in texts]
-        self._count_new_runs(run for doc_runs in runs for _, _, run in doc_runs if len(run) < LONG_RUN)
+        runs = [_runs(text) for text, _ in texts]
+        self._count_new_runs(word for words, _ in runs for word in words)
         counts = self._counts  # read once: a concurrent split_many may replace the cache when it is full
         return [
             self._plan(text, markdown, self._units(doc_runs, counts))
@@ -143,13 +142,18 @@ class Chunker:
     @property
     def settings(self) -> dict[str, int]:
         """What must match between the chunker that built an index and one that extends it."""
-        return {"max_tokens": self.max_tokens, "overlap_tokens": self.overlap_tokens, "chunker_version": CHUNKER_VERSION}
+        return {
+            "max_tokens": self.max_tokens,
+            "overlap_tokens": self.overlap_tokens,
+            "chunker_version": CHUNKER_VERSION,
+        }
 
     # -- counting ------------------------------------------------------------------------------------------
 
     def _count_new_runs(self, runs: Iterable[str]) -> None:
         counts = self._counts
-        new = list(dict.fromkeys(run for run in runs if run not in counts))
+        new = [run for run in set(runs) if run not in counts and len(run) < LONG_RUN]
+        new.sort()  # a deterministic batch order (set order varies between processes)
         if not new:
             return
         if len(counts) + len(new) > CACHE_LIMIT:
@@ -157,7 +161,19 @@ class Chunker:
         encodings = self.tokenizer.encode_batch_fast(new, add_special_tokens=False)
         counts.update(zip(new, (len(encoding.ids) for encoding in encodings), strict=True))
 
-    def _units(self, runs: list[tuple[int, int, str]], counts: dict[str, int]) -> _Units:
+    def _units(self, doc_runs: tuple[list[str], list[tuple[int, int]]], counts: dict[str, int]) -> _Units:
+        words, spans = doc_runs
+        if not words or max(map(len, words)) < LONG_RUN:  # the common case, in list comprehensions
+            weights = [counts.get(word) for word in words]
+            if None not in weights:  # else the cache was emptied by another call meanwhile
+                return _Units(
+                    [start for start, _ in spans],
+                    [end for _, end in spans],
+                    [0, *accumulate(weights)],  # type: ignore[list-item]
+                    list(range(len(words))),
+                    [True] * len(words),
+                )
+        runs = [(start, end, word) for (start, end), word in zip(spans, words, strict=True)]
         start: list[int] = []
         end: list[int] = []
         cum = [0]
@@ -169,9 +185,7 @@ class Chunker:
             first = len(start)
             if run_end - run_start < LONG_RUN:
                 count = counts.get(run)
-                if count is None:  # the cache was emptied by another call meanwhile
-                    count = self.count_tokens(run)
-                total += count
+                total += self.count_tokens(run) if count is None else count
                 start.append(run_start)
                 end.append(run_end)
                 cum.append(total)
@@ -255,9 +269,7 @@ class Chunker:
                     return word, True
         return max(limit, low + 1), exact and _is_exact_cut(units, max(limit, low + 1))
 
-    def _fit(
-        self, text: str, markdown: bool, units: _Units, start: int, low: int, chunk: str
-    ) -> tuple[str, int]:
+    def _fit(self, text: str, markdown: bool, units: _Units, start: int, low: int, chunk: str) -> tuple[str, int]:
         """Shorten ``chunk`` (from ``start``) until the real tokenizer agrees it fits the budget."""
         while chunk:
             offsets = self.tokenizer.encode(chunk, add_special_tokens=False).offsets
@@ -295,6 +307,11 @@ class Chunker:
         if index < stop and units.start[index] < end:
             return units.start[index]
         return after
+
+
+def _runs(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """The whitespace-delimited runs of ``text`` and their spans."""
+    return _RUN.findall(text), [match.span() for match in _RUN.finditer(text)]
 
 
 def _skip_space(text: str, position: int) -> int:
