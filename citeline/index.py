@@ -14,7 +14,7 @@ import numpy as np
 
 from citeline import pipeline
 from citeline import search as plan
-from citeline.chunking import Chunker
+from citeline.chunking import CHUNKER_VERSION, Chunker
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
 from citeline.errors import IndexMismatchError, IndexNotFoundError, QueryError
@@ -83,6 +83,7 @@ class Index:
                 "model_max_tokens": embedder.max_seq_length,
                 "max_tokens": max_tokens,
                 "overlap_tokens": overlap_tokens,
+                "chunker_version": CHUNKER_VERSION,
                 "vector_index": kind_of(DEFAULT_KIND).kind,
                 "generation": 0,
                 "vector_count": 0,
