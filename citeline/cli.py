@@ -15,7 +15,7 @@ import click
 
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import BACKENDS
-from citeline.errors import CitelineError
+from citeline.errors import CitelineError, SettingsError
 from citeline.search import DEFAULT_MODE, MODES
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,11 +44,19 @@ _INGEST_OPTIONS = [
         help="Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) "
         "[default: torch].",
     ),
-    click.option("--max-tokens", type=int, default=None, help="Chunk size in model tokens [default: model limit]."),
-    click.option("--overlap-tokens", type=int, default=None, help="Token overlap between chunks [default: 32]."),
-    click.option("--max-file-bytes", type=int, default=64 * 1024 * 1024, show_default=True,
+    click.option("--max-tokens", type=click.IntRange(min=1), default=None,
+                 help="Chunk size in model tokens [default: model limit]."),
+    click.option("--overlap-tokens", type=click.IntRange(min=0), default=None,
+                 help="Token overlap between chunks [default: 32]."),
+    click.option("--max-file-bytes", type=click.IntRange(min=1), default=64 * 1024 * 1024, show_default=True,
                  help="Skip larger files."),
     wait_option,
+    click.option("--allow-removals", is_flag=True,
+                 help="Let this run remove the documents of a root that came back empty, or more than "
+                 "--removal-threshold of a root's documents."),
+    click.option("--removal-threshold", type=click.FloatRange(0.0, 1.0), default=0.5, show_default=True,
+                 help="Share of a root's documents a run may remove without --allow-removals."),
+    click.option("--dry-run", is_flag=True, help="Print what the run would add, update and remove; write nothing."),
     click.option("--dask-address", default=None,
                  help="Prefect flow only: parse and embed on this Dask scheduler (tcp://HOST:8786)."),
     click.option("--dask-workers", type=click.IntRange(min=1), default=None,
@@ -71,10 +79,10 @@ def user_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except SettingsError as exc:  # the library's own usage errors: exit 2 (other ValueErrors are bugs)
+            raise click.UsageError(str(exc)) from exc
         except CitelineError as exc:
             raise click.ClickException(str(exc)) from exc
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from exc
         except BrokenPipeError:  # `citeline ... | head`: click's own handler exits quietly
             raise
         except OSError as exc:  # permissions, a full disk, a path that is a file: the user can fix these
@@ -136,6 +144,9 @@ def ingest(
     overlap_tokens: int | None,
     max_file_bytes: int,
     wait: float | None,
+    allow_removals: bool,
+    removal_threshold: float,
+    dry_run: bool,
     progress: bool | None,
     prefect: bool,
     dask_address: str | None,
@@ -160,6 +171,9 @@ def ingest(
             wait=wait,
             dask_address=dask_address,
             dask_workers=dask_workers,
+            allow_removals=allow_removals,
+            removal_threshold=removal_threshold,
+            dry_run=dry_run,
         )
     else:
         from citeline.index import Index
@@ -167,9 +181,21 @@ def ingest(
         index = Index.create(
             index_path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens
         )
-        summary = index.ingest(paths, progress=show_progress, max_file_bytes=max_file_bytes, wait=wait).to_dict()
+        summary = index.ingest(
+            paths, progress=show_progress, max_file_bytes=max_file_bytes, wait=wait, allow_removals=allow_removals,
+            removal_threshold=removal_threshold, dry_run=dry_run,
+        ).to_dict()
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
+        return
+    if dry_run:
+        click.echo(
+            f"dry run, nothing written: would add {summary['added']}, update {summary['updated']}, remove "
+            f"{summary['removed']}, keep {summary['unchanged']} unchanged; {summary['failed']} failed; "
+            f"{index_path} stays at generation {summary['generation']}"
+        )
+        for error in summary["errors"]:
+            click.echo(f"  {error['path']}: {error['reason']}", err=True)
         return
     click.echo(
         f"run {summary['run_id']} {summary['status']}: {summary['added']} added, {summary['updated']} updated, "
@@ -322,7 +348,8 @@ def status(index_path: str, as_json: bool) -> None:
 
 @cli.command()
 @index_option
-@click.option("--limit", type=int, default=20, show_default=True, help="How many runs, newest first.")
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many runs, newest first.")
 @json_option
 @user_errors
 def runs(index_path: str, limit: int, as_json: bool) -> None:

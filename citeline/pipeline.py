@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from citeline.chunking import Chunker
-from citeline.errors import SourceError
+from citeline.errors import RemovalRefusedError, SettingsError, SourceError
 from citeline.sources import (
     DEFAULT_MAX_FILE_BYTES,
     Document,
@@ -102,6 +102,10 @@ class Plan:
     updated: int
     unchanged: int
     errors: list[FileError]
+    #: per root: documents indexed from it before this run, files found under it now, documents that vanished
+    stored_by_root: dict[str, int] = field(default_factory=dict)
+    found_by_root: dict[str, int] = field(default_factory=dict)
+    vanished_by_root: dict[str, int] = field(default_factory=dict)
 
     @property
     def removed(self) -> int:
@@ -135,7 +139,9 @@ def plan_changes(
     documents ingested from ``roots``): new, changed, unchanged, and vanished.
 
     Removal is scoped to the roots of this run. A document whose file failed to parse this time is kept as it
-    was: a transient read error must never delete what was indexed before.
+    was, and so is every document under a folder that failed (an error whose path is a folder, such as an
+    unreadable subfolder reported by discovery): a transient read error must never delete what was indexed before.
+    Whether the removals are too many is :func:`removal_problems`' question.
     """
     seen: dict[str, Document] = {}
     for document in parsed.documents:
@@ -144,11 +150,26 @@ def plan_changes(
     updated_ids = [doc.doc_id for doc in to_index if doc.doc_id in stored]
     error_paths = {error.path for error in parsed.errors}
     failed_files = {(source.root, source.source_id) for source in files if source.path in error_paths}
+    failed_folders = tuple(path.rstrip(os.sep) + os.sep for path in error_paths if path)
+
+    def failed(root: str, source_file: str) -> bool:
+        return (root, source_file) in failed_files or os.path.join(root, source_file).startswith(failed_folders)
+
     vanished = [
         doc_id
         for doc_id, (root, source_file, _) in stored.items()
-        if doc_id not in seen and (root, source_file) not in failed_files
+        if doc_id not in seen and not failed(root, source_file)
     ]
+    stored_by_root: dict[str, int] = {}
+    for root, _, _ in stored.values():
+        stored_by_root[root] = stored_by_root.get(root, 0) + 1
+    found_by_root: dict[str, int] = {}
+    for source in files:
+        found_by_root[source.root] = found_by_root.get(source.root, 0) + 1
+    vanished_by_root: dict[str, int] = {}
+    for doc_id in vanished:
+        root = stored[doc_id][0]
+        vanished_by_root[root] = vanished_by_root.get(root, 0) + 1
     return Plan(
         roots=sorted(set(roots)),
         to_index=to_index,
@@ -157,6 +178,55 @@ def plan_changes(
         updated=len(updated_ids),
         unchanged=len(seen) - len(to_index),
         errors=list(parsed.errors),
+        stored_by_root=stored_by_root,
+        found_by_root=found_by_root,
+        vanished_by_root=vanished_by_root,
+    )
+
+
+#: Share of a root's indexed documents one run may remove without ``allow_removals``.
+DEFAULT_REMOVAL_THRESHOLD = 0.5
+
+
+def removal_problems(plan: Plan, threshold: float = DEFAULT_REMOVAL_THRESHOLD) -> list[FileError]:
+    """The roots whose removals need an explicit choice: a root that yields no files at all while documents were
+    indexed from it (an unmounted share, an empty volume), or one that would lose more than ``threshold`` of its
+    documents. Empty when the plan's removals are ordinary."""
+    problems = []
+    for root, vanished in sorted(plan.vanished_by_root.items()):
+        stored = plan.stored_by_root.get(root, 0)
+        if not vanished or not stored:
+            continue
+        if not plan.found_by_root.get(root):
+            problems.append(
+                FileError(
+                    root,
+                    (
+                        f"holds no files now, but {stored} documents were indexed from it (an unmounted share or an "
+                        "empty volume?)"
+                    ),
+                )
+            )
+        elif vanished / stored > threshold:
+            problems.append(
+                FileError(
+                    root,
+                    (
+                        f"{vanished} of the {stored} documents indexed from it vanished, more than the removal threshold "
+                        f"({threshold:g})"
+                    ),
+                )
+            )
+    return problems
+
+
+def refuse_removals(problems: Sequence[FileError]) -> RemovalRefusedError:
+    """The one-line error for a run refused by :func:`removal_problems`."""
+    where = "; ".join(f"{problem.path} {problem.reason}" for problem in problems)
+    return RemovalRefusedError(
+        f"refused to remove documents, nothing was changed: {where}; if that is intended, run again with "
+        "--allow-removals (allow_removals=True), or check what would change with --dry-run",
+        [(problem.path, problem.reason) for problem in problems],
     )
 
 
@@ -271,21 +341,39 @@ def commit(index_dir: Path, plan: Plan, rows: ChunkRows, run: RunSummary) -> int
 
 
 def record_failure(index_dir: Path, run_id: str, started_at: str, roots: list[str], error: BaseException) -> None:
-    """Record a run that failed before committing; the index itself stays at its last generation."""
+    """Record a run that failed before committing (status ``refused`` for a :class:`RemovalRefusedError`, with
+    one error per root); the index itself stays at its last generation."""
+    errors = [{"path": "", "reason": f"{type(error).__name__}: {error}"}]
+    if isinstance(error, RemovalRefusedError) and error.problems:
+        errors = [{"path": path, "reason": reason} for path, reason in error.problems]
     run = RunSummary(
         run_id=run_id,
         started_at=started_at,
         finished_at=ledger.utc_now(),
-        status="failed",
+        status="refused" if isinstance(error, RemovalRefusedError) else "failed",
         roots=roots,
         generation=None,
-        errors=[{"path": "", "reason": f"{type(error).__name__}: {error}"}],
+        errors=errors,
     )
     try:
         run.generation = int(generation.read_meta(index_dir)["generation"])
         generation.record(index_dir, run)
     except Exception:  # the original error matters more than the ledger row
         pass
+
+
+def dry_run_summary(
+    index_dir: Path, run_id: str, started_at: str, plan: Plan, objections: Sequence[FileError]
+) -> RunSummary:
+    """What a run of ``plan`` would record, without recording it (status ``dry-run``; the generation stays)."""
+    summary = summarize(run_id, started_at, plan)
+    summary.status = "dry-run"
+    summary.generation = int(generation.read_meta(index_dir)["generation"])
+    summary.errors += [
+        {"path": problem.path, "reason": f"would be refused without --allow-removals: {problem.reason}"}
+        for problem in objections
+    ]
+    return summary
 
 
 # ---------------------------------------------------------------- how the steps run
@@ -352,6 +440,32 @@ class Options:
     progress: bool = False
     files_per_batch: int = FILES_PER_BATCH
     chunks_per_batch: int = CHUNKS_PER_BATCH
+    #: let the run remove documents :func:`removal_problems` objects to (the CLI's --allow-removals)
+    allow_removals: bool = False
+    removal_threshold: float = DEFAULT_REMOVAL_THRESHOLD
+    #: plan only: return what the run would do, write nothing (not even the ledger)
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.removal_threshold <= 1.0:
+            raise SettingsError(f"removal_threshold must be between 0 and 1, not {self.removal_threshold}")
+        if self.max_file_bytes < 1:
+            raise SettingsError(f"max_file_bytes must be at least 1, not {self.max_file_bytes}")
+
+
+def checked_roots(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """``resolve_roots(paths)``, with a path that cannot be resolved (``~nosuchuser``, a symlink loop, a NUL
+    byte) reported as a :class:`SourceError` naming it instead of Python's own error."""
+    roots = []
+    for path in paths:
+        try:
+            roots += resolve_roots([path])
+        except RuntimeError as exc:  # "Could not determine home directory.", "Symlink loop from ..."
+            raise SourceError(os.fsdecode(path), f"cannot resolve the path: {exc}") from None
+        except (OSError, ValueError) as exc:  # ELOOP, ENAMETOOLONG, an embedded NUL byte
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise SourceError(os.fsdecode(path), f"cannot resolve the path: {reason}") from None
+    return roots
 
 
 def run(
@@ -363,17 +477,25 @@ def run(
     """Bring the index up to date with the files under ``paths``; returns the run's ledger row.
 
     Holds the index's writer lock from discovery to commit (``options.wait`` bounds the wait for another writer).
-    A run that fails is recorded in the ledger as failed and the index stays at its last generation.
+    A run that fails is recorded in the ledger as failed and the index stays at its last generation. A run that
+    would remove what :func:`removal_problems` objects to raises :class:`RemovalRefusedError` (recorded as
+    ``refused``) unless ``options.allow_removals``. With ``options.dry_run`` it stops after planning and returns
+    what it would do (status ``dry-run``, the objections as errors), writing nothing.
     """
     options = options or Options()
     steps = steps or Steps()
     run_id, started_at = ledger.new_run_id(), ledger.utc_now()
-    roots = resolve_roots(paths)
+    roots = checked_roots(paths)
     with writer_lock(target.path, wait=options.wait):
         try:
             files = steps.discover(paths)
             parsed = steps.parse(batches(files, options.files_per_batch), options.max_file_bytes)
             planned = steps.plan(target, roots, files, parsed)
+            objections = [] if options.allow_removals else removal_problems(planned, options.removal_threshold)
+            if options.dry_run:
+                return dry_run_summary(target.path, run_id, started_at, planned, objections)
+            if objections:
+                raise refuse_removals(objections)
             outputs = steps.chunk_embed(
                 target, chunk_budget(planned.to_index, options.chunks_per_batch), options.progress
             )

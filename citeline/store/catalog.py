@@ -144,6 +144,23 @@ def create_schema(connection: duckdb.DuckDBPyConnection, dimension: int) -> None
     connection.execute(_SCHEMA.format(dim=int(dimension)))
 
 
+def new_meta(embedder: Any, max_tokens: int, overlap_tokens: int, vector_index: str) -> dict[str, Any]:
+    """``index_meta`` of a new, empty index (generation 0) for an embedder (a ``citeline.embedding.Embedder``)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": embedder.model_name,
+        "backend": embedder.backend,
+        "model_fingerprint": embedder.fingerprint,
+        "dimension": embedder.dimension,
+        "model_max_tokens": embedder.max_seq_length,
+        "max_tokens": max_tokens,
+        "overlap_tokens": overlap_tokens,
+        "vector_index": vector_index,
+        "generation": 0,
+        "vector_count": 0,
+    }
+
+
 def read_meta(connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """``index_meta`` as a dict with JSON-decoded values."""
     try:
