@@ -14,8 +14,8 @@ import bisect
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,6 +23,15 @@ import numpy as np
 
 from citeline.chunking import Chunker
 from citeline.errors import RemovalRefusedError, SettingsError, SourceError
+from citeline.planning import (
+    DEFAULT_REMOVAL_THRESHOLD,
+    FileError,
+    ParsedBatch,
+    Plan,
+    plan_changes,
+    refuse_removals,
+    removal_problems,
+)
 from citeline.sources import (
     DEFAULT_MAX_FILE_BYTES,
     Document,
@@ -66,53 +75,6 @@ class Target(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class FileError:
-    """A file that could not be ingested, and why."""
-
-    path: str
-    reason: str
-
-
-@dataclass
-class ParsedBatch:
-    """What parsing a batch of files produced."""
-
-    documents: list[Document] = field(default_factory=list)
-    errors: list[FileError] = field(default_factory=list)
-
-    @classmethod
-    def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
-        """One batch holding the documents and errors of all ``batches``, in order."""
-        merged = cls()
-        for batch in batches:
-            merged.documents.extend(batch.documents)
-            merged.errors.extend(batch.errors)
-        return merged
-
-
-@dataclass
-class Plan:
-    """What a run must change: documents to (re)index, documents to remove, and the counts for the ledger."""
-
-    roots: list[str]
-    to_index: list[Document]
-    remove_doc_ids: list[str]
-    added: int
-    updated: int
-    unchanged: int
-    errors: list[FileError]
-    #: per root: documents indexed from it before this run, files found under it now, documents that vanished
-    stored_by_root: dict[str, int] = field(default_factory=dict)
-    found_by_root: dict[str, int] = field(default_factory=dict)
-    vanished_by_root: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def removed(self) -> int:
-        """Documents removed because they vanished (not those replaced by a new version)."""
-        return len(self.remove_doc_ids) - self.updated
-
-
 # ---------------------------------------------------------------- the steps
 
 
@@ -127,107 +89,6 @@ def parse_files(files: Sequence[SourceFile], *, max_file_bytes: int = DEFAULT_MA
         except Exception as exc:  # a parser library's own failure must not stop the run
             batch.errors.append(FileError(source.path, f"{type(exc).__name__}: {exc}"))
     return batch
-
-
-def plan_changes(
-    stored: dict[str, tuple[str, str, str]],
-    roots: Sequence[str],
-    files: Sequence[SourceFile],
-    parsed: ParsedBatch,
-) -> Plan:
-    """Compare parsed documents with the stored ones (``doc_id -> (root, source_file, content_hash)`` of the
-    documents ingested from ``roots``): new, changed, unchanged, and vanished.
-
-    Removal is scoped to the roots of this run. A document whose file failed to parse this time is kept as it
-    was, and so is every document under a folder that failed (an error whose path is a folder, such as an
-    unreadable subfolder reported by discovery): a transient read error must never delete what was indexed before.
-    Whether the removals are too many is :func:`removal_problems`' question.
-    """
-    seen: dict[str, Document] = {}
-    for document in parsed.documents:
-        seen[document.doc_id] = document  # a repeated record id within a file: the last one wins
-    to_index = [doc for doc_id, doc in seen.items() if stored.get(doc_id, ("", "", ""))[2] != doc.content_hash]
-    updated_ids = [doc.doc_id for doc in to_index if doc.doc_id in stored]
-    error_paths = {error.path for error in parsed.errors}
-    failed_files = {(source.root, source.source_id) for source in files if source.path in error_paths}
-    failed_folders = tuple(path.rstrip(os.sep) + os.sep for path in error_paths if path)
-
-    def failed(root: str, source_file: str) -> bool:
-        return (root, source_file) in failed_files or os.path.join(root, source_file).startswith(failed_folders)
-
-    vanished = [
-        doc_id
-        for doc_id, (root, source_file, _) in stored.items()
-        if doc_id not in seen and not failed(root, source_file)
-    ]
-    stored_by_root: dict[str, int] = {}
-    for root, _, _ in stored.values():
-        stored_by_root[root] = stored_by_root.get(root, 0) + 1
-    found_by_root: dict[str, int] = {}
-    for source in files:
-        found_by_root[source.root] = found_by_root.get(source.root, 0) + 1
-    vanished_by_root: dict[str, int] = {}
-    for doc_id in vanished:
-        root = stored[doc_id][0]
-        vanished_by_root[root] = vanished_by_root.get(root, 0) + 1
-    return Plan(
-        roots=sorted(set(roots)),
-        to_index=to_index,
-        remove_doc_ids=updated_ids + vanished,
-        added=len(to_index) - len(updated_ids),
-        updated=len(updated_ids),
-        unchanged=len(seen) - len(to_index),
-        errors=list(parsed.errors),
-        stored_by_root=stored_by_root,
-        found_by_root=found_by_root,
-        vanished_by_root=vanished_by_root,
-    )
-
-
-#: Share of a root's indexed documents one run may remove without ``allow_removals``.
-DEFAULT_REMOVAL_THRESHOLD = 0.5
-
-
-def removal_problems(plan: Plan, threshold: float = DEFAULT_REMOVAL_THRESHOLD) -> list[FileError]:
-    """The roots whose removals need an explicit choice: a root that yields no files at all while documents were
-    indexed from it (an unmounted share, an empty volume), or one that would lose more than ``threshold`` of its
-    documents. Empty when the plan's removals are ordinary."""
-    problems = []
-    for root, vanished in sorted(plan.vanished_by_root.items()):
-        stored = plan.stored_by_root.get(root, 0)
-        if not vanished or not stored:
-            continue
-        if not plan.found_by_root.get(root):
-            problems.append(
-                FileError(
-                    root,
-                    (
-                        f"holds no files now, but {stored} documents were indexed from it (an unmounted share or an "
-                        "empty volume?)"
-                    ),
-                )
-            )
-        elif vanished / stored > threshold:
-            problems.append(
-                FileError(
-                    root,
-                    (
-                        f"{vanished} of the {stored} documents indexed from it vanished, more than the removal threshold "
-                        f"({threshold:g})"
-                    ),
-                )
-            )
-    return problems
-
-
-def refuse_removals(problems: Sequence[FileError]) -> RemovalRefusedError:
-    """The one-line error for a run refused by :func:`removal_problems`."""
-    where = "; ".join(f"{problem.path} {problem.reason}" for problem in problems)
-    return RemovalRefusedError(
-        f"refused to remove documents, nothing was changed: {where}; if that is intended, run again with "
-        "--allow-removals (allow_removals=True), or check what would change with --dry-run",
-        [(problem.path, problem.reason) for problem in problems],
-    )
 
 
 def plan(index_dir: Path, roots: Sequence[str], files: Sequence[SourceFile], parsed: ParsedBatch) -> Plan:

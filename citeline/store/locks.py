@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -92,7 +93,7 @@ def _lock_file(path: Path, operation: int, deadline: float | None, fail: Callabl
     while True:
         descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            _retry_until(lambda held=descriptor: _flock(held, operation), deadline, fail)
+            _retry_until(functools.partial(_flock, descriptor, operation), deadline, fail)
         except BaseException:
             os.close(descriptor)
             raise
@@ -135,7 +136,7 @@ def database_lock(index_dir: Path, *, exclusive: bool, deadline: float, what: st
             except FileNotFoundError:
                 return None  # nobody can be writing to a read-only directory without the lock file
         try:
-            _retry_until(lambda held=handle: _flock(held.fileno(), operation), deadline, locked_out)
+            _retry_until(functools.partial(_flock, handle.fileno(), operation), deadline, locked_out)
         except BaseException:
             handle.close()
             raise
