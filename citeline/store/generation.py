@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from citeline.errors import CitelineError, IndexLockedError, IndexRepairedWarning
+from citeline.errors import CitelineError, IndexLockedError, IndexRepairedWarning, IndexWriteError
 from citeline.lexical import LexicalIndex, settings_problems
 from citeline.store import catalog, ledger
 from citeline.store.locks import writer_lock
@@ -232,12 +232,14 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
     """Apply ``changes`` in one transaction and publish a new generation; returns the generation now current.
 
     With nothing to change, only the run is recorded and the generation stays. The caller holds the writer lock.
+    A failure (a full disk, a read-only filesystem) raises :class:`IndexWriteError` saying why; the index stays
+    at its generation and the files staged for the next one are removed at once (they are orphans, and on a full
+    disk the space is what the ledger row of the failure needs).
     """
     with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
-        catalog.begin(connection)
-        try:
-            meta = catalog.read_meta(connection)
-            generation = int(meta["generation"])
+        meta = catalog.read_meta(connection)
+        generation = int(meta["generation"])
+        with _transaction(connection, index_dir, generation):
             if changes:
                 catalog.apply_changes(connection, changes.remove_doc_ids, changes.documents, changes.chunks)
                 generation += 1
@@ -246,12 +248,41 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
             run.generation = generation
             run.finished_at = ledger.utc_now()
             ledger.record_run(connection, run)
-            catalog.finish(connection, commit=True)
-        except BaseException:
-            catalog.finish(connection, commit=False)
-            raise
         remove_orphans(index_dir, generation)
     return generation
+
+
+@contextlib.contextmanager
+def _transaction(connection: duckdb.DuckDBPyConnection, index_dir: Path, generation: int) -> Iterator[None]:
+    # One DuckDB transaction of a writer at ``generation``: committed if the block succeeds, else rolled back,
+    # the staged files of the next generation removed, and the error reported as what it is.
+    catalog.begin(connection)
+    try:
+        yield
+        catalog.finish(connection, commit=True)
+    except BaseException as exc:
+        # A COMMIT that failed (a full disk) has ended the transaction already: ROLLBACK would then raise "cannot
+        # rollback - no transaction is active", and that message used to replace the real one in the ledger.
+        with contextlib.suppress(duckdb.Error):
+            catalog.finish(connection, commit=False)
+        with contextlib.suppress(OSError):
+            remove_orphans(index_dir, generation)
+        if isinstance(exc, duckdb.Error | OSError):
+            raise write_error(index_dir, generation, exc) from exc
+        raise
+
+
+def write_error(index_dir: Path, generation: int, exc: BaseException) -> IndexWriteError:
+    """One line for a failed write: what failed (``no space left on device`` for a full disk) and that the index
+    stays at ``generation``."""
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        reason = f"{where}{exc.strerror or exc}"
+    else:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "no space left" in reason.lower():
+        reason = f"no space left on device ({reason})"
+    return IndexWriteError(f"could not write to {index_dir}: {reason}; the index stays at generation {generation}")
 
 
 def record(index_dir: Path, run: ledger.RunSummary) -> None:
@@ -263,20 +294,30 @@ def record(index_dir: Path, run: ledger.RunSummary) -> None:
 def rebuild(index_dir: Path) -> int:
     """Rewrite the current generation's artifacts from the catalog (vectors and texts; nothing is re-embedded).
 
-    The caller holds the writer lock. Both are replaced atomically and their new sizes and checksums recorded in
-    the same transaction; files of other generations are removed afterwards. Returns the generation.
+    The caller holds the writer lock. Rows that repeat a key (an index created before the primary keys, written
+    by two writers at once) are removed first, keeping the newest run's (``catalog.remove_duplicate_rows``, with
+    an :class:`IndexRepairedWarning` saying how many), and the tables get their primary keys. Both artifacts are
+    replaced atomically and their new sizes and checksums recorded in the same transaction; files of other
+    generations are removed afterwards. Returns the generation.
     """
     with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
-        catalog.begin(connection)
-        try:
-            meta = catalog.read_meta(connection)
-            generation = int(meta["generation"])
+        meta = catalog.read_meta(connection)
+        generation = int(meta["generation"])
+        with _transaction(connection, index_dir, generation):
+            removed = catalog.remove_duplicate_rows(connection)
             catalog.write_meta(connection, publish_derived(index_dir, generation, connection, meta))
-            catalog.finish(connection, commit=True)
-        except BaseException:
-            catalog.finish(connection, commit=False)
-            raise
+        try:
+            catalog.add_primary_keys(connection)
+        except duckdb.Error as exc:
+            raise write_error(index_dir, generation, exc) from exc
         remove_orphans(index_dir, generation)
+    if any(removed.values()):
+        counts = ", ".join(f"{count} {table}" for table, count in removed.items() if count)
+        warnings.warn(
+            f"citeline: removed rows that repeated a key from {catalog.DB_FILE} (kept the newest run's): {counts}",
+            IndexRepairedWarning,
+            stacklevel=3,
+        )
     return generation
 
 

@@ -12,7 +12,7 @@ import duckdb
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS runs (
-    run_id VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL PRIMARY KEY,
     started_at TIMESTAMPTZ NOT NULL,
     finished_at TIMESTAMPTZ,
     status VARCHAR NOT NULL,

@@ -39,6 +39,7 @@ class State:
     ids: np.ndarray  #: catalog chunk ids, ascending
     vectors: np.ndarray  #: catalog vectors, row per id
     dangling: int
+    duplicates: dict[str, int]  #: per table, rows that repeat a key taken by another row
     offset_errors: tuple[int, list[int]]
     vector_path: Path
     vector_index: VectorIndex | None = None
@@ -62,6 +63,7 @@ def read_state(index_dir: Path) -> State:
             ids=ids,
             vectors=vectors,
             dangling=catalog.dangling_chunks(connection),
+            duplicates=catalog.duplicate_rows(connection),
             offset_errors=catalog.offset_mismatches(connection),
             vector_path=vectors_path(index_dir, generation, vector_kind(meta)),
             bm25_dir=bm25_path(index_dir, generation),
@@ -138,6 +140,18 @@ def chunks_have_documents(state: State) -> list[str]:
     return [f"{state.dangling} chunk rows belong to no document"] if state.dangling else []
 
 
+def no_duplicate_rows(state: State) -> list[str]:
+    """No two rows of a table share a key (document id, chunk id, run id, meta key)."""
+    repeated = {table: count for table, count in state.duplicates.items() if count}
+    if not repeated:
+        return []
+    return [
+        "rows that repeat a key in "
+        + ", ".join(f"{table} ({count})" for table, count in repeated.items())
+        + " (two writers at once?); `citeline rebuild` removes them, keeping the newest run's"
+    ]
+
+
 def offsets_exact(state: State) -> list[str]:
     """Every chunk's text is exactly ``document_text[char_start:char_end]``."""
     count, examples = state.offset_errors
@@ -153,6 +167,7 @@ INVARIANTS: dict[str, Callable[[State], list[str]]] = {
     "vectors_match": vectors_match,
     "counts_match": counts_match,
     "chunks_have_documents": chunks_have_documents,
+    "no_duplicate_rows": no_duplicate_rows,
     "offsets_exact": offsets_exact,
 }
 
@@ -198,7 +213,7 @@ class VerifyReport:
 
 def verify(index_dir: Path) -> VerifyReport:
     """Check every invariant of the current generation: artifacts present, checksums, ids, vectors, counts,
-    chunks with documents, exact offsets."""
+    chunks with documents, no duplicate rows, exact offsets."""
     state = read_state(index_dir)
     results = {name: invariant(state) for name, invariant in INVARIANTS.items()}
     index = state.vector_index
