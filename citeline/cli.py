@@ -12,6 +12,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import click
+import duckdb
 
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import BACKENDS
@@ -20,13 +21,24 @@ from citeline.search import DEFAULT_MODE, MODES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+class PathType(click.Path):
+    """``click.Path`` that reports a path it cannot even look at (a NUL byte) as a usage error, not a traceback."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Check for a NUL byte, then convert as ``click.Path`` does."""
+        if isinstance(value, str) and "\0" in value:
+            self.fail(f"{value!r} contains a NUL character", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 index_option = click.option(
     "--index",
     "index_path",
     default="index",
     envvar="CITELINE_INDEX",
     show_default=True,
-    type=click.Path(file_okay=False),
+    type=PathType(file_okay=False),
     help="Index directory (env CITELINE_INDEX).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
@@ -88,6 +100,8 @@ def user_errors(func: F) -> F:
         except OSError as exc:  # permissions, a full disk, a path that is a file: the user can fix these
             where = f"{exc.filename}: " if exc.filename else ""
             raise click.ClickException(f"{where}{exc.strerror or exc}") from exc
+        except duckdb.Error as exc:  # the library reports damage itself where it reads; this is the last resort
+            raise click.ClickException(f"the index's database failed: {str(exc).splitlines()[0]}") from exc
 
     return wrapper  # type: ignore[return-value]
 
@@ -128,7 +142,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=PathType())
 @index_option
 @ingest_options
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
@@ -223,7 +237,7 @@ def _where(values: tuple[str, ...]) -> dict[str, str | list[str]]:
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=PathType())
 @click.option("--cron", required=True, help='Cron schedule, e.g. "0 * * * *" (hourly).')
 @click.option("--timezone", default=None, help="Time zone of the cron schedule [default: UTC].")
 @click.option("--name", default="scheduled", show_default=True, help="Deployment name (citeline-ingest/NAME).")
@@ -419,9 +433,9 @@ def rebuild(ctx: click.Context, index_path: str, wait: float | None, as_json: bo
 
 
 @cli.command(name="eval")
-@click.option("--beir", "beir", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--beir", "beir", required=True, type=PathType(exists=True, file_okay=False),
               help="BEIR directory: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv.")
-@click.option("--index", "index_path", default=None, type=click.Path(file_okay=False),
+@click.option("--index", "index_path", default=None, type=PathType(file_okay=False),
               help="Index to ingest the corpus into and reuse [default: a temporary one].")
 @click.option("--mode", type=click.Choice([*MODES, "all"]), default=DEFAULT_MODE, show_default=True,
               help="Search mode to score, or all of them.")

@@ -4,7 +4,6 @@ line for every error. Real files, real DuckDB and FAISS; the embedder is the fas
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import threading
 import time
@@ -19,13 +18,9 @@ from citeline import Index
 from citeline.cli import cli
 from citeline.errors import (
     IndexLockedError,
-    IndexMismatchError,
-    QueryError,
     RemovalRefusedError,
-    SettingsError,
-    SourceError,
 )
-from citeline.store import catalog, generation
+from citeline.store import catalog
 from citeline.store.locks import DB_LOCK_FILE, WRITE_LOCK_FILE, database_lock, writer_lock
 from citeline.store.verify import INVARIANTS, check
 

@@ -15,12 +15,13 @@ same 2.4 s CPU, 291 -> 299 MB).
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from citeline.sources import Document
 
 SCHEMA_VERSION = 1
+T = TypeVar("T")
 DB_FILE = "meta.duckdb"
 
 _SCHEMA = """
@@ -68,6 +70,11 @@ CREATE TABLE IF NOT EXISTS chunks (
     run_id VARCHAR NOT NULL
 );
 """
+
+
+#: DuckDB's message when another process holds the database file ("Could not set lock on file ...: Conflicting
+#: lock is held in ...").
+_LOCK_CONFLICT = re.compile(r"could not set lock|conflicting lock", re.IGNORECASE)
 
 
 def db_path(index_dir: Path) -> Path:
@@ -122,7 +129,9 @@ def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckd
             try:
                 return _LockedConnection(duckdb.connect(str(path), read_only=read_only), lock)  # type: ignore[return-value]
             except duckdb.Error as exc:
-                if "lock" not in str(exc).lower():
+                # Only DuckDB's lock conflict is worth waiting for. (Matching any "lock" also matched damage:
+                # a damaged header's message speaks of a "block", and was reported as locked after 30 s.)
+                if not _LOCK_CONFLICT.search(str(exc)):
                     raise IndexCorruptError(
                         f"cannot open {path}: {str(exc).splitlines()[0]}; the file is damaged or not a citeline "
                         "index. Restore it from a backup, or build a new index with "
@@ -167,8 +176,25 @@ def new_meta(embedder: Any, max_tokens: int, overlap_tokens: int, vector_index: 
     }
 
 
+#: The ``index_meta`` keys every citeline index has, and their types (checked on every read: a hand-edited or
+#: damaged value is reported here in one line, not as a KeyError or ValueError deep in a search).
+REQUIRED_META: dict[str, type | tuple[type, ...]] = {
+    "schema_version": int,
+    "model": str,
+    "backend": str,
+    "model_fingerprint": str,
+    "dimension": int,
+    "generation": int,
+    "max_tokens": int,
+    "overlap_tokens": int,
+}
+_OPTIONAL_META: dict[str, type | tuple[type, ...]] = {"vector_count": int, "model_max_tokens": int,
+                                                       "vector_index": str, "faiss_bytes": int}
+
+
 def read_meta(connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """``index_meta`` as a dict with JSON-decoded values."""
+    """``index_meta`` as a dict with JSON-decoded values; raises :class:`IndexCorruptError` naming a value that
+    does not decode, has the wrong type, or is missing (an empty ``index_meta`` reads as ``{}``: not an index)."""
     try:
         rows = connection.execute("SELECT key, value FROM index_meta").fetchall()
     except duckdb.Error as exc:
@@ -176,7 +202,42 @@ def read_meta(connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:
             f"the index's {DB_FILE} is a DuckDB file but not a readable citeline index "
             f"({str(exc).splitlines()[0]}); point --index at an index directory"
         ) from exc
-    return {key: json.loads(value) for key, value in rows}
+    meta = {}
+    for key, value in rows:
+        try:
+            meta[key] = json.loads(value)
+        except (TypeError, ValueError):
+            raise _damaged_meta(f"index_meta {key!r} is not JSON ({str(value)[:40]!r})") from None
+    if not meta:
+        return meta
+    missing = [key for key in REQUIRED_META if key not in meta]
+    if missing:
+        raise _damaged_meta(f"index_meta has no {', '.join(missing)}")
+    for key, wanted in {**REQUIRED_META, **_OPTIONAL_META}.items():
+        if key in meta and (isinstance(meta[key], bool) or not isinstance(meta[key], wanted)):
+            raise _damaged_meta(f"index_meta {key!r} is {meta[key]!r}")
+    if meta["generation"] < 0 or meta["dimension"] < 1:
+        raise _damaged_meta(f"index_meta has generation {meta['generation']} and dimension {meta['dimension']}")
+    return meta
+
+
+def _damaged_meta(what: str) -> IndexCorruptError:
+    return IndexCorruptError(
+        f"{what}: the index's {DB_FILE} is damaged; restore it from a backup, or build a new index with "
+        "`citeline ingest PATH --index NEW_DIR`"
+    )
+
+
+def damage_reported(read: Callable[..., T], connection: duckdb.DuckDBPyConnection, *args: Any) -> T:
+    """``read(connection, *args)``, with a DuckDB error (a dropped table, a column of the wrong type, a damaged
+    block) raised as one :class:`IndexCorruptError` line naming the index's database."""
+    try:
+        return read(connection, *args)
+    except duckdb.Error as exc:
+        raise IndexCorruptError(
+            f"the index's {DB_FILE} is damaged ({str(exc).splitlines()[0]}); restore it from a backup, or build "
+            "a new index with `citeline ingest PATH --index NEW_DIR`"
+        ) from exc
 
 
 def write_meta(connection: duckdb.DuckDBPyConnection, values: dict[str, Any]) -> None:
@@ -451,11 +512,13 @@ def allowed_chunk_ids(connection: duckdb.DuckDBPyConnection, filters: Filters) -
 KEYS = {"index_meta": "key", "documents": "doc_id", "chunks": "chunk_id", "runs": "run_id"}
 
 
-def duplicate_rows(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    """For each table, how many rows repeat a key already taken by another row (0 everywhere in a sound index)."""
+def duplicate_rows(connection: duckdb.DuckDBPyConnection, with_runs: bool = True) -> dict[str, int]:
+    """For each table, how many rows repeat a key already taken by another row (0 everywhere in a sound index).
+    ``with_runs=False`` leaves the runs table out (a damaged ledger is reported on its own)."""
     return {
         table: int(connection.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {table}").fetchall()[0][0])
         for table, key in KEYS.items()
+        if with_runs or table != "runs"
     }
 
 
@@ -565,7 +628,7 @@ def status(index_dir: Path) -> IndexStatus:
     connection = connect(index_dir, read_only=True)
     try:
         meta = read_meta(connection)
-        documents, chunks = counts(connection)
+        documents, chunks = damage_reported(counts, connection)
         runs = ledger.read_runs(connection, 1)
     finally:
         connection.close()

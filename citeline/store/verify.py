@@ -17,7 +17,7 @@ import numpy as np
 
 from citeline.errors import IndexCorruptError
 from citeline.lexical import LexicalIndex
-from citeline.store import catalog
+from citeline.store import catalog, ledger
 from citeline.store.generation import (
     artifact_checksum,
     bm25_path,
@@ -40,6 +40,7 @@ class State:
     vectors: np.ndarray  #: catalog vectors, row per id
     dangling: int
     duplicates: dict[str, int]  #: per table, rows that repeat a key taken by another row
+    ledger_error: str | None
     offset_errors: tuple[int, list[int]]
     vector_path: Path
     vector_index: VectorIndex | None = None
@@ -55,16 +56,22 @@ def read_state(index_dir: Path) -> State:
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
         meta = catalog.read_meta(connection)
         generation, dimension = int(meta["generation"]), int(meta["dimension"])
-        ids, vectors = catalog.all_vectors(connection, dimension)
+        ids, vectors = catalog.damage_reported(catalog.all_vectors, connection, dimension)
+        ledger_error = None
+        try:
+            ledger.read_runs(connection, 2**31 - 1)
+        except IndexCorruptError as exc:
+            ledger_error = str(exc).split("; ")[0]
         state = State(
             index_dir=index_dir,
             meta=meta,
             generation=generation,
             ids=ids,
             vectors=vectors,
-            dangling=catalog.dangling_chunks(connection),
-            duplicates=catalog.duplicate_rows(connection),
-            offset_errors=catalog.offset_mismatches(connection),
+            dangling=catalog.damage_reported(catalog.dangling_chunks, connection),
+            duplicates=catalog.damage_reported(catalog.duplicate_rows, connection, ledger_error is None),
+            ledger_error=ledger_error,
+            offset_errors=catalog.damage_reported(catalog.offset_mismatches, connection),
             vector_path=vectors_path(index_dir, generation, vector_kind(meta)),
             bm25_dir=bm25_path(index_dir, generation),
             orphans=[entry.name for entry in orphan_files(index_dir, generation)],
@@ -152,6 +159,11 @@ def no_duplicate_rows(state: State) -> list[str]:
     ]
 
 
+def ledger_readable(state: State) -> list[str]:
+    """Every row of the run ledger reads (``citeline runs`` and ``status`` depend on it)."""
+    return [state.ledger_error] if state.ledger_error else []
+
+
 def offsets_exact(state: State) -> list[str]:
     """Every chunk's text is exactly ``document_text[char_start:char_end]``."""
     count, examples = state.offset_errors
@@ -168,6 +180,7 @@ INVARIANTS: dict[str, Callable[[State], list[str]]] = {
     "counts_match": counts_match,
     "chunks_have_documents": chunks_have_documents,
     "no_duplicate_rows": no_duplicate_rows,
+    "ledger_readable": ledger_readable,
     "offsets_exact": offsets_exact,
 }
 
