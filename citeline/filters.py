@@ -200,7 +200,9 @@ def _meta(value: object) -> tuple[tuple[str, tuple[MetaValue, ...]], ...]:
                 try:
                     float(item)  # compared as a DOUBLE: 10**400 has no such value
                 except OverflowError:
-                    raise QueryError(f"filter 'meta' key {key!r}: the number has {len(str(item))} digits, too large to compare") from None
+                    raise QueryError(
+                        f"filter 'meta' key {key!r}: a number of {len(str(item))} digits is too large to compare"
+                    ) from None
             if isinstance(item, str):
                 _text("meta", item)
         out.append((key, tuple(values)))

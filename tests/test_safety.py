@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -18,9 +19,13 @@ from citeline import Index
 from citeline.cli import cli
 from citeline.errors import (
     IndexLockedError,
+    IndexMismatchError,
+    IndexWriteError,
+    QueryError,
     RemovalRefusedError,
+    SettingsError,
 )
-from citeline.store import catalog
+from citeline.store import catalog, generation
 from citeline.store.locks import DB_LOCK_FILE, WRITE_LOCK_FILE, database_lock, writer_lock
 from citeline.store.verify import INVARIANTS, check
 
@@ -230,3 +235,233 @@ def test_a_new_index_cannot_store_a_row_twice(tmp_path: Path) -> None:
         for table in catalog.KEYS:
             with pytest.raises(duckdb.ConstraintException):
                 connection.execute(f"INSERT INTO {table} SELECT * FROM {table} LIMIT 1")
+
+
+# ---------------------------------------------------------------- read-only mounts and full disks (real mounts)
+
+
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+@contextlib.contextmanager
+def read_only_view(source: Path, target: Path):
+    """``source`` seen through a read-only bind mount at ``target`` (needs root and mount privileges)."""
+    target.mkdir()
+    if not _mount("--bind", str(source), str(target)):
+        pytest.skip("cannot bind-mount here (needs root and mount privileges)")
+    try:
+        if not _mount("-o", "remount,ro,bind", str(target)):
+            pytest.skip("cannot remount read-only here")
+        yield target
+    finally:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def test_a_read_only_index_directory_can_be_searched_and_refuses_writes_in_one_line(tmp_path: Path) -> None:
+    docs = make_docs(tmp_path / "docs")
+    index = new_index(tmp_path)
+    index.ingest([docs])
+    with read_only_view(index.path, tmp_path / "ro") as mounted:
+        with pytest.raises(OSError):
+            (mounted / "probe").touch()
+        reader = Index.open(mounted, embedder=HashEmbedder())
+        assert reader.search("river bridge", k=2) and reader.status().documents == 4
+        assert reader.runs(5) and reader.verify().ok
+        with pytest.raises(IndexWriteError, match="Read-only file system"):
+            reader.ingest([docs])
+
+
+@contextlib.contextmanager
+def small_disk(target: Path, size: str = "8m"):
+    """A tmpfs of ``size`` mounted at ``target`` (needs root and mount privileges)."""
+    target.mkdir()
+    if not _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)):
+        pytest.skip("cannot mount a tmpfs here (needs root and mount privileges)")
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def _fill(disk: Path) -> None:
+    # Fill the disk to the last byte.
+    with (disk / "filler").open("wb") as handle, contextlib.suppress(OSError):
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+
+
+@pytest.mark.parametrize("when", ["artifacts", "commit"])
+def test_a_full_disk_says_so_in_one_line_and_in_the_ledger_and_keeps_the_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        index = Index.create(disk / "index", embedder=HashEmbedder())
+        index.ingest([make_docs(tmp_path / "docs")])
+        more = make_docs(tmp_path / "more", count=30)
+        publish = generation.publish_derived
+
+        def then_fill(*args, **kwargs):  # the artifacts fit; the disk fills before DuckDB's COMMIT
+            entries = publish(*args, **kwargs)
+            _fill(disk)
+            return entries
+
+        if when == "commit":
+            monkeypatch.setattr(generation, "publish_derived", then_fill)
+        else:
+            _fill(disk)  # full before the run: writing the new generation's files fails
+        with pytest.raises(IndexWriteError, match="no space left on device") as failed:
+            index.ingest([more])
+        assert "\n" not in str(failed.value) and "generation 1" in str(failed.value)
+        if when == "commit":
+            # The staged files were removed at once, which freed the room for the ledger row saying why.
+            last = index.runs(1)[0]
+            assert last.status == "failed" and "no space left on device" in last.errors[0]["reason"]
+            assert "no transaction is active" not in last.errors[0]["reason"]
+        (disk / "filler").unlink()
+        monkeypatch.undo()
+        assert index.status().generation == 1 and index.status().documents == 4 and index.verify().ok
+        result = CliRunner().invoke(cli, ["status", "--index", str(index.path)])
+        assert result.exit_code == 0, result.output
+
+
+# ---------------------------------------------------------------- one clear line for damage and bad input
+
+
+def _damaged_copy(tmp_path: Path, name: str, *statements: str) -> Path:
+    path = tmp_path / name
+    shutil.copytree(LEGACY, path)
+    with contextlib.closing(duckdb.connect(str(catalog.db_path(path)))) as connection:
+        for statement in statements:
+            connection.execute(statement)
+    return path
+
+
+DAMAGE = {
+    "meta_not_json": ["UPDATE index_meta SET value = '{bad' WHERE key = 'generation'"],
+    "meta_wrong_type": ["UPDATE index_meta SET value = '\"abc\"' WHERE key = 'generation'"],
+    "meta_missing": ["DELETE FROM index_meta WHERE key = 'dimension'"],
+    "runs_bad_json": ["ALTER TABLE runs ALTER roots TYPE VARCHAR", "UPDATE runs SET roots = 'zz'"],
+    "runs_dropped": ["DROP TABLE runs"],
+    "documents_dropped": ["DROP TABLE documents"],
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+@pytest.mark.parametrize("command", [["status"], ["runs"], ["verify"], ["search", "river", "--mode", "lexical"]])
+def test_damaged_catalog_rows_give_one_line_not_a_traceback(
+    tmp_path: Path, hash_model: None, damage: str, command: list[str]
+) -> None:
+    path = _damaged_copy(tmp_path, damage, *DAMAGE[damage])
+    result = CliRunner().invoke(cli, [*command, "--index", str(path)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    assert "Traceback" not in result.output
+    if result.exit_code and "INCONSISTENT" not in result.output:  # verify's report of problems is not an error
+        assert result.exit_code == 1
+        lines = [line for line in result.output.splitlines() if line.startswith("Error")]
+        assert len(lines) == 1 and ("damaged" in lines[0] or "runs" in lines[0]), result.output
+    if command == ["verify"] and damage.startswith("runs"):
+        assert "INCONSISTENT" in result.output and "run ledger" in result.output
+
+
+def test_a_damaged_header_is_damage_reported_at_once_not_a_lock_after_30_s(tmp_path: Path) -> None:
+    path = tmp_path / "index"
+    shutil.copytree(LEGACY, path)
+    data = bytearray(catalog.db_path(path).read_bytes())
+    data[4096:4128] = b"\xff" * 32  # DuckDB: "... does not match stored checksum ... in block at location 4096"
+    catalog.db_path(path).write_bytes(bytes(data))
+    started = time.monotonic()
+    result = CliRunner().invoke(cli, ["status", "--index", str(path)])
+    assert time.monotonic() - started < 5
+    assert result.exit_code == 1 and "damaged" in result.output and "locked" not in result.output
+
+
+def test_a_chunk_without_its_document_is_skipped_by_search_and_reported_by_verify(tmp_path: Path) -> None:
+    path = _damaged_copy(tmp_path, "dangling", "DELETE FROM documents WHERE doc_id = (SELECT min(doc_id) FROM chunks)")
+    index = Index.open(path, embedder=HashEmbedder())
+    for mode in ("hybrid", "dense", "lexical"):
+        results = index.search("soldiers defect across the river", k=50, mode=mode)
+        assert results and all(result.doc_id for result in results)
+    assert index.verify().invariants["chunks_have_documents"]
+
+
+@pytest.mark.parametrize(
+    "filters", [{"meta": {"n": 10**400}}, {"source": "~nosuchuser/x"}, {"source": "a\0b"}, {"meta": {"k": "\udcff"}}]
+)
+def test_filter_values_python_cannot_handle_are_query_errors(legacy: Path, filters: dict) -> None:
+    index = Index.open(legacy, embedder=HashEmbedder())
+    with pytest.raises(QueryError):
+        index.search("river", k=3, filters=filters)
+
+
+def test_a_query_that_is_not_utf8_is_a_query_error(legacy: Path) -> None:
+    with pytest.raises(QueryError, match="not valid text"):
+        Index.open(legacy, embedder=HashEmbedder()).search("river \udcff", k=3)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["runs", "--limit", "-1"], 2, "--limit"),
+        (["ingest", "DOCS", "--max-tokens", "0"], 2, "--max-tokens"),
+        (["ingest", "a\0b"], 2, "NUL"),
+        (["ingest", "~nosuchuser/docs"], 1, "~nosuchuser/docs"),
+        (["ingest", "LOOP"], 1, "Symlink loop"),
+        (["search", "x", "--source", "~nosuchuser"], 1, "~nosuchuser"),
+        (["ingest", "DOCS", "--removal-threshold", "2"], 2, "--removal-threshold"),
+    ],
+)
+def test_bad_arguments_are_one_line_with_the_right_exit_status(
+    tmp_path: Path, hash_model: None, args: list[str], code: int, says: str
+) -> None:
+    docs = make_docs(tmp_path / "docs")
+    index = new_index(tmp_path)
+    index.ingest([docs])
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    args = [{"DOCS": str(docs), "LOOP": str(loop)}.get(arg, arg) for arg in args]
+    result = CliRunner().invoke(cli, [*args, "--index", str(index.path)])
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output and says in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_only_settings_errors_are_usage_errors(hash_model: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    def bug(*args, **kwargs):
+        raise ValueError("a bug, not the user's fault")
+
+    monkeypatch.setattr("citeline.index.Index.open", bug)
+    result = CliRunner().invoke(cli, ["status", "--index", "x"])
+    assert isinstance(result.exception, ValueError)  # a bug surfaces as one, not as exit 2
+    assert issubclass(SettingsError, ValueError)
+
+
+def test_max_tokens_zero_is_refused_not_the_default(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="max_tokens"):
+        Index.create(tmp_path / "index", embedder=HashEmbedder(), max_tokens=0)
+    assert not (tmp_path / "index" / "meta.duckdb").exists()
+
+
+def test_two_first_runs_with_different_chunk_sizes_the_loser_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "index"
+    outcomes: dict[int, object] = {}
+    gate = threading.Barrier(2)
+
+    def create(max_tokens: int) -> None:
+        gate.wait()
+        try:
+            outcomes[max_tokens] = Index.create(path, embedder=HashEmbedder(), max_tokens=max_tokens)
+        except IndexMismatchError as exc:
+            outcomes[max_tokens] = exc
+
+    threads = [threading.Thread(target=create, args=(size,)) for size in (100, 200)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winners = [size for size, outcome in outcomes.items() if isinstance(outcome, Index)]
+    losers = [outcome for outcome in outcomes.values() if isinstance(outcome, IndexMismatchError)]
+    assert len(winners) == 1 and len(losers) == 1
+    assert generation.read_meta(path)["max_tokens"] == winners[0]
+    assert "chunking" in str(losers[0])

@@ -27,7 +27,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from citeline.errors import IndexCorruptError, IndexLockedError, IndexNotFoundError
+from citeline.errors import IndexCorruptError, IndexLockedError, IndexNotFoundError, IndexWriteError
 from citeline.store import ledger
 from citeline.store.locks import database_lock
 
@@ -75,6 +75,10 @@ CREATE TABLE IF NOT EXISTS chunks (
 #: DuckDB's message when another process holds the database file ("Could not set lock on file ...: Conflicting
 #: lock is held in ...").
 _LOCK_CONFLICT = re.compile(r"could not set lock|conflicting lock", re.IGNORECASE)
+
+
+#: DuckDB's messages for a file it may not write (a read-only mount, permissions): not damage.
+_NOT_WRITABLE = re.compile(r"read-only file system|permission denied", re.IGNORECASE)
 
 
 def db_path(index_dir: Path) -> Path:
@@ -131,6 +135,10 @@ def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckd
             except duckdb.Error as exc:
                 # Only DuckDB's lock conflict is worth waiting for. (Matching any "lock" also matched damage:
                 # a damaged header's message speaks of a "block", and was reported as locked after 30 s.)
+                if _NOT_WRITABLE.search(str(exc)):
+                    raise IndexWriteError(
+                        f"cannot open {path}{'' if read_only else ' for writing'}: {str(exc).splitlines()[0]}"
+                    ) from exc
                 if not _LOCK_CONFLICT.search(str(exc)):
                     raise IndexCorruptError(
                         f"cannot open {path}: {str(exc).splitlines()[0]}; the file is damaged or not a citeline "

@@ -23,6 +23,7 @@ the next open (:func:`remove_orphans`). The same publish step serves :func:`crea
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -261,26 +262,40 @@ def _transaction(connection: duckdb.DuckDBPyConnection, index_dir: Path, generat
         yield
         catalog.finish(connection, commit=True)
     except BaseException as exc:
+        full = _nearly_full(index_dir)  # before the staged files are removed and free their space
         # A COMMIT that failed (a full disk) has ended the transaction already: ROLLBACK would then raise "cannot
         # rollback - no transaction is active", and that message used to replace the real one in the ledger.
         with contextlib.suppress(duckdb.Error):
             catalog.finish(connection, commit=False)
         with contextlib.suppress(OSError):
             remove_orphans(index_dir, generation)
-        if isinstance(exc, duckdb.Error | OSError):
-            raise write_error(index_dir, generation, exc) from exc
+        # RuntimeError: FAISS reports its write failures (a full disk) that way.
+        if isinstance(exc, duckdb.Error | OSError | RuntimeError):
+            raise write_error(index_dir, generation, exc, disk_full=full) from exc
         raise
 
 
-def write_error(index_dir: Path, generation: int, exc: BaseException) -> IndexWriteError:
+#: Free bytes below which a failed write is reported as a full disk (numpy's short writes carry no errno:
+#: "381969 requested and 77792 written").
+NEARLY_FULL_BYTES = 16 * 1024 * 1024
+
+
+def _nearly_full(index_dir: Path) -> bool:
+    try:
+        return shutil.disk_usage(index_dir).free < NEARLY_FULL_BYTES
+    except OSError:
+        return False
+
+
+def write_error(index_dir: Path, generation: int, exc: BaseException, *, disk_full: bool = False) -> IndexWriteError:
     """One line for a failed write: what failed (``no space left on device`` for a full disk) and that the index
     stays at ``generation``."""
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         reason = f"{where}{exc.strerror or exc}"
     else:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if "no space left" in reason.lower():
+        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    if disk_full or "no space left" in reason.lower() or getattr(exc, "errno", None) == errno.ENOSPC:
         reason = f"no space left on device ({reason})"
     return IndexWriteError(f"could not write to {index_dir}: {reason}; the index stays at generation {generation}")
 
