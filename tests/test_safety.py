@@ -465,3 +465,27 @@ def test_two_first_runs_with_different_chunk_sizes_the_loser_is_refused(tmp_path
     assert len(winners) == 1 and len(losers) == 1
     assert generation.read_meta(path)["max_tokens"] == winners[0]
     assert "chunking" in str(losers[0])
+
+
+# ---------------------------------------------------------------- the model cache
+
+
+@pytest.mark.slow
+def test_a_damaged_onnx_file_in_the_model_cache_is_exported_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from citeline import embedding
+
+    embedder = embedding.SentenceTransformerEmbedder(backend="onnx")
+    cached = embedding.onnx_model_dir(embedder.model_path)
+    monkeypatch.setenv("CITELINE_CACHE", str(tmp_path / "cache"))
+    export = embedding.onnx_model_dir(embedder.model_path)
+    if (cached / "onnx" / "model.onnx").exists():  # start from the machine's export: exporting takes a while
+        shutil.copytree(cached, export)
+    export = embedding.ensure_onnx_model(embedder.model_path, "onnx")
+    model_file = export / "onnx" / "model.onnx"
+    size = model_file.stat().st_size
+    model_file.write_bytes(model_file.read_bytes()[: size // 3])  # an interrupted copy
+    with pytest.warns(UserWarning, match="does not load"):
+        vector = embedder.query_encoder.encode(["the river bridge"])
+    assert vector.shape == (1, embedder.dimension) and model_file.stat().st_size == size
