@@ -31,10 +31,30 @@ FUZZ = settings(
 
 COMMANDS = ["ingest", "search", "status", "runs", "verify", "rebuild"]
 OPTIONS = {
-    "ingest": ["--max-tokens", "--overlap-tokens", "--max-file-bytes", "--wait", "--allow-removals", "--dry-run",
-               "--removal-threshold", "--json", "--backend", "--model"],
-    "search": ["-k", "--mode", "--source", "--path", "--where", "--ingested-after", "--ingested-before",
-               "--collapse-threshold", "--json", "--no-collapse"],
+    "ingest": [
+        "--max-tokens",
+        "--overlap-tokens",
+        "--max-file-bytes",
+        "--wait",
+        "--allow-removals",
+        "--dry-run",
+        "--removal-threshold",
+        "--json",
+        "--backend",
+        "--model",
+    ],
+    "search": [
+        "-k",
+        "--mode",
+        "--source",
+        "--path",
+        "--where",
+        "--ingested-after",
+        "--ingested-before",
+        "--collapse-threshold",
+        "--json",
+        "--no-collapse",
+    ],
     "status": ["--json"],
     "runs": ["--limit", "--json"],
     "verify": ["--json"],
@@ -42,9 +62,38 @@ OPTIONS = {
 }
 #: Values that have broken argument handling somewhere: negative and huge numbers, paths that cannot be
 #: resolved, NUL bytes, undecodable bytes (as Python sees them: lone surrogates), globs, empty strings.
-TRICKY = ["0", "-1", "1e400", "nan", "-0.5", "2", "99999999999999999999", "", " ", "~nosuchuser/x", "a\0b",
-          "\udcff", "*", "[", "x=", "=y", "k=v", "2026-13-45", "1970-01-01", "river bridge", "DOCS", "DOCS/a.md",
-          "LOOP", "MISSING", "INDEX", "onnx", "torch", "dense", "lexical", "hybrid"]
+TRICKY = [
+    "0",
+    "-1",
+    "1e400",
+    "nan",
+    "-0.5",
+    "2",
+    "99999999999999999999",
+    "",
+    " ",
+    "~nosuchuser/x",
+    "a\0b",
+    "\udcff",
+    "*",
+    "[",
+    "x=",
+    "=y",
+    "k=v",
+    "2026-13-45",
+    "1970-01-01",
+    "river bridge",
+    "DOCS",
+    "DOCS/a.md",
+    "LOOP",
+    "MISSING",
+    "INDEX",
+    "onnx",
+    "torch",
+    "dense",
+    "lexical",
+    "hybrid",
+]
 
 
 def _value() -> st.SearchStrategy[str]:
@@ -88,8 +137,12 @@ def test_no_command_prints_a_traceback(tree: Path, args: list[str], monkeypatch:
     index = tree / "work-index"
     shutil.rmtree(index, ignore_errors=True)
     shutil.copytree(tree / "index", index)
-    names = {"DOCS": str(tree / "docs"), "LOOP": str(tree / "loop"), "MISSING": str(tree / "missing"),
-             "INDEX": str(index)}
+    names = {
+        "DOCS": str(tree / "docs"),
+        "LOOP": str(tree / "loop"),
+        "MISSING": str(tree / "missing"),
+        "INDEX": str(index),
+    }
     argv = [next((arg.replace(name, path) for name, path in names.items() if name in arg), arg) for arg in args]
     result = CliRunner().invoke(cli, [*argv, "--index", str(index)], catch_exceptions=True)
     crashed = result.exception is not None and not isinstance(result.exception, SystemExit)

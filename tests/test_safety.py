@@ -489,3 +489,15 @@ def test_a_damaged_onnx_file_in_the_model_cache_is_exported_again(
     with pytest.warns(UserWarning, match="does not load"):
         vector = embedder.query_encoder.encode(["the river bridge"])
     assert vector.shape == (1, embedder.dimension) and model_file.stat().st_size == size
+
+
+# ---------------------------------------------------------------- every fault class at once (bench/reliability.py)
+
+
+def test_every_fault_class_loses_no_document(tmp_path: Path) -> None:
+    from _faults import fault_table, run_fault_trials
+
+    results = run_fault_trials(tmp_path, rounds=1)
+    table = fault_table(results)
+    for result in results:
+        assert result.lost == 0 and result.completed == result.runs and not result.notes, table
