@@ -29,7 +29,7 @@ from conftest import HashEmbedder  # noqa: E402
 
 from citeline import Index  # noqa: E402
 from citeline.errors import CitelineError, IndexLockedError  # noqa: E402
-from citeline.store import catalog  # noqa: E402
+from citeline.store import catalog, checks  # noqa: E402
 from citeline.store.locks import DB_LOCK_FILE, WRITE_LOCK_FILE, writer_lock  # noqa: E402
 
 DOCS = 12
@@ -141,7 +141,7 @@ def deleted_lock(work: Path, docs: Path, index: Index) -> Iterator[Callable[[], 
 def duplicate_rows(work: Path, docs: Path, index: Index) -> Iterator[Callable[[], object]]:
     """Every row stored twice, as two writers at once (or a citeline before the primary keys) left them."""
     with contextlib.closing(duckdb.connect(str(catalog.db_path(index.path)))) as connection:
-        for table in catalog.KEYS:
+        for table in checks.KEYS:
             connection.execute(f"CREATE TABLE copy AS SELECT * FROM {table}")
             connection.execute(f"DROP TABLE {table}")
             connection.execute(f"CREATE TABLE {table} AS SELECT * FROM copy UNION ALL SELECT * FROM copy")

@@ -25,7 +25,7 @@ from citeline.errors import (
     RemovalRefusedError,
     SettingsError,
 )
-from citeline.store import catalog, generation
+from citeline.store import catalog, checks, generation
 from citeline.store.locks import DB_LOCK_FILE, WRITE_LOCK_FILE, database_lock, writer_lock
 from citeline.store.verify import INVARIANTS, check
 
@@ -216,7 +216,7 @@ def test_verify_reports_duplicate_rows_and_rebuild_removes_them_and_adds_keys(le
     assert report.ok, report.problems
     with contextlib.closing(catalog.connect(legacy, read_only=True)) as connection:
         assert catalog.counts(connection) == before
-        assert catalog.duplicate_rows(connection) == dict.fromkeys(catalog.KEYS, 0)
+        assert checks.duplicate_rows(connection) == dict.fromkeys(checks.KEYS, 0)
         assert connection.execute("SELECT count(*) FROM documents WHERE run_id = 'zz-later'").fetchall()[0][0] == 1
     # The keys are there now: a second copy of a row cannot be stored any more.
     with (
@@ -232,7 +232,7 @@ def test_a_new_index_cannot_store_a_row_twice(tmp_path: Path) -> None:
     index = new_index(tmp_path)
     index.ingest([docs])
     with contextlib.closing(duckdb.connect(str(catalog.db_path(index.path)))) as connection:
-        for table in catalog.KEYS:
+        for table in checks.KEYS:
             with pytest.raises(duckdb.ConstraintException):
                 connection.execute(f"INSERT INTO {table} SELECT * FROM {table} LIMIT 1")
 

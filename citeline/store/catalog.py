@@ -1,5 +1,7 @@
 """The catalog: ``meta.duckdb``, the source of truth. Every SQL statement citeline runs lives here, except the
-filter ``WHERE`` builder (``citeline.filters``) and the runs table's (``citeline.store.ledger``).
+filter ``WHERE`` builder (``citeline.filters``), the runs table's (``citeline.store.ledger``) and the consistency
+queries of ``verify`` and ``rebuild`` (``citeline.store.checks``). Row shapes (Arrow tables) are in
+``citeline.store.rows``.
 
 Tables: ``index_meta`` (key/JSON value), ``documents`` (text and provenance), ``chunks`` (offsets, text, hash,
 vector), ``runs`` (the ledger). Derived files (vector index, BM25 folder) are rebuilt from these rows, never the
@@ -7,7 +9,7 @@ other way round.
 
 Each table has a primary key (``key``, ``doc_id``, ``chunk_id``, ``run_id``), so no writer, however it got in,
 can store a row twice. Indexes created before the keys (schema version 1 all the same) get them from
-``citeline rebuild``, which first removes duplicate rows (:func:`remove_duplicate_rows`, :func:`add_primary_keys`).
+``citeline rebuild``, which first removes duplicate rows (``checks.remove_duplicate_rows``, ``add_primary_keys``).
 The keys cost about 10% of insert time and 3% of file size (200,000 chunks of 384 floats: 3.9 -> 4.3 s wall, the
 same 2.4 s CPU, 291 -> 299 MB).
 """
@@ -19,7 +21,6 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,10 +31,13 @@ import pyarrow as pa
 from citeline.errors import IndexCorruptError, IndexLockedError, IndexNotFoundError, IndexWriteError
 from citeline.store import ledger
 from citeline.store.locks import database_lock
+from citeline.store.rows import ChunkRows as ChunkRows
+from citeline.store.rows import arrow_to_vectors
+from citeline.store.rows import documents_table as documents_table
+from citeline.store.rows import vectors_to_arrow as vectors_to_arrow
 
 if TYPE_CHECKING:
     from citeline.filters import Filters
-    from citeline.sources import Document
 
 SCHEMA_VERSION = 1
 T = TypeVar("T")
@@ -270,101 +274,6 @@ def checkpoint(connection: duckdb.DuckDBPyConnection) -> None:
     connection.execute("CHECKPOINT")
 
 
-# ---------------------------------------------------------------- row shapes
-
-
-def vectors_to_arrow(vectors: np.ndarray) -> pa.FixedSizeListArray:
-    """A ``(n, dim)`` float32 array as an Arrow fixed-size-list column (DuckDB ``FLOAT[dim]``)."""
-    dim = vectors.shape[1]
-    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), type=pa.float32())
-    return pa.FixedSizeListArray.from_arrays(flat, dim)
-
-
-def arrow_to_vectors(column: pa.ChunkedArray | pa.Array, dimension: int) -> np.ndarray:
-    """The inverse of :func:`vectors_to_arrow`."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if len(array) == 0:
-        return np.zeros((0, dimension), dtype=np.float32)
-    values = array.flatten().to_numpy(zero_copy_only=False)
-    return np.ascontiguousarray(values.reshape(-1, dimension), dtype=np.float32)
-
-
-@dataclass
-class ChunkRows:
-    """Chunks to insert, column by column (the shape DuckDB ingests fastest, through Arrow)."""
-
-    chunk_id: list[int]
-    doc_id: list[str]
-    ordinal: list[int]
-    char_start: list[int]
-    char_end: list[int]
-    text: list[str]
-    text_hash: list[str]
-    page: list[int | None]
-    vectors: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.chunk_id)
-
-    @classmethod
-    def empty(cls, dimension: int = 0) -> ChunkRows:
-        """No rows."""
-        return cls([], [], [], [], [], [], [], [], np.zeros((0, dimension), dtype=np.float32))
-
-    @classmethod
-    def concat(cls, parts: Sequence[ChunkRows], dimension: int) -> ChunkRows:
-        """The rows of ``parts`` in order (vectors included)."""
-        merged = cls.empty(dimension)
-        for part in parts:
-            for name in ("chunk_id", "doc_id", "ordinal", "char_start", "char_end", "text", "text_hash", "page"):
-                getattr(merged, name).extend(getattr(part, name))
-        vectors = [part.vectors for part in parts if len(part)]
-        if vectors:
-            merged.vectors = np.concatenate(vectors).astype(np.float32)
-        return merged
-
-    def to_arrow(self, run_id: str) -> pa.Table:
-        """The rows as an Arrow table in the ``chunks`` column order."""
-        return pa.table(
-            {
-                "chunk_id": pa.array(self.chunk_id, type=pa.int64()),
-                "doc_id": pa.array(self.doc_id, type=pa.string()),
-                "ordinal": pa.array(self.ordinal, type=pa.int32()),
-                "char_start": pa.array(self.char_start, type=pa.int32()),
-                "char_end": pa.array(self.char_end, type=pa.int32()),
-                "text": pa.array(self.text, type=pa.string()),
-                "text_hash": pa.array(self.text_hash, type=pa.string()),
-                "page": pa.array(self.page, type=pa.int32()),
-                "vector": vectors_to_arrow(self.vectors),
-                "run_id": pa.array([run_id] * len(self.chunk_id), type=pa.string()),
-            }
-        )
-
-
-def documents_table(documents: Sequence[Document], run_id: str, ingested_at: str) -> pa.Table:
-    """Documents as an Arrow table in the ``documents`` column order."""
-    return pa.table(
-        {
-            "doc_id": [d.doc_id for d in documents],
-            "source_root": [d.source_root for d in documents],
-            "source_id": [d.source_id for d in documents],
-            "source_file": [d.source_file for d in documents],
-            "path": [d.path for d in documents],
-            "title": [d.title for d in documents],
-            "format": [d.format for d in documents],
-            "content_hash": [d.content_hash for d in documents],
-            "text": [d.text for d in documents],
-            "metadata": [json.dumps(d.metadata, ensure_ascii=False) for d in documents],
-            "size_bytes": pa.array([d.size_bytes for d in documents], type=pa.int64()),
-            "mtime": pa.array([d.mtime for d in documents], type=pa.float64()),
-            "run_id": [run_id] * len(documents),
-            "ingested_at": pa.array(
-                [datetime.fromisoformat(ingested_at)] * len(documents), type=pa.timestamp("ms", tz="UTC")
-            ),
-        }
-    )
-
-
 # ---------------------------------------------------------------- writing (inside a writer's transaction)
 
 
@@ -512,99 +421,6 @@ def allowed_chunk_ids(connection: duckdb.DuckDBPyConnection, filters: Filters) -
     condition, params = filters.to_sql()
     columns = connection.execute(_ALLOWED_SQL.format(condition=condition), params).fetchnumpy()
     return np.ascontiguousarray(columns["chunk_id"], dtype=np.int64)
-
-
-# ---------------------------------------------------------------- invariants' queries (see store.verify)
-
-#: Each table and the column that identifies its rows (its primary key in indexes created since the keys).
-KEYS = {"index_meta": "key", "documents": "doc_id", "chunks": "chunk_id", "runs": "run_id"}
-
-
-def duplicate_rows(connection: duckdb.DuckDBPyConnection, with_runs: bool = True) -> dict[str, int]:
-    """For each table, how many rows repeat a key already taken by another row (0 everywhere in a sound index).
-    ``with_runs=False`` leaves the runs table out (a damaged ledger is reported on its own)."""
-    return {
-        table: int(connection.execute(f"SELECT count(*) - count(DISTINCT {key}) FROM {table}").fetchall()[0][0])
-        for table, key in KEYS.items()
-        if with_runs or table != "runs"
-    }
-
-
-def remove_duplicate_rows(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    """Delete rows that repeat a key, keeping the newest run's (inside the caller's transaction); returns how many
-    rows each table lost.
-
-    A document kept from run R keeps the chunks written with it (a chunk's ``run_id`` is its document's): chunks
-    of that document's other, dropped versions go too, so offsets stay exact. Other chunk rows that repeat a chunk
-    id are identical copies; the newest stays. Ledger rows: a finished run's row wins over an unfinished one.
-    """
-    before = duplicate_rows(connection)
-    if not any(before.values()):
-        return before
-    twice = [row[0] for row in connection.execute(
-        "SELECT doc_id FROM documents GROUP BY doc_id HAVING count(*) > 1").fetchall()]
-    order = {
-        "index_meta": "rowid DESC",
-        "documents": "ingested_at DESC, run_id DESC, rowid DESC",
-        "chunks": "run_id DESC, rowid DESC",
-        "runs": "finished_at DESC NULLS LAST, rowid DESC",
-    }
-    removed = {}
-    for table, key in KEYS.items():
-        if not before[table] and table != "chunks":
-            removed[table] = 0
-            continue
-        count = int(connection.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
-        if table == "chunks" and twice:
-            connection.execute(
-                "DELETE FROM chunks c WHERE c.doc_id = ANY(?) AND c.run_id <> (SELECT any_value(d.run_id) FROM "
-                "documents d WHERE d.doc_id = c.doc_id)",
-                [twice],
-            )
-        connection.execute(
-            f"DELETE FROM {table} WHERE rowid NOT IN (SELECT rowid FROM (SELECT rowid, row_number() OVER "
-            f"(PARTITION BY {key} ORDER BY {order[table]}) AS n FROM {table}) WHERE n = 1)"
-        )
-        removed[table] = count - int(connection.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
-    return removed
-
-
-def add_primary_keys(connection: duckdb.DuckDBPyConnection) -> list[str]:
-    """Give the tables of an index created before the primary keys their keys; returns the tables changed.
-
-    Run it outside a transaction, after duplicates were removed and committed (DuckDB checks a new key against
-    the rows a transaction has deleted too).
-    """
-    keyed = {
-        row[0] for row in connection.execute(
-            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'").fetchall()
-    }
-    changed = [table for table in KEYS if table not in keyed]
-    for table in changed:
-        connection.execute(f"ALTER TABLE {table} ADD PRIMARY KEY ({KEYS[table]})")
-    return changed
-
-
-
-def dangling_chunks(connection: duckdb.DuckDBPyConnection) -> int:
-    """Chunk rows whose document row is missing."""
-    return int(
-        connection.execute("SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT doc_id FROM documents)")
-        .fetchall()[0][0]
-    )
-
-
-def offset_mismatches(connection: duckdb.DuckDBPyConnection, limit: int = 5) -> tuple[int, list[int]]:
-    """Chunks whose text is not ``document_text[char_start:char_end]``: how many, and the first few ids.
-
-    DuckDB's ``substring`` counts characters (code points) from 1, as Python's slices count them from 0.
-    """
-    rows = connection.execute(
-        "SELECT c.chunk_id FROM chunks c JOIN documents d USING (doc_id) "
-        "WHERE substring(d.text, c.char_start + 1, c.char_end - c.char_start) IS DISTINCT FROM c.text "
-        "ORDER BY c.chunk_id"
-    ).fetchall()
-    return len(rows), [int(row[0]) for row in rows[:limit]]
 
 
 # ---------------------------------------------------------------- status

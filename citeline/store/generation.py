@@ -5,7 +5,7 @@ Layout of an index directory::
     meta.duckdb                 the catalog (store.catalog) and the ledger (store.ledger)
     vectors.<gen>.<suffix>      the vector index of a generation (a ``citeline.vectors`` kind; flat: ``.faiss``)
     bm25.<gen>/                 the BM25 folder of a generation (``citeline.lexical``)
-    write.lock, db.lock         store.locks
+    db.lock                     store.locks (the writer lock is on the directory itself)
 
 **Publishing an artifact** (:func:`publish`, the only place citeline renames a file into place): write it under a
 temporary name, fsync its files and folder, rename it into place, fsync the index directory, and record its size
@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from citeline.errors import CitelineError, IndexLockedError, IndexRepairedWarning, IndexWriteError
 from citeline.lexical import LexicalIndex, settings_problems
-from citeline.store import catalog, ledger
+from citeline.store import catalog, checks, ledger
 from citeline.store.locks import writer_lock
 from citeline.vectors import DEFAULT_KIND, VectorIndex, kind_of
 
@@ -310,7 +310,7 @@ def rebuild(index_dir: Path) -> int:
     """Rewrite the current generation's artifacts from the catalog (vectors and texts; nothing is re-embedded).
 
     The caller holds the writer lock. Rows that repeat a key (an index created before the primary keys, written
-    by two writers at once) are removed first, keeping the newest run's (``catalog.remove_duplicate_rows``, with
+    by two writers at once) are removed first, keeping the newest run's (``checks.remove_duplicate_rows``, with
     an :class:`IndexRepairedWarning` saying how many), and the tables get their primary keys. Both artifacts are
     replaced atomically and their new sizes and checksums recorded in the same transaction; files of other
     generations are removed afterwards. Returns the generation.
@@ -319,10 +319,10 @@ def rebuild(index_dir: Path) -> int:
         meta = catalog.read_meta(connection)
         generation = int(meta["generation"])
         with _transaction(connection, index_dir, generation):
-            removed = catalog.remove_duplicate_rows(connection)
+            removed = checks.remove_duplicate_rows(connection)
             catalog.write_meta(connection, publish_derived(index_dir, generation, connection, meta))
         try:
-            catalog.add_primary_keys(connection)
+            checks.add_primary_keys(connection)
         except duckdb.Error as exc:
             raise write_error(index_dir, generation, exc) from exc
         remove_orphans(index_dir, generation)

@@ -17,7 +17,7 @@ import numpy as np
 
 from citeline.errors import IndexCorruptError
 from citeline.lexical import LexicalIndex
-from citeline.store import catalog, ledger
+from citeline.store import catalog, checks, ledger
 from citeline.store.generation import (
     artifact_checksum,
     bm25_path,
@@ -68,10 +68,10 @@ def read_state(index_dir: Path) -> State:
             generation=generation,
             ids=ids,
             vectors=vectors,
-            dangling=catalog.damage_reported(catalog.dangling_chunks, connection),
-            duplicates=catalog.damage_reported(catalog.duplicate_rows, connection, ledger_error is None),
+            dangling=catalog.damage_reported(checks.dangling_chunks, connection),
+            duplicates=catalog.damage_reported(checks.duplicate_rows, connection, ledger_error is None),
             ledger_error=ledger_error,
-            offset_errors=catalog.damage_reported(catalog.offset_mismatches, connection),
+            offset_errors=catalog.damage_reported(checks.offset_mismatches, connection),
             vector_path=vectors_path(index_dir, generation, vector_kind(meta)),
             bm25_dir=bm25_path(index_dir, generation),
             orphans=[entry.name for entry in orphan_files(index_dir, generation)],
