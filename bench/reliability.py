@@ -1,12 +1,15 @@
 """Crash and concurrency trials, longer than CI affords: SIGKILL an ingesting process at random points, and search
 from reader processes while a writer commits generation after generation.
 
-    python bench/reliability.py [--trials 100] [--generations 12] [--readers 3] [--seed 7]
+    python bench/reliability.py [--trials 100] [--generations 12] [--readers 3] [--seed 7] [--fault-rounds 3]
 
 Every kill is followed by checks (the index opens at a committed generation, FAISS and DuckDB hold the same chunk
 ids and vectors, offsets are exact, search works, no orphan files) and a re-run that must give the same chunks as an
 uninterrupted run. Readers check that every result list comes from exactly one committed generation. The harness is
-``tests/_reliability.py``, the same code the test suite runs with fewer trials. Run by hand; not part of CI.
+``tests/_reliability.py``, the same code the test suite runs with fewer trials. Then the fault classes of issue 14
+(``tests/_faults.py``): an empty root, an unreadable subfolder, deleted lock files, duplicate rows, a full disk
+(a real tmpfs; needs root) and damaged files, each injected ``--fault-rounds`` times into a run and followed by a
+recovery run, with the documents lost counted (must be 0). Run by hand; not part of CI.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from _faults import fault_table, run_fault_trials
 from _reliability import run_concurrent_readers, run_kill_trials
 
 
@@ -29,7 +33,11 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=12, help="generations committed while readers search")
     parser.add_argument("--readers", type=int, default=3, help="reader processes")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--fault-rounds", type=int, default=3, help="rounds of each fault class")
+    parser.add_argument("--faults-only", action="store_true", help="only the fault classes (no kill or reader trials)")
     args = parser.parse_args()
+    if args.faults_only:
+        sys.exit(_faults(args.fault_rounds))
     with tempfile.TemporaryDirectory(prefix="citeline-reliability-") as directory:
         work = Path(directory)
         (work / "kills").mkdir()
@@ -44,7 +52,15 @@ def main() -> None:
         f"{reads['queries']} queries by {reads['readers']} readers during {reads['generations']} generations, "
         f"{reads['errors']} errors; {bad} inconsistencies in all"
     )
-    sys.exit(1 if bad else 0)
+    sys.exit(1 if bad or _faults(args.fault_rounds) else 0)
+
+
+def _faults(rounds: int) -> int:
+    """Run the fault classes and print their table; returns 1 if a document was lost or a run crashed."""
+    with tempfile.TemporaryDirectory(prefix="citeline-faults-") as directory:
+        results = run_fault_trials(Path(directory), rounds=rounds)
+    print("\n" + fault_table(results))
+    return 1 if any(r.lost or r.completed != r.runs for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ from citeline.errors import (
     IndexMismatchError,
     IndexNotFoundError,
     IndexRepairedWarning,
+    IndexWriteError,
     QueryError,
+    RemovalRefusedError,
+    SettingsError,
     SourceError,
 )
 from citeline.index import Index
@@ -24,9 +27,12 @@ __all__ = [
     "IndexNotFoundError",
     "IndexRepairedWarning",
     "IndexStatus",
+    "IndexWriteError",
     "QueryError",
+    "RemovalRefusedError",
     "RunSummary",
     "SearchResult",
+    "SettingsError",
     "SourceError",
 ]
 __version__ = "0.1.0"

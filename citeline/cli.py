@@ -13,6 +13,7 @@ from citeline import cli_extra
 from citeline.cli_common import (
     RUN_TABLE_COLUMNS,
     OneLineErrors,
+    PathType,
     emit_record,
     emit_records,
     emit_search,
@@ -39,7 +40,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=PathType())
 @index_option
 @ingest_options
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
@@ -55,6 +56,9 @@ def ingest(
     overlap_tokens: int | None,
     max_file_bytes: int,
     wait: float | None,
+    allow_removals: bool,
+    removal_threshold: float,
+    dry_run: bool,
     progress: bool | None,
     prefect: bool,
     dask_address: str | None,
@@ -79,6 +83,9 @@ def ingest(
             wait=wait,
             dask_address=dask_address,
             dask_workers=dask_workers,
+            allow_removals=allow_removals,
+            removal_threshold=removal_threshold,
+            dry_run=dry_run,
         )
     else:
         from citeline.index import Index
@@ -86,9 +93,21 @@ def ingest(
         index = Index.create(
             index_path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens
         )
-        summary = index.ingest(paths, progress=show_progress, max_file_bytes=max_file_bytes, wait=wait).to_dict()
+        summary = index.ingest(
+            paths, progress=show_progress, max_file_bytes=max_file_bytes, wait=wait, allow_removals=allow_removals,
+            removal_threshold=removal_threshold, dry_run=dry_run,
+        ).to_dict()
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
+        return
+    if dry_run:
+        click.echo(
+            f"dry run, nothing written: would add {summary['added']}, update {summary['updated']}, remove "
+            f"{summary['removed']}, keep {summary['unchanged']} unchanged; {summary['failed']} failed; "
+            f"{index_path} stays at generation {summary['generation']}"
+        )
+        for error in summary["errors"]:
+            click.echo(f"  {error['path']}: {error['reason']}", err=True)
         return
     click.echo(
         f"run {summary['run_id']} {summary['status']}: {summary['added']} added, {summary['updated']} updated, "
@@ -101,7 +120,7 @@ def ingest(
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=PathType())
 @click.option("--cron", required=True, help='Cron schedule, e.g. "0 * * * *" (hourly).')
 @click.option("--timezone", default=None, help="Time zone of the cron schedule [default: UTC].")
 @click.option("--name", default="scheduled", show_default=True, help="Deployment name (citeline-ingest/NAME).")
@@ -201,7 +220,8 @@ def status(index_path: str, fmt: str | None, as_json: bool) -> None:
 
 @cli.command()
 @index_option
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many runs, newest first.")
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many runs, newest first.")
 @format_option
 @json_option
 @user_errors
@@ -273,9 +293,9 @@ def rebuild(ctx: click.Context, index_path: str, wait: float | None, as_json: bo
 
 
 @cli.command(name="eval")
-@click.option("--beir", "beir", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--beir", "beir", required=True, type=PathType(exists=True, file_okay=False),
               help="BEIR directory: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv.")
-@click.option("--index", "index_path", default=None, type=click.Path(file_okay=False),
+@click.option("--index", "index_path", default=None, type=PathType(file_okay=False),
               help="Index to ingest the corpus into and reuse [default: a temporary one].")
 @click.option("--mode", type=click.Choice([*MODES, "all"]), default=DEFAULT_MODE, show_default=True,
               help="Search mode to score, or all of them.")

@@ -10,12 +10,23 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import click
+import duckdb
 
 from citeline.embedding import BACKENDS
-from citeline.errors import CitelineError
+from citeline.errors import CitelineError, SettingsError
 from citeline.formats import FORMATS, format_record, format_records, search_records
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+class PathType(click.Path):
+    """``click.Path`` that reports a path it cannot even look at (a NUL byte) as a usage error, not a traceback."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Check for a NUL byte, then convert as ``click.Path`` does."""
+        if isinstance(value, str) and "\0" in value:
+            self.fail(f"{value!r} contains a NUL character", param, ctx)
+        return super().convert(value, param, ctx)
+
 
 index_option = click.option(
     "--index",
@@ -23,7 +34,7 @@ index_option = click.option(
     default="index",
     envvar="CITELINE_INDEX",
     show_default=True,
-    type=click.Path(file_okay=False),
+    type=PathType(file_okay=False),
     help="Index directory (env CITELINE_INDEX).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
@@ -41,11 +52,19 @@ _INGEST_OPTIONS = [
         help="Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) "
         "[default: torch].",
     ),
-    click.option("--max-tokens", type=int, default=None, help="Chunk size in model tokens [default: model limit]."),
-    click.option("--overlap-tokens", type=int, default=None, help="Token overlap between chunks [default: 32]."),
-    click.option("--max-file-bytes", type=int, default=64 * 1024 * 1024, show_default=True,
+    click.option("--max-tokens", type=click.IntRange(min=1), default=None,
+                 help="Chunk size in model tokens [default: model limit]."),
+    click.option("--overlap-tokens", type=click.IntRange(min=0), default=None,
+                 help="Token overlap between chunks [default: 32]."),
+    click.option("--max-file-bytes", type=click.IntRange(min=1), default=64 * 1024 * 1024, show_default=True,
                  help="Skip larger files."),
     wait_option,
+    click.option("--allow-removals", is_flag=True,
+                 help="Let this run remove the documents of a root that came back empty, or more than "
+                 "--removal-threshold of a root's documents."),
+    click.option("--removal-threshold", type=click.FloatRange(0.0, 1.0), default=0.5, show_default=True,
+                 help="Share of a root's documents a run may remove without --allow-removals."),
+    click.option("--dry-run", is_flag=True, help="Print what the run would add, update and remove; write nothing."),
     click.option("--dask-address", default=None,
                  help="Prefect flow only: parse and embed on this Dask scheduler (tcp://HOST:8786)."),
     click.option("--dask-workers", type=click.IntRange(min=1), default=None,
@@ -68,15 +87,17 @@ def user_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except SettingsError as exc:  # the library's own usage errors: exit 2 (other ValueErrors are bugs)
+            raise click.UsageError(str(exc)) from exc
         except CitelineError as exc:
             raise click.ClickException(str(exc)) from exc
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from exc
         except BrokenPipeError:  # `citeline ... | head`: click's own handler exits quietly
             raise
         except OSError as exc:  # permissions, a full disk, a path that is a file: the user can fix these
             where = f"{exc.filename}: " if exc.filename else ""
             raise click.ClickException(f"{where}{exc.strerror or exc}") from exc
+        except duckdb.Error as exc:  # the library reports damage itself where it reads; this is the last resort
+            raise click.ClickException(f"the index's database failed: {str(exc).splitlines()[0]}") from exc
 
     return wrapper  # type: ignore[return-value]
 

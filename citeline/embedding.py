@@ -12,15 +12,17 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
 from citeline.errors import CitelineError, IndexMismatchError
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -142,22 +144,25 @@ def onnx_model_dir(model_path: str) -> Path:
     return cache_root() / "onnx" / f"{Path(model_path).name}-{model_fingerprint(model_path, 'torch')}"
 
 
-def ensure_onnx_model(model_path: str, backend: str) -> Path:
+def ensure_onnx_model(model_path: str, backend: str, *, damaged: bool = False) -> Path:
     """Export the model to ONNX (and quantize it for int8) on first use; returns the export folder.
 
     Uses sentence-transformers' own ONNX export (optimum) from the local model files, under a file lock so two
     processes do not export at once; the export is written to a temporary folder and renamed into place.
+    ``damaged=True`` (the cached export would not load) throws the cached export away and exports again.
     """
     import fcntl
     import shutil
     import tempfile
 
     target = onnx_model_dir(model_path)
-    if (target / onnx_file_name(backend)).exists():
+    if not damaged and (target / onnx_file_name(backend)).exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f"{target.name}.lock", "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if damaged and target.exists():
+            shutil.rmtree(target)  # another process may have re-exported meanwhile: once more costs only time
         if (target / onnx_file_name(backend)).exists():
             return target
         _quiet_transformers()
@@ -177,6 +182,27 @@ def ensure_onnx_model(model_path: str, backend: str) -> Path:
             st_logger.setLevel(level)
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _load_onnx(model_path: str, backend: str, export_dir: Path, load: Callable[[Path], T]) -> T:
+    """``load(export_dir)``; if the cached export does not load (a damaged or truncated ONNX file), export the
+    model again and load that. A second failure is a :class:`CitelineError` naming the file."""
+    try:
+        return load(export_dir)
+    except Exception as exc:  # onnxruntime's InvalidProtobuf / Fail / RuntimeException, a bad JSON config
+        warnings.warn(
+            f"citeline: the cached ONNX model {export_dir / onnx_file_name(backend)} does not load "
+            f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}); exporting it again",
+            stacklevel=3,
+        )
+    export_dir = ensure_onnx_model(model_path, backend, damaged=True)
+    try:
+        return load(export_dir)
+    except Exception as exc:
+        raise CitelineError(
+            f"the ONNX model exported to {export_dir / onnx_file_name(backend)} does not load: "
+            f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}; use --backend torch"
+        ) from exc
 
 
 def _export(model_path: str, backend: str, target: Path, staging: Path) -> None:
@@ -324,13 +350,16 @@ class SentenceTransformerEmbedder:
 
         if self.backend == "torch":
             return SentenceTransformer(self.model_path, device=self.device, local_files_only=True)
-        export_dir = ensure_onnx_model(self.model_path, self.backend)
-        return SentenceTransformer(
-            str(export_dir),
-            backend="onnx",
-            local_files_only=True,
-            model_kwargs={"file_name": onnx_file_name(self.backend), "provider": "CPUExecutionProvider"},
-        )
+
+        def load(export_dir: Path) -> SentenceTransformer:
+            return SentenceTransformer(
+                str(export_dir),
+                backend="onnx",
+                local_files_only=True,
+                model_kwargs={"file_name": onnx_file_name(self.backend), "provider": "CPUExecutionProvider"},
+            )
+
+        return _load_onnx(self.model_path, self.backend, ensure_onnx_model(self.model_path, self.backend), load)
 
     @cached_property
     def query_encoder(self) -> OnnxEncoder | SentenceTransformerEmbedder:
@@ -346,7 +375,9 @@ class SentenceTransformerEmbedder:
             if self.backend == "torch":
                 return self
             export_dir = ensure_onnx_model(self.model_path, backend)
-        return OnnxEncoder(export_dir, backend, self.max_seq_length)
+        return _load_onnx(
+            self.model_path, backend, export_dir, lambda folder: OnnxEncoder(folder, backend, self.max_seq_length)
+        )
 
     def prepare_query_encoder(self) -> None:
         """Export the ONNX model queries use, so that later searches start fast (done after ingestion)."""

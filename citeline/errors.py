@@ -32,6 +32,23 @@ class SourceError(CitelineError):
         self.reason = reason
 
 
+class SettingsError(CitelineError, ValueError):
+    """A setting or argument is invalid (``max_tokens=0``, a bad cron string): the CLI's usage error, exit 2."""
+
+
+class RemovalRefusedError(CitelineError):
+    """A run would remove documents because a root came back empty or mostly vanished, and removals were not
+    allowed (``allow_removals`` / ``--allow-removals``). ``problems`` holds ``(root, reason)`` pairs."""
+
+    def __init__(self, message: str, problems: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+class IndexWriteError(CitelineError):
+    """The index could not be written (disk full, read-only filesystem); it stays at its last generation."""
+
+
 class QueryError(CitelineError):
     """A search request is invalid (empty query, bad k, bad filter)."""
 

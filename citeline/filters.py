@@ -98,7 +98,7 @@ class Filters:
             for source in self.source:
                 # A root as ingested, a folder or file below it, or a source_id as results show it. starts_with
                 # (not LIKE) so that % and _ in paths are plain characters.
-                resolved = str(Path(source).expanduser().resolve())
+                resolved = _resolved(source)
                 any_of.append("(d.source_root = ? OR d.path = ? OR starts_with(d.path, ?) OR d.source_id = ?)")
                 params += [resolved, resolved, resolved.rstrip(os.sep) + os.sep, source]
             clauses.append("(" + " OR ".join(any_of) + ")")
@@ -143,8 +143,21 @@ def _strings(key: str, value: object) -> tuple[str, ...]:
             raise QueryError(f"filter {key!r} must be text or a list of text; got {item!r}")
         if not item.strip():
             raise QueryError(f"filter {key!r} is empty; give a value or leave the key out")
+        if "\0" in item:
+            raise QueryError(f"filter {key!r} contains a NUL character: {item!r}")
+        _text(key, item)
+        if key == "source":
+            _resolved(item)
         out.append(item)
     return tuple(out)
+
+
+def _resolved(source: str) -> str:
+    # The source as `citeline ingest` resolves a path; a path that cannot be resolved is a QueryError.
+    try:
+        return str(Path(source).expanduser().resolve())
+    except (RuntimeError, OSError) as exc:  # ~nosuchuser ("Could not determine home directory"), a symlink loop
+        raise QueryError(f"filter 'source' {source!r} cannot be resolved as a path: {exc}") from None
 
 
 def _datetime(key: str, value: object) -> datetime | None:
@@ -177,13 +190,31 @@ def _meta(value: object) -> tuple[tuple[str, tuple[MetaValue, ...]], ...]:
         values = list(wanted) if isinstance(wanted, list | tuple) else [wanted]
         if not values:
             raise QueryError(f"filter 'meta' key {key!r} has an empty list of values")
+        _text("meta", key)
         for item in values:
             if not isinstance(item, str | int | float) or (isinstance(item, float) and item != item):
                 raise QueryError(
                     f"filter 'meta' key {key!r}: values must be text, numbers or true/false, not {item!r}"
                 )
+            if isinstance(item, int) and not isinstance(item, bool):
+                try:
+                    float(item)  # compared as a DOUBLE: 10**400 has no such value
+                except OverflowError:
+                    raise QueryError(
+                        f"filter 'meta' key {key!r}: a number of {len(str(item))} digits is too large to compare"
+                    ) from None
+            if isinstance(item, str):
+                _text("meta", item)
         out.append((key, tuple(values)))
     return tuple(out)
+
+
+def _text(key: str, value: str) -> None:
+    # Text that cannot be encoded as UTF-8 (a lone surrogate from an undecodable argument) cannot be compared.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise QueryError(f"filter {key!r}: {value!r} is not valid text (not UTF-8)") from None
 
 
 def _json_pointer(key: str) -> str:

@@ -17,11 +17,12 @@ from citeline import search as plan
 from citeline.chunking import CHUNKER_VERSION, Chunker
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
-from citeline.errors import IndexMismatchError, IndexNotFoundError, QueryError
+from citeline.errors import IndexMismatchError, IndexNotFoundError, QueryError, SettingsError
 from citeline.filters import Filters
 from citeline.results import SearchResult
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 from citeline.store import catalog, generation, ledger
+from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -35,7 +36,6 @@ DEFAULT_OVERLAP_TOKENS = 32
 
 class Index:
     """A citeline index directory: build it with :meth:`ingest`, query it with :meth:`search`.
-
     >>> index = Index.create("index")          # or Index.open("index") for an existing one
     >>> index.ingest(["seeds"])
     >>> index.search("why did soldiers defect", k=5)
@@ -46,8 +46,6 @@ class Index:
         self.meta = meta
         self._embedder = embedder
         self._snapshot: ReadSnapshot | None = None
-
-    # ---------------------------------------------------------------- opening
 
     @classmethod
     def create(
@@ -67,36 +65,29 @@ class Index:
         32 tokens of overlap. ``embedder`` replaces the sentence-transformers model (tests use a fast one).
         """
         index_dir = Path(path)
+        if (max_tokens is not None and max_tokens < 1) or (overlap_tokens is not None and overlap_tokens < 0):
+            raise SettingsError(f"max_tokens must be at least 1 and overlap_tokens at least 0, not {max_tokens} "
+                                f"and {overlap_tokens}")
         if not catalog.db_path(index_dir).exists():
             embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend or "torch")
             overlap_tokens = DEFAULT_OVERLAP_TOKENS if overlap_tokens is None else overlap_tokens
-            max_tokens = max_tokens or embedder.max_seq_length - 2
-            # Validates the settings before anything is written.
-            Chunker(embedder.tokenizer_file, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
-                    model_max_tokens=embedder.max_seq_length)
-            meta = {
-                "schema_version": catalog.SCHEMA_VERSION,
-                "model": embedder.model_name,
-                "backend": embedder.backend,
-                "model_fingerprint": embedder.fingerprint,
-                "dimension": embedder.dimension,
-                "model_max_tokens": embedder.max_seq_length,
-                "max_tokens": max_tokens,
-                "overlap_tokens": overlap_tokens,
-                "chunker_version": CHUNKER_VERSION,
-                "vector_index": kind_of(DEFAULT_KIND).kind,
-                "generation": 0,
-                "vector_count": 0,
-            }
+            max_tokens = embedder.max_seq_length - 2 if max_tokens is None else max_tokens
+            try:  # validates the settings before anything is written
+                Chunker(embedder.tokenizer_file, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
+                        model_max_tokens=embedder.max_seq_length)
+            except ValueError as exc:
+                raise SettingsError(str(exc)) from None
+            meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind_of(DEFAULT_KIND).kind, CHUNKER_VERSION)
             if generation.create(index_dir, meta):
                 return cls(index_dir, meta, embedder)
-            # another process created it meanwhile: open theirs, below
+            # another process created it meanwhile (checked under the writer lock): open theirs, below, which
+            # refuses it if its chunking settings differ from the ones asked for
         index = cls.open(index_dir, model=model, backend=backend, embedder=embedder)
-        wanted = {
-            "max_tokens": max_tokens or index.meta["max_tokens"],
-            "overlap_tokens": index.meta["overlap_tokens"] if overlap_tokens is None else overlap_tokens,
-        }
         have = {"max_tokens": index.meta["max_tokens"], "overlap_tokens": index.meta["overlap_tokens"]}
+        wanted = {
+            "max_tokens": have["max_tokens"] if max_tokens is None else max_tokens,
+            "overlap_tokens": have["overlap_tokens"] if overlap_tokens is None else overlap_tokens,
+        }
         if wanted != have:
             raise IndexMismatchError(
                 f"{index_dir} was built with chunking {have}, not {wanted}; use those settings, "
@@ -179,17 +170,25 @@ class Index:
         progress: bool = False,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         wait: float | None = None,
+        allow_removals: bool = False,
+        removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
+        dry_run: bool = False,
     ) -> RunSummary:
         """Bring the index up to date with the files under ``paths`` and return the run's ledger row.
 
         New and changed documents are chunked and embedded, unchanged ones skipped, vanished ones removed
         (only under the given paths). Files that cannot be parsed are reported in the ledger and the rest is
-        committed. ``wait`` bounds how long to wait for another writer (default: as long as it takes).
+        committed. ``wait`` bounds how long to wait for another writer (default: as long as it takes). A root
+        that comes back empty, or would lose more than ``removal_threshold`` of its documents, raises
+        :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` returns the plan and writes nothing.
         """
-        options = pipeline.Options(max_file_bytes=max_file_bytes, wait=wait, progress=progress)
+        options = pipeline.Options(max_file_bytes=max_file_bytes, wait=wait, progress=progress,
+                                   allow_removals=allow_removals, removal_threshold=removal_threshold,
+                                   dry_run=dry_run)
         run = pipeline.run(self, paths, options)
         self.meta["generation"] = run.generation
-        self.prepare_queries()
+        if not dry_run:
+            self.prepare_queries()
         return run
 
     def prepare_queries(self) -> None:
@@ -281,13 +280,13 @@ class Index:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise QueryError(f"limit must be a whole number of at least 1, got {limit!r}")
         with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
-            return catalog.documents(connection, Filters.from_value(filters), limit)
+            return listing.documents(connection, Filters.from_value(filters), limit)
 
     def document(self, doc_id: str) -> dict[str, Any]:
         """One document: its :meth:`documents` record, its ``text`` (what passage offsets index into) and its
         chunks' ``spans`` (chunk_id, ordinal, char_start, char_end, page)."""
         with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
-            record = catalog.document(connection, doc_id)
+            record = listing.document(connection, doc_id)
         if record is None:
             raise IndexNotFoundError(
                 f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents`"

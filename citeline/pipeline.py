@@ -14,8 +14,8 @@ import bisect
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,6 +23,16 @@ import numpy as np
 
 from citeline.chunking import Chunker
 from citeline.discovery import Discovery, resolve_roots, scan
+from citeline.errors import RemovalRefusedError, SettingsError
+from citeline.planning import (
+    DEFAULT_REMOVAL_THRESHOLD,
+    FileError,
+    ParsedBatch,
+    Plan,
+    plan_changes,
+    refuse_removals,
+    removal_problems,
+)
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile, display_path, parse_source, text_hash
 from citeline.store import catalog, generation, ledger
 from citeline.store.ledger import RunSummary
@@ -58,55 +68,6 @@ class Target(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class FileError:
-    """A file that could not be ingested, and why."""
-
-    path: str
-    reason: str
-
-
-@dataclass
-class ParsedBatch:
-    """What parsing a batch of files produced: documents, per-file or per-record errors, the ids of records that
-    failed (their stored versions are kept), and the ``(root, source_id)`` of files that failed as a whole or in
-    part (none of their stored documents may be removed this run)."""
-
-    documents: list[Document] = field(default_factory=list)
-    errors: list[FileError] = field(default_factory=list)
-    kept_doc_ids: list[str] = field(default_factory=list)
-    incomplete: list[tuple[str, str]] = field(default_factory=list)
-
-    @classmethod
-    def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
-        """One batch holding everything of all ``batches``, in order."""
-        merged = cls()
-        for batch in batches:
-            merged.documents.extend(batch.documents)
-            merged.errors.extend(batch.errors)
-            merged.kept_doc_ids.extend(batch.kept_doc_ids)
-            merged.incomplete.extend(batch.incomplete)
-        return merged
-
-
-@dataclass
-class Plan:
-    """What a run must change: documents to (re)index, documents to remove, and the counts for the ledger."""
-
-    roots: list[str]
-    to_index: list[Document]
-    remove_doc_ids: list[str]
-    added: int
-    updated: int
-    unchanged: int
-    errors: list[FileError]
-
-    @property
-    def removed(self) -> int:
-        """Documents removed because they vanished (not those replaced by a new version)."""
-        return len(self.remove_doc_ids) - self.updated
-
-
 # ---------------------------------------------------------------- the steps
 
 
@@ -126,43 +87,6 @@ def parse_files(files: Sequence[SourceFile], *, max_file_bytes: int = DEFAULT_MA
         if not parsed.complete:
             batch.incomplete.append((source.root, source.source_id))
     return batch
-
-
-def plan_changes(
-    stored: dict[str, tuple[str, str, str]],
-    roots: Sequence[str],
-    discovery: Discovery,
-    parsed: ParsedBatch,
-) -> Plan:
-    """Compare parsed documents with the stored ones (``doc_id -> (root, source_file, content_hash)`` of the
-    documents ingested from ``roots``): new, changed, unchanged, and vanished.
-
-    Removal is scoped to the roots of this run, and never follows from not knowing: a stored document is kept
-    when its file failed to parse (wholly or in part), its record failed, or it lies in a root or folder that
-    could not be read this run. A transient read error must never delete what was indexed before.
-    """
-    seen = {document.doc_id: document for document in parsed.documents}  # the parser reports repeated ids
-    to_index = [doc for doc_id, doc in seen.items() if stored.get(doc_id, ("", "", ""))[2] != doc.content_hash]
-    updated_ids = [doc.doc_id for doc in to_index if doc.doc_id in stored]
-    incomplete, kept = set(parsed.incomplete), set(parsed.kept_doc_ids)
-    vanished = [
-        doc_id
-        for doc_id, (root, source_file, _) in stored.items()
-        if doc_id not in seen
-        and doc_id not in kept
-        and (root, source_file) not in incomplete
-        and not discovery.contents_unknown(os.path.join(root, source_file))
-        and not discovery.contents_unknown(root)
-    ]
-    return Plan(
-        roots=sorted(set(roots)),
-        to_index=to_index,
-        remove_doc_ids=updated_ids + vanished,
-        added=len(to_index) - len(updated_ids),
-        updated=len(updated_ids),
-        unchanged=len(seen) - len(to_index),
-        errors=[FileError(problem.path, problem.reason) for problem in discovery.errors] + list(parsed.errors),
-    )
 
 
 def plan(index_dir: Path, roots: Sequence[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
@@ -276,21 +200,39 @@ def commit(index_dir: Path, plan: Plan, rows: ChunkRows, run: RunSummary) -> int
 
 
 def record_failure(index_dir: Path, run_id: str, started_at: str, roots: list[str], error: BaseException) -> None:
-    """Record a run that failed before committing; the index itself stays at its last generation."""
+    """Record a run that failed before committing (status ``refused`` for a :class:`RemovalRefusedError`, with
+    one error per root); the index itself stays at its last generation."""
+    errors = [{"path": "", "reason": f"{type(error).__name__}: {error}"}]
+    if isinstance(error, RemovalRefusedError) and error.problems:
+        errors = [{"path": path, "reason": reason} for path, reason in error.problems]
     run = RunSummary(
         run_id=run_id,
         started_at=started_at,
         finished_at=ledger.utc_now(),
-        status="failed",
+        status="refused" if isinstance(error, RemovalRefusedError) else "failed",
         roots=roots,
         generation=None,
-        errors=[{"path": "", "reason": f"{type(error).__name__}: {error}"}],
+        errors=errors,
     )
     try:
         run.generation = int(generation.read_meta(index_dir)["generation"])
         generation.record(index_dir, run)
     except Exception:  # the original error matters more than the ledger row
         pass
+
+
+def dry_run_summary(
+    index_dir: Path, run_id: str, started_at: str, plan: Plan, objections: Sequence[FileError]
+) -> RunSummary:
+    """What a run of ``plan`` would record, without recording it (status ``dry-run``; the generation stays)."""
+    summary = summarize(run_id, started_at, plan)
+    summary.status = "dry-run"
+    summary.generation = int(generation.read_meta(index_dir)["generation"])
+    summary.errors += [
+        {"path": problem.path, "reason": f"would be refused without --allow-removals: {problem.reason}"}
+        for problem in objections
+    ]
+    return summary
 
 
 # ---------------------------------------------------------------- how the steps run
@@ -357,6 +299,17 @@ class Options:
     progress: bool = False
     files_per_batch: int = FILES_PER_BATCH
     chunks_per_batch: int = CHUNKS_PER_BATCH
+    #: let the run remove documents :func:`removal_problems` objects to (the CLI's --allow-removals)
+    allow_removals: bool = False
+    removal_threshold: float = DEFAULT_REMOVAL_THRESHOLD
+    #: plan only: return what the run would do, write nothing (not even the ledger)
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.removal_threshold <= 1.0:
+            raise SettingsError(f"removal_threshold must be between 0 and 1, not {self.removal_threshold}")
+        if self.max_file_bytes < 1:
+            raise SettingsError(f"max_file_bytes must be at least 1, not {self.max_file_bytes}")
 
 
 def run(
@@ -368,17 +321,25 @@ def run(
     """Bring the index up to date with the files under ``paths``; returns the run's ledger row.
 
     Holds the index's writer lock from discovery to commit (``options.wait`` bounds the wait for another writer).
-    A run that fails is recorded in the ledger as failed and the index stays at its last generation.
+    A run that fails is recorded in the ledger as failed and the index stays at its last generation. A run that
+    would remove what :func:`removal_problems` objects to raises :class:`RemovalRefusedError` (recorded as
+    ``refused``) unless ``options.allow_removals``. With ``options.dry_run`` it stops after planning and returns
+    what it would do (status ``dry-run``, the objections as errors), writing nothing.
     """
     options = options or Options()
     steps = steps or Steps()
     run_id, started_at = ledger.new_run_id(), ledger.utc_now()
-    roots = resolve_roots(paths)
+    roots = resolve_roots(paths)  # a root that cannot be resolved is one SourceError line
     with writer_lock(target.path, wait=options.wait):
         try:
             discovery = steps.discover(paths)
             parsed = steps.parse(batches(discovery.files, options.files_per_batch), options.max_file_bytes)
             planned = steps.plan(target, roots, discovery, parsed)
+            objections = [] if options.allow_removals else removal_problems(planned, options.removal_threshold)
+            if options.dry_run:
+                return dry_run_summary(target.path, run_id, started_at, planned, objections)
+            if objections:
+                raise refuse_removals(objections)
             outputs = steps.chunk_embed(
                 target, chunk_budget(planned.to_index, options.chunks_per_batch), options.progress
             )

@@ -43,6 +43,10 @@ def validate_query(query: object, k: object) -> tuple[str, int]:
         raise QueryError(f"query must be text, not {type(query).__name__}")
     if not query.strip():
         raise QueryError("query is empty; say what you are looking for")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: a command-line argument that was not valid UTF-8
+        raise QueryError(f"query is not valid text (not UTF-8): {query!r}; check the terminal's encoding") from None
     if isinstance(k, bool) or not isinstance(k, int | np.integer):
         raise QueryError(f"k must be a whole number, not {k!r}")
     if k <= 0:
@@ -176,7 +180,8 @@ def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model:
     for chunk_id, score in hits:
         row = rows.get(chunk_id)
         if row is None:
-            # Cannot happen within one generation: hits and rows come from the same snapshot.
+            # Hits and rows come from the same snapshot, so only a chunk row without its document row (a damaged
+            # catalog, which `citeline verify` reports) gets here: skip it rather than fail every search.
             continue
         result = SearchResult(
             text=row["text"],

@@ -40,6 +40,7 @@ from prefect.tasks import exponential_backoff
 
 from citeline import pipeline
 from citeline.discovery import Discovery
+from citeline.errors import SettingsError
 from citeline.index import Index
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile
 from citeline.store.ledger import RunSummary
@@ -167,9 +168,9 @@ def dask_task_runner(dask_address: str | None = None, dask_workers: int | None =
     once); distributed limits their BLAS/OpenMP threads to one by default.
     """
     if dask_address and dask_workers:
-        raise ValueError("give either dask_address (an existing cluster) or dask_workers (a local one), not both")
+        raise SettingsError("give either dask_address (an existing cluster) or dask_workers (a local one), not both")
     if dask_workers is not None and dask_workers < 1:
-        raise ValueError(f"dask_workers must be at least 1, not {dask_workers}")
+        raise SettingsError(f"dask_workers must be at least 1, not {dask_workers}")
     if not dask_address and not dask_workers:
         return None
     from prefect_dask import DaskTaskRunner  # imported only when asked for: distributed is slow to import
@@ -217,13 +218,19 @@ def ingest_flow(
     dask_workers: int | None = None,
     files_per_batch: int = pipeline.FILES_PER_BATCH,
     chunks_per_batch: int = pipeline.CHUNKS_PER_BATCH,
+    allow_removals: bool = False,
+    removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.
 
     ``wait`` bounds the seconds to wait for another writer (default: as long as it takes). ``dask_address``
     (``tcp://host:8786``) or ``dask_workers`` (a local cluster) spread parsing and embedding over Dask
     workers, which must see ``paths`` and ``index_path`` at the same locations. ``files_per_batch`` and
-    ``chunks_per_batch`` size the mapped tasks (about 1,000 characters a chunk).
+    ``chunks_per_batch`` size the mapped tasks (about 1,000 characters a chunk). A root that comes back empty,
+    or would lose more than ``removal_threshold`` of its documents, fails the flow run with
+    :class:`citeline.RemovalRefusedError` (recorded in the ledger as refused) unless ``allow_removals``;
+    ``dry_run`` returns what the run would do and writes nothing.
     """
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
     index = Index.create(index_path, model=model, backend=backend, max_tokens=max_tokens,
@@ -233,7 +240,8 @@ def ingest_flow(
     index_dir = str(index.path.resolve())
     _open_indexes[index_dir] = index
     options = pipeline.Options(max_file_bytes=max_file_bytes, wait=wait, files_per_batch=files_per_batch,
-                               chunks_per_batch=chunks_per_batch)
+                               chunks_per_batch=chunks_per_batch, allow_removals=allow_removals,
+                               removal_threshold=removal_threshold, dry_run=dry_run)
     with _fan_out(dask_runner) as fan_out:
         run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
     create_markdown_artifact(key="ingest-report", markdown=run.to_markdown(), description="citeline run")

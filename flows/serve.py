@@ -17,7 +17,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from citeline.errors import SourceError
+from citeline.errors import SettingsError, SourceError
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 
 if TYPE_CHECKING:  # Prefect is imported only when a deployment is built: `citeline` starts fast without it
@@ -41,12 +41,15 @@ def build_deployment(
     wait: float | None = None,
     dask_address: str | None = None,
     dask_workers: int | None = None,
+    allow_removals: bool = False,
+    removal_threshold: float | None = None,
+    dry_run: bool = False,
 ) -> RunnerDeployment:
     """The deployment ``citeline-ingest/<name>``: the ingestion flow with these parameters on ``cron``.
 
     Paths are made absolute, so runs do not depend on the directory they start in. Raises
-    :class:`SourceError` for a path that does not exist and ``ValueError`` for a bad cron string or Dask
-    settings, before anything is registered.
+    :class:`SourceError` for a path that does not exist and :class:`SettingsError` (a ``ValueError``) for a bad
+    cron string or Dask settings, before anything is registered.
     """
     from prefect.deployments.runner import RunnerDeployment
     from prefect.schedules import Cron
@@ -57,7 +60,10 @@ def build_deployment(
         if not os.path.exists(path):
             raise SourceError(path, "no such file or directory")
     dask_task_runner(dask_address, dask_workers)  # validates the Dask settings
-    schedule = Cron(cron, timezone=timezone or "UTC")  # raises ValueError for a bad cron string
+    try:
+        schedule = Cron(cron, timezone=timezone or "UTC")
+    except ValueError as exc:  # a bad cron string or time zone
+        raise SettingsError(f"--cron {cron!r}: {exc}") from None
     parameters: dict[str, Any] = {
         "paths": [os.path.abspath(path) for path in paths],
         "index_path": os.path.abspath(index_path),
@@ -69,6 +75,9 @@ def build_deployment(
         "wait": wait,
         "dask_address": dask_address,
         "dask_workers": dask_workers,
+        "allow_removals": allow_removals or None,
+        "removal_threshold": removal_threshold,
+        "dry_run": dry_run or None,
     }
     deployment = ingest_flow.to_deployment(
         name=name,

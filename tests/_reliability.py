@@ -147,13 +147,13 @@ def _install_slow_steps(pause: float) -> None:
 
         setattr(owner, name, wrapped)
 
-    parse = pipeline.parse
+    parse = pipeline.parse_source
 
     def slow_parse(*args: Any, **kwargs: Any) -> Any:
         time.sleep(pause / 20)
         return parse(*args, **kwargs)
 
-    pipeline.parse = slow_parse  # type: ignore[assignment]
+    pipeline.parse_source = slow_parse  # type: ignore[assignment]
     announce(pipeline, "parse_files", "parse")
     announce(pipeline, "plan", "plan")
     announce(pipeline, "chunk_documents", "chunk", after=pause)

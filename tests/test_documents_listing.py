@@ -11,7 +11,7 @@ from conftest import HashEmbedder
 from test_formats import minimal_pdf
 
 from citeline import Index, IndexNotFoundError, QueryError
-from citeline.store.catalog import DOCUMENT_FIELDS
+from citeline.store.documents import DOCUMENT_FIELDS
 
 
 @pytest.fixture(scope="module")

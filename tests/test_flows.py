@@ -240,6 +240,28 @@ def test_flow_refuses_a_second_writer_when_told_not_to_wait(prefect_api: str, sm
     assert Index.open(small_index).status().generation == 1
 
 
+def test_flow_run_fails_with_the_refusal_when_a_root_comes_back_empty(prefect_api: str, small_index: Path,
+                                                                     tmp_path: Path, seeds_dir: Path,
+                                                                     fake_embedder: Any) -> None:
+    from citeline.errors import RemovalRefusedError
+    from flows.ingest import ingest_flow
+
+    empty = tmp_path / "seeds"
+    shutil.copytree(seeds_dir, empty)
+    Index.open(small_index, embedder=fake_embedder).ingest([empty])  # documents indexed from this root ...
+    for path in list(empty.rglob("*")):  # ... which comes back empty (an unmounted share)
+        if path.is_file():
+            path.unlink()
+    state = ingest_flow(paths=[str(empty)], index_path=str(small_index), return_state=True)
+    assert state.is_failed() and "refused to remove documents" in str(state.message)
+    with pytest.raises(RemovalRefusedError):
+        state.result()
+    index = Index.open(small_index)
+    assert index.runs(limit=1)[0].status == "refused" and index.verify().ok
+    dry = ingest_flow(paths=[str(empty)], index_path=str(small_index), dry_run=True)
+    assert dry["status"] == "dry-run" and dry["removed"] > 0
+
+
 def test_prefect_yaml_deploys_to_a_work_pool(prefect_api: str, tmp_path: Path) -> None:
     """`prefect deploy` itself validates prefect.yaml and registers the deployment with its schedule."""
     from prefect.client.orchestration import get_client

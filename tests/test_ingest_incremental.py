@@ -95,10 +95,11 @@ def test_vanished_documents_are_removed_only_under_their_root(tmp_path, fake_emb
     assert str(root_b / "letters.txt") in sources and str(root_b / "sub" / "river.md") in sources
     assert index.status().documents == 5
     assert_consistent(index)
-    # An emptied root removes everything under it, and nothing else.
+    # An emptied root removes everything under it, and nothing else, once the user allows it (see
+    # tests/test_safety.py for the refusal without allow_removals).
     shutil.rmtree(root_a)
     root_a.mkdir()
-    assert index.ingest([root_a]).removed == 2
+    assert index.ingest([root_a], allow_removals=True).removed == 2
     assert index.status().documents == 3
 
 

@@ -38,7 +38,8 @@ def test_a_new_index_has_generation_0_files_and_searches_empty(tmp_path, fake_em
 
 def test_lexical_search_returns_only_chunks_with_a_query_term(seeded: Index) -> None:
     results = seeded.search("garrison", k=50, mode="lexical")
-    assert results and all("garrison" in r.text.lower() for r in results)
+    # BM25 indexes each chunk with its document title (see store.catalog.lexical_texts).
+    assert results and all("garrison" in (r.title + " " + r.text).lower() for r in results)
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
     assert seeded.search("zyzzyva", k=5, mode="lexical") == []
 

@@ -21,7 +21,7 @@ from conftest import REPO, HashEmbedder
 from citeline import Index, IndexStatus, RunSummary, SearchResult
 from citeline.results import Source
 from citeline.server import DocumentRecord, create_app, filters_from_params
-from citeline.store.catalog import DOCUMENT_FIELDS
+from citeline.store.documents import DOCUMENT_FIELDS
 
 
 @contextmanager

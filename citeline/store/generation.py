@@ -5,7 +5,7 @@ Layout of an index directory::
     meta.duckdb                 the catalog (store.catalog) and the ledger (store.ledger)
     vectors.<gen>.<suffix>      the vector index of a generation (a ``citeline.vectors`` kind; flat: ``.faiss``)
     bm25.<gen>/                 the BM25 folder of a generation (``citeline.lexical``)
-    write.lock, db.lock         store.locks
+    db.lock                     store.locks (the writer lock is on the directory itself)
 
 **Publishing an artifact** (:func:`publish`, the only place citeline renames a file into place): write it under a
 temporary name, fsync its files and folder, rename it into place, fsync the index directory, and record its size
@@ -23,12 +23,13 @@ the next open (:func:`remove_orphans`). The same publish step serves :func:`crea
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
 import shutil
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from citeline.errors import CitelineError, IndexLockedError, IndexRepairedWarning
+from citeline.errors import CitelineError, IndexLockedError, IndexRepairedWarning, IndexWriteError
 from citeline.lexical import LexicalIndex, settings_problems
-from citeline.store import catalog, ledger
+from citeline.store import catalog, checks, ledger
 from citeline.store.locks import writer_lock
 from citeline.vectors import DEFAULT_KIND, VectorIndex, kind_of
 
@@ -232,12 +233,14 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
     """Apply ``changes`` in one transaction and publish a new generation; returns the generation now current.
 
     With nothing to change, only the run is recorded and the generation stays. The caller holds the writer lock.
+    A failure (a full disk, a read-only filesystem) raises :class:`IndexWriteError` saying why; the index stays
+    at its generation and the files staged for the next one are removed at once (they are orphans, and on a full
+    disk the space is what the ledger row of the failure needs).
     """
     with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
-        catalog.begin(connection)
-        try:
-            meta = catalog.read_meta(connection)
-            generation = int(meta["generation"])
+        meta = catalog.read_meta(connection)
+        generation = int(meta["generation"])
+        with _transaction(connection, index_dir, generation):
             if changes:
                 catalog.apply_changes(connection, changes.remove_doc_ids, changes.documents, changes.chunks)
                 generation += 1
@@ -246,12 +249,55 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
             run.generation = generation
             run.finished_at = ledger.utc_now()
             ledger.record_run(connection, run)
-            catalog.finish(connection, commit=True)
-        except BaseException:
-            catalog.finish(connection, commit=False)
-            raise
         remove_orphans(index_dir, generation)
     return generation
+
+
+@contextlib.contextmanager
+def _transaction(connection: duckdb.DuckDBPyConnection, index_dir: Path, generation: int) -> Iterator[None]:
+    # One DuckDB transaction of a writer at ``generation``: committed if the block succeeds, else rolled back,
+    # the staged files of the next generation removed, and the error reported as what it is.
+    catalog.begin(connection)
+    try:
+        yield
+        catalog.finish(connection, commit=True)
+    except BaseException as exc:
+        full = _nearly_full(index_dir)  # before the staged files are removed and free their space
+        # A COMMIT that failed (a full disk) has ended the transaction already: ROLLBACK would then raise "cannot
+        # rollback - no transaction is active", and that message used to replace the real one in the ledger.
+        with contextlib.suppress(duckdb.Error):
+            catalog.finish(connection, commit=False)
+        with contextlib.suppress(OSError):
+            remove_orphans(index_dir, generation)
+        # RuntimeError: FAISS reports its write failures (a full disk) that way.
+        if isinstance(exc, duckdb.Error | OSError | RuntimeError):
+            raise write_error(index_dir, generation, exc, disk_full=full) from exc
+        raise
+
+
+#: Free bytes below which a failed write is reported as a full disk (numpy's short writes carry no errno:
+#: "381969 requested and 77792 written").
+NEARLY_FULL_BYTES = 16 * 1024 * 1024
+
+
+def _nearly_full(index_dir: Path) -> bool:
+    try:
+        return shutil.disk_usage(index_dir).free < NEARLY_FULL_BYTES
+    except OSError:
+        return False
+
+
+def write_error(index_dir: Path, generation: int, exc: BaseException, *, disk_full: bool = False) -> IndexWriteError:
+    """One line for a failed write: what failed (``no space left on device`` for a full disk) and that the index
+    stays at ``generation``."""
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        reason = f"{where}{exc.strerror or exc}"
+    else:
+        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    if disk_full or "no space left" in reason.lower() or getattr(exc, "errno", None) == errno.ENOSPC:
+        reason = f"no space left on device ({reason})"
+    return IndexWriteError(f"could not write to {index_dir}: {reason}; the index stays at generation {generation}")
 
 
 def record(index_dir: Path, run: ledger.RunSummary) -> None:
@@ -263,20 +309,30 @@ def record(index_dir: Path, run: ledger.RunSummary) -> None:
 def rebuild(index_dir: Path) -> int:
     """Rewrite the current generation's artifacts from the catalog (vectors and texts; nothing is re-embedded).
 
-    The caller holds the writer lock. Both are replaced atomically and their new sizes and checksums recorded in
-    the same transaction; files of other generations are removed afterwards. Returns the generation.
+    The caller holds the writer lock. Rows that repeat a key (an index created before the primary keys, written
+    by two writers at once) are removed first, keeping the newest run's (``checks.remove_duplicate_rows``, with
+    an :class:`IndexRepairedWarning` saying how many), and the tables get their primary keys. Both artifacts are
+    replaced atomically and their new sizes and checksums recorded in the same transaction; files of other
+    generations are removed afterwards. Returns the generation.
     """
     with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
-        catalog.begin(connection)
-        try:
-            meta = catalog.read_meta(connection)
-            generation = int(meta["generation"])
+        meta = catalog.read_meta(connection)
+        generation = int(meta["generation"])
+        with _transaction(connection, index_dir, generation):
+            removed = checks.remove_duplicate_rows(connection)
             catalog.write_meta(connection, publish_derived(index_dir, generation, connection, meta))
-            catalog.finish(connection, commit=True)
-        except BaseException:
-            catalog.finish(connection, commit=False)
-            raise
+        try:
+            checks.add_primary_keys(connection)
+        except duckdb.Error as exc:
+            raise write_error(index_dir, generation, exc) from exc
         remove_orphans(index_dir, generation)
+    if any(removed.values()):
+        counts = ", ".join(f"{count} {table}" for table, count in removed.items() if count)
+        warnings.warn(
+            f"citeline: removed rows that repeated a key from {catalog.DB_FILE} (kept the newest run's): {counts}",
+            IndexRepairedWarning,
+            stacklevel=3,
+        )
     return generation
 
 

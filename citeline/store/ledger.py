@@ -10,11 +10,12 @@ from typing import Any
 
 import duckdb
 
+from citeline.errors import IndexCorruptError
 from citeline.formats import iso_utc
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS runs (
-    run_id VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL PRIMARY KEY,
     started_at TIMESTAMPTZ NOT NULL,
     finished_at TIMESTAMPTZ,
     status VARCHAR NOT NULL,
@@ -113,7 +114,18 @@ def record_run(connection: duckdb.DuckDBPyConnection, run: RunSummary) -> None:
 
 
 def read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSummary]:
-    """The newest ``limit`` runs, newest first."""
+    """The newest ``limit`` runs, newest first; a damaged ledger raises :class:`IndexCorruptError` in one line."""
+    try:
+        return _read_runs(connection, limit)
+    except (duckdb.Error, TypeError, ValueError, AttributeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise IndexCorruptError(
+            f"the run ledger (the runs table of meta.duckdb) is damaged: {reason}; the index itself may be fine "
+            "(`citeline verify`), restore meta.duckdb from a backup to get the ledger back"
+        ) from exc
+
+
+def _read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSummary]:
     rows = connection.execute(
         "SELECT run_id, started_at, finished_at, status, roots, generation, added, updated, unchanged, removed, "
         "failed, chunks_embedded, chunks_reused, errors FROM runs ORDER BY started_at DESC, run_id DESC LIMIT ?",

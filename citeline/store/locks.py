@@ -1,15 +1,22 @@
-"""The index's two OS file locks: the single-writer lock (``write.lock``, held for a whole run) and the database
-lock (``db.lock``, bracketing every DuckDB connection). Both are ``flock`` locks, so a killed process releases
-them.
+"""The index's two OS locks: the single-writer lock (held for a whole run) and the database lock (``db.lock``,
+bracketing every DuckDB connection). Both are ``flock`` locks, so a killed process releases them.
+
+The writer lock is an flock on the index directory itself, not on a file in it: deleting a lock file while a
+writer runs (``rm write.lock``, a cleanup script) let a second writer lock a new file of the same name, and both
+committed (802 rows for 402 documents). A directory cannot be removed while it holds the index. Filesystems
+that refuse an flock on a directory (some network filesystems) fall back to ``write.lock``, re-checked after
+locking (see :func:`_lock_file`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import functools
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -19,37 +26,80 @@ WRITE_LOCK_FILE = "write.lock"
 DB_LOCK_FILE = "db.lock"
 
 
+def _retry_until(try_lock: Callable[[], bool], deadline: float | None, fail: Callable[[], Exception]) -> None:
+    # Poll a non-blocking lock until it is taken or the deadline passes (None: forever).
+    delay = 0.002
+    while not try_lock():
+        if deadline is not None and time.monotonic() >= deadline:
+            raise fail()
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def _flock(descriptor: int, operation: int) -> bool:
+    try:
+        fcntl.flock(descriptor, operation | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _same_file(descriptor: int, path: Path) -> bool:
+    # True when ``path`` still names the file ``descriptor`` has open (it was not deleted or replaced meanwhile).
+    try:
+        current = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(descriptor)
+    return (opened.st_dev, opened.st_ino) == (current.st_dev, current.st_ino)
+
+
 @contextlib.contextmanager
 def writer_lock(index_dir: Path, *, wait: float | None = None) -> Iterator[None]:
     """Hold the index's single-writer lock for the duration of the block.
 
     ``wait=None`` waits as long as it takes; a number waits that many seconds and then raises
-    :class:`IndexLockedError`. The lock is an OS file lock, so a killed writer releases it.
+    :class:`IndexLockedError`. The lock is an OS lock on the index directory, so a killed writer releases it and
+    no file's deletion can release it early.
     """
     index_dir.mkdir(parents=True, exist_ok=True)
-    handle = (index_dir / WRITE_LOCK_FILE).open("a+")
+    deadline = None if wait is None else time.monotonic() + wait
+
+    def locked_out() -> Exception:
+        return IndexLockedError(
+            f"another process is writing to {index_dir}; wait for it to finish (or pass a longer --wait)"
+        )
+
+    descriptor = os.open(index_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        deadline = None if wait is None else time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise IndexLockedError(
-                        f"another process is writing to {index_dir}; wait for it to finish "
-                        "(or pass a longer --wait)"
-                    ) from None
-                time.sleep(0.1)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
+        try:
+            _retry_until(lambda: _flock(descriptor, fcntl.LOCK_EX), deadline, locked_out)
+        except OSError as exc:
+            if exc.errno not in (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.close(descriptor)  # no flock on directories here: lock a file that is re-checked after locking
+            descriptor = _lock_file(index_dir / WRITE_LOCK_FILE, fcntl.LOCK_EX, deadline, locked_out)
         yield
     finally:
-        with contextlib.suppress(OSError):
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        handle.close()
+        os.close(descriptor)  # releases the flock
+
+
+def _lock_file(path: Path, operation: int, deadline: float | None, fail: Callable[[], Exception]) -> int:
+    """Take an flock on the file at ``path`` (created if missing) and return its descriptor.
+
+    After locking, the path must still name the locked file: if it was deleted or replaced between the open and
+    the lock, the lock protects nothing, so it is dropped and taken again on the file now there.
+    """
+    while True:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _retry_until(functools.partial(_flock, descriptor, operation), deadline, fail)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        if _same_file(descriptor, path):
+            return descriptor
+        os.close(descriptor)
 
 
 def database_lock(index_dir: Path, *, exclusive: bool, deadline: float, what: str) -> BinaryIO | None:
@@ -61,30 +111,35 @@ def database_lock(index_dir: Path, *, exclusive: bool, deadline: float, what: st
     half-written file that way ("Could not read enough bytes"), about once in 500 queries. An flock belongs to
     one open file description and is immune to that, so every DuckDB connection is bracketed by one. A writer
     holds it only while its connection is open (while it plans and commits), so readers wait at most for one
-    commit. ``what`` names the database file in the error.
+    commit. ``what`` names the database file in the error. After locking, ``db.lock`` must still be the file
+    locked (it was not deleted or replaced in between), else the lock is taken again.
     """
     path = index_dir / DB_LOCK_FILE
-    handle: BinaryIO
-    try:
-        handle = path.open("a+b")
-    except FileNotFoundError:
-        return None  # no index directory yet: the caller reports that
-    except PermissionError:
-        try:
-            handle = path.open("rb")  # a read-only index directory still takes a shared lock
-        except FileNotFoundError:
-            return None  # nobody can be writing to a read-only directory without the lock file
-    delay = 0.002
+
+    def locked_out() -> Exception:
+        return IndexLockedError(
+            f"{what} stayed locked by another process's commit; try again, or look for a stuck citeline process"
+        )
+
+    operation = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
     while True:
+        handle: BinaryIO
         try:
-            fcntl.flock(handle.fileno(), (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+            handle = path.open("a+b")
+        except FileNotFoundError:
+            return None  # no index directory yet: the caller reports that
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            try:
+                handle = path.open("rb")  # a read-only index directory still takes a shared lock
+            except FileNotFoundError:
+                return None  # nobody can be writing to a read-only directory without the lock file
+        try:
+            _retry_until(functools.partial(_flock, handle.fileno(), operation), deadline, locked_out)
+        except BaseException:
+            handle.close()
+            raise
+        if _same_file(handle.fileno(), path):
             return handle
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                handle.close()
-                raise IndexLockedError(
-                    f"{what} stayed locked by another process's commit; try again, or look for a stuck citeline "
-                    "process"
-                ) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+        handle.close()

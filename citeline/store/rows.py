@@ -1,4 +1,5 @@
-"""The shapes rows travel in between the pipeline and the catalog: Arrow tables in the catalog's column order."""
+"""Row shapes of the catalog: chunks and documents as Arrow tables in the column order of ``meta.duckdb``'s tables
+(the shape DuckDB ingests fastest), and vectors as Arrow fixed-size lists (DuckDB ``FLOAT[dim]``)."""
 
 from __future__ import annotations
 
@@ -105,5 +106,3 @@ def documents_table(documents: Sequence[Document], run_id: str, ingested_at: str
             ),
         }
     )
-
-

@@ -38,7 +38,7 @@ class ReadSnapshot:
         with contextlib.closing(catalog.connect(index_dir, read_only=True)) as source:
             self.meta = catalog.read_meta(source)
             self.generation = int(self.meta["generation"])
-            documents, chunks = catalog.reader_tables(source)
+            documents, chunks = catalog.damage_reported(catalog.reader_tables, source)
             self.vectors = self._load_vectors()
             folder = bm25_path(index_dir, self.generation)
             if not folder.is_dir():
@@ -88,10 +88,12 @@ class ReadSnapshot:
     def passage_rows(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """The chunk row of each chunk id joined with its document's row (``document_*`` names for clashes).
 
-        Ids this generation does not hold are left out.
+        Ids this generation does not hold are left out, and so are chunks whose document row is missing (a damaged
+        catalog: ``verify``'s ``chunks_have_documents`` reports them, and searches go on without them).
         """
         sorted_ids, order = self._chunk_order
         chunk_rows = self._chunks.take(order[positions_of(sorted_ids, chunk_ids)]).to_pylist()
+        chunk_rows = [row for row in chunk_rows if row["doc_id"] in self._document_row]
         document_rows = self._documents.take(
             [self._document_row[row["doc_id"]] for row in chunk_rows]
         ).to_pylist()

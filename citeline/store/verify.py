@@ -17,7 +17,7 @@ import numpy as np
 
 from citeline.errors import IndexCorruptError
 from citeline.lexical import LexicalIndex
-from citeline.store import catalog
+from citeline.store import catalog, checks, ledger
 from citeline.store.generation import (
     artifact_checksum,
     bm25_path,
@@ -39,6 +39,8 @@ class State:
     ids: np.ndarray  #: catalog chunk ids, ascending
     vectors: np.ndarray  #: catalog vectors, row per id
     dangling: int
+    duplicates: dict[str, int]  #: per table, rows that repeat a key taken by another row
+    ledger_error: str | None
     offset_errors: tuple[int, list[int]]
     vector_path: Path
     vector_index: VectorIndex | None = None
@@ -54,15 +56,22 @@ def read_state(index_dir: Path) -> State:
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
         meta = catalog.read_meta(connection)
         generation, dimension = int(meta["generation"]), int(meta["dimension"])
-        ids, vectors = catalog.all_vectors(connection, dimension)
+        ids, vectors = catalog.damage_reported(catalog.all_vectors, connection, dimension)
+        ledger_error = None
+        try:
+            ledger.read_runs(connection, 2**31 - 1)
+        except IndexCorruptError as exc:
+            ledger_error = str(exc).split("; ")[0]
         state = State(
             index_dir=index_dir,
             meta=meta,
             generation=generation,
             ids=ids,
             vectors=vectors,
-            dangling=catalog.dangling_chunks(connection),
-            offset_errors=catalog.offset_mismatches(connection),
+            dangling=catalog.damage_reported(checks.dangling_chunks, connection),
+            duplicates=catalog.damage_reported(checks.duplicate_rows, connection, ledger_error is None),
+            ledger_error=ledger_error,
+            offset_errors=catalog.damage_reported(checks.offset_mismatches, connection),
             vector_path=vectors_path(index_dir, generation, vector_kind(meta)),
             bm25_dir=bm25_path(index_dir, generation),
             orphans=[entry.name for entry in orphan_files(index_dir, generation)],
@@ -138,6 +147,23 @@ def chunks_have_documents(state: State) -> list[str]:
     return [f"{state.dangling} chunk rows belong to no document"] if state.dangling else []
 
 
+def no_duplicate_rows(state: State) -> list[str]:
+    """No two rows of a table share a key (document id, chunk id, run id, meta key)."""
+    repeated = {table: count for table, count in state.duplicates.items() if count}
+    if not repeated:
+        return []
+    return [
+        "rows that repeat a key in "
+        + ", ".join(f"{table} ({count})" for table, count in repeated.items())
+        + " (two writers at once?); `citeline rebuild` removes them, keeping the newest run's"
+    ]
+
+
+def ledger_readable(state: State) -> list[str]:
+    """Every row of the run ledger reads (``citeline runs`` and ``status`` depend on it)."""
+    return [state.ledger_error] if state.ledger_error else []
+
+
 def offsets_exact(state: State) -> list[str]:
     """Every chunk's text is exactly ``document_text[char_start:char_end]``."""
     count, examples = state.offset_errors
@@ -153,6 +179,8 @@ INVARIANTS: dict[str, Callable[[State], list[str]]] = {
     "vectors_match": vectors_match,
     "counts_match": counts_match,
     "chunks_have_documents": chunks_have_documents,
+    "no_duplicate_rows": no_duplicate_rows,
+    "ledger_readable": ledger_readable,
     "offsets_exact": offsets_exact,
 }
 
@@ -198,7 +226,7 @@ class VerifyReport:
 
 def verify(index_dir: Path) -> VerifyReport:
     """Check every invariant of the current generation: artifacts present, checksums, ids, vectors, counts,
-    chunks with documents, exact offsets."""
+    chunks with documents, no duplicate rows, exact offsets."""
     state = read_state(index_dir)
     results = {name: invariant(state) for name, invariant in INVARIANTS.items()}
     index = state.vector_index

@@ -1,0 +1,104 @@
+"""The documents listing: the SQL behind ``Index.documents`` and ``Index.document`` (``citeline documents``,
+``citeline show``, the HTTP API's ``/documents``). Split from ``catalog`` to keep each module small; it reads the
+catalog's tables through a connection the caller opened with ``catalog.connect``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from citeline.formats import iso_utc
+
+if TYPE_CHECKING:
+    from citeline.filters import Filters
+
+
+#: The keys of each :func:`documents` record, in order (``document`` adds ``text`` and ``spans``).
+DOCUMENT_FIELDS = (
+    "doc_id",
+    "source_path",
+    "source_id",
+    "source_root",
+    "title",
+    "format",
+    "chunks",
+    "pages",
+    "size_bytes",
+    "content_hash",
+    "run_id",
+    "ingested_at",
+    "metadata",
+)
+
+_DOCUMENTS_SQL = """
+SELECT d.doc_id, d.path, d.source_id, d.source_root, d.title, d.format,
+       (SELECT count(*) FROM chunks c WHERE c.doc_id = d.doc_id) AS chunks,
+       d.size_bytes, d.content_hash, d.run_id, d.ingested_at, d.metadata{extra_columns}
+FROM documents d
+WHERE {condition}
+ORDER BY d.source_root, d.source_id, d.doc_id
+"""
+
+
+def documents(
+    connection: duckdb.DuckDBPyConnection, filters: Filters, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The documents ``filters`` selects (the same filters as search), ordered by source and path, at most
+    ``limit``; each a dict with the keys of :data:`DOCUMENT_FIELDS`.
+
+    ``pages`` is the page count of paged formats (PDF), else None; ``metadata`` the document's metadata dict.
+    """
+    condition, params = filters.to_sql()
+    sql = _DOCUMENTS_SQL.format(condition=condition, extra_columns="")
+    if limit is not None:
+        sql += " LIMIT ?"
+        params = [*params, limit]
+    return [_document_record(row) for row in connection.execute(sql, params).fetchall()]
+
+
+def document(connection: duckdb.DuckDBPyConnection, doc_id: str) -> dict[str, Any] | None:
+    """One document: the :func:`documents` record plus its ``text`` (what passage offsets index into) and
+    ``spans``, one per chunk: ``chunk_id``, ``ordinal``, ``char_start``, ``char_end``, ``page``.
+
+    None for an id the index does not hold.
+    """
+    row = connection.execute(
+        _DOCUMENTS_SQL.format(condition="d.doc_id = ?", extra_columns=", d.text"), [doc_id]
+    ).fetchone()
+    if row is None:
+        return None
+    spans = connection.execute(
+        "SELECT chunk_id, ordinal, char_start, char_end, page FROM chunks WHERE doc_id = ? ORDER BY ordinal",
+        [doc_id],
+    ).fetchall()
+    record = _document_record(row[:-1])
+    record["text"] = row[-1]
+    record["spans"] = [
+        {"chunk_id": s[0], "ordinal": s[1], "char_start": s[2], "char_end": s[3], "page": s[4]} for s in spans
+    ]
+    return record
+
+
+def _document_record(row: tuple[Any, ...]) -> dict[str, Any]:
+    (doc_id, path, source_id, source_root, title, fmt, chunks, size_bytes, content_hash, run_id, ingested_at,
+     metadata) = row  # fmt: skip
+    meta = json.loads(metadata) if metadata else {}
+    pages = meta.get("pages") if isinstance(meta, dict) else None
+    return {
+        "doc_id": doc_id,
+        "source_path": path,
+        "source_id": source_id,
+        "source_root": source_root,
+        "title": title,
+        "format": fmt,
+        "chunks": int(chunks),
+        "pages": pages if isinstance(pages, int) else None,
+        "size_bytes": size_bytes,
+        "content_hash": content_hash,
+        "run_id": run_id,
+        "ingested_at": iso_utc(ingested_at),
+        "metadata": meta,
+    }
