@@ -215,11 +215,11 @@ class Chunker:
         start = _skip_space(text, 0)
         low = start  # a cut must lie after the previous chunk's end, so every chunk advances
         while start < size:
-            end, exact = self._cut(text, markdown, units, start, low, size)
+            end, exact, level = self._cut(text, markdown, units, start, low, size)
             exact = exact and _is_exact_cut(units, start)
             chunk = text[start:end].rstrip()
             if not exact or not self._additive:
-                chunk, end = self._fit(text, markdown, units, start, low, chunk)
+                chunk, end, level = self._fit(text, markdown, units, start, low, chunk, level)
             if not chunk:
                 if start != _skip_space(text, low):  # the overlap left no room: this chunk starts without it
                     start = _skip_space(text, low)
@@ -229,7 +229,7 @@ class Chunker:
             spans.append(ChunkSpan(len(spans), start, end, chunk))
             if _skip_space(text, end) >= size:
                 break
-            next_start = self._overlap_start(text, units, start, end)
+            next_start = self._overlap_start(text, markdown, units, start, end, level)
             low = end
             start = next_start
         return spans
@@ -251,44 +251,66 @@ class Chunker:
             return units.end[first], False
         return start + max(1, local[min(self.max_tokens, len(local) - 1)][0]), False
 
-    def _cut(self, text: str, markdown: bool, units: _Units, start: int, low: int, size: int) -> tuple[int, bool]:
-        """Where the chunk from ``start`` ends: the best boundary after ``low`` within the budget."""
+    def _cut(self, text: str, markdown: bool, units: _Units, start: int, low: int, size: int) -> tuple[int, bool, int]:
+        """Where the chunk from ``start`` ends: the best boundary after ``low`` within the budget.
+
+        Also returns whether the chunk is exactly counted, and the level it was cut at: an index into
+        ``_levels(markdown)``, then ``len(levels)`` for a word boundary and ``len(levels) + 1`` for anything.
+        """
         limit, exact = self._limit(text, units, start, size)
+        levels = _levels(markdown)
         if limit >= size and low < size:
-            return size, exact
-        for pattern, use_end in _levels(markdown):
-            found = _last_match(pattern, use_end, text, low, limit)
+            return size, exact, len(levels) + 1  # the last chunk: no overlap follows, its level is moot
+        for level, (pattern, use_end) in enumerate(levels):
+            # The level is the highest one with a boundary in the budget, counted from ``start`` as version 1
+            # did; when all its boundaries lie within the previous chunk, this chunk would only repeat it
+            # (version 1 emitted it and dropped it): an empty cut makes ``_plan`` start after the previous one.
+            found = _last_match(pattern, use_end, text, start, limit)
             if found is not None:
-                return found, exact and _is_exact_cut(units, found)
+                if found <= low:
+                    return start, True, level
+                return found, exact and _is_exact_cut(units, found), level
         if exact:
             # Word boundary: the start of the run holding the first unit that does not fit.
             index = bisect.bisect_left(units.start, limit)
             if index < len(units.start) and units.start[index] == limit:
                 word = units.start[units.run_first[index]]
                 if word > low:
-                    return word, True
-        return max(limit, low + 1), exact and _is_exact_cut(units, max(limit, low + 1))
+                    return word, True, len(levels)
+        end = max(limit, low + 1)
+        return end, exact and _is_exact_cut(units, end), len(levels) + 1
 
-    def _fit(self, text: str, markdown: bool, units: _Units, start: int, low: int, chunk: str) -> tuple[str, int]:
-        """Shorten ``chunk`` (from ``start``) until the real tokenizer agrees it fits the budget."""
+    def _fit(
+        self, text: str, markdown: bool, units: _Units, start: int, low: int, chunk: str, level: int
+    ) -> tuple[str, int, int]:
+        """Shorten ``chunk`` (from ``start``, cut at ``level``) until the real tokenizer agrees it fits."""
+        levels = _levels(markdown)
         while chunk:
             offsets = self.tokenizer.encode(chunk, add_special_tokens=False).offsets
             if len(offsets) <= self.max_tokens:
                 break
             limit = start + offsets[self.max_tokens][0]
             if limit <= low:
-                return "", start
-            end = limit
-            for pattern, use_end in _levels(markdown):
+                return "", start, level
+            end, level = limit, len(levels) + 1
+            for rank, (pattern, use_end) in enumerate(levels):
                 found = _last_match(pattern, use_end, text, low, limit)
                 if found is not None:
-                    end = found
+                    end, level = found, rank
                     break
             chunk = text[start:end].rstrip()
-        return chunk, start + len(chunk)
+        return chunk, start + len(chunk), level
 
-    def _overlap_start(self, text: str, units: _Units, start: int, end: int) -> int:
-        """Where the next chunk starts: the earliest sentence, else word, boundary of the last overlap tokens."""
+    def _overlap_start(self, text: str, markdown: bool, units: _Units, start: int, end: int, level: int) -> int:
+        """Where the next chunk starts: the earliest boundary of the chunk's own level (or a higher one) after
+        ``start`` that leaves at most ``overlap_tokens`` up to ``end``; right after ``end`` when there is none.
+
+        This is how version 1 (semantic-text-splitter) overlapped: whole sections of the level the chunk was
+        built from, so a chunk of paragraphs overlaps by whole paragraphs (usually not at all) and a chunk of
+        sentences by whole sentences of at most ``overlap_tokens``. Falling back to a word-level overlap
+        instead, as version 2 did, made 6% more chunks on SciFact (13,868 against 13,081), each starting
+        mid-sentence or in the previous paragraph (the title), and cost lexical nDCG@10 (0.6787 against 0.6815).
+        """
         after = _skip_space(text, end)
         if not self.overlap_tokens:
             return after
@@ -297,16 +319,23 @@ class Chunker:
         if first >= stop:
             return after
         window = max(units.start[first], start + 1)
-        for pattern, use_end in _levels(False):
-            match = pattern.search(text, window, end)
-            if match is not None:
+        levels = _levels(markdown)
+        best = after
+        # A boundary's match may begin in the run before the window (a sentence's final punctuation).
+        scan = max(units.start[first - 1] if first else 0, start)
+        for pattern, use_end in levels[: level + 1]:
+            for match in pattern.finditer(text, scan, min(len(text), end + _LOOKAHEAD)):
                 candidate = _skip_space(text, match.end() if use_end else match.start())
-                if candidate < end:
-                    return candidate
-        index = bisect.bisect_left(units.start, window)
-        if index < stop and units.start[index] < end:
-            return units.start[index]
-        return after
+                if candidate >= min(best, end):
+                    break
+                if candidate >= window:
+                    best = candidate
+                    break
+        if level >= len(levels):  # a chunk cut at a word (or anywhere) overlaps by words
+            index = bisect.bisect_left(units.start, window)
+            if index < stop and units.start[index] < best:
+                best = units.start[index]
+        return best if best < end else after
 
 
 def _runs(text: str) -> tuple[list[str], list[tuple[int, int]]]:
