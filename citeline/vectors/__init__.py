@@ -104,3 +104,6 @@ def kind_of(name: str) -> type[VectorIndex]:
 
 # The kinds. Each import registers one.
 from citeline.vectors import flat  # noqa: E402, F401
+from citeline.vectors import ivf  # noqa: E402, F401
+from citeline.vectors import hnsw  # noqa: E402, F401
+from citeline.vectors import auto  # noqa: E402, F401
