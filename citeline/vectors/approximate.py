@@ -37,6 +37,8 @@ class ApproximateIndex:
 
     kind: ClassVar[str]
     suffix: ClassVar[str]
+    #: Allowed sets up to this size are scored exactly (a kind lowers it when its ``vectors()`` is slower).
+    exact_filter_rows: ClassVar[int] = EXACT_FILTER_ROWS
 
     def __init__(self, index: Any):
         self._index = index
@@ -86,7 +88,8 @@ class ApproximateIndex:
             raise ValueError("an added id is already in the index; remove it in the same update")
 
     def _exact(self, vector: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[int, float]]:
-        return top_k(self.vectors(ids) @ vector, ids, k)
+        # einsum, not `@`: OpenBLAS's threaded sgemv took 11.5 ms for 2k x 384 on the 2 busy cores, einsum 0.5 ms.
+        return top_k(np.einsum("ij,j->i", self.vectors(ids), vector), ids, k)
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The k nearest by inner product, approximately (exact scores; see the module docstring for filters)."""
@@ -96,7 +99,7 @@ class ApproximateIndex:
         selector = None
         if allowed is not None:
             allowed = self._sorted_ids[positions_of(self._sorted_ids, allowed)]
-            if len(allowed) <= EXACT_FILTER_ROWS:
+            if len(allowed) <= self.exact_filter_rows:
                 return self._exact(vector[0], allowed, k)
             # The selector must outlive the search: SearchParameters holds only a raw pointer to it.
             selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))

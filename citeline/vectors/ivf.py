@@ -27,6 +27,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from citeline.arrays import positions_of
 from citeline.errors import IndexCorruptError
 from citeline.vectors import vector_index
 from citeline.vectors.approximate import ApproximateIndex
@@ -68,13 +69,22 @@ class IVFIndex(ApproximateIndex):
         return faiss.extract_index_ivf(self._index)
 
     def _live_ids(self) -> np.ndarray:
+        # Where each id's vector is: (list, offset), kept in ascending id order for vectors().
         lists = self._ivf().invlists
-        parts = [
-            faiss.rev_swig_ptr(lists.get_ids(number), size).copy()
-            for number in range(lists.nlist)
-            if (size := lists.list_size(number))
-        ]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        ids, numbers, offsets = [], [], []
+        for number in range(lists.nlist):
+            if size := lists.list_size(number):
+                ids.append(faiss.rev_swig_ptr(lists.get_ids(number), size).copy())
+                numbers.append(np.full(size, number, dtype=np.int64))
+                offsets.append(np.arange(size, dtype=np.int64))
+        if not ids:
+            self._where = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+            return np.zeros(0, np.int64)
+        held = np.concatenate(ids)
+        order = np.argsort(held, kind="stable")
+        self._where = (np.concatenate(numbers)[order], np.concatenate(offsets)[order])
+        self._rows = _mapped_rows(lists, self._where, int(self._ivf().d))
+        return held
 
     @property
     def nlist(self) -> int:
@@ -116,10 +126,27 @@ class IVFIndex(ApproximateIndex):
         wanted = np.ascontiguousarray(ids, dtype=np.int64)
         if len(wanted) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        present = np.isin(wanted, self._sorted_ids)
-        if not present.all():
-            raise KeyError(f"ids not in the vector index: {sorted(set(wanted[~present].tolist()))[:5]}")
-        return np.asarray(self._index.reconstruct_batch(wanted), dtype=np.float32)
+        found = positions_of(self._sorted_ids, wanted)
+        if len(found) != len(wanted):
+            missing = sorted(set(wanted.tolist()) - set(self._sorted_ids[found].tolist()))
+            raise KeyError(f"ids not in the vector index: {missing[:5]}")
+        # Gathered list by list from the (memory-mapped) lists: FAISS's reconstruct_batch through the hash-table
+        # direct map cost 7-15 us an id (2k ids: 14-30 ms), this about 1 us an id plus 2 us a list touched.
+        if self._rows is not None:
+            rows, starts = self._rows
+            return np.array(rows[starts[found]], dtype=np.float32)
+        numbers, offsets = self._where[0][found], self._where[1][found]
+        out = np.empty((len(wanted), self.dimension), dtype=np.float32)
+        lists, width = self._ivf().invlists, self.dimension * 4
+        by_list = np.argsort(numbers, kind="stable")
+        starts = np.flatnonzero(np.r_[True, numbers[by_list][1:] != numbers[by_list][:-1]])
+        for start, end in zip(starts, np.r_[starts[1:], len(by_list)], strict=True):
+            rows = by_list[start:end]
+            number = int(numbers[rows[0]])
+            size = lists.list_size(number)
+            codes = faiss.rev_swig_ptr(lists.get_codes(number), size * width).view(np.float32)
+            out[rows] = codes.reshape(size, self.dimension)[offsets[rows]]
+        return out
 
     def updated(self, add_ids: np.ndarray, add_vectors: np.ndarray, remove_ids: np.ndarray) -> IVFIndex:
         """A new index: a copy of the lists without ``remove_ids``, plus the added vectors (see the module doc)."""
@@ -158,6 +185,27 @@ def _trained(data: np.ndarray, nlist: int, dimension: int) -> Any:
         index.train(data[np.sort(sample)])
     index.set_direct_map_type(faiss.DirectMap.Hashtable)
     return index
+
+
+def _mapped_rows(lists: Any, where: tuple[np.ndarray, np.ndarray], dimension: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """For memory-mapped lists: a view of the mapped file as overlapping float32 rows, and the row of each id (in
+    ascending id order), so ``vectors()`` is one numpy gather (2k ids: 0.2 ms instead of 18 ms through the lists
+    one by one). None for in-memory lists, or if the lists' offsets are not equally aligned."""
+    mapped = faiss.downcast_InvertedLists(lists)
+    if not isinstance(mapped, faiss.OnDiskInvertedLists) or not len(where[0]):
+        return None
+    width = dimension * 4
+    # A list's codes start at its offset in the file; its ids follow its `capacity` codes.
+    list_offsets = np.array([mapped.lists.at(number).offset for number in range(mapped.nlist)], dtype=np.int64)
+    starts = list_offsets[where[0]] + where[1] * width
+    residue = int(starts[0] % 4)
+    if np.any(starts % 4 != residue):
+        return None
+    region = faiss.rev_swig_ptr(mapped.ptr, mapped.totsize)
+    floats = region[residue : residue + (len(region) - residue) // 4 * 4].view(np.float32)
+    rows = np.lib.stride_tricks.as_strided(floats, shape=(len(floats) - dimension + 1, dimension), strides=(4, 4))
+    rows.flags.writeable = False
+    return rows, (starts - residue) // 4
 
 
 def _in_memory(source: Any) -> Any:
