@@ -120,8 +120,18 @@ def main() -> None:
         probe.add(vectors[: min(n, 200_000)])
         top1 = float(probe.search(queries[:50], 1)[0].mean())
         pairs = float(np.mean(np.sum(vectors[:1000] * vectors[1000:2000], axis=1)))
-        print(json.dumps({"n": n, "nlist": nlist_for(n), "nprobe": nprobe_for(nlist_for(n)),
-                          "query_top1_cos": round(top1, 3), "random_pair_cos": round(pairs, 3)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "n": n,
+                    "nlist": nlist_for(n),
+                    "nprobe": nprobe_for(nlist_for(n)),
+                    "query_top1_cos": round(top1, 3),
+                    "random_pair_cos": round(pairs, 3),
+                }
+            ),
+            flush=True,
+        )
         del probe
         faiss.omp_set_num_threads(2)
         for name in args.kinds:
@@ -136,8 +146,14 @@ def main() -> None:
                 start = time.perf_counter()
                 index = kind.load(path)
                 load_ms = (time.perf_counter() - start) * 1000
-                base = {"n": n, "kind": name, "build_cpu_s": round(cpu, 1), "build_wall_s": round(wall, 1),
-                        "file_mb": round(path.stat().st_size / 2**20), "load_ms": round(load_ms, 1)}
+                base = {
+                    "n": n,
+                    "kind": name,
+                    "build_cpu_s": round(cpu, 1),
+                    "build_wall_s": round(wall, 1),
+                    "file_mb": round(path.stat().st_size / 2**20),
+                    "load_ms": round(load_ms, 1),
+                }
                 faiss.omp_set_num_threads(1)
                 settings: list[tuple[str, Any]] = [("default", None)]
                 if name == "ivf":
@@ -152,8 +168,11 @@ def main() -> None:
                     for filter_name, truth in truths.items():
                         if setting != "default" and filter_name != "none":
                             continue
-                        row = {**base, "setting": setting if value is None else f"{setting}={value}",
-                               "filter": filter_name}
+                        row = {
+                            **base,
+                            "setting": setting if value is None else f"{setting}={value}",
+                            "filter": filter_name,
+                        }
                         emit({**row, **timed_searches(index, queries, truth, allowed[filter_name])})
                 IVFIndex.nprobe = None
                 HNSWIndex.ef_search = None

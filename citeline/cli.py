@@ -46,6 +46,13 @@ _INGEST_OPTIONS = [
     ),
     click.option("--max-tokens", type=int, default=None, help="Chunk size in model tokens [default: model limit]."),
     click.option("--overlap-tokens", type=int, default=None, help="Token overlap between chunks [default: 32]."),
+    click.option(
+        "--vector-index",
+        type=click.Choice(["auto", "flat", "ivf", "hnsw"]),
+        default=None,
+        help="Vector index of a new index: exact (flat), inverted lists (ivf), a graph (hnsw), or flat until "
+        "it is large, then ivf (auto) [default: auto].",
+    ),
     click.option("--max-file-bytes", type=int, default=64 * 1024 * 1024, show_default=True,
                  help="Skip larger files."),
     wait_option,
@@ -134,6 +141,7 @@ def ingest(
     backend: str | None,
     max_tokens: int | None,
     overlap_tokens: int | None,
+    vector_index: str | None,
     max_file_bytes: int,
     wait: float | None,
     progress: bool | None,
@@ -156,6 +164,7 @@ def ingest(
             backend=backend,
             max_tokens=max_tokens,
             overlap_tokens=overlap_tokens,
+            vector_index=vector_index,
             max_file_bytes=max_file_bytes,
             wait=wait,
             dask_address=dask_address,
@@ -165,7 +174,8 @@ def ingest(
         from citeline.index import Index
 
         index = Index.create(
-            index_path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens
+            index_path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
+            vector_index=vector_index,
         )
         summary = index.ingest(paths, progress=show_progress, max_file_bytes=max_file_bytes, wait=wait).to_dict()
     if as_json:

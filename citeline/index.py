@@ -28,7 +28,7 @@ from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
 from citeline.store.snapshot import ReadSnapshot
 from citeline.store.verify import VerifyReport, verify
-from citeline.vectors import DEFAULT_KIND, kind_of
+from citeline.vectors import NEW_INDEX_KIND, kind_of
 
 DEFAULT_INDEX_DIR = "index"
 DEFAULT_OVERLAP_TOKENS = 32
@@ -61,14 +61,16 @@ class Index:
         max_tokens: int | None = None,
         overlap_tokens: int | None = None,
         embedder: Embedder | None = None,
+        vector_index: str | None = None,
     ) -> Index:
         """Create an index at ``path``, or open it if it exists and was built with the same settings.
 
         Settings left as None take the existing index's values, or for a new index the defaults: the bundled
-        all-MiniLM-L6-v2 on torch, chunks of the most tokens the model reads (256 - 2 special tokens), and
-        32 tokens of overlap. ``embedder`` replaces the sentence-transformers model (tests use a fast one).
+        all-MiniLM-L6-v2 on torch, chunks of the most tokens the model reads (256 - 2 special tokens), 32 tokens
+        of overlap, and the ``auto`` vector index (``flat``, ``ivf``, ``hnsw``: see ``citeline.vectors``).
+        ``embedder`` replaces the sentence-transformers model (tests use a fast one).
         """
-        index_dir = Path(path)
+        index_dir, kind = Path(path), kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here
         if not catalog.db_path(index_dir).exists():
             embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend or "torch")
             overlap_tokens = DEFAULT_OVERLAP_TOKENS if overlap_tokens is None else overlap_tokens
@@ -85,7 +87,7 @@ class Index:
                 "model_max_tokens": embedder.max_seq_length,
                 "max_tokens": max_tokens,
                 "overlap_tokens": overlap_tokens,
-                "vector_index": kind_of(DEFAULT_KIND).kind,
+                "vector_index": kind,
                 "generation": 0,
                 "vector_count": 0,
             }
@@ -93,6 +95,9 @@ class Index:
                 return cls(index_dir, meta, embedder)
             # another process created it meanwhile: open theirs, below
         index = cls.open(index_dir, model=model, backend=backend, embedder=embedder)
+        if vector_index and kind != generation.vector_kind(index.meta).kind:
+            raise IndexMismatchError(f"{index_dir} has a {generation.vector_kind(index.meta).kind} vector index, "
+                                     f"not {kind}; leave out --vector-index, or use a new --index directory")
         wanted = {
             "max_tokens": max_tokens or index.meta["max_tokens"],
             "overlap_tokens": index.meta["overlap_tokens"] if overlap_tokens is None else overlap_tokens,

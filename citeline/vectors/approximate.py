@@ -27,7 +27,7 @@ from citeline.vectors.flat import faiss_threads
 #: A filtered search whose allowed set has at most this many rows scores them exactly with numpy. bench/ann.py at
 #: 1M x 384 (one thread): gathering and scoring 20k allowed rows takes about as long as one IVF probe at the
 #: default nprobe or one HNSW search, and is exact.
-EXACT_FILTER_ROWS = 20_000
+EXACT_FILTER_ROWS = 2_000
 #: A filtered search that came back short is retried once with this many times the effort (nprobe, efSearch).
 RETRY_EFFORT = 8
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -38,7 +39,7 @@ _IVF_TAG = b"IwFl"
 
 def kind_for(n: int) -> type[VectorIndex]:
     """The kind ``auto`` uses for ``n`` vectors."""
-    return IVFIndex if n >= IVF_MIN_VECTORS else FlatIndex
+    return cast("type[VectorIndex]", IVFIndex if n >= IVF_MIN_VECTORS else FlatIndex)
 
 
 @vector_index("auto")
@@ -69,7 +70,7 @@ class AutoIndex:
                 tag = handle.read(4)
         except OSError:
             tag = b""
-        return cls(IVFIndex.load(path) if tag == _IVF_TAG else FlatIndex.load(path))
+        return cls(cast(VectorIndex, IVFIndex.load(path) if tag == _IVF_TAG else FlatIndex.load(path)))
 
     def save(self, path: Path) -> None:
         """Write the inner kind's file."""

@@ -72,17 +72,18 @@ class HNSWIndex(ApproximateIndex):
     def load(cls, path: Path) -> HNSWIndex:
         """Read the file memory-mapped."""
         index = cls.read(path)
-        if not hasattr(index, "id_map") or not isinstance(faiss.downcast_index(index.index), faiss.IndexHNSWFlat):  # type: ignore[attr-defined]
+        if not hasattr(index, "id_map") or not isinstance(faiss.downcast_index(index.index), faiss.IndexHNSWFlat):
             raise IndexCorruptError(f"{path} is not an HNSW FAISS index with chunk ids")
         return cls(index)
 
     def _storage(self) -> np.ndarray:
-        storage: Any = faiss.downcast_index(faiss.downcast_index(self._index.index).storage)
+        graph: Any = faiss.downcast_index(self._index.index)
+        storage: Any = faiss.downcast_index(graph.storage)
         total = int(self._index.ntotal)
         return faiss.rev_swig_ptr(storage.get_xb(), total * self.dimension).reshape(total, self.dimension)
 
     def _search(self, vector: np.ndarray, k: int, selector: Any, effort: int) -> tuple[np.ndarray, np.ndarray]:
-        params = faiss.SearchParametersHNSW()
+        params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
         params.efSearch = max(k, (self.ef_search or EF_SEARCH) * effort)
         if selector is not None:
             params.sel = selector
@@ -114,7 +115,7 @@ class HNSWIndex(ApproximateIndex):
             return HNSWIndex.build(
                 np.concatenate([keep, add_ids]), np.concatenate([self.vectors(keep), added]), self.dimension
             )
-        index = faiss.clone_index(self._index)
+        index: Any = faiss.clone_index(self._index)
         if len(remove):
             labels = self._labels.copy()
             labels[self._rows_by_id[positions_of(self._sorted_ids, remove)]] = TOMBSTONE

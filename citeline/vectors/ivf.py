@@ -32,6 +32,9 @@ from citeline.errors import IndexCorruptError
 from citeline.vectors import vector_index
 from citeline.vectors.approximate import ApproximateIndex
 
+#: FAISS's stubs lack these.
+_HASHTABLE: Any = faiss.DirectMap.Hashtable  # type: ignore[attr-defined]
+
 #: Lists per square root of the size.
 LISTS_PER_SQRT = 4
 #: k-means sees this many vectors per list (FAISS's default is up to 256; 40 keeps training of 1M vectors under a
@@ -170,7 +173,7 @@ class IVFIndex(ApproximateIndex):
 
 def _trained(data: np.ndarray, nlist: int, dimension: int) -> Any:
     """An empty IVF index with ``nlist`` centroids (k-means on a sample of ``data``; one zero centroid if tiny)."""
-    quantizer = faiss.IndexFlatIP(dimension)
+    quantizer: Any = faiss.IndexFlatIP(dimension)
     index = faiss.IndexIVFFlat(quantizer, dimension, nlist, faiss.METRIC_INNER_PRODUCT)
     index.own_fields = True
     quantizer.this.disown()  # the IVF index owns (and frees) its quantizer
@@ -183,20 +186,22 @@ def _trained(data: np.ndarray, nlist: int, dimension: int) -> Any:
         index.cp.seed = 1234
         sample = np.random.default_rng(1234).choice(len(data), min(len(data), nlist * TRAIN_PER_LIST), replace=False)
         index.train(data[np.sort(sample)])
-    index.set_direct_map_type(faiss.DirectMap.Hashtable)
+    index.set_direct_map_type(_HASHTABLE)
     return index
 
 
-def _mapped_rows(lists: Any, where: tuple[np.ndarray, np.ndarray], dimension: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _mapped_rows(
+    lists: Any, where: tuple[np.ndarray, np.ndarray], dimension: int
+) -> tuple[np.ndarray, np.ndarray] | None:
     """For memory-mapped lists: a view of the mapped file as overlapping float32 rows, and the row of each id (in
     ascending id order), so ``vectors()`` is one numpy gather (2k ids: 0.2 ms instead of 18 ms through the lists
     one by one). None for in-memory lists, or if the lists' offsets are not equally aligned."""
-    mapped = faiss.downcast_InvertedLists(lists)
+    mapped: Any = faiss.downcast_InvertedLists(lists)
     if not isinstance(mapped, faiss.OnDiskInvertedLists) or not len(where[0]):
         return None
     width = dimension * 4
     # A list's codes start at its offset in the file; its ids follow its `capacity` codes.
-    list_offsets = np.array([mapped.lists.at(number).offset for number in range(mapped.nlist)], dtype=np.int64)
+    list_offsets = np.array([mapped.lists.at(number).offset for number in range(mapped.nlist)], dtype=np.int64)  # type: ignore[attr-defined]
     starts = list_offsets[where[0]] + where[1] * width
     residue = int(starts[0] % 4)
     if np.any(starts % 4 != residue):
@@ -212,8 +217,8 @@ def _in_memory(source: Any) -> Any:
     """A writable in-memory copy of an IVF index (its lists may be memory-mapped): the lists are copied, not
     re-assigned, and the quantizer is cloned."""
     dimension, nlist = int(source.d), int(source.nlist)
-    quantizer = faiss.clone_index(source.quantizer)
-    index = faiss.IndexIVFFlat(quantizer, dimension, nlist, faiss.METRIC_INNER_PRODUCT)
+    quantizer: Any = faiss.clone_index(source.quantizer)
+    index: Any = faiss.IndexIVFFlat(quantizer, dimension, nlist, faiss.METRIC_INNER_PRODUCT)
     index.own_fields = True
     quantizer.this.disown()
     index.is_trained = True
@@ -222,5 +227,5 @@ def _in_memory(source: Any) -> Any:
         if size := lists.list_size(number):
             index.invlists.add_entries(number, size, lists.get_ids(number), lists.get_codes(number))
     index.ntotal = source.ntotal
-    index.set_direct_map_type(faiss.DirectMap.Hashtable)  # rebuilds the id -> (list, offset) map
+    index.set_direct_map_type(_HASHTABLE)  # rebuilds the id -> (list, offset) map
     return index
