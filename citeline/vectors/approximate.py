@@ -50,8 +50,11 @@ class ApproximateIndex:
     def _live_ids(self) -> np.ndarray:
         raise NotImplementedError
 
-    def _search(self, vector: np.ndarray, k: int, selector: Any, effort: int) -> tuple[np.ndarray, np.ndarray]:
-        """FAISS search of one query (``selector`` may be None) at ``effort`` times the default effort."""
+    def _search(
+        self, vector: np.ndarray, k: int, selector: Any, allowed: np.ndarray | None, effort: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS search of one query (``selector``, over the ``allowed`` ids, may be None) at ``effort`` times the
+        default effort."""
         raise NotImplementedError
 
     def vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -106,7 +109,7 @@ class ApproximateIndex:
         want = min(k, len(self) if allowed is None else len(allowed))
         for effort in (1, RETRY_EFFORT):
             with faiss_threads(0):  # one query: one thread (see flat.SINGLE_THREAD_MAX_VECTORS)
-                scores, ids = self._search(vector, want, selector, effort)
+                scores, ids = self._search(vector, want, selector, allowed, effort)
             found = ids[0] >= 0
             if found.sum() >= want:
                 return top_k(scores[0][found], ids[0][found], want)  # orders ties by id, like the flat kind

@@ -11,9 +11,9 @@ that module's docstring):
 - IVF costs a k-means at build time (11.8 CPU-s at 100k) and about the same disk (151 MB against 147 MB at
   100k); a search scans ``nprobe`` of ``4 sqrt(n)`` lists: p50 3.2 ms at 100k with recall@10 1.000.
 - HNSW searches fastest (p50 0.31 ms at 100k, recall 0.999), but its build is the slowest of the three
-  (29.4 CPU-s, 102 s wall at 100k; at least ten times that at 1M), it cannot remove vectors (tombstones, then a rebuild) and its graph adds
-  ``2 M`` ids per vector; so ``auto`` does not pick it. Choose it with ``--vector-index hnsw`` for read-heavy
-  indexes that rarely change.
+  (29.4 CPU-s, 102 s wall at 100k; at least ten times that at 1M), it cannot remove vectors (tombstones, then
+  a rebuild) and its graph adds ``2 M`` ids per vector; so ``auto`` does not pick it. Choose it with
+  ``--vector-index hnsw`` for read-heavy indexes that rarely change.
 
 Below :data:`IVF_MIN_VECTORS` (50k) a flat search costs under about 12 ms (interpolating 2.2 ms at 20k and 24.9
 ms at 100k), inside the hybrid query's 30 ms budget, and it is exact: the approximation buys little there.

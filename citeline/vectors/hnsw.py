@@ -82,7 +82,9 @@ class HNSWIndex(ApproximateIndex):
         total = int(self._index.ntotal)
         return faiss.rev_swig_ptr(storage.get_xb(), total * self.dimension).reshape(total, self.dimension)
 
-    def _search(self, vector: np.ndarray, k: int, selector: Any, effort: int) -> tuple[np.ndarray, np.ndarray]:
+    def _search(
+        self, vector: np.ndarray, k: int, selector: Any, allowed: np.ndarray | None, effort: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
         params.efSearch = max(k, (self.ef_search or EF_SEARCH) * effort)
         if selector is not None:
