@@ -54,6 +54,7 @@ def ingest(
     backend: str | None,
     max_tokens: int | None,
     overlap_tokens: int | None,
+    vector_index: str | None,
     max_file_bytes: int,
     wait: float | None,
     allow_removals: bool,
@@ -79,6 +80,7 @@ def ingest(
             backend=backend,
             max_tokens=max_tokens,
             overlap_tokens=overlap_tokens,
+            vector_index=vector_index,
             max_file_bytes=max_file_bytes,
             wait=wait,
             dask_address=dask_address,
@@ -91,7 +93,8 @@ def ingest(
         from citeline.index import Index
 
         index = Index.create(
-            index_path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens
+            index_path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
+            vector_index=vector_index,
         )
         summary = index.ingest(
             paths, progress=show_progress, max_file_bytes=max_file_bytes, wait=wait, allow_removals=allow_removals,

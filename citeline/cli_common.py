@@ -56,6 +56,13 @@ _INGEST_OPTIONS = [
                  help="Chunk size in model tokens [default: model limit]."),
     click.option("--overlap-tokens", type=click.IntRange(min=0), default=None,
                  help="Token overlap between chunks [default: 32]."),
+    click.option(
+        "--vector-index",
+        type=click.Choice(["auto", "flat", "ivf", "hnsw"]),
+        default=None,
+        help="Vector index of a new index: exact (flat), inverted lists (ivf), a graph (hnsw), or flat until "
+        "it is large, then ivf (auto) [default: auto].",
+    ),
     click.option("--max-file-bytes", type=click.IntRange(min=1), default=64 * 1024 * 1024, show_default=True,
                  help="Skip larger files."),
     wait_option,

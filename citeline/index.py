@@ -28,7 +28,7 @@ from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
 from citeline.store.snapshot import ReadSnapshot
 from citeline.store.verify import VerifyReport, verify
-from citeline.vectors import DEFAULT_KIND, kind_of
+from citeline.vectors import NEW_INDEX_KIND, kind_of
 
 DEFAULT_INDEX_DIR = "index"
 DEFAULT_OVERLAP_TOKENS = 32
@@ -57,14 +57,14 @@ class Index:
         max_tokens: int | None = None,
         overlap_tokens: int | None = None,
         embedder: Embedder | None = None,
+        vector_index: str | None = None,
     ) -> Index:
         """Create an index at ``path``, or open it if it exists and was built with the same settings.
 
         Settings left as None take the existing index's values, or for a new index the defaults: the bundled
-        all-MiniLM-L6-v2 on torch, chunks of the most tokens the model reads (256 - 2 special tokens), and
-        32 tokens of overlap. ``embedder`` replaces the sentence-transformers model (tests use a fast one).
-        """
-        index_dir = Path(path)
+        all-MiniLM-L6-v2 on torch, chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector
+        index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one)."""
+        index_dir, kind = Path(path), kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here
         if (max_tokens is not None and max_tokens < 1) or (overlap_tokens is not None and overlap_tokens < 0):
             raise SettingsError(f"max_tokens must be at least 1 and overlap_tokens at least 0, not {max_tokens} "
                                 f"and {overlap_tokens}")
@@ -77,22 +77,22 @@ class Index:
                         model_max_tokens=embedder.max_seq_length)
             except ValueError as exc:
                 raise SettingsError(str(exc)) from None
-            meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind_of(DEFAULT_KIND).kind, CHUNKER_VERSION)
+            meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION)
             if generation.create(index_dir, meta):
                 return cls(index_dir, meta, embedder)
-            # another process created it meanwhile (checked under the writer lock): open theirs, below, which
-            # refuses it if its chunking settings differ from the ones asked for
+            # another process created it meanwhile (checked under the writer lock): open theirs, checked below
         index = cls.open(index_dir, model=model, backend=backend, embedder=embedder)
+        if vector_index and kind != generation.vector_kind(index.meta).kind:
+            raise IndexMismatchError(f"{index_dir} has a {generation.vector_kind(index.meta).kind} vector index, "
+                                     f"not {kind}; leave out --vector-index, or use a new --index directory")
         have = {"max_tokens": index.meta["max_tokens"], "overlap_tokens": index.meta["overlap_tokens"]}
         wanted = {
             "max_tokens": have["max_tokens"] if max_tokens is None else max_tokens,
             "overlap_tokens": have["overlap_tokens"] if overlap_tokens is None else overlap_tokens,
         }
         if wanted != have:
-            raise IndexMismatchError(
-                f"{index_dir} was built with chunking {have}, not {wanted}; use those settings, "
-                "or a new --index directory"
-            )
+            raise IndexMismatchError(f"{index_dir} was built with chunking {have}, not {wanted}; use those settings, "
+                                     "or a new --index directory")
         return index
 
     @classmethod

@@ -212,6 +212,7 @@ def ingest_flow(
     backend: str | None = None,
     max_tokens: int | None = None,
     overlap_tokens: int | None = None,
+    vector_index: str | None = None,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     wait: float | None = None,
     dask_address: str | None = None,
@@ -224,6 +225,7 @@ def ingest_flow(
 ) -> dict[str, Any]:
     """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.
 
+    ``vector_index`` is the vector index kind of a new index (auto, flat, ivf, hnsw; see ``citeline.vectors``).
     ``wait`` bounds the seconds to wait for another writer (default: as long as it takes). ``dask_address``
     (``tcp://host:8786``) or ``dask_workers`` (a local cluster) spread parsing and embedding over Dask
     workers, which must see ``paths`` and ``index_path`` at the same locations. ``files_per_batch`` and
@@ -234,7 +236,7 @@ def ingest_flow(
     """
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
     index = Index.create(index_path, model=model, backend=backend, max_tokens=max_tokens,
-                         overlap_tokens=overlap_tokens)
+                         overlap_tokens=overlap_tokens, vector_index=vector_index)
     # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
     # Index, which for a new index has loaded its model already.
     index_dir = str(index.path.resolve())

@@ -2,7 +2,10 @@
 
 A new kind is one file in ``citeline/vectors/`` and one registry line; this module runs it through the same checks
 as ``flat``: exact ids, exact stored vectors, search order, filtered search returning k results whenever k allowed
-ids exist, copy-on-write updates, and a save/load round trip.
+ids exist, copy-on-write updates, and a save/load round trip. On the small data of the shared checks the
+approximate kinds are exact (an IVF of 10 lists probes them all; an HNSW graph of 400 nodes at efSearch 64 finds
+every neighbour), so they pass the same exact-order checks; larger data checks their recall instead, their
+selector path, HNSW's tombstones, IVF's copied lists, and ``auto``'s switch of kind.
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from citeline.errors import CitelineError, IndexCorruptError
-from citeline.vectors import KINDS, kind_of
+from citeline.errors import CitelineError, IndexCorruptError, IndexMismatchError
+from citeline.index import Index
+from citeline.store import generation
+from citeline.vectors import KINDS, auto, kind_of
+from citeline.vectors.flat import FlatIndex
+from citeline.vectors.ivf import IVFIndex
 
 DIMENSION = 16
 
@@ -113,3 +120,98 @@ def test_a_damaged_file_is_a_clear_error(kind: type, tmp_path: Path) -> None:
     path.write_bytes(b"not an index" * 10)
     with pytest.raises(IndexCorruptError, match="cannot be read"):
         kind.load(path)
+
+
+# ---------------------------------------------------------------- approximate kinds at a size where they approximate
+
+APPROXIMATE = ["ivf", "hnsw"]
+
+
+def _clustered(n: int, dimension: int = 32, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    centres = np.random.default_rng(5).standard_normal((80, dimension)).astype(np.float32)  # shared with the queries
+    rng = np.random.default_rng(seed)
+    vectors = centres[rng.integers(0, len(centres), n)] + 0.5 * rng.standard_normal((n, dimension)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return rng.choice(2**62, size=n, replace=False).astype(np.int64), vectors
+
+
+def _recall(index, ids, vectors, queries, allowed=None) -> float:
+    found = [
+        len({h for h, _ in index.search(q, 10, allowed)} & set(_exact(ids, vectors, q, 10, allowed))) for q in queries
+    ]
+    return sum(found) / (10 * len(queries))
+
+
+@pytest.mark.parametrize("name", APPROXIMATE)
+def test_approximate_kinds_reach_the_recall_target_with_and_without_a_selector(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids, vectors = _clustered(8_000)
+    index = kind_of(name).build(ids, vectors, 32)
+    queries = _clustered(40, seed=9)[1]
+    assert _recall(index, ids, vectors, queries) >= 0.95
+    monkeypatch.setattr(kind_of(name), "exact_filter_rows", 0)  # force the selector search
+    allowed = np.sort(ids[np.random.default_rng(1).random(len(ids)) < 0.3])
+    assert _recall(index, ids, vectors, queries, allowed) >= 0.95
+    for size in (1, 5, 30):  # few allowed ids, mostly outside the probed lists / visited graph: retry, then exact
+        few = np.sort(ids[-size:])
+        hits = index.search(queries[0], 10, few)
+        assert [h for h, _ in hits] == _exact(ids, vectors, queries[0], 10, few)
+
+
+def test_hnsw_removes_by_tombstones_and_rebuilds_past_the_threshold(tmp_path: Path) -> None:
+    ids, vectors = _clustered(2_000)
+    index = kind_of("hnsw").build(ids[:1_900], vectors[:1_900], 32)
+    newer = index.updated(ids[1_900:], vectors[1_900:], ids[:20])
+    assert newer._tombstones == 20 and len(newer) == 1_980 and len(index) == 1_900
+    assert np.array_equal(newer.ids(), np.sort(ids[20:]))
+    assert np.array_equal(newer.vectors(ids[1_950:]), vectors[1_950:])
+    for row in range(20):  # a removed id never comes back, even when the query is its own vector
+        assert ids[row] not in {h for h, _ in newer.search(vectors[row], 10)}
+    newer.save(tmp_path / "v")
+    loaded = kind_of("hnsw").load(tmp_path / "v")
+    assert loaded._tombstones == 20 and np.array_equal(loaded.ids(), newer.ids())
+    assert loaded.search(vectors[500], 5) == newer.search(vectors[500], 5)
+    rebuilt = loaded.updated(np.zeros(0, np.int64), np.zeros((0, 32), np.float32), ids[20:300])
+    assert rebuilt._tombstones == 0 and len(rebuilt) == 1_700  # 300 > 10 % of 2,000: a fresh graph
+
+
+def test_ivf_updates_a_memory_mapped_index_by_copying_its_lists(tmp_path: Path) -> None:
+    ids, vectors = _clustered(4_000)
+    IVFIndex.build(ids[:3_000], vectors[:3_000], 32).save(tmp_path / "v")
+    loaded = IVFIndex.load(tmp_path / "v")
+    newer = loaded.updated(ids[3_000:3_500], vectors[3_000:3_500], ids[:100])
+    assert newer.nlist == loaded.nlist  # no retraining
+    assert np.array_equal(newer.ids(), np.sort(ids[100:3_500])) and len(loaded) == 3_000
+    newer.save(tmp_path / "w")
+    again = IVFIndex.load(tmp_path / "w")
+    assert np.array_equal(again.vectors(ids[3_400:3_500]), vectors[3_400:3_500])
+    assert np.array_equal(again.vectors(ids[100:200]), vectors[100:200])
+    grown = again.updated(ids[3_500:], vectors[3_500:], ids[100:3_400])  # 600 left: 4 sqrt(n) far below nlist
+    assert grown.nlist < again.nlist and np.array_equal(grown.ids(), np.sort(np.r_[ids[3_400:]]))
+
+
+def test_auto_is_flat_when_small_and_ivf_once_large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auto, "IVF_MIN_VECTORS", 1_000)
+    ids, vectors = _clustered(1_500)
+    small = kind_of("auto").build(ids[:900], vectors[:900], 32)
+    assert isinstance(small.inner, FlatIndex)
+    small.save(tmp_path / "small")
+    assert isinstance(kind_of("auto").load(tmp_path / "small").inner, FlatIndex)
+    large = small.updated(ids[900:], vectors[900:], ids[:10])  # crosses the threshold: the next file is IVF
+    assert isinstance(large.inner, IVFIndex) and np.array_equal(large.ids(), np.sort(ids[10:]))
+    large.save(tmp_path / "large")
+    loaded = kind_of("auto").load(tmp_path / "large")
+    assert isinstance(loaded.inner, IVFIndex) and np.array_equal(loaded.vectors(ids[10:20]), vectors[10:20])
+    assert isinstance(loaded.updated(np.zeros(0, np.int64), np.zeros((0, 32)), ids[10:700]).inner, FlatIndex)
+
+
+def test_index_create_records_the_kind_and_refuses_another(tmp_path: Path, fake_embedder) -> None:
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder, vector_index="hnsw")
+    assert index.meta["vector_index"] == "hnsw" and generation.read_meta(index.path)["vector_index"] == "hnsw"
+    assert Index.create(tmp_path / "ix", embedder=fake_embedder).meta["vector_index"] == "hnsw"
+    with pytest.raises(IndexMismatchError, match="has a hnsw vector index, not ivf"):
+        Index.create(tmp_path / "ix", embedder=fake_embedder, vector_index="ivf")
+    assert Index.create(tmp_path / "new", embedder=fake_embedder).meta["vector_index"] == "auto"
+    with pytest.raises(CitelineError, match="unknown vector index kind 'nope'"):
+        Index.create(tmp_path / "other", embedder=fake_embedder, vector_index="nope")

@@ -19,7 +19,7 @@ import numpy as np
 
 from citeline.errors import CitelineError
 
-__all__ = ["DEFAULT_KIND", "KINDS", "VectorIndex", "kind_of", "vector_index"]
+__all__ = ["DEFAULT_KIND", "KINDS", "NEW_INDEX_KIND", "VectorIndex", "kind_of", "vector_index"]
 
 
 class VectorIndex(Protocol):
@@ -76,8 +76,10 @@ class VectorIndex(Protocol):
 
 
 KINDS: dict[str, type[VectorIndex]] = {}
-#: The kind of a new index, and of an index that predates recorded kinds (0.1.0 wrote only flat files).
+#: The kind of an index that predates recorded kinds (0.1.0 wrote only flat files).
 DEFAULT_KIND = "flat"
+#: The kind of a new index unless one is asked for: flat while small, ivf once large (``citeline.vectors.auto``).
+NEW_INDEX_KIND = "auto"
 
 T = TypeVar("T")
 
@@ -103,4 +105,6 @@ def kind_of(name: str) -> type[VectorIndex]:
 
 
 # The kinds. Each import registers one.
-from citeline.vectors import flat  # noqa: E402, F401
+from citeline.vectors import flat  # noqa: E402, F401, I001  (auto imports flat and ivf: they come first)
+from citeline.vectors import hnsw, ivf  # noqa: E402, F401
+from citeline.vectors import auto  # noqa: E402, F401

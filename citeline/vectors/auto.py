@@ -1,0 +1,105 @@
+"""``auto``: the flat kind below :data:`IVF_MIN_VECTORS` vectors, the ivf kind from there on — re-decided at every
+build and update, so an index created small switches to IVF in the generation that crosses the threshold (each
+generation's file is written anew, so a generation may change kind; the file keeps one name, ``vectors.<g>.faiss``,
+and its FAISS header says which kind it holds).
+
+Why flat, then IVF (``bench/ann.py``, 384 dimensions, one search thread, 2 shared cores; the full table is in
+that module's docstring):
+
+- Flat is exact and costs nothing to build, but a search scans every vector: p50 2.2 ms at 20k, 24.9 ms at 100k,
+  445 ms at 1M on the loaded machine. Its file is the raw vectors (1.5 KB each).
+- IVF costs a k-means at build time (11.8 CPU-s at 100k) and about the same disk (151 MB against 147 MB at
+  100k); a search scans ``nprobe`` of ``4 sqrt(n)`` lists: p50 3.2 ms at 100k with recall@10 1.000.
+- HNSW searches fastest (p50 0.31 ms at 100k, recall 0.999), but its build is the slowest of the three
+  (29.4 CPU-s, 102 s wall at 100k; at least ten times that at 1M), it cannot remove vectors (tombstones, then
+  a rebuild) and its graph adds ``2 M`` ids per vector; so ``auto`` does not pick it. Choose it with
+  ``--vector-index hnsw`` for read-heavy indexes that rarely change.
+
+Below :data:`IVF_MIN_VECTORS` (50k) a flat search costs under about 12 ms (interpolating 2.2 ms at 20k and 24.9
+ms at 100k), inside the hybrid query's 30 ms budget, and it is exact: the approximation buys little there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+
+from citeline.vectors import VectorIndex, vector_index
+from citeline.vectors.flat import FlatIndex
+from citeline.vectors.ivf import IVFIndex
+
+#: From this many vectors on, ``auto`` builds an IVF index (see the module docstring).
+IVF_MIN_VECTORS = 50_000
+#: FAISS's four-byte tag of an ``IndexIVFFlat`` file.
+_IVF_TAG = b"IwFl"
+
+
+def kind_for(n: int) -> type[VectorIndex]:
+    """The kind ``auto`` uses for ``n`` vectors."""
+    return cast("type[VectorIndex]", IVFIndex if n >= IVF_MIN_VECTORS else FlatIndex)
+
+
+@vector_index("auto")
+class AutoIndex:
+    """The flat or the ivf kind, chosen by size whenever a new index is built (delegates everything else)."""
+
+    kind = "auto"
+    suffix = "faiss"  # a small auto index's file is byte for byte the flat kind's
+
+    def __init__(self, inner: VectorIndex):
+        self.inner = inner
+
+    @property
+    def dimension(self) -> int:
+        """Vector length."""
+        return self.inner.dimension
+
+    @classmethod
+    def build(cls, ids: np.ndarray, vectors: np.ndarray, dimension: int) -> AutoIndex:
+        """An index of the kind :func:`kind_for` picks for ``len(ids)`` vectors."""
+        return cls(kind_for(len(ids)).build(ids, vectors, dimension))
+
+    @classmethod
+    def load(cls, path: Path) -> AutoIndex:
+        """Read the file as the kind its FAISS header names."""
+        try:
+            with path.open("rb") as handle:
+                tag = handle.read(4)
+        except OSError:
+            tag = b""
+        return cls(cast(VectorIndex, IVFIndex.load(path) if tag == _IVF_TAG else FlatIndex.load(path)))
+
+    def save(self, path: Path) -> None:
+        """Write the inner kind's file."""
+        self.inner.save(path)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def ids(self) -> np.ndarray:
+        """Every id held, ascending."""
+        return self.inner.ids()
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The inner kind's search."""
+        return self.inner.search(query, k, allowed)
+
+    def vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The exact stored vectors of ``ids``."""
+        return self.inner.vectors(ids)
+
+    def updated(self, add_ids: np.ndarray, add_vectors: np.ndarray, remove_ids: np.ndarray) -> AutoIndex:
+        """The inner kind's update, or a build of the other kind when the new size crosses the threshold."""
+        size = len(self) - len(np.intersect1d(self.ids(), remove_ids)) + len(add_ids)
+        wanted = kind_for(size)
+        if isinstance(self.inner, wanted):
+            return AutoIndex(self.inner.updated(add_ids, add_vectors, remove_ids))
+        keep = np.setdiff1d(self.ids(), np.asarray(remove_ids, dtype=np.int64), assume_unique=True)
+        add_ids = np.asarray(add_ids, dtype=np.int64)
+        if len(np.intersect1d(keep, add_ids)) or len(np.unique(add_ids)) != len(add_ids):
+            raise ValueError("an added id is already in the index; remove it in the same update")
+        vectors = np.concatenate([self.vectors(keep), np.asarray(add_vectors, np.float32).reshape(-1, self.dimension)])
+        return AutoIndex(wanted.build(np.concatenate([keep, add_ids]), vectors, self.dimension))

@@ -1,0 +1,250 @@
+"""``ivf``: inverted lists over the raw vectors (FAISS ``IndexIVFFlat``, inner product), probed ``nprobe`` lists deep.
+
+The lists hold the float32 vectors themselves, so scores are exact inner products of the candidates, ``vectors()``
+is exact (a hash-table direct map from chunk id to list and offset), and one FAISS file is the whole index, read
+memory-mapped (``IO_FLAG_MMAP`` maps the lists: opening a 1M-vector file costs milliseconds and no resident
+memory). SQ8 or PQ codes would shrink the lists 4-16x but need the raw vectors beside them for ``vectors()`` and
+for exact scores; at 1M x 384 the raw lists are 1.5 GB on disk and only the probed lists are paged in.
+
+Sizes (measured with ``bench/ann.py``, see its docstring for the table):
+
+- ``nlist = 4 * sqrt(n)`` lists (at least one list per 39 training vectors, FAISS's minimum), k-means trained on
+  at most :data:`TRAIN_PER_LIST` vectors a list for :data:`TRAIN_ITERATIONS` iterations.
+- ``nprobe`` = :func:`nprobe_for`: recall@10 against exact >= 0.95 at 100k and 1M clustered vectors.
+
+``updated()`` copies the inverted lists (a memory copy, no k-means, no re-assignment of kept vectors), removes and
+adds on the copy; it retrains from scratch only when the size has drifted so far that ``4 * sqrt(n)`` is more
+than twice or less than half the trained ``nlist``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+from citeline.arrays import positions_of
+from citeline.errors import IndexCorruptError
+from citeline.vectors import vector_index
+from citeline.vectors.approximate import ApproximateIndex
+
+#: FAISS's stubs lack these.
+_HASHTABLE: Any = faiss.DirectMap.Hashtable  # type: ignore[attr-defined]
+
+#: Lists per square root of the size.
+LISTS_PER_SQRT = 4
+#: k-means sees this many vectors per list (FAISS's default is up to 256; 40 keeps training of 1M vectors under a
+#: minute on 2 cores, just above FAISS's minimum of 39 a list below which it warns).
+TRAIN_PER_LIST = 40
+TRAIN_ITERATIONS = 10
+#: FAISS warns below 39 training vectors per list.
+MIN_PER_LIST = TRAIN_PER_LIST
+#: Fraction of the lists probed, and the floor (see :func:`nprobe_for`).
+NPROBE_FRACTION = 1 / 40
+NPROBE_MIN = 32
+#: A filtered search probes lists until it has scored this many times as many allowed vectors as an unfiltered
+#: search scores vectors. bench/ann.py's topics-10% filter (the allowed vectors are 10 % of the topics) at 100k:
+#: recall@10 0.945 at 1x, see the docstring of bench/ann.py for 2x.
+FILTERED_BUDGET = 2
+
+
+def nlist_for(n: int) -> int:
+    """Number of inverted lists for ``n`` vectors."""
+    return max(1, min(round(LISTS_PER_SQRT * math.sqrt(n)), n // MIN_PER_LIST))
+
+
+def nprobe_for(nlist: int) -> int:
+    """Lists probed per query: a fixed fraction of the lists, at least :data:`NPROBE_MIN` (all of a small index)."""
+    return min(nlist, max(NPROBE_MIN, math.ceil(nlist * NPROBE_FRACTION)))
+
+
+@vector_index("ivf")
+class IVFIndex(ApproximateIndex):
+    """Approximate search over inverted lists of exact vectors; ids are the chunk ids themselves."""
+
+    kind = "ivf"
+    suffix = "ivf.faiss"
+
+    #: Overrides :func:`nprobe_for` when set (bench/ann.py sweeps it).
+    nprobe: int | None = None
+
+    def _ivf(self) -> Any:
+        return faiss.extract_index_ivf(self._index)
+
+    def _live_ids(self) -> np.ndarray:
+        # Where each id's vector is: (list, offset), kept in ascending id order for vectors().
+        lists = self._ivf().invlists
+        ids, numbers, offsets = [], [], []
+        for number in range(lists.nlist):
+            if size := lists.list_size(number):
+                ids.append(faiss.rev_swig_ptr(lists.get_ids(number), size).copy())
+                numbers.append(np.full(size, number, dtype=np.int64))
+                offsets.append(np.arange(size, dtype=np.int64))
+        if not ids:
+            self._where = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+            return np.zeros(0, np.int64)
+        held = np.concatenate(ids)
+        order = np.argsort(held, kind="stable")
+        self._where = (np.concatenate(numbers)[order], np.concatenate(offsets)[order])
+        self._rows = _mapped_rows(lists, self._where, int(self._ivf().d))
+        return held
+
+    @property
+    def nlist(self) -> int:
+        """Number of inverted lists."""
+        return int(self._ivf().nlist)
+
+    @classmethod
+    def build(cls, ids: np.ndarray, vectors: np.ndarray, dimension: int) -> IVFIndex:
+        """Train ``nlist_for(len(ids))`` lists on a sample of the vectors and add them all."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        data = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).reshape(-1, dimension))
+        index = _trained(data, nlist_for(len(ids)), dimension)
+        if len(ids):
+            index.add_with_ids(data, ids)
+        return cls(index)
+
+    @classmethod
+    def load(cls, path: Path) -> IVFIndex:
+        """Read the file memory-mapped."""
+        index = cls.read(path)
+        if not isinstance(faiss.downcast_index(index), faiss.IndexIVFFlat):
+            raise IndexCorruptError(f"{path} is not an IVF FAISS index")
+        return cls(index)
+
+    def save(self, path: Path) -> None:
+        """Write the FAISS file (a memory-mapped index is copied into memory first: FAISS would write a reference)."""
+        faiss.write_index(_in_memory(self._ivf()), str(path))
+
+    def _search(
+        self, vector: np.ndarray, k: int, selector: Any, allowed: np.ndarray | None, effort: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        nprobe = min(self.nlist, (self.nprobe or nprobe_for(self.nlist)) * effort)
+        if allowed is not None:
+            nprobe = self._filtered_nprobe(vector, allowed, nprobe)
+        params = faiss.SearchParametersIVF()
+        params.nprobe = nprobe
+        if selector is not None:
+            params.sel = selector
+        return self._index.search(vector, k, params=params)
+
+    def _filtered_nprobe(self, vector: np.ndarray, allowed: np.ndarray, nprobe: int) -> int:
+        """Lists to probe so that a filtered search scores :data:`FILTERED_BUDGET` times as many *allowed*
+        vectors as an unfiltered one scores vectors (nearest lists first). A filter correlated with the geometry
+        (one source, one folder) leaves the lists nearest the query nearly empty of allowed vectors: at the
+        unfiltered nprobe, recall@10 on bench/ann.py's topics-10% filter at 1M was 0.77."""
+        budget = FILTERED_BUDGET * nprobe * len(self) / self.nlist
+        per_list = np.bincount(self._where[0][positions_of(self._sorted_ids, allowed)], minlength=self.nlist)
+        _, nearest = self._ivf().quantizer.search(vector, self.nlist)
+        seen = np.cumsum(per_list[nearest[0]])
+        return max(nprobe, min(self.nlist, int(np.searchsorted(seen, budget)) + 1))
+
+    def vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The stored vectors of ``ids``, one row per id, in the order given."""
+        wanted = np.ascontiguousarray(ids, dtype=np.int64)
+        if len(wanted) == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        found = positions_of(self._sorted_ids, wanted)
+        if len(found) != len(wanted):
+            missing = sorted(set(wanted.tolist()) - set(self._sorted_ids[found].tolist()))
+            raise KeyError(f"ids not in the vector index: {missing[:5]}")
+        # Gathered list by list from the (memory-mapped) lists: FAISS's reconstruct_batch through the hash-table
+        # direct map cost 7-15 us an id (2k ids: 14-30 ms), this about 1 us an id plus 2 us a list touched.
+        if self._rows is not None:
+            rows, starts = self._rows
+            return np.array(rows[starts[found]], dtype=np.float32)
+        numbers, offsets = self._where[0][found], self._where[1][found]
+        out = np.empty((len(wanted), self.dimension), dtype=np.float32)
+        lists, width = self._ivf().invlists, self.dimension * 4
+        by_list = np.argsort(numbers, kind="stable")
+        starts = np.flatnonzero(np.r_[True, numbers[by_list][1:] != numbers[by_list][:-1]])
+        for start, end in zip(starts, np.r_[starts[1:], len(by_list)], strict=True):
+            rows = by_list[start:end]
+            number = int(numbers[rows[0]])
+            size = lists.list_size(number)
+            codes = faiss.rev_swig_ptr(lists.get_codes(number), size * width).view(np.float32)
+            out[rows] = codes.reshape(size, self.dimension)[offsets[rows]]
+        return out
+
+    def updated(self, add_ids: np.ndarray, add_vectors: np.ndarray, remove_ids: np.ndarray) -> IVFIndex:
+        """A new index: a copy of the lists without ``remove_ids``, plus the added vectors (see the module doc)."""
+        add_ids = np.ascontiguousarray(add_ids, dtype=np.int64)
+        added = np.ascontiguousarray(np.asarray(add_vectors, dtype=np.float32).reshape(-1, self.dimension))
+        remove = np.intersect1d(self._sorted_ids, np.asarray(remove_ids, dtype=np.int64))
+        keep = np.setdiff1d(self._sorted_ids, remove, assume_unique=True)
+        self._check_new_ids(keep, add_ids)
+        size = len(keep) + len(add_ids)
+        if not 0.5 <= nlist_for(size) / self.nlist <= 2:  # drifted too far from the trained size: retrain
+            return IVFIndex.build(
+                np.concatenate([keep, add_ids]), np.concatenate([self.vectors(keep), added]), self.dimension
+            )
+        index = _in_memory(self._ivf())
+        if len(remove):
+            index.remove_ids(faiss.IDSelectorArray(remove))  # the hash-table direct map takes only arrays
+        if len(add_ids):
+            index.add_with_ids(added, add_ids)
+        return IVFIndex(index)
+
+
+def _trained(data: np.ndarray, nlist: int, dimension: int) -> Any:
+    """An empty IVF index with ``nlist`` centroids (k-means on a sample of ``data``; one zero centroid if tiny)."""
+    quantizer: Any = faiss.IndexFlatIP(dimension)
+    index = faiss.IndexIVFFlat(quantizer, dimension, nlist, faiss.METRIC_INNER_PRODUCT)
+    index.own_fields = True
+    quantizer.this.disown()  # the IVF index owns (and frees) its quantizer
+    if nlist == 1:  # one list is an exact scan; any centroid will do, and an empty index has nothing to train on
+        quantizer.add(np.zeros((1, dimension), dtype=np.float32))
+        index.is_trained = True
+    else:
+        index.cp.niter = TRAIN_ITERATIONS
+        index.cp.max_points_per_centroid = TRAIN_PER_LIST
+        index.cp.seed = 1234
+        sample = np.random.default_rng(1234).choice(len(data), min(len(data), nlist * TRAIN_PER_LIST), replace=False)
+        index.train(data[np.sort(sample)])
+    index.set_direct_map_type(_HASHTABLE)
+    return index
+
+
+def _mapped_rows(
+    lists: Any, where: tuple[np.ndarray, np.ndarray], dimension: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """For memory-mapped lists: a view of the mapped file as overlapping float32 rows, and the row of each id (in
+    ascending id order), so ``vectors()`` is one numpy gather (2k ids: 0.2 ms instead of 18 ms through the lists
+    one by one). None for in-memory lists, or if the lists' offsets are not equally aligned."""
+    mapped: Any = faiss.downcast_InvertedLists(lists)
+    if not isinstance(mapped, faiss.OnDiskInvertedLists) or not len(where[0]):
+        return None
+    width = dimension * 4
+    # A list's codes start at its offset in the file; its ids follow its `capacity` codes.
+    list_offsets = np.array([mapped.lists.at(number).offset for number in range(mapped.nlist)], dtype=np.int64)  # type: ignore[attr-defined]
+    starts = list_offsets[where[0]] + where[1] * width
+    residue = int(starts[0] % 4)
+    if np.any(starts % 4 != residue):
+        return None
+    region = faiss.rev_swig_ptr(mapped.ptr, mapped.totsize)
+    floats = region[residue : residue + (len(region) - residue) // 4 * 4].view(np.float32)
+    rows = np.lib.stride_tricks.as_strided(floats, shape=(len(floats) - dimension + 1, dimension), strides=(4, 4))
+    rows.flags.writeable = False
+    return rows, (starts - residue) // 4
+
+
+def _in_memory(source: Any) -> Any:
+    """A writable in-memory copy of an IVF index (its lists may be memory-mapped): the lists are copied, not
+    re-assigned, and the quantizer is cloned."""
+    dimension, nlist = int(source.d), int(source.nlist)
+    quantizer: Any = faiss.clone_index(source.quantizer)
+    index: Any = faiss.IndexIVFFlat(quantizer, dimension, nlist, faiss.METRIC_INNER_PRODUCT)
+    index.own_fields = True
+    quantizer.this.disown()
+    index.is_trained = True
+    lists = source.invlists
+    for number in range(nlist):
+        if size := lists.list_size(number):
+            index.invlists.add_entries(number, size, lists.get_ids(number), lists.get_codes(number))
+    index.ntotal = source.ntotal
+    index.set_direct_map_type(_HASHTABLE)  # rebuilds the id -> (list, offset) map
+    return index
