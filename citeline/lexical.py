@@ -5,8 +5,11 @@ Documents and queries go through the same analyzer: bm25s's tokenizer (lower cas
 characters), its English stopword list, and the Snowball English stemmer (PyStemmer). The scoring variant and its
 parameters were chosen on the tuning half of SciFact's test queries (see README, "Retrieval quality").
 
-This module owns the folder's format (what files it holds, what settings it records); where a generation's folder
-lives and how it is published crash-safely is ``citeline.store.generation``'s business.
+New generations are segmented (``citeline.lexical_segments``); :class:`LexicalIndex` reads the bm25s folders of
+indexes built before segments, as they are, and serves tuning experiments.
+
+This module owns the folders' formats (what files they hold, what settings they record); where they live and how
+they are published crash-safely is ``citeline.store.generation``'s business.
 """
 
 from __future__ import annotations
@@ -96,7 +99,10 @@ def analyze(texts: Sequence[str]) -> list[list[str]]:
 
 @dataclass
 class LexicalIndex:
-    """A bm25s index over chunk texts, and the chunk id of each of its document positions (ascending)."""
+    """A bm25s index over chunk texts, and the chunk id of each of its document positions (ascending).
+
+    The folders of indexes built before segments, and tuning experiments; new generations are
+    ``citeline.lexical_segments.SegmentedIndex`` (a subclass with the same query interface)."""
 
     retriever: bm25s.BM25 | None  #: None for an index without chunks (bm25s cannot index nothing)
     chunk_ids: np.ndarray
@@ -135,12 +141,19 @@ class LexicalIndex:
 
     @classmethod
     def load(cls, directory: Path, *, mmap: bool = False) -> LexicalIndex:
-        """Read a folder written by :meth:`save`; raises :class:`IndexCorruptError` if it is unreadable."""
-        bm25s = _bm25s()
+        """Read a generation folder: segmented (a :class:`SegmentedIndex`), or bm25s's own files (before segments,
+        written by :meth:`save`); raises :class:`IndexCorruptError` if it is unreadable."""
+        try:
+            settings = json.loads((directory / SETTINGS_FILE).read_text())
+        except (OSError, ValueError) as exc:
+            raise IndexCorruptError(f"{directory} cannot be read ({exc}); run `citeline rebuild`") from exc
+        if "segments" in settings:
+            from citeline.lexical_segments import load_segmented
 
+            return load_segmented(directory, settings)
+        bm25s = _bm25s()
         try:
             chunk_ids = np.load(directory / CHUNK_IDS_FILE, allow_pickle=False)
-            settings = json.loads((directory / SETTINGS_FILE).read_text())
             retriever = None
             if len(chunk_ids):
                 retriever = bm25s.BM25.load(str(directory), mmap=mmap, allow_pickle=False)

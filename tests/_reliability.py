@@ -38,7 +38,7 @@ from conftest import HashEmbedder  # noqa: E402
 
 from citeline import Index  # noqa: E402
 from citeline.search import fetch_passages  # noqa: E402
-from citeline.store import catalog, generation  # noqa: E402
+from citeline.store import catalog, files, generation  # noqa: E402
 
 FILES = 60
 MAX_TOKENS, OVERLAP_TOKENS = 48, 8
@@ -47,6 +47,14 @@ STAGES = (
     "parse", "plan", "chunk", "embed", "commit", "vectors-tmp", "vectors-written", "bm25-tmp", "bm25-written",
     "committed",
 )
+#: The lexical segments' publication: a commit's delta segment, a merge of segments of one size tier, a compaction
+#: (every segment, once many of their chunks are deleted). With the writer's merge settings below, the three
+#: passes publish a delta, then a compaction, then a merge, once each: these stages are killed at their first
+#: occurrence.
+SEGMENT_STAGES = (
+    "delta-tmp", "delta-written", "merge-tmp", "merge-written", "compaction-tmp", "compaction-written",
+)
+WRITER_MERGE_WIDTH, WRITER_COMPACT_DELETED = 2, 0.4
 _WORDS = (
     "river", "bridge", "soldier", "letter", "harvest", "winter", "archive", "council", "merchant", "garrison",
     "famine", "treaty", "ledger", "monastery", "plague", "siege", "charter", "market", "bishop", "tax", "grain",
@@ -130,7 +138,9 @@ def _install_slow_steps(pause: float) -> None:
     """Wrap the pipeline's steps and the commit protocol's publish step to print a marker and take a little time,
     so random kills land inside each: one wrapper per pipeline step, and one per stage of publishing an artifact
     (staged under its temporary name; renamed into place), whatever the artifact."""
-    from citeline import pipeline
+    from citeline import lexical_segments, pipeline
+
+    lexical_segments.MERGE_WIDTH, lexical_segments.COMPACT_DELETED = WRITER_MERGE_WIDTH, WRITER_COMPACT_DELETED
 
     def announce(owner: Any, name: str, stage: str | None, *, before: float = 0.0, after: float = 0.0) -> None:
         original = getattr(owner, name)
@@ -140,7 +150,7 @@ def _install_slow_steps(pause: float) -> None:
                 _marker(stage)
             time.sleep(before)
             result = original(*args, **kwargs)
-            if stage is None:  # a publish step: its first argument names the artifact ("vectors", "bm25")
+            if stage is None:  # a publish step: its first argument names the artifact ("vectors", "delta", ...)
                 _marker(f"{args[0]}-{'tmp' if name == 'write_staged' else 'written'}")
             time.sleep(after)
             return result
@@ -159,8 +169,8 @@ def _install_slow_steps(pause: float) -> None:
     announce(pipeline, "chunk_documents", "chunk", after=pause)
     announce(pipeline, "embed", "embed")
     announce(pipeline, "commit", "commit")
-    announce(generation, "write_staged", None, after=pause)  # staged: written and fsynced, not yet renamed
-    announce(generation, "swap_in", None, after=pause)  # renamed into place; DuckDB has not committed yet
+    announce(files, "write_staged", None, after=pause)  # staged: written and fsynced, not yet renamed
+    announce(files, "swap_in", None, after=pause)  # renamed into place; DuckDB has not committed yet
     announce(generation, "remove_orphans", "committed", before=pause)  # committed; old files still there
 
 
@@ -270,9 +280,11 @@ def check_index(index_dir: Path, reference: dict[int, str] | None = None) -> lis
 
 
 def run_kill_trials(
-    workdir: Path, trials: int, *, passes: int = 3, pause: float = 0.02, seed: int = 7
+    workdir: Path, trials: int, *, passes: int = 3, pause: float = 0.02, seed: int = 7,
+    stages: tuple[str, ...] = STAGES,
 ) -> dict[str, Any]:
-    """SIGKILL an ingesting subprocess at ``trials`` random points, then check and re-run the index each time."""
+    """SIGKILL an ingesting subprocess at ``trials`` random points (cycling through ``stages``), then check and
+    re-run the index each time."""
     rng = random.Random(seed)
     docs = workdir / "docs"
     write_docs(docs, passes - 1)
@@ -285,7 +297,9 @@ def run_kill_trials(
     for trial in range(trials):
         index_dir = workdir / f"trial{trial}"
         create_index(index_dir)
-        target, occurrence = STAGES[trial % len(STAGES)], rng.randrange(passes)
+        target, occurrence = stages[trial % len(stages)], rng.randrange(passes)
+        if target in SEGMENT_STAGES:
+            occurrence = 0
         delay = rng.uniform(0, pause * 1.5)
         process = subprocess.Popen(
             [*_python(), "ingest", str(index_dir), str(docs), str(passes), str(pause)],

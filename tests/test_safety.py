@@ -303,7 +303,7 @@ def test_a_full_disk_says_so_in_one_line_and_in_the_ledger_and_keeps_the_generat
         index = Index.create(disk / "index", embedder=HashEmbedder())
         index.ingest([make_docs(tmp_path / "docs")])
         more = make_docs(tmp_path / "more", count=30)
-        publish = generation.publish_derived
+        publish = generation.publish_incremental
 
         def then_fill(*args, **kwargs):  # the artifacts fit; the disk fills before DuckDB's COMMIT
             entries = publish(*args, **kwargs)
@@ -311,7 +311,7 @@ def test_a_full_disk_says_so_in_one_line_and_in_the_ledger_and_keeps_the_generat
             return entries
 
         if when == "commit":
-            monkeypatch.setattr(generation, "publish_derived", then_fill)
+            monkeypatch.setattr(generation, "publish_incremental", then_fill)
         else:
             _fill(disk)  # full before the run: writing the new generation's files fails
         with pytest.raises(IndexWriteError, match="no space left on device") as failed:

@@ -315,17 +315,23 @@ def chunk_ids(connection: duckdb.DuckDBPyConnection) -> np.ndarray:
     return table.column("chunk_id").to_numpy().astype(np.int64)
 
 
-def lexical_texts(connection: duckdb.DuckDBPyConnection) -> tuple[np.ndarray, list[str]]:
-    """All chunk ids and the text BM25 indexes for each, ordered by chunk id.
+def chunk_ids_of_documents(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> np.ndarray:
+    """The chunk ids (sorted int64) of these documents: what removing them removes from the derived files."""
+    rows = connection.execute("SELECT chunk_id FROM chunks WHERE doc_id = ANY(?)", [list(doc_ids)]).fetchnumpy()
+    return np.sort(np.asarray(rows["chunk_id"], dtype=np.int64))
+
+
+def lexical_texts(connection: duckdb.DuckDBPyConnection, ids: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+    """All chunk ids (or those of ``ids``) and the text BM25 indexes for each, ordered by chunk id.
 
     That text is the chunk's own, preceded by its document's title unless the chunk already starts with it:
     a passage deep in a document is still about what its title says (on SciFact this lifts BM25's nDCG@10 by
-    about 0.012; see README).
-    """
+    about 0.012; see README)."""
     table = connection.sql(
         "SELECT c.chunk_id, CASE WHEN coalesce(d.title, '') = '' OR starts_with(c.text, d.title) THEN c.text "
-        "ELSE d.title || chr(10) || chr(10) || c.text END AS text "
-        "FROM chunks c LEFT JOIN documents d USING (doc_id) ORDER BY c.chunk_id"
+        "ELSE d.title || chr(10) || chr(10) || c.text END AS text FROM chunks c LEFT JOIN documents d USING (doc_id) "
+        f"{'' if ids is None else 'WHERE c.chunk_id = ANY(?) '}ORDER BY c.chunk_id",
+        params=None if ids is None else [np.asarray(ids).tolist()],
     ).to_arrow_table()
     return table.column("chunk_id").to_numpy().astype(np.int64), table.column("text").to_pylist()
 

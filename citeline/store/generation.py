@@ -4,7 +4,8 @@ Layout of an index directory::
 
     meta.duckdb                 the catalog (store.catalog) and the ledger (store.ledger)
     vectors.<gen>.<suffix>      the vector index of a generation (a ``citeline.vectors`` kind; flat: ``.faiss``)
-    bm25.<gen>/                 the BM25 folder of a generation (``citeline.lexical``)
+    bm25.<gen>/                 the BM25 folder of a generation (``citeline.lexical``): which segments, deletions
+    seg.<gen>.<k>/              an immutable lexical segment, written by generation <gen>, listed by later ones
     db.lock                     store.locks (the writer lock is on the directory itself)
 
 **Publishing an artifact** (:func:`publish`, the only place citeline renames a file into place): write it under a
@@ -18,37 +19,56 @@ artifacts complete on disk; files of generations DuckDB never committed are orph
 the next open (:func:`remove_orphans`). The same publish step serves :func:`create` (generation 0),
 :func:`rebuild` (the current generation, from the catalog, without re-embedding) and the repair on open
 (:func:`repair`).
+
+**Incremental commits** (:func:`publish_incremental`): generation g+1's vector file is g's with the delta applied
+(``VectorIndex.updated``; g's file is untouched), and its lexical index is g's segments, with the removed chunks
+marked deleted, plus one delta segment; segments are merged past a threshold (``lexical_segments.merge_plan``).
+Segments, delta or merged, are published like any artifact and listed with their checksums in g+1's BM25
+folder and ``index_meta``. Only when g's artifacts cannot serve (damaged, or a BM25 folder from before segments)
+is g+1 built from all the catalog's rows, as :func:`rebuild` always does (a full compaction).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import shutil
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
-from citeline.errors import CitelineError, IndexLockedError, IndexRepairedWarning, IndexWriteError
+from citeline.arrays import positions_of
+from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexRepairedWarning, IndexWriteError
 from citeline.lexical import LexicalIndex, settings_problems
+from citeline.lexical_segments import Part, Segment, SegmentedIndex, live_parts, merge_plan, read_segments
 from citeline.store import catalog, checks, ledger
+from citeline.store.files import (
+    _fsync_directory,
+    _remove,
+    artifact_bytes,
+    artifact_checksum,
+    folder_checksum,
+    publish,
+)
 from citeline.store.locks import writer_lock
 from citeline.vectors import DEFAULT_KIND, VectorIndex, kind_of
 
 #: Artifact names, as the crash trials' stages call them (``<artifact>-tmp``, ``<artifact>-written``).
 VECTORS = "vectors"
 BM25 = "bm25"
+#: Lexical segments: built from the whole catalog, a commit's delta, a merge of some, a compaction of all.
+SEGMENT, DELTA, MERGE, COMPACTION = "segment", "delta", "merge", "compaction"
 
-#: Files of generations (vector files, BM25 folders) and their temporaries, as this module names them.
-_GENERATION_FILE = re.compile(r"^(vectors|bm25)\.(\d+)((?:\.(?!tmp)\w+)*)(\.tmp.*)?$")
+#: Files of generations (vector files, BM25 folders, segments) and their temporaries, as this module names them.
+_GENERATION_FILE = re.compile(r"^(vectors|bm25|seg)\.(\d+)((?:\.(?!tmp)\w+)*)(\.tmp.*)?$")
 #: Opening an index hashes artifacts up to this size; larger ones get the size check only (verify() hashes all).
 QUICK_CHECKSUM_BYTES = 64 * 1024 * 1024
 
@@ -71,6 +91,15 @@ def bm25_path(index_dir: Path, generation: int) -> Path:
     return index_dir / f"bm25.{generation}"
 
 
+def new_segment_name(index_dir: Path, generation: int) -> str:
+    """A segment folder name for ``generation`` that no file in the directory has yet."""
+    taken = {entry.name for entry in index_dir.glob(f"seg.{generation}.*")}
+    number = 0
+    while any(name == f"seg.{generation}.{number}" or name.startswith(f"seg.{generation}.{number}.") for name in taken):
+        number += 1
+    return f"seg.{generation}.{number}"
+
+
 def ensure_directory(index_dir: Path) -> None:
     """Create the index directory, refusing a path that is a file."""
     if index_dir.exists() and not index_dir.is_dir():
@@ -78,94 +107,14 @@ def ensure_directory(index_dir: Path) -> None:
     index_dir.mkdir(parents=True, exist_ok=True)
 
 
-# ---------------------------------------------------------------- publishing one artifact
-
-
-def file_checksum(path: Path) -> str:
-    """SHA-256 of a file, hex encoded, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def folder_checksum(path: Path) -> str:
-    """SHA-256 over the names and SHA-256s of a folder's files, in name order."""
-    digest = hashlib.sha256()
-    for entry in sorted(path.iterdir()):
-        digest.update(f"{entry.name}\0{file_checksum(entry)}\n".encode())
-    return digest.hexdigest()
-
-
-def artifact_checksum(path: Path) -> str:
-    """The checksum recorded for an artifact: of the file, or of the folder's files."""
-    return folder_checksum(path) if path.is_dir() else file_checksum(path)
-
-
-def artifact_bytes(path: Path) -> int:
-    """Size of an artifact on disk (a folder: the sum of its files)."""
-    return sum(entry.stat().st_size for entry in path.iterdir()) if path.is_dir() else path.stat().st_size
-
-
-def _fsync_directory(path: Path) -> None:
-    directory = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-
-
-def write_staged(artifact: str, tmp: Path, write: Callable[[Path], None]) -> None:
-    """Write an artifact under its temporary name and fsync it (its files and, for a folder, the folder)."""
-    _remove(tmp)
-    write(tmp)
-    entries = sorted(tmp.iterdir()) if tmp.is_dir() else [tmp]
-    for entry in entries:
-        with entry.open("rb") as handle:
-            os.fsync(handle.fileno())
-    if tmp.is_dir():
-        _fsync_directory(tmp)
-
-
-def swap_in(artifact: str, tmp: Path, final: Path) -> None:
-    """Rename a staged artifact into place and fsync the directory.
-
-    A folder of the same name (a rebuild of the current generation) is first moved aside and deleted after the
-    rename. Readers in other processes never see the moment in between: the caller holds DuckDB's write
-    connection throughout, and readers open DuckDB before they read artifacts.
-    """
-    old = final.with_name(final.name + ".tmp-old")
-    if final.is_dir():
-        _remove(old)
-        os.replace(final, old)
-    os.replace(tmp, final)
-    _fsync_directory(final.parent)
-    _remove(old)
-
-
-def publish(artifact: str, final: Path, write: Callable[[Path], None]) -> None:
-    """Publish one artifact crash-safely: write to a temporary name, fsync, rename into place, fsync the directory.
-
-    ``write(path)`` writes the artifact (a file or a folder) at ``path``.
-    """
-    tmp = final.with_name(final.name + ".tmp")
-    write_staged(artifact, tmp, write)
-    swap_in(artifact, tmp, final)
+# ---------------------------------------------------------------- building a generation's artifacts
 
 
 def publish_derived(
     index_dir: Path, generation: int, connection: duckdb.DuckDBPyConnection, meta: dict[str, Any]
 ) -> dict[str, Any]:
-    """Build and publish every artifact of ``generation`` from the rows ``connection`` sees (its transaction's view).
+    """Build and publish every artifact of ``generation`` from all the rows ``connection`` sees (its
+    transaction's view): the vector file, and one lexical segment (a full compaction).
 
     Returns the ``index_meta`` entries that describe them, which the caller writes in the transaction that
     publishes the generation, so the sizes and checksums in DuckDB are always those of the files it points at.
@@ -173,19 +122,88 @@ def publish_derived(
     """
     kind, dimension = vector_kind(meta), int(meta["dimension"])
     ids, vectors = catalog.all_vectors(connection, dimension)
-    path = vectors_path(index_dir, generation, kind)
-    publish(VECTORS, path, kind.build(ids, vectors, dimension).save)
+    entries = _publish_vectors(index_dir, generation, kind.build(ids, vectors, dimension))
     del vectors
-    entries: dict[str, Any] = {
-        "vector_count": len(ids),
-        "faiss_bytes": artifact_bytes(path),
-        "faiss_sha256": artifact_checksum(path),
-    }
     text_ids, texts = catalog.lexical_texts(connection)
-    folder = bm25_path(index_dir, generation)
-    publish(BM25, folder, LexicalIndex.build(text_ids, texts).save)
-    entries["bm25_sha256"] = folder_checksum(folder)
+    segment = Segment.build(text_ids, texts)
+    del texts
+    parts: list[tuple[str | None, Part]] = [(SEGMENT, Part(None, segment))] if len(segment) else []
+    entries.update(_publish_lexical(index_dir, generation, parts, segment.chunk_ids))
     return entries
+
+
+def publish_incremental(
+    index_dir: Path,
+    generation: int,
+    connection: duckdb.DuckDBPyConnection,
+    meta: dict[str, Any],
+    removed: np.ndarray,
+    added: pa.Table,
+) -> dict[str, Any] | None:
+    """Publish ``generation`` from the previous generation's artifacts (``meta`` describes it) and the delta:
+    chunk ids ``removed`` (sorted) and the ``added`` chunk rows (``chunks`` columns, vectors included).
+
+    Returns the ``index_meta`` entries, or None when the previous artifacts cannot serve (damaged, or a BM25
+    folder from before segments): the caller then builds from the catalog (:func:`publish_derived`).
+    """
+    kind, dimension = vector_kind(meta), int(meta["dimension"])
+    if quick_check(index_dir, meta):
+        return None
+    try:
+        previous_vectors = kind.load(vectors_path(index_dir, generation - 1, kind))
+        previous_lexical = LexicalIndex.load(bm25_path(index_dir, generation - 1), mmap=True)
+    except IndexCorruptError:
+        return None
+    if not isinstance(previous_lexical, SegmentedIndex):
+        return None
+    add_ids = added.column("chunk_id").to_numpy().astype(np.int64)
+    vectors = previous_vectors.updated(add_ids, catalog.arrow_to_vectors(added.column("vector"), dimension), removed)
+    entries = _publish_vectors(index_dir, generation, vectors)
+    del vectors, previous_vectors
+    text_ids, texts = catalog.lexical_texts(connection, add_ids)
+    delta = Segment.build(text_ids, texts)
+    parts: list[tuple[str | None, Part]] = [(None, part.without(removed)) for part in previous_lexical.parts]
+    if len(delta):
+        parts.append((DELTA, Part(None, delta)))
+    # The live chunk ids, from the previous ones without a full sort: at 1M chunks 5 ms instead of 80 ms.
+    kept = np.asarray(previous_lexical.chunk_ids)
+    kept = np.delete(kept, positions_of(kept, removed))
+    chunk_ids = np.insert(kept, np.searchsorted(kept, delta.chunk_ids), delta.chunk_ids)
+    entries.update(_publish_lexical(index_dir, generation, parts, chunk_ids))
+    return entries
+
+
+def _publish_vectors(index_dir: Path, generation: int, vectors: VectorIndex) -> dict[str, Any]:
+    path = vectors_path(index_dir, generation, type(vectors))
+    publish(VECTORS, path, vectors.save)
+    return {"vector_count": len(vectors), "faiss_bytes": artifact_bytes(path), "faiss_sha256": artifact_checksum(path)}
+
+
+def _publish_lexical(
+    index_dir: Path, generation: int, parts: list[tuple[str | None, Part]], chunk_ids: np.ndarray
+) -> dict[str, Any]:
+    """Merge segments if ``lexical_segments.merge_plan`` says so, publish the new segments (artifact names:
+    ``segment``, ``delta``, ``merge``, ``compaction``), then the generation's BM25 folder listing them."""
+    alive = live_parts([part for _, part in parts])
+    parts = [(artifact, part) for artifact, part in parts if part in alive]
+    plan = merge_plan([part for _, part in parts])
+    if plan is not None:
+        stage, group = plan
+        merged = Segment.merge([(parts[number][1].segment, parts[number][1].live) for number in group])
+        parts = [entry for number, entry in enumerate(parts) if number not in group] + [(stage, Part(None, merged))]
+    published = []
+    for artifact, part in parts:
+        if part.name is None:
+            segment_name = new_segment_name(index_dir, generation)
+            publish(str(artifact), index_dir / segment_name, part.segment.save)
+            part = Part(segment_name, part.segment, part.deleted, folder_checksum(index_dir / segment_name))
+        published.append(part)
+    folder = bm25_path(index_dir, generation)
+    publish(BM25, folder, SegmentedIndex(published, chunk_ids).save)
+    return {
+        "bm25_sha256": folder_checksum(folder),
+        "lexical_segments": {part.name: part.sha256 for part in published},
+    }
 
 
 # ---------------------------------------------------------------- create, commit, rebuild
@@ -242,9 +260,12 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
         generation = int(meta["generation"])
         with _transaction(connection, index_dir, generation):
             if changes:
+                removed = catalog.chunk_ids_of_documents(connection, changes.remove_doc_ids)
                 catalog.apply_changes(connection, changes.remove_doc_ids, changes.documents, changes.chunks)
                 generation += 1
-                derived = publish_derived(index_dir, generation, connection, meta)
+                derived = publish_incremental(index_dir, generation, connection, meta, removed, changes.chunks)
+                if derived is None:
+                    derived = publish_derived(index_dir, generation, connection, meta)
                 catalog.write_meta(connection, {"generation": generation, **derived})
             run.generation = generation
             run.finished_at = ledger.utc_now()
@@ -345,10 +366,18 @@ def orphan_files(index_dir: Path, generation: int) -> list[Path]:
     Only meaningful while holding the writer lock or a DuckDB connection: a live writer's next-generation file
     looks the same as an orphan.
     """
+    listed = read_segments(bm25_path(index_dir, generation))
     found = []
     for entry in sorted(index_dir.iterdir()):
         match = _GENERATION_FILE.match(entry.name)
-        if match and (int(match.group(2)) != generation or match.group(4)):
+        if not match:
+            continue
+        if match.group(1) == "seg":
+            # Segments belong to the generations that list them. While the current BM25 folder cannot be read,
+            # none is an orphan: the repair that rebuilds the folder lists fresh ones and removes these.
+            if match.group(4) or (listed is not None and entry.name not in {item["name"] for item in listed}):
+                found.append(entry)
+        elif int(match.group(2)) != generation or match.group(4):
             found.append(entry)
     return found
 
@@ -385,6 +414,12 @@ def bm25_problems(index_dir: Path, meta: dict[str, Any], *, full: bool) -> list[
     hash_it = "bm25_sha256" in meta and (full or artifact_bytes(path) <= QUICK_CHECKSUM_BYTES)
     if hash_it and folder_checksum(path) != meta["bm25_sha256"]:
         return [f"{path.name}/ does not match the checksum recorded in {catalog.DB_FILE}"]
+    for item in read_segments(path) or []:
+        segment = index_dir / item["name"]
+        if not segment.is_dir():
+            return [f"{segment.name}/ is missing though {path.name}/ lists it"]
+        if (full or artifact_bytes(segment) <= QUICK_CHECKSUM_BYTES) and folder_checksum(segment) != item["sha256"]:
+            return [f"{segment.name}/ does not match the checksum {path.name}/ records"]
     return []
 
 
