@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shutil
 import sys
 import textwrap
@@ -125,6 +127,7 @@ def cli() -> None:
 @ingest_options
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
 @click.option("--prefect", is_flag=True, help="Run through the Prefect flow (flows/ingest.py) instead of in-process.")
+@click.option("-v", "--verbose", is_flag=True, help="Log each stage's counts and seconds (and Prefect's lines).")
 @json_option
 @user_errors
 def ingest(
@@ -140,16 +143,19 @@ def ingest(
     prefect: bool,
     dask_address: str | None,
     dask_workers: int | None,
+    verbose: bool,
     as_json: bool,
 ) -> None:
     """Add, update and remove the documents under PATHS (folders or files) in the index."""
     show_progress = sys.stderr.isatty() if progress is None else progress
     if (dask_address or dask_workers) and not prefect:
         raise click.UsageError("--dask-address and --dask-workers run the Prefect flow: add --prefect")
+    _log_to_console(verbose, prefect)
     if prefect:
-        from flows.ingest import ingest_flow
+        from flows.ingest import run_from_cli
 
-        summary = ingest_flow(
+        summary = run_from_cli(
+            progress=show_progress,
             paths=list(paths),
             index_path=index_path,
             model=model,
@@ -179,6 +185,17 @@ def ingest(
     )
     for error in summary["errors"]:
         click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)
+
+
+def _log_to_console(verbose: bool, prefect: bool) -> None:
+    # Quiet unless -v: the run's stage lines (logger citeline.ingest), or with --prefect Prefect's console lines
+    # (which carry the same lines; Prefect still sends them to its API). Must run before Prefect is imported.
+    if prefect:
+        if not verbose:
+            os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    elif verbose:
+        logging.basicConfig(level=logging.WARNING, format="%(message)s")
+        logging.getLogger("citeline").setLevel(logging.INFO)
 
 
 def _where(values: tuple[str, ...]) -> dict[str, str | list[str]]:

@@ -125,7 +125,11 @@ class Bar(Reporter):
         from tqdm.auto import tqdm
 
         unit = {"parse": "file", "chunk": "doc", "embed": "chunk", "discover": "file"}.get(name, "step")
-        self._bar = tqdm(total=total, desc=f"{name:<8}", unit=unit, leave=True, dynamic_ncols=True, mininterval=0.5)
+        # A stage without a count (discover, plan, commit) shows its elapsed time, which the refresher keeps moving.
+        shape = None if total is not None else "{desc}: {elapsed}"
+        self._bar = tqdm(
+            total=total, desc=f"{name:<8}", unit=unit, leave=True, dynamic_ncols=True, mininterval=0.5, bar_format=shape
+        )
 
     def on_advance(self, count: int) -> None:
         if self._bar is not None:
@@ -134,8 +138,6 @@ class Bar(Reporter):
     def on_stage_end(self, name: str, seconds: float) -> None:
         super().on_stage_end(name, seconds)
         if self._bar is not None:
-            if self._bar.total is None:
-                self._bar.total = self._bar.n
             self._bar.close()
             self._bar = None
 

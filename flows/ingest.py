@@ -1,10 +1,17 @@
 """The ingestion flow: :func:`citeline.pipeline.run`, with each step a Prefect task.
 
 The flow holds no logic of its own: it runs the same ``pipeline.run`` as :meth:`citeline.Index.ingest`, with
-:class:`PrefectSteps`, whose methods run each step as a task. Tasks only call :mod:`citeline.pipeline` functions;
-they take paths and plain data (never a loaded model), so they can run on Dask workers. Work is batched — one task
-per few hundred files or chunks — because Prefect's per-task overhead and its server's handling of task bursts make
-per-chunk tasks slow.
+:class:`PrefectSteps`, whose methods run each step as a task, and then the same :meth:`citeline.Index.prepare_queries`
+(searches start fast). Tasks only call :mod:`citeline.pipeline` functions; they take paths and plain data (never a
+loaded model), so they can run on Dask workers. Work is batched — one task per few hundred files or chunks — because
+Prefect's per-task overhead and its server's handling of task bursts make per-chunk tasks slow.
+
+What an operator sees in the Prefect UI: a flow run named after the index and its roots; task runs named by stage
+and batch (``chunk+embed [batch 3/12, 412 documents]``); the run logger's INFO lines per stage (files discovered,
+parsed, failed with reasons, chunks made, embedded, reused, documents removed, seconds); a progress artifact
+(``<key>-progress``) updated while the run goes; the report (``<key>-report``) and a table of failed files
+(``<key>-failures``), where ``<key>`` is :func:`index_key` of the index path. A run that waits for another writer
+says so in its log and in its state message, with the holder's pid and start time.
 
 Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` (a running scheduler) or
 ``dask_workers`` (a local cluster of that many processes) is given; discovery, planning and the commit stay in the
@@ -17,34 +24,132 @@ on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/ser
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
+import re
 import sys
+import threading
+import time
+import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
+from uuid import UUID
 
-# Quiet by default; PREFECT_HOME etc. are the caller's to set (see PREFECT-NOTES.md).
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# PREFECT_HOME etc. are the caller's to set (see PREFECT-NOTES.md). Log level: Prefect's default (INFO), so the
+# UI shows each run's lines; `citeline ingest --prefect` keeps the console quiet unless -v.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
-from prefect import Task, flow, task, unmapped
-from prefect.artifacts import create_markdown_artifact
+from prefect import Task, flow, get_run_logger, task, unmapped
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.context import FlowRunContext
-from prefect.states import State
+from prefect.futures import as_completed
+from prefect.states import Running, State
 from prefect.task_runners import TaskRunner
 from prefect.tasks import exponential_backoff
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from citeline import pipeline
+from citeline.embedding import BACKENDS
+from citeline.errors import SourceError
 from citeline.index import Index
+from citeline.progress import Bar, Reporter
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile
 from citeline.store.catalog import ChunkRows
 from citeline.store.ledger import RunSummary
 
 RETRIES = 3  # after 2, 4 and 8 seconds
+
+#: Timeouts: a hung network read must not hang a run forever (a timed-out task is retried like any I/O error).
+#: Only the tasks that run on the flow's main thread get one: there Prefect interrupts a blocking call, while in
+#: the task runner's worker threads it cannot (and logs a warning per task run saying so). The mapped parse and
+#: chunk+embed batches are bounded by the flow's timeout, which includes the wait for another writer (bound
+#: that per run with `wait`). A batch of 2,000 chunks takes about 6 minutes with torch on 2 cores.
+DISCOVER_TIMEOUT = 30 * 60
+PLAN_TIMEOUT = 30 * 60
+COMMIT_TIMEOUT = 60 * 60
+PREPARE_TIMEOUT = 30 * 60
+FLOW_TIMEOUT = 12 * 60 * 60
+
+#: Seconds between updates of the progress artifact (each is one API call).
+PROGRESS_UPDATE_SECONDS = 2.0
+
+Backend = Literal["torch", "onnx", "onnx-int8"]
+assert get_args(Backend) == BACKENDS, "Backend must list citeline.embedding.BACKENDS"
+
+
+class IngestParameters(BaseModel):
+    """The parameters of an ingestion run: the flow's, the deployment's and the CLI's (``citeline ingest``,
+    ``citeline schedule``). The descriptions are what the Prefect UI's run form shows beside each field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    paths: list[str] = Field(
+        min_length=1, description="Folders or files to ingest (absolute paths as the flow run's machine sees them)."
+    )
+    index_path: str = Field(
+        "index", description="The index directory; created on the first run (env CITELINE_INDEX in the CLI)."
+    )
+    model: str | None = Field(
+        None, description="Model name or local model folder; default: the index's, or all-MiniLM-L6-v2."
+    )
+    backend: Backend | None = Field(
+        None, description="Embedding backend of a new index: torch, onnx, or onnx-int8 (fastest); default torch."
+    )
+    max_tokens: int | None = Field(None, ge=8, description="Chunk size in model tokens; default: the model's limit.")
+    overlap_tokens: int | None = Field(None, ge=0, description="Token overlap between chunks; default 32.")
+    max_file_bytes: int = Field(DEFAULT_MAX_FILE_BYTES, ge=1, description="Skip (and report) larger files.")
+    wait: float | None = Field(
+        None, ge=0, description="Seconds to wait for another writer of the index; empty: as long as it takes."
+    )
+    dask_address: str | None = Field(
+        None, description="Parse and embed on this Dask scheduler (tcp://HOST:8786); it must see the same paths."
+    )
+    dask_workers: int | None = Field(
+        None, ge=1, description="Parse and embed on a local Dask cluster of this many processes."
+    )
+    files_per_batch: int = Field(pipeline.FILES_PER_BATCH, ge=1, description="Files per parse task.")
+    chunks_per_batch: int = Field(
+        pipeline.CHUNKS_PER_BATCH, ge=1, description="About this many chunks per chunk+embed task."
+    )
+
+    @field_validator("paths")
+    @classmethod
+    def _paths_exist(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if "{{" in path:  # a prefect.yaml placeholder whose environment variable was not set at deploy time
+                raise SourceError(path, "unresolved placeholder: set the variable before `prefect deploy`")
+            if not os.path.exists(path):
+                raise SourceError(path, "no such file or directory")
+        return paths
+
+    @model_validator(mode="after")
+    def _one_dask_setting(self) -> IngestParameters:
+        if self.dask_address and self.dask_workers:
+            raise ValueError("give either dask_address (an existing cluster) or dask_workers (a local one), not both")
+        return self
+
+    @classmethod
+    def parse(cls, **values: Any) -> IngestParameters:
+        """Validate ``values``; a bad one raises :class:`SourceError` (paths) or one-line ``ValueError``."""
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'parameters'}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise ValueError(problems) from None
+
 
 # OSErrors a retry cannot fix: the user must change something first.
 _PERMANENT_OS_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
@@ -59,25 +164,63 @@ def transient_failure(task: Task[..., Any], task_run: TaskRun, state: State[Any]
         state.result()
     except _PERMANENT_OS_ERRORS:
         return False
-    except OSError:  # includes TimeoutError and ConnectionError
+    except OSError:  # includes TimeoutError (a task's own timeout too) and ConnectionError
         return True
     except Exception:
         return False
     return False
 
 
-# The decorator of the tasks that are safe to retry.
-retrying_task = task(
-    cache_policy=NO_CACHE,
-    retries=RETRIES,
-    retry_delay_seconds=exponential_backoff(backoff_factor=2),
-    retry_condition_fn=transient_failure,
-)
+def _retrying(**options: Any) -> Any:
+    # The decorator of the tasks that are safe to retry.
+    return task(
+        cache_policy=NO_CACHE,
+        retries=RETRIES,
+        retry_delay_seconds=exponential_backoff(backoff_factor=2),
+        retry_condition_fn=transient_failure,
+        **options,
+    )
+
+
+def index_key(index_path: str | os.PathLike[str]) -> str:
+    """The artifact key prefix of an index: ``citeline-`` and its absolute path in lowercase and dashes
+    (``/data/index`` -> ``citeline-data-index``); long paths end in a hash, so keys stay short and distinct."""
+    absolute = os.path.abspath(os.fspath(index_path))
+    slug = re.sub(r"[^a-z0-9]+", "-", absolute.lower()).strip("-") or "root"
+    if len(slug) > 60:
+        slug = f"{slug[-48:].strip('-')}-{hashlib.blake2b(absolute.encode(), digest_size=4).hexdigest()}"
+    return f"citeline-{slug}"
+
+
+def _task_parameters() -> dict[str, Any]:
+    from prefect.runtime import task_run
+
+    return dict(task_run.parameters)
+
+
+def _batch_name(stage: str, unit: str) -> Any:
+    def name() -> str:
+        parameters = _task_parameters()
+        items = parameters.get("files") or parameters.get("documents") or []
+        return f"{stage} [batch {parameters['batch']}/{parameters['batches']}, {len(items):,} {unit}]"
+
+    return name
+
+
+def _flow_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    parameters = flow_run.parameters
+    roots = ", ".join(parameters.get("paths") or [])
+    name = f"{parameters.get('index_path', 'index')} <- {roots}"
+    return name if len(name) <= 120 else name[:117] + "..."
 
 
 # One Index (and so one loaded model) per process and index path: Dask workers load the model once and keep
 # it across batches and runs; in the flow's own process the flow registers the Index it opened.
 _open_indexes: dict[str, Index] = {}
+# The reporter of each index's run in this process, for batch tasks running here (threads) to report into.
+_reporters: dict[str, FlowReporter] = {}
 
 
 def _index(index_path: str) -> Index:
@@ -87,19 +230,23 @@ def _index(index_path: str) -> Index:
     return index
 
 
-@retrying_task
+@_retrying(
+    timeout_seconds=DISCOVER_TIMEOUT, task_run_name=lambda: f"discover [{', '.join(_task_parameters()['paths'])}]"
+)
 def discover_task(paths: list[str]) -> list[SourceFile]:
     """List the files to ingest (retried: network filesystems fail transiently)."""
     return pipeline.Steps().discover(paths)
 
 
-@retrying_task
-def parse_task(files: list[SourceFile], max_file_bytes: int) -> pipeline.ParsedBatch:
+@_retrying(task_run_name=_batch_name("parse", "files"))
+def parse_task(files: list[SourceFile], max_file_bytes: int, batch: int = 1, batches: int = 1) -> pipeline.ParsedBatch:
     """Parse a batch of files; bad files become reported errors, not task failures."""
-    return pipeline.parse_files(files, max_file_bytes=max_file_bytes)
+    parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes)
+    get_run_logger().info(f"parsed {len(files)} files: {len(parsed.documents)} documents, {len(parsed.errors)} failed")
+    return parsed
 
 
-@retrying_task
+@_retrying(timeout_seconds=PLAN_TIMEOUT, task_run_name="plan")
 def plan_task(
     index_path: str, roots: list[str], files: list[SourceFile], parsed: pipeline.ParsedBatch
 ) -> pipeline.Plan:
@@ -107,24 +254,149 @@ def plan_task(
     return pipeline.plan(_index(index_path).path, roots, files, parsed)
 
 
-@retrying_task
-def chunk_embed_task(index_path: str, documents: list[Document]) -> tuple[ChunkRows, int, int]:
+class _BatchReporter(Reporter):
+    # Inside a chunk+embed task: forwards the batch's embedding progress to the flow's reporter when the flow
+    # runs in this process (thread runner); on a Dask worker there is none and the flow counts finished batches.
+    def __init__(self, index_path: str, batch: int):
+        super().__init__()
+        self.flow = _reporters.get(index_path)
+        self.batch = batch
+
+    def on_advance(self, count: int) -> None:
+        if self.flow is not None and self.total:
+            self.flow.batch_progress(self.batch, self.done / self.total)
+
+    def on_stage_end(self, name: str, seconds: float) -> None:
+        pass  # the task logs its own summary line
+
+
+@_retrying(task_run_name=_batch_name("chunk+embed", "documents"))
+def chunk_embed_task(
+    index_path: str, documents: list[Document], batch: int = 1, batches: int = 1
+) -> tuple[ChunkRows, int, int]:
     """Chunk and embed a batch of documents; returns the rows and (embedded, reused) counts."""
+    started = time.monotonic()
     index = _index(index_path)
     rows = pipeline.chunk_documents(documents, index.chunker)
-    embedded, reused = pipeline.embed(index, rows)
+    reporter = _BatchReporter(index_path, batch)
+    embedded, reused = pipeline.embed(index, rows, reporter=reporter)
+    reporter.finish()
+    get_run_logger().info(
+        f"batch {batch}/{batches}: {len(documents)} documents, {len(rows)} chunks made, {embedded} embedded, "
+        f"{reused} reused in {time.monotonic() - started:.1f} s"
+    )
     return rows, embedded, reused
 
 
-@task(cache_policy=NO_CACHE)
+@task(cache_policy=NO_CACHE, timeout_seconds=COMMIT_TIMEOUT, task_run_name="commit")
 def commit_task(index_path: str, plan: pipeline.Plan, rows: ChunkRows, run: RunSummary) -> RunSummary:
     """Publish the new generation and the run's ledger row.
 
     Not retried: once its transaction has committed, running it again would insert the same documents twice.
     A commit that fails rolls back, so the index stays at its last generation and the next run redoes the work.
     """
-    pipeline.commit(_index(index_path).path, plan, rows, run)
+    run.generation = pipeline.commit(_index(index_path).path, plan, rows, run)
     return run
+
+
+@task(cache_policy=NO_CACHE, timeout_seconds=PREPARE_TIMEOUT, task_run_name="prepare query model")
+def prepare_queries_task(index_path: str) -> None:
+    """Export the ONNX query model (once per model), as :meth:`Index.ingest` does, so searches start fast."""
+    logger = get_run_logger()
+    started = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _index(index_path).prepare_queries()
+    for warning in caught:
+        logger.warning(str(warning.message))
+    logger.info(f"query model ready in {time.monotonic() - started:.1f} s")
+
+
+class _ConsoleBar(Bar):
+    # The terminal bar of `citeline ingest --prefect`: the lines go to Prefect's logger, not a second time here.
+    def emit(self, level: int, message: str) -> None:
+        pass
+
+
+class FlowReporter(Reporter):
+    """The pipeline's reporter inside the flow: lines to Prefect's run logger, a progress artifact updated at
+    most every :data:`PROGRESS_UPDATE_SECONDS`, the waiting-for-a-writer message in the flow run's state, and
+    optionally a terminal bar (``citeline ingest --prefect`` on a terminal)."""
+
+    def __init__(self, key: str, index_dir: str, bar: bool = False):
+        super().__init__()
+        self.logger = get_run_logger()
+        self.bar = _ConsoleBar() if bar else None
+        self._batches: dict[int, float] = {}
+        self._last_update = 0.0
+        self.artifact_id: UUID | None = None
+        try:
+            self.artifact_id = create_progress_artifact(  # type: ignore[assignment]  # sync here: not in async code
+                0.0, key=f"{key}-progress", description=f"citeline ingestion into {index_dir}"
+            )
+        except Exception as exc:  # progress is a courtesy: never fail a run for it
+            self.logger.warning(f"could not create the progress artifact: {exc}")
+
+    def emit(self, level: int, message: str) -> None:
+        self.logger.log(level, message)
+
+    def waiting(self, message: str) -> None:
+        super().waiting(message)
+        _set_state_message(message)
+
+    def on_stage(self, name: str, total: int | None) -> None:
+        self._batches.clear()
+        if self.bar is not None:
+            self.bar.stage(name, total)
+        self._update(force=True)
+
+    def on_advance(self, count: int) -> None:
+        if self.bar is not None:
+            self.bar.advance(count)
+        self._update()
+
+    def batch_progress(self, batch: int, fraction: float) -> None:
+        """Batch ``batch`` of the current stage is ``fraction`` done (from a task, or when it finishes)."""
+        with self._lock:
+            self._batches[batch] = max(self._batches.get(batch, 0.0), fraction)
+            units = round(sum(self._batches.values()) * 1000)
+            if units > self.done:
+                self.advance(units - self.done)
+
+    def finish(self) -> None:
+        super().finish()
+        if self.bar is not None:
+            self.bar.finish()
+        self._update(force=True)
+
+    def _update(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.artifact_id is None or (not force and now - self._last_update < PROGRESS_UPDATE_SECONDS):
+            return
+        self._last_update = now
+        stage = self.current or "done"
+        try:
+            update_progress_artifact(
+                self.artifact_id,
+                round(100 * self.fraction(), 1),
+                description=f"{stage}: {self.done:,}/{self.total or '?'}",
+            )
+        except Exception as exc:
+            self.logger.debug(f"could not update the progress artifact: {exc}")
+
+
+def _set_state_message(message: str) -> None:
+    # The flow run's state message (the UI shows it beside "Running"), so a run waiting on a lock says why.
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            client.set_flow_run_state(context.flow_run.id, Running(message=message), force=True)
+    except Exception as exc:
+        get_run_logger().debug(f"could not set the state message: {exc}")
 
 
 class PrefectSteps(pipeline.Steps):
@@ -141,8 +413,14 @@ class PrefectSteps(pipeline.Steps):
         return discover_task([os.fspath(path) for path in paths])
 
     def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> pipeline.ParsedBatch:
-        parameters = {"files": file_batches, "max_file_bytes": unmapped(max_file_bytes)}
-        return pipeline.ParsedBatch.merge(_map(self.runner, parse_task, parameters))
+        parameters = {
+            "files": file_batches,
+            "max_file_bytes": unmapped(max_file_bytes),
+            "batch": list(range(1, len(file_batches) + 1)),
+            "batches": unmapped(len(file_batches)),
+        }
+        sizes = [len(files) for files in file_batches]
+        return pipeline.ParsedBatch.merge(self._map(parse_task, parameters, sizes))
 
     def plan(
         self, target: pipeline.Target, roots: list[str], files: list[SourceFile], parsed: pipeline.ParsedBatch
@@ -152,11 +430,31 @@ class PrefectSteps(pipeline.Steps):
     def chunk_embed(
         self, target: pipeline.Target, document_batches: list[list[Document]], progress: bool
     ) -> list[pipeline.Embedded]:
-        parameters = {"index_path": unmapped(self.index_dir), "documents": document_batches}
-        return _map(self.runner, chunk_embed_task, parameters)
+        # One stage for chunking and embedding, counted in thousandths of a batch.
+        self.reporter.stage("embed", 1000 * len(document_batches))
+        parameters = {
+            "index_path": unmapped(self.index_dir),
+            "documents": document_batches,
+            "batch": list(range(1, len(document_batches) + 1)),
+            "batches": unmapped(len(document_batches)),
+        }
+        return self._map(chunk_embed_task, parameters, None)
 
     def commit(self, target: pipeline.Target, plan: pipeline.Plan, rows: ChunkRows, run: RunSummary) -> RunSummary:
         return commit_task(self.index_dir, plan, rows, run)
+
+    def _map(self, batch_task: Task[..., Any], parameters: dict[str, Any], sizes: list[int] | None) -> list[Any]:
+        # One task run per batch on the runner; results in order (raises if a batch failed for good). Progress
+        # advances as each batch finishes (by its size, or as a whole batch of the chunk+embed stage).
+        futures = self.runner.map(batch_task, parameters)
+        position = {future.task_run_id: number for number, future in enumerate(futures)}
+        for future in as_completed(list(futures)):
+            number = position[future.task_run_id]  # finished, or failed for good: result() below raises then
+            if sizes is None and isinstance(self.reporter, FlowReporter):
+                self.reporter.batch_progress(number + 1, 1.0)
+            elif sizes is not None:
+                self.reporter.advance(sizes[number])
+        return list(futures.result())
 
 
 def dask_task_runner(dask_address: str | None = None, dask_workers: int | None = None) -> TaskRunner[Any] | None:
@@ -191,23 +489,37 @@ def _fan_out(runner: TaskRunner[Any] | None) -> Iterator[TaskRunner[Any]]:
         assert context is not None and context.task_runner is not None, "only called inside the flow"
         yield context.task_runner
         return
-    # Prefect's log handler would print the cluster's start-up and shutdown chatter (dozens of INFO lines).
-    logging.getLogger("distributed").setLevel(os.environ.get("PREFECT_LOGGING_LEVEL", "WARNING").upper())
+    # Prefect's log handler would send the cluster's start-up and shutdown chatter (dozens of INFO lines).
+    logging.getLogger("distributed").setLevel(logging.WARNING)
     with runner:
         yield runner
 
 
-def _map(runner: TaskRunner[Any], batch_task: Task[..., Any], parameters: dict[str, Any]) -> list[Any]:
-    # One task run per batch on ``runner``; the results in order (raises if a batch failed for good).
-    return list(runner.map(batch_task, parameters).result())
+# `citeline ingest --prefect` on a terminal: the flow (in this process) also draws a bar.
+_terminal_bar = threading.local()
 
 
-@flow(name="citeline-ingest", log_prints=True)
-def ingest_flow(
+def _report(run: RunSummary, key: str, index_dir: str, seconds: dict[str, float]) -> None:
+    # The run's report and its failed files as artifacts keyed per index, naming the index's path.
+    timing = ", ".join(f"{stage} {value:.1f} s" for stage, value in seconds.items())
+    create_markdown_artifact(
+        key=f"{key}-report",
+        markdown=f"# citeline run into `{index_dir}`\n\n{run.to_markdown()}\n\nStages: {timing}\n",
+        description=f"citeline run {run.run_id} into {index_dir}",
+    )
+    failures = [{"path": error["path"], "reason": error["reason"]} for error in run.errors] or [
+        {"path": "(none)", "reason": "every file was ingested"}
+    ]
+    create_table_artifact(
+        key=f"{key}-failures", table=failures, description=f"files run {run.run_id} could not ingest into {index_dir}"
+    )
+
+
+def _ingest(
     paths: list[str],
     index_path: str = "index",
     model: str | None = None,
-    backend: str | None = None,
+    backend: Backend | None = None,
     max_tokens: int | None = None,
     overlap_tokens: int | None = None,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
@@ -217,26 +529,56 @@ def ingest_flow(
     files_per_batch: int = pipeline.FILES_PER_BATCH,
     chunks_per_batch: int = pipeline.CHUNKS_PER_BATCH,
 ) -> dict[str, Any]:
-    """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.
-
-    ``wait`` bounds the seconds to wait for another writer (default: as long as it takes). ``dask_address``
-    (``tcp://host:8786``) or ``dask_workers`` (a local cluster) spread parsing and embedding over Dask
-    workers, which must see ``paths`` and ``index_path`` at the same locations. ``files_per_batch`` and
-    ``chunks_per_batch`` size the mapped tasks (about 1,000 characters a chunk).
-    """
+    settings = IngestParameters.parse(**{name: value for name, value in locals().items()})
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
-    index = Index.create(index_path, model=model, backend=backend, max_tokens=max_tokens,
-                         overlap_tokens=overlap_tokens)
+    index = Index.create(
+        settings.index_path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens
+    )
     # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
     # Index, which for a new index has loaded its model already.
     index_dir = str(index.path.resolve())
     _open_indexes[index_dir] = index
-    options = pipeline.Options(max_file_bytes=max_file_bytes, wait=wait, files_per_batch=files_per_batch,
-                               chunks_per_batch=chunks_per_batch)
-    with _fan_out(dask_runner) as fan_out:
-        run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
-    create_markdown_artifact(key="ingest-report", markdown=run.to_markdown(), description="citeline run")
+    key = index_key(index_dir)
+    reporter = _reporters[index_dir] = FlowReporter(key, index_dir, bar=getattr(_terminal_bar, "on", False))
+    options = pipeline.Options(
+        max_file_bytes=max_file_bytes,
+        wait=wait,
+        files_per_batch=files_per_batch,
+        chunks_per_batch=chunks_per_batch,
+        reporter=reporter,
+    )
+    try:
+        with _fan_out(dask_runner) as fan_out:
+            run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
+    finally:
+        _reporters.pop(index_dir, None)
+    prepare_queries_task(index_dir)
+    _report(run, key, index_dir, reporter.seconds)
     return run.to_dict()
+
+
+_ingest.__doc__ = (
+    "Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.\n\n"
+    "Args:\n" + "".join(f"    {name}: {field.description}\n" for name, field in IngestParameters.model_fields.items())
+)  # the docstring's Args are what Prefect shows beside each parameter in the UI's run form
+
+ingest_flow = flow(
+    name="citeline-ingest",
+    flow_run_name=_flow_run_name,
+    timeout_seconds=FLOW_TIMEOUT,
+    validate_parameters=True,
+)(_ingest)
+
+
+def run_from_cli(*, progress: bool = False, **parameters: Any) -> dict[str, Any]:
+    """``citeline ingest --prefect``: validate the parameters (one-line errors, before Prefect starts), then run
+    the flow in this process, with a terminal bar when ``progress``."""
+    IngestParameters.parse(**parameters)
+    _terminal_bar.on = progress
+    try:
+        return ingest_flow(**parameters)
+    finally:
+        _terminal_bar.on = False
 
 
 def main(argv: list[str] | None = None) -> None:
