@@ -218,14 +218,16 @@ def _where(values: tuple[str, ...]) -> dict[str, str | list[str]]:
 @click.option("--cron", required=True, help='Cron schedule, e.g. "0 * * * *" (hourly).')
 @click.option("--timezone", default=None, help="Time zone of the cron schedule [default: UTC].")
 @click.option("--name", default="scheduled", show_default=True, help="Deployment name (citeline-ingest/NAME).")
+@click.option("--run-now", is_flag=True, help="Start one run at once, then follow the schedule.")
 @index_option
 @ingest_options
 @user_errors
 def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     """Serve the ingestion of PATHS on a cron schedule against the Prefect server at PREFECT_API_URL.
 
-    Registers the deployment citeline-ingest/NAME and runs its scheduled (and manually triggered) runs until
-    stopped with Ctrl-C. Same as `python -m flows.serve`.
+    Refuses at once if PREFECT_API_URL is unset or the server does not answer. Registers the deployment
+    citeline-ingest/NAME (one run at a time: a run due while another runs is cancelled) and runs its scheduled
+    and manually triggered runs until stopped with Ctrl-C. Same as `python -m flows.serve`.
     """
     from flows.serve import serve
 
