@@ -306,7 +306,10 @@ def prepare_queries_task(index_path: str) -> None:
     started = time.monotonic()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _index(index_path).prepare_queries()
+        try:
+            _index(index_path).prepare_queries()
+        except Exception as exc:  # the index is committed; a slow first search is no reason to fail the run
+            warnings.warn(f"could not prepare the query model ({exc}); searches will start slowly", stacklevel=1)
     for warning in caught:
         logger.warning(str(warning.message))
     logger.info(f"query model ready in {time.monotonic() - started:.1f} s")
@@ -515,7 +518,20 @@ def _report(run: RunSummary, key: str, index_dir: str, seconds: dict[str, float]
     )
 
 
-def _ingest(
+def _documented(function: Any) -> Any:
+    # The docstring's Args are what Prefect shows beside each parameter in the UI's run form: IngestParameters'
+    # descriptions, so there is one text for each.
+    function.__doc__ = (
+        "Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.\n\nArgs:\n"
+        + "".join(f"    {name}: {field.description}\n" for name, field in IngestParameters.model_fields.items())
+    )
+    return function
+
+
+# The function keeps the flow's name: a served deployment's entrypoint is this module's attribute of that name.
+@flow(name="citeline-ingest", flow_run_name=_flow_run_name, timeout_seconds=FLOW_TIMEOUT, validate_parameters=True)
+@_documented
+def ingest_flow(
     paths: list[str],
     index_path: str = "index",
     model: str | None = None,
@@ -555,19 +571,6 @@ def _ingest(
     prepare_queries_task(index_dir)
     _report(run, key, index_dir, reporter.seconds)
     return run.to_dict()
-
-
-_ingest.__doc__ = (
-    "Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.\n\n"
-    "Args:\n" + "".join(f"    {name}: {field.description}\n" for name, field in IngestParameters.model_fields.items())
-)  # the docstring's Args are what Prefect shows beside each parameter in the UI's run form
-
-ingest_flow = flow(
-    name="citeline-ingest",
-    flow_run_name=_flow_run_name,
-    timeout_seconds=FLOW_TIMEOUT,
-    validate_parameters=True,
-)(_ingest)
 
 
 def run_from_cli(*, progress: bool = False, **parameters: Any) -> dict[str, Any]:

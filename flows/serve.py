@@ -180,7 +180,7 @@ async def _cancel_unstarted(deployment: RunnerDeployment) -> None:
             flow_run_filter=FlowRunFilter(
                 state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PENDING]))
             ),
-            flow_filter=FlowFilter(name=FlowFilterName(any_=[deployment.flow_name])),
+            flow_filter=FlowFilter(name=FlowFilterName(any_=[deployment.flow_name or "citeline-ingest"])),
             deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[deployment.name])),
         )
         for flow_run in runs:
