@@ -399,6 +399,9 @@ class Options:
     chunks_per_batch: int = CHUNKS_PER_BATCH
     #: Who hears about the run's progress [default: a bar when ``progress``, else log lines only].
     reporter: Reporter | None = field(default=None, compare=False)
+    #: Prepare the target's query encoder after the commit (``target.prepare_queries()``, if it has one), as a
+    #: stage of its own: searches then start fast. The Prefect flow does it in a task of its own instead.
+    prepare_queries: bool = True
 
 
 def run(
@@ -415,40 +418,57 @@ def run(
     options = options or Options()
     steps = steps or Steps()
     reporter = steps.reporter = options.reporter or default_reporter(options.progress)
-    run_id, started_at = ledger.new_run_id(), ledger.utc_now()
-    roots = resolve_roots(paths)
     try:
-        with _writer_lock(target.path, options.wait, reporter):
-            try:
-                reporter.stage("discover")
-                files = steps.discover(paths)
-                reporter.info(f"discovered {len(files)} files under {', '.join(roots)}")
-                reporter.stage("parse", len(files))
-                parsed = steps.parse(batches(files, options.files_per_batch), options.max_file_bytes)
-                _report_parsed(reporter, len(files), parsed)
-                reporter.stage("plan")
-                planned = steps.plan(target, roots, files, parsed)
-                reporter.info(f"plan: {planned.added} added, {planned.updated} updated, {planned.unchanged} unchanged, "
-                              f"{planned.removed} removed (documents)")
-                outputs = steps.chunk_embed(
-                    target, chunk_budget(planned.to_index, options.chunks_per_batch), options.progress
-                )
-                rows = ChunkRows.concat([rows for rows, _, _ in outputs], target.dimension)
-                summary = summarize(run_id, started_at, planned)
-                summary.chunks_embedded = sum(embedded for _, embedded, _ in outputs)
-                summary.chunks_reused = sum(reused for _, _, reused in outputs)
-                reporter.info(f"chunks: {len(rows)} made from {len(planned.to_index)} documents, "
-                              f"{summary.chunks_embedded} embedded, {summary.chunks_reused} reused")
-                reporter.stage("commit")
-                committed = steps.commit(target, planned, rows, summary)
-                reporter.info(f"committed generation {committed.generation}: run {committed.run_id} "
-                              f"{committed.status}, {planned.removed} documents removed")
-                return committed
-            except BaseException as exc:
-                record_failure(target.path, run_id, started_at, roots, exc)
-                raise
+        committed = _run_locked(target, paths, options, steps, reporter)
+        prepare = getattr(target, "prepare_queries", None)
+        if options.prepare_queries and prepare is not None:
+            reporter.stage("query model")  # outside the lock: readers need it, writers do not
+            prepare()
+        return committed
     finally:
         reporter.finish()
+
+
+def _run_locked(
+    target: Target, paths: Sequence[str | os.PathLike[str]], options: Options, steps: Steps, reporter: Reporter
+) -> RunSummary:
+    run_id, started_at = ledger.new_run_id(), ledger.utc_now()
+    roots = resolve_roots(paths)
+    with _writer_lock(target.path, options.wait, reporter):
+        try:
+            reporter.stage("discover")
+            files = steps.discover(paths)
+            reporter.info(f"discovered {len(files)} files under {', '.join(roots)}")
+            reporter.stage("parse", len(files))
+            parsed = steps.parse(batches(files, options.files_per_batch), options.max_file_bytes)
+            _report_parsed(reporter, len(files), parsed)
+            reporter.stage("plan")
+            planned = steps.plan(target, roots, files, parsed)
+            reporter.info(
+                f"plan: {planned.added} added, {planned.updated} updated, {planned.unchanged} unchanged, "
+                f"{planned.removed} removed (documents)"
+            )
+            outputs = steps.chunk_embed(
+                target, chunk_budget(planned.to_index, options.chunks_per_batch), options.progress
+            )
+            rows = ChunkRows.concat([rows for rows, _, _ in outputs], target.dimension)
+            summary = summarize(run_id, started_at, planned)
+            summary.chunks_embedded = sum(embedded for _, embedded, _ in outputs)
+            summary.chunks_reused = sum(reused for _, _, reused in outputs)
+            reporter.info(
+                f"chunks: {len(rows)} made from {len(planned.to_index)} documents, "
+                f"{summary.chunks_embedded} embedded, {summary.chunks_reused} reused"
+            )
+            reporter.stage("commit")
+            committed = steps.commit(target, planned, rows, summary)
+            reporter.info(
+                f"committed generation {committed.generation}: run {committed.run_id} "
+                f"{committed.status}, {planned.removed} documents removed"
+            )
+            return committed
+        except BaseException as exc:
+            record_failure(target.path, run_id, started_at, roots, exc)
+            raise
 
 
 @contextlib.contextmanager
@@ -461,8 +481,10 @@ def _writer_lock(index_dir: Path, wait: float | None, reporter: Reporter) -> Ite
             holder = lock_holder(index_dir)
             if wait == 0:
                 raise IndexLockedError(f"{exc} (held by {holder})") from None
-            reporter.waiting(f"waiting for the writer lock of {index_dir}: held by {holder}"
-                             + (f"; giving up after {wait:g} s" if wait is not None else ""))
+            reporter.waiting(
+                f"waiting for the writer lock of {index_dir}: held by {holder}"
+                + (f"; giving up after {wait:g} s" if wait is not None else "")
+            )
             try:
                 stack.enter_context(writer_lock(index_dir, wait=wait))
             except IndexLockedError as again:

@@ -562,6 +562,7 @@ def ingest_flow(
         files_per_batch=files_per_batch,
         chunks_per_batch=chunks_per_batch,
         reporter=reporter,
+        prepare_queries=False,  # its own task below, visible in the UI
     )
     try:
         with _fan_out(dask_runner) as fan_out:
