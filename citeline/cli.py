@@ -5,114 +5,33 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import sys
-import textwrap
 import warnings
-from collections.abc import Callable, Sequence
-from functools import wraps
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
+from citeline import cli_extra
+from citeline.cli_common import (
+    RUN_TABLE_COLUMNS,
+    OneLineErrors,
+    emit_record,
+    emit_records,
+    emit_search,
+    filter_options,
+    filters_from,
+    format_option,
+    index_option,
+    ingest_options,
+    json_option,
+    resolve_format,
+    show_warning,
+    user_errors,
+    wait_option,
+)
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import BACKENDS
-from citeline.errors import CitelineError
 from citeline.search import DEFAULT_MODE, MODES
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-index_option = click.option(
-    "--index",
-    "index_path",
-    default="index",
-    envvar="CITELINE_INDEX",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Index directory (env CITELINE_INDEX).",
-)
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
-wait_option = click.option(
-    "--wait", type=float, default=None, help="Seconds to wait for another writer [default: forever]."
-)
-# The settings of an ingestion run, shared by `ingest` and `schedule` (parameters of Index.create and the flow).
-_INGEST_OPTIONS = [
-    click.option("--model", default=None,
-                 help="Model name or local model folder [default: the index's, or all-MiniLM-L6-v2]."),
-    click.option(
-        "--backend",
-        type=click.Choice(BACKENDS),
-        default=None,
-        help="Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) "
-        "[default: torch].",
-    ),
-    click.option("--max-tokens", type=int, default=None, help="Chunk size in model tokens [default: model limit]."),
-    click.option("--overlap-tokens", type=int, default=None, help="Token overlap between chunks [default: 32]."),
-    click.option("--max-file-bytes", type=int, default=64 * 1024 * 1024, show_default=True,
-                 help="Skip larger files."),
-    wait_option,
-    click.option("--dask-address", default=None,
-                 help="Prefect flow only: parse and embed on this Dask scheduler (tcp://HOST:8786)."),
-    click.option("--dask-workers", type=click.IntRange(min=1), default=None,
-                 help="Prefect flow only: parse and embed on a local Dask cluster of N processes."),
-]
-
-
-def ingest_options(func: F) -> F:
-    """Add the ingestion settings' options to a command."""
-    for option in reversed(_INGEST_OPTIONS):
-        func = option(func)
-    return func
-
-
-
-def user_errors(func: F) -> F:
-    """Turn citeline's typed errors into a one-line message and exit status 1, never a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except CitelineError as exc:
-            raise click.ClickException(str(exc)) from exc
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from exc
-        except BrokenPipeError:  # `citeline ... | head`: click's own handler exits quietly
-            raise
-        except OSError as exc:  # permissions, a full disk, a path that is a file: the user can fix these
-            where = f"{exc.filename}: " if exc.filename else ""
-            raise click.ClickException(f"{where}{exc.strerror or exc}") from exc
-
-    return wrapper  # type: ignore[return-value]
-
-
-class OneLineErrors(click.Group):
-    """A group whose errors, usage errors included, print as one ``Error: ...`` line (exit 1, or 2 for usage)."""
-
-    def main(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, prog_name: str | None = None, standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        """Run the command; in standalone mode, report click's errors on one line instead of a usage block."""
-        if not standalone_mode:
-            return super().main(args, prog_name, standalone_mode=False, **extra)
-        try:
-            result = super().main(args, prog_name, standalone_mode=False, **extra)
-        except click.ClickException as exc:
-            message = " ".join(exc.format_message().split())
-            ctx = getattr(exc, "ctx", None)
-            hint = f" (see `{ctx.command_path} --help`)" if isinstance(exc, click.UsageError) and ctx else ""
-            click.echo(f"Error: {message}{hint}", err=True)
-            sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("Aborted!", err=True)
-            sys.exit(1)
-        sys.exit(result if isinstance(result, int) else 0)
-
-
-def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
-    # One line per warning on stderr, without the file and line of the code that raised it.
-    click.echo(f"warning: {message}", err=True)
 
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
@@ -198,21 +117,6 @@ def _log_to_console(verbose: bool, prefect: bool) -> None:
         logging.getLogger("citeline").setLevel(logging.INFO)
 
 
-def _where(values: tuple[str, ...]) -> dict[str, str | list[str]]:
-    """``--where key=value`` options as the ``meta`` filter dict; a key given twice matches either value."""
-    meta: dict[str, str | list[str]] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--where")
-        if key in meta:
-            previous = meta[key]
-            meta[key] = [*previous, value] if isinstance(previous, list) else [previous, value]
-        else:
-            meta[key] = value
-    return meta
-
-
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--cron", required=True, help='Cron schedule, e.g. "0 * * * *" (hourly).')
@@ -245,17 +149,13 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     show_default=True,
     help="hybrid fuses the dense (embedding) and lexical (BM25) rankings; the score is the fused score.",
 )
-@click.option("--source", multiple=True, help="Only this ingested folder or file (or a source id); repeatable.")
-@click.option("--path", "path_glob", multiple=True, metavar="GLOB",
-              help="Only documents whose source id or path matches GLOB, e.g. '*.md'; repeatable.")
-@click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
-              help="Only documents whose metadata KEY equals VALUE; repeatable (keys AND, a repeated key ORs).")
-@click.option("--ingested-after", metavar="DATE", help="Only documents ingested at or after DATE (ISO 8601).")
-@click.option("--ingested-before", metavar="DATE", help="Only documents ingested before DATE (ISO 8601).")
+@filter_options
 @click.option("--collapse/--no-collapse", default=True, show_default=True,
               help="Show near-duplicate passages of different documents as one result listing every source.")
 @click.option("--collapse-threshold", type=float, default=DEFAULT_COLLAPSE_THRESHOLD, show_default=True,
               help="Cosine at or above which passages are near-duplicates.")
+@click.option("--full", is_flag=True, help="Print each passage's whole chunk, not only its highlighted sentences.")
+@format_option
 @json_option
 @user_errors
 def search(
@@ -270,64 +170,43 @@ def search(
     ingested_before: str | None,
     collapse: bool,
     collapse_threshold: float,
+    full: bool,
+    fmt: str | None,
     as_json: bool,
 ) -> None:
     """Print the passages most relevant to QUERY, with source, offsets and score."""
     from citeline.index import Index
 
-    filters: dict[str, Any] = {
-        key: value
-        for key, value in {
-            "source": list(source), "path_glob": list(path_glob), "meta": _where(where),
-            "ingested_after": ingested_after, "ingested_before": ingested_before,
-        }.items()
-        if value
-    }
+    output = resolve_format(fmt, as_json)
+    filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
     results = Index.open(index_path).search(
         query, k=k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
     )
-    if as_json:
-        for result in results:
-            click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+    if output:
+        emit_search(results, output)
         return
     if not results:
         hint = " matching the filters" if filters else " (is the index empty? see `citeline status`)"
         click.echo(f"no passages found{hint}")
         return
-    width = min(shutil.get_terminal_size((100, 20)).columns, 110)
-    for rank, result in enumerate(results, 1):
-        page = f", page {result.page}" if result.page else ""
-        click.echo(
-            click.style(f"{rank:>2}. {result.score:.3f}  ", bold=True)
-            + click.style(result.source_path, fg="cyan")
-            + f"  [chars {result.char_start}-{result.char_end}, chunk {result.ordinal}{page}]"
-        )
-        click.echo(f"    {result.title}")
-        for line in textwrap.wrap(" ".join(result.text.split()), width - 6):
-            click.echo(f"    │ {line}")
-        if len(result.sources) > 1:
-            click.echo(f"    the same passage is in {len(result.sources)} sources:")
-            for source_ in result.sources:
-                where_page = f", page {source_.page}" if source_.page else ""
-                click.echo(
-                    f"      {source_.score:.3f}  " + click.style(source_.source_path, fg="cyan")
-                    + f"  [chars {source_.shared_start}-{source_.shared_end} in chunk {source_.ordinal}"
-                    f" (chars {source_.char_start}-{source_.char_end}){where_page}]"
-                )
-        click.echo()
+    from citeline import render
+
+    click.echo(render.human(results, full=full), nl=False)
 
 
 @cli.command()
 @index_option
+@format_option
 @json_option
 @user_errors
-def status(index_path: str, as_json: bool) -> None:
+def status(index_path: str, fmt: str | None, as_json: bool) -> None:
     """Documents, chunks, model, generation and the last run of the index."""
     from citeline.index import Index
 
     info = Index.open(index_path).status().to_dict()
-    if as_json:
-        click.echo(json.dumps(info, ensure_ascii=False))
+    output = resolve_format(fmt, as_json)
+    if output:
+        emit_record(info, output)
         return
     last = info.pop("last_run")
     for key, value in info.items():
@@ -341,19 +220,21 @@ def status(index_path: str, as_json: bool) -> None:
 
 @cli.command()
 @index_option
-@click.option("--limit", type=int, default=20, show_default=True, help="How many runs, newest first.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many runs, newest first.")
+@format_option
 @json_option
 @user_errors
-def runs(index_path: str, limit: int, as_json: bool) -> None:
+def runs(index_path: str, limit: int, fmt: str | None, as_json: bool) -> None:
     """The run ledger: one line per ingestion run, with per-file errors."""
     from citeline.index import Index
 
     ledger = Index.open(index_path).runs(limit=limit)
+    output = resolve_format(fmt, as_json)
+    if output:
+        emit_records([run.to_dict() for run in ledger], output, RUN_TABLE_COLUMNS)
+        return
     for run in ledger:
         row = run.to_dict()
-        if as_json:
-            click.echo(json.dumps(row, ensure_ascii=False))
-            continue
         click.echo(
             f"{row['run_id']}  {row['status']:<9} gen {row['generation']}  added {row['added']}  "
             f"updated {row['updated']}  unchanged {row['unchanged']}  removed {row['removed']}  "
@@ -440,9 +321,13 @@ def eval_(beir: str, index_path: str | None, mode: str, split: str, backend: str
         click.echo(f"{result.mode:<8} {result.ndcg_at_10:>8.4f} {result.recall_at_100:>11.4f} {result.seconds:>8.1f}")
 
 
+for _command in (cli_extra.serve, cli_extra.documents, cli_extra.show):
+    cli.add_command(_command)
+
+
 def main() -> None:
     """Console-script entry point."""
-    warnings.showwarning = _show_warning
+    warnings.showwarning = show_warning
     cli(prog_name="citeline")
 
 

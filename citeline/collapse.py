@@ -6,15 +6,22 @@ of the part it shares. Two hits carry the same passage when
 
 1. their chunk vectors are near-identical: cosine >= ``threshold`` (the same article syndicated twice, a record
    ingested from two exports, a page saved as HTML and PDF); or
-2. they share a quoted passage: a run of at least :data:`MIN_SHARED_WORDS` identical words (case and
-   punctuation aside) whose two occurrences' vectors are near-identical (cosine >= ``threshold``) and which is
-   itself at least as close to the query as the lower-ranked hit (so the shared words are why both hits
-   matched; a common footer or disclaimer never merges two otherwise unrelated hits).
+2. they report the same quote or statement: after normalising words (case, Unicode forms and accents,
+   punctuation and quote marks ignored), an alignment of their words (rapidfuzz's Indel alignment, C++, a few
+   microseconds a pair) holds a chain of at least :data:`MIN_SHARED_WORDS` matching words, with gaps of at most
+   :data:`MAX_GAP` words (an inserted "he said", a dropped "now", "did not" against "didn't") and at least
+   :data:`MIN_DENSITY` of the chain's words matching; and the shared words are why both hits matched: they overlap
+   a hit's highlight when highlights are set, else their vector is at least as close to the query as the hit's
+   (a common footer or disclaimer never merges two otherwise unrelated hits).
 
 Rule 2 exists because a chunk is ~250 tokens of context around a quote: in the seed articles the two chunks that
 quote Corporal Drury have a cosine of only 0.67 with the real model, lower than the 0.76 of two chunks of theirs
-that quote nobody in common, so no chunk-level threshold separates "same passage" from "same topic". The quote's
-own two occurrences are identical text (cosine 1.0).
+that quote nobody in common, so no chunk-level threshold separates "same passage" from "same topic"; and outlets
+that rewrite each other's copy re-punctuate, re-attribute and split the quote differently, so identical word runs
+are often shorter than a sentence. On tests/data/quotes (31 pairs sharing a quote, 31 same-topic pairs sharing
+none; bench/collapse_eval.py) every setting with MAX_GAP 3-4, MIN_SHARED_WORDS 8-10 and MIN_DENSITY 0.6-0.7 finds
+all 31 quotes and no false pair. MIN_SHARED_WORDS sits at the top of that range so that templated one-line
+reports that differ only in a number (9 matching words, tests/test_collapse.py) stay apart.
 
 Grouping is greedy in rank order: a hit joins the first better-ranked group whose leader it duplicates and which
 holds no passage of the same document yet, so results stay in score order and the kept passage is the best one.
@@ -22,12 +29,13 @@ holds no passage of the same document yet, so results stay in score order and th
 
 from __future__ import annotations
 
-import difflib
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from rapidfuzz.distance import Indel
 
 from citeline.errors import QueryError
 from citeline.results import SearchResult
@@ -41,15 +49,25 @@ from citeline.results import SearchResult
 #: papers; lower it (--collapse-threshold 0.9) to also merge lightly edited versions.
 DEFAULT_COLLAPSE_THRESHOLD = 0.95
 
-#: The shortest quote (in words) that makes two passages the same: a full sentence, longer than the stock phrases
-#: ("according to a statement released on ...") that unrelated texts share.
-MIN_SHARED_WORDS = 12
+#: The fewest matching words that make two passages report the same statement: a full clause, more than the stock
+#: phrases ("the defence ministry said on Monday that") that reports of one event share.
+MIN_SHARED_WORDS = 10
+#: The most words skipped on either side between two matching runs of one shared statement.
+MAX_GAP = 3
+#: The least share of a shared statement's words (on the longer side) that match.
+MIN_DENSITY = 0.65
+#: A pair of hits is aligned only if they share this many distinct SHINGLE-word runs (a cheap numpy prefilter):
+#: 4-word runs, 2 of them, keep every pair of the evaluation set and send only a few pairs of 40 SciFact candidates (a
+#: query's worth) to alignment; the whole collapse then costs 7.0 ms CPU against 7.9-9.1 ms for the previous
+#: exact-12-word rule on the same hits (bench/collapse_eval.py, 2 busy shared cores).
+MIN_SHARED_SHINGLES = 2
+SHINGLE = 4
 
 #: The first round of a collapsed search ranks this many candidates per wanted result; it deepens if collapsing
 #: leaves fewer than k results while more candidates exist.
 CANDIDATES_PER_RESULT = 3
 
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"[\w\u0300-\u036f]+")  # words, with combining accents (NFD text)
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -83,7 +101,10 @@ def collapsed_search(
     while True:
         hits = rank(depth)
         groups = collapse(
-            hits, vectors([hit.chunk_id for hit in hits]), query_vector=query_vector, encode=encode,
+            hits,
+            vectors([hit.chunk_id for hit in hits]),
+            query_vector=query_vector,
+            encode=encode,
             threshold=threshold,
         )
         if len(groups) >= k or len(hits) < depth:
@@ -119,16 +140,21 @@ def collapse(
     """
     if len(hits) < 2:
         return list(hits)
-    quoting = _quote_partners(hits)
+    vocabulary: dict[str, int] = {}
+    words = [_words(hit.text, vocabulary) for hit in hits]
+    quoting = _quote_partners(hits, [ids for _, ids in words])
     leader_vectors = np.zeros_like(vectors)
     groups: list[_Group] = []
     group_of: dict[int, int] = {}  # leader's hit -> its group
-    cache: dict[str, np.ndarray] = {}
 
-    def vector_of(text: str) -> np.ndarray:
-        if text not in cache:
-            cache[text] = np.asarray(encode([text])[0], dtype=np.float32)
-        return cache[text]
+    def relevant(i: int, start: int, end: int) -> bool:
+        """Are the shared words of hit ``i`` (document offsets) why it matched the query?"""
+        hit = hits[i]
+        if hit.highlights:
+            return any(h.char_start < end and start < h.char_end for h in hit.highlights)
+        shared = np.asarray(encode([hit.text[start - hit.char_start : end - hit.char_start]])[0], np.float32)
+        # The cosine of the hit itself, not hit.score: fused (hybrid) scores are not cosines.
+        return float(shared @ query_vector) >= float(vectors[i] @ query_vector)
 
     for i, hit in enumerate(hits):
         joined = False
@@ -147,21 +173,17 @@ def collapse(
                 if partner not in group_of or hit.doc_id in groups[group_of[partner]].docs:
                     continue
                 group = groups[group_of[partner]]
-                shared = _shared_passage(hits[group.leader].text, hit.text)
+                leader = hits[group.leader]
+                shared = shared_statement(words[group.leader], words[i])
                 if shared is None:
                     continue
                 (lead_start, lead_end), (start, end) = shared
-                lead_text = hits[group.leader].text[lead_start:lead_end]
-                text = hit.text[start:end]
-                lead_vector = vector_of(lead_text)
-                if text != lead_text and float(lead_vector @ vector_of(text)) < threshold:
-                    continue
-                # The cosine of the hit itself, not hit.score: fused (hybrid) scores are not cosines.
-                if float(lead_vector @ query_vector) < float(vectors[i] @ query_vector):
+                lead_start, lead_end = leader.char_start + lead_start, leader.char_start + lead_end
+                start, end = hit.char_start + start, hit.char_start + end
+                if not (relevant(group.leader, lead_start, lead_end) or relevant(i, start, end)):
                     continue  # the shared words are not what the hits matched on (a footer, a disclaimer)
-                group.members.append((i, hit.char_start + start, hit.char_start + end))
-                offset = hits[group.leader].char_start
-                group.add_quote(offset + lead_start, offset + lead_end)
+                group.members.append((i, start, end))
+                group.add_quote(lead_start, lead_end)
                 group.docs.add(hit.doc_id)
                 joined = True
                 break
@@ -184,22 +206,103 @@ def _merged(hits: Sequence[SearchResult], group: _Group) -> SearchResult:
     return replace(leader, sources=tuple(sources))
 
 
-def _quote_partners(hits: Sequence[SearchResult]) -> dict[int, list[int]]:
-    """For each hit, the better-ranked hits of other documents it shares a run of MIN_SHARED_WORDS words with.
+#: A text and its words as vocabulary ids (their character spans are found again only for the texts that match).
+Words = tuple[str, list[int]]
 
-    Every run of that many words (a shingle) is hashed with numpy, and hits are paired through equal hashes with
-    one sort; this costs a few milliseconds per thousand hits, where Python sets of word tuples cost a second.
-    Equal hashes are only candidates: :func:`_shared_passage` compares the words themselves.
+
+def _normalised(word: str) -> str:
+    if word.isascii():
+        return word.lower()
+    return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c)).casefold()
+
+
+def _words(text: str, vocabulary: dict[str, int]) -> Words:
+    """The normalised words of ``text``: case-folded, Unicode-compatibility-decomposed, accents dropped.
+
+    One ``findall`` and a dict lookup per word (~0.1 ms a 1,200-character chunk); ``finditer`` with a span per
+    word cost five times as much, and the spans are needed only for the rare pairs that share a statement.
     """
+    words = _WORD.findall(text.lower()) if text.isascii() else [_normalised(w) for w in _WORD.findall(text)]
+    return text, [vocabulary.setdefault(word, len(vocabulary)) for word in words]
+
+
+def words_of(*texts: str) -> list[Words]:
+    """:func:`_words` of each text, with one vocabulary (to compare texts with :func:`shared_statement`)."""
     vocabulary: dict[str, int] = {}
-    hashes, owners = [], []
-    for i, hit in enumerate(hits):
-        words = _WORD.findall(hit.text.lower())
-        if len(words) < MIN_SHARED_WORDS:
+    return [_words(text, vocabulary) for text in texts]
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` of each word of ``text``, as :func:`_words` counts them."""
+    return [match.span() for match in _WORD.finditer(text)]
+
+
+def shared_statement(a: Words, b: Words) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """Where texts ``a`` and ``b`` (their :func:`_words`, same vocabulary) report the same words, if they do.
+
+    Aligns the two word sequences (longest common subsequence), chains matching runs separated by at most
+    :data:`MAX_GAP` words on either side, and returns the character span of the longest chain in each text, from
+    its first matching word to its last, if it has :data:`MIN_SHARED_WORDS` matches and :data:`MIN_DENSITY`.
+    """
+    (a_text, a_ids), (b_text, b_ids) = a, b
+    if len(a_ids) < MIN_SHARED_WORDS or len(b_ids) < MIN_SHARED_WORDS:
+        return None
+    best: tuple[int, tuple[int, int], tuple[int, int]] | None = None
+    chain: list[tuple[int, int, int]] = []
+
+    def close() -> None:
+        nonlocal best
+        # A lone word at either end that only an insertion separates from the rest ('mud," said' against 'mud,"
+        # he said') is attribution, not the shared words; one past a substituted word ("We cannot keep" against
+        # "We can't keep") is kept.
+        while len(chain) > 1 and chain[-1][2] == 1 and 0 in _gaps(chain[-2], chain[-1]):
+            chain.pop()
+        while len(chain) > 1 and chain[0][2] == 1 and 0 in _gaps(chain[0], chain[1]):
+            chain.pop(0)
+        if not chain:
+            return
+        matched = sum(size for _, _, size in chain)
+        (a0, b0, _), (a1, b1, size) = chain[0], chain[-1]
+        span = max(a1 + size - a0, b1 + size - b0)
+        if matched >= MIN_SHARED_WORDS and matched >= MIN_DENSITY * span and (best is None or matched > best[0]):
+            best = (matched, (a0, a1 + size - 1), (b0, b1 + size - 1))
+
+    for block in Indel.opcodes(a_ids, b_ids).as_matching_blocks():
+        if not block.size:
             continue
-        ids = np.fromiter((vocabulary.setdefault(word, len(vocabulary)) for word in words), np.uint64, len(words))
-        shingles = np.zeros(len(ids) - MIN_SHARED_WORDS + 1, np.uint64)
-        for offset in range(MIN_SHARED_WORDS):  # a polynomial hash; uint64 arithmetic wraps around
+        if chain:
+            a_end, b_end = chain[-1][0] + chain[-1][2], chain[-1][1] + chain[-1][2]
+            if block.a - a_end > MAX_GAP or block.b - b_end > MAX_GAP:
+                close()
+                chain = []
+        chain.append((block.a, block.b, block.size))
+    close()
+    if best is None:
+        return None
+    _, (a_first, a_last), (b_first, b_last) = best
+    a_spans, b_spans = word_spans(a_text), word_spans(b_text)
+    return (a_spans[a_first][0], a_spans[a_last][1]), (b_spans[b_first][0], b_spans[b_last][1])
+
+
+def _gaps(first: tuple[int, int, int], second: tuple[int, int, int]) -> tuple[int, int]:
+    """Words skipped in each text between two matching runs ``(a, b, size)``."""
+    return second[0] - first[0] - first[2], second[1] - first[1] - first[2]
+
+
+def _quote_partners(hits: Sequence[SearchResult], words: Sequence[list[int]]) -> dict[int, list[int]]:
+    """For each hit, the better-ranked hits of other documents that share :data:`MIN_SHARED_SHINGLES` shingles.
+
+    Every run of :data:`SHINGLE` normalised words is hashed with numpy, and hits are paired through equal hashes
+    with one sort: a few milliseconds per thousand hits, where Python sets of word tuples cost a second. A pair
+    is only a candidate: :func:`shared_statement` aligns its words.
+    """
+    hashes, owners = [], []
+    for i, word_ids in enumerate(words):
+        if len(word_ids) < MIN_SHARED_WORDS:
+            continue
+        ids = np.asarray(word_ids, np.uint64)
+        shingles = np.zeros(len(ids) - SHINGLE + 1, np.uint64)
+        for offset in range(SHINGLE):  # a polynomial hash; uint64 arithmetic wraps around
             shingles = shingles * np.uint64(1_000_003) + ids[offset : offset + len(shingles)]
         shingles = np.unique(shingles)
         hashes.append(shingles)
@@ -211,26 +314,15 @@ def _quote_partners(hits: Sequence[SearchResult]) -> dict[int, list[int]]:
     all_hashes, all_owners = all_hashes[order], all_owners[order]
     starts = np.flatnonzero(np.r_[True, all_hashes[1:] != all_hashes[:-1]])
     sizes = np.diff(np.r_[starts, len(all_hashes)])
-    partners: dict[int, set[int]] = {}
+    counts: dict[tuple[int, int], int] = {}
     for start, size in zip(starts[sizes > 1], sizes[sizes > 1], strict=True):
         run = all_owners[start : start + size].tolist()  # ascending: better-ranked first
         for later_at, later in enumerate(run):
             for earlier in run[:later_at]:
                 if hits[earlier].doc_id != hits[later].doc_id:
-                    partners.setdefault(later, set()).add(earlier)
-    return {hit: sorted(found) for hit, found in partners.items()}
-
-
-def _shared_passage(a: str, b: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
-    """The longest run of words texts ``a`` and ``b`` share, as character spans in each (None if too short)."""
-    a_matches, b_matches = list(_WORD.finditer(a)), list(_WORD.finditer(b))
-    match = difflib.SequenceMatcher(
-        None, [m.group().lower() for m in a_matches], [m.group().lower() for m in b_matches], autojunk=False
-    ).find_longest_match(0, len(a_matches), 0, len(b_matches))
-    if match.size < MIN_SHARED_WORDS:
-        return None
-    last = match.size - 1
-    return (
-        (a_matches[match.a].start(), a_matches[match.a + last].end()),
-        (b_matches[match.b].start(), b_matches[match.b + last].end()),
-    )
+                    counts[earlier, later] = counts.get((earlier, later), 0) + 1
+    partners: dict[int, list[int]] = {}
+    for (earlier, later), count in sorted(counts.items()):
+        if count >= MIN_SHARED_SHINGLES:
+            partners.setdefault(later, []).append(earlier)
+    return partners

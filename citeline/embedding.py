@@ -403,3 +403,15 @@ def check_embedder(
             f"{index_dir} was built with model files of fingerprint {meta['model_fingerprint']}, but {where} has "
             f"fingerprint {embedder.fingerprint}; reinstall the model the index was built with, or rebuild the index"
         )
+
+
+def prepare_queries(embedder: Embedder) -> None:
+    """Make later searches start fast: export the ONNX model the query path uses, once per model (a no-op for
+    embedders without one). A failure only warns: searches still work, through the slower torch model."""
+    prepare = getattr(embedder, "prepare_query_encoder", None)
+    if prepare is None:
+        return
+    try:
+        prepare()
+    except Exception as exc:
+        warnings.warn(f"could not export the ONNX query model ({exc}); searches will start slowly", stacklevel=3)

@@ -85,14 +85,18 @@ def normalize(value: Any, key: str | None = None) -> Any:
 
 
 def search_records(results: Iterable[Any]) -> list[dict[str, Any]]:
-    """Search results (``SearchResult`` objects or their dicts) as records, each with its 1-based ``rank`` first.
+    """Search results (``SearchResult`` objects or their dicts) as records, each with its 1-based ``rank`` first,
+    its ``highlights`` and ``metadata``, and the passage text once (not again in each source).
 
     The rank is added here and not in ``SearchResult``: it is a property of one answer list, not of a passage.
     """
     records = []
     for rank, result in enumerate(results, 1):
         data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
-        records.append({"rank": rank, **normalize(data)})
+        # The passage text once: each source's copy of it (the result's own first) is left out, since its offsets
+        # say where it is.
+        sources = [{key: value for key, value in source.items() if key != "text"} for source in data.get("sources", [])]
+        records.append({"rank": rank, **normalize({**data, "sources": sources})})
     return records
 
 

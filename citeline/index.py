@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -15,10 +14,10 @@ import numpy as np
 
 from citeline import pipeline
 from citeline import search as plan
-from citeline.chunking import Chunker
+from citeline.chunking import CHUNKER_VERSION, Chunker
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
-from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder
-from citeline.errors import IndexMismatchError, IndexNotFoundError
+from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
+from citeline.errors import IndexMismatchError, IndexNotFoundError, QueryError
 from citeline.filters import Filters
 from citeline.results import SearchResult
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
@@ -43,8 +42,7 @@ class Index:
     """
 
     def __init__(self, path: Path, meta: dict[str, Any], embedder: Embedder | None = None):
-        # Use Index.open or Index.create; this constructor trusts that meta was validated.
-        self.path = path
+        self.path = path  # (use Index.open or Index.create: this constructor trusts that meta was validated)
         self.meta = meta
         self._embedder = embedder
         self._snapshot: ReadSnapshot | None = None
@@ -85,6 +83,7 @@ class Index:
                 "model_max_tokens": embedder.max_seq_length,
                 "max_tokens": max_tokens,
                 "overlap_tokens": overlap_tokens,
+                "chunker_version": CHUNKER_VERSION,
                 "vector_index": kind_of(DEFAULT_KIND).kind,
                 "generation": 0,
                 "vector_count": 0,
@@ -195,15 +194,7 @@ class Index:
 
     def prepare_queries(self) -> None:
         """Make later searches start fast: export the ONNX model the query path uses, once per model."""
-        prepare = getattr(self.embedder, "prepare_query_encoder", None)
-        if prepare is None:
-            return
-        try:
-            prepare()
-        except Exception as exc:  # searches still work, through the slower torch model
-            warnings.warn(f"could not export the ONNX query model ({exc}); searches will start slowly", stacklevel=2)
-
-    # ---------------------------------------------------------------- checking
+        prepare_queries(self.embedder)
 
     def verify(self) -> VerifyReport:
         """Check the index's invariants (``citeline.store.verify``): artifacts present and matching their
@@ -257,11 +248,8 @@ class Index:
         allowed: np.ndarray | None = None,
         fusion: plan.Fusion = plan.DEFAULT_FUSION,
     ) -> list[tuple[int, float]]:
-        """The ranking behind :meth:`search`: ``(chunk_id, score)`` pairs, best first, without provenance.
-
-        ``allowed`` (chunk ids) restricts the candidates before ranking; ``fusion`` overrides the hybrid settings
-        (evaluation and tuning use it).
-        """
+        """The ranking behind :meth:`search`: ``(chunk_id, score)`` pairs, best first, without provenance;
+        ``allowed`` chunk ids restrict the candidates, ``fusion`` overrides the hybrid settings (for tuning)."""
         if allowed is not None:  # sorted and unique, as the rankings expect
             allowed = np.unique(np.asarray(allowed, dtype=np.int64))
         mode = plan.validate_mode(mode)
@@ -285,11 +273,28 @@ class Index:
         with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
             return ledger.read_runs(connection, limit)
 
+    def documents(
+        self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The documents ``filters`` selects (the filters of :meth:`search`), by source and path, at most ``limit``:
+        doc id, source path and id, title, format, chunks, pages, size, content hash, run, ingested_at, metadata."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise QueryError(f"limit must be a whole number of at least 1, got {limit!r}")
+        with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
+            return catalog.documents(connection, Filters.from_value(filters), limit)
+
+    def document(self, doc_id: str) -> dict[str, Any]:
+        """One document: its :meth:`documents` record, its ``text`` (what passage offsets index into) and its
+        chunks' ``spans`` (chunk_id, ordinal, char_start, char_end, page)."""
+        with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
+            record = catalog.document(connection, doc_id)
+        if record is None:
+            raise IndexNotFoundError(
+                f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents`"
+            )
+        return record
+
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""
-        with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
-            text = catalog.document_text(connection, doc_id)
-        if text is None:
-            raise IndexNotFoundError(f"no document {doc_id!r} in {self.path}")
-        return text
+        return str(self.document(doc_id)["text"])
 

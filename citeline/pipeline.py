@@ -22,21 +22,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from citeline.chunking import Chunker
-from citeline.errors import IndexLockedError, SourceError
+from citeline.discovery import Discovery, resolve_roots, scan
+from citeline.errors import IndexLockedError
 from citeline.progress import Reporter, default_reporter, lock_holder
-from citeline.sources import (
-    DEFAULT_MAX_FILE_BYTES,
-    Document,
-    SourceFile,
-    discover,
-    parse,
-    resolve_roots,
-    text_hash,
-)
+from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile, display_path, parse_source, text_hash
 from citeline.store import catalog, generation, ledger
-from citeline.store.catalog import ChunkRows
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
+from citeline.store.rows import ChunkRows, documents_table
 
 #: Files per parse batch and chunks per chunk/embed batch (about 1,000 characters a chunk): one Prefect task per
 #: batch, because per-task overhead (about 11 ms) and the server's handling of bursts make per-item tasks slow.
@@ -82,18 +75,24 @@ class FileError:
 
 @dataclass
 class ParsedBatch:
-    """What parsing a batch of files produced."""
+    """What parsing a batch of files produced: documents, per-file or per-record errors, the ids of records that
+    failed (their stored versions are kept), and the ``(root, source_id)`` of files that failed as a whole or in
+    part (none of their stored documents may be removed this run)."""
 
     documents: list[Document] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
+    kept_doc_ids: list[str] = field(default_factory=list)
+    incomplete: list[tuple[str, str]] = field(default_factory=list)
 
     @classmethod
     def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
-        """One batch holding the documents and errors of all ``batches``, in order."""
+        """One batch holding everything of all ``batches``, in order."""
         merged = cls()
         for batch in batches:
             merged.documents.extend(batch.documents)
             merged.errors.extend(batch.errors)
+            merged.kept_doc_ids.extend(batch.kept_doc_ids)
+            merged.incomplete.extend(batch.incomplete)
         return merged
 
 
@@ -124,16 +123,23 @@ def parse_files(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     advance: Callable[[int], None] | None = None,
 ) -> ParsedBatch:
-    """Parse each file; a file that fails becomes a :class:`FileError` and the rest go on. ``advance(1)`` is
-    called after each file (progress)."""
+    """Parse each file; a file (or a JSONL record) that fails becomes a :class:`FileError` and the rest go on.
+    ``advance(1)`` is called after each file (progress)."""
     batch = ParsedBatch()
     for source in files:
         try:
-            batch.documents.extend(parse(source, max_file_bytes=max_file_bytes))
-        except SourceError as exc:
-            batch.errors.append(FileError(exc.path, exc.reason))
+            parsed = parse_source(source, max_file_bytes=max_file_bytes)
         except Exception as exc:  # a parser library's own failure must not stop the run
-            batch.errors.append(FileError(source.path, f"{type(exc).__name__}: {exc}"))
+            batch.errors.append(FileError(display_path(source.path), f"{type(exc).__name__}: {exc}"))
+            batch.incomplete.append((source.root, source.source_id))
+            if advance is not None:
+                advance(1)
+            continue
+        batch.documents.extend(parsed.documents)
+        batch.errors.extend(FileError(display_path(error.path), error.reason) for error in parsed.errors)
+        batch.kept_doc_ids.extend(parsed.kept_doc_ids)
+        if not parsed.complete:
+            batch.incomplete.append((source.root, source.source_id))
         if advance is not None:
             advance(1)
     return batch
@@ -142,26 +148,28 @@ def parse_files(
 def plan_changes(
     stored: dict[str, tuple[str, str, str]],
     roots: Sequence[str],
-    files: Sequence[SourceFile],
+    discovery: Discovery,
     parsed: ParsedBatch,
 ) -> Plan:
     """Compare parsed documents with the stored ones (``doc_id -> (root, source_file, content_hash)`` of the
     documents ingested from ``roots``): new, changed, unchanged, and vanished.
 
-    Removal is scoped to the roots of this run. A document whose file failed to parse this time is kept as it
-    was: a transient read error must never delete what was indexed before.
+    Removal is scoped to the roots of this run, and never follows from not knowing: a stored document is kept
+    when its file failed to parse (wholly or in part), its record failed, or it lies in a root or folder that
+    could not be read this run. A transient read error must never delete what was indexed before.
     """
-    seen: dict[str, Document] = {}
-    for document in parsed.documents:
-        seen[document.doc_id] = document  # a repeated record id within a file: the last one wins
+    seen = {document.doc_id: document for document in parsed.documents}  # the parser reports repeated ids
     to_index = [doc for doc_id, doc in seen.items() if stored.get(doc_id, ("", "", ""))[2] != doc.content_hash]
     updated_ids = [doc.doc_id for doc in to_index if doc.doc_id in stored]
-    error_paths = {error.path for error in parsed.errors}
-    failed_files = {(source.root, source.source_id) for source in files if source.path in error_paths}
+    incomplete, kept = set(parsed.incomplete), set(parsed.kept_doc_ids)
     vanished = [
         doc_id
         for doc_id, (root, source_file, _) in stored.items()
-        if doc_id not in seen and (root, source_file) not in failed_files
+        if doc_id not in seen
+        and doc_id not in kept
+        and (root, source_file) not in incomplete
+        and not discovery.contents_unknown(os.path.join(root, source_file))
+        and not discovery.contents_unknown(root)
     ]
     return Plan(
         roots=sorted(set(roots)),
@@ -170,18 +178,18 @@ def plan_changes(
         added=len(to_index) - len(updated_ids),
         updated=len(updated_ids),
         unchanged=len(seen) - len(to_index),
-        errors=list(parsed.errors),
+        errors=[FileError(problem.path, problem.reason) for problem in discovery.errors] + list(parsed.errors),
     )
 
 
-def plan(index_dir: Path, roots: Sequence[str], files: Sequence[SourceFile], parsed: ParsedBatch) -> Plan:
+def plan(index_dir: Path, roots: Sequence[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
     """Which parsed documents are new or changed, and which stored ones vanished from ``roots``.
 
     The caller holds the writer lock from plan to commit, so the index cannot change in between.
     """
     with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
         stored = catalog.stored_documents(connection, sorted(set(roots)))
-    return plan_changes(stored, roots, files, parsed)
+    return plan_changes(stored, roots, discovery, parsed)
 
 
 def chunk_id_for(doc_id: str, content_hash: str, ordinal: int) -> int:
@@ -303,7 +311,7 @@ def commit(index_dir: Path, plan: Plan, rows: ChunkRows, run: RunSummary) -> int
     """Write the plan's changes as one new generation (``store.generation.commit``); returns the generation."""
     changes = generation.Changes(
         remove_doc_ids=plan.remove_doc_ids,
-        documents=catalog.documents_table(plan.to_index, run.run_id, run.started_at),
+        documents=documents_table(plan.to_index, run.run_id, run.started_at),
         chunks=rows.to_arrow(run.run_id),
     )
     return generation.commit(index_dir, changes, run)
@@ -359,9 +367,9 @@ class Steps:
 
     reporter: Reporter = Reporter()
 
-    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> list[SourceFile]:
-        """List the files under ``paths``."""
-        return discover(paths)
+    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
+        """Find the files under ``paths``, and what could not be read."""
+        return scan(paths)
 
     def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> ParsedBatch:
         """Parse every batch of files."""
@@ -369,9 +377,9 @@ class Steps:
             parse_files(files, max_file_bytes=max_file_bytes, advance=self.reporter.advance) for files in file_batches
         )
 
-    def plan(self, target: Target, roots: list[str], files: list[SourceFile], parsed: ParsedBatch) -> Plan:
+    def plan(self, target: Target, roots: list[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
         """Decide what is new, changed, unchanged and vanished."""
-        return plan(target.path, roots, files, parsed)
+        return plan(target.path, roots, discovery, parsed)
 
     def chunk_embed(self, target: Target, document_batches: list[list[Document]], progress: bool) -> list[Embedded]:
         """Chunk and embed every batch of documents (here: all at once, which lets chunking use every CPU and
@@ -437,13 +445,16 @@ def _run_locked(
     with _writer_lock(target.path, options.wait, reporter):
         try:
             reporter.stage("discover")
-            files = steps.discover(paths)
+            discovery = steps.discover(paths)
+            files = discovery.files
             reporter.info(f"discovered {len(files)} files under {', '.join(roots)}")
+            for problem in discovery.errors[:LOGGED_FAILURES]:
+                reporter.info(f"could not read {problem.path}: {problem.reason} (its documents are kept)")
             reporter.stage("parse", len(files))
             parsed = steps.parse(batches(files, options.files_per_batch), options.max_file_bytes)
             _report_parsed(reporter, len(files), parsed)
             reporter.stage("plan")
-            planned = steps.plan(target, roots, files, parsed)
+            planned = steps.plan(target, roots, discovery, parsed)
             reporter.info(
                 f"plan: {planned.added} added, {planned.updated} updated, {planned.unchanged} unchanged, "
                 f"{planned.removed} removed (documents)"

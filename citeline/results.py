@@ -9,6 +9,20 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Highlight:
+    """A span of the document that answers the query: ``document_text[char_start:char_end] == text``."""
+
+    char_start: int
+    char_end: int
+    text: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The highlight as JSON-ready data."""
+        return {"char_start": self.char_start, "char_end": self.char_end, "text": self.text, "score": self.score}
+
+
+@dataclass(frozen=True)
 class Source:
     """One place a passage occurs: ``document_text[char_start:char_end] == text`` in document ``doc_id``.
 
@@ -62,6 +76,10 @@ class SearchResult:
     chunk_id: int
     page: int | None = None
     sources: tuple[Source, ...] = field(default=())
+    #: the sentence(s) of ``text`` that best answer the query, in document offsets (see ``citeline.highlight``)
+    highlights: tuple[Highlight, ...] = field(default=())
+    #: the document's metadata (JSONL record fields, HTML author and date, PDF pages, ...)
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""

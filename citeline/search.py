@@ -1,4 +1,5 @@
-"""The query plan: validate ─► filters to allowed ids ─► rank (dense, lexical or hybrid) ─► passages ─► collapse.
+"""The query plan: validate ─► filters to allowed ids ─► rank (dense, lexical or hybrid) ─► passages ─► highlights
+─► collapse.
 
 Every ranking returns ``(chunk_id, score)`` pairs, best first, and takes ``allowed``: ``None`` for the whole index,
 or a sorted int64 array of the chunk ids a search may return. Candidates are restricted *before* ranking, so k
@@ -8,6 +9,7 @@ results come back whenever k allowed chunks match. Everything a search reads com
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -18,6 +20,8 @@ from citeline.arrays import positions_of
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD, collapsed_search, validate_threshold
 from citeline.errors import QueryError
 from citeline.filters import Filters
+from citeline.formats import iso_utc
+from citeline.highlight import highlight
 from citeline.lexical import LexicalIndex, top_positions
 from citeline.results import SearchResult
 from citeline.store.snapshot import ReadSnapshot
@@ -186,10 +190,11 @@ def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model:
             char_end=row["char_end"],
             content_hash=row["content_hash"],
             run_id=row["run_id"],
-            ingested_at=row["ingested_at"].isoformat(),
+            ingested_at=str(iso_utc(row["ingested_at"])),
             model=model,
             chunk_id=chunk_id,
             page=row["page"],
+            metadata=json.loads(row["metadata"]) if row["metadata"] else {},
         )
         results.append(replace(result, sources=(result.as_source(),)))
     return results
@@ -231,7 +236,8 @@ def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, mo
 
     def ranked(depth: int) -> list[SearchResult]:
         hits = rank(snapshot, request.text, vector, depth, request.mode, allowed)
-        return fetch_passages(snapshot, hits, model)
+        # Highlights come before collapse: its guard against shared boilerplate checks the shared words against them.
+        return highlight(fetch_passages(snapshot, hits, model), request.text, query_vector=vector)
 
     if not request.collapse:
         return ranked(request.k)

@@ -27,13 +27,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from citeline import _documents
+from citeline.embedding import Embedder
 from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError
 from citeline.formats import normalize
-from citeline.index import Embedder, Index, IndexStatus
-from citeline.ingest import RunSummary
+from citeline.index import Index
 from citeline.integrations import search as locked_search
-from citeline.search import DEFAULT_MODE, SearchResult
+from citeline.results import SearchResult
+from citeline.search import DEFAULT_MODE
+from citeline.store.catalog import IndexStatus
+from citeline.store.ledger import RunSummary
 
 __all__ = ["create_app", "filters_from_params", "model_of", "serve"]
 
@@ -97,7 +99,7 @@ class SearchResponse(BaseModel):
 
 
 class DocumentRecord(BaseModel):
-    """One document of ``GET /documents`` (``citeline._documents.documents``)."""
+    """One document of ``GET /documents`` (``Index.documents``)."""
 
     doc_id: str
     source_path: str
@@ -290,11 +292,11 @@ def create_app(index_path: str | os.PathLike[str], embedder: Embedder | None = N
         limit: Annotated[int | None, Query(description="At most this many documents.")] = None,
     ) -> list[dict[str, Any]]:
         filters = filters_from_params(source, path, where, ingested_after, ingested_before)
-        return _documents.documents(reader.index(), filters=filters, limit=limit)
+        return reader.index().documents(filters=filters, limit=limit)
 
     @app.get("/documents/{doc_id}", response_model=DocumentDetail, summary="One document with its chunk spans")
     def document(doc_id: str) -> dict[str, Any]:
-        return _documents.document(reader.index(), doc_id)
+        return reader.index().document(doc_id)
 
     @app.get("/health", response_model=Health, summary="The index opens")
     def health() -> dict[str, Any]:

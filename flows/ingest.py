@@ -59,13 +59,14 @@ from prefect.tasks import exponential_backoff
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from citeline import pipeline
+from citeline.discovery import Discovery
 from citeline.embedding import BACKENDS
 from citeline.errors import SourceError
 from citeline.index import Index
 from citeline.progress import Bar, Reporter
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile
-from citeline.store.catalog import ChunkRows
 from citeline.store.ledger import RunSummary
+from citeline.store.rows import ChunkRows
 
 RETRIES = 3  # after 2, 4 and 8 seconds
 
@@ -233,8 +234,8 @@ def _index(index_path: str) -> Index:
 @_retrying(
     timeout_seconds=DISCOVER_TIMEOUT, task_run_name=lambda: f"discover [{', '.join(_task_parameters()['paths'])}]"
 )
-def discover_task(paths: list[str]) -> list[SourceFile]:
-    """List the files to ingest (retried: network filesystems fail transiently)."""
+def discover_task(paths: list[str]) -> Discovery:
+    """Find the files to ingest, and what could not be read (retried: network filesystems fail transiently)."""
     return pipeline.Steps().discover(paths)
 
 
@@ -247,11 +248,9 @@ def parse_task(files: list[SourceFile], max_file_bytes: int, batch: int = 1, bat
 
 
 @_retrying(timeout_seconds=PLAN_TIMEOUT, task_run_name="plan")
-def plan_task(
-    index_path: str, roots: list[str], files: list[SourceFile], parsed: pipeline.ParsedBatch
-) -> pipeline.Plan:
+def plan_task(index_path: str, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch) -> pipeline.Plan:
     """Decide what is new, changed, unchanged and vanished."""
-    return pipeline.plan(_index(index_path).path, roots, files, parsed)
+    return pipeline.plan(_index(index_path).path, roots, discovery, parsed)
 
 
 class _BatchReporter(Reporter):
@@ -412,7 +411,7 @@ class PrefectSteps(pipeline.Steps):
         self.index_dir = index_dir
         self.runner = runner
 
-    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> list[SourceFile]:
+    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
         return discover_task([os.fspath(path) for path in paths])
 
     def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> pipeline.ParsedBatch:
@@ -426,9 +425,9 @@ class PrefectSteps(pipeline.Steps):
         return pipeline.ParsedBatch.merge(self._map(parse_task, parameters, sizes))
 
     def plan(
-        self, target: pipeline.Target, roots: list[str], files: list[SourceFile], parsed: pipeline.ParsedBatch
+        self, target: pipeline.Target, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch
     ) -> pipeline.Plan:
-        return plan_task(self.index_dir, roots, files, parsed)
+        return plan_task(self.index_dir, roots, discovery, parsed)
 
     def chunk_embed(
         self, target: pipeline.Target, document_batches: list[list[Document]], progress: bool

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import itertools
+import random
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from citeline.chunking import Chunker
+from citeline.chunking import CHUNKER_VERSION, Chunker
 from citeline.embedding import resolve_model_path
 
 TOKENIZER = str(Path(resolve_model_path("all-MiniLM-L6-v2")) / "tokenizer.json")
@@ -67,9 +71,7 @@ def test_default_budget_counts_past_the_tokenizer_truncation() -> None:
     assert all(chunker.count_tokens(s.text) <= 254 for s in spans)
 
 
-@pytest.mark.parametrize(
-    ("max_tokens", "overlap"), [(255, 0), (4, 0), (100, 60), (100, -1)]
-)
+@pytest.mark.parametrize(("max_tokens", "overlap"), [(255, 0), (4, 0), (100, 60), (100, -1)])
 def test_invalid_settings_are_refused(max_tokens: int, overlap: int) -> None:
     with pytest.raises(ValueError):
         Chunker(TOKENIZER, max_tokens=max_tokens, overlap_tokens=overlap, model_max_tokens=256)
@@ -83,3 +85,76 @@ def test_split_many_equals_split_in_order(chunker: Chunker) -> None:
     assert chunker.split_many(texts) == expected
     assert chunker.split_many(texts[:1]) == expected[:1]
     assert chunker.split_many([]) == []
+
+
+def test_settings_record_the_chunker_version(chunker: Chunker) -> None:
+    assert chunker.settings == {"max_tokens": 40, "overlap_tokens": 8, "chunker_version": CHUNKER_VERSION}
+
+
+def test_chunks_end_at_word_boundaries_when_one_fits() -> None:
+    chunker = Chunker(TOKENIZER, max_tokens=20, overlap_tokens=4, model_max_tokens=256)
+    # No sentence ends: every cut must fall between words, never inside "interdisciplinary".
+    text = " ".join(["interdisciplinary collaboration among neighbouring laboratories"] * 30)
+    spans = chunker.split(text)
+    assert len(spans) > 3
+    for span in spans:
+        assert span.char_start == 0 or text[span.char_start - 1].isspace()
+        assert span.char_end == len(text) or text[span.char_end].isspace()
+        assert chunker.count_tokens(span.text) <= 20
+
+
+def test_sentences_are_preferred_over_words() -> None:
+    chunker = Chunker(TOKENIZER, max_tokens=30, overlap_tokens=0, model_max_tokens=256)
+    text = " ".join(f"Soldiers fled the burning city number {i} at dawn." for i in range(20))
+    for span in chunker.split(text)[:-1]:
+        assert span.text.endswith("dawn.")
+
+
+def test_long_runs_are_counted_by_a_bound_and_fit() -> None:
+    chunker = Chunker(TOKENIZER, max_tokens=16, overlap_tokens=4, model_max_tokens=256)
+    # Hangul syllables decompose into up to 3 jamo (NFD); İ lowercases to two characters.
+    for run in ("한국어문장" * 20, "İstanbul" * 12, "日本語の文章です。" * 10, "a/b+c" * 40):
+        text = f"Before {run} after."
+        spans = chunker.split(text)
+        assert "".join(text[s.char_start : s.char_end] for s in spans).replace(" ", "")  # covered
+        for span in spans:
+            assert text[span.char_start : span.char_end] == span.text
+            assert chunker.count_tokens(span.text) <= 16
+
+
+PATHOLOGICAL = {
+    # name: (text builder, markdown, seconds allowed: about 10x the measured CPU time, so CI is not flaky)
+    "2 MB base64 lines": (lambda: base64.encodebytes(random.Random(1).randbytes(1_500_000)).decode(), False, 10),
+    "2 MB base64 one line": (lambda: base64.b64encode(random.Random(1).randbytes(1_500_000)).decode(), False, 10),
+    "160 KB list nested 400 deep": (
+        lambda: ("".join("  " * depth + f"- item {depth}\n" for depth in range(400)) * 2)[:160_000],
+        True,
+        5,
+    ),
+    "300 KB one-line table": (
+        lambda: ("| " + " | ".join(f"cell {i}" for i in range(40_000)) + " |")[:300_000],
+        True,
+        10,
+    ),
+    "1 MB line without spaces": (lambda: "abcdefghijklmnopqrstuvwxyz" * 40_000, False, 10),
+    "1 MB of one word": (lambda: "word " * 200_000, False, 10),
+}
+
+
+@pytest.mark.parametrize("name", PATHOLOGICAL)
+def test_pathological_inputs_chunk_in_near_linear_time(name: str) -> None:
+    build, markdown, allowed = PATHOLOGICAL[name]
+    text = build()
+    chunker = Chunker(TOKENIZER, max_tokens=254, overlap_tokens=32, model_max_tokens=256)
+    started = time.process_time()
+    spans = chunker.split(text, markdown=markdown)
+    assert time.process_time() - started < allowed
+    assert spans
+    for span in spans[:: max(1, len(spans) // 50)]:  # a sample: counting every chunk is slow itself
+        assert text[span.char_start : span.char_end] == span.text
+        assert chunker.count_tokens(span.text) <= 254
+    assert [span.ordinal for span in spans] == list(range(len(spans)))
+    for previous, span in itertools.pairwise(spans):  # nothing but whitespace is left out
+        assert previous.char_start < span.char_start
+        assert not text[previous.char_end : span.char_start].strip()
+    assert not text[: spans[0].char_start].strip() and not text[spans[-1].char_end :].strip()

@@ -14,13 +14,13 @@ from click.testing import CliRunner
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.cli_extra import AROUND_CHARS, emit_search, format_option, register, resolve_format
+from citeline.cli import cli
+from citeline.cli_common import emit_search, format_option, resolve_format
+from citeline.cli_extra import AROUND_CHARS
 
 
 @pytest.fixture(scope="module")
 def group() -> click.Group:
-    cli = click.Group("citeline")
-    register(cli)
     return cli
 
 

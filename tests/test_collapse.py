@@ -127,9 +127,22 @@ def test_k_distinct_results_come_back_after_collapsing_many_copies(tmp_path) -> 
 
 
 def _result(doc_id: str, chunk_id: int, score: float, text: str = "some words") -> SearchResult:
-    return SearchResult(text=text, score=score, doc_id=doc_id, source_path=doc_id, source_id=doc_id, title=doc_id,
-                        ordinal=0, char_start=0, char_end=len(text), content_hash="h", run_id="r",
-                        ingested_at="t", model="m", chunk_id=chunk_id)
+    return SearchResult(
+        text=text,
+        score=score,
+        doc_id=doc_id,
+        source_path=doc_id,
+        source_id=doc_id,
+        title=doc_id,
+        ordinal=0,
+        char_start=0,
+        char_end=len(text),
+        content_hash="h",
+        run_id="r",
+        ingested_at="t",
+        model="m",
+        chunk_id=chunk_id,
+    )
 
 
 def test_passages_of_one_document_never_collapse_and_each_joins_the_best_group() -> None:
@@ -152,10 +165,16 @@ def test_cli_shows_every_source_of_a_collapsed_result(cli_index) -> None:
     assert text.exit_code == 0, text.output
     assert "the same passage is in 2 sources" in text.output
     assert "garrison.md" in text.output and "letters.txt" in text.output
-    rows = [json.loads(line) for line in
-            CliRunner().invoke(cli, ["search", QUOTE, "--index", cli_index, "-k", "1", "--json"]).output.splitlines()]
+    rows = [
+        json.loads(line)
+        for line in CliRunner()
+        .invoke(cli, ["search", QUOTE, "--index", cli_index, "-k", "1", "--json"])
+        .output.splitlines()
+    ]
     assert [Path(s["source_path"]).name for s in rows[0]["sources"]] in (
-        ["garrison.md", "letters.txt"], ["letters.txt", "garrison.md"])
+        ["garrison.md", "letters.txt"],
+        ["letters.txt", "garrison.md"],
+    )
     apart = CliRunner().invoke(cli, ["search", QUOTE, "--index", cli_index, "-k", "2", "--no-collapse", "--json"])
     assert [len(json.loads(line)["sources"]) for line in apart.output.splitlines()] == [1, 1]
     loose = CliRunner().invoke(cli, ["search", "orchards", "--index", cli_index, "--collapse-threshold", "0.3"])
@@ -186,10 +205,47 @@ def test_the_seed_articles_quote_of_the_soldier_is_one_passage_with_both_sources
         assert text[source["char_start"] : source["char_end"]] == source["text"]
         assert text[source["shared_start"] : source["shared_end"]] == SOLDIER  # the quote, word to word
     assert all(len(row["sources"]) == 1 for row in rows[1:])
-    apart = CliRunner().invoke(cli, ["search", SOLDIER, "--index", str(index.path), "-k", "3", "--json",
-                                     "--no-collapse"])
+    apart = CliRunner().invoke(
+        cli, ["search", SOLDIER, "--index", str(index.path), "-k", "3", "--json", "--no-collapse"]
+    )
     separate = [json.loads(line) for line in apart.output.splitlines()]
     assert {row["source_id"] for row in separate[:2]} == {GARRISON, LETTERS}
     assert all(SOLDIER in row["text"] for row in separate[:2])
     text = CliRunner().invoke(cli, ["search", SOLDIER, "--index", str(index.path), "-k", "3"])
     assert "the same passage is in 2 sources" in text.output
+
+
+WIRE = "the-night-the-salmor-levee-gave-way.md"
+REWRITE = "salmor-counts-the-cost-of-a-levee-it-was-told-would-fail.md"
+VOSS = (
+    "We told the council in writing, three winters running, that this embankment would not survive a spring like "
+    "this one. Nobody wanted to pay for it until the water was in the streets"
+)
+
+
+@pytest.mark.slow
+def test_a_rewritten_quote_in_the_seed_reports_is_one_result_with_each_outlets_own_span(tmp_path, seeds_dir) -> None:
+    """The rewrite re-punctuates the quote, contracts "would not", splits it with another attribution."""
+    from citeline.highlight import highlight
+
+    index = Index.create(tmp_path / "ix")
+    index.ingest([seeds_dir])
+    results = index.search(VOSS, k=3)
+    top = results[0]
+    assert {s.source_id for s in top.sources} == {WIRE, REWRITE}
+    _check_sources(index, top)
+    copies = {}
+    for source in top.sources:
+        shared = index.document_text(source.doc_id)[source.shared_start : source.shared_end]
+        assert shared.startswith("We told the council in writing") and "survive a spring like this one" in shared
+        copies[source.source_id] = shared
+    assert "would not survive" in copies[WIRE] and "wouldn't survive" in copies[REWRITE]
+    # Other results may be the two reports' other shared quote (Tomas Ebner's), never a mix with other documents.
+    assert all(len(r.sources) == 1 or {s.source_id for s in r.sources} == {WIRE, REWRITE} for r in results[1:])
+    apart = index.search(VOSS, k=3, collapse=False)
+    assert {r.source_id for r in apart[:2]} == {WIRE, REWRITE}
+    # Highlights point at the quote in each outlet's chunk.
+    for result in highlight(apart[:2], VOSS):
+        best = max(result.highlights, key=lambda h: h.score)
+        assert "We told the council in writing" in best.text
+        assert index.document_text(result.doc_id)[best.char_start : best.char_end] == best.text

@@ -405,14 +405,16 @@ def test_pipeline_reports_each_stage_with_counts_and_seconds(
     with caplog.at_level(logging.INFO, logger="citeline.ingest"):
         run = index.ingest([tmp_path / "docs"])
     lines = [record.getMessage() for record in caplog.records if record.name == "citeline.ingest"]
+    files, documents = len(list(seeds_dir.iterdir())) + 1, run.added
     assert run.failed == 1
-    assert f"discovered 3 files under {tmp_path / 'docs'}" in lines
-    assert "parsed 3 files: 2 documents, 1 failed" in lines
+    assert f"discovered {files} files under {tmp_path / 'docs'}" in lines
+    assert f"parsed {files} files: {documents} documents, 1 failed" in lines
     assert any(line.startswith(f"failed {tmp_path / 'docs' / 'broken.pdf'}: ") for line in lines)
-    assert "plan: 2 added, 0 updated, 0 unchanged, 0 removed (documents)" in lines
-    assert any(re.fullmatch(r"chunks: \d+ made from 2 documents, \d+ embedded, 0 reused", line) for line in lines)
+    assert f"plan: {documents} added, 0 updated, 0 unchanged, 0 removed (documents)" in lines
+    chunks = rf"chunks: \d+ made from {documents} documents, \d+ embedded, 0 reused"
+    assert any(re.fullmatch(chunks, line) for line in lines)
     assert any(line.startswith("committed generation 1") for line in lines)
-    for stage in ("discover", "parse", "plan", "chunk", "embed", "commit"):
+    for stage in ("discover", "parse", "plan", "chunk", "embed", "commit", "query model"):
         assert any(re.fullmatch(rf"{stage}: \d+\.\d s", line) for line in lines), stage
 
 

@@ -1,4 +1,5 @@
-"""citeline._documents: listing documents with the search filters, and one document with its chunk spans."""
+"""Index.documents and Index.document: listing documents with the search filters, and one document with its
+chunk spans."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from conftest import HashEmbedder
 from test_formats import minimal_pdf
 
 from citeline import Index, IndexNotFoundError, QueryError
-from citeline._documents import DOCUMENT_FIELDS, document, documents
+from citeline.store.catalog import DOCUMENT_FIELDS
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> tuple[Index, Path]:
 
 def test_documents_lists_everything_with_provenance(library: tuple[Index, Path]) -> None:
     index, root = library
-    rows = documents(index)
+    rows = index.documents()
     assert [r["source_id"] for r in rows] == ["records.jsonl#r1", "records.jsonl#r2", "report.pdf", "river.md"]
     for row in rows:
         assert tuple(row) == DOCUMENT_FIELDS
@@ -50,21 +51,21 @@ def test_documents_lists_everything_with_provenance(library: tuple[Index, Path])
 
 def test_documents_filters_and_limit(library: tuple[Index, Path]) -> None:
     index, root = library
-    assert [r["source_id"] for r in documents(index, {"meta": {"author": "Ilan"}})] == ["records.jsonl#r2"]
-    assert [r["source_id"] for r in documents(index, {"path_glob": "*.md"})] == ["river.md"]
-    assert len(documents(index, {"source": str(root)})) == 4
-    assert documents(index, {"ingested_before": "2000-01-01"}) == []
-    assert len(documents(index, limit=3)) == 3
+    assert [r["source_id"] for r in index.documents({"meta": {"author": "Ilan"}})] == ["records.jsonl#r2"]
+    assert [r["source_id"] for r in index.documents({"path_glob": "*.md"})] == ["river.md"]
+    assert len(index.documents({"source": str(root)})) == 4
+    assert index.documents({"ingested_before": "2000-01-01"}) == []
+    assert len(index.documents(limit=3)) == 3
     with pytest.raises(QueryError, match="limit must be a whole number of at least 1, got 0"):
-        documents(index, limit=0)
+        index.documents(limit=0)
     with pytest.raises(QueryError, match="unknown filter key 'author'"):
-        documents(index, {"author": "Mara"})
+        index.documents({"author": "Mara"})
 
 
 def test_document_has_text_and_chunk_spans(library: tuple[Index, Path]) -> None:
     index, _ = library
-    listed = {r["source_id"]: r for r in documents(index)}["report.pdf"]
-    doc = document(index, listed["doc_id"])
+    listed = {r["source_id"]: r for r in index.documents()}["report.pdf"]
+    doc = index.document(listed["doc_id"])
     assert {k: doc[k] for k in DOCUMENT_FIELDS} == listed
     assert doc["text"] == index.document_text(listed["doc_id"])
     assert len(doc["spans"]) == listed["chunks"]
@@ -77,4 +78,4 @@ def test_document_has_text_and_chunk_spans(library: tuple[Index, Path]) -> None:
 def test_unknown_document_is_one_clear_error(library: tuple[Index, Path]) -> None:
     index, _ = library
     with pytest.raises(IndexNotFoundError, match=r"^no document 'nope' in .*ix; list the documents with"):
-        document(index, "nope")
+        index.document("nope")

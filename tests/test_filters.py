@@ -213,8 +213,11 @@ def _big_corpus(tmp_path: Path, fake_embedder: HashEmbedder) -> tuple[Index, Pat
     ]
     _write(loud / "reports.jsonl", "\n".join(json.dumps(r) for r in records) + "\n")
     quiet = tmp_path / "quiet"
-    for i in range(12):
-        _write(quiet / f"q{i:02}.txt", f"Quiet note {i}\n\nBudget tables and weather for the harbour, item {i}.")
+    # Twelve different notes (near-identical ones would rightly collapse into one result).
+    subjects = ["budget tables", "harbour weather", "ferry timetable", "grain prices", "school roof", "bridge tolls",
+                "market stalls", "library hours", "well water", "road repairs", "choir practice", "tide charts"]
+    for i, subject in enumerate(subjects):
+        _write(quiet / f"q{i:02}.txt", f"Quiet note {i}\n\nThe {subject} for item {i} were filed on day {i * 7}.")
     index = Index.create(tmp_path / "ix", embedder=fake_embedder)
     index.ingest([loud, quiet])
     return index, quiet

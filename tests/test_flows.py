@@ -31,6 +31,7 @@ from citeline.store import catalog, locks
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
+SEED_FILES = len(list((REPO / "seeds").iterdir()))  # one document each
 
 
 def _free_port() -> int:
@@ -170,10 +171,10 @@ def test_triggered_run_of_the_deployment_builds_the_index(served: dict[str, Any]
     assert served["flow_run"].state.is_completed(), served["flow_run"].state
     index = Index.open(served["index"])
     status = index.status()
-    assert (status.documents, status.generation) == (2, 1)
+    assert (status.documents, status.generation) == (SEED_FILES, 1)
     assert status.last_run is not None and status.last_run.status == "succeeded"
     assert index.verify().ok
-    print(f"served run (trigger, subprocess, real model, 2 seeds): {served['run_seconds']:.1f} s")
+    print(f"served run (trigger, subprocess, real model, {SEED_FILES} seeds): {served['run_seconds']:.1f} s")
 
 
 def test_triggered_run_shows_info_lines_named_task_runs_and_artifacts(
@@ -188,22 +189,23 @@ def test_triggered_run_shows_info_lines_named_task_runs_and_artifacts(
     info = [log.message for log in served["logs"] if log.level == logging_levels.INFO]
     assert served["flow_run"].name == f"{index_dir} <- {seeds_dir_module}"
     for expected in (
-        f"discovered 2 files under {seeds_dir_module}",
-        "parsed 2 files: 2 documents, 0 failed",
-        "plan: 2 added, 0 updated, 0 unchanged, 0 removed (documents)",
+        f"discovered {SEED_FILES} files under {seeds_dir_module}",
+        f"parsed {SEED_FILES} files: {SEED_FILES} documents, 0 failed",
+        f"plan: {SEED_FILES} added, 0 updated, 0 unchanged, 0 removed (documents)",
         "committed generation 1",
     ):
         assert any(line.startswith(expected) for line in info), (expected, info)
-    assert any(re.fullmatch(r"chunks: \d+ made from 2 documents, \d+ embedded, 0 reused", line) for line in info)
+    chunks = rf"chunks: \d+ made from {SEED_FILES} documents, \d+ embedded, 0 reused"
+    assert any(re.fullmatch(chunks, line) for line in info)
     assert any(re.fullmatch(r"embed: \d+\.\d s", line) for line in info), info
     assert any(line.startswith("query model ready") for line in info)
     names = sorted(task_run.name for task_run in served["task_runs"])
     assert names == sorted(
         [
             f"discover [{seeds_dir_module}]",
-            "parse [batch 1/1, 2 files]",
+            f"parse [batch 1/1, {SEED_FILES} files]",
             "plan",
-            "chunk+embed [batch 1/1, 2 documents]",
+            f"chunk+embed [batch 1/1, {SEED_FILES} documents]",
             "commit",
             "prepare query model",
         ]
@@ -245,7 +247,7 @@ def test_dask_cluster_builds_the_same_index_as_the_default_runner(
             lambda: len(sys.modules["flows.ingest"]._open_indexes) if "flows.ingest" in sys.modules else 0
         )
     print(f"Dask flow run (2-worker LocalCluster, model loaded per worker): {time.perf_counter() - started:.1f} s")
-    assert summary["status"] == "succeeded" and summary["added"] == 2
+    assert summary["status"] == "succeeded" and summary["added"] == SEED_FILES
     assert sum(opened.values()) >= 1, opened
     expected, got = chunk_table(served["index"]), chunk_table(index_dir)
     assert got.keys() == expected.keys()
@@ -269,7 +271,7 @@ def test_transient_discover_failure_is_retried(
     from citeline import pipeline as ingest
     from flows import ingest as flow_module
 
-    real_discover, calls = ingest.discover, []
+    real_discover, calls = ingest.scan, []
 
     def flaky_discover(paths: list[str]) -> list[Any]:
         calls.append(paths)
@@ -277,7 +279,7 @@ def test_transient_discover_failure_is_retried(
             raise OSError(errno.EIO, "Input/output error", str(paths[0]))
         return real_discover(paths)
 
-    monkeypatch.setattr(ingest, "discover", flaky_discover)
+    monkeypatch.setattr(ingest, "scan", flaky_discover)
     # The task's own retry policy, without its back-off delays.
     monkeypatch.setattr(flow_module, "discover_task", flow_module.discover_task.with_options(retry_delay_seconds=0))
     summary = flow_module.ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index))
@@ -297,7 +299,7 @@ def test_run_that_fails_for_good_keeps_the_last_generation(
         calls.append(paths)
         raise OSError(errno.EIO, "Input/output error", str(paths[0]))
 
-    monkeypatch.setattr(ingest, "discover", broken_discover)
+    monkeypatch.setattr(ingest, "scan", broken_discover)
     monkeypatch.setattr(flow_module, "discover_task", flow_module.discover_task.with_options(retry_delay_seconds=0))
     before = chunk_table(small_index)
     with pytest.raises(OSError, match="Input/output error"):

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from citeline import Index, SourceError
-from citeline.sources import SourceFile, discover, parse
+from citeline.discovery import discover
+from citeline.sources import SourceFile, parse
 
 
 def source(path: Path) -> SourceFile:
@@ -57,8 +58,9 @@ def test_html_main_text_and_title(tmp_path: Path) -> None:
     page.write_text(
         "<html><head><title>River report</title><script>var x = 1;</script></head><body>"
         "<nav>Home | About</nav><article><h1>River report</h1>"
-        + "".join(f"<p>Paragraph {i}: soldiers crossed the river at night to reach their families.</p>"
-                  for i in range(6))
+        + "".join(
+            f"<p>Paragraph {i}: soldiers crossed the river at night to reach their families.</p>" for i in range(6)
+        )
         + "</article><footer>Copyright</footer></body></html>",
         encoding="utf-8",
     )
@@ -73,16 +75,20 @@ def test_pdf_pages_are_recorded(tmp_path: Path) -> None:
     (doc,) = parse(source(pdf))
     starts = doc.metadata["page_starts"]
     assert len(starts) == 2 and doc.metadata["pages"] == 2
-    assert doc.text[starts[1]:].startswith("Second page")
+    assert doc.text[starts[1] :].startswith("Second page")
 
 
 def test_pdf_chunks_carry_page_numbers(tmp_path: Path, fake_embedder) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "report.pdf").write_bytes(minimal_pdf([
-        "First page about wages that stopped in June for all the soldiers",
-        "Second page about letters that never arrived in the villages",
-    ]))
+    (docs / "report.pdf").write_bytes(
+        minimal_pdf(
+            [
+                "First page about wages that stopped in June for all the soldiers",
+                "Second page about letters that never arrived in the villages",
+            ]
+        )
+    )
     index = Index.create(tmp_path / "ix", embedder=fake_embedder, max_tokens=12, overlap_tokens=0)
     index.ingest([docs])
     pages = {r.page for r in index.search("letters wages", k=10)}
@@ -92,14 +98,16 @@ def test_pdf_chunks_carry_page_numbers(tmp_path: Path, fake_embedder) -> None:
 def test_jsonl_records_become_documents(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(
-        json.dumps({"_id": "d1", "title": "Wages", "text": "Pay stopped in June.", "year": 2024}) + "\n\n"
-        + json.dumps({"id": 7, "text": "Letters stopped arriving."}) + "\n",
+        json.dumps({"_id": "d1", "title": "Wages", "text": "Pay stopped in June.", "year": 2024})
+        + "\n\n"
+        + json.dumps({"id": 7, "text": "Letters stopped arriving."})
+        + "\n",
         encoding="utf-8",
     )
     first, second = parse(source(corpus))
     assert first.source_id == "corpus.jsonl#d1" and first.title == "Wages"
     assert first.text == "Wages\n\nPay stopped in June."
-    assert first.text[first.metadata["body_start"]:] == "Pay stopped in June."
+    assert first.text[first.metadata["body_start"] :] == "Pay stopped in June."
     assert first.metadata == {"year": 2024, "record_id": "d1", "body_start": 7}
     assert second.source_id == "corpus.jsonl#7" and second.text == "Letters stopped arriving."
 
@@ -116,8 +124,9 @@ def test_jsonl_records_become_documents(tmp_path: Path) -> None:
         ("noid.jsonl", b'{"text": "ok"}\n', "line 1: record has no _id or id"),
     ],
 )
-def test_bad_input_raises_source_error_naming_file_and_problem(tmp_path: Path, name: str, content: bytes,
-                                                               reason: str) -> None:
+def test_bad_input_raises_source_error_naming_file_and_problem(
+    tmp_path: Path, name: str, content: bytes, reason: str
+) -> None:
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(SourceError, match=reason) as info:
@@ -148,3 +157,30 @@ def test_discover_skips_hidden_and_unsupported_and_refuses_missing_roots(tmp_pat
         discover([tmp_path / "missing"])
     with pytest.raises(SourceError, match="unsupported file type"):
         discover([tmp_path / "image.png"])
+
+
+def test_any_parser_giving_unstorable_text_fails_that_file_alone(tmp_path: Path, monkeypatch) -> None:
+    # A library may hand back a lone surrogate (a broken ToUnicode map in a PDF): DuckDB and JSON cannot store
+    # it, so the file fails with a SourceError instead of the whole run failing at commit.
+    from citeline import sources
+
+    def lonely(source: SourceFile, data: bytes) -> list[sources.Document]:
+        return [sources.Document(source.root, source.source_id, source.path, "t", "bad \udc80 text", "text")]
+
+    monkeypatch.setitem(sources.PARSERS, ".lonely", lonely)
+    path = tmp_path / "x.lonely"
+    path.write_text("anything")
+    with pytest.raises(SourceError, match="text holds a lone surrogate") as info:
+        parse(source(path))
+    assert info.value.path == str(path)
+    parsed = sources.parse_source(source(path))
+    assert parsed.documents == [] and not parsed.complete
+
+
+def test_parse_source_reports_whole_file_problems_without_raising(tmp_path: Path) -> None:
+    from citeline.sources import parse_source
+
+    missing = tmp_path / "gone.md"
+    parsed = parse_source(source(missing))
+    assert parsed.documents == [] and not parsed.complete
+    assert parsed.errors[0].path == str(missing) and "cannot read file" in parsed.errors[0].reason

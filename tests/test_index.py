@@ -32,7 +32,9 @@ def test_results_carry_full_provenance_and_exact_offsets(seeded: Index, seeds_di
 
 def test_k_larger_than_the_index_returns_everything(seeded: Index) -> None:
     chunks = seeded.status().chunks
-    assert len(seeded.search("soldiers", k=1_000_000)) == chunks
+    assert len(seeded.search("soldiers", k=1_000_000, collapse=False)) == chunks
+    # Collapsed, every chunk is still there: a result or a source of one.
+    assert sum(len(r.sources) for r in seeded.search("soldiers", k=1_000_000)) == chunks
 
 
 @pytest.mark.parametrize(

@@ -114,26 +114,12 @@ def test_from_path_opens_read_only(index: Index) -> None:
     assert docs[0].id == nodes[0].node.node_id
 
 
-def test_provenance_carries_highlights_and_metadata_when_results_have_them(index: Index) -> None:
-    from dataclasses import dataclass, fields, make_dataclass
-
-    from citeline.search import SearchResult
-
-    @dataclass(frozen=True)
-    class Highlight:
-        start: int
-        end: int
-
-    result = index.search(QUERY, 1, collapse=False)[0]
-    assert "highlights" not in provenance(result) and "document_metadata" not in provenance(result)
-    # A result type with the fields the restructured SearchResult gains.
-    richer = make_dataclass(
-        "RicherResult",
-        [("highlights", list, None), ("metadata", dict, None)],
-        bases=(SearchResult,),
-        frozen=True,
-    )
-    values = {f.name: getattr(result, f.name) for f in fields(result)}
-    meta = provenance(richer(**values, highlights=[Highlight(3, 9)], metadata={"author": "Mara"}))
-    assert meta["highlights"] == [{"start": 3, "end": 9}]
-    assert meta["document_metadata"] == {"author": "Mara"}
+def test_provenance_carries_highlights_and_metadata(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "r.jsonl").write_text('{"_id": "1", "title": "Ledger", "text": "Pay stopped in June.", "author": "Mara"}\n')
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    meta = provenance(index.search("pay stopped", 1, collapse=False)[0])
+    assert meta["highlights"] and all(set(h) == {"char_start", "char_end", "text", "score"} for h in meta["highlights"])
+    assert meta["document_metadata"]["author"] == "Mara"

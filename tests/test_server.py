@@ -19,9 +19,9 @@ import uvicorn
 from conftest import REPO, HashEmbedder
 
 from citeline import Index, IndexStatus, RunSummary, SearchResult
-from citeline._documents import DOCUMENT_FIELDS
-from citeline.search import Source
+from citeline.results import Source
 from citeline.server import DocumentRecord, create_app, filters_from_params
+from citeline.store.catalog import DOCUMENT_FIELDS
 
 
 @contextmanager
@@ -112,7 +112,7 @@ def test_errors_are_one_json_line_with_the_cli_message(served: tuple[httpx.Clien
 def test_status_runs_documents_and_health(served: tuple[httpx.Client, Index, Path]) -> None:
     client, index, docs = served
     status = client.get("/status").json()
-    assert status["documents"] == 3 and status["generation"] == index.status().generation
+    assert status["documents"] == index.status().documents and status["generation"] == index.status().generation
     assert status["last_run"]["started_at"].endswith("+00:00")
     runs = client.get("/runs", params={"limit": 5}).json()
     assert runs[0]["run_id"] == index.runs(1)[0].run_id

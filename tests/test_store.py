@@ -34,7 +34,7 @@ def test_ingest_commits_a_generation_whose_faiss_matches_duckdb(tmp_path, seeds_
     index = Index.create(tmp_path / "ix", embedder=fake_embedder)
     assert index.status().generation == 0
     run = index.ingest([seeds_dir])
-    assert run.status == "succeeded" and run.added == 2 and run.generation == 1
+    assert run.status == "succeeded" and run.added == len(list(seeds_dir.glob("*.md"))) and run.generation == 1
     assert faiss_ids(index.path, 1) == duckdb_ids(index.path)
     assert len(duckdb_ids(index.path)) == run.chunks_embedded
     # Only the current generation's file is kept.
@@ -113,7 +113,7 @@ def test_concurrent_writers_in_other_processes_wait_or_fail_and_never_interleave
 ) -> None:
     index = Index.create(tmp_path / "ix", embedder=fake_embedder)
     folders = []
-    for source in sorted(seeds_dir.iterdir()):  # one seed per folder, so each writer adds one document
+    for source in sorted(seeds_dir.iterdir())[:2]:  # one seed per folder, so each writer adds one document
         folder = tmp_path / source.stem
         folder.mkdir()
         shutil.copy(source, folder)

@@ -17,7 +17,7 @@ from citeline.formats import normalize
 if TYPE_CHECKING:
     from citeline.filters import Filters
     from citeline.index import Index
-    from citeline.search import SearchResult
+    from citeline.results import SearchResult
 
 __all__ = ["PROVENANCE_KEYS", "provenance", "search"]
 

@@ -22,9 +22,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'citeline.integrations.langchain needs langchain-core: pip install "citeline[langchain]"'
     ) from exc
 
-from citeline.index import Embedder, Index
+from citeline.embedding import Embedder
+from citeline.index import Index
 from citeline.integrations import provenance, search
-from citeline.search import DEFAULT_MODE, SearchResult
+from citeline.results import SearchResult
+from citeline.search import DEFAULT_MODE
 
 __all__ = ["CitelineRetriever", "to_document"]
 

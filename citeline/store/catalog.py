@@ -12,7 +12,6 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +20,13 @@ import numpy as np
 import pyarrow as pa
 
 from citeline.errors import IndexCorruptError, IndexLockedError, IndexNotFoundError
+from citeline.formats import iso_utc
 from citeline.store import ledger
 from citeline.store.locks import database_lock
+from citeline.store.rows import arrow_to_vectors
 
 if TYPE_CHECKING:
     from citeline.filters import Filters
-    from citeline.sources import Document
 
 SCHEMA_VERSION = 1
 DB_FILE = "meta.duckdb"
@@ -176,101 +176,6 @@ def finish(connection: duckdb.DuckDBPyConnection, *, commit: bool) -> None:
 def checkpoint(connection: duckdb.DuckDBPyConnection) -> None:
     """Write everything to the database file itself (no WAL left behind)."""
     connection.execute("CHECKPOINT")
-
-
-# ---------------------------------------------------------------- row shapes
-
-
-def vectors_to_arrow(vectors: np.ndarray) -> pa.FixedSizeListArray:
-    """A ``(n, dim)`` float32 array as an Arrow fixed-size-list column (DuckDB ``FLOAT[dim]``)."""
-    dim = vectors.shape[1]
-    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), type=pa.float32())
-    return pa.FixedSizeListArray.from_arrays(flat, dim)
-
-
-def arrow_to_vectors(column: pa.ChunkedArray | pa.Array, dimension: int) -> np.ndarray:
-    """The inverse of :func:`vectors_to_arrow`."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if len(array) == 0:
-        return np.zeros((0, dimension), dtype=np.float32)
-    values = array.flatten().to_numpy(zero_copy_only=False)
-    return np.ascontiguousarray(values.reshape(-1, dimension), dtype=np.float32)
-
-
-@dataclass
-class ChunkRows:
-    """Chunks to insert, column by column (the shape DuckDB ingests fastest, through Arrow)."""
-
-    chunk_id: list[int]
-    doc_id: list[str]
-    ordinal: list[int]
-    char_start: list[int]
-    char_end: list[int]
-    text: list[str]
-    text_hash: list[str]
-    page: list[int | None]
-    vectors: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.chunk_id)
-
-    @classmethod
-    def empty(cls, dimension: int = 0) -> ChunkRows:
-        """No rows."""
-        return cls([], [], [], [], [], [], [], [], np.zeros((0, dimension), dtype=np.float32))
-
-    @classmethod
-    def concat(cls, parts: Sequence[ChunkRows], dimension: int) -> ChunkRows:
-        """The rows of ``parts`` in order (vectors included)."""
-        merged = cls.empty(dimension)
-        for part in parts:
-            for name in ("chunk_id", "doc_id", "ordinal", "char_start", "char_end", "text", "text_hash", "page"):
-                getattr(merged, name).extend(getattr(part, name))
-        vectors = [part.vectors for part in parts if len(part)]
-        if vectors:
-            merged.vectors = np.concatenate(vectors).astype(np.float32)
-        return merged
-
-    def to_arrow(self, run_id: str) -> pa.Table:
-        """The rows as an Arrow table in the ``chunks`` column order."""
-        return pa.table(
-            {
-                "chunk_id": pa.array(self.chunk_id, type=pa.int64()),
-                "doc_id": pa.array(self.doc_id, type=pa.string()),
-                "ordinal": pa.array(self.ordinal, type=pa.int32()),
-                "char_start": pa.array(self.char_start, type=pa.int32()),
-                "char_end": pa.array(self.char_end, type=pa.int32()),
-                "text": pa.array(self.text, type=pa.string()),
-                "text_hash": pa.array(self.text_hash, type=pa.string()),
-                "page": pa.array(self.page, type=pa.int32()),
-                "vector": vectors_to_arrow(self.vectors),
-                "run_id": pa.array([run_id] * len(self.chunk_id), type=pa.string()),
-            }
-        )
-
-
-def documents_table(documents: Sequence[Document], run_id: str, ingested_at: str) -> pa.Table:
-    """Documents as an Arrow table in the ``documents`` column order."""
-    return pa.table(
-        {
-            "doc_id": [d.doc_id for d in documents],
-            "source_root": [d.source_root for d in documents],
-            "source_id": [d.source_id for d in documents],
-            "source_file": [d.source_file for d in documents],
-            "path": [d.path for d in documents],
-            "title": [d.title for d in documents],
-            "format": [d.format for d in documents],
-            "content_hash": [d.content_hash for d in documents],
-            "text": [d.text for d in documents],
-            "metadata": [json.dumps(d.metadata, ensure_ascii=False) for d in documents],
-            "size_bytes": pa.array([d.size_bytes for d in documents], type=pa.int64()),
-            "mtime": pa.array([d.mtime for d in documents], type=pa.float64()),
-            "run_id": [run_id] * len(documents),
-            "ingested_at": pa.array(
-                [datetime.fromisoformat(ingested_at)] * len(documents), type=pa.timestamp("ms", tz="UTC")
-            ),
-        }
-    )
 
 
 # ---------------------------------------------------------------- writing (inside a writer's transaction)
@@ -492,3 +397,93 @@ def status(index_dir: Path) -> IndexStatus:
         overlap_tokens=meta["overlap_tokens"],
         last_run=runs[0] if runs else None,
     )
+
+
+# ---------------------------------------------------------------- documents (Index.documents, Index.document)
+
+#: The keys of each :func:`documents` record, in order (``document`` adds ``text`` and ``spans``).
+DOCUMENT_FIELDS = (
+    "doc_id",
+    "source_path",
+    "source_id",
+    "source_root",
+    "title",
+    "format",
+    "chunks",
+    "pages",
+    "size_bytes",
+    "content_hash",
+    "run_id",
+    "ingested_at",
+    "metadata",
+)
+
+_DOCUMENTS_SQL = """
+SELECT d.doc_id, d.path, d.source_id, d.source_root, d.title, d.format,
+       (SELECT count(*) FROM chunks c WHERE c.doc_id = d.doc_id) AS chunks,
+       d.size_bytes, d.content_hash, d.run_id, d.ingested_at, d.metadata{extra_columns}
+FROM documents d
+WHERE {condition}
+ORDER BY d.source_root, d.source_id, d.doc_id
+"""
+
+
+def documents(
+    connection: duckdb.DuckDBPyConnection, filters: Filters, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The documents ``filters`` selects (the same filters as search), ordered by source and path, at most
+    ``limit``; each a dict with the keys of :data:`DOCUMENT_FIELDS`.
+
+    ``pages`` is the page count of paged formats (PDF), else None; ``metadata`` the document's metadata dict.
+    """
+    condition, params = filters.to_sql()
+    sql = _DOCUMENTS_SQL.format(condition=condition, extra_columns="")
+    if limit is not None:
+        sql += " LIMIT ?"
+        params = [*params, limit]
+    return [_document_record(row) for row in connection.execute(sql, params).fetchall()]
+
+
+def document(connection: duckdb.DuckDBPyConnection, doc_id: str) -> dict[str, Any] | None:
+    """One document: the :func:`documents` record plus its ``text`` (what passage offsets index into) and
+    ``spans``, one per chunk: ``chunk_id``, ``ordinal``, ``char_start``, ``char_end``, ``page``.
+
+    None for an id the index does not hold.
+    """
+    row = connection.execute(
+        _DOCUMENTS_SQL.format(condition="d.doc_id = ?", extra_columns=", d.text"), [doc_id]
+    ).fetchone()
+    if row is None:
+        return None
+    spans = connection.execute(
+        "SELECT chunk_id, ordinal, char_start, char_end, page FROM chunks WHERE doc_id = ? ORDER BY ordinal",
+        [doc_id],
+    ).fetchall()
+    record = _document_record(row[:-1])
+    record["text"] = row[-1]
+    record["spans"] = [
+        {"chunk_id": s[0], "ordinal": s[1], "char_start": s[2], "char_end": s[3], "page": s[4]} for s in spans
+    ]
+    return record
+
+
+def _document_record(row: tuple[Any, ...]) -> dict[str, Any]:
+    (doc_id, path, source_id, source_root, title, fmt, chunks, size_bytes, content_hash, run_id, ingested_at,
+     metadata) = row  # fmt: skip
+    meta = json.loads(metadata) if metadata else {}
+    pages = meta.get("pages") if isinstance(meta, dict) else None
+    return {
+        "doc_id": doc_id,
+        "source_path": path,
+        "source_id": source_id,
+        "source_root": source_root,
+        "title": title,
+        "format": fmt,
+        "chunks": int(chunks),
+        "pages": pages if isinstance(pages, int) else None,
+        "size_bytes": size_bytes,
+        "content_hash": content_hash,
+        "run_id": run_id,
+        "ingested_at": iso_utc(ingested_at),
+        "metadata": meta,
+    }

@@ -10,6 +10,8 @@ from typing import Any
 
 import duckdb
 
+from citeline.formats import iso_utc
+
 _TABLE = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR NOT NULL,
@@ -77,8 +79,8 @@ def new_run_id() -> str:
 
 
 def utc_now() -> str:
-    """The current time in ISO 8601, UTC."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+    """The current time in ISO 8601, UTC, in the one form every output uses (``citeline.formats.iso_utc``)."""
+    return str(iso_utc(datetime.now(UTC)))
 
 
 def create_table(connection: duckdb.DuckDBPyConnection) -> None:
@@ -120,8 +122,8 @@ def read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSumm
     return [
         RunSummary(
             run_id=r[0],
-            started_at=r[1].isoformat(),
-            finished_at=r[2].isoformat() if r[2] else None,
+            started_at=str(iso_utc(r[1])),
+            finished_at=iso_utc(r[2]),
             status=r[3],
             roots=json.loads(r[4]),
             generation=r[5],
