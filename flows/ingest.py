@@ -29,7 +29,6 @@ import logging
 import os
 import re
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -497,8 +496,9 @@ def _fan_out(runner: TaskRunner[Any] | None) -> Iterator[TaskRunner[Any]]:
         yield runner
 
 
-# `citeline ingest --prefect` on a terminal: the flow (in this process) also draws a bar.
-_terminal_bar = threading.local()
+# `citeline ingest --prefect` on a terminal: the flow (in this process) also draws a bar. A plain flag: tasks are
+# pickled by value for Dask workers, with the module globals they reach, and a threading.local cannot be.
+_terminal_bar = {"on": False}
 
 
 def _report(run: RunSummary, key: str, index_dir: str, seconds: dict[str, float]) -> None:
@@ -515,6 +515,18 @@ def _report(run: RunSummary, key: str, index_dir: str, seconds: dict[str, float]
     create_table_artifact(
         key=f"{key}-failures", table=failures, description=f"files run {run.run_id} could not ingest into {index_dir}"
     )
+
+
+def _register(index_dir: str, index: Index, key: str) -> FlowReporter:
+    # The flow's Index and reporter, for tasks in this process. Module-level functions, not globals named in the
+    # flow's body: Dask pickles the flow function by value with the globals it names (a live reporter holds locks).
+    _open_indexes[index_dir] = index
+    reporter = _reporters[index_dir] = FlowReporter(key, index_dir, bar=_terminal_bar["on"])
+    return reporter
+
+
+def _unregister(index_dir: str) -> None:
+    _reporters.pop(index_dir, None)
 
 
 def _documented(function: Any) -> Any:
@@ -552,9 +564,8 @@ def ingest_flow(
     # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
     # Index, which for a new index has loaded its model already.
     index_dir = str(index.path.resolve())
-    _open_indexes[index_dir] = index
     key = index_key(index_dir)
-    reporter = _reporters[index_dir] = FlowReporter(key, index_dir, bar=getattr(_terminal_bar, "on", False))
+    reporter = _register(index_dir, index, key)
     options = pipeline.Options(
         max_file_bytes=max_file_bytes,
         wait=wait,
@@ -567,7 +578,7 @@ def ingest_flow(
         with _fan_out(dask_runner) as fan_out:
             run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
     finally:
-        _reporters.pop(index_dir, None)
+        _unregister(index_dir)
     prepare_queries_task(index_dir)
     _report(run, key, index_dir, reporter.seconds)
     return run.to_dict()
@@ -577,11 +588,11 @@ def run_from_cli(*, progress: bool = False, **parameters: Any) -> dict[str, Any]
     """``citeline ingest --prefect``: validate the parameters (one-line errors, before Prefect starts), then run
     the flow in this process, with a terminal bar when ``progress``."""
     IngestParameters.parse(**parameters)
-    _terminal_bar.on = progress
+    _terminal_bar["on"] = progress
     try:
         return ingest_flow(**parameters)
     finally:
-        _terminal_bar.on = False
+        _terminal_bar["on"] = False
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -284,7 +284,7 @@ def test_transient_discover_failure_is_retried(
     monkeypatch.setattr(flow_module, "discover_task", flow_module.discover_task.with_options(retry_delay_seconds=0))
     summary = flow_module.ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index))
     assert len(calls) == 2
-    assert (summary["status"], summary["unchanged"], summary["generation"]) == ("succeeded", 2, 1)
+    assert (summary["status"], summary["unchanged"], summary["generation"]) == ("succeeded", SEED_FILES, 1)
 
 
 def test_run_that_fails_for_good_keeps_the_last_generation(
@@ -376,3 +376,40 @@ def test_prefect_yaml_deploys_to_a_work_pool(prefect_api: str, tmp_path: Path, s
     assert deployment.pull_steps == [
         {"prefect.deployments.steps.set_working_directory": {"directory": str(project.resolve())}}
     ]
+
+
+def test_ctrl_c_stops_schedule_cleanly(prefect_api: str, tmp_path: Path, seeds_dir: Path) -> None:
+    """`citeline schedule` as a user runs it: it serves until Ctrl-C, then exits 0 without a traceback."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_API_URL": prefect_api}
+    command = [
+        sys.executable,
+        "-m",
+        "citeline.cli",
+        "schedule",
+        str(seeds_dir),
+        "--cron",
+        "0 3 * * *",
+        "--name",
+        "ctrl-c",
+        "--index",
+        str(tmp_path / "ix"),
+    ]
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = process.stderr.readline()  # type: ignore[union-attr]
+            seen.append(line)
+            if not line or "serving citeline-ingest/ctrl-c" in line:
+                break
+        assert any("serving citeline-ingest/ctrl-c" in line for line in seen), "".join(seen)
+        time.sleep(2)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert "stopped serving citeline-ingest/ctrl-c" in stderr
