@@ -14,7 +14,7 @@ import bisect
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,12 +23,10 @@ import numpy as np
 
 from citeline.chunking import Chunker
 from citeline.discovery import Discovery, resolve_roots, scan
-from citeline.errors import IndexLockedError
-from citeline.progress import Reporter, default_reporter, lock_holder
+from citeline.progress import Reporter, announced_writer_lock, default_reporter
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile, display_path, parse_source, text_hash
 from citeline.store import catalog, generation, ledger
 from citeline.store.ledger import RunSummary
-from citeline.store.locks import writer_lock
 from citeline.store.rows import ChunkRows, documents_table
 
 #: Files per parse batch and chunks per chunk/embed batch (about 1,000 characters a chunk): one Prefect task per
@@ -442,7 +440,7 @@ def _run_locked(
 ) -> RunSummary:
     run_id, started_at = ledger.new_run_id(), ledger.utc_now()
     roots = resolve_roots(paths)
-    with _writer_lock(target.path, options.wait, reporter):
+    with announced_writer_lock(target.path, options.wait, reporter):
         try:
             reporter.stage("discover")
             discovery = steps.discover(paths)
@@ -480,28 +478,6 @@ def _run_locked(
         except BaseException as exc:
             record_failure(target.path, run_id, started_at, roots, exc)
             raise
-
-
-@contextlib.contextmanager
-def _writer_lock(index_dir: Path, wait: float | None, reporter: Reporter) -> Iterator[None]:
-    # The writer lock; when this run has to wait for it (or gives up at once), it says who holds it.
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(writer_lock(index_dir, wait=0))
-        except IndexLockedError as exc:
-            holder = lock_holder(index_dir)
-            if wait == 0:
-                raise IndexLockedError(f"{exc} (held by {holder})") from None
-            reporter.waiting(
-                f"waiting for the writer lock of {index_dir}: held by {holder}"
-                + (f"; giving up after {wait:g} s" if wait is not None else "")
-            )
-            try:
-                stack.enter_context(writer_lock(index_dir, wait=wait))
-            except IndexLockedError as again:
-                raise IndexLockedError(f"{again} (held by {holder})") from None
-            reporter.info(f"took the writer lock of {index_dir}")
-        yield
 
 
 def _report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch) -> None:

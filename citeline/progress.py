@@ -11,13 +11,18 @@ embedding); :meth:`Reporter.fraction` maps them onto one 0..1 scale for the whol
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from citeline.errors import IndexLockedError
+from citeline.store.locks import WRITE_LOCK_FILE, writer_lock
 
 logger = logging.getLogger("citeline.ingest")
 
@@ -161,7 +166,7 @@ def default_reporter(progress: bool) -> Reporter:
 # ---------------------------------------------------------------- the writer lock's holder
 
 
-def lock_holder(index_dir: Path, lock_file: str = "write.lock") -> str:
+def lock_holder(index_dir: Path, lock_file: str = WRITE_LOCK_FILE) -> str:
     """Who holds the index's writer lock, for a message: ``pid 1234 since 2026-12-03T09:47:09Z``.
 
     The holder writes its pid into the lock file when it takes the lock, so the file's modification time is when
@@ -191,3 +196,26 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+@contextlib.contextmanager
+def announced_writer_lock(index_dir: Path, wait: float | None, reporter: Reporter) -> Iterator[None]:
+    """The index's writer lock (``store.locks.writer_lock``); a run that has to wait for it, or gives up at once,
+    says who holds it: in ``reporter.waiting`` and in the :class:`IndexLockedError` it raises."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(writer_lock(index_dir, wait=0))
+        except IndexLockedError as exc:
+            holder = lock_holder(index_dir)
+            if wait == 0:
+                raise IndexLockedError(f"{exc} (held by {holder})") from None
+            reporter.waiting(
+                f"waiting for the writer lock of {index_dir}: held by {holder}"
+                + (f"; giving up after {wait:g} s" if wait is not None else "")
+            )
+            try:
+                stack.enter_context(writer_lock(index_dir, wait=wait))
+            except IndexLockedError as again:
+                raise IndexLockedError(f"{again} (held by {holder})") from None
+            reporter.info(f"took the writer lock of {index_dir}")
+        yield

@@ -24,16 +24,13 @@ on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/ser
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
-import re
 import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, get_args
-from uuid import UUID
 
 # PREFECT_HOME etc. are the caller's to set (see PREFECT-NOTES.md). Log level: Prefect's default (INFO), so the
 # UI shows each run's lines; `citeline ingest --prefect` keeps the console quiet unless -v.
@@ -42,17 +39,11 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from prefect import Task, flow, get_run_logger, task, unmapped
-from prefect.artifacts import (
-    create_markdown_artifact,
-    create_progress_artifact,
-    create_table_artifact,
-    update_progress_artifact,
-)
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.context import FlowRunContext
 from prefect.futures import as_completed
-from prefect.states import Running, State
+from prefect.states import State
 from prefect.task_runners import TaskRunner
 from prefect.tasks import exponential_backoff
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -62,10 +53,10 @@ from citeline.discovery import Discovery
 from citeline.embedding import BACKENDS
 from citeline.errors import SourceError
 from citeline.index import Index
-from citeline.progress import Bar, Reporter
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile
 from citeline.store.ledger import RunSummary
 from citeline.store.rows import ChunkRows
+from flows.reporting import BatchReporter, FlowReporter, index_key, live_reporters, report_artifacts, terminal_bar
 
 RETRIES = 3  # after 2, 4 and 8 seconds
 
@@ -80,8 +71,6 @@ COMMIT_TIMEOUT = 60 * 60
 PREPARE_TIMEOUT = 30 * 60
 FLOW_TIMEOUT = 12 * 60 * 60
 
-#: Seconds between updates of the progress artifact (each is one API call).
-PROGRESS_UPDATE_SECONDS = 2.0
 
 Backend = Literal["torch", "onnx", "onnx-int8"]
 assert get_args(Backend) == BACKENDS, "Backend must list citeline.embedding.BACKENDS"
@@ -182,16 +171,6 @@ def _retrying(**options: Any) -> Any:
     )
 
 
-def index_key(index_path: str | os.PathLike[str]) -> str:
-    """The artifact key prefix of an index: ``citeline-`` and its absolute path in lowercase and dashes
-    (``/data/index`` -> ``citeline-data-index``); long paths end in a hash, so keys stay short and distinct."""
-    absolute = os.path.abspath(os.fspath(index_path))
-    slug = re.sub(r"[^a-z0-9]+", "-", absolute.lower()).strip("-") or "root"
-    if len(slug) > 60:
-        slug = f"{slug[-48:].strip('-')}-{hashlib.blake2b(absolute.encode(), digest_size=4).hexdigest()}"
-    return f"citeline-{slug}"
-
-
 def _task_parameters() -> dict[str, Any]:
     from prefect.runtime import task_run
 
@@ -219,8 +198,6 @@ def _flow_run_name() -> str:
 # One Index (and so one loaded model) per process and index path: Dask workers load the model once and keep
 # it across batches and runs; in the flow's own process the flow registers the Index it opened.
 _open_indexes: dict[str, Index] = {}
-# The reporter of each index's run in this process, for batch tasks running here (threads) to report into.
-_reporters: dict[str, FlowReporter] = {}
 
 
 def _index(index_path: str) -> Index:
@@ -252,22 +229,6 @@ def plan_task(index_path: str, roots: list[str], discovery: Discovery, parsed: p
     return pipeline.plan(_index(index_path).path, roots, discovery, parsed)
 
 
-class _BatchReporter(Reporter):
-    # Inside a chunk+embed task: forwards the batch's embedding progress to the flow's reporter when the flow
-    # runs in this process (thread runner); on a Dask worker there is none and the flow counts finished batches.
-    def __init__(self, index_path: str, batch: int):
-        super().__init__()
-        self.flow = _reporters.get(index_path)
-        self.batch = batch
-
-    def on_advance(self, count: int) -> None:
-        if self.flow is not None and self.total:
-            self.flow.batch_progress(self.batch, self.done / self.total)
-
-    def on_stage_end(self, name: str, seconds: float) -> None:
-        pass  # the task logs its own summary line
-
-
 @_retrying(task_run_name=_batch_name("chunk+embed", "documents"))
 def chunk_embed_task(
     index_path: str, documents: list[Document], batch: int = 1, batches: int = 1
@@ -276,7 +237,7 @@ def chunk_embed_task(
     started = time.monotonic()
     index = _index(index_path)
     rows = pipeline.chunk_documents(documents, index.chunker)
-    reporter = _BatchReporter(index_path, batch)
+    reporter = BatchReporter(index_path, batch)
     embedded, reused = pipeline.embed(index, rows, reporter=reporter)
     reporter.finish()
     get_run_logger().info(
@@ -311,93 +272,6 @@ def prepare_queries_task(index_path: str) -> None:
     for warning in caught:
         logger.warning(str(warning.message))
     logger.info(f"query model ready in {time.monotonic() - started:.1f} s")
-
-
-class _ConsoleBar(Bar):
-    # The terminal bar of `citeline ingest --prefect`: the lines go to Prefect's logger, not a second time here.
-    def emit(self, level: int, message: str) -> None:
-        pass
-
-
-class FlowReporter(Reporter):
-    """The pipeline's reporter inside the flow: lines to Prefect's run logger, a progress artifact updated at
-    most every :data:`PROGRESS_UPDATE_SECONDS`, the waiting-for-a-writer message in the flow run's state, and
-    optionally a terminal bar (``citeline ingest --prefect`` on a terminal)."""
-
-    def __init__(self, key: str, index_dir: str, bar: bool = False):
-        super().__init__()
-        self.logger = get_run_logger()
-        self.bar = _ConsoleBar() if bar else None
-        self._batches: dict[int, float] = {}
-        self._last_update = 0.0
-        self.artifact_id: UUID | None = None
-        try:
-            self.artifact_id = create_progress_artifact(  # type: ignore[assignment]  # sync here: not in async code
-                0.0, key=f"{key}-progress", description=f"citeline ingestion into {index_dir}"
-            )
-        except Exception as exc:  # progress is a courtesy: never fail a run for it
-            self.logger.warning(f"could not create the progress artifact: {exc}")
-
-    def emit(self, level: int, message: str) -> None:
-        self.logger.log(level, message)
-
-    def waiting(self, message: str) -> None:
-        super().waiting(message)
-        _set_state_message(message)
-
-    def on_stage(self, name: str, total: int | None) -> None:
-        self._batches.clear()
-        if self.bar is not None:
-            self.bar.stage(name, total)
-        self._update(force=True)
-
-    def on_advance(self, count: int) -> None:
-        if self.bar is not None:
-            self.bar.advance(count)
-        self._update()
-
-    def batch_progress(self, batch: int, fraction: float) -> None:
-        """Batch ``batch`` of the current stage is ``fraction`` done (from a task, or when it finishes)."""
-        with self._lock:
-            self._batches[batch] = max(self._batches.get(batch, 0.0), fraction)
-            units = round(sum(self._batches.values()) * 1000)
-            if units > self.done:
-                self.advance(units - self.done)
-
-    def finish(self) -> None:
-        super().finish()
-        if self.bar is not None:
-            self.bar.finish()
-        self._update(force=True)
-
-    def _update(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if self.artifact_id is None or (not force and now - self._last_update < PROGRESS_UPDATE_SECONDS):
-            return
-        self._last_update = now
-        stage = self.current or "done"
-        try:
-            update_progress_artifact(
-                self.artifact_id,
-                round(100 * self.fraction(), 1),
-                description=f"{stage}: {self.done:,}/{self.total or '?'}",
-            )
-        except Exception as exc:
-            self.logger.debug(f"could not update the progress artifact: {exc}")
-
-
-def _set_state_message(message: str) -> None:
-    # The flow run's state message (the UI shows it beside "Running"), so a run waiting on a lock says why.
-    context = FlowRunContext.get()
-    if context is None or context.flow_run is None:
-        return
-    from prefect.client.orchestration import get_client
-
-    try:
-        with get_client(sync_client=True) as client:
-            client.set_flow_run_state(context.flow_run.id, Running(message=message), force=True)
-    except Exception as exc:
-        get_run_logger().debug(f"could not set the state message: {exc}")
 
 
 class PrefectSteps(pipeline.Steps):
@@ -496,37 +370,16 @@ def _fan_out(runner: TaskRunner[Any] | None) -> Iterator[TaskRunner[Any]]:
         yield runner
 
 
-# `citeline ingest --prefect` on a terminal: the flow (in this process) also draws a bar. A plain flag: tasks are
-# pickled by value for Dask workers, with the module globals they reach, and a threading.local cannot be.
-_terminal_bar = {"on": False}
-
-
-def _report(run: RunSummary, key: str, index_dir: str, seconds: dict[str, float]) -> None:
-    # The run's report and its failed files as artifacts keyed per index, naming the index's path.
-    timing = ", ".join(f"{stage} {value:.1f} s" for stage, value in seconds.items())
-    create_markdown_artifact(
-        key=f"{key}-report",
-        markdown=f"# citeline run into `{index_dir}`\n\n{run.to_markdown()}\n\nStages: {timing}\n",
-        description=f"citeline run {run.run_id} into {index_dir}",
-    )
-    failures = [{"path": error["path"], "reason": error["reason"]} for error in run.errors] or [
-        {"path": "(none)", "reason": "every file was ingested"}
-    ]
-    create_table_artifact(
-        key=f"{key}-failures", table=failures, description=f"files run {run.run_id} could not ingest into {index_dir}"
-    )
-
-
 def _register(index_dir: str, index: Index, key: str) -> FlowReporter:
     # The flow's Index and reporter, for tasks in this process. Module-level functions, not globals named in the
     # flow's body: Dask pickles the flow function by value with the globals it names (a live reporter holds locks).
     _open_indexes[index_dir] = index
-    reporter = _reporters[index_dir] = FlowReporter(key, index_dir, bar=_terminal_bar["on"])
+    reporter = live_reporters[index_dir] = FlowReporter(key, index_dir, bar=terminal_bar["on"])
     return reporter
 
 
 def _unregister(index_dir: str) -> None:
-    _reporters.pop(index_dir, None)
+    live_reporters.pop(index_dir, None)
 
 
 def _documented(function: Any) -> Any:
@@ -580,7 +433,7 @@ def ingest_flow(
     finally:
         _unregister(index_dir)
     prepare_queries_task(index_dir)
-    _report(run, key, index_dir, reporter.seconds)
+    report_artifacts(run, key, index_dir, reporter.seconds)
     return run.to_dict()
 
 
@@ -588,11 +441,11 @@ def run_from_cli(*, progress: bool = False, **parameters: Any) -> dict[str, Any]
     """``citeline ingest --prefect``: validate the parameters (one-line errors, before Prefect starts), then run
     the flow in this process, with a terminal bar when ``progress``."""
     IngestParameters.parse(**parameters)
-    _terminal_bar["on"] = progress
+    terminal_bar["on"] = progress
     try:
         return ingest_flow(**parameters)
     finally:
-        _terminal_bar["on"] = False
+        terminal_bar["on"] = False
 
 
 def main(argv: list[str] | None = None) -> None:
