@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 import warnings
 from typing import Any
@@ -45,6 +47,7 @@ def cli() -> None:
 @ingest_options
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
 @click.option("--prefect", is_flag=True, help="Run through the Prefect flow (flows/ingest.py) instead of in-process.")
+@click.option("-v", "--verbose", is_flag=True, help="Log each stage's counts and seconds (and Prefect's lines).")
 @json_option
 @user_errors
 def ingest(
@@ -64,16 +67,19 @@ def ingest(
     prefect: bool,
     dask_address: str | None,
     dask_workers: int | None,
+    verbose: bool,
     as_json: bool,
 ) -> None:
     """Add, update and remove the documents under PATHS (folders or files) in the index."""
     show_progress = sys.stderr.isatty() if progress is None else progress
     if (dask_address or dask_workers) and not prefect:
         raise click.UsageError("--dask-address and --dask-workers run the Prefect flow: add --prefect")
+    _log_to_console(verbose, prefect)
     if prefect:
-        from flows.ingest import ingest_flow
+        from flows.ingest import run_from_cli
 
-        summary = ingest_flow(
+        summary = run_from_cli(
+            progress=show_progress,
             paths=list(paths),
             index_path=index_path,
             model=model,
@@ -122,19 +128,32 @@ def ingest(
         click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)
 
 
+def _log_to_console(verbose: bool, prefect: bool) -> None:
+    # Quiet unless -v: the run's stage lines (logger citeline.ingest), or with --prefect Prefect's console lines
+    # (which carry the same lines; Prefect still sends them to its API). Must run before Prefect is imported.
+    if prefect:
+        if not verbose:
+            os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    elif verbose:
+        logging.basicConfig(level=logging.WARNING, format="%(message)s")
+        logging.getLogger("citeline").setLevel(logging.INFO)
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=PathType())
 @click.option("--cron", required=True, help='Cron schedule, e.g. "0 * * * *" (hourly).')
 @click.option("--timezone", default=None, help="Time zone of the cron schedule [default: UTC].")
 @click.option("--name", default="scheduled", show_default=True, help="Deployment name (citeline-ingest/NAME).")
+@click.option("--run-now", is_flag=True, help="Start one run at once, then follow the schedule.")
 @index_option
 @ingest_options
 @user_errors
 def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     """Serve the ingestion of PATHS on a cron schedule against the Prefect server at PREFECT_API_URL.
 
-    Registers the deployment citeline-ingest/NAME and runs its scheduled (and manually triggered) runs until
-    stopped with Ctrl-C. Same as `python -m flows.serve`.
+    Refuses at once if PREFECT_API_URL is unset or the server does not answer. Registers the deployment
+    citeline-ingest/NAME (one run at a time: a run due while another runs is cancelled) and runs its scheduled
+    and manually triggered runs until stopped with Ctrl-C. Same as `python -m flows.serve`.
     """
     from flows.serve import serve
 

@@ -1,10 +1,17 @@
 """The ingestion flow: :func:`citeline.pipeline.run`, with each step a Prefect task.
 
 The flow holds no logic of its own: it runs the same ``pipeline.run`` as :meth:`citeline.Index.ingest`, with
-:class:`PrefectSteps`, whose methods run each step as a task. Tasks only call :mod:`citeline.pipeline` functions;
-they take paths and plain data (never a loaded model), so they can run on Dask workers. Work is batched — one task
-per few hundred files or chunks — because Prefect's per-task overhead and its server's handling of task bursts make
-per-chunk tasks slow.
+:class:`PrefectSteps`, whose methods run each step as a task, and then the same :meth:`citeline.Index.prepare_queries`
+(searches start fast). Tasks only call :mod:`citeline.pipeline` functions; they take paths and plain data (never a
+loaded model), so they can run on Dask workers. Work is batched — one task per few hundred files or chunks — because
+Prefect's per-task overhead and its server's handling of task bursts make per-chunk tasks slow.
+
+What an operator sees in the Prefect UI: a flow run named after the index and its roots; task runs named by stage
+and batch (``chunk+embed [batch 3/12, 412 documents]``); the run logger's INFO lines per stage (files discovered,
+parsed, failed with reasons, chunks made, embedded, reused, documents removed, seconds); a progress artifact
+(``<key>-progress``) updated while the run goes; the report (``<key>-report``) and a table of failed files
+(``<key>-failures``), where ``<key>`` is :func:`index_key` of the index path. A run that waits for another writer
+says so in its log and in its state message, with the holder's pid and start time.
 
 Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` (a running scheduler) or
 ``dask_workers`` (a local cluster of that many processes) is given; discovery, planning and the commit stay in the
@@ -20,33 +27,130 @@ import contextlib
 import logging
 import os
 import sys
+import time
+import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
-# Quiet by default; PREFECT_HOME etc. are the caller's to set (see PREFECT-NOTES.md).
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# PREFECT_HOME etc. are the caller's to set (see PREFECT-NOTES.md). Log level: Prefect's default (INFO), so the
+# UI shows each run's lines; `citeline ingest --prefect` keeps the console quiet unless -v.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
-from prefect import Task, flow, task, unmapped
-from prefect.artifacts import create_markdown_artifact
+from prefect import Task, flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.context import FlowRunContext
+from prefect.futures import as_completed
 from prefect.states import State
 from prefect.task_runners import TaskRunner
 from prefect.tasks import exponential_backoff
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from citeline import pipeline
 from citeline.discovery import Discovery
-from citeline.errors import SettingsError
+from citeline.embedding import BACKENDS
+from citeline.errors import SettingsError, SourceError
 from citeline.index import Index
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile
 from citeline.store.ledger import RunSummary
 from citeline.store.rows import ChunkRows
+from flows.reporting import BatchReporter, FlowReporter, index_key, live_reporters, report_artifacts, terminal_bar
 
 RETRIES = 3  # after 2, 4 and 8 seconds
+
+#: Timeouts: a hung network read must not hang a run forever (a timed-out task is retried like any I/O error).
+#: Only the tasks that run on the flow's main thread get one: there Prefect interrupts a blocking call, while in
+#: the task runner's worker threads it cannot (and logs a warning per task run saying so). The mapped parse and
+#: chunk+embed batches are bounded by the flow's timeout, which includes the wait for another writer (bound
+#: that per run with `wait`). A batch of 2,000 chunks takes about 6 minutes with torch on 2 cores.
+DISCOVER_TIMEOUT = 30 * 60
+PLAN_TIMEOUT = 30 * 60
+COMMIT_TIMEOUT = 60 * 60
+PREPARE_TIMEOUT = 30 * 60
+FLOW_TIMEOUT = 12 * 60 * 60
+
+
+Backend = Literal["torch", "onnx", "onnx-int8"]
+assert get_args(Backend) == BACKENDS, "Backend must list citeline.embedding.BACKENDS"
+
+
+class IngestParameters(BaseModel):
+    """The parameters of an ingestion run: the flow's, the deployment's and the CLI's (``citeline ingest``,
+    ``citeline schedule``). The descriptions are what the Prefect UI's run form shows beside each field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    paths: list[str] = Field(
+        min_length=1, description="Folders or files to ingest (absolute paths as the flow run's machine sees them)."
+    )
+    index_path: str = Field(
+        "index", description="The index directory; created on the first run (env CITELINE_INDEX in the CLI)."
+    )
+    model: str | None = Field(
+        None, description="Model name or local model folder; default: the index's, or all-MiniLM-L6-v2."
+    )
+    backend: Backend | None = Field(
+        None, description="Embedding backend of a new index: torch, onnx, or onnx-int8 (fastest); default torch."
+    )
+    max_tokens: int | None = Field(None, ge=8, description="Chunk size in model tokens; default: the model's limit.")
+    overlap_tokens: int | None = Field(None, ge=0, description="Token overlap between chunks; default 32.")
+    max_file_bytes: int = Field(DEFAULT_MAX_FILE_BYTES, ge=1, description="Skip (and report) larger files.")
+    wait: float | None = Field(
+        None, ge=0, description="Seconds to wait for another writer of the index; empty: as long as it takes."
+    )
+    dask_address: str | None = Field(
+        None, description="Parse and embed on this Dask scheduler (tcp://HOST:8786); it must see the same paths."
+    )
+    dask_workers: int | None = Field(
+        None, ge=1, description="Parse and embed on a local Dask cluster of this many processes."
+    )
+    files_per_batch: int = Field(pipeline.FILES_PER_BATCH, ge=1, description="Files per parse task.")
+    chunks_per_batch: int = Field(
+        pipeline.CHUNKS_PER_BATCH, ge=1, description="About this many chunks per chunk+embed task."
+    )
+    vector_index: Literal["auto", "flat", "ivf", "hnsw"] | None = Field(
+        None, description="Vector index kind of a new index: auto (flat, then ivf when large), flat, ivf or hnsw."
+    )
+    allow_removals: bool = Field(
+        False, description="Let this run remove the documents of a root that came back empty, or more than "
+        "removal_threshold of a root's documents (otherwise such a run is refused and changes nothing)."
+    )
+    removal_threshold: float = Field(
+        pipeline.DEFAULT_REMOVAL_THRESHOLD, ge=0, le=1,
+        description="Share of a root's documents a run may remove without allow_removals.",
+    )
+    dry_run: bool = Field(False, description="Only plan: report what the run would change, write nothing.")
+
+    @field_validator("paths")
+    @classmethod
+    def _paths_exist(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if "{{" in path:  # a prefect.yaml placeholder whose environment variable was not set at deploy time
+                raise SourceError(path, "unresolved placeholder: set the variable before `prefect deploy`")
+            if not os.path.exists(path):
+                raise SourceError(path, "no such file or directory")
+        return paths
+
+    @model_validator(mode="after")
+    def _one_dask_setting(self) -> IngestParameters:
+        if self.dask_address and self.dask_workers:
+            raise ValueError("give either dask_address (an existing cluster) or dask_workers (a local one), not both")
+        return self
+
+    @classmethod
+    def parse(cls, **values: Any) -> IngestParameters:
+        """Validate ``values``; a bad one raises :class:`SourceError` (paths) or one-line ``ValueError``."""
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'parameters'}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise SettingsError(problems) from None
+
 
 # OSErrors a retry cannot fix: the user must change something first.
 _PERMANENT_OS_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
@@ -61,20 +165,46 @@ def transient_failure(task: Task[..., Any], task_run: TaskRun, state: State[Any]
         state.result()
     except _PERMANENT_OS_ERRORS:
         return False
-    except OSError:  # includes TimeoutError and ConnectionError
+    except OSError:  # includes TimeoutError (a task's own timeout too) and ConnectionError
         return True
     except Exception:
         return False
     return False
 
 
-# The decorator of the tasks that are safe to retry.
-retrying_task = task(
-    cache_policy=NO_CACHE,
-    retries=RETRIES,
-    retry_delay_seconds=exponential_backoff(backoff_factor=2),
-    retry_condition_fn=transient_failure,
-)
+def _retrying(**options: Any) -> Any:
+    # The decorator of the tasks that are safe to retry.
+    return task(
+        cache_policy=NO_CACHE,
+        retries=RETRIES,
+        retry_delay_seconds=exponential_backoff(backoff_factor=2),
+        retry_condition_fn=transient_failure,
+        **options,
+    )
+
+
+def _task_parameters() -> dict[str, Any]:
+    from prefect.runtime import task_run
+
+    return dict(task_run.parameters)
+
+
+def _batch_name(stage: str, unit: str) -> Any:
+    def name() -> str:
+        parameters = _task_parameters()
+        items = parameters.get("files") or parameters.get("documents") or []
+        return f"{stage} [batch {parameters['batch']}/{parameters['batches']}, {len(items):,} {unit}]"
+
+    return name
+
+
+def _flow_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    parameters = flow_run.parameters
+    roots = ", ".join(parameters.get("paths") or [])
+    name = f"{parameters.get('index_path', 'index')} <- {roots}"
+    return name if len(name) <= 120 else name[:117] + "..."
 
 
 # One Index (and so one loaded model) per process and index path: Dask workers load the model once and keep
@@ -89,44 +219,71 @@ def _index(index_path: str) -> Index:
     return index
 
 
-@retrying_task
+@_retrying(
+    timeout_seconds=DISCOVER_TIMEOUT, task_run_name=lambda: f"discover [{', '.join(_task_parameters()['paths'])}]"
+)
 def discover_task(paths: list[str]) -> Discovery:
     """Find the files to ingest, and what could not be read (retried: network filesystems fail transiently)."""
     return pipeline.Steps().discover(paths)
 
 
-@retrying_task
-def parse_task(files: list[SourceFile], max_file_bytes: int) -> pipeline.ParsedBatch:
+@_retrying(task_run_name=_batch_name("parse", "files"))
+def parse_task(files: list[SourceFile], max_file_bytes: int, batch: int = 1, batches: int = 1) -> pipeline.ParsedBatch:
     """Parse a batch of files; bad files become reported errors, not task failures."""
-    return pipeline.parse_files(files, max_file_bytes=max_file_bytes)
+    parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes)
+    get_run_logger().info(f"parsed {len(files)} files: {len(parsed.documents)} documents, {len(parsed.errors)} failed")
+    return parsed
 
 
-@retrying_task
-def plan_task(
-    index_path: str, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch
-) -> pipeline.Plan:
+@_retrying(timeout_seconds=PLAN_TIMEOUT, task_run_name="plan")
+def plan_task(index_path: str, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch) -> pipeline.Plan:
     """Decide what is new, changed, unchanged and vanished."""
     return pipeline.plan(_index(index_path).path, roots, discovery, parsed)
 
 
-@retrying_task
-def chunk_embed_task(index_path: str, documents: list[Document]) -> tuple[ChunkRows, int, int]:
+@_retrying(task_run_name=_batch_name("chunk+embed", "documents"))
+def chunk_embed_task(
+    index_path: str, documents: list[Document], batch: int = 1, batches: int = 1
+) -> tuple[ChunkRows, int, int]:
     """Chunk and embed a batch of documents; returns the rows and (embedded, reused) counts."""
+    started = time.monotonic()
     index = _index(index_path)
     rows = pipeline.chunk_documents(documents, index.chunker)
-    embedded, reused = pipeline.embed(index, rows)
+    reporter = BatchReporter(index_path, batch)
+    embedded, reused = pipeline.embed(index, rows, reporter=reporter)
+    reporter.finish()
+    get_run_logger().info(
+        f"batch {batch}/{batches}: {len(documents)} documents, {len(rows)} chunks made, {embedded} embedded, "
+        f"{reused} reused in {time.monotonic() - started:.1f} s"
+    )
     return rows, embedded, reused
 
 
-@task(cache_policy=NO_CACHE)
+@task(cache_policy=NO_CACHE, timeout_seconds=COMMIT_TIMEOUT, task_run_name="commit")
 def commit_task(index_path: str, plan: pipeline.Plan, rows: ChunkRows, run: RunSummary) -> RunSummary:
     """Publish the new generation and the run's ledger row.
 
     Not retried: once its transaction has committed, running it again would insert the same documents twice.
     A commit that fails rolls back, so the index stays at its last generation and the next run redoes the work.
     """
-    pipeline.commit(_index(index_path).path, plan, rows, run)
+    run.generation = pipeline.commit(_index(index_path).path, plan, rows, run)
     return run
+
+
+@task(cache_policy=NO_CACHE, timeout_seconds=PREPARE_TIMEOUT, task_run_name="prepare query model")
+def prepare_queries_task(index_path: str) -> None:
+    """Export the ONNX query model (once per model), as :meth:`Index.ingest` does, so searches start fast."""
+    logger = get_run_logger()
+    started = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            _index(index_path).prepare_queries()
+        except Exception as exc:  # the index is committed; a slow first search is no reason to fail the run
+            warnings.warn(f"could not prepare the query model ({exc}); searches will start slowly", stacklevel=1)
+    for warning in caught:
+        logger.warning(str(warning.message))
+    logger.info(f"query model ready in {time.monotonic() - started:.1f} s")
 
 
 class PrefectSteps(pipeline.Steps):
@@ -143,8 +300,14 @@ class PrefectSteps(pipeline.Steps):
         return discover_task([os.fspath(path) for path in paths])
 
     def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> pipeline.ParsedBatch:
-        parameters = {"files": file_batches, "max_file_bytes": unmapped(max_file_bytes)}
-        return pipeline.ParsedBatch.merge(_map(self.runner, parse_task, parameters))
+        parameters = {
+            "files": file_batches,
+            "max_file_bytes": unmapped(max_file_bytes),
+            "batch": list(range(1, len(file_batches) + 1)),
+            "batches": unmapped(len(file_batches)),
+        }
+        sizes = [len(files) for files in file_batches]
+        return pipeline.ParsedBatch.merge(self._map(parse_task, parameters, sizes))
 
     def plan(
         self, target: pipeline.Target, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch
@@ -154,11 +317,31 @@ class PrefectSteps(pipeline.Steps):
     def chunk_embed(
         self, target: pipeline.Target, document_batches: list[list[Document]], progress: bool
     ) -> list[pipeline.Embedded]:
-        parameters = {"index_path": unmapped(self.index_dir), "documents": document_batches}
-        return _map(self.runner, chunk_embed_task, parameters)
+        # One stage for chunking and embedding, counted in thousandths of a batch.
+        self.reporter.stage("embed", 1000 * len(document_batches))
+        parameters = {
+            "index_path": unmapped(self.index_dir),
+            "documents": document_batches,
+            "batch": list(range(1, len(document_batches) + 1)),
+            "batches": unmapped(len(document_batches)),
+        }
+        return self._map(chunk_embed_task, parameters, None)
 
     def commit(self, target: pipeline.Target, plan: pipeline.Plan, rows: ChunkRows, run: RunSummary) -> RunSummary:
         return commit_task(self.index_dir, plan, rows, run)
+
+    def _map(self, batch_task: Task[..., Any], parameters: dict[str, Any], sizes: list[int] | None) -> list[Any]:
+        # One task run per batch on the runner; results in order (raises if a batch failed for good). Progress
+        # advances as each batch finishes (by its size, or as a whole batch of the chunk+embed stage).
+        futures = self.runner.map(batch_task, parameters)
+        position = {future.task_run_id: number for number, future in enumerate(futures)}
+        for future in as_completed(list(futures)):
+            number = position[future.task_run_id]  # finished, or failed for good: result() below raises then
+            if sizes is None and isinstance(self.reporter, FlowReporter):
+                self.reporter.batch_progress(number + 1, 1.0)
+            elif sizes is not None:
+                self.reporter.advance(sizes[number])
+        return list(futures.result())
 
 
 def dask_task_runner(dask_address: str | None = None, dask_workers: int | None = None) -> TaskRunner[Any] | None:
@@ -193,23 +376,42 @@ def _fan_out(runner: TaskRunner[Any] | None) -> Iterator[TaskRunner[Any]]:
         assert context is not None and context.task_runner is not None, "only called inside the flow"
         yield context.task_runner
         return
-    # Prefect's log handler would print the cluster's start-up and shutdown chatter (dozens of INFO lines).
-    logging.getLogger("distributed").setLevel(os.environ.get("PREFECT_LOGGING_LEVEL", "WARNING").upper())
+    # Prefect's log handler would send the cluster's start-up and shutdown chatter (dozens of INFO lines).
+    logging.getLogger("distributed").setLevel(logging.WARNING)
     with runner:
         yield runner
 
 
-def _map(runner: TaskRunner[Any], batch_task: Task[..., Any], parameters: dict[str, Any]) -> list[Any]:
-    # One task run per batch on ``runner``; the results in order (raises if a batch failed for good).
-    return list(runner.map(batch_task, parameters).result())
+def _register(index_dir: str, index: Index, key: str) -> FlowReporter:
+    # The flow's Index and reporter, for tasks in this process. Module-level functions, not globals named in the
+    # flow's body: Dask pickles the flow function by value with the globals it names (a live reporter holds locks).
+    _open_indexes[index_dir] = index
+    reporter = live_reporters[index_dir] = FlowReporter(key, index_dir, bar=terminal_bar["on"])
+    return reporter
 
 
-@flow(name="citeline-ingest", log_prints=True)
+def _unregister(index_dir: str) -> None:
+    live_reporters.pop(index_dir, None)
+
+
+def _documented(function: Any) -> Any:
+    # The docstring's Args are what Prefect shows beside each parameter in the UI's run form: IngestParameters'
+    # descriptions, so there is one text for each.
+    function.__doc__ = (
+        "Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.\n\nArgs:\n"
+        + "".join(f"    {name}: {field.description}\n" for name, field in IngestParameters.model_fields.items())
+    )
+    return function
+
+
+# The function keeps the flow's name: a served deployment's entrypoint is this module's attribute of that name.
+@flow(name="citeline-ingest", flow_run_name=_flow_run_name, timeout_seconds=FLOW_TIMEOUT, validate_parameters=True)
+@_documented
 def ingest_flow(
     paths: list[str],
     index_path: str = "index",
     model: str | None = None,
-    backend: str | None = None,
+    backend: Backend | None = None,
     max_tokens: int | None = None,
     overlap_tokens: int | None = None,
     vector_index: str | None = None,
@@ -234,20 +436,46 @@ def ingest_flow(
     :class:`citeline.RemovalRefusedError` (recorded in the ledger as refused) unless ``allow_removals``;
     ``dry_run`` returns what the run would do and writes nothing.
     """
+    settings = IngestParameters.parse(**{name: value for name, value in locals().items()})
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
-    index = Index.create(index_path, model=model, backend=backend, max_tokens=max_tokens,
+    index = Index.create(settings.index_path, model=model, backend=backend, max_tokens=max_tokens,
                          overlap_tokens=overlap_tokens, vector_index=vector_index)
     # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
     # Index, which for a new index has loaded its model already.
     index_dir = str(index.path.resolve())
-    _open_indexes[index_dir] = index
-    options = pipeline.Options(max_file_bytes=max_file_bytes, wait=wait, files_per_batch=files_per_batch,
-                               chunks_per_batch=chunks_per_batch, allow_removals=allow_removals,
-                               removal_threshold=removal_threshold, dry_run=dry_run)
-    with _fan_out(dask_runner) as fan_out:
-        run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
-    create_markdown_artifact(key="ingest-report", markdown=run.to_markdown(), description="citeline run")
+    key = index_key(index_dir)
+    reporter = _register(index_dir, index, key)
+    options = pipeline.Options(
+        max_file_bytes=max_file_bytes,
+        wait=wait,
+        files_per_batch=files_per_batch,
+        chunks_per_batch=chunks_per_batch,
+        allow_removals=allow_removals,
+        removal_threshold=removal_threshold,
+        dry_run=dry_run,
+        reporter=reporter,
+        prepare_queries=False,  # its own task below, visible in the UI
+    )
+    try:
+        with _fan_out(dask_runner) as fan_out:
+            run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
+    finally:
+        _unregister(index_dir)
+    if run.status != "dry-run":
+        prepare_queries_task(index_dir)
+    report_artifacts(run, key, index_dir, reporter.seconds)
     return run.to_dict()
+
+
+def run_from_cli(*, progress: bool = False, **parameters: Any) -> dict[str, Any]:
+    """``citeline ingest --prefect``: validate the parameters (one-line errors, before Prefect starts), then run
+    the flow in this process, with a terminal bar when ``progress``."""
+    IngestParameters.parse(**parameters)
+    terminal_bar["on"] = progress
+    try:
+        return ingest_flow(**parameters)
+    finally:
+        terminal_bar["on"] = False
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,35 +1,87 @@
 """Serve the ingestion flow on a cron schedule: ``python -m flows.serve --cron "0 * * * *" PATH...``.
 
-``citeline schedule`` is the same command. It registers the deployment ``citeline-ingest/<name>`` with the
-Prefect server at ``PREFECT_API_URL`` (schedule and parameters are visible and editable in the UI) and then runs
-each scheduled or manually triggered run in a subprocess of this process, until it is stopped. A cron schedule
-needs a real server (``prefect server start``, or docker-compose.yml): Prefect's temporary server has no
-scheduler.
+``citeline schedule`` is the same command. It checks that ``PREFECT_API_URL`` names a reachable Prefect server
+(Prefect's temporary server has no scheduler: a cron schedule would never fire), registers the deployment
+``citeline-ingest/<name>`` (schedule and parameters visible and editable in the UI, every parameter described,
+``backend`` a choice), optionally starts one run at once (``--run-now``), and then runs each scheduled or manually
+triggered run in a subprocess of this process until it is stopped (Ctrl-C or SIGTERM: it stops cleanly, and a run
+it had claimed but not started is cancelled with a message rather than left "Submitting").
 
-Runs of the deployment never overlap on the index: each holds the index's writer lock, so a run that starts
-while another is still writing waits for it (``--wait`` bounds that). A failed run leaves the index at its
-last good generation and is recorded in the run ledger; the next scheduled run picks up where it left off.
+One source of truth: this module builds the deployment (:func:`build_deployment`); ``prefect.yaml`` registers
+the *worker* variant under another name (:data:`WORKER_NAME`), with the same concurrency limit and schedule
+defaults, and tests/test_deployment_files.py checks they agree, so the two paths never merge into one definition.
+
+Overlapping runs: the deployment allows one run at a time (:data:`CONCURRENCY`, collision strategy
+``CANCEL_NEW``): a run due while the previous one still runs is cancelled at once, visibly, instead of queueing
+behind it; the next tick picks up whatever changed. Runs of *other* deployments or the CLI on the same index wait
+for its writer lock, and say so (holder's pid and start time) in their log and state message. A failed run
+leaves the index at its last good generation and is recorded in the run ledger.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from citeline.errors import SettingsError, SourceError
+from citeline.errors import CitelineError, SettingsError
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 
 if TYPE_CHECKING:  # Prefect is imported only when a deployment is built: `citeline` starts fast without it
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.deployments.runner import RunnerDeployment
 
-DEFAULT_NAME = "scheduled"
+DEFAULT_NAME = "scheduled"  #: citeline-ingest/scheduled: `citeline schedule`, `python -m flows.serve`
+WORKER_NAME = "worker"  #: citeline-ingest/worker: prefect.yaml, run by a process work pool's worker
+DEFAULT_CRON = "0 * * * *"
+#: Seconds to wait for the server's health check before refusing.
+HEALTH_TIMEOUT = 5.0
+
+
+class ServerUnavailableError(CitelineError):
+    """No reachable Prefect server with a scheduler is configured."""
+
+
+def pipeline_threshold(removal_threshold: float | None) -> float:
+    """The removal threshold a deployment's runs use (the pipeline's default when not given)."""
+    from citeline.planning import DEFAULT_REMOVAL_THRESHOLD
+
+    return DEFAULT_REMOVAL_THRESHOLD if removal_threshold is None else removal_threshold
+
+
+def concurrency() -> ConcurrencyLimitConfig:
+    """One run of the deployment at a time; a run due while another runs is cancelled (``CANCEL_NEW``)."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+
+    return ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW)
+
+
+def check_server() -> str:
+    """The API URL of the configured Prefect server; raises :class:`ServerUnavailableError` (one line) when
+    ``PREFECT_API_URL`` is unset (Prefect would start a temporary server, whose scheduler is off) or the server
+    does not answer its health check."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import get_current_settings
+
+    url = get_current_settings().api.url
+    if not url:
+        raise ServerUnavailableError(
+            "PREFECT_API_URL is not set: a schedule needs a running Prefect server (`prefect server start`, or "
+            "`docker compose up -d prefect-server`), e.g. PREFECT_API_URL=http://127.0.0.1:4200/api"
+        )
+    with get_client(sync_client=True, httpx_settings={"timeout": HEALTH_TIMEOUT}) as client:
+        problem = client.api_healthcheck()
+    if problem is not None:
+        raise ServerUnavailableError(f"the Prefect server at PREFECT_API_URL={url} does not answer: {problem}")
+    return str(url)
 
 
 def build_deployment(
     paths: list[str],
     *,
-    cron: str,
+    cron: str = DEFAULT_CRON,
     name: str = DEFAULT_NAME,
     timezone: str | None = None,
     index_path: str = "index",
@@ -50,53 +102,109 @@ def build_deployment(
 
     Paths are made absolute, so runs do not depend on the directory they start in. Raises
     :class:`SourceError` for a path that does not exist and :class:`SettingsError` (a ``ValueError``) for a bad
-    cron string or Dask settings, before anything is registered.
+    cron string, Dask settings or parameter, before anything is registered.
     """
     from prefect.deployments.runner import RunnerDeployment
     from prefect.schedules import Cron
 
-    from flows.ingest import dask_task_runner, ingest_flow
+    from flows.ingest import IngestParameters, dask_task_runner, index_key, ingest_flow
 
-    for path in paths:
-        if not os.path.exists(path):
-            raise SourceError(path, "no such file or directory")
+    if name == WORKER_NAME:
+        raise SettingsError(f"the deployment name {WORKER_NAME!r} belongs to prefect.yaml's worker deployment")
+    settings = IngestParameters.parse(
+        paths=[os.path.abspath(path) for path in paths],
+        index_path=os.path.abspath(index_path),
+        model=model,
+        backend=backend,
+        max_tokens=max_tokens,
+        overlap_tokens=overlap_tokens,
+        max_file_bytes=max_file_bytes,
+        wait=wait,
+        dask_address=dask_address,
+        dask_workers=dask_workers,
+        vector_index=vector_index,
+        allow_removals=allow_removals,
+        removal_threshold=pipeline_threshold(removal_threshold),
+        dry_run=dry_run,
+    )
     dask_task_runner(dask_address, dask_workers)  # validates the Dask settings
     try:
         schedule = Cron(cron, timezone=timezone or "UTC")
     except ValueError as exc:  # a bad cron string or time zone
         raise SettingsError(f"--cron {cron!r}: {exc}") from None
-    parameters: dict[str, Any] = {
-        "paths": [os.path.abspath(path) for path in paths],
-        "index_path": os.path.abspath(index_path),
-        "model": model,
-        "backend": backend,
-        "max_tokens": max_tokens,
-        "overlap_tokens": overlap_tokens,
-        "vector_index": vector_index,
-        "max_file_bytes": max_file_bytes,
-        "wait": wait,
-        "dask_address": dask_address,
-        "dask_workers": dask_workers,
-        "allow_removals": allow_removals or None,
-        "removal_threshold": removal_threshold,
-        "dry_run": dry_run or None,
-    }
+    parameters = settings.model_dump(exclude_none=True, exclude={"files_per_batch", "chunks_per_batch"})
     deployment = ingest_flow.to_deployment(
         name=name,
         schedule=schedule,
-        parameters={key: value for key, value in parameters.items() if value is not None},
-        description=f"citeline ingestion of {', '.join(parameters['paths'])} into {parameters['index_path']}",
+        parameters=parameters,
+        concurrency_limit=concurrency(),
+        description=(
+            f"citeline ingestion of {', '.join(settings.paths)} into {settings.index_path} "
+            f"(artifacts {index_key(settings.index_path)}-*)"
+        ),
         tags=["citeline"],
     )
     assert isinstance(deployment, RunnerDeployment)  # to_deployment is only awaitable in async code
     return deployment
 
 
-def serve(paths: list[str], *, cron: str, **options: Any) -> None:
-    """Register the deployment (see :func:`build_deployment` for the options) and run its runs until stopped."""
-    from prefect import serve as prefect_serve
+def serve(paths: list[str], *, cron: str, run_now: bool = False, **options: Any) -> None:
+    """Check the server, register the deployment (see :func:`build_deployment` for the options), start a run at
+    once when ``run_now``, and run its runs until stopped; Ctrl-C stops cleanly."""
+    deployment = build_deployment(paths, cron=cron, **options)  # bad input is reported first, server or not
+    check_server()
+    from prefect.exceptions import TerminationSignal
 
-    prefect_serve(build_deployment(paths, cron=cron, **options))
+    # Ctrl-C, or SIGTERM (docker stop): stop without a traceback.
+    with contextlib.suppress(KeyboardInterrupt, TerminationSignal):
+        asyncio.run(_serve(deployment, run_now))
+    asyncio.run(_cancel_unstarted(deployment))
+    print(f"stopped serving citeline-ingest/{deployment.name}", file=sys.stderr)
+
+
+async def _serve(deployment: RunnerDeployment, run_now: bool) -> None:
+    from prefect.deployments import arun_deployment
+    from prefect.runner import Runner
+
+    runner = Runner(name=f"citeline-{deployment.name}")
+    await runner.aadd_deployment(deployment)
+    if run_now:
+        await arun_deployment(name=f"citeline-ingest/{deployment.name}", timeout=0)
+    print(
+        f"serving citeline-ingest/{deployment.name} on cron {deployment.schedules[0].schedule.cron!r}"  # type: ignore[union-attr,index]
+        f"{' (a first run starts now)' if run_now else ''}; Ctrl-C stops",
+        file=sys.stderr,
+    )
+    await runner.start()
+
+
+async def _cancel_unstarted(deployment: RunnerDeployment) -> None:
+    # A run this runner claimed ("Submitting", a Pending state) but never started would stay so forever.
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterName,
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Cancelled
+
+    async with get_client() as client:
+        runs = await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PENDING]))
+            ),
+            flow_filter=FlowFilter(name=FlowFilterName(any_=[deployment.flow_name or "citeline-ingest"])),
+            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[deployment.name])),
+        )
+        for flow_run in runs:
+            await client.set_flow_run_state(
+                flow_run.id, Cancelled(message="citeline schedule stopped before this run started"), force=True
+            )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import re
 import shutil
 import signal
 import socket
@@ -30,6 +31,7 @@ from citeline.store import catalog, locks
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
+SEED_FILES = len(list((REPO / "seeds").iterdir()))  # one document each
 
 
 def _free_port() -> int:
@@ -46,13 +48,20 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("prefect-server-home")
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_UI_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_ENABLED": "false",
+    }
     env.pop("PREFECT_API_URL", None)
     log = (home / "server.log").open("wb")
     server = subprocess.Popen(
         [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     previous = os.environ.get("PREFECT_API_URL")
     try:
@@ -92,18 +101,37 @@ def chunk_table(index_dir: Path) -> dict[int, tuple[Any, ...]]:
     return {row[0]: row[1:] for row in rows}
 
 
+async def what_the_ui_shows(flow_run_id: Any) -> dict[str, Any]:
+    """A flow run as Prefect's API serves it to the UI: the run, its logs, task runs, states and artifacts."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter, LogFilter
+
+    async with get_client() as client:
+        flow_run = await client.read_flow_run(flow_run_id)
+        await asyncio.sleep(2)  # logs are sent in batches, about every 2 s
+        logs = await client.read_logs(LogFilter(flow_run_id={"any_": [flow_run_id]}), limit=200)
+        task_runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id={"any_": [flow_run_id]}))
+        states = await client.read_flow_run_states(flow_run_id)
+        artifacts = await client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return {"flow_run": flow_run, "logs": logs, "task_runs": task_runs, "states": states, "artifacts": artifacts}
+
+
 @pytest.fixture(scope="module")
 def served(prefect_api: str, tmp_path_factory: pytest.TempPathFactory, seeds_dir_module: Path) -> dict[str, Any]:
     """Register the scheduled deployment the way `citeline schedule` does, trigger a run, and let a runner run it."""
     from prefect.client.orchestration import get_client
     from prefect.deployments import arun_deployment
     from prefect.runner import Runner
+    from prefect.settings import PREFECT_LOGGING_LEVEL, temporary_settings
 
     from flows.serve import build_deployment
 
     index_dir = tmp_path_factory.mktemp("served") / "index"
-    deployment = build_deployment([str(seeds_dir_module)], cron="0 3 * * *", name="test-scheduled",
-                                  index_path=str(index_dir), wait=60)
+    deployment = build_deployment(
+        [str(seeds_dir_module)], cron="0 3 * * *", name="test-scheduled", index_path=str(index_dir), wait=60
+    )
 
     async def register_trigger_and_run() -> dict[str, Any]:
         runner = Runner(name="citeline-test-runner")
@@ -112,10 +140,12 @@ def served(prefect_api: str, tmp_path_factory: pytest.TempPathFactory, seeds_dir
             registered = await client.read_deployment(deployment_id)
         started = time.perf_counter()
         flow_run = await arun_deployment(name="citeline-ingest/test-scheduled", timeout=0)
-        await runner.start(run_once=True)
-        async with get_client() as client:
-            finished = await client.read_flow_run(flow_run.id)
-        return {"deployment": registered, "flow_run": finished, "run_seconds": time.perf_counter() - started}
+        # The run's subprocess (which gets this process's settings) logs at Prefect's default level, INFO; this
+        # test session's default is WARNING.
+        with temporary_settings({PREFECT_LOGGING_LEVEL: "INFO"}):
+            await runner.start(run_once=True)
+        seconds = time.perf_counter() - started
+        return {"deployment": registered, "run_seconds": seconds, **await what_the_ui_shows(flow_run.id)}
 
     return {**asyncio.run(register_trigger_and_run()), "index": index_dir}
 
@@ -141,10 +171,54 @@ def test_triggered_run_of_the_deployment_builds_the_index(served: dict[str, Any]
     assert served["flow_run"].state.is_completed(), served["flow_run"].state
     index = Index.open(served["index"])
     status = index.status()
-    assert (status.documents, status.generation) == (2, 1)
+    assert (status.documents, status.generation) == (SEED_FILES, 1)
     assert status.last_run is not None and status.last_run.status == "succeeded"
     assert index.verify().ok
-    print(f"served run (trigger, subprocess, real model, 2 seeds): {served['run_seconds']:.1f} s")
+    print(f"served run (trigger, subprocess, real model, {SEED_FILES} seeds): {served['run_seconds']:.1f} s")
+
+
+def test_triggered_run_shows_info_lines_named_task_runs_and_artifacts(
+    served: dict[str, Any], seeds_dir_module: Path
+) -> None:
+    import logging as logging_levels
+
+    from citeline.embedding import SentenceTransformerEmbedder, onnx_file_name, onnx_model_dir
+    from flows.ingest import index_key
+
+    index_dir = str(served["index"].resolve())
+    info = [log.message for log in served["logs"] if log.level == logging_levels.INFO]
+    assert served["flow_run"].name == f"{index_dir} <- {seeds_dir_module}"
+    for expected in (
+        f"discovered {SEED_FILES} files under {seeds_dir_module}",
+        f"parsed {SEED_FILES} files: {SEED_FILES} documents, 0 failed",
+        f"plan: {SEED_FILES} added, 0 updated, 0 unchanged, 0 removed (documents)",
+        "committed generation 1",
+    ):
+        assert any(line.startswith(expected) for line in info), (expected, info)
+    chunks = rf"chunks: \d+ made from {SEED_FILES} documents, \d+ embedded, 0 reused"
+    assert any(re.fullmatch(chunks, line) for line in info)
+    assert any(re.fullmatch(r"embed: \d+\.\d s", line) for line in info), info
+    assert any(line.startswith("query model ready") for line in info)
+    names = sorted(task_run.name for task_run in served["task_runs"])
+    assert names == sorted(
+        [
+            f"discover [{seeds_dir_module}]",
+            f"parse [batch 1/1, {SEED_FILES} files]",
+            "plan",
+            f"chunk+embed [batch 1/1, {SEED_FILES} documents]",
+            "commit",
+            "prepare query model",
+        ]
+    ), names
+    key = index_key(index_dir)
+    artifacts = {artifact.key: artifact for artifact in served["artifacts"]}
+    assert {f"{key}-progress", f"{key}-report", f"{key}-failures"} <= artifacts.keys(), artifacts.keys()
+    assert artifacts[f"{key}-progress"].data == 100.0
+    assert index_dir in artifacts[f"{key}-report"].data and index_dir in artifacts[f"{key}-report"].description
+    assert "every file was ingested" in str(artifacts[f"{key}-failures"].data)
+    # The flow prepared the query model, as Index.ingest does: searches need no torch.
+    embedder = SentenceTransformerEmbedder()
+    assert (onnx_model_dir(embedder.model_path) / onnx_file_name("onnx")).exists()
 
 
 def test_dask_cluster_builds_the_same_index_as_the_default_runner(
@@ -161,13 +235,19 @@ def test_dask_cluster_builds_the_same_index_as_the_default_runner(
         distributed.Client(cluster, set_as_default=False) as client,
     ):
         # One file and about one chunk per batch: two parse and two embedding tasks to spread over the workers.
-        summary = ingest_flow(paths=[str(seeds_dir_module)], index_path=str(index_dir),
-                              dask_address=cluster.scheduler_address, files_per_batch=1, chunks_per_batch=1)
+        summary = ingest_flow(
+            paths=[str(seeds_dir_module)],
+            index_path=str(index_dir),
+            dask_address=cluster.scheduler_address,
+            files_per_batch=1,
+            chunks_per_batch=1,
+        )
         # The batches ran on the workers: they imported the flow's module and opened the index there.
-        opened = client.run(lambda: len(sys.modules["flows.ingest"]._open_indexes)
-                            if "flows.ingest" in sys.modules else 0)
+        opened = client.run(
+            lambda: len(sys.modules["flows.ingest"]._open_indexes) if "flows.ingest" in sys.modules else 0
+        )
     print(f"Dask flow run (2-worker LocalCluster, model loaded per worker): {time.perf_counter() - started:.1f} s")
-    assert summary["status"] == "succeeded" and summary["added"] == 2
+    assert summary["status"] == "succeeded" and summary["added"] == SEED_FILES
     assert sum(opened.values()) >= 1, opened
     expected, got = chunk_table(served["index"]), chunk_table(index_dir)
     assert got.keys() == expected.keys()
@@ -185,8 +265,9 @@ def small_index(tmp_path: Path, seeds_dir: Path, fake_embedder: Any) -> Path:
     return index.path
 
 
-def test_transient_discover_failure_is_retried(prefect_api: str, small_index: Path, seeds_dir: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_transient_discover_failure_is_retried(
+    prefect_api: str, small_index: Path, seeds_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from citeline import pipeline as ingest
     from flows import ingest as flow_module
 
@@ -203,11 +284,12 @@ def test_transient_discover_failure_is_retried(prefect_api: str, small_index: Pa
     monkeypatch.setattr(flow_module, "discover_task", flow_module.discover_task.with_options(retry_delay_seconds=0))
     summary = flow_module.ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index))
     assert len(calls) == 2
-    assert (summary["status"], summary["unchanged"], summary["generation"]) == ("succeeded", 2, 1)
+    assert (summary["status"], summary["unchanged"], summary["generation"]) == ("succeeded", SEED_FILES, 1)
 
 
-def test_run_that_fails_for_good_keeps_the_last_generation(prefect_api: str, small_index: Path, seeds_dir: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_that_fails_for_good_keeps_the_last_generation(
+    prefect_api: str, small_index: Path, seeds_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from citeline import pipeline as ingest
     from flows import ingest as flow_module
 
@@ -231,8 +313,9 @@ def test_run_that_fails_for_good_keeps_the_last_generation(prefect_api: str, sma
     assert index.verify().ok
 
 
-def test_flow_refuses_a_second_writer_when_told_not_to_wait(prefect_api: str, small_index: Path,
-                                                            seeds_dir: Path) -> None:
+def test_flow_refuses_a_second_writer_when_told_not_to_wait(
+    prefect_api: str, small_index: Path, seeds_dir: Path
+) -> None:
     from flows.ingest import ingest_flow
 
     with locks.writer_lock(small_index), pytest.raises(IndexLockedError, match="another process is writing"):
@@ -262,27 +345,93 @@ def test_flow_run_fails_with_the_refusal_when_a_root_comes_back_empty(prefect_ap
     assert dry["status"] == "dry-run" and dry["removed"] > 0
 
 
-def test_prefect_yaml_deploys_to_a_work_pool(prefect_api: str, tmp_path: Path) -> None:
-    """`prefect deploy` itself validates prefect.yaml and registers the deployment with its schedule."""
+def test_a_waiting_run_says_who_holds_the_lock_in_its_log_and_state(
+    prefect_api: str, small_index: Path, seeds_dir: Path
+) -> None:
+    from flows.ingest import ingest_flow
+
+    with locks.writer_lock(small_index):
+        state = ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index), wait=1, return_state=True)
+    assert state.is_failed()
+    shown = asyncio.run(what_the_ui_shows(state.state_details.flow_run_id))
+    holder = rf"held by pid {os.getpid()} since \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+    waiting = rf"waiting for the writer lock of {small_index}: {holder}; giving up after 1 s"
+    assert any(re.fullmatch(waiting, log.message) for log in shown["logs"]), [log.message for log in shown["logs"]]
+    assert any(s.type.value == "RUNNING" and re.fullmatch(waiting, s.message or "") for s in shown["states"])
+
+
+def test_prefect_yaml_deploys_to_a_work_pool(prefect_api: str, tmp_path: Path, seeds_dir: Path) -> None:
+    """`prefect deploy` itself validates prefect.yaml and registers citeline-ingest/worker with its schedule,
+    its concurrency limit, paths from the environment and the checkout it ran in (no /app)."""
     from prefect.client.orchestration import get_client
 
     project = tmp_path / "project"  # a copy, so that `prefect deploy` cannot touch the repository
     shutil.copytree(REPO, project, ignore=shutil.ignore_patterns(".git", ".venv", "index", "__pycache__", "*.egg-info"))
-    env = {**os.environ, "PREFECT_API_URL": prefect_api}
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": prefect_api,
+        "CITELINE_DOCUMENTS": str(seeds_dir),
+        "CITELINE_INDEX": str(tmp_path / "index"),
+    }
     for command in (["work-pool", "create", "citeline", "--type", "process"], ["--no-prompt", "deploy", "--all"]):
-        result = subprocess.run([sys.executable, "-m", "prefect", *command], cwd=project, env=env,
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-m", "prefect", *command],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
 
     async def read() -> Any:
         async with get_client() as client:
-            return await client.read_deployment_by_name("citeline-ingest/scheduled")
+            return await client.read_deployment_by_name("citeline-ingest/worker")
 
     deployment = asyncio.run(read())
     assert deployment.work_pool_name == "citeline"
     assert deployment.entrypoint == "flows/ingest.py:ingest_flow"
-    assert deployment.parameters == {"paths": ["/data/documents"], "index_path": "/data/index"}
+    assert deployment.parameters == {"paths": [str(seeds_dir)], "index_path": str(tmp_path / "index")}
     assert deployment.schedules[0].schedule.cron == "0 * * * *"
+    assert deployment.global_concurrency_limit is not None and deployment.global_concurrency_limit.limit == 1
+    assert deployment.concurrency_options.collision_strategy.value == "CANCEL_NEW"
     assert deployment.pull_steps == [
-        {"prefect.deployments.steps.set_working_directory": {"directory": "/app"}}
+        {"prefect.deployments.steps.set_working_directory": {"directory": str(project.resolve())}}
     ]
+
+
+def test_ctrl_c_stops_schedule_cleanly(prefect_api: str, tmp_path: Path, seeds_dir: Path) -> None:
+    """`citeline schedule` as a user runs it: it serves until Ctrl-C, then exits 0 without a traceback."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_API_URL": prefect_api}
+    command = [
+        sys.executable,
+        "-m",
+        "citeline.cli",
+        "schedule",
+        str(seeds_dir),
+        "--cron",
+        "0 3 * * *",
+        "--name",
+        "ctrl-c",
+        "--index",
+        str(tmp_path / "ix"),
+    ]
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = process.stderr.readline()  # type: ignore[union-attr]
+            seen.append(line)
+            if not line or "serving citeline-ingest/ctrl-c" in line:
+                break
+        assert any("serving citeline-ingest/ctrl-c" in line for line in seen), "".join(seen)
+        time.sleep(2)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert "stopped serving citeline-ingest/ctrl-c" in stderr

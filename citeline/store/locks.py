@@ -17,6 +17,7 @@ import functools
 import os
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
@@ -79,9 +80,20 @@ def writer_lock(index_dir: Path, *, wait: float | None = None) -> Iterator[None]
                 raise
             os.close(descriptor)  # no flock on directories here: lock a file that is re-checked after locking
             descriptor = _lock_file(index_dir / WRITE_LOCK_FILE, fcntl.LOCK_EX, deadline, locked_out)
+        _note_holder(index_dir / WRITE_LOCK_FILE)
         yield
     finally:
         os.close(descriptor)  # releases the flock
+
+
+def _note_holder(path: Path) -> None:
+    """Write ``<pid> <start time>`` into ``write.lock``, so a waiting run can say who holds the index (the file
+    only informs: the lock itself is on the directory, or on this file's descriptor, never on its contents)."""
+    started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with contextlib.suppress(OSError), path.open("a+") as handle:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()} {started}\n")
 
 
 def _lock_file(path: Path, operation: int, deadline: float | None, fail: Callable[[], Exception]) -> int:
