@@ -141,16 +141,14 @@ class LexicalIndex:
 
     @classmethod
     def load(cls, directory: Path, *, mmap: bool = False) -> LexicalIndex:
-        """Read a generation folder: segmented (a :class:`SegmentedIndex`), or bm25s's own files (before segments,
-        written by :meth:`save`); raises :class:`IndexCorruptError` if it is unreadable."""
+        """Read a folder of bm25s's own files (generations before segments, written by :meth:`save`; segmented
+        folders are read by ``citeline.lexical_segments.load``); raises :class:`IndexCorruptError` if unreadable."""
         try:
             settings = json.loads((directory / SETTINGS_FILE).read_text())
         except (OSError, ValueError) as exc:
             raise IndexCorruptError(f"{directory} cannot be read ({exc}); run `citeline rebuild`") from exc
         if "segments" in settings:
-            from citeline.lexical_segments import load_segmented
-
-            return load_segmented(directory, settings)
+            raise IndexCorruptError(f"{directory} is segmented: read it with citeline.lexical_segments.load")
         bm25s = _bm25s()
         try:
             chunk_ids = np.load(directory / CHUNK_IDS_FILE, allow_pickle=False)

@@ -337,3 +337,14 @@ def load_segmented(directory: Path, settings: dict[str, Any]) -> SegmentedIndex:
     if settings.get("chunks") != len(chunk_ids) or sum(part.live_count for part in parts) != len(chunk_ids):
         raise IndexCorruptError(f"{directory} is inconsistent (chunk count); run `citeline rebuild`")
     return index
+
+
+def load(directory: Path, *, mmap: bool = False) -> LexicalIndex:
+    """Read a generation's BM25 folder: segmented (a :class:`SegmentedIndex`), or bm25s's own files (0.1.0)."""
+    try:
+        settings = json.loads((directory / SETTINGS_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise IndexCorruptError(f"{directory} cannot be read ({exc}); run `citeline rebuild`") from exc
+    if "segments" in settings:
+        return load_segmented(directory, settings)
+    return LexicalIndex.load(directory, mmap=mmap)

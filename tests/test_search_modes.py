@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from citeline import Index, IndexRepairedWarning, QueryError
+from citeline import Index, IndexRepairedWarning, QueryError, lexical_segments
 from citeline.cli import cli
 from citeline.lexical import LexicalIndex, analyze
 from citeline.search import Fusion
@@ -102,7 +102,7 @@ def test_lexical_allowed_returns_k_whenever_k_allowed_chunks_match() -> None:
 
 def test_bm25_folder_per_generation_and_old_ones_removed(seeded: Index, seeds_dir, tmp_path) -> None:
     assert sorted(p.name for p in seeded.path.glob("bm25.*")) == ["bm25.1"]
-    assert np.array_equal(LexicalIndex.load(generation.bm25_path(seeded.path, 1)).chunk_ids,
+    assert np.array_equal(lexical_segments.load(generation.bm25_path(seeded.path, 1)).chunk_ids,
                           np.sort(seeded.snapshot().lexical.chunk_ids))
     # A changed document publishes generation 2 with a new BM25 folder; a new term becomes searchable.
     copy = tmp_path / "docs"

@@ -96,3 +96,10 @@ def publish(artifact: str, final: Path, write: Callable[[Path], None]) -> None:
     tmp = final.with_name(final.name + ".tmp")
     write_staged(artifact, tmp, write)
     swap_in(artifact, tmp, final)
+
+
+def rename_into_place(staged: Path, final: Path) -> None:
+    """Rename a complete file (a new index's ``meta.duckdb``, built under another name) into place and fsync the
+    directory, so a crash leaves either no file or the whole one."""
+    os.replace(staged, final)
+    _fsync_directory(final.parent)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import re
 import shutil
 import warnings
@@ -45,18 +44,19 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from citeline import lexical_segments
 from citeline.arrays import positions_of
 from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexRepairedWarning, IndexWriteError
-from citeline.lexical import LexicalIndex, settings_problems
+from citeline.lexical import settings_problems
 from citeline.lexical_segments import Part, Segment, SegmentedIndex, live_parts, merge_plan, read_segments
 from citeline.store import catalog, checks, ledger
 from citeline.store.files import (
-    _fsync_directory,
     _remove,
     artifact_bytes,
     artifact_checksum,
     folder_checksum,
     publish,
+    rename_into_place,
 )
 from citeline.store.locks import writer_lock
 from citeline.vectors import DEFAULT_KIND, VectorIndex, kind_of
@@ -151,7 +151,7 @@ def publish_incremental(
         return None
     try:
         previous_vectors = kind.load(vectors_path(index_dir, generation - 1, kind))
-        previous_lexical = LexicalIndex.load(bm25_path(index_dir, generation - 1), mmap=True)
+        previous_lexical = lexical_segments.load(bm25_path(index_dir, generation - 1), mmap=True)
     except IndexCorruptError:
         return None
     if not isinstance(previous_lexical, SegmentedIndex):
@@ -230,8 +230,7 @@ def create(index_dir: Path, meta: dict[str, Any]) -> bool:
             catalog.checkpoint(connection)
         finally:
             connection.close()
-        os.replace(staged, catalog.db_path(index_dir))
-        _fsync_directory(index_dir)
+        rename_into_place(staged, catalog.db_path(index_dir))
     return True
 
 

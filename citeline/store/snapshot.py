@@ -11,9 +11,9 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from citeline import lexical_segments
 from citeline.arrays import positions_of
 from citeline.errors import IndexCorruptError
-from citeline.lexical import LexicalIndex
 from citeline.store import catalog
 from citeline.store.generation import bm25_path, vector_kind, vectors_path
 from citeline.vectors import VectorIndex
@@ -45,7 +45,7 @@ class ReadSnapshot:
                 raise IndexCorruptError(
                     f"{folder} is missing; run `citeline rebuild` to restore it from {catalog.DB_FILE}"
                 )
-            self.lexical = LexicalIndex.load(folder, mmap=True)
+            self.lexical = lexical_segments.load(folder, mmap=True)
             if len(self.lexical) != len(self.vectors):
                 raise IndexCorruptError(
                     f"{folder} holds {len(self.lexical)} chunks, the vector index {len(self.vectors)}; run "

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from citeline import lexical_segments
 from citeline.errors import IndexCorruptError
 from citeline.lexical import LexicalIndex
 from citeline.store import catalog, checks, ledger
@@ -84,7 +85,7 @@ def read_state(index_dir: Path) -> State:
         state.bm25_issues = bm25_problems(index_dir, meta, full=True)
         if not state.bm25_issues or "is missing" not in state.bm25_issues[0]:
             try:
-                state.lexical = LexicalIndex.load(state.bm25_dir, mmap=True)
+                state.lexical = lexical_segments.load(state.bm25_dir, mmap=True)
             except IndexCorruptError as exc:
                 state.bm25_issues.append(str(exc).split("; run")[0])
     return state

@@ -27,7 +27,7 @@ from typing import cast
 
 import numpy as np
 
-from citeline.vectors import VectorIndex, vector_index
+from citeline.vectors.base import VectorIndex, vector_index
 from citeline.vectors.flat import FlatIndex
 from citeline.vectors.ivf import IVFIndex
 

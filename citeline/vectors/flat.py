@@ -12,7 +12,7 @@ import numpy as np
 
 from citeline.arrays import positions_of, top_k
 from citeline.errors import IndexCorruptError
-from citeline.vectors import vector_index
+from citeline.vectors.base import vector_index
 
 #: Below this many vectors a query is scanned on one thread: splitting a single query's scan of a small flat
 #: index over OpenMP threads costs more than it saves (24 ms instead of 0.7 ms for 13k vectors on 2 busy cores).

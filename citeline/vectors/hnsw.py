@@ -21,8 +21,8 @@ import numpy as np
 
 from citeline.arrays import positions_of
 from citeline.errors import IndexCorruptError
-from citeline.vectors import vector_index
 from citeline.vectors.approximate import ApproximateIndex
+from citeline.vectors.base import vector_index
 
 NEIGHBORS = 32
 EF_CONSTRUCTION = 64

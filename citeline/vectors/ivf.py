@@ -29,8 +29,8 @@ import numpy as np
 
 from citeline.arrays import positions_of
 from citeline.errors import IndexCorruptError
-from citeline.vectors import vector_index
 from citeline.vectors.approximate import ApproximateIndex
+from citeline.vectors.base import vector_index
 
 #: FAISS's stubs lack these.
 _HASHTABLE: Any = faiss.DirectMap.Hashtable  # type: ignore[attr-defined]
