@@ -42,8 +42,9 @@ def main() -> None:
         hits = index.search(query, k=30, collapse=False)
         vectors = chunk_vectors(snapshot.faiss, [hit.chunk_id for hit in hits])
         similarity = vectors @ vectors.T
-        cosines += [float(similarity[i, j]) for i in range(len(hits)) for j in range(i)
-                    if hits[i].doc_id != hits[j].doc_id]
+        cosines += [
+            float(similarity[i, j]) for i in range(len(hits)) for j in range(i) if hits[i].doc_id != hits[j].doc_id
+        ]
         start = time.perf_counter()
         found = index.search(query, k=10)
         with_collapse += time.perf_counter() - start
@@ -57,8 +58,10 @@ def main() -> None:
     for threshold in (0.8, 0.85, 0.9, 0.95, 0.97):
         print(f"  cosine >= {threshold}: {(values >= threshold).sum()} pairs ({(values >= threshold).mean():.4%})")
     print(f"  max {values.max():.3f}, 99.9th percentile {np.quantile(values, 0.999):.3f}")
-    print(f"k=10 with collapse: {collapsed} of {results} results list more than one source; mean latency "
-          f"{with_collapse / len(queries) * 1000:.1f} ms with collapse, {without / len(queries) * 1000:.1f} ms without")
+    print(
+        f"k=10 with collapse: {collapsed} of {results} results list more than one source; mean latency "
+        f"{with_collapse / len(queries) * 1000:.1f} ms with collapse, {without / len(queries) * 1000:.1f} ms without"
+    )
 
 
 if __name__ == "__main__":

@@ -131,26 +131,44 @@ def main() -> None:
         run = index.ingest([corpus])
         ingest_seconds, ingest_cpu = time.perf_counter() - start, time.process_time() - cpu
         texts, chunk_docs, best_vectors = indexed_chunks(index.path)
-        print(f"{len(records)} documents, {len(texts)} chunks ({run.chunks_embedded} embedded), "
-              f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"{len(records)} documents, {len(texts)} chunks ({run.chunks_embedded} embedded), "
+            f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
 
         plain = SentenceTransformer(model_path, device="cpu", local_files_only=True)
         plain.encode(texts[:64], batch_size=args.batch_size)  # warm-up
         start, cpu = time.perf_counter(), time.process_time()
         torch_vectors = plain.encode(texts, batch_size=args.batch_size, normalize_embeddings=True)
         baseline = time.perf_counter() - start
-        line(f"plain SentenceTransformer.encode, torch, batch {args.batch_size}", baseline,
-             time.process_time() - cpu, len(texts), None)
+        line(
+            f"plain SentenceTransformer.encode, torch, batch {args.batch_size}",
+            baseline,
+            time.process_time() - cpu,
+            len(texts),
+            None,
+        )
 
         for backend in backends:
             embedder = SentenceTransformerEmbedder(backend=backend)
             embedder.encode(texts[:16])  # load and warm up
             start, cpu = time.perf_counter(), time.process_time()
             embedder.encode(texts)
-            line(f"citeline {backend} encode", time.perf_counter() - start, time.process_time() - cpu, len(texts),
-                 baseline)
-        line(f"FULL INGEST, citeline {args.best} (parse+chunk+embed+commit)", ingest_seconds, ingest_cpu, len(texts),
-             baseline)
+            line(
+                f"citeline {backend} encode",
+                time.perf_counter() - start,
+                time.process_time() - cpu,
+                len(texts),
+                baseline,
+            )
+        line(
+            f"FULL INGEST, citeline {args.best} (parse+chunk+embed+commit)",
+            ingest_seconds,
+            ingest_cpu,
+            len(texts),
+            baseline,
+        )
         ratio = baseline / ingest_seconds
         verdict = "PASS" if ratio >= INGEST_TARGET else "FAIL"
         print(f"full ingest speed-up over plain torch encoding: {ratio:.2f}x  {verdict} (target >= {INGEST_TARGET}x)")
@@ -166,8 +184,10 @@ def main() -> None:
             best_ndcg = dense_ndcg(best_vectors, chunk_docs, query_ids, best_queries, qrels)
             delta = best_ndcg - torch_ndcg
             verdict = "PASS" if abs(delta) <= NDCG_TOLERANCE else "FAIL"
-            print(f"dense nDCG@10: torch {torch_ndcg:.4f}, {args.best} index {best_ndcg:.4f}, "
-                  f"difference {delta:+.4f}  {verdict} (within {NDCG_TOLERANCE})")
+            print(
+                f"dense nDCG@10: torch {torch_ndcg:.4f}, {args.best} index {best_ndcg:.4f}, "
+                f"difference {delta:+.4f}  {verdict} (within {NDCG_TOLERANCE})"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -51,8 +51,10 @@ def main() -> None:
             answers[name] = search.dense_search(index, query, 10, allowed)
             timings[name] = best_ms(lambda chosen=allowed: search.dense_search(index, query, 10, chosen))
         same = [i for i, _ in answers["selector"]] == [i for i, _ in answers["numpy"]]
-        print(f"allowed={size:>7,} ({size / args.n:6.1%}): selector {timings['selector']:6.1f} ms   "
-              f"numpy {timings['numpy']:6.1f} ms   same hits: {same}")
+        print(
+            f"allowed={size:>7,} ({size / args.n:6.1%}): selector {timings['selector']:6.1f} ms   "
+            f"numpy {timings['numpy']:6.1f} ms   same hits: {same}"
+        )
 
 
 if __name__ == "__main__":

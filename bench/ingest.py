@@ -44,8 +44,11 @@ def timed(label: str, index: Index, corpus: Path, first: float | None, target: f
     verdict = ""
     if first and target:
         verdict = "  PASS" if elapsed / first < target else f"  FAIL (target < {target:.0%})"
-    print(f"{label:<28} {elapsed:8.2f} s  +{run.added} ~{run.updated} ={run.unchanged} -{run.removed} "
-          f"embedded {run.chunks_embedded} reused {run.chunks_reused}{ratio}{verdict}", flush=True)
+    print(
+        f"{label:<28} {elapsed:8.2f} s  +{run.added} ~{run.updated} ={run.unchanged} -{run.removed} "
+        f"embedded {run.chunks_embedded} reused {run.chunks_reused}{ratio}{verdict}",
+        flush=True,
+    )
     return elapsed
 
 
@@ -85,12 +88,12 @@ def main() -> None:
         timed("fresh build of final files", fresh, corpus, None, None)
         same_chunks = chunk_set(index) == chunk_set(fresh)
         differing = sum(
-            [r.chunk_id for r in index.search(q, k=10)] != [r.chunk_id for r in fresh.search(q, k=10)]
-            for q in queries
+            [r.chunk_id for r in index.search(q, k=10)] != [r.chunk_id for r in fresh.search(q, k=10)] for q in queries
         )
         print(f"same chunk set as a fresh build: {'PASS' if same_chunks else 'FAIL'}")
-        print(f"same top-10 for all {len(queries)} queries: "
-              f"{'PASS' if differing == 0 else f'FAIL ({differing} differ)'}")
+        print(
+            f"same top-10 for all {len(queries)} queries: {'PASS' if differing == 0 else f'FAIL ({differing} differ)'}"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -54,15 +54,21 @@ def main() -> None:
     cold, cold_cpu = [], []
     for i in range(args.cold_runs):
         start, children = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([citeline, "search", queries[i % len(queries)], "--index", str(index_path), "-k", str(args.k)],
-                       check=True, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        subprocess.run(
+            [citeline, "search", queries[i % len(queries)], "--index", str(index_path), "-k", str(args.k)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
         cold.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cold_cpu.append(after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime)
     print(f"index {index_path}: {Index.open(index_path).status().chunks} chunks")
-    print(f"cold CLI search ({args.cold_runs} runs): median {statistics.median(cold):.3f} s, "
-          f"max {max(cold):.3f} s; CPU time (user+sys) median {statistics.median(cold_cpu):.3f} s; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"cold CLI search ({args.cold_runs} runs): median {statistics.median(cold):.3f} s, "
+        f"max {max(cold):.3f} s; CPU time (user+sys) median {statistics.median(cold_cpu):.3f} s; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
 
     index = Index.open(index_path)
     modes = [None]
@@ -77,8 +83,10 @@ def main() -> None:
             index.search(query, k=args.k, **kwargs)
             timings.append((time.perf_counter() - start) * 1000)
             cpu.append((time.process_time() - started_cpu) * 1000)
-        print(f"in-process {mode or 'dense'} search, {len(queries)} queries: p50 {percentile(timings, 0.5):.1f} ms, "
-              f"p99 {percentile(timings, 0.99):.1f} ms; CPU time p50 {percentile(cpu, 0.5):.1f} ms")
+        print(
+            f"in-process {mode or 'dense'} search, {len(queries)} queries: p50 {percentile(timings, 0.5):.1f} ms, "
+            f"p99 {percentile(timings, 0.99):.1f} ms; CPU time p50 {percentile(cpu, 0.5):.1f} ms"
+        )
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)
 

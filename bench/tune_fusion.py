@@ -61,8 +61,10 @@ def main() -> None:
     chunks = CorpusChunks(index, dataset.corpus)
     tuning, held_out = split_queries(list(dataset.queries))
     every = sorted(dataset.queries)
-    print(f"{len(every)} queries: {len(tuning)} tuning, {len(held_out)} held out (seed {SEED}); "
-          f"{chunks.documents} documents, {chunks.chunks} chunks")
+    print(
+        f"{len(every)} queries: {len(tuning)} tuning, {len(held_out)} held out (seed {SEED}); "
+        f"{chunks.documents} documents, {chunks.chunks} chunks"
+    )
 
     stages = args.stages.split(",")
     vectors = {}
@@ -74,18 +76,27 @@ def main() -> None:
     def score(label: str, search: Callable[[str], list[tuple[int, float]]]) -> dict[str, float]:
         rankings = {qid: documents_by_best_chunk(search(qid), chunks.record_of) for qid in every}
         result = score_rankings(label, rankings, dataset.qrels)
-        figures = {"tune": result.subset(tuning)[0], "held": result.subset(held_out)[0], "all": result.ndcg_at_10,
-                   "recall": result.recall_at_100}
+        figures = {
+            "tune": result.subset(tuning)[0],
+            "held": result.subset(held_out)[0],
+            "all": result.ndcg_at_10,
+            "recall": result.recall_at_100,
+        }
         return figures
 
     def line(label: str, figures: dict[str, float]) -> None:
-        print(f"  {label:<58} tune {figures['tune']:.4f}  held-out {figures['held']:.4f}  all {figures['all']:.4f}"
-              f"  R@100 {figures['recall']:.4f}", flush=True)
+        print(
+            f"  {label:<58} tune {figures['tune']:.4f}  held-out {figures['held']:.4f}  all {figures['all']:.4f}"
+            f"  R@100 {figures['recall']:.4f}",
+            flush=True,
+        )
 
     if "dense" in stages:
         print("dense (nothing to tune):")
-        line("all-MiniLM-L6-v2, flat inner product",
-             score("dense", lambda q: dense_search(snapshot.faiss, vectors[q], CHUNK_DEPTH)))
+        line(
+            "all-MiniLM-L6-v2, flat inner product",
+            score("dense", lambda q: dense_search(snapshot.faiss, vectors[q], CHUNK_DEPTH)),
+        )
 
     # ---- lexical: BM25 variants over the chunk texts (stemmed, English stopwords), and with titles added
     connection = snapshot.connection
@@ -126,8 +137,10 @@ def main() -> None:
     hybrid_results = {}
 
     def hybrid(fusion: Fusion) -> dict[str, float]:
-        return score("hybrid", lambda q: hybrid_search(
-            snapshot.faiss, lexical, dataset.queries[q], vectors[q], CHUNK_DEPTH, None, fusion))
+        return score(
+            "hybrid",
+            lambda q: hybrid_search(snapshot.faiss, lexical, dataset.queries[q], vectors[q], CHUNK_DEPTH, None, fusion),
+        )
 
     for rrf_k, depth in itertools.product((10, 20, 40, 60, 100), (100, 200)):
         fusion = Fusion(method="rrf", rrf_k=rrf_k, depth=depth)

@@ -99,12 +99,21 @@ def ingest(
         from citeline.index import Index
 
         index = Index.create(
-            index_path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
+            index_path,
+            model=model,
+            backend=backend,
+            max_tokens=max_tokens,
+            overlap_tokens=overlap_tokens,
             vector_index=vector_index,
         )
         summary = index.ingest(
-            paths, progress=show_progress, max_file_bytes=max_file_bytes, wait=wait, allow_removals=allow_removals,
-            removal_threshold=removal_threshold, dry_run=dry_run,
+            paths,
+            progress=show_progress,
+            max_file_bytes=max_file_bytes,
+            wait=wait,
+            allow_removals=allow_removals,
+            removal_threshold=removal_threshold,
+            dry_run=dry_run,
         ).to_dict()
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
@@ -172,10 +181,19 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     help="hybrid fuses the dense (embedding) and lexical (BM25) rankings; the score is the fused score.",
 )
 @filter_options
-@click.option("--collapse/--no-collapse", default=True, show_default=True,
-              help="Show near-duplicate passages of different documents as one result listing every source.")
-@click.option("--collapse-threshold", type=float, default=DEFAULT_COLLAPSE_THRESHOLD, show_default=True,
-              help="Cosine at or above which passages are near-duplicates.")
+@click.option(
+    "--collapse/--no-collapse",
+    default=True,
+    show_default=True,
+    help="Show near-duplicate passages of different documents as one result listing every source.",
+)
+@click.option(
+    "--collapse-threshold",
+    type=float,
+    default=DEFAULT_COLLAPSE_THRESHOLD,
+    show_default=True,
+    help="Cosine at or above which passages are near-duplicates.",
+)
 @click.option("--full", is_flag=True, help="Print each passage's whole chunk, not only its highlighted sentences.")
 @format_option
 @json_option
@@ -242,8 +260,7 @@ def status(index_path: str, fmt: str | None, as_json: bool) -> None:
 
 @cli.command()
 @index_option
-@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
-              help="How many runs, newest first.")
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="How many runs, newest first.")
 @format_option
 @json_option
 @user_errors
@@ -308,37 +325,64 @@ def rebuild(ctx: click.Context, index_path: str, wait: float | None, as_json: bo
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
-        click.echo(f"rebuilt {report.faiss_file} and {report.bm25_dir}/ from {report.chunks} chunks in DuckDB; "
-                   + ("consistent" if report.ok else "still inconsistent: " + "; ".join(report.problems)))
+        click.echo(
+            f"rebuilt {report.faiss_file} and {report.bm25_dir}/ from {report.chunks} chunks in DuckDB; "
+            + ("consistent" if report.ok else "still inconsistent: " + "; ".join(report.problems))
+        )
     if not report.ok:
         ctx.exit(1)
 
 
 @cli.command(name="eval")
-@click.option("--beir", "beir", required=True, type=PathType(exists=True, file_okay=False),
-              help="BEIR directory: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv.")
-@click.option("--index", "index_path", default=None, type=PathType(file_okay=False),
-              help="Index to ingest the corpus into and reuse [default: a temporary one].")
-@click.option("--mode", type=click.Choice([*MODES, "all"]), default=DEFAULT_MODE, show_default=True,
-              help="Search mode to score, or all of them.")
+@click.option(
+    "--beir",
+    "beir",
+    required=True,
+    type=PathType(exists=True, file_okay=False),
+    help="BEIR directory: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv.",
+)
+@click.option(
+    "--index",
+    "index_path",
+    default=None,
+    type=PathType(file_okay=False),
+    help="Index to ingest the corpus into and reuse [default: a temporary one].",
+)
+@click.option(
+    "--mode",
+    type=click.Choice([*MODES, "all"]),
+    default=DEFAULT_MODE,
+    show_default=True,
+    help="Search mode to score, or all of them.",
+)
 @click.option("--split", default="test", show_default=True, help="Which qrels/SPLIT.tsv to score against.")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None,
-              help="Embedding backend for a new index [default: torch].")
+@click.option(
+    "--backend", type=click.Choice(BACKENDS), default=None, help="Embedding backend for a new index [default: torch]."
+)
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
 @json_option
 @user_errors
-def eval_(beir: str, index_path: str | None, mode: str, split: str, backend: str | None, progress: bool | None,
-          as_json: bool) -> None:
+def eval_(
+    beir: str, index_path: str | None, mode: str, split: str, backend: str | None, progress: bool | None, as_json: bool
+) -> None:
     """Score retrieval on a BEIR dataset: nDCG@10 and Recall@100, documents ranked by their best chunk."""
     from citeline.evaluate import evaluate_beir
 
-    report = evaluate_beir(beir, index_path=index_path, mode=mode, split=split, backend=backend,
-                           progress=sys.stderr.isatty() if progress is None else progress)
+    report = evaluate_beir(
+        beir,
+        index_path=index_path,
+        mode=mode,
+        split=split,
+        backend=backend,
+        progress=sys.stderr.isatty() if progress is None else progress,
+    )
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
         return
-    click.echo(f"{report.dataset} ({report.split}): {report.queries} queries, {report.documents} documents in "
-               f"{report.chunks} chunks, index {report.index}")
+    click.echo(
+        f"{report.dataset} ({report.split}): {report.queries} queries, {report.documents} documents in "
+        f"{report.chunks} chunks, index {report.index}"
+    )
     click.echo(f"{'mode':<8} {'nDCG@10':>8} {'Recall@100':>11} {'seconds':>8}")
     for result in report.results:
         click.echo(f"{result.mode:<8} {result.ndcg_at_10:>8.4f} {result.recall_at_100:>11.4f} {result.seconds:>8.1f}")

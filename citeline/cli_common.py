@@ -18,6 +18,7 @@ from citeline.formats import FORMATS, format_record, format_records, search_reco
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
 class PathType(click.Path):
     """``click.Path`` that reports a path it cannot even look at (a NUL byte) as a usage error, not a traceback."""
 
@@ -43,19 +44,24 @@ wait_option = click.option(
 )
 # The settings of an ingestion run, shared by `ingest` and `schedule` (parameters of Index.create and the flow).
 _INGEST_OPTIONS = [
-    click.option("--model", default=None,
-                 help="Model name or local model folder [default: the index's, or all-MiniLM-L6-v2]."),
+    click.option(
+        "--model", default=None, help="Model name or local model folder [default: the index's, or all-MiniLM-L6-v2]."
+    ),
     click.option(
         "--backend",
         type=click.Choice(BACKENDS),
         default=None,
-        help="Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) "
-        "[default: torch].",
+        help="Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) [default: torch].",
     ),
-    click.option("--max-tokens", type=click.IntRange(min=1), default=None,
-                 help="Chunk size in model tokens [default: model limit]."),
-    click.option("--overlap-tokens", type=click.IntRange(min=0), default=None,
-                 help="Token overlap between chunks [default: 32]."),
+    click.option(
+        "--max-tokens",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Chunk size in model tokens [default: model limit].",
+    ),
+    click.option(
+        "--overlap-tokens", type=click.IntRange(min=0), default=None, help="Token overlap between chunks [default: 32]."
+    ),
     click.option(
         "--vector-index",
         type=click.Choice(["auto", "flat", "ivf", "hnsw"]),
@@ -63,19 +69,39 @@ _INGEST_OPTIONS = [
         help="Vector index of a new index: exact (flat), inverted lists (ivf), a graph (hnsw), or flat until "
         "it is large, then ivf (auto) [default: auto].",
     ),
-    click.option("--max-file-bytes", type=click.IntRange(min=1), default=64 * 1024 * 1024, show_default=True,
-                 help="Skip larger files."),
+    click.option(
+        "--max-file-bytes",
+        type=click.IntRange(min=1),
+        default=64 * 1024 * 1024,
+        show_default=True,
+        help="Skip larger files.",
+    ),
     wait_option,
-    click.option("--allow-removals", is_flag=True,
-                 help="Let this run remove the documents of a root that came back empty, or more than "
-                 "--removal-threshold of a root's documents."),
-    click.option("--removal-threshold", type=click.FloatRange(0.0, 1.0), default=0.5, show_default=True,
-                 help="Share of a root's documents a run may remove without --allow-removals."),
+    click.option(
+        "--allow-removals",
+        is_flag=True,
+        help="Let this run remove the documents of a root that came back empty, or more than "
+        "--removal-threshold of a root's documents.",
+    ),
+    click.option(
+        "--removal-threshold",
+        type=click.FloatRange(0.0, 1.0),
+        default=0.5,
+        show_default=True,
+        help="Share of a root's documents a run may remove without --allow-removals.",
+    ),
     click.option("--dry-run", is_flag=True, help="Print what the run would add, update and remove; write nothing."),
-    click.option("--dask-address", default=None,
-                 help="Prefect flow only: parse and embed on this Dask scheduler (tcp://HOST:8786)."),
-    click.option("--dask-workers", type=click.IntRange(min=1), default=None,
-                 help="Prefect flow only: parse and embed on a local Dask cluster of N processes."),
+    click.option(
+        "--dask-address",
+        default=None,
+        help="Prefect flow only: parse and embed on this Dask scheduler (tcp://HOST:8786).",
+    ),
+    click.option(
+        "--dask-workers",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Prefect flow only: parse and embed on a local Dask cluster of N processes.",
+    ),
 ]
 
 
@@ -84,7 +110,6 @@ def ingest_options(func: F) -> F:
     for option in reversed(_INGEST_OPTIONS):
         func = option(func)
     return func
-
 
 
 def user_errors(func: F) -> F:
@@ -113,7 +138,10 @@ class OneLineErrors(click.Group):
     """A group whose errors, usage errors included, print as one ``Error: ...`` line (exit 1, or 2 for usage)."""
 
     def main(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, prog_name: str | None = None, standalone_mode: bool = True,
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
         """Run the command; in standalone mode, report click's errors on one line instead of a usage block."""
@@ -151,7 +179,6 @@ def where_filter(values: tuple[str, ...]) -> dict[str, str | list[str]]:
         else:
             meta[key] = value
     return meta
-
 
 
 _FILTER_OPTIONS = [
@@ -228,5 +255,3 @@ def emit_search(results: Sequence[Any], fmt: str) -> None:
 def emit_record(record: Mapping[str, Any], fmt: str) -> None:
     """Print one record (``status``) in ``fmt``."""
     click.echo(format_record(record, fmt), nl=False)
-
-

@@ -118,4 +118,3 @@ def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as
         click.echo(f"  metadata: {json.dumps(doc['metadata'], ensure_ascii=False)}")
     click.echo()
     click.echo(text[start:end])
-

@@ -220,7 +220,10 @@ def _export(model_path: str, backend: str, target: Path, staging: Path) -> None:
         model = SentenceTransformer(model_path, backend="onnx", local_files_only=True)
         model.save_pretrained(str(staging))
     if backend == "onnx-int8":
-        export_dynamic_quantized_onnx_model(model, quantization_target(), str(staging))
+        # The file name is citeline's, not the exporter's default: that default is named after the weights' dtype,
+        # which optimum releases change (qint8 in some, quint8 in others), and onnx_file_name must find the file.
+        target_set = quantization_target()
+        export_dynamic_quantized_onnx_model(model, target_set, str(staging), file_suffix=f"qint8_{target_set}")
 
 
 def _quiet_transformers() -> None:

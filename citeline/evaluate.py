@@ -229,9 +229,7 @@ def evaluate_index(
     results = []
     for mode in modes:
         start = time.perf_counter()
-        rankings = {
-            qid: rank_documents(index, dataset.queries[qid], mode, chunks, fusion=fusion) for qid in wanted
-        }
+        rankings = {qid: rank_documents(index, dataset.queries[qid], mode, chunks, fusion=fusion) for qid in wanted}
         results.append(score_rankings(mode, rankings, dataset.qrels, time.perf_counter() - start))
         if progress:
             progress(f"{mode}: nDCG@10 {results[-1].ndcg_at_10:.4f}")
@@ -253,8 +251,10 @@ class BeirReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
-        return {**{k: v for k, v in asdict(self).items() if k != "results"},
-                "results": [r.to_dict() for r in self.results]}
+        return {
+            **{k: v for k, v in asdict(self).items() if k != "results"},
+            "results": [r.to_dict() for r in self.results],
+        }
 
 
 def expand_modes(mode: str) -> list[str]:
@@ -300,7 +300,12 @@ def evaluate_beir(
             documents=chunks.documents,
             chunks=chunks.chunks,
             queries=len(dataset.queries),
-            ingest={"run_id": run.run_id, "added": run.added, "updated": run.updated, "unchanged": run.unchanged,
-                    "chunks_embedded": run.chunks_embedded},
+            ingest={
+                "run_id": run.run_id,
+                "added": run.added,
+                "updated": run.updated,
+                "unchanged": run.unchanged,
+                "chunks_embedded": run.chunks_embedded,
+            },
             results=results,
         )

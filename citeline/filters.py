@@ -66,9 +66,7 @@ class Filters:
             )
         unknown = [key for key in value if key not in FILTER_KEYS]
         if unknown:
-            raise QueryError(
-                f"unknown filter key {unknown[0]!r}; filters take {', '.join(FILTER_KEYS)}"
-            )
+            raise QueryError(f"unknown filter key {unknown[0]!r}; filters take {', '.join(FILTER_KEYS)}")
         after = _datetime("ingested_after", value.get("ingested_after"))
         before = _datetime("ingested_before", value.get("ingested_before"))
         if after is not None and before is not None and after >= before:
@@ -193,9 +191,7 @@ def _meta(value: object) -> tuple[tuple[str, tuple[MetaValue, ...]], ...]:
         _text("meta", key)
         for item in values:
             if not isinstance(item, str | int | float) or (isinstance(item, float) and item != item):
-                raise QueryError(
-                    f"filter 'meta' key {key!r}: values must be text, numbers or true/false, not {item!r}"
-                )
+                raise QueryError(f"filter 'meta' key {key!r}: values must be text, numbers or true/false, not {item!r}")
             if isinstance(item, int) and not isinstance(item, bool):
                 try:
                     float(item)  # compared as a DOUBLE: 10**400 has no such value

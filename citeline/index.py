@@ -66,15 +66,20 @@ class Index:
         index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one)."""
         index_dir, kind = Path(path), kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here
         if (max_tokens is not None and max_tokens < 1) or (overlap_tokens is not None and overlap_tokens < 0):
-            raise SettingsError(f"max_tokens must be at least 1 and overlap_tokens at least 0, not {max_tokens} "
-                                f"and {overlap_tokens}")
+            raise SettingsError(
+                f"max_tokens must be at least 1 and overlap_tokens at least 0, not {max_tokens} and {overlap_tokens}"
+            )
         if not catalog.db_path(index_dir).exists():
             embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend or "torch")
             overlap_tokens = DEFAULT_OVERLAP_TOKENS if overlap_tokens is None else overlap_tokens
             max_tokens = embedder.max_seq_length - 2 if max_tokens is None else max_tokens
             try:  # validates the settings before anything is written
-                Chunker(embedder.tokenizer_file, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
-                        model_max_tokens=embedder.max_seq_length)
+                Chunker(
+                    embedder.tokenizer_file,
+                    max_tokens=max_tokens,
+                    overlap_tokens=overlap_tokens,
+                    model_max_tokens=embedder.max_seq_length,
+                )
             except ValueError as exc:
                 raise SettingsError(str(exc)) from None
             meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION)
@@ -83,16 +88,20 @@ class Index:
             # another process created it meanwhile (checked under the writer lock): open theirs, checked below
         index = cls.open(index_dir, model=model, backend=backend, embedder=embedder)
         if vector_index and kind != generation.vector_kind(index.meta).kind:
-            raise IndexMismatchError(f"{index_dir} has a {generation.vector_kind(index.meta).kind} vector index, "
-                                     f"not {kind}; leave out --vector-index, or use a new --index directory")
+            raise IndexMismatchError(
+                f"{index_dir} has a {generation.vector_kind(index.meta).kind} vector index, "
+                f"not {kind}; leave out --vector-index, or use a new --index directory"
+            )
         have = {"max_tokens": index.meta["max_tokens"], "overlap_tokens": index.meta["overlap_tokens"]}
         wanted = {
             "max_tokens": have["max_tokens"] if max_tokens is None else max_tokens,
             "overlap_tokens": have["overlap_tokens"] if overlap_tokens is None else overlap_tokens,
         }
         if wanted != have:
-            raise IndexMismatchError(f"{index_dir} was built with chunking {have}, not {wanted}; use those settings, "
-                                     "or a new --index directory")
+            raise IndexMismatchError(
+                f"{index_dir} was built with chunking {have}, not {wanted}; use those settings, "
+                "or a new --index directory"
+            )
         return index
 
     @classmethod
@@ -182,9 +191,14 @@ class Index:
         that comes back empty, or would lose more than ``removal_threshold`` of its documents, raises
         :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` returns the plan and writes nothing.
         """
-        options = pipeline.Options(max_file_bytes=max_file_bytes, wait=wait, progress=progress,
-                                   allow_removals=allow_removals, removal_threshold=removal_threshold,
-                                   dry_run=dry_run)
+        options = pipeline.Options(
+            max_file_bytes=max_file_bytes,
+            wait=wait,
+            progress=progress,
+            allow_removals=allow_removals,
+            removal_threshold=removal_threshold,
+            dry_run=dry_run,
+        )
         run = pipeline.run(self, paths, options)
         self.meta["generation"] = run.generation
         if not dry_run:
@@ -234,8 +248,9 @@ class Index:
         are near-duplicates (cosine >= ``collapse_threshold``) or quote the same words come back as one result
         whose ``sources`` lists every document (see ``citeline.collapse``).
         """
-        request = plan.Query.of(query, k, mode=mode, filters=filters, collapse=collapse,
-                                collapse_threshold=collapse_threshold)
+        request = plan.Query.of(
+            query, k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
+        )
         return plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
 
     def rank(
@@ -296,4 +311,3 @@ class Index:
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""
         return str(self.document(doc_id)["text"])
-

@@ -112,7 +112,12 @@ class LexicalIndex:
 
     @classmethod
     def build(
-        cls, chunk_ids: np.ndarray, texts: Sequence[str], *, method: str = BM25_METHOD, k1: float = BM25_K1,
+        cls,
+        chunk_ids: np.ndarray,
+        texts: Sequence[str],
+        *,
+        method: str = BM25_METHOD,
+        k1: float = BM25_K1,
         b: float = BM25_B,
     ) -> LexicalIndex:
         """Index ``texts``; ``chunk_ids`` (same order, ascending) names them. Other scoring settings than the
@@ -172,7 +177,6 @@ class LexicalIndex:
             return np.zeros(len(self.chunk_ids), dtype=np.float32)
         scores: np.ndarray = self.retriever.get_scores_from_ids(term_ids)
         return scores
-
 
     def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The k chunks with the highest BM25 score for ``query``, as ``(chunk_id, score)`` best first.

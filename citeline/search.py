@@ -229,8 +229,14 @@ class Query:
     ) -> Query:
         """Validate every part of a request; raises :class:`QueryError` naming the bad one."""
         text, k = validate_query(query, k)
-        return cls(text, k, validate_mode(mode), Filters.from_value(filters), bool(collapse),
-                   validate_threshold(collapse_threshold))
+        return cls(
+            text,
+            k,
+            validate_mode(mode),
+            Filters.from_value(filters),
+            bool(collapse),
+            validate_threshold(collapse_threshold),
+        )
 
 
 def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:

@@ -114,11 +114,14 @@ class IngestParameters(BaseModel):
         None, description="Vector index kind of a new index: auto (flat, then ivf when large), flat, ivf or hnsw."
     )
     allow_removals: bool = Field(
-        False, description="Let this run remove the documents of a root that came back empty, or more than "
-        "removal_threshold of a root's documents (otherwise such a run is refused and changes nothing)."
+        False,
+        description="Let this run remove the documents of a root that came back empty, or more than "
+        "removal_threshold of a root's documents (otherwise such a run is refused and changes nothing).",
     )
     removal_threshold: float = Field(
-        pipeline.DEFAULT_REMOVAL_THRESHOLD, ge=0, le=1,
+        pipeline.DEFAULT_REMOVAL_THRESHOLD,
+        ge=0,
+        le=1,
         description="Share of a root's documents a run may remove without allow_removals.",
     )
     dry_run: bool = Field(False, description="Only plan: report what the run would change, write nothing.")
@@ -438,8 +441,14 @@ def ingest_flow(
     """
     settings = IngestParameters.parse(**{name: value for name, value in locals().items()})
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
-    index = Index.create(settings.index_path, model=model, backend=backend, max_tokens=max_tokens,
-                         overlap_tokens=overlap_tokens, vector_index=vector_index)
+    index = Index.create(
+        settings.index_path,
+        model=model,
+        backend=backend,
+        max_tokens=max_tokens,
+        overlap_tokens=overlap_tokens,
+        vector_index=vector_index,
+    )
     # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
     # Index, which for a new index has loaded its model already.
     index_dir = str(index.path.resolve())

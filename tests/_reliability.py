@@ -44,7 +44,15 @@ FILES = 60
 MAX_TOKENS, OVERLAP_TOKENS = 48, 8
 #: Where the parent may kill the writer: the pipeline's steps, and the commit protocol's points in between.
 STAGES = (
-    "parse", "plan", "chunk", "embed", "commit", "vectors-tmp", "vectors-written", "bm25-tmp", "bm25-written",
+    "parse",
+    "plan",
+    "chunk",
+    "embed",
+    "commit",
+    "vectors-tmp",
+    "vectors-written",
+    "bm25-tmp",
+    "bm25-written",
     "committed",
 )
 #: The lexical segments' publication: a commit's delta segment, a merge of segments of one size tier, a compaction
@@ -52,13 +60,45 @@ STAGES = (
 #: passes publish a delta, then a compaction, then a merge, once each: these stages are killed at their first
 #: occurrence.
 SEGMENT_STAGES = (
-    "delta-tmp", "delta-written", "merge-tmp", "merge-written", "compaction-tmp", "compaction-written",
+    "delta-tmp",
+    "delta-written",
+    "merge-tmp",
+    "merge-written",
+    "compaction-tmp",
+    "compaction-written",
 )
 WRITER_MERGE_WIDTH, WRITER_COMPACT_DELETED = 2, 0.4
 _WORDS = (
-    "river", "bridge", "soldier", "letter", "harvest", "winter", "archive", "council", "merchant", "garrison",
-    "famine", "treaty", "ledger", "monastery", "plague", "siege", "charter", "market", "bishop", "tax", "grain",
-    "mill", "road", "court", "law", "guild", "ship", "port", "wool", "salt",
+    "river",
+    "bridge",
+    "soldier",
+    "letter",
+    "harvest",
+    "winter",
+    "archive",
+    "council",
+    "merchant",
+    "garrison",
+    "famine",
+    "treaty",
+    "ledger",
+    "monastery",
+    "plague",
+    "siege",
+    "charter",
+    "market",
+    "bishop",
+    "tax",
+    "grain",
+    "mill",
+    "road",
+    "court",
+    "law",
+    "guild",
+    "ship",
+    "port",
+    "wool",
+    "salt",
 )
 QUERIES = ("river bridge", "soldier letter winter", "grain mill tax", "bishop charter", "ship port salt wool")
 
@@ -73,8 +113,10 @@ def doc_text(number: int, state: int) -> str | None:
     rng = random.Random(number)
     paragraphs = []
     for _ in range(rng.randint(1, 4)):
-        sentences = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 14))).capitalize() + "."
-                     for _ in range(rng.randint(2, 5))]
+        sentences = [
+            " ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 14))).capitalize() + "."
+            for _ in range(rng.randint(2, 5))
+        ]
         paragraphs.append(" ".join(sentences))
     if number % 4 == state % 4:
         paragraphs.append(f"Revision {state} of record {number}: the {_WORDS[(number + state) % len(_WORDS)]} changed.")
@@ -280,7 +322,12 @@ def check_index(index_dir: Path, reference: dict[int, str] | None = None) -> lis
 
 
 def run_kill_trials(
-    workdir: Path, trials: int, *, passes: int = 3, pause: float = 0.02, seed: int = 7,
+    workdir: Path,
+    trials: int,
+    *,
+    passes: int = 3,
+    pause: float = 0.02,
+    seed: int = 7,
     stages: tuple[str, ...] = STAGES,
 ) -> dict[str, Any]:
     """SIGKILL an ingesting subprocess at ``trials`` random points (cycling through ``stages``), then check and
@@ -291,8 +338,15 @@ def run_kill_trials(
     reference_index = create_index(workdir / "reference")
     reference_index.ingest([docs])
     reference = {chunk_id: row[3] for chunk_id, row in chunk_table(reference_index.path).items()}
-    figures: dict[str, Any] = {"trials": trials, "killed": 0, "finished_before_kill": 0, "survived": 0,
-                               "inconsistencies": 0, "killed_in": Counter(), "problems": []}
+    figures: dict[str, Any] = {
+        "trials": trials,
+        "killed": 0,
+        "finished_before_kill": 0,
+        "survived": 0,
+        "inconsistencies": 0,
+        "killed_in": Counter(),
+        "problems": [],
+    }
     started = time.monotonic()
     for trial in range(trials):
         index_dir = workdir / f"trial{trial}"
@@ -303,7 +357,9 @@ def run_kill_trials(
         delay = rng.uniform(0, pause * 1.5)
         process = subprocess.Popen(
             [*_python(), "ingest", str(index_dir), str(docs), str(passes), str(pause)],
-            stdout=subprocess.PIPE, text=True, bufsize=1,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
         )
         lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
@@ -383,9 +439,16 @@ def run_concurrent_readers(
         for process in processes:
             process.wait(timeout=60)
     write_seconds = time.monotonic() - started
-    figures: dict[str, Any] = {"readers": readers, "generations": len(states), "queries": 0, "errors": 0,
-                               "inconsistencies": 0, "generations_seen": set(), "reader_lock_waits": 0,
-                               "problems": offset_errors[:5]}
+    figures: dict[str, Any] = {
+        "readers": readers,
+        "generations": len(states),
+        "queries": 0,
+        "errors": 0,
+        "inconsistencies": 0,
+        "generations_seen": set(),
+        "reader_lock_waits": 0,
+        "problems": offset_errors[:5],
+    }
     figures["inconsistencies"] += len(offset_errors)
     for log in logs:
         for line in log.read_text().splitlines():
@@ -400,9 +463,13 @@ def run_concurrent_readers(
                 continue
             state = states.get(record["gen"])
             figures["generations_seen"].add(record["gen"])
-            bad = state is None or len(record["results"]) != record["hits"] or any(
-                state.get(chunk_id) != [doc_id, start, end, sha]
-                for chunk_id, doc_id, start, end, sha in record["results"]
+            bad = (
+                state is None
+                or len(record["results"]) != record["hits"]
+                or any(
+                    state.get(chunk_id) != [doc_id, start, end, sha]
+                    for chunk_id, doc_id, start, end, sha in record["results"]
+                )
             )
             if bad:
                 figures["inconsistencies"] += 1

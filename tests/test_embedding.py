@@ -68,7 +68,9 @@ def test_direct_int8_encoder_matches_sentence_transformers_onnx_int8() -> None:
     embedder = SentenceTransformerEmbedder(backend="onnx-int8")
     export_dir = ensure_onnx_model(embedder.model_path, "onnx-int8")
     reference = SentenceTransformer(
-        str(export_dir), backend="onnx", local_files_only=True,
+        str(export_dir),
+        backend="onnx",
+        local_files_only=True,
         model_kwargs={"file_name": onnx_file_name("onnx-int8"), "provider": "CPUExecutionProvider"},
     )
     # One text per batch, as citeline runs it: int8 activation scales are per batch.

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.slow
 
 GARRISON = "defections-at-the-river-garrison.md"
 LETTERS = "a-mothers-letters-and-a-broken-front.md"
+SEED_FILES = len(list((Path(__file__).resolve().parent.parent / "seeds").glob("*.md")))  # one document each
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +29,7 @@ def seeds_index(tmp_path_factory, seeds_dir_session: Path) -> Path:
     with prefect_test_harness(server_startup_timeout=90):
         summary = ingest_flow(paths=[str(seeds_dir_session)], index_path=str(index_path))
     assert summary["status"] == "succeeded"
-    assert summary["added"] == 2
+    assert summary["added"] == SEED_FILES
     return index_path
 
 
@@ -58,7 +59,7 @@ def test_rerunning_the_flow_changes_nothing(seeds_index: Path, seeds_dir_session
     before = Index.open(seeds_index).status()
     with prefect_test_harness(server_startup_timeout=90):
         summary = ingest_flow(paths=[str(seeds_dir_session)], index_path=str(seeds_index))
-    assert (summary["unchanged"], summary["added"], summary["chunks_embedded"]) == (2, 0, 0)
+    assert (summary["unchanged"], summary["added"], summary["chunks_embedded"]) == (SEED_FILES, 0, 0)
     after = Index.open(seeds_index).status()
     assert (after.generation, after.chunks) == (before.generation, before.chunks)
 
@@ -85,7 +86,7 @@ def test_cli_status_and_runs(seeds_index: Path) -> None:
     status = CliRunner().invoke(cli, ["status", "--index", str(seeds_index), "--json"])
     assert status.exit_code == 0, status.output
     info = json.loads(status.output)
-    assert info["documents"] == 2 and info["model"] == "all-MiniLM-L6-v2" and info["generation"] >= 1
+    assert info["documents"] == SEED_FILES and info["model"] == "all-MiniLM-L6-v2" and info["generation"] >= 1
     runs = CliRunner().invoke(cli, ["runs", "--index", str(seeds_index)])
     assert runs.exit_code == 0 and "succeeded" in runs.output
 
@@ -95,7 +96,7 @@ def test_cli_ingest_in_process(tmp_path: Path, seeds_dir_session: Path) -> None:
     result = CliRunner().invoke(cli, ["ingest", str(seeds_dir_session), "--index", str(index_dir), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output.splitlines()[-1])
-    assert summary["added"] == 2 and summary["generation"] == 1
+    assert summary["added"] == SEED_FILES and summary["generation"] == 1
 
 
 @pytest.mark.parametrize(
@@ -109,8 +110,9 @@ def test_cli_ingest_in_process(tmp_path: Path, seeds_dir_session: Path) -> None:
         (["ingest", "{missing}/nowhere", "--index", "{index}"], "no such file or directory"),
     ],
 )
-def test_cli_user_errors_are_one_line_and_nonzero(seeds_index: Path, tmp_path: Path, args: list[str],
-                                                   message: str) -> None:
+def test_cli_user_errors_are_one_line_and_nonzero(
+    seeds_index: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
     argv = [a.format(index=seeds_index, missing=tmp_path / "missing") for a in args]
     result = CliRunner().invoke(cli, argv)
     assert result.exit_code == 1

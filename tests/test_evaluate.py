@@ -79,8 +79,12 @@ def make_beir(root: Path) -> Path:
     with (root / "corpus.jsonl").open("w") as handle:
         for doc_id, (title, text) in docs.items():
             handle.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
-    queries = {"q1": "how does magma erupt as lava", "q2": "why do bees dance for nectar",
-               "q3": "what makes ocean tides", "q4": "an unjudged query about glaciers"}
+    queries = {
+        "q1": "how does magma erupt as lava",
+        "q2": "why do bees dance for nectar",
+        "q3": "what makes ocean tides",
+        "q4": "an unjudged query about glaciers",
+    }
     (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
     (root / "qrels").mkdir()
     (root / "qrels" / "test.tsv").write_text(

@@ -40,12 +40,30 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Index, Path, datet
     _write(root_a / "a1.md", "# Alpha one\n\nSoldiers crossed the river at night to reach their families.")
     _write(root_a / "sub" / "a2.txt", "Alpha two\n\nLetters from home stopped; soldiers worried about families.")
     records = [
-        {"_id": "r1", "title": "Record one", "text": "Soldiers by the river wrote letters.", "author": "Mara",
-         "year": 2020, "verified": True, "a/b~c": "odd key"},
-        {"_id": "r2", "title": "Record two", "text": "Families waited for soldiers and letters.", "author": "Ansel",
-         "year": 2021, "verified": False},
-        {"_id": "r3", "title": "Record three", "text": "The river garrison lost soldiers; families fled.",
-         "author": "Mara", "year": 2021},
+        {
+            "_id": "r1",
+            "title": "Record one",
+            "text": "Soldiers by the river wrote letters.",
+            "author": "Mara",
+            "year": 2020,
+            "verified": True,
+            "a/b~c": "odd key",
+        },
+        {
+            "_id": "r2",
+            "title": "Record two",
+            "text": "Families waited for soldiers and letters.",
+            "author": "Ansel",
+            "year": 2021,
+            "verified": False,
+        },
+        {
+            "_id": "r3",
+            "title": "Record three",
+            "text": "The river garrison lost soldiers; families fled.",
+            "author": "Mara",
+            "year": 2021,
+        },
     ]
     _write(root_a / "records.jsonl", "\n".join(json.dumps(r) for r in records) + "\n")
     index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
@@ -68,8 +86,14 @@ def _everything(index: Index, filters: dict[str, object]) -> set[str]:
 
 def test_no_filter_sees_every_document(corpus) -> None:
     index, _, _ = corpus
-    assert _everything(index, {}) == {"a1.md", "sub/a2.txt", "records.jsonl#r1", "records.jsonl#r2",
-                                      "records.jsonl#r3", "b1.md"}
+    assert _everything(index, {}) == {
+        "a1.md",
+        "sub/a2.txt",
+        "records.jsonl#r1",
+        "records.jsonl#r2",
+        "records.jsonl#r3",
+        "b1.md",
+    }
 
 
 def test_source_is_a_root_as_given_or_resolved_a_folder_below_it_a_file_or_a_source_id(corpus, monkeypatch) -> None:
@@ -214,8 +238,20 @@ def _big_corpus(tmp_path: Path, fake_embedder: HashEmbedder) -> tuple[Index, Pat
     _write(loud / "reports.jsonl", "\n".join(json.dumps(r) for r in records) + "\n")
     quiet = tmp_path / "quiet"
     # Twelve different notes (near-identical ones would rightly collapse into one result).
-    subjects = ["budget tables", "harbour weather", "ferry timetable", "grain prices", "school roof", "bridge tolls",
-                "market stalls", "library hours", "well water", "road repairs", "choir practice", "tide charts"]
+    subjects = [
+        "budget tables",
+        "harbour weather",
+        "ferry timetable",
+        "grain prices",
+        "school roof",
+        "bridge tolls",
+        "market stalls",
+        "library hours",
+        "well water",
+        "road repairs",
+        "choir practice",
+        "tide charts",
+    ]
     for i, subject in enumerate(subjects):
         _write(quiet / f"q{i:02}.txt", f"Quiet note {i}\n\nThe {subject} for item {i} were filed on day {i * 7}.")
     index = Index.create(tmp_path / "ix", embedder=fake_embedder)
@@ -281,7 +317,10 @@ def test_cli_filter_flags_mirror_the_python_filters(cli_index) -> None:
     assert {r["source_id"] for r in _cli_rows([*base, "--source", str(docs / "beta")])} == {"b1.md"}
     assert {r["source_id"] for r in _cli_rows([*base, "--path", "*.md"])} == {"a1.md", "b1.md"}
     assert {r["source_id"] for r in _cli_rows([*base, "--path", "*.md", "--path", "*.txt"])} == {
-        "a1.md", "b1.md", "sub/a2.txt"}
+        "a1.md",
+        "b1.md",
+        "sub/a2.txt",
+    }
     rows = _cli_rows([*base, "--where", "author=Mara", "--where", "year=2021"])
     assert {r["source_id"] for r in rows} == {"records.jsonl#r3"}
     rows = _cli_rows([*base, "--where", "author=Mara", "--where", "author=Ansel"])

@@ -164,6 +164,9 @@ def test_schedule_is_registered_with_its_cron_and_parameters(served: dict[str, A
         "index_path": str(served["index"]),
         "max_file_bytes": 64 * 1024 * 1024,
         "wait": 60,
+        "allow_removals": False,
+        "removal_threshold": 0.5,
+        "dry_run": False,
     }
 
 
@@ -323,9 +326,9 @@ def test_flow_refuses_a_second_writer_when_told_not_to_wait(
     assert Index.open(small_index).status().generation == 1
 
 
-def test_flow_run_fails_with_the_refusal_when_a_root_comes_back_empty(prefect_api: str, small_index: Path,
-                                                                     tmp_path: Path, seeds_dir: Path,
-                                                                     fake_embedder: Any) -> None:
+def test_flow_run_fails_with_the_refusal_when_a_root_comes_back_empty(
+    prefect_api: str, small_index: Path, tmp_path: Path, seeds_dir: Path, fake_embedder: Any
+) -> None:
     from citeline.errors import RemovalRefusedError
     from flows.ingest import ingest_flow
 

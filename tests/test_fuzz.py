@@ -100,14 +100,22 @@ def chunkers() -> list[Chunker]:
     from conftest import HashEmbedder
 
     tokenizer = HashEmbedder().tokenizer_file
-    return [Chunker(tokenizer, max_tokens=16, overlap_tokens=4, model_max_tokens=256),
-            Chunker(tokenizer, max_tokens=254, overlap_tokens=32, model_max_tokens=256)]
+    return [
+        Chunker(tokenizer, max_tokens=16, overlap_tokens=4, model_max_tokens=256),
+        Chunker(tokenizer, max_tokens=254, overlap_tokens=32, model_max_tokens=256),
+    ]
 
 
-@settings(max_examples=EXAMPLES * 4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          derandomize=DERANDOMIZE)
-@given(text=st.text(max_size=3000) | st.text(alphabet=" \n\t#*-_`>[]()!.,;:abcXYZ1é😀", max_size=3000),
-       markdown=st.booleans())
+@settings(
+    max_examples=EXAMPLES * 4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    derandomize=DERANDOMIZE,
+)
+@given(
+    text=st.text(max_size=3000) | st.text(alphabet=" \n\t#*-_`>[]()!.,;:abcXYZ1é😀", max_size=3000),
+    markdown=st.booleans(),
+)
 def test_chunker_offsets_hold_for_any_text(chunkers: list[Chunker], text: str, markdown: bool) -> None:
     for chunker in chunkers:
         spans = chunker.split(text, markdown=markdown)

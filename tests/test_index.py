@@ -39,8 +39,16 @@ def test_k_larger_than_the_index_returns_everything(seeded: Index) -> None:
 
 @pytest.mark.parametrize(
     ("query", "k", "message"),
-    [("", 5, "empty"), ("   ", 5, "empty"), ("ok", 0, "at least 1"), ("ok", -3, "at least 1"),
-     (None, 5, "must be text"), (b"bytes", 5, "must be text"), ("ok", 2.5, "whole number"), ("ok", True, "whole")],
+    [
+        ("", 5, "empty"),
+        ("   ", 5, "empty"),
+        ("ok", 0, "at least 1"),
+        ("ok", -3, "at least 1"),
+        (None, 5, "must be text"),
+        (b"bytes", 5, "must be text"),
+        ("ok", 2.5, "whole number"),
+        ("ok", True, "whole"),
+    ],
 )
 def test_bad_queries_raise_query_error(seeded: Index, query: object, k: object, message: str) -> None:
     with pytest.raises(QueryError, match=message):

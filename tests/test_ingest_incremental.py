@@ -76,7 +76,7 @@ def test_changed_document_replaces_its_chunks_and_reuses_unchanged_ones(tmp_path
     assert {r for r in before if r[0] not in wages_doc} == {r for r in after if r[0] not in wages_doc}
     assert_consistent(index)
     for result in index.search("rewritten last paragraph", k=3):
-        assert index.document_text(result.doc_id)[result.char_start:result.char_end] == result.text
+        assert index.document_text(result.doc_id)[result.char_start : result.char_end] == result.text
 
 
 def test_vanished_documents_are_removed_only_under_their_root(tmp_path, fake_embedder) -> None:
@@ -130,8 +130,9 @@ def test_bad_files_are_reported_and_never_cost_what_was_indexed(tmp_path, fake_e
 def test_jsonl_records_are_tracked_one_by_one(tmp_path, fake_embedder) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
-    records = [{"_id": f"r{i}", "title": f"Record {i}", "text": f"Text of record {i} about topic {i}."}
-               for i in range(5)]
+    records = [
+        {"_id": f"r{i}", "title": f"Record {i}", "text": f"Text of record {i} about topic {i}."} for i in range(5)
+    ]
     corpus = docs / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     index = new_index(tmp_path, fake_embedder)

@@ -38,7 +38,10 @@ def test_cli_search_imports_nothing_heavy(tmp_path: Path, backend: str) -> None:
     Index.create(tmp_path / "index", backend=backend).ingest([docs])
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(tmp_path / "index"), ",".join(HEAVY)],
-        capture_output=True, text=True, check=True, timeout=120,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     )
     lines = done.stdout.splitlines()
     assert json.loads(lines[0])["source_path"].endswith("letters.txt")

@@ -30,7 +30,10 @@ def test_analyzer_stems_and_drops_stopwords() -> None:
 def test_a_new_index_has_generation_0_files_and_searches_empty(tmp_path, fake_embedder) -> None:
     index = Index.create(tmp_path / "ix", embedder=fake_embedder)
     assert sorted(p.name for p in index.path.glob("*.*") if "lock" not in p.name) == [
-        "bm25.0", "meta.duckdb", "vectors.0.faiss"]
+        "bm25.0",
+        "meta.duckdb",
+        "vectors.0.faiss",
+    ]
     assert index.verify().ok
     for mode in ("dense", "lexical", "hybrid"):
         assert index.search("anything", mode=mode) == []
@@ -52,8 +55,9 @@ def test_every_mode_returns_k_results_with_provenance(seeded: Index) -> None:
             assert seeded.document_text(r.doc_id)[r.char_start : r.char_end] == r.text
     # Hybrid is the default, and its scores are fused scores in [0, 1] (convex combination of min-max scores).
     default = seeded.search("soldiers letters from home", k=3)
-    assert [r.chunk_id for r in default] == [r.chunk_id for r in seeded.search(
-        "soldiers letters from home", k=3, mode="hybrid")]
+    assert [r.chunk_id for r in default] == [
+        r.chunk_id for r in seeded.search("soldiers letters from home", k=3, mode="hybrid")
+    ]
     assert all(0.0 <= r.score <= 1.0 for r in default)
 
 
@@ -76,9 +80,12 @@ def test_invalid_mode_is_a_query_error(seeded: Index) -> None:
 @pytest.mark.parametrize("mode", ["dense", "lexical", "hybrid"])
 def test_allowed_restricts_candidates_before_ranking(seeded: Index, mode: str) -> None:
     snapshot = seeded.snapshot()
-    garrison = {row[0] for row in snapshot.connection.execute(
-        "SELECT chunk_id FROM chunks WHERE doc_id IN (SELECT doc_id FROM documents WHERE path LIKE '%garrison%')"
-    ).fetchall()}
+    garrison = {
+        row[0]
+        for row in snapshot.connection.execute(
+            "SELECT chunk_id FROM chunks WHERE doc_id IN (SELECT doc_id FROM documents WHERE path LIKE '%garrison%')"
+        ).fetchall()
+    }
     all_ids = np.sort(snapshot.lexical.chunk_ids)
     # Three allowed chunks of the *other* document, which the unrestricted top-3 may not contain at all.
     allowed = np.sort(np.array([c for c in all_ids if c not in garrison][:3], dtype=np.int64))
@@ -102,8 +109,10 @@ def test_lexical_allowed_returns_k_whenever_k_allowed_chunks_match() -> None:
 
 def test_bm25_folder_per_generation_and_old_ones_removed(seeded: Index, seeds_dir, tmp_path) -> None:
     assert sorted(p.name for p in seeded.path.glob("bm25.*")) == ["bm25.1"]
-    assert np.array_equal(lexical_segments.load(generation.bm25_path(seeded.path, 1)).chunk_ids,
-                          np.sort(seeded.snapshot().lexical.chunk_ids))
+    assert np.array_equal(
+        lexical_segments.load(generation.bm25_path(seeded.path, 1)).chunk_ids,
+        np.sort(seeded.snapshot().lexical.chunk_ids),
+    )
     # A changed document publishes generation 2 with a new BM25 folder; a new term becomes searchable.
     copy = tmp_path / "docs"
     shutil.copytree(seeds_dir, copy)

@@ -104,8 +104,12 @@ print(run.generation)
 
 def _writer(index_dir: Path, folder: Path, wait: float) -> subprocess.Popen[str]:
     tests = str(Path(__file__).parent)
-    return subprocess.Popen([sys.executable, "-c", _WRITER, tests, str(index_dir), str(folder), str(wait)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", _WRITER, tests, str(index_dir), str(folder), str(wait)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_concurrent_writers_in_other_processes_wait_or_fail_and_never_interleave(
@@ -135,8 +139,7 @@ def test_concurrent_writers_in_other_processes_wait_or_fail_and_never_interleave
     # One commit after the other: each published its own generation on top of the other's.
     assert sorted(generations) == [1, 2]
     runs = index.runs()
-    assert sorted((run.generation, run.status, run.added) for run in runs) == [(1, "succeeded", 1),
-                                                                               (2, "succeeded", 1)]
+    assert sorted((run.generation, run.status, run.added) for run in runs) == [(1, "succeeded", 1), (2, "succeeded", 1)]
     status = index.status()
     assert (status.documents, status.generation) == (2, 2)
     assert index.verify().ok

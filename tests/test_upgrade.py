@@ -45,9 +45,25 @@ def test_verify_json_keeps_0_1_0_field_names(legacy: Path) -> None:
     result = CliRunner().invoke(cli, ["verify", "--index", str(legacy), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    for name in ("path", "generation", "chunks", "vector_count", "faiss_file", "faiss_present", "faiss_ntotal",
-                 "ids_equal", "vectors_equal", "checksum_ok", "dangling_chunks", "bm25_dir", "bm25_present",
-                 "bm25_ids_equal", "orphans", "problems", "ok"):
+    for name in (
+        "path",
+        "generation",
+        "chunks",
+        "vector_count",
+        "faiss_file",
+        "faiss_present",
+        "faiss_ntotal",
+        "ids_equal",
+        "vectors_equal",
+        "checksum_ok",
+        "dangling_chunks",
+        "bm25_dir",
+        "bm25_present",
+        "bm25_ids_equal",
+        "orphans",
+        "problems",
+        "ok",
+    ):
         assert name in report, name
     assert report["faiss_file"] == "vectors.1.faiss" and report["ok"] is True
 

@@ -200,8 +200,12 @@ REQUIRED_META: dict[str, type | tuple[type, ...]] = {
     "max_tokens": int,
     "overlap_tokens": int,
 }
-_OPTIONAL_META: dict[str, type | tuple[type, ...]] = {"vector_count": int, "model_max_tokens": int,
-                                                       "vector_index": str, "faiss_bytes": int}
+_OPTIONAL_META: dict[str, type | tuple[type, ...]] = {
+    "vector_count": int,
+    "model_max_tokens": int,
+    "vector_index": str,
+    "faiss_bytes": int,
+}
 
 
 def read_meta(connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:

@@ -94,9 +94,7 @@ class ReadSnapshot:
         sorted_ids, order = self._chunk_order
         chunk_rows = self._chunks.take(order[positions_of(sorted_ids, chunk_ids)]).to_pylist()
         chunk_rows = [row for row in chunk_rows if row["doc_id"] in self._document_row]
-        document_rows = self._documents.take(
-            [self._document_row[row["doc_id"]] for row in chunk_rows]
-        ).to_pylist()
+        document_rows = self._documents.take([self._document_row[row["doc_id"]] for row in chunk_rows]).to_pylist()
         joined = {}
         for chunk, document in zip(chunk_rows, document_rows, strict=True):
             row = {f"document_{key}" if key in chunk else key: value for key, value in document.items()}
