@@ -35,6 +35,8 @@ from itertools import accumulate
 
 from tokenizers import Tokenizer
 
+from citeline.errors import SettingsError
+
 #: Tokens the model adds around every input ([CLS] and [SEP] for BERT-style encoders).
 SPECIAL_TOKENS = 2
 #: Changes whenever the same text and settings may give other chunks; recorded in the index meta so that chunk
@@ -89,18 +91,31 @@ class _Units:
     counted: list[bool]  # True when the unit's count came from the tokenizer (cutting inside it is inexact)
 
 
+def check_requested(max_tokens: int | None, overlap_tokens: int | None) -> None:
+    """Refuse chunk settings no model can read (``None`` means "the index's, or the default")."""
+    if (max_tokens is not None and max_tokens < 1) or (overlap_tokens is not None and overlap_tokens < 0):
+        raise SettingsError(
+            f"max_tokens must be at least 1 and overlap_tokens at least 0, not {max_tokens} and {overlap_tokens}"
+        )
+
+
+def check_settings(max_tokens: int, overlap_tokens: int, model_max_tokens: int) -> None:
+    """Refuse chunk settings the model cannot read: :class:`SettingsError` (a ``ValueError``) saying the range."""
+    budget = model_max_tokens - SPECIAL_TOKENS
+    if not 8 <= max_tokens <= budget:
+        raise SettingsError(
+            f"max_tokens must be between 8 and {budget} (the model reads {model_max_tokens} tokens, "
+            f"{SPECIAL_TOKENS} of them special); got {max_tokens}"
+        )
+    if not 0 <= overlap_tokens < max_tokens // 2:
+        raise SettingsError(f"overlap_tokens must be between 0 and {max_tokens // 2 - 1}; got {overlap_tokens}")
+
+
 class Chunker:
     """Split text into chunks of at most ``max_tokens`` model tokens with ``overlap_tokens`` of overlap."""
 
     def __init__(self, tokenizer_file: str, *, max_tokens: int, overlap_tokens: int, model_max_tokens: int):
-        budget = model_max_tokens - SPECIAL_TOKENS
-        if not 8 <= max_tokens <= budget:
-            raise ValueError(
-                f"max_tokens must be between 8 and {budget} (the model reads {model_max_tokens} tokens, "
-                f"{SPECIAL_TOKENS} of them special); got {max_tokens}"
-            )
-        if not 0 <= overlap_tokens < max_tokens // 2:
-            raise ValueError(f"overlap_tokens must be between 0 and {max_tokens // 2 - 1}; got {overlap_tokens}")
+        check_settings(max_tokens, overlap_tokens, model_max_tokens)
         self.tokenizer_file = tokenizer_file
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens

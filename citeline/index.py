@@ -14,10 +14,10 @@ import numpy as np
 
 from citeline import pipeline
 from citeline import search as plan
-from citeline.chunking import CHUNKER_VERSION, Chunker
+from citeline.chunking import CHUNKER_VERSION, Chunker, check_requested, check_settings
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
-from citeline.errors import IndexMismatchError, IndexNotFoundError, QueryError, SettingsError
+from citeline.errors import IndexMismatchError, IndexNotFoundError
 from citeline.filters import Filters
 from citeline.results import SearchResult
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
@@ -65,32 +65,21 @@ class Index:
         all-MiniLM-L6-v2 on torch, chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector
         index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one)."""
         index_dir, kind = Path(path), kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here
-        if (max_tokens is not None and max_tokens < 1) or (overlap_tokens is not None and overlap_tokens < 0):
-            raise SettingsError(
-                f"max_tokens must be at least 1 and overlap_tokens at least 0, not {max_tokens} and {overlap_tokens}"
-            )
+        check_requested(max_tokens, overlap_tokens)
         if not catalog.db_path(index_dir).exists():
             embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend or "torch")
             overlap_tokens = DEFAULT_OVERLAP_TOKENS if overlap_tokens is None else overlap_tokens
             max_tokens = embedder.max_seq_length - 2 if max_tokens is None else max_tokens
-            try:  # validates the settings before anything is written
-                Chunker(
-                    embedder.tokenizer_file,
-                    max_tokens=max_tokens,
-                    overlap_tokens=overlap_tokens,
-                    model_max_tokens=embedder.max_seq_length,
-                )
-            except ValueError as exc:
-                raise SettingsError(str(exc)) from None
+            check_settings(max_tokens, overlap_tokens, embedder.max_seq_length)  # before anything is written
             meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION)
             if generation.create(index_dir, meta):
                 return cls(index_dir, meta, embedder)
             # another process created it meanwhile (checked under the writer lock): open theirs, checked below
         index = cls.open(index_dir, model=model, backend=backend, embedder=embedder)
         if vector_index and kind != generation.vector_kind(index.meta).kind:
+            have_kind = generation.vector_kind(index.meta).kind
             raise IndexMismatchError(
-                f"{index_dir} has a {generation.vector_kind(index.meta).kind} vector index, "
-                f"not {kind}; leave out --vector-index, or use a new --index directory"
+                f"{index_dir} has a {have_kind} vector index, not {kind}; leave out --vector-index"
             )
         have = {"max_tokens": index.meta["max_tokens"], "overlap_tokens": index.meta["overlap_tokens"]}
         wanted = {
@@ -292,8 +281,6 @@ class Index:
     ) -> list[dict[str, Any]]:
         """The documents ``filters`` selects (the filters of :meth:`search`), by source and path, at most ``limit``:
         doc id, source path and id, title, format, chunks, pages, size, content hash, run, ingested_at, metadata."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise QueryError(f"limit must be a whole number of at least 1, got {limit!r}")
         with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
             return listing.documents(connection, Filters.from_value(filters), limit)
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from citeline.errors import QueryError
 from citeline.formats import iso_utc
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ def documents(
 
     ``pages`` is the page count of paged formats (PDF), else None; ``metadata`` the document's metadata dict.
     """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise QueryError(f"limit must be a whole number of at least 1, got {limit!r}")
     condition, params = filters.to_sql()
     sql = _DOCUMENTS_SQL.format(condition=condition, extra_columns="")
     if limit is not None:
