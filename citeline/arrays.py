@@ -24,3 +24,13 @@ def top_k(scores: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[int, float]
     top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
     top = top[np.lexsort((ids[top], -scores[top]))]
     return [(int(ids[i]), float(scores[i])) for i in top]
+
+
+def positions_of_all(sorted_ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """:func:`positions_of`, for ids that must all be present: a vector index's ``vectors(ids)`` raises
+    ``KeyError`` naming the first few absent ids."""
+    found = positions_of(sorted_ids, wanted)
+    if len(found) != len(wanted):
+        missing = sorted(set(np.asarray(wanted).tolist()) - set(sorted_ids[found].tolist()))
+        raise KeyError(f"ids not in the vector index: {missing[:5]}")
+    return found

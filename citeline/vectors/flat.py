@@ -10,7 +10,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from citeline.arrays import positions_of, top_k
+from citeline.arrays import positions_of, positions_of_all, top_k
 from citeline.errors import IndexCorruptError
 from citeline.vectors.base import vector_index
 
@@ -129,10 +129,7 @@ class FlatIndex:
         wanted = np.asarray(ids, dtype=np.int64)
         if len(wanted) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        rows, found = self._rows(wanted)
-        if len(found) != len(wanted):
-            missing = sorted(set(wanted.tolist()) - set(found.tolist()))
-            raise KeyError(f"ids not in the vector index: {missing[:5]}")
+        rows = self._order[positions_of_all(self._sorted_ids, wanted)]
         return np.array(self._storage()[rows], dtype=np.float32)
 
     def updated(self, add_ids: np.ndarray, add_vectors: np.ndarray, remove_ids: np.ndarray) -> FlatIndex:

@@ -19,7 +19,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from citeline.arrays import positions_of
+from citeline.arrays import positions_of, positions_of_all
 from citeline.errors import IndexCorruptError
 from citeline.vectors.approximate import ApproximateIndex
 from citeline.vectors.base import vector_index
@@ -98,10 +98,7 @@ class HNSWIndex(ApproximateIndex):
         wanted = np.asarray(ids, dtype=np.int64)
         if len(wanted) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        found = positions_of(self._sorted_ids, wanted)
-        if len(found) != len(wanted):
-            missing = sorted(set(wanted.tolist()) - set(self._sorted_ids[found].tolist()))
-            raise KeyError(f"ids not in the vector index: {missing[:5]}")
+        found = positions_of_all(self._sorted_ids, wanted)
         return np.array(self._storage()[self._rows_by_id[found]], dtype=np.float32)
 
     def updated(self, add_ids: np.ndarray, add_vectors: np.ndarray, remove_ids: np.ndarray) -> HNSWIndex:
