@@ -376,6 +376,13 @@ class SentenceTransformerEmbedder:
         export_dir = onnx_model_dir(self.model_path)
         if not (export_dir / onnx_file_name(backend)).exists():
             if self.backend == "torch":
+                # Said once per process (a cached property): a silent fallback cost 15.6 s against 2.7 s a cold
+                # search, measured when only the Prefect flow had ingested (issue 15).
+                warnings.warn(
+                    f"no ONNX query model in {export_dir.parent}: this search loads torch (about 15 s cold); run "
+                    "`citeline ingest` once more, or call Index.prepare_queries(), to export it",
+                    stacklevel=2,
+                )
                 return self
             export_dir = ensure_onnx_model(self.model_path, backend)
         return _load_onnx(
