@@ -35,7 +35,7 @@ from itertools import accumulate
 
 from tokenizers import Tokenizer
 
-from citeline.errors import SettingsError
+from citeline.errors import IndexMismatchError, SettingsError
 
 #: Tokens the model adds around every input ([CLS] and [SEP] for BERT-style encoders).
 SPECIAL_TOKENS = 2
@@ -109,6 +109,32 @@ def check_settings(max_tokens: int, overlap_tokens: int, model_max_tokens: int) 
         )
     if not 0 <= overlap_tokens < max_tokens // 2:
         raise SettingsError(f"overlap_tokens must be between 0 and {max_tokens // 2 - 1}; got {overlap_tokens}")
+
+
+#: Token overlap between the chunks of a new index, unless given.
+DEFAULT_OVERLAP_TOKENS = 32
+
+
+def resolve_settings(max_tokens: int | None, overlap_tokens: int | None, model_max_tokens: int) -> tuple[int, int]:
+    """The chunk settings of a new index, checked before anything is written: the model's whole window and
+    :data:`DEFAULT_OVERLAP_TOKENS` unless given."""
+    max_tokens = model_max_tokens - SPECIAL_TOKENS if max_tokens is None else max_tokens
+    overlap_tokens = DEFAULT_OVERLAP_TOKENS if overlap_tokens is None else overlap_tokens
+    check_settings(max_tokens, overlap_tokens, model_max_tokens)
+    return max_tokens, overlap_tokens
+
+
+def check_same_chunking(index_dir: object, meta: dict, max_tokens: int | None, overlap_tokens: int | None) -> None:
+    """Refuse chunk settings other than those the existing index ``meta`` was built with (None: the index's own)."""
+    have = {"max_tokens": meta["max_tokens"], "overlap_tokens": meta["overlap_tokens"]}
+    wanted = {
+        "max_tokens": have["max_tokens"] if max_tokens is None else max_tokens,
+        "overlap_tokens": have["overlap_tokens"] if overlap_tokens is None else overlap_tokens,
+    }
+    if wanted != have:
+        raise IndexMismatchError(
+            f"{index_dir} was built with chunking {have}, not {wanted}; use those settings, or a new --index directory"
+        )
 
 
 class Chunker:

@@ -48,6 +48,7 @@ def cli() -> None:
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
 @click.option("--prefect", is_flag=True, help="Run through the Prefect flow (flows/ingest.py) instead of in-process.")
 @click.option("-v", "--verbose", is_flag=True, help="Log each stage's counts and seconds (and Prefect's lines).")
+@click.option("--source", default=None, help="With PATH -: the source name of the texts [default: texts].")
 @json_option
 @user_errors
 def ingest(
@@ -68,14 +69,28 @@ def ingest(
     dask_address: str | None,
     dask_workers: int | None,
     verbose: bool,
+    source: str | None,
     as_json: bool,
 ) -> None:
-    """Add, update and remove the documents under PATHS (folders or files) in the index."""
+    """Add, update and remove the documents under PATHS (folders or files) in the index.
+
+    PATH - reads texts as JSON lines from stdin ({"id": ..., "text": ..., "title": ..., "metadata": {...}}):
+    added or replaced by id, never removed (see `citeline remove`)."""
     show_progress = sys.stderr.isatty() if progress is None else progress
     if (dask_address or dask_workers) and not prefect:
         raise click.UsageError("--dask-address and --dask-workers run the Prefect flow: add --prefect")
     _log_to_console(verbose, prefect)
-    if prefect:
+    if "-" in paths or source is not None:
+        if "-" not in paths:
+            raise click.UsageError("--source names the texts read from stdin: give PATH - (`citeline ingest -`)")
+        settings = {
+            "model": model, "backend": backend, "max_tokens": max_tokens, "overlap_tokens": overlap_tokens,
+            "vector_index": vector_index, "wait": wait, "dry_run": dry_run, "progress": show_progress,
+            "prefect": prefect, "dask_address": dask_address, "dask_workers": dask_workers,
+            "allow_removals": allow_removals,
+        }  # fmt: skip
+        summary = cli_extra.ingest_stdin(paths, index_path, source, settings)
+    elif prefect:
         from flows.ingest import run_from_cli
 
         summary = run_from_cli(
@@ -388,7 +403,7 @@ def eval_(
         click.echo(f"{result.mode:<8} {result.ndcg_at_10:>8.4f} {result.recall_at_100:>11.4f} {result.seconds:>8.1f}")
 
 
-for _command in (cli_extra.serve, cli_extra.documents, cli_extra.show):
+for _command in (cli_extra.serve, cli_extra.documents, cli_extra.show, cli_extra.remove):
     cli.add_command(_command)
 
 

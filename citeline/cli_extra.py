@@ -1,13 +1,17 @@
-"""The ``citeline`` commands that read an index for people and other programs: ``serve``, ``documents``, ``show``."""
+"""The ``citeline`` commands that read an index for people and other programs (``serve``, ``documents``, ``show``),
+and the ones that manage what is in it beside ``ingest`` (``remove``, and ``ingest -``'s stdin half)."""
 
 from __future__ import annotations
 
 import json
+import sys
+from typing import Any
 
 import click
 
 from citeline.cli_common import (
     DOCUMENT_TABLE_COLUMNS,
+    PathType,
     emit_records,
     filter_options,
     filters_from,
@@ -16,6 +20,7 @@ from citeline.cli_common import (
     json_option,
     resolve_format,
     user_errors,
+    wait_option,
 )
 
 #: Characters ``show --around`` prints on each side of the offset.
@@ -118,3 +123,68 @@ def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as
         click.echo(f"  metadata: {json.dumps(doc['metadata'], ensure_ascii=False)}")
     click.echo()
     click.echo(text[start:end])
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=PathType())
+@index_option
+@click.option("--source", multiple=True, help="Remove every document of this source (as the --source filter selects).")
+@click.option("--doc", "doc_ids", multiple=True, metavar="DOC_ID", help="Remove the document with this id; repeatable.")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; write nothing.")
+@wait_option
+@json_option
+@user_errors
+def remove(
+    paths: tuple[str, ...],
+    index_path: str,
+    source: tuple[str, ...],
+    doc_ids: tuple[str, ...],
+    dry_run: bool,
+    wait: float | None,
+    as_json: bool,
+) -> None:
+    """Remove documents from the index: those whose source path is PATH or lies under the folder PATH, of a
+    --source, or with a --doc id. Recorded as a run (`citeline runs`); a later `ingest` of their folder adds them
+    back if their files are still there."""
+    from citeline.index import Index
+
+    summary = Index.open(index_path, repair=not dry_run).remove(
+        paths, source=source, doc_ids=doc_ids, dry_run=dry_run, wait=wait
+    )
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), ensure_ascii=False))
+        return
+    for document in summary.documents:
+        click.echo(f"{'would remove' if dry_run else 'removed'} {document['doc_id']}  {document['source_path']}")
+    if dry_run:
+        click.echo(f"dry run, nothing written: would remove {summary.removed} documents from {index_path}", err=True)
+    else:
+        click.echo(
+            f"run {summary.run_id}: removed {summary.removed} documents; generation {summary.generation}", err=True
+        )
+
+
+def ingest_stdin(
+    paths: tuple[str, ...], index_path: str, source: str | None, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """`citeline ingest -`: texts as JSON lines on stdin (``citeline.texts.read_jsonl``) into ``Index.add_texts``.
+    ``settings`` are the ``ingest`` options; those that only apply to folders must be left at their defaults."""
+    from citeline.index import Index
+    from citeline.texts import DEFAULT_SOURCE, read_jsonl
+
+    if paths != ("-",):
+        raise click.UsageError("`-` (texts as JSON lines on stdin) cannot be combined with other PATHS")
+    for name in ("prefect", "dask_address", "dask_workers", "allow_removals"):
+        if settings[name]:
+            raise click.UsageError(f"--{name.replace('_', '-')} applies to folders, not to `ingest -`")
+    records = read_jsonl(sys.stdin.buffer)  # all read and checked before the index is touched
+    index = Index.create(index_path, **{key: settings[key] for key in CREATE_SETTINGS})
+    run = index.add_texts(
+        records["texts"], records["ids"], records["metadata"], source or DEFAULT_SOURCE, titles=records["titles"],
+        wait=settings["wait"], progress=settings["progress"], dry_run=settings["dry_run"],
+    )  # fmt: skip
+    return run.to_dict()
+
+
+#: The ``ingest`` options that are ``Index.create``'s parameters.
+CREATE_SETTINGS = ("model", "backend", "max_tokens", "overlap_tokens", "vector_index")

@@ -10,7 +10,8 @@ Keys (several keys AND together; a list of values for one key means any of them)
 ``source``
     A source as the user knows it: a folder or file that was ingested, or any folder or file below one (resolved
     like ``citeline ingest`` resolves its paths, so ``seeds`` and ``/abs/path/seeds`` are the same source), or a
-    document's ``source_id`` as search results show it (the path relative to its ingested root).
+    document's ``source_id`` as search results show it (the path relative to its ingested root), or the source
+    name of texts added with ``Index.add_texts`` (``texts`` by default).
 ``path_glob``
     A glob (``*``, ``?``, ``[abc]``; ``*`` also matches ``/``) over the document's ``source_id`` or its absolute
     path: ``*.md``, ``reports/2024/*``, ``/data/**.pdf``.
@@ -96,9 +97,13 @@ class Filters:
             for source in self.source:
                 # A root as ingested, a folder or file below it, or a source_id as results show it. starts_with
                 # (not LIKE) so that % and _ in paths are plain characters.
+                # The source as given matches the source of texts (``Index.add_texts``: never an absolute path).
                 resolved = _resolved(source)
-                any_of.append("(d.source_root = ? OR d.path = ? OR starts_with(d.path, ?) OR d.source_id = ?)")
-                params += [resolved, resolved, resolved.rstrip(os.sep) + os.sep, source]
+                any_of.append(
+                    "(d.source_root = ? OR d.source_root = ? OR d.path = ? OR starts_with(d.path, ?) "
+                    "OR d.source_id = ?)"
+                )
+                params += [resolved, source, resolved, resolved.rstrip(os.sep) + os.sep, source]
             clauses.append("(" + " OR ".join(any_of) + ")")
         if self.path_glob:
             clauses.append("(" + " OR ".join("(d.source_id GLOB ? OR d.path GLOB ?)" for _ in self.path_glob) + ")")

@@ -3,7 +3,6 @@ to :mod:`citeline.pipeline`, the directory to :mod:`citeline.store`, reading to 
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -12,16 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from citeline import pipeline
+from citeline import pipeline, removal
 from citeline import search as plan
-from citeline.chunking import CHUNKER_VERSION, Chunker, check_requested, check_settings
+from citeline import texts as texts_module
+from citeline.chunking import CHUNKER_VERSION, Chunker, check_requested, check_same_chunking, resolve_settings
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
-from citeline.errors import IndexMismatchError, IndexNotFoundError
+from citeline.errors import IndexMismatchError
 from citeline.filters import Filters
 from citeline.results import SearchResult
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
-from citeline.store import catalog, generation, ledger
+from citeline.store import catalog, generation
 from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
@@ -31,7 +31,6 @@ from citeline.store.verify import VerifyReport, verify
 from citeline.vectors import NEW_INDEX_KIND, kind_of
 
 DEFAULT_INDEX_DIR = "index"
-DEFAULT_OVERLAP_TOKENS = 32
 
 
 class Index:
@@ -68,29 +67,16 @@ class Index:
         check_requested(max_tokens, overlap_tokens)
         if not catalog.db_path(index_dir).exists():
             embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend or "torch")
-            overlap_tokens = DEFAULT_OVERLAP_TOKENS if overlap_tokens is None else overlap_tokens
-            max_tokens = embedder.max_seq_length - 2 if max_tokens is None else max_tokens
-            check_settings(max_tokens, overlap_tokens, embedder.max_seq_length)  # before anything is written
+            max_tokens, overlap_tokens = resolve_settings(max_tokens, overlap_tokens, embedder.max_seq_length)
             meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION)
             if generation.create(index_dir, meta):
                 return cls(index_dir, meta, embedder)
             # another process created it meanwhile (checked under the writer lock): open theirs, checked below
         index = cls.open(index_dir, model=model, backend=backend, embedder=embedder)
-        if vector_index and kind != generation.vector_kind(index.meta).kind:
-            have_kind = generation.vector_kind(index.meta).kind
-            raise IndexMismatchError(
-                f"{index_dir} has a {have_kind} vector index, not {kind}; leave out --vector-index"
-            )
-        have = {"max_tokens": index.meta["max_tokens"], "overlap_tokens": index.meta["overlap_tokens"]}
-        wanted = {
-            "max_tokens": have["max_tokens"] if max_tokens is None else max_tokens,
-            "overlap_tokens": have["overlap_tokens"] if overlap_tokens is None else overlap_tokens,
-        }
-        if wanted != have:
-            raise IndexMismatchError(
-                f"{index_dir} was built with chunking {have}, not {wanted}; use those settings, "
-                "or a new --index directory"
-            )
+        have_kind = generation.vector_kind(index.meta).kind
+        if vector_index and kind != have_kind:
+            raise IndexMismatchError(f"{index_dir} has a {have_kind} vector index, not {kind}; omit --vector-index")
+        check_same_chunking(index_dir, index.meta, max_tokens, overlap_tokens)
         return index
 
     @classmethod
@@ -194,6 +180,35 @@ class Index:
             self.prepare_queries()
         return run
 
+    def add_texts(
+        self,
+        texts: Sequence[str],
+        ids: Sequence[str | int] | None = None,
+        metadata: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
+        source: str = texts_module.DEFAULT_SOURCE,
+        *,
+        titles: Sequence[str | None] | None = None,
+        wait: float | None = None,
+        progress: bool = False,
+        dry_run: bool = False,
+    ) -> RunSummary:
+        """Index texts that are not files, as one run, incrementally by id (``citeline ingest -``; see
+        :mod:`citeline.texts`)."""
+        documents = texts_module.documents_of(texts, ids, metadata, source, titles)
+        return texts_module.add_texts(self, documents, source, wait=wait, progress=progress, dry_run=dry_run)
+
+    def remove(
+        self,
+        paths: Sequence[str | os.PathLike[str]] | None = None,
+        *,
+        source: Sequence[str] | str | None = None,
+        doc_ids: Sequence[str] | str | None = None,
+        dry_run: bool = False,
+        wait: float | None = None,
+    ) -> removal.RemovalSummary:
+        """Remove documents by source path, source or id as one run (``citeline remove``; :mod:`citeline.removal`)."""
+        return removal.remove(self, paths, source, doc_ids, dry_run=dry_run, wait=wait)
+
     def prepare_queries(self) -> None:
         """Make later searches start fast: export the ONNX model the query path uses, once per model."""
         prepare_queries(self.embedder)
@@ -253,18 +268,11 @@ class Index:
     ) -> list[tuple[int, float]]:
         """The ranking behind :meth:`search`: ``(chunk_id, score)`` pairs, best first, without provenance;
         ``allowed`` chunk ids restrict the candidates, ``fusion`` overrides the hybrid settings (for tuning)."""
-        if allowed is not None:  # sorted and unique, as the rankings expect
-            allowed = np.unique(np.asarray(allowed, dtype=np.int64))
-        mode = plan.validate_mode(mode)
-        vector = None if mode == "lexical" else self.encode_query(query)
-        return plan.rank(self.snapshot(), query, vector, k, mode, allowed, fusion)
+        return plan.rank_query(self.snapshot(), query, k, mode, allowed, fusion, self.encode_query)
 
     def snapshot(self) -> ReadSnapshot:
         """The view searches run on, reloaded after every commit (see ``citeline.store.snapshot``)."""
-        if self._snapshot is None or not self._snapshot.is_current():
-            if self._snapshot is not None:
-                self._snapshot.close()
-            self._snapshot = ReadSnapshot(self.path)
+        self._snapshot = ReadSnapshot.current(self._snapshot, self.path)
         return self._snapshot
 
     def status(self) -> IndexStatus:
@@ -273,27 +281,19 @@ class Index:
 
     def runs(self, limit: int = 20) -> list[RunSummary]:
         """The run ledger, newest first."""
-        with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
-            return ledger.read_runs(connection, limit)
+        return catalog.runs(self.path, limit)
 
     def documents(
         self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """The documents ``filters`` selects (the filters of :meth:`search`), by source and path, at most ``limit``:
         doc id, source path and id, title, format, chunks, pages, size, content hash, run, ingested_at, metadata."""
-        with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
-            return listing.documents(connection, Filters.from_value(filters), limit)
+        return listing.read_documents(self.path, Filters.from_value(filters), limit)
 
     def document(self, doc_id: str) -> dict[str, Any]:
         """One document: its :meth:`documents` record, its ``text`` (what passage offsets index into) and its
         chunks' ``spans`` (chunk_id, ordinal, char_start, char_end, page)."""
-        with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
-            record = listing.document(connection, doc_id)
-        if record is None:
-            raise IndexNotFoundError(
-                f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents`"
-            )
-        return record
+        return listing.read_document(self.path, doc_id)
 
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""

@@ -152,6 +152,24 @@ def hybrid_ranking(
     return [(int(ids[i]), float(values[i])) for i in order]
 
 
+def rank_query(
+    snapshot: ReadSnapshot,
+    query: str,
+    k: int,
+    mode: str,
+    allowed: np.ndarray | None,
+    fusion: Fusion,
+    encode_query: Callable[[str], np.ndarray],
+) -> list[tuple[int, float]]:
+    """:func:`rank` for a query text (``Index.rank``): the mode checked, ``allowed`` made sorted and unique (as
+    the rankings expect), the query embedded unless the mode is lexical."""
+    if allowed is not None:
+        allowed = np.unique(np.asarray(allowed, dtype=np.int64))
+    mode = validate_mode(mode)
+    vector = None if mode == "lexical" else encode_query(query)
+    return rank(snapshot, query, vector, k, mode, allowed, fusion)
+
+
 def rank(
     snapshot: ReadSnapshot,
     query: str,

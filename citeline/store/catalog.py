@@ -351,6 +351,18 @@ def stored_documents(connection: duckdb.DuckDBPyConnection, roots: Sequence[str]
     return {doc_id: (root, source_file, content_hash) for doc_id, root, source_file, content_hash in rows}
 
 
+#: For :func:`select_documents`: a source path or folder (params: resolved, as given, resolved + "/"), doc ids.
+PATH_CONDITION = "(d.path = ? OR d.path = ? OR starts_with(d.path, ?))"
+IDS_CONDITION = "d.doc_id = ANY(?)"
+
+
+def select_documents(connection: duckdb.DuckDBPyConnection, condition: str, params: Sequence[Any]) -> list[tuple]:
+    """``(doc_id, source_root, source_file, content_hash, path, title)`` of the documents ``condition`` (over
+    ``documents d``: :data:`PATH_CONDITION`, :data:`IDS_CONDITION` or ``Filters.to_sql``) selects, by path."""
+    sql = "SELECT d.doc_id, d.source_root, d.source_file, d.content_hash, d.path, d.title FROM documents d WHERE "
+    return connection.execute(f"{sql}{condition} ORDER BY d.path, d.doc_id", list(params)).fetchall()
+
+
 def cached_vectors(
     connection: duckdb.DuckDBPyConnection, hashes: Sequence[str], dimension: int
 ) -> dict[str, np.ndarray]:
@@ -455,6 +467,12 @@ class IndexStatus:
     def to_dict(self) -> dict[str, Any]:
         """The status as JSON-ready data."""
         return asdict(self)
+
+
+def runs(index_dir: Path, limit: int) -> list[ledger.RunSummary]:
+    """The newest ``limit`` runs of the index's ledger, newest first (``Index.runs``)."""
+    with connect(index_dir, read_only=True) as connection:
+        return ledger.read_runs(connection, limit)
 
 
 def status(index_dir: Path) -> IndexStatus:

@@ -5,13 +5,16 @@ catalog's tables through a connection the caller opened with ``catalog.connect``
 
 from __future__ import annotations
 
+import contextlib
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from citeline.errors import QueryError
+from citeline.errors import IndexNotFoundError, QueryError
 from citeline.formats import iso_utc
+from citeline.store import catalog
 
 if TYPE_CHECKING:
     from citeline.filters import Filters
@@ -82,6 +85,22 @@ def document(connection: duckdb.DuckDBPyConnection, doc_id: str) -> dict[str, An
     record["spans"] = [
         {"chunk_id": s[0], "ordinal": s[1], "char_start": s[2], "char_end": s[3], "page": s[4]} for s in spans
     ]
+    return record
+
+
+def read_documents(index_dir: Path, filters: Filters, limit: int | None = None) -> list[dict[str, Any]]:
+    """:func:`documents` of the index at ``index_dir`` (``Index.documents``)."""
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
+        return documents(connection, filters, limit)
+
+
+def read_document(index_dir: Path, doc_id: str) -> dict[str, Any]:
+    """:func:`document` of the index at ``index_dir`` (``Index.document``); an unknown id raises
+    :class:`IndexNotFoundError` saying how to list the ids."""
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
+        record = document(connection, doc_id)
+    if record is None:
+        raise IndexNotFoundError(f"no document {doc_id!r} in {index_dir}; list the documents with `citeline documents`")
     return record
 
 

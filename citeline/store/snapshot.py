@@ -57,6 +57,15 @@ class ReadSnapshot:
         self._documents = documents
         self._chunks = chunks
 
+    @classmethod
+    def current(cls, previous: ReadSnapshot | None, index_dir: Path) -> ReadSnapshot:
+        """``previous`` while it is still the committed generation, else a new snapshot (``previous`` closed)."""
+        if previous is not None and previous.is_current():
+            return previous
+        if previous is not None:
+            previous.close()
+        return cls(index_dir)
+
     def _load_vectors(self) -> VectorIndex:
         path = vectors_path(self.index_dir, self.generation, vector_kind(self.meta))
         if not path.exists():
