@@ -122,7 +122,7 @@ def _document(source: str, record_id: str, text: str, title: str, metadata: dict
         format="text",
         metadata=metadata,
         source_file=record_id,
-        size_bytes=len(text.encode("utf-8")),
+        size_bytes=len(text.encode("utf-8", "surrogatepass")),  # checked by unstorable_field next
     )
 
 
