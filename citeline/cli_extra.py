@@ -156,12 +156,11 @@ def remove(
         return
     for document in summary.documents:
         click.echo(f"{'would remove' if dry_run else 'removed'} {document['doc_id']}  {document['source_path']}")
+    count = f"{summary.removed} document{'s' * (summary.removed != 1)}"
     if dry_run:
-        click.echo(f"dry run, nothing written: would remove {summary.removed} documents from {index_path}", err=True)
+        click.echo(f"dry run, nothing written: would remove {count} from {index_path}", err=True)
     else:
-        click.echo(
-            f"run {summary.run_id}: removed {summary.removed} documents; generation {summary.generation}", err=True
-        )
+        click.echo(f"run {summary.run_id}: removed {count}; generation {summary.generation}", err=True)
 
 
 def ingest_stdin(

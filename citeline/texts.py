@@ -166,7 +166,7 @@ def _plan(index_dir: Path, source: str, documents: list[Document]) -> Plan:
     # pipeline.plan compares a root's stored documents with everything found under it, and removes the rest;
     # texts come in batches that are not the whole source, so the plan sees the stored versions of these ids only.
     ids = [document.doc_id for document in documents]
-    with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:  # under the writer lock
         rows = catalog.select_documents(connection, catalog.IDS_CONDITION, [ids]) if ids else []
     stored = {doc_id: (root, source_file, content) for doc_id, root, source_file, content, _, _ in rows}
     return plan_changes(stored, [source], Discovery(roots=[source]), ParsedBatch(documents=documents))

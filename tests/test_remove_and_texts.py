@@ -242,8 +242,11 @@ def test_ingest_stdin_jsonl(tmp_path: Path, hash_model: None) -> None:
     flood = index.documents(filters={"meta": {"author": "Mara"}})[0]
     assert (flood["source_path"], flood["title"]) == ("texts:n1", "Flood")
     assert len(index.documents(filters={"source": "crm"})) == 1
+    removed = runner.invoke(cli, ["remove", "texts:n1", "--index", ix])  # a text's source path, as listed
+    assert removed.exit_code == 0 and "removed 1 document;" in removed.output
     removed = runner.invoke(cli, ["remove", "--source", "texts", "--index", ix])
-    assert removed.exit_code == 0 and "removed 2 documents" in removed.output
+    assert removed.exit_code == 0 and "removed 1 document;" in removed.output
+    assert [d["source_path"] for d in index.documents()] == ["crm:" + hashlib.sha256(b"hello there").hexdigest()]
     _consistent(index)
 
 
