@@ -3,8 +3,11 @@
     python bench/search.py [--index DIR] [--queries ../shared/benchmarks/scifact/queries.jsonl] [--cold-runs 10]
 
 Without ``--index`` it builds an index of ``seeds/`` in a temporary folder. Cold runs start a new
-``citeline search`` process each time (the query path imports no Prefect, torch or transformers); in-process
-timings run every query once per mode after one warm-up query. Run by hand; not part of CI.
+``citeline search`` process each time (the query path imports no Prefect, torch, transformers, bm25s, scipy or
+pandas) and report its wall time, CPU time (user+sys, from wait4) and peak RSS; in-process timings run every query
+once per mode after one warm-up query (``--cold-only`` skips them). Where a cold search spends its time:
+``python -X importtime -m citeline.cli search QUERY --index DIR`` and ``python -m cProfile -s cumtime -m
+citeline.cli ...``. Run by hand; not part of CI.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import argparse
 import inspect
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -38,6 +40,7 @@ def main() -> None:
     parser.add_argument("--queries", type=Path, default=DEFAULT_QUERIES)
     parser.add_argument("--cold-runs", type=int, default=10)
     parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--cold-only", action="store_true", help="skip the in-process timings")
     args = parser.parse_args()
 
     from citeline import Index
@@ -51,29 +54,34 @@ def main() -> None:
     citeline = shutil.which("citeline") or str(Path(sys.executable).parent / "citeline")
     queries = [json.loads(line)["text"] for line in args.queries.open(encoding="utf-8")]
 
-    cold, cold_cpu = [], []
+    cold, cold_cpu, cold_rss = [], [], []
     for i in range(args.cold_runs):
-        start, children = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(
+        start = time.perf_counter()
+        process = subprocess.Popen(
             [citeline, "search", queries[i % len(queries)], "--index", str(index_path), "-k", str(args.k)],
-            check=True,
             stdout=subprocess.DEVNULL,
             env={**os.environ, "PYTHONWARNINGS": "ignore"},
         )
+        _, status, usage = os.wait4(process.pid, 0)
         cold.append(time.perf_counter() - start)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cold_cpu.append(after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime)
+        if status:
+            sys.exit(f"citeline search failed (wait status {status})")
+        cold_cpu.append(usage.ru_utime + usage.ru_stime)
+        cold_rss.append(usage.ru_maxrss / 1024)  # KiB on Linux
     print(f"index {index_path}: {Index.open(index_path).status().chunks} chunks")
     print(
         f"cold CLI search ({args.cold_runs} runs): median {statistics.median(cold):.3f} s, "
-        f"max {max(cold):.3f} s; CPU time (user+sys) median {statistics.median(cold_cpu):.3f} s; "
+        f"max {max(cold):.3f} s; CPU time (user+sys) median {statistics.median(cold_cpu):.3f} s, "
+        f"min {min(cold_cpu):.3f} s; peak RSS median {statistics.median(cold_rss):.0f} MiB; "
         f"load average {os.getloadavg()[0]:.1f}"
     )
 
     index = Index.open(index_path)
-    modes = [None]
+    modes: list[str | None] = [None]
     if "mode" in inspect.signature(index.search).parameters:
         modes = ["dense", "lexical", "hybrid"]
+    if args.cold_only:
+        modes = []
     for mode in modes:
         kwargs = {} if mode is None else {"mode": mode}
         index.search(queries[0], k=args.k, **kwargs)

@@ -231,12 +231,14 @@ def search(
 ) -> None:
     """Print the passages most relevant to QUERY, with source, offsets and score."""
     from citeline.index import Index
+    from citeline.store.rows import without_pandas
 
     output = resolve_format(fmt, as_json)
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
-    results = Index.open(index_path).search(
-        query, k=k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
-    )
+    with without_pandas():  # pyarrow would import it for nothing: 0.35-0.45 CPU-s of a cold search
+        results = Index.open(index_path).search(
+            query, k=k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
+        )
     if output:
         emit_search(results, output)
         return

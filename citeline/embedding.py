@@ -7,10 +7,13 @@ are often offline, and a silent download at query time is a failure mode, not a 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -144,6 +147,44 @@ def onnx_model_dir(model_path: str) -> Path:
     return cache_root() / "onnx" / f"{Path(model_path).name}-{model_fingerprint(model_path, 'torch')}"
 
 
+def mapped_file(model_file: Path) -> Path:
+    """The copy of an exported ONNX file whose weights lie in ``<copy>.data``, which onnxruntime memory-maps
+    instead of parsing them out of the protobuf. Cold session, CPU-s (3 runs, 2 cores): fp32 export 0.29-0.32,
+    its copy 0.10-0.14 (peak RSS 187 against 100 MB); int8 0.16-0.18 against 0.11. Outputs are bit-identical."""
+    return model_file.with_name(model_file.stem + ".mapped.onnx")
+
+
+def model_file(export_dir: Path, backend: str) -> Path:
+    """The ONNX file an :class:`OnnxEncoder` loads: the memory-mapped copy once written, else the export itself."""
+    exported = export_dir / onnx_file_name(backend)
+    return mapped_file(exported) if mapped_file(exported).exists() else exported
+
+
+def write_mapped_copy(export_dir: Path, backend: str) -> None:
+    """Write :func:`mapped_file` of a backend's export unless it exists, under the export's lock. The weights are
+    fsynced and renamed into place before the graph naming them: a graph in place always has its weights."""
+    exported = export_dir / onnx_file_name(backend)
+    mapped = mapped_file(exported)
+    with open(export_dir.parent / f"{export_dir.name}.lock", "a+") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if mapped.exists() or not exported.exists():
+            return
+        import onnx
+
+        staging = Path(tempfile.mkdtemp(prefix=".mapped-", dir=mapped.parent))
+        try:
+            weights = mapped.name + ".data"
+            graph = onnx.load(str(exported))
+            onnx.save_model(graph, str(staging / mapped.name), save_as_external_data=True, location=weights)
+            for name in (weights, mapped.name):
+                with open(staging / name, "rb") as handle:
+                    os.fsync(handle.fileno())
+                shutil.copymode(exported, staging / name)  # onnx writes the weights 0600
+                os.replace(staging / name, mapped.parent / name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
 def ensure_onnx_model(model_path: str, backend: str, *, damaged: bool = False) -> Path:
     """Export the model to ONNX (and quantize it for int8) on first use; returns the export folder.
 
@@ -151,10 +192,6 @@ def ensure_onnx_model(model_path: str, backend: str, *, damaged: bool = False) -
     processes do not export at once; the export is written to a temporary folder and renamed into place.
     ``damaged=True`` (the cached export would not load) throws the cached export away and exports again.
     """
-    import fcntl
-    import shutil
-    import tempfile
-
     target = onnx_model_dir(model_path)
     if not damaged and (target / onnx_file_name(backend)).exists():
         return target
@@ -206,8 +243,6 @@ def _load_onnx(model_path: str, backend: str, export_dir: Path, load: Callable[[
 
 
 def _export(model_path: str, backend: str, target: Path, staging: Path) -> None:
-    import shutil
-
     from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
 
     if (target / "onnx" / "model.onnx").exists():
@@ -268,7 +303,7 @@ class OnnxEncoder:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self.session = onnxruntime.InferenceSession(
-            str(export_dir / onnx_file_name(backend)), options, providers=["CPUExecutionProvider"]
+            str(model_file(export_dir, backend)), options, providers=["CPUExecutionProvider"]
         )
         self.workers = workers or cpu_count()
         self.input_names = {i.name for i in self.session.get_inputs()}
@@ -390,8 +425,10 @@ class SentenceTransformerEmbedder:
         )
 
     def prepare_query_encoder(self) -> None:
-        """Export the ONNX model queries use, so that later searches start fast (done after ingestion)."""
-        ensure_onnx_model(self.model_path, "onnx" if self.backend == "torch" else self.backend)
+        """Export the ONNX model queries use, and its memory-mapped copy, so that later searches start fast (done
+        after ingestion)."""
+        backend = "onnx" if self.backend == "torch" else self.backend
+        write_mapped_copy(ensure_onnx_model(self.model_path, backend), backend)
 
     @cached_property
     def dimension(self) -> int:

@@ -15,6 +15,7 @@ they are published crash-safely is ``citeline.store.generation``'s business.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from collections.abc import Sequence
@@ -87,14 +88,29 @@ def _stemmer() -> Any:
     return stemmer
 
 
-def analyze(texts: Sequence[str]) -> list[list[str]]:
-    """Terms of each text as BM25 sees them: lower-cased words, English stopwords removed, stemmed."""
-    bm25s = _bm25s()
+#: bm25s's tokenizer pattern (scikit-learn's CountVectorizer default): words of two or more characters.
+TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")
+#: bm25s's English stopword list (``bm25s.stopwords.STOPWORDS_EN``, from NLTK), matched before stemming.
+#: Held here so that a query is analyzed without importing bm25s, whose package imports scipy.sparse: that
+#: import was about 0.7 of a cold ``citeline search``'s 2.4 CPU-s. tests/test_search_modes.py checks both
+#: against bm25s's own tokenizer.
+ENGLISH_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "  # noqa: SIM905
+    "this to was will with".split()
+)
 
-    tokens: list[list[str]] = bm25s.tokenize(
-        list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), return_ids=False, show_progress=False
-    )
-    return tokens
+
+def analyze(texts: Sequence[str]) -> list[list[str]]:
+    """Terms of each text as BM25 sees them: lower-cased words, English stopwords removed, stemmed.
+
+    The same terms as ``bm25s.tokenize(texts, stopwords="en", stemmer=..., return_ids=False)``, which built
+    0.1.0's folders: its regex on the lower-cased text, then its stopwords, then the Snowball English stemmer
+    (each distinct word stemmed once, as bm25s does).
+    """
+    words = [[word for word in TOKEN_PATTERN.findall(text.lower()) if word not in ENGLISH_STOPWORDS] for text in texts]
+    distinct = list(dict.fromkeys(word for text_words in words for word in text_words))
+    stem = dict(zip(distinct, _stemmer().stemWords(distinct), strict=True))
+    return [[stem[word] for word in text_words] for text_words in words]
 
 
 @dataclass

@@ -37,10 +37,7 @@ from citeline.lexical import (
     BM25_K1,
     CHUNK_IDS_FILE,
     SETTINGS_FILE,
-    STOPWORDS,
     LexicalIndex,
-    _bm25s,
-    _stemmer,
     analyze,
     bm25_settings,
 )
@@ -90,13 +87,14 @@ class Segment:
         ids = ids[order]
         if not len(ids):
             return cls._from_pairs(ids, np.zeros(0, np.int32), *(np.zeros(0, np.int64),) * 3)
-        tokenized = _bm25s().tokenize(
-            [texts[i] for i in order], stopwords=STOPWORDS, stemmer=_stemmer(), return_ids=True, show_progress=False
-        )
-        hash_of_id = np.zeros(len(tokenized.vocab), dtype=np.uint64)
-        hash_of_id[np.fromiter(tokenized.vocab.values(), dtype=np.int64)] = term_hashes(list(tokenized.vocab))
-        lengths = np.fromiter((len(doc) for doc in tokenized.ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(tokenized.ids), dtype=np.int64, count=int(lengths.sum()))
+        vocabulary: dict[str, int] = {}  # term -> its position in the order terms first occur
+        term_ids = [
+            [vocabulary.setdefault(term, len(vocabulary)) for term in terms]
+            for terms in analyze([texts[i] for i in order])
+        ]
+        hash_of_id = term_hashes(list(vocabulary))
+        lengths = np.fromiter((len(doc) for doc in term_ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(term_ids), dtype=np.int64, count=int(lengths.sum()))
         docs = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
         return cls._from_pairs(ids, lengths.astype(np.int32), hash_of_id[flat], docs, np.ones(len(flat), np.int64))
 

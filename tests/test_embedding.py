@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from citeline.embedding import OnnxEncoder, SentenceTransformerEmbedder, ensure_onnx_model, onnx_model_dir
+from citeline.embedding import (
+    OnnxEncoder,
+    SentenceTransformerEmbedder,
+    ensure_onnx_model,
+    mapped_file,
+    model_file,
+    onnx_file_name,
+    onnx_model_dir,
+    write_mapped_copy,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -63,8 +75,6 @@ def test_direct_int8_encoder_matches_sentence_transformers_onnx_int8() -> None:
     """The torch-free encoder computes what sentence-transformers computes with the same int8 ONNX file."""
     from sentence_transformers import SentenceTransformer
 
-    from citeline.embedding import onnx_file_name
-
     embedder = SentenceTransformerEmbedder(backend="onnx-int8")
     export_dir = ensure_onnx_model(embedder.model_path, "onnx-int8")
     reference = SentenceTransformer(
@@ -89,3 +99,23 @@ def test_threaded_encoding_is_identical_to_single_threaded_and_in_order(backend:
     # Each vector is the text's own, whatever else was encoded with it (queries are encoded alone).
     alone = np.concatenate([threaded.encode([text]) for text in texts[:4]])
     assert np.array_equal(alone, single[:4])
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_the_memory_mapped_copy_gives_the_exports_vectors(tmp_path: Path, backend: str) -> None:
+    embedder = SentenceTransformerEmbedder(backend=backend)
+    embedder.prepare_query_encoder()  # what every ingestion ends with: the export and its memory-mapped copy
+    export_dir = onnx_model_dir(embedder.model_path)
+    exported = export_dir / onnx_file_name(backend)
+    assert model_file(export_dir, backend) == mapped_file(exported)
+    assert mapped_file(exported).stat().st_size < exported.stat().st_size // 10  # the graph; weights beside it
+    plain = tmp_path / "plain"
+    shutil.copytree(export_dir, plain, ignore=shutil.ignore_patterns("*.mapped.onnx*"))
+    assert model_file(plain, backend) == plain / onnx_file_name(backend)
+    expected = OnnxEncoder(plain, backend, embedder.max_seq_length, workers=1).encode(TEXTS)
+    # A crash between the two renames leaves a stray weights file: the next write replaces it.
+    (plain / "onnx" / (mapped_file(exported).name + ".data")).write_bytes(b"torn")
+    write_mapped_copy(plain, backend)
+    assert model_file(plain, backend) == mapped_file(plain / onnx_file_name(backend))
+    for folder in (export_dir, plain):
+        assert np.array_equal(OnnxEncoder(folder, backend, embedder.max_seq_length, workers=1).encode(TEXTS), expected)

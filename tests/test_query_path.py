@@ -1,4 +1,5 @@
-"""The query path stays light: a `citeline search` process imports no torch, transformers or Prefect."""
+"""The query path stays light: a `citeline search` process imports no torch, transformers, Prefect, bm25s, scipy or
+pandas."""
 
 from __future__ import annotations
 
@@ -13,7 +14,24 @@ from citeline import Index
 
 pytestmark = pytest.mark.slow
 
-HEAVY = ("torch", "transformers", "sentence_transformers", "prefect", "optimum")
+HEAVY = (
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "prefect",
+    "optimum",
+    # The analyzer no longer imports bm25s (whose package imports scipy.sparse: about 0.7 CPU-s); pyarrow imported
+    # pandas where installed (0.35-0.45 CPU-s); numba came with bm25s; the server's and the flow's stacks.
+    "bm25s",
+    "scipy",
+    "pandas",
+    "numba",
+    "fastapi",
+    "uvicorn",
+    "pydantic",
+    "rich",
+    "onnx",
+)
 
 # Runs the console script's entry point in a fresh interpreter, then reports which heavy packages got imported.
 PROBE = """

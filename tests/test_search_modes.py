@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import shutil
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from citeline import Index, IndexRepairedWarning, QueryError, lexical_segments
 from citeline.cli import cli
 from citeline.lexical import LexicalIndex, analyze
 from citeline.search import Fusion
 from citeline.store import generation
+
+SEEDS = Path(__file__).resolve().parent.parent / "seeds"
 
 
 @pytest.fixture
@@ -25,6 +30,31 @@ def seeded(tmp_path, seeds_dir, fake_embedder) -> Index:
 
 def test_analyzer_stems_and_drops_stopwords() -> None:
     assert analyze(["The soldiers are walking to their home"]) == [["soldier", "walk", "home"]]
+
+
+ANALYZER_TEXTS = [
+    "",
+    "a",
+    "The Soldiers' WAGES were paid: ünïcödé, straße, İstanbul, ΣΊΣΥΦΟΣ; 12 x y_z 3.14 e-mail",
+    "naïve café résumé — “quoted” words, THE THE the, it's isn't won't",
+    "Ｆｕｌｌｗｉｄｔｈ ｌｅｔｔｅｒｓ and 中文字符 and שלום and ١٢٣ digits",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(), max_size=5))
+def test_analyzer_gives_bm25s_tokenizer_terms(texts: list[str]) -> None:
+    # analyze() stands in for bm25s.tokenize so that a query never imports bm25s (and scipy.sparse through it);
+    # 0.1.0's folders were built by bm25s's tokenizer, so both must give the same terms for any text.
+    import bm25s
+    from bm25s.stopwords import STOPWORDS_EN
+
+    from citeline.lexical import ENGLISH_STOPWORDS, _stemmer
+
+    assert frozenset(STOPWORDS_EN) == ENGLISH_STOPWORDS
+    texts = texts + ANALYZER_TEXTS + [path.read_text() for path in sorted(SEEDS.glob("*.md"))]
+    expected = bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False)
+    assert analyze(texts) == expected
 
 
 def test_a_new_index_has_generation_0_files_and_searches_empty(tmp_path, fake_embedder) -> None:
