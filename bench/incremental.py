@@ -33,7 +33,8 @@ from conftest import HashEmbedder  # noqa: E402
 from citeline import Index  # noqa: E402
 from citeline.pipeline import chunk_id_for  # noqa: E402
 from citeline.sources import text_hash  # noqa: E402
-from citeline.store import catalog, generation, ledger  # noqa: E402
+from citeline.store import generation, ledger  # noqa: E402
+from citeline.store.rows import ChunkRows  # noqa: E402
 from citeline.store.locks import writer_lock  # noqa: E402
 
 SCIFACT = REPO.parent / "shared" / "benchmarks" / "scifact" / "corpus.jsonl"
@@ -113,7 +114,7 @@ def batch_changes(start: int, count: int, words: list[str], embedder: FastEmbedd
             "ingested_at": pa.array([datetime.fromisoformat(now)] * n, type=pa.timestamp("ms", tz="UTC")),
         }
     )
-    rows = catalog.ChunkRows(
+    rows = ChunkRows(
         chunks["chunk_id"],
         chunks["doc_id"],
         chunks["ordinal"],
