@@ -77,4 +77,9 @@ def test_a_0_1_0_index_takes_new_commits(legacy: Path, tmp_path: Path) -> None:
     assert (run.added, run.generation) == (1, 2)
     assert index.verify().ok
     assert index.search("ferry winter", k=1, mode="lexical")[0].source_id == "new.md"
-    assert sorted(p.name for p in legacy.glob("vectors.*")) == ["vectors.2.faiss"]
+    # The next commit continues from 0.1.0's file: it stays the base, the commit adds one delta segment.
+    assert sorted(p.name for p in legacy.glob("v*.*")) == ["vdelta.2", "vectors.1.faiss"]
+    assert generation.read_meta(legacy)["vector_base"] == "vectors.1.faiss"
+    (docs / "new.md").unlink()
+    assert index.ingest([docs]).generation == 3 and index.verify().ok
+    assert sorted(p.name for p in legacy.glob("v*.*")) == ["vdelta.2", "vdelta.3", "vectors.1.faiss"]
