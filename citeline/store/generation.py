@@ -58,6 +58,7 @@ from citeline.store.files import (
     _remove,
     artifact_bytes,
     folder_checksum,
+    known_checksum,
     publish,
     rename_into_place,
 )
@@ -189,12 +190,12 @@ def _publish_lexical(
         if part.name is None:
             segment_name = new_segment_name(index_dir, generation)
             publish(str(artifact), index_dir / segment_name, part.segment.save)
-            part = Part(segment_name, part.segment, part.deleted, folder_checksum(index_dir / segment_name))
+            part = Part(segment_name, part.segment, part.deleted, known_checksum(index_dir / segment_name))
         published.append(part)
     folder = bm25_path(index_dir, generation)
     publish(BM25, folder, SegmentedIndex(published, chunk_ids).save)
     return {
-        "bm25_sha256": folder_checksum(folder),
+        "bm25_sha256": known_checksum(folder),
         "lexical_segments": {part.name: part.sha256 for part in published},
     }
 
@@ -401,13 +402,15 @@ def bm25_problems(index_dir: Path, meta: dict[str, Any], *, full: bool) -> list[
     if problems:
         return problems
     hash_it = "bm25_sha256" in meta and (full or artifact_bytes(path) <= QUICK_CHECKSUM_BYTES)
-    if hash_it and folder_checksum(path) != meta["bm25_sha256"]:
+    if hash_it and (folder_checksum(path) if full else known_checksum(path)) != meta["bm25_sha256"]:
         return [f"{path.name}/ does not match the checksum recorded in {catalog.DB_FILE}"]
     for item in read_segments(path) or []:
         segment = index_dir / item["name"]
         if not segment.is_dir():
             return [f"{segment.name}/ is missing though {path.name}/ lists it"]
-        if (full or artifact_bytes(segment) <= QUICK_CHECKSUM_BYTES) and folder_checksum(segment) != item["sha256"]:
+        if (full or artifact_bytes(segment) <= QUICK_CHECKSUM_BYTES) and (
+            folder_checksum(segment) if full else known_checksum(segment)
+        ) != item["sha256"]:
             return [f"{segment.name}/ does not match the checksum {path.name}/ records"]
     return []
 

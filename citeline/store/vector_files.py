@@ -16,7 +16,7 @@ from typing import Any
 
 from citeline.errors import IndexCorruptError
 from citeline.store import catalog
-from citeline.store.files import artifact_bytes, artifact_checksum, folder_checksum, publish
+from citeline.store.files import artifact_bytes, artifact_checksum, known_checksum, publish
 from citeline.vectors import DEFAULT_KIND, VectorIndex, kind_of, segments
 from citeline.vectors.segments import Delta, SegmentedVectors
 
@@ -96,7 +96,7 @@ def publish_delta(index_dir: Path, generation: int, meta: dict[str, Any], index:
     if len(delta.ids) or len(delta.removed) or stage:
         path = delta_path(index_dir, generation)
         publish(artifact, path, delta.save)
-        deltas.append({"name": path.name, "bytes": artifact_bytes(path), "sha256": folder_checksum(path)})
+        deltas.append({"name": path.name, "bytes": artifact_bytes(path), "sha256": known_checksum(path)})
     return {**entries, "vector_deltas": deltas, "vector_count": len(index)}
 
 
@@ -116,7 +116,7 @@ def vector_problems(index_dir: Path, meta: dict[str, Any], *, full: bool) -> lis
         if (
             recorded_checksum
             and (full or size <= QUICK_CHECKSUM_BYTES)
-            and artifact_checksum(path) != recorded_checksum
+            and (artifact_checksum(path) if full else known_checksum(path)) != recorded_checksum
         ):
             return [f"{path.name} does not match the checksum recorded in {catalog.DB_FILE}"]
     return []
