@@ -1,11 +1,14 @@
 """What a one-document commit costs on a large index (incremental commits), with a near-free embedder.
 
-    python bench/incremental.py --chunks 100000 [--dimension 384] [--batch 50000]
+    python bench/incremental.py --chunks 100000 [--dimension 384] [--batch 50000] [--vector-index auto]
+    python bench/incremental.py --chunks 1000000 --workdir W --build-only   # build once ...
+    python bench/incremental.py --workdir COPY --skip-build                  # ... and time copies with any code
 
 Builds an index of N synthetic chunks (two chunks a document, words drawn from SciFact's corpus vocabulary when
 it is there) by committing catalog rows in batches straight through ``store.generation.commit`` (no chunker: its
 cost is not what this measures), then times ``Index.ingest`` of a separate one-file root three times: the
-document added, changed, removed. Each line: CPU seconds (this process) and wall seconds. Peak RSS is the
+document added, changed, removed (with ``allow_removals``). The build draws words and vectors with numpy (the
+one-document edits go through the embedder). Each line: CPU seconds (this process) and wall seconds. Peak RSS is the
 process's maximum. Run one size per process, so peak RSS is that size's.
 """
 
@@ -33,8 +36,9 @@ from conftest import HashEmbedder  # noqa: E402
 from citeline import Index  # noqa: E402
 from citeline.pipeline import chunk_id_for  # noqa: E402
 from citeline.sources import text_hash  # noqa: E402
-from citeline.store import catalog, generation, ledger  # noqa: E402
+from citeline.store import generation, ledger  # noqa: E402
 from citeline.store.locks import writer_lock  # noqa: E402
+from citeline.store.rows import ChunkRows  # noqa: E402
 
 SCIFACT = REPO.parent / "shared" / "benchmarks" / "scifact" / "corpus.jsonl"
 
@@ -69,13 +73,15 @@ def vocabulary() -> list[str]:
 
 def batch_changes(start: int, count: int, words: list[str], embedder: FastEmbedder, run_id: str) -> generation.Changes:
     rng = random.Random(start)
+    picks = np.random.default_rng(start)
+    vocabulary_array = np.asarray(words, dtype=object)
     now = ledger.utc_now()
     docs: dict[str, list] = {name: [] for name in ("doc_id", "source_id", "title", "text", "content_hash")}
     chunks: dict[str, list] = {
         name: [] for name in ("chunk_id", "doc_id", "ordinal", "char_start", "char_end", "text", "text_hash")
     }
     for number in range(start, start + count):
-        parts = [" ".join(rng.choice(words) for _ in range(rng.randint(60, 140))) for _ in range(2)]
+        parts = [" ".join(vocabulary_array[picks.integers(0, len(words), rng.randint(60, 140))]) for _ in range(2)]
         text = parts[0] + " " + parts[1]
         doc_id = hashlib.sha256(f"synthetic\0{number}".encode()).hexdigest()[:32]
         content_hash = text_hash(text)
@@ -113,7 +119,7 @@ def batch_changes(start: int, count: int, words: list[str], embedder: FastEmbedd
             "ingested_at": pa.array([datetime.fromisoformat(now)] * n, type=pa.timestamp("ms", tz="UTC")),
         }
     )
-    rows = catalog.ChunkRows(
+    rows = ChunkRows(
         chunks["chunk_id"],
         chunks["doc_id"],
         chunks["ordinal"],
@@ -122,9 +128,13 @@ def batch_changes(start: int, count: int, words: list[str], embedder: FastEmbedd
         chunks["text"],
         chunks["text_hash"],
         [None] * len(chunks["text"]),
-        embedder.encode(chunks["text"]),
+        _unit(picks.standard_normal((len(chunks["text"]), embedder.dimension), dtype=np.float32)),
     )
     return generation.Changes([], documents, rows.to_arrow(run_id))
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(1e-9)
 
 
 def timed(label: str, action) -> tuple[float, float]:  # type: ignore[no-untyped-def]
@@ -141,10 +151,17 @@ def main() -> None:
     parser.add_argument("--dimension", type=int, default=384)
     parser.add_argument("--batch", type=int, default=50_000, help="chunks per build commit")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--vector-index", default="auto", help="the kind of a new index")
+    parser.add_argument("--build-only", action="store_true", help="build the index and stop")
+    parser.add_argument("--skip-build", action="store_true", help="time the edits on the index in --workdir")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="citeline-incremental-"))
     embedder = FastEmbedder(args.dimension)
-    index = Index.create(workdir / "ix", embedder=embedder)
+    if args.skip_build:
+        index = Index.open(workdir / "ix", embedder=embedder)
+        time_edits(index, workdir)
+        return
+    index = Index.create(workdir / "ix", embedder=embedder, vector_index=args.vector_index)
     words = vocabulary()
 
     def build() -> None:
@@ -156,17 +173,25 @@ def main() -> None:
 
     print(f"{args.chunks:,} chunks, dimension {args.dimension}, index at {index.path}", flush=True)
     timed(f"build ({args.batch:,} chunks a commit)", build)
+    if args.build_only:
+        return
+    time_edits(index, workdir)
+
+
+def time_edits(index: Index, workdir: Path) -> None:
+    """Time a one-document add, change and removal, and verify; print peak RSS."""
+    print(f"{len(index.snapshot().vectors):,} vectors at {index.path}", flush=True)
     root = workdir / "one"
-    root.mkdir()
+    root.mkdir(exist_ok=True)
     note = root / "note.md"
     note.write_text("# A note\n\nThe garrison left the river bridge at dawn.\n")
     timed("one document added", lambda: index.ingest([root]))
     note.write_text("# A note\n\nThe garrison left the river bridge at dusk, and the harvest failed.\n")
     timed("one document changed", lambda: index.ingest([root]))
     note.unlink()
-    timed("one document removed", lambda: index.ingest([root]))
+    timed("one document removed", lambda: index.ingest([root], allow_removals=True))
     timed("verify", lambda: index.verify())
-    segments = sorted(p.name for p in index.path.glob("seg.*"))
+    segments = sorted(p.name for p in index.path.glob("seg.*")) + sorted(p.name for p in index.path.glob("v*.*"))
     print(f"segments {segments}; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB")
 
 

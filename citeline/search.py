@@ -25,7 +25,7 @@ from citeline.highlight import highlight
 from citeline.lexical import LexicalIndex, top_positions
 from citeline.results import SearchResult
 from citeline.store.snapshot import ReadSnapshot
-from citeline.vectors import VectorIndex
+from citeline.vectors import VectorReader
 
 #: Upper bound on k; larger requests are clamped (a result list longer than this is not a search result).
 MAX_K = 10_000
@@ -104,7 +104,7 @@ def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | N
 
 
 def hybrid_ranking(
-    vectors: VectorIndex,
+    vectors: VectorReader,
     lexical: LexicalIndex,
     query: str,
     query_vector: np.ndarray,

@@ -66,8 +66,15 @@ SEGMENT_STAGES = (
     "merge-written",
     "compaction-tmp",
     "compaction-written",
+    # The vector segments' (citeline.vectors.segments): a commit's delta is published as "vectors" (STAGES); with
+    # WRITER_MAX_DELTAS, the first pass compacts (into the empty base) and the third merges the two deltas.
+    "vector-merge-tmp",
+    "vector-merge-written",
+    "vector-compaction-tmp",
+    "vector-compaction-written",
 )
 WRITER_MERGE_WIDTH, WRITER_COMPACT_DELETED = 2, 0.4
+WRITER_MAX_DELTAS = 1
 _WORDS = (
     "river",
     "bridge",
@@ -181,8 +188,10 @@ def _install_slow_steps(pause: float) -> None:
     so random kills land inside each: one wrapper per pipeline step, and one per stage of publishing an artifact
     (staged under its temporary name; renamed into place), whatever the artifact."""
     from citeline import lexical_segments, pipeline
+    from citeline.vectors import segments
 
     lexical_segments.MERGE_WIDTH, lexical_segments.COMPACT_DELETED = WRITER_MERGE_WIDTH, WRITER_COMPACT_DELETED
+    segments.MAX_DELTAS = WRITER_MAX_DELTAS
 
     def announce(owner: Any, name: str, stage: str | None, *, before: float = 0.0, after: float = 0.0) -> None:
         original = getattr(owner, name)

@@ -3,6 +3,7 @@ until the next commit (the index is the user's data: no schema bump, persisted n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -13,7 +14,7 @@ from conftest import HashEmbedder
 
 from citeline import Index
 from citeline.cli import cli
-from citeline.store import generation
+from citeline.store import catalog, generation
 
 DATA = Path(__file__).resolve().parent / "data"
 LEGACY = DATA / "index-0.1.0"
@@ -77,4 +78,26 @@ def test_a_0_1_0_index_takes_new_commits(legacy: Path, tmp_path: Path) -> None:
     assert (run.added, run.generation) == (1, 2)
     assert index.verify().ok
     assert index.search("ferry winter", k=1, mode="lexical")[0].source_id == "new.md"
-    assert sorted(p.name for p in legacy.glob("vectors.*")) == ["vectors.2.faiss"]
+    # 0.1.0's BM25 folder predates segments, so this first commit rebuilt both; the next adds a delta segment.
+    assert sorted(p.name for p in legacy.glob("v*.*")) == ["vectors.2.faiss"]
+    (docs / "new.md").unlink()
+    assert index.ingest([docs], allow_removals=True).generation == 3 and index.verify().ok
+    assert sorted(p.name for p in legacy.glob("v*.*")) == ["vdelta.3", "vectors.2.faiss"]
+
+
+def test_an_index_with_one_vector_file_per_generation_continues_from_it(tmp_path: Path, seeds_dir: Path) -> None:
+    # Before vector segments, index_meta had no vector_base/vector_deltas: the generation's file was the vectors.
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([seeds_dir])
+    with contextlib.closing(catalog.connect(index.path, read_only=False)) as connection:
+        connection.execute("DELETE FROM index_meta WHERE key IN ('vector_base', 'vector_deltas')")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "new.md").write_text("# Ferry\n\nThe ferry across the river stopped running in winter.\n")
+    reopened = Index.open(index.path, embedder=HashEmbedder())
+    assert reopened.verify().ok
+    assert reopened.ingest([docs]).generation == 2 and reopened.verify().ok
+    meta = generation.read_meta(index.path)
+    assert meta["vector_base"] == "vectors.1.faiss" and [d["name"] for d in meta["vector_deltas"]] == ["vdelta.2"]
+    assert sorted(p.name for p in index.path.glob("v*.*")) == ["vdelta.2", "vectors.1.faiss"]
+    assert reopened.search("ferry winter", k=1, mode="dense")[0].source_id == "new.md"

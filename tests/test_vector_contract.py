@@ -19,9 +19,10 @@ import pytest
 from citeline.errors import CitelineError, IndexCorruptError, IndexMismatchError
 from citeline.index import Index
 from citeline.store import generation
-from citeline.vectors import KINDS, auto, kind_of
+from citeline.vectors import KINDS, auto, kind_of, segments
 from citeline.vectors.flat import FlatIndex
 from citeline.vectors.ivf import IVFIndex
+from citeline.vectors.segments import Delta, SegmentedVectors
 
 DIMENSION = 16
 
@@ -46,15 +47,65 @@ def kind(request: pytest.FixtureRequest) -> type:
     return KINDS[request.param]
 
 
+#: How a generation may hold its vectors (``citeline.vectors.segments``): the kind's own index, or a base of the
+#: kind with delta segments (memory-mapped from disk), with tombstones (of base rows and of delta rows, including
+#: near copies of the data that would win every search if a tombstone leaked), past the overfetch limit, after a
+#: merge of the deltas, after a compaction into a new base.
+FORMS = ["plain", "deltas", "tombstones", "tombstones-allowed", "merged", "compacted"]
+
+
+@pytest.fixture(params=FORMS)
+def make(request: pytest.FixtureRequest, kind: type, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    form = request.param
+    if form == "tombstones-allowed":  # more tombstones than the overfetch: the base is asked with its live ids
+        monkeypatch.setattr(segments, "OVERFETCH_MAX", 5)
+
+    def build(ids: np.ndarray, vectors: np.ndarray, dimension: int):
+        if form == "plain":
+            return kind.build(ids, vectors, dimension)
+        return segmented(kind, ids, vectors, dimension, form, tmp_path / f"segments{len(list(tmp_path.iterdir()))}")
+
+    return build
+
+
+def segmented(kind: type, ids: np.ndarray, vectors: np.ndarray, dimension: int, form: str, directory: Path):
+    """``ids``/``vectors`` held as a base and two deltas (written to ``directory`` and read back memory-mapped)."""
+    first, second = int(len(ids) * 0.6), int(len(ids) * 0.8)
+    tombstones = form != "deltas"
+    decoys = 10**13 + np.arange(min(25, len(ids)), dtype=np.int64)  # near copies of the first rows: they would win
+    copies = vectors[: len(decoys)] * np.float32(1.0001)
+    base_ids, base_vectors = ids[:first], vectors[:first]
+    if tombstones:
+        base_ids, base_vectors = np.r_[base_ids, decoys[::2]], np.r_[base_vectors, copies[::2]]
+    index = SegmentedVectors(kind.build(base_ids, base_vectors, dimension))
+    added_ids, added_vectors = ids[first:second], vectors[first:second]
+    if tombstones:
+        added_ids, added_vectors = np.r_[added_ids, decoys[1::2]], np.r_[added_vectors, copies[1::2]]
+    index = index.updated(added_ids, added_vectors, decoys[::2] if tombstones else decoys[:0])
+    index = index.updated(ids[second:], vectors[second:], decoys[1::2] if tombstones else decoys[:0])
+    directory.mkdir()
+    for number, delta in enumerate(index.deltas):
+        delta.save(directory / f"vdelta.{number}")
+    loaded = [Delta.load(directory / f"vdelta.{number}", dimension) for number in range(len(index.deltas))]
+    index = SegmentedVectors(index.base, loaded)
+    if tombstones:
+        assert len(index.tombstones) == len(decoys[::2]) and index.delta_rows == len(ids) - first
+    if form == "merged":
+        return SegmentedVectors(index.base, [index.merged_delta()])
+    if form == "compacted":
+        return SegmentedVectors(index.compacted())
+    return index
+
+
 def test_the_registry_names_each_kind_by_its_own_name(kind: type) -> None:
     assert kind_of(kind.kind) is kind
     with pytest.raises(CitelineError, match="unknown vector index kind 'nope'; this citeline has"):
         kind_of("nope")
 
 
-def test_ids_vectors_and_len_are_exact(kind: type) -> None:
+def test_ids_vectors_and_len_are_exact(make) -> None:
     ids, vectors = _data()
-    index = kind.build(ids, vectors, DIMENSION)
+    index = make(ids, vectors, DIMENSION)
     assert len(index) == len(ids) and index.dimension == DIMENSION
     assert np.array_equal(index.ids(), np.sort(ids))
     some = ids[[5, 0, 77]]
@@ -64,9 +115,9 @@ def test_ids_vectors_and_len_are_exact(kind: type) -> None:
     assert index.vectors([]).shape == (0, DIMENSION)
 
 
-def test_search_finds_the_nearest_vectors_best_first(kind: type) -> None:
+def test_search_finds_the_nearest_vectors_best_first(make) -> None:
     ids, vectors = _data()
-    index = kind.build(ids, vectors, DIMENSION)
+    index = make(ids, vectors, DIMENSION)
     for row in (0, 10, 200):
         hits = index.search(vectors[row], 10)
         assert hits[0][0] == ids[row] and hits[0][1] == pytest.approx(1.0, abs=1e-5)
@@ -76,9 +127,9 @@ def test_search_finds_the_nearest_vectors_best_first(kind: type) -> None:
 
 
 @pytest.mark.parametrize("size", [1, 7, 60, 300])
-def test_filtered_search_returns_k_allowed_results_whenever_k_exist(kind: type, size: int) -> None:
+def test_filtered_search_returns_k_allowed_results_whenever_k_exist(make, size: int) -> None:
     ids, vectors = _data()
-    index = kind.build(ids, vectors, DIMENSION)
+    index = make(ids, vectors, DIMENSION)
     rng = np.random.default_rng(size)
     allowed = np.sort(rng.choice(ids, size, replace=False))
     query = vectors[int(np.flatnonzero(~np.isin(ids, allowed))[0])]  # a query whose best match is not allowed
@@ -89,9 +140,9 @@ def test_filtered_search_returns_k_allowed_results_whenever_k_exist(kind: type, 
     assert index.search(query, 5, np.zeros(0, np.int64)) == []
 
 
-def test_updated_is_copy_on_write(kind: type) -> None:
+def test_updated_is_copy_on_write(make) -> None:
     ids, vectors = _data()
-    index = kind.build(ids[:300], vectors[:300], DIMENSION)
+    index = make(ids[:300], vectors[:300], DIMENSION)
     removed = ids[:50]
     newer = index.updated(ids[300:], vectors[300:], removed)
     assert np.array_equal(index.ids(), np.sort(ids[:300]))  # the original is unchanged

@@ -15,6 +15,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def file_checksum(path: Path) -> str:
@@ -37,6 +38,32 @@ def folder_checksum(path: Path) -> str:
 def artifact_checksum(path: Path) -> str:
     """The checksum recorded for an artifact: of the file, or of the folder's files."""
     return folder_checksum(path) if path.is_dir() else file_checksum(path)
+
+
+#: Checksums this process computed, keyed by the artifact's files' identities (inode, size, mtime): index files are
+#: immutable once published, so a writer's quick check before each commit need not hash the same segments again
+#: (at 100k chunks the lexical segments' hashing was 0.43 of a one-document commit's 2.3 wall-s). ``verify``
+#: always hashes (:func:`artifact_checksum`).
+_KNOWN: dict[tuple[Any, ...], str] = {}
+_KNOWN_MAX = 4_096
+
+
+def _identity(path: Path) -> tuple[Any, ...]:
+    identities: list[Any] = [str(path)]
+    for entry in sorted(path.iterdir()) if path.is_dir() else [path]:
+        stat = entry.stat()
+        identities.append((entry.name, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    return tuple(identities)
+
+
+def known_checksum(path: Path) -> str:
+    """:func:`artifact_checksum`, remembered for files this process has hashed and that have not changed since."""
+    key = _identity(path)
+    if key not in _KNOWN:
+        if len(_KNOWN) >= _KNOWN_MAX:
+            _KNOWN.clear()
+        _KNOWN[key] = artifact_checksum(path)
+    return _KNOWN[key]
 
 
 def artifact_bytes(path: Path) -> int:

@@ -3,7 +3,8 @@
 Layout of an index directory::
 
     meta.duckdb                 the catalog (store.catalog) and the ledger (store.ledger)
-    vectors.<gen>.<suffix>      the vector index of a generation (a ``citeline.vectors`` kind; flat: ``.faiss``)
+    vectors.<gen>.<suffix>      a vector base written by generation <gen> (a ``citeline.vectors`` kind; flat: .faiss)
+    vdelta.<gen>/               a vector delta segment written by generation <gen> (``citeline.vectors.segments``)
     bm25.<gen>/                 the BM25 folder of a generation (``citeline.lexical``): which segments, deletions
     seg.<gen>.<k>/              an immutable lexical segment, written by generation <gen>, listed by later ones
     db.lock                     store.locks (the writer lock is on the directory itself)
@@ -20,12 +21,15 @@ the next open (:func:`remove_orphans`). The same publish step serves :func:`crea
 :func:`rebuild` (the current generation, from the catalog, without re-embedding) and the repair on open
 (:func:`repair`).
 
-**Incremental commits** (:func:`publish_incremental`): generation g+1's vector file is g's with the delta applied
-(``VectorIndex.updated``; g's file is untouched), and its lexical index is g's segments, with the removed chunks
-marked deleted, plus one delta segment; segments are merged past a threshold (``lexical_segments.merge_plan``).
-Segments, delta or merged, are published like any artifact and listed with their checksums in g+1's BM25
-folder and ``index_meta``. Only when g's artifacts cannot serve (damaged, or a BM25 folder from before segments)
-is g+1 built from all the catalog's rows, as :func:`rebuild` always does (a full compaction).
+**Incremental commits** (:func:`publish_incremental`): generation g+1's vectors are g's base and deltas plus one
+delta segment (its added vectors and its removed ids), listed with their checksums in ``index_meta``
+(``vector_base``, ``faiss_sha256`` of the base, ``vector_deltas``); past ``segments.plan``'s thresholds the deltas
+are merged into one, or everything compacted into a new base (``VectorIndex.updated``; ``store.vector_files``).
+Its lexical index is g's segments, with the removed chunks marked deleted, plus one delta segment; segments are
+merged past a threshold (``lexical_segments.merge_plan``). Segments, delta or merged, are published like any
+artifact and listed with their checksums in g+1's BM25 folder and ``index_meta``. Only when g's artifacts cannot
+serve (damaged, or a BM25 folder from before segments) is g+1 built from all the catalog's rows, as
+:func:`rebuild` always does (a full compaction).
 """
 
 from __future__ import annotations
@@ -53,37 +57,33 @@ from citeline.store import catalog, checks, ledger
 from citeline.store.files import (
     _remove,
     artifact_bytes,
-    artifact_checksum,
     folder_checksum,
+    known_checksum,
     publish,
     rename_into_place,
 )
 from citeline.store.locks import writer_lock
-from citeline.vectors import DEFAULT_KIND, VectorIndex, kind_of
+from citeline.store.vector_files import (
+    QUICK_CHECKSUM_BYTES,
+    load_vectors,
+    publish_base,
+    publish_delta,
+    vector_artifacts,
+    vector_kind,
+    vector_problems,
+    vectors_path,
+)
 
 #: Artifact names, as the crash trials' stages call them (``<artifact>-tmp``, ``<artifact>-written``).
-VECTORS = "vectors"
 BM25 = "bm25"
 #: Lexical segments: built from the whole catalog, a commit's delta, a merge of some, a compaction of all.
 SEGMENT, DELTA, MERGE, COMPACTION = "segment", "delta", "merge", "compaction"
 
 #: Files of generations (vector files, BM25 folders, segments) and their temporaries, as this module names them.
-_GENERATION_FILE = re.compile(r"^(vectors|bm25|seg)\.(\d+)((?:\.(?!tmp)\w+)*)(\.tmp.*)?$")
-#: Opening an index hashes artifacts up to this size; larger ones get the size check only (verify() hashes all).
-QUICK_CHECKSUM_BYTES = 64 * 1024 * 1024
+_GENERATION_FILE = re.compile(r"^(vectors|vdelta|bm25|seg)\.(\d+)((?:\.(?!tmp)\w+)*)(\.tmp.*)?$")
 
 
 # ---------------------------------------------------------------- where things are
-
-
-def vector_kind(meta: dict[str, Any]) -> type[VectorIndex]:
-    """The vector index kind an index uses (indexes built before kinds were recorded are flat)."""
-    return kind_of(str(meta.get("vector_index", DEFAULT_KIND)))
-
-
-def vectors_path(index_dir: Path, generation: int, kind: type[VectorIndex]) -> Path:
-    """The vector index file of one generation."""
-    return index_dir / f"vectors.{generation}.{kind.suffix}"
 
 
 def bm25_path(index_dir: Path, generation: int) -> Path:
@@ -122,7 +122,7 @@ def publish_derived(
     """
     kind, dimension = vector_kind(meta), int(meta["dimension"])
     ids, vectors = catalog.all_vectors(connection, dimension)
-    entries = _publish_vectors(index_dir, generation, kind.build(ids, vectors, dimension))
+    entries = publish_base(index_dir, generation, kind.build(ids, vectors, dimension))
     del vectors
     text_ids, texts = catalog.lexical_texts(connection)
     segment = Segment.build(text_ids, texts)
@@ -146,20 +146,20 @@ def publish_incremental(
     Returns the ``index_meta`` entries, or None when the previous artifacts cannot serve (damaged, or a BM25
     folder from before segments): the caller then builds from the catalog (:func:`publish_derived`).
     """
-    kind, dimension = vector_kind(meta), int(meta["dimension"])
+    dimension = int(meta["dimension"])
     if quick_check(index_dir, meta):
         return None
     try:
-        previous_vectors = kind.load(vectors_path(index_dir, generation - 1, kind))
+        previous_vectors = load_vectors(index_dir, meta)
         previous_lexical = lexical_segments.load(bm25_path(index_dir, generation - 1), mmap=True)
     except IndexCorruptError:
         return None
     if not isinstance(previous_lexical, SegmentedIndex):
         return None
     add_ids = added.column("chunk_id").to_numpy().astype(np.int64)
-    vectors = previous_vectors.updated(add_ids, catalog.arrow_to_vectors(added.column("vector"), dimension), removed)
-    entries = _publish_vectors(index_dir, generation, vectors)
-    del vectors, previous_vectors
+    add_vectors = catalog.arrow_to_vectors(added.column("vector"), dimension)
+    entries = publish_delta(index_dir, generation, meta, previous_vectors.updated(add_ids, add_vectors, removed))
+    del previous_vectors
     text_ids, texts = catalog.lexical_texts(connection, add_ids)
     delta = Segment.build(text_ids, texts)
     parts: list[tuple[str | None, Part]] = [(None, part.without(removed)) for part in previous_lexical.parts]
@@ -171,12 +171,6 @@ def publish_incremental(
     chunk_ids = np.insert(kept, np.searchsorted(kept, delta.chunk_ids), delta.chunk_ids)
     entries.update(_publish_lexical(index_dir, generation, parts, chunk_ids))
     return entries
-
-
-def _publish_vectors(index_dir: Path, generation: int, vectors: VectorIndex) -> dict[str, Any]:
-    path = vectors_path(index_dir, generation, type(vectors))
-    publish(VECTORS, path, vectors.save)
-    return {"vector_count": len(vectors), "faiss_bytes": artifact_bytes(path), "faiss_sha256": artifact_checksum(path)}
 
 
 def _publish_lexical(
@@ -196,12 +190,12 @@ def _publish_lexical(
         if part.name is None:
             segment_name = new_segment_name(index_dir, generation)
             publish(str(artifact), index_dir / segment_name, part.segment.save)
-            part = Part(segment_name, part.segment, part.deleted, folder_checksum(index_dir / segment_name))
+            part = Part(segment_name, part.segment, part.deleted, known_checksum(index_dir / segment_name))
         published.append(part)
     folder = bm25_path(index_dir, generation)
     publish(BM25, folder, SegmentedIndex(published, chunk_ids).save)
     return {
-        "bm25_sha256": folder_checksum(folder),
+        "bm25_sha256": known_checksum(folder),
         "lexical_segments": {part.name: part.sha256 for part in published},
     }
 
@@ -265,11 +259,12 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
                 derived = publish_incremental(index_dir, generation, connection, meta, removed, changes.chunks)
                 if derived is None:
                     derived = publish_derived(index_dir, generation, connection, meta)
+                meta = {**meta, "generation": generation, **derived}
                 catalog.write_meta(connection, {"generation": generation, **derived})
             run.generation = generation
             run.finished_at = ledger.utc_now()
             ledger.record_run(connection, run)
-        remove_orphans(index_dir, generation)
+        remove_orphans(index_dir, generation, meta)
     return generation
 
 
@@ -340,12 +335,13 @@ def rebuild(index_dir: Path) -> int:
         generation = int(meta["generation"])
         with _transaction(connection, index_dir, generation):
             removed = checks.remove_duplicate_rows(connection)
-            catalog.write_meta(connection, publish_derived(index_dir, generation, connection, meta))
+            derived = publish_derived(index_dir, generation, connection, meta)
+            catalog.write_meta(connection, derived)
         try:
             checks.add_primary_keys(connection)
         except duckdb.Error as exc:
             raise write_error(index_dir, generation, exc) from exc
-        remove_orphans(index_dir, generation)
+        remove_orphans(index_dir, generation, {**meta, **derived})
     if any(removed.values()):
         counts = ", ".join(f"{count} {table}" for table, count in removed.items() if count)
         warnings.warn(
@@ -359,13 +355,19 @@ def rebuild(index_dir: Path) -> int:
 # ---------------------------------------------------------------- orphans, checks on open, repair
 
 
-def orphan_files(index_dir: Path, generation: int) -> list[Path]:
+def orphan_files(index_dir: Path, generation: int, meta: dict[str, Any] | None = None) -> list[Path]:
     """Files of generations other than ``generation`` (and temporaries): leftovers of runs that died.
 
-    Only meaningful while holding the writer lock or a DuckDB connection: a live writer's next-generation file
-    looks the same as an orphan.
+    Vector segments belong to the generation whose ``meta`` lists them; without ``meta`` (a failed commit's
+    clean-up) only those of later generations are orphans. Only meaningful while holding the writer lock or a
+    DuckDB connection: a live writer's next-generation file looks the same as an orphan.
     """
     listed = read_segments(bm25_path(index_dir, generation))
+    names = {item["name"] for item in listed} if listed is not None else None
+    in_use = None
+    if meta is not None:
+        with contextlib.suppress(IndexCorruptError):  # damaged meta: keep every vector file until it is rebuilt
+            in_use = {path.name for path, *_ in vector_artifacts(index_dir, meta)}
     found = []
     for entry in sorted(index_dir.iterdir()):
         match = _GENERATION_FILE.match(entry.name)
@@ -374,34 +376,23 @@ def orphan_files(index_dir: Path, generation: int) -> list[Path]:
         if match.group(1) == "seg":
             # Segments belong to the generations that list them. While the current BM25 folder cannot be read,
             # none is an orphan: the repair that rebuilds the folder lists fresh ones and removes these.
-            if match.group(4) or (listed is not None and entry.name not in {item["name"] for item in listed}):
+            if match.group(4) or (names is not None and entry.name not in names):
+                found.append(entry)
+        elif match.group(1) in ("vectors", "vdelta") and not match.group(4):
+            if (entry.name not in in_use) if in_use is not None else int(match.group(2)) > generation:
                 found.append(entry)
         elif int(match.group(2)) != generation or match.group(4):
             found.append(entry)
     return found
 
 
-def remove_orphans(index_dir: Path, generation: int) -> list[Path]:
+def remove_orphans(index_dir: Path, generation: int, meta: dict[str, Any] | None = None) -> list[Path]:
     """Delete every file of other generations than ``generation`` (and temporaries); returns them."""
     removed = []
-    for entry in orphan_files(index_dir, generation):
+    for entry in orphan_files(index_dir, generation, meta):
         _remove(entry)
         removed.append(entry)
     return removed
-
-
-def vector_problems(index_dir: Path, meta: dict[str, Any], *, full: bool) -> list[str]:
-    """Problems with the current generation's vector file that its recorded size and checksum reveal."""
-    path = vectors_path(index_dir, int(meta.get("generation", 0)), vector_kind(meta))
-    if not path.exists():
-        return [f"{path.name} is missing"]
-    size = artifact_bytes(path)
-    if "faiss_bytes" in meta and size != meta["faiss_bytes"]:
-        return [f"{path.name} is {size:,} bytes, but {catalog.DB_FILE} recorded {meta['faiss_bytes']:,}"]
-    hash_it = "faiss_sha256" in meta and (full or size <= QUICK_CHECKSUM_BYTES)
-    if hash_it and artifact_checksum(path) != meta["faiss_sha256"]:
-        return [f"{path.name} does not match the checksum recorded in {catalog.DB_FILE}"]
-    return []
 
 
 def bm25_problems(index_dir: Path, meta: dict[str, Any], *, full: bool) -> list[str]:
@@ -411,13 +402,15 @@ def bm25_problems(index_dir: Path, meta: dict[str, Any], *, full: bool) -> list[
     if problems:
         return problems
     hash_it = "bm25_sha256" in meta and (full or artifact_bytes(path) <= QUICK_CHECKSUM_BYTES)
-    if hash_it and folder_checksum(path) != meta["bm25_sha256"]:
+    if hash_it and (folder_checksum(path) if full else known_checksum(path)) != meta["bm25_sha256"]:
         return [f"{path.name}/ does not match the checksum recorded in {catalog.DB_FILE}"]
     for item in read_segments(path) or []:
         segment = index_dir / item["name"]
         if not segment.is_dir():
             return [f"{segment.name}/ is missing though {path.name}/ lists it"]
-        if (full or artifact_bytes(segment) <= QUICK_CHECKSUM_BYTES) and folder_checksum(segment) != item["sha256"]:
+        if (full or artifact_bytes(segment) <= QUICK_CHECKSUM_BYTES) and (
+            folder_checksum(segment) if full else known_checksum(segment)
+        ) != item["sha256"]:
             return [f"{segment.name}/ does not match the checksum {path.name}/ records"]
     return []
 
@@ -436,7 +429,7 @@ def inspect(index_dir: Path) -> tuple[dict[str, Any], list[str], list[Path]]:
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
         meta = catalog.read_meta(connection)
         problems = quick_check(index_dir, meta) if "generation" in meta else []
-        orphans = orphan_files(index_dir, int(meta.get("generation", 0)))
+        orphans = orphan_files(index_dir, int(meta.get("generation", 0)), meta)
     return meta, problems, orphans
 
 
@@ -465,7 +458,8 @@ def repair(index_dir: Path, problems: list[str]) -> None:
                     stacklevel=4,
                 )
             else:
-                remove_orphans(index_dir, int(read_meta(index_dir)["generation"]))
+                meta = read_meta(index_dir)
+                remove_orphans(index_dir, int(meta["generation"]), meta)
     except (IndexLockedError, OSError) as exc:  # a running writer, or a read-only index directory
         if problems:
             warnings.warn(

@@ -15,8 +15,8 @@ from citeline import lexical_segments
 from citeline.arrays import positions_of
 from citeline.errors import IndexCorruptError
 from citeline.store import catalog
-from citeline.store.generation import bm25_path, vector_kind, vectors_path
-from citeline.vectors import VectorIndex
+from citeline.store.generation import bm25_path, load_vectors
+from citeline.vectors.segments import SegmentedVectors
 
 
 class ReadSnapshot:
@@ -66,21 +66,15 @@ class ReadSnapshot:
             previous.close()
         return cls(index_dir)
 
-    def _load_vectors(self) -> VectorIndex:
-        path = vectors_path(self.index_dir, self.generation, vector_kind(self.meta))
-        if not path.exists():
-            raise IndexCorruptError(
-                f"{path} is missing though {catalog.DB_FILE} records generation {self.generation}; "
-                "run `citeline rebuild` (or `citeline ingest` on the same paths) to restore it"
-            )
+    def _load_vectors(self) -> SegmentedVectors:
         try:
-            vectors = vector_kind(self.meta).load(path)
+            vectors = load_vectors(self.index_dir, self.meta)
         except IndexCorruptError as exc:
             raise IndexCorruptError(f"{exc}; run `citeline rebuild` to restore it from {catalog.DB_FILE}") from exc
         if len(vectors) != self.meta.get("vector_count", len(vectors)):
             raise IndexCorruptError(
-                f"{path} holds {len(vectors)} vectors, {catalog.DB_FILE} records {self.meta['vector_count']}; "
-                "run `citeline rebuild` to restore it"
+                f"the vector index holds {len(vectors)} vectors, {catalog.DB_FILE} records "
+                f"{self.meta['vector_count']}; run `citeline rebuild` to restore it"
             )
         return vectors
 

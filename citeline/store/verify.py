@@ -20,14 +20,14 @@ from citeline.errors import IndexCorruptError
 from citeline.lexical import LexicalIndex
 from citeline.store import catalog, checks, ledger
 from citeline.store.generation import (
-    artifact_checksum,
     bm25_path,
     bm25_problems,
+    load_vectors,
     orphan_files,
-    vector_kind,
-    vectors_path,
+    vector_artifacts,
+    vector_problems,
 )
-from citeline.vectors import VectorIndex
+from citeline.vectors.segments import SegmentedVectors
 
 
 @dataclass
@@ -43,8 +43,9 @@ class State:
     duplicates: dict[str, int]  #: per table, rows that repeat a key taken by another row
     ledger_error: str | None
     offset_errors: tuple[int, list[int]]
-    vector_path: Path
-    vector_index: VectorIndex | None = None
+    vector_path: Path  #: the base file
+    vector_files: list[Path] = field(default_factory=list)  #: the base file and the delta segments
+    vector_index: SegmentedVectors | None = None
     vector_error: str | None = None
     bm25_dir: Path = field(default_factory=Path)
     lexical: LexicalIndex | None = None
@@ -73,15 +74,17 @@ def read_state(index_dir: Path) -> State:
             duplicates=catalog.damage_reported(checks.duplicate_rows, connection, ledger_error is None),
             ledger_error=ledger_error,
             offset_errors=catalog.damage_reported(checks.offset_mismatches, connection),
-            vector_path=vectors_path(index_dir, generation, vector_kind(meta)),
+            vector_path=index_dir,
             bm25_dir=bm25_path(index_dir, generation),
-            orphans=[entry.name for entry in orphan_files(index_dir, generation)],
+            orphans=[entry.name for entry in orphan_files(index_dir, generation, meta)],
         )
-        if state.vector_path.exists():
-            try:
-                state.vector_index = vector_kind(meta).load(state.vector_path)
-            except IndexCorruptError as exc:
-                state.vector_error = str(exc).replace(str(state.vector_path), state.vector_path.name)
+        try:
+            state.vector_files = [path for path, *_ in vector_artifacts(index_dir, meta)]
+            state.vector_path = state.vector_files[0]
+            if all(path.exists() for path in state.vector_files):
+                state.vector_index = load_vectors(index_dir, meta)
+        except IndexCorruptError as exc:
+            state.vector_error = str(exc).replace(f"{index_dir}/", "")
         state.bm25_issues = bm25_problems(index_dir, meta, full=True)
         if not state.bm25_issues or "is missing" not in state.bm25_issues[0]:
             try:
@@ -95,9 +98,10 @@ def read_state(index_dir: Path) -> State:
 
 
 def artifacts_present(state: State) -> list[str]:
-    """The current generation's vector file exists and can be read."""
-    if not state.vector_path.exists():
-        return [f"{state.vector_path.name} is missing though {catalog.DB_FILE} records generation {state.generation}"]
+    """The current generation's vector files (base and deltas) exist and can be read."""
+    for path in state.vector_files:
+        if not path.exists():
+            return [f"{path.name} is missing though {catalog.DB_FILE} records generation {state.generation}"]
     if state.vector_error:
         return [state.vector_error]
     return []
@@ -105,10 +109,11 @@ def artifacts_present(state: State) -> list[str]:
 
 def checksums_match(state: State) -> list[str]:
     """Artifacts match the sizes and checksums recorded at commit (BM25: also its analyzer settings)."""
-    problems = []
-    recorded = state.meta.get("faiss_sha256")
-    if state.vector_path.exists() and recorded and artifact_checksum(state.vector_path) != recorded:
-        problems.append(f"{state.vector_path.name} does not match the checksum recorded in {catalog.DB_FILE}")
+    problems = [
+        problem
+        for problem in vector_problems(state.index_dir, state.meta, full=True)
+        if "is missing" not in problem and problem != state.vector_error
+    ]
     return problems + state.bm25_issues
 
 
@@ -233,8 +238,9 @@ def verify(index_dir: Path) -> VerifyReport:
     index = state.vector_index
     vector_ids_equal = index is not None and np.array_equal(index.ids(), state.ids)
     checksum_ok = None
-    if state.vector_path.exists() and "faiss_sha256" in state.meta:
-        checksum_ok = artifact_checksum(state.vector_path) == state.meta["faiss_sha256"]
+    if "faiss_sha256" in state.meta:
+        names = [path.name for path in state.vector_files]
+        checksum_ok = not [found for found in results["checksums_match"] if any(name in found for name in names)]
     return VerifyReport(
         path=str(index_dir),
         generation=state.generation,

@@ -12,7 +12,8 @@ from citeline.vectors import (  # noqa: F401
     flat,
     hnsw,
     ivf,
+    segments,
 )
-from citeline.vectors.base import DEFAULT_KIND, KINDS, NEW_INDEX_KIND, VectorIndex, kind_of, vector_index
+from citeline.vectors.base import DEFAULT_KIND, KINDS, NEW_INDEX_KIND, VectorIndex, VectorReader, kind_of, vector_index
 
-__all__ = ["DEFAULT_KIND", "KINDS", "NEW_INDEX_KIND", "VectorIndex", "kind_of", "vector_index"]
+__all__ = ["DEFAULT_KIND", "KINDS", "NEW_INDEX_KIND", "VectorIndex", "VectorReader", "kind_of", "vector_index"]

@@ -19,7 +19,33 @@ import numpy as np
 
 from citeline.errors import CitelineError
 
-__all__ = ["DEFAULT_KIND", "KINDS", "NEW_INDEX_KIND", "VectorIndex", "kind_of", "vector_index"]
+__all__ = ["DEFAULT_KIND", "KINDS", "NEW_INDEX_KIND", "VectorIndex", "VectorReader", "kind_of", "vector_index"]
+
+
+class VectorReader(Protocol):
+    """What the query plan reads of a generation's vectors: a kind's index, or its segments
+    (``citeline.vectors.segments.SegmentedVectors``) read as one."""
+
+    @property
+    def dimension(self) -> int:
+        """Vector length."""
+        ...
+
+    def __len__(self) -> int:
+        """Number of vectors."""
+        ...
+
+    def ids(self) -> np.ndarray:
+        """Every id held, ascending (int64)."""
+        ...
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The ``k`` ids nearest ``query`` as ``(id, score)``, best first (ties by id)."""
+        ...
+
+    def vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The exact stored vectors of ``ids`` (one row per id, float32); raises ``KeyError`` for an absent id."""
+        ...
 
 
 class VectorIndex(Protocol):
