@@ -16,7 +16,7 @@ from conftest import HashEmbedder
 from citeline import Index, QueryError, SearchResult
 from citeline.cli import cli
 from citeline.filters import Filters
-from citeline.store.catalog import allowed_chunk_ids
+from citeline.store.passages import Passages
 from citeline.vectors import flat
 from citeline.vectors.flat import FlatIndex
 
@@ -182,7 +182,7 @@ def test_malicious_values_are_plain_values_that_match_nothing(corpus, filters) -
     after = index.status()
     assert (after.documents, after.chunks) == (before.documents, before.chunks) == (6, 6)
     snapshot = index.snapshot()
-    assert snapshot.connection.execute("SELECT count(*) FROM chunks").fetchall()[0][0] == 6
+    assert sum(len(ids) for ids, _ in snapshot.passages.live_parts()) == 6
     assert len(index.search(QUERY, k=10)) == 6
 
 
@@ -225,7 +225,7 @@ def test_filters_become_parameterized_sql_with_no_user_text_in_it() -> None:
     assert "OR 1=1" not in sql and "x'" not in sql
     assert evil in params and "/" + evil in params
     assert Filters.from_value(None).to_sql() == ("TRUE", [])
-    assert allowed_chunk_ids(duckdb.connect(), Filters()) is None
+    assert Passages([]).allowed(Filters()) is None
 
 
 def _big_corpus(tmp_path: Path, fake_embedder: HashEmbedder) -> tuple[Index, Path]:

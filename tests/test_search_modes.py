@@ -111,10 +111,10 @@ def test_invalid_mode_is_a_query_error(seeded: Index) -> None:
 def test_allowed_restricts_candidates_before_ranking(seeded: Index, mode: str) -> None:
     snapshot = seeded.snapshot()
     garrison = {
-        row[0]
-        for row in snapshot.connection.execute(
-            "SELECT chunk_id FROM chunks WHERE doc_id IN (SELECT doc_id FROM documents WHERE path LIKE '%garrison%')"
-        ).fetchall()
+        int(chunk_id)
+        for ids, rows in snapshot.passages.live_parts()
+        for chunk_id, path in zip(ids, rows.column("path").to_pylist(), strict=True)
+        if "garrison" in path
     }
     all_ids = np.sort(snapshot.lexical.chunk_ids)
     # Three allowed chunks of the *other* document, which the unrestricted top-3 may not contain at all.

@@ -1,6 +1,7 @@
 """The catalog: ``meta.duckdb``, the source of truth. Every SQL statement citeline runs lives here, except the
-filter ``WHERE`` builder (``citeline.filters``), the runs table's (``citeline.store.ledger``) and the consistency
-queries of ``verify`` and ``rebuild`` (``citeline.store.checks``). Row shapes (Arrow tables) are in
+filter ``WHERE`` builder (``citeline.filters``), the runs table's (``citeline.store.ledger``), the consistency
+queries of ``verify`` and ``rebuild`` (``citeline.store.checks``) and the queries readers run on the passage rows
+files, not on the catalog (``citeline.store.passages``). Row shapes (Arrow tables) are in
 ``citeline.store.rows``.
 
 Tables: ``index_meta`` (key/JSON value), ``documents`` (text and provenance), ``chunks`` (offsets, text, hash,
@@ -19,10 +20,10 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -32,9 +33,6 @@ from citeline.errors import IndexCorruptError, IndexLockedError, IndexNotFoundEr
 from citeline.store import ledger
 from citeline.store.locks import database_lock
 from citeline.store.rows import arrow_to_vectors
-
-if TYPE_CHECKING:
-    from citeline.filters import Filters
 
 SCHEMA_VERSION = 1
 T = TypeVar("T")
@@ -395,54 +393,41 @@ def document_text(connection: duckdb.DuckDBPyConnection, doc_id: str) -> str | N
     return None if row is None else str(row[0])
 
 
-def reader_tables(connection: duckdb.DuckDBPyConnection) -> tuple[pa.Table, pa.Table]:
-    """The document rows (without texts) and chunk rows (without vectors) a reader's snapshot answers from."""
-    documents = connection.sql(
-        "SELECT doc_id, source_root, source_id, source_file, path, title, format, content_hash, metadata, "
-        "size_bytes, mtime, run_id, ingested_at FROM documents"
-    ).to_arrow_table()
-    chunks = connection.sql(
-        "SELECT chunk_id, doc_id, ordinal, char_start, char_end, text, text_hash, page, run_id FROM chunks"
-    ).to_arrow_table()
-    return documents, chunks
-
-
-def load_tables(connection: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
-    """Create tables from Arrow tables (a reader's in-memory copy, under the catalog's table names)."""
-    for name, rows in tables.items():
-        connection.register(f"_{name}_rows", rows)
-        connection.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}_rows")
-        connection.unregister(f"_{name}_rows")
-
-
-def root_chunks(connection: duckdb.DuckDBPyConnection, root: str) -> list[tuple[int, str]]:
-    """``(chunk_id, source_id)`` of every chunk of the documents ingested from ``root``, by chunk id."""
-    rows = connection.execute(
-        "SELECT c.chunk_id, d.source_id FROM chunks c JOIN documents d USING (doc_id) "
-        "WHERE d.source_root = ? ORDER BY c.chunk_id",
-        [root],
-    ).fetchall()
-    return [(int(chunk_id), str(source_id)) for chunk_id, source_id in rows]
-
-
-_ALLOWED_SQL = """
-SELECT c.chunk_id FROM chunks c JOIN documents d USING (doc_id)
-WHERE {condition}
-ORDER BY c.chunk_id
+#: A passage row (``citeline.store.passages``): the chunk's columns, then its document's (the document's ``doc_id``
+#: and ``run_id`` renamed); NULL document columns mark a chunk without its document row (damage ``verify`` reports).
+_PASSAGES_SQL = """
+SELECT c.chunk_id, c.doc_id, c.ordinal, c.char_start, c.char_end, c.text, c.text_hash, c.page, c.run_id,
+    d.doc_id AS document_doc_id, d.source_root, d.source_id, d.source_file, d.path, d.title, d.format,
+    d.content_hash, d.metadata, d.size_bytes, d.mtime, d.run_id AS document_run_id, d.ingested_at
+FROM chunks c LEFT JOIN documents d ON d.doc_id = c.doc_id
+{where}ORDER BY c.chunk_id
 """
 
 
-def allowed_chunk_ids(connection: duckdb.DuckDBPyConnection, filters: Filters) -> np.ndarray | None:
-    """The sorted chunk ids (int64) ``filters`` lets through, or None when it restricts nothing.
+def passage_batches(
+    connection: duckdb.DuckDBPyConnection, ids: np.ndarray | None = None, batch_rows: int = 65_536
+) -> pa.RecordBatchReader:
+    """The passage rows of all chunks (or of ``ids``), ascending chunk id, as a stream of Arrow batches (a
+    segment's rows file is written from it without holding the rows in memory)."""
+    if ids is None:
+        return connection.sql(_PASSAGES_SQL.format(where="")).to_arrow_reader(batch_rows)
+    connection.register("_citeline_wanted", pa.table({"chunk_id": np.asarray(ids, dtype=np.int64)}))
+    where = "WHERE c.chunk_id IN (SELECT chunk_id FROM _citeline_wanted) "
+    reader = connection.sql(_PASSAGES_SQL.format(where=where)).to_arrow_reader(batch_rows)
 
-    Run it on the read snapshot's connection, so the ids belong to the same generation as the vector index they
-    restrict.
-    """
-    if not filters:
-        return None
-    condition, params = filters.to_sql()
-    columns = connection.execute(_ALLOWED_SQL.format(condition=condition), params).fetchnumpy()
-    return np.ascontiguousarray(columns["chunk_id"], dtype=np.int64)
+    def batches() -> Iterator[pa.RecordBatch]:
+        # The ids stay registered until the stream is read to its end.
+        try:
+            yield from reader
+        finally:
+            connection.unregister("_citeline_wanted")
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+def passage_table(connection: duckdb.DuckDBPyConnection) -> pa.Table:
+    """Every passage row, in memory (a reader of an index written before the rows files)."""
+    return passage_batches(connection).read_all()
 
 
 # ---------------------------------------------------------------- status

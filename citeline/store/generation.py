@@ -39,7 +39,7 @@ import errno
 import re
 import shutil
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ from citeline.arrays import positions_of
 from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexRepairedWarning, IndexWriteError
 from citeline.lexical import settings_problems
 from citeline.lexical_segments import Part, Segment, SegmentedIndex, live_parts, merge_plan, read_segments
-from citeline.store import catalog, checks, ledger
+from citeline.store import catalog, checks, ledger, passages
 from citeline.store.files import (
     _remove,
     artifact_bytes,
@@ -128,7 +128,7 @@ def publish_derived(
     segment = Segment.build(text_ids, texts)
     del texts
     parts: list[tuple[str | None, Part]] = [(SEGMENT, Part(None, segment))] if len(segment) else []
-    entries.update(_publish_lexical(index_dir, generation, parts, segment.chunk_ids))
+    entries.update(_publish_lexical(index_dir, generation, parts, segment.chunk_ids, connection))
     return entries
 
 
@@ -154,7 +154,8 @@ def publish_incremental(
         previous_lexical = lexical_segments.load(bm25_path(index_dir, generation - 1), mmap=True)
     except IndexCorruptError:
         return None
-    if not isinstance(previous_lexical, SegmentedIndex):
+    if not isinstance(previous_lexical, SegmentedIndex) or not passages.present(index_dir, previous_lexical):
+        # An index written before segments or before their rows files: built once in full, so it gets both.
         return None
     add_ids = added.column("chunk_id").to_numpy().astype(np.int64)
     add_vectors = catalog.arrow_to_vectors(added.column("vector"), dimension)
@@ -169,15 +170,20 @@ def publish_incremental(
     kept = np.asarray(previous_lexical.chunk_ids)
     kept = np.delete(kept, positions_of(kept, removed))
     chunk_ids = np.insert(kept, np.searchsorted(kept, delta.chunk_ids), delta.chunk_ids)
-    entries.update(_publish_lexical(index_dir, generation, parts, chunk_ids))
+    entries.update(_publish_lexical(index_dir, generation, parts, chunk_ids, connection))
     return entries
 
 
 def _publish_lexical(
-    index_dir: Path, generation: int, parts: list[tuple[str | None, Part]], chunk_ids: np.ndarray
+    index_dir: Path,
+    generation: int,
+    parts: list[tuple[str | None, Part]],
+    chunk_ids: np.ndarray,
+    connection: duckdb.DuckDBPyConnection,
 ) -> dict[str, Any]:
     """Merge segments if ``lexical_segments.merge_plan`` says so, publish the new segments (artifact names:
-    ``segment``, ``delta``, ``merge``, ``compaction``), then the generation's BM25 folder listing them."""
+    ``segment``, ``delta``, ``merge``, ``compaction``), each with its passage rows (``store.passages``, read from
+    ``connection``'s view of the catalog), then the generation's BM25 folder listing them."""
     alive = live_parts([part for _, part in parts])
     parts = [(artifact, part) for artifact, part in parts if part in alive]
     plan = merge_plan([part for _, part in parts])
@@ -189,7 +195,7 @@ def _publish_lexical(
     for artifact, part in parts:
         if part.name is None:
             segment_name = new_segment_name(index_dir, generation)
-            publish(str(artifact), index_dir / segment_name, part.segment.save)
+            publish(str(artifact), index_dir / segment_name, _segment_writer(part.segment, connection, artifact))
             part = Part(segment_name, part.segment, part.deleted, known_checksum(index_dir / segment_name))
         published.append(part)
     folder = bm25_path(index_dir, generation)
@@ -198,6 +204,17 @@ def _publish_lexical(
         "bm25_sha256": known_checksum(folder),
         "lexical_segments": {part.name: part.sha256 for part in published},
     }
+
+
+def _segment_writer(
+    segment: Segment, connection: duckdb.DuckDBPyConnection, artifact: str | None
+) -> Callable[[Path], None]:
+    def write(folder: Path) -> None:
+        segment.save(folder)
+        # A segment built from the whole catalog holds every chunk: its rows are read without an id list.
+        passages.write(folder, catalog.passage_batches(connection, None if artifact == SEGMENT else segment.chunk_ids))
+
+    return write
 
 
 # ---------------------------------------------------------------- create, commit, rebuild

@@ -18,7 +18,7 @@ import numpy as np
 from citeline import lexical_segments
 from citeline.errors import IndexCorruptError
 from citeline.lexical import LexicalIndex
-from citeline.store import catalog, checks, ledger
+from citeline.store import catalog, checks, ledger, passages
 from citeline.store.generation import (
     bm25_path,
     bm25_problems,
@@ -51,6 +51,7 @@ class State:
     lexical: LexicalIndex | None = None
     bm25_issues: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    passage_issues: list[str] = field(default_factory=list)
 
 
 def read_state(index_dir: Path) -> State:
@@ -91,6 +92,10 @@ def read_state(index_dir: Path) -> State:
                 state.lexical = lexical_segments.load(state.bm25_dir, mmap=True)
             except IndexCorruptError as exc:
                 state.bm25_issues.append(str(exc).split("; run")[0])
+        if state.lexical is not None:
+            state.passage_issues = passages.problems(
+                index_dir, state.lexical, lambda ids: catalog.passage_batches(connection, ids).read_all()
+            )
     return state
 
 
@@ -178,6 +183,11 @@ def offsets_exact(state: State) -> list[str]:
     return []
 
 
+def passages_match(state: State) -> list[str]:
+    """Each segment's passage rows file holds the catalog's rows of its live chunks (texts, offsets, documents)."""
+    return state.passage_issues
+
+
 INVARIANTS: dict[str, Callable[[State], list[str]]] = {
     "artifacts_present": artifacts_present,
     "checksums_match": checksums_match,
@@ -188,6 +198,7 @@ INVARIANTS: dict[str, Callable[[State], list[str]]] = {
     "no_duplicate_rows": no_duplicate_rows,
     "ledger_readable": ledger_readable,
     "offsets_exact": offsets_exact,
+    "passages_match": passages_match,
 }
 
 
