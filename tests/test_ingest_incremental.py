@@ -7,8 +7,9 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import pytest
 
-from citeline import Index
+from citeline import Index, RemovalRefusedError
 from citeline.store import catalog, verify
 
 
@@ -237,10 +238,8 @@ def test_a_run_that_dies_between_commits_is_finished_by_the_next_without_re_embe
     index = new_index(tmp_path, fake_embedder, "ix")
     with monkeypatch.context() as patch:
         crash_after_commits(patch, 3, killed=True)
-        try:
+        with pytest.raises(CrashAfter):
             index.ingest([docs], commit_every=2)
-        except CrashAfter:
-            pass
     # The index is at the run's third commit: consistent, searchable, its row "running" at that generation.
     assert_consistent(index)
     (row,) = index.runs()
@@ -264,10 +263,8 @@ def test_a_run_that_fails_between_commits_is_recorded_failed_at_its_last_commit(
     index = new_index(tmp_path, fake_embedder)
     with monkeypatch.context() as patch:
         crash_after_commits(patch, 2, killed=False)
-        try:
+        with pytest.raises(CrashAfter):
             index.ingest([docs], commit_every=2)
-        except CrashAfter:
-            pass
     (row,) = index.runs()
     assert (row.status, row.generation) == ("failed", 2) and "writer died" in row.errors[0]["reason"]
     assert_consistent(index)
@@ -283,12 +280,8 @@ def test_removals_are_judged_over_the_whole_run_before_any_commit(tmp_path, fake
     many_docs(tmp_path / "more", 8)
     for path in (tmp_path / "more").glob("*.md"):
         path.rename(docs / f"new-{path.name}")
-    try:
+    with pytest.raises(RemovalRefusedError, match="nothing was changed"):  # not even the additions
         index.ingest([docs], commit_every=1)
-    except Exception as exc:  # RemovalRefusedError: nothing was changed, not even the additions
-        assert "refused" in str(exc)
-    else:
-        raise AssertionError("the run should have been refused")
     assert chunk_rows(index) == before and index.status().generation == 1
     assert index.runs()[0].status == "refused"
     dry = index.ingest([docs], commit_every=1, dry_run=True)
