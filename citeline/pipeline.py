@@ -398,6 +398,7 @@ def _run_locked(
 ) -> RunSummary:
     run_id, started_at = ledger.new_run_id(), ledger.utc_now()
     roots = resolve_roots(paths)  # a root that cannot be resolved is one SourceError line
+    committed: list[RunSummary] = []  # the run's last committed ledger row, if it committed any
     with announced_writer_lock(target.path, options.wait, reporter):
         try:
             reporter.stage("discover")
@@ -424,9 +425,9 @@ def _run_locked(
             if objections:
                 raise refuse_removals(objections)
             summary = summarize(run_id, started_at, planned)
-            return _commit_in_batches(target, options, steps, reporter, planned, files, summary)
+            return _commit_in_batches(target, options, steps, reporter, planned, files, summary, committed)
         except BaseException as exc:
-            record_failure(target.path, run_id, started_at, roots, exc)
+            record_failure(target.path, run_id, started_at, roots, exc, committed[-1] if committed else None)
             raise
 
 
@@ -438,6 +439,7 @@ def _commit_in_batches(
     planned: Plan,
     files: Sequence[SourceFile],
     summary: RunSummary,
+    committed: list[RunSummary],
 ) -> RunSummary:
     # Each group of about commit_every chunks is chunked, embedded and committed as a generation; the ledger row
     # says "running" (with the counts so far) until the last commit, which removes what vanished.
@@ -467,18 +469,19 @@ def _commit_in_batches(
         reporter.stage("commit")
         removals = replaced + (planned.vanished_doc_ids if last else [])
         row = summary if last else replace(summary, removed=0, errors=list(summary.errors))
-        committed = steps.commit(target, CommitBatch(removals, documents, rows), row)
+        committed.append(replace(steps.commit(target, CommitBatch(removals, documents, rows), row)))
         del outputs, documents, rows  # before the next group's are made
     reporter.info(
-        f"committed generation {committed.generation}: run {committed.run_id} "
-        f"{committed.status}, {planned.removed} documents removed"
+        f"committed generation {committed[-1].generation}: run {committed[-1].run_id} "
+        f"{committed[-1].status}, {planned.removed} documents removed"
     )
-    return committed
+    return committed[-1]
 
 
 def _report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch) -> None:
     # One line for the counts, one per failed file (up to LOGGED_FAILURES; the ledger has them all).
-    reporter.info(f"parsed {files} files: {len(parsed.documents)} documents, {len(parsed.errors)} failed")
+    documents = len(parsed.documents) + len(parsed.keys)
+    reporter.info(f"parsed {files} files: {documents} documents, {len(parsed.errors)} failed")
     for error in parsed.errors[:LOGGED_FAILURES]:
         reporter.info(f"failed {error.path}: {error.reason}")
     if len(parsed.errors) > LOGGED_FAILURES:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from citeline.errors import RemovalRefusedError
@@ -40,21 +41,27 @@ def close_interrupted(index_dir: Path) -> None:
         ledger.mark_interrupted(connection)
 
 
-def record_failure(index_dir: Path, run_id: str, started_at: str, roots: list[str], error: BaseException) -> None:
-    """Record a run that failed before committing (status ``refused`` for a :class:`RemovalRefusedError`, with
-    one error per root); the index itself stays at its last generation."""
+def record_failure(
+    index_dir: Path,
+    run_id: str,
+    started_at: str,
+    roots: list[str],
+    error: BaseException,
+    committed: RunSummary | None = None,
+) -> None:
+    """Record a run that failed (status ``refused`` for a :class:`RemovalRefusedError`, with one error per root);
+    the index stays at the run's last commit, whose row (``committed``, if any) keeps its counts."""
     errors = [{"path": "", "reason": f"{type(error).__name__}: {error}"}]
     if isinstance(error, RemovalRefusedError) and error.problems:
         errors = [{"path": path, "reason": reason} for path, reason in error.problems]
-    run = RunSummary(
-        run_id=run_id,
-        started_at=started_at,
-        finished_at=ledger.utc_now(),
-        status="refused" if isinstance(error, RemovalRefusedError) else "failed",
-        roots=roots,
-        generation=None,
-        errors=errors,
-    )
+    run = RunSummary(run_id=run_id, started_at=started_at, finished_at=None, status="", roots=roots, generation=None)
+    if committed is not None:
+        run = replace(committed, errors=committed.errors + errors)
+    else:
+        run.errors = errors
+    run.finished_at = ledger.utc_now()
+    run.status = "refused" if isinstance(error, RemovalRefusedError) else "failed"
+    run.failed = len(run.errors) if committed is not None else 0
     try:
         run.generation = int(generation.read_meta(index_dir)["generation"])
         generation.record(index_dir, run)

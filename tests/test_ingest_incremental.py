@@ -267,6 +267,7 @@ def test_a_run_that_fails_between_commits_is_recorded_failed_at_its_last_commit(
             index.ingest([docs], commit_every=2)
     (row,) = index.runs()
     assert (row.status, row.generation) == ("failed", 2) and "writer died" in row.errors[0]["reason"]
+    assert row.added == index.status().documents > 0  # the counts of what its commits wrote
     assert_consistent(index)
 
 
