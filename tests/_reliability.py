@@ -221,7 +221,7 @@ def _install_slow_steps(pause: float) -> None:
         committed = commit_batch(index_dir, batch, run)
         if run.status == "running":  # a commit of the run that is not its last: the next batch follows
             _marker("between-commits")
-            time.sleep(pause)
+            time.sleep(2 * pause)  # longer than the parent's random delay (at most 1.5 pause): the kill lands here
         return committed
 
     pipeline.commit_batch = marked_commit_batch  # type: ignore[assignment]

@@ -334,3 +334,15 @@ def test_progress_moves_forward_through_the_commits(tmp_path, fake_embedder) -> 
 
     pipeline.run(index, [docs], pipeline.Options(commit_every=2, reporter=Recording(), prepare_queries=False))
     assert len(fractions) > 20 and fractions == sorted(fractions) and fractions[-1] <= 1.0
+
+
+def test_the_cli_and_the_flow_default_to_the_pipelines_commit_every() -> None:
+    import click
+
+    from citeline import pipeline
+    from citeline.cli_common import ingest_options
+
+    command = ingest_options(click.command()(lambda **options: None))
+    defaults = {param.name: param.default for param in command.params}
+    assert defaults["commit_every"] == pipeline.COMMIT_EVERY
+    assert pipeline.Options().commit_every == pipeline.COMMIT_EVERY
