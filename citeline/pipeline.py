@@ -446,7 +446,6 @@ def _commit_in_batches(
     groups = work_batches(planned, files, options.commit_every, options.chunks_per_batch) or [[]]
     close_interrupted(target.path)
     summary.added = summary.updated = summary.chunks_embedded = summary.chunks_reused = 0
-    chunks = 0
     for number, group in enumerate(groups, 1):
         last = number == len(groups)
         reporter.part(number, len(groups))
@@ -457,14 +456,14 @@ def _commit_in_batches(
         summary.errors += [{"path": e.path, "reason": e.reason} for output in outputs for e in output.errors]
         summary.updated += len(replaced)
         summary.added += len(documents) - len(replaced)
-        summary.chunks_embedded += sum(output.embedded for output in outputs)
-        summary.chunks_reused += sum(output.reused for output in outputs)
-        chunks += len(rows)
+        embedded, reused = sum(output.embedded for output in outputs), sum(output.reused for output in outputs)
+        summary.chunks_embedded += embedded
+        summary.chunks_reused += reused
         summary.failed = len(summary.errors)
         summary.status = ("partial" if summary.errors else "succeeded") if last else "running"
         reporter.info(
-            f"batch {number}/{len(groups)}: {len(rows)} chunks made from {len(documents)} documents "
-            f"({chunks} so far), {summary.chunks_embedded} embedded, {summary.chunks_reused} reused so far"
+            f"chunks: {len(rows)} made from {len(documents)} documents, {embedded} embedded, {reused} reused"
+            + (f" (commit {number} of {len(groups)})" if len(groups) > 1 else "")
         )
         reporter.stage("commit")
         removals = replaced + (planned.vanished_doc_ids if last else [])
