@@ -238,14 +238,14 @@ class SlowHashEmbedder(HashEmbedder):
         return super().encode(texts, batch_size=batch_size)
 
 
-def worker_ingest(index_dir: Path, docs: Path, passes: int, pause: float) -> None:
-    """Ingest docs states 0..passes-1, one generation each."""
+def worker_ingest(index_dir: Path, docs: Path, passes: int, pause: float, commit_every: int) -> None:
+    """Ingest docs states 0..passes-1, committing about ``commit_every`` chunks at a time."""
     _install_slow_steps(pause)
     index = Index.open(index_dir, embedder=SlowHashEmbedder())
     for state in range(passes):
         _marker("docs")
         write_docs(docs, state)
-        index.ingest([docs], commit_every=COMMIT_EVERY)
+        index.ingest([docs], commit_every=commit_every)
         print(f"done {state}", flush=True)
 
 
@@ -347,9 +347,14 @@ def run_kill_trials(
     pause: float = 0.02,
     seed: int = 7,
     stages: tuple[str, ...] = STAGES,
+    commit_every: int | None = None,
 ) -> dict[str, Any]:
     """SIGKILL an ingesting subprocess at ``trials`` random points (cycling through ``stages``), then check and
-    re-run the index each time."""
+    re-run the index each time. The writer commits ``commit_every`` chunks at a time [default: :data:`COMMIT_EVERY`
+    when ``stages`` include ``between-commits``, else one commit a pass, which the segment stages' sequence of a
+    delta, a compaction and a merge is designed for]."""
+    if commit_every is None:
+        commit_every = COMMIT_EVERY if "between-commits" in stages else 1_000_000
     rng = random.Random(seed)
     docs = workdir / "docs"
     write_docs(docs, passes - 1)
@@ -374,7 +379,7 @@ def run_kill_trials(
             occurrence = 0
         delay = rng.uniform(0, pause * 1.5)
         process = subprocess.Popen(
-            [*_python(), "ingest", str(index_dir), str(docs), str(passes), str(pause)],
+            [*_python(), "ingest", str(index_dir), str(docs), str(passes), str(pause), str(commit_every)],
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,
@@ -502,7 +507,7 @@ def run_concurrent_readers(
 if __name__ == "__main__":
     command, *arguments = sys.argv[1:]
     if command == "ingest":
-        worker_ingest(Path(arguments[0]), Path(arguments[1]), int(arguments[2]), float(arguments[3]))
+        worker_ingest(Path(arguments[0]), Path(arguments[1]), int(arguments[2]), float(arguments[3]), int(arguments[4]))
     elif command == "read":
         worker_read(Path(arguments[0]), Path(arguments[1]), Path(arguments[2]))
     else:
