@@ -64,6 +64,7 @@ def ingest(
     allow_removals: bool,
     removal_threshold: float,
     dry_run: bool,
+    commit_every: int,
     progress: bool | None,
     prefect: bool,
     dask_address: str | None,
@@ -109,6 +110,7 @@ def ingest(
             allow_removals=allow_removals,
             removal_threshold=removal_threshold,
             dry_run=dry_run,
+            commit_every=commit_every,
         )
     else:
         from citeline.index import Index
@@ -129,6 +131,7 @@ def ingest(
             allow_removals=allow_removals,
             removal_threshold=removal_threshold,
             dry_run=dry_run,
+            commit_every=commit_every,
         ).to_dict()
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))

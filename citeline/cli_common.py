@@ -92,6 +92,13 @@ _INGEST_OPTIONS = [
     ),
     click.option("--dry-run", is_flag=True, help="Print what the run would add, update and remove; write nothing."),
     click.option(
+        "--commit-every",
+        type=click.IntRange(min=1),
+        default=20_000,  # pipeline.COMMIT_EVERY (cli_common imports no pipeline: it loads at every command)
+        show_default=True,
+        help="Commit about this many chunks at a time: bounds the run's memory; a crash loses at most that much.",
+    ),
+    click.option(
         "--dask-address",
         default=None,
         help="Prefect flow only: parse and embed on this Dask scheduler (tcp://HOST:8786).",

@@ -157,15 +157,14 @@ class Index:
         allow_removals: bool = False,
         removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
         dry_run: bool = False,
+        commit_every: int = pipeline.COMMIT_EVERY,
     ) -> RunSummary:
         """Bring the index up to date with the files under ``paths`` and return the run's ledger row.
 
-        New and changed documents are chunked and embedded, unchanged ones skipped, vanished ones removed
-        (only under the given paths). Files that cannot be parsed are reported in the ledger and the rest is
-        committed. ``wait`` bounds how long to wait for another writer (default: as long as it takes). A root
-        that comes back empty, or would lose more than ``removal_threshold`` of its documents, raises
-        :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` returns the plan and writes nothing.
-        """
+        New and changed documents are chunked, embedded and committed ``commit_every`` chunks at a time, vanished
+        ones (under ``paths``) removed, failed files reported in the ledger (``pipeline.run``). ``wait`` bounds the
+        wait for another writer. A root that comes back empty or would lose over ``removal_threshold`` of its
+        documents raises :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` writes nothing."""
         options = pipeline.Options(
             max_file_bytes=max_file_bytes,
             wait=wait,
@@ -173,6 +172,7 @@ class Index:
             allow_removals=allow_removals,
             removal_threshold=removal_threshold,
             dry_run=dry_run,
+            commit_every=commit_every,
         )
         run = pipeline.run(self, paths, options)
         self.meta["generation"] = run.generation

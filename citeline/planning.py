@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from citeline.discovery import Discovery
 from citeline.errors import RemovalRefusedError
-from citeline.sources import Document
+from citeline.sources import Document, SourceFile
 
 
 @dataclass(frozen=True)
@@ -26,27 +27,65 @@ class FileError:
     reason: str
 
 
+class DocumentKey(NamedTuple):
+    """What planning needs of a parsed document, without its text: a run keeps one per document (about 300
+    bytes) and parses the files of the documents it must index again, batch by batch, rather than holding every
+    text from parse to commit."""
+
+    doc_id: str
+    content_hash: str
+    source_root: str
+    source_file: str  #: the file (relative to the root) the document came from
+    chars: int  #: length of the text: what batches are sized by (about 1,000 characters a chunk)
+
+    @classmethod
+    def of(cls, document: Document) -> DocumentKey:
+        """The key of a parsed document."""
+        source_file = document.source_file or document.source_id
+        return cls(document.doc_id, document.content_hash, document.source_root, source_file, len(document.text))
+
+
 @dataclass
 class ParsedBatch:
     """What parsing a batch of files produced: documents, per-file or per-record errors, the ids of records that
     failed (their stored versions are kept), and the ``(root, source_id)`` of files that failed as a whole or in
-    part (none of their stored documents may be removed this run)."""
+    part (none of their stored documents may be removed this run). ``keys`` stand for documents whose texts were
+    let go (:meth:`absorb`, :meth:`without_texts`); ``documents`` and ``keys`` never share a document."""
 
     documents: list[Document] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
     kept_doc_ids: list[str] = field(default_factory=list)
     incomplete: list[tuple[str, str]] = field(default_factory=list)
+    keys: list[DocumentKey] = field(default_factory=list)
+    #: characters of text held in ``documents`` (kept up to date by :meth:`absorb`)
+    held_chars: int = 0
 
     @classmethod
     def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
-        """One batch holding everything of all ``batches``, in order."""
+        """One batch holding everything of all ``batches``, in order (texts included)."""
         merged = cls()
         for batch in batches:
-            merged.documents.extend(batch.documents)
-            merged.errors.extend(batch.errors)
-            merged.kept_doc_ids.extend(batch.kept_doc_ids)
-            merged.incomplete.extend(batch.incomplete)
+            merged.absorb(batch, hold_chars=None)
         return merged
+
+    def absorb(self, batch: ParsedBatch, hold_chars: int | None) -> None:
+        """Add ``batch``'s results. Its documents keep their texts while this batch holds at most ``hold_chars``
+        characters of text (None: no limit); past that only their keys are kept, so memory stays bounded."""
+        for document in batch.documents:
+            if hold_chars is None or self.held_chars + len(document.text) <= hold_chars:
+                self.documents.append(document)
+                self.held_chars += len(document.text)
+            else:
+                self.keys.append(DocumentKey.of(document))
+        self.keys.extend(batch.keys)
+        self.errors.extend(batch.errors)
+        self.kept_doc_ids.extend(batch.kept_doc_ids)
+        self.incomplete.extend(batch.incomplete)
+
+    def without_texts(self) -> ParsedBatch:
+        """This batch with every document reduced to its key (what a parse task sends back to the flow)."""
+        keys = [DocumentKey.of(document) for document in self.documents] + self.keys
+        return ParsedBatch([], self.errors, self.kept_doc_ids, self.incomplete, keys)
 
 
 @dataclass
@@ -54,7 +93,9 @@ class Plan:
     """What a run must change: documents to (re)index, documents to remove, and the counts for the ledger."""
 
     roots: list[str]
+    #: documents to (re)index whose texts the plan holds
     to_index: list[Document]
+    #: every stored document this run removes: replaced ones (``replaced``) and vanished ones
     remove_doc_ids: list[str]
     added: int
     updated: int
@@ -64,11 +105,20 @@ class Plan:
     stored_by_root: dict[str, int] = field(default_factory=dict)
     found_by_root: dict[str, int] = field(default_factory=dict)
     vanished_by_root: dict[str, int] = field(default_factory=dict)
+    #: documents to (re)index whose texts were let go: their files are parsed again when their batch comes
+    pending: list[DocumentKey] = field(default_factory=list)
+    #: ids of stored documents that get a new version (removed in the commit that inserts it)
+    replaced: set[str] = field(default_factory=set)
 
     @property
     def removed(self) -> int:
         """Documents removed because they vanished (not those replaced by a new version)."""
         return len(self.remove_doc_ids) - self.updated
+
+    @property
+    def vanished_doc_ids(self) -> list[str]:
+        """The stored documents this run removes because they vanished."""
+        return [doc_id for doc_id in self.remove_doc_ids if doc_id not in self.replaced]
 
 
 def plan_changes(
@@ -85,9 +135,18 @@ def plan_changes(
     could not be read this run. A transient read error must never delete what was indexed before. Whether the
     removals are too many is :func:`removal_problems`' question.
     """
-    seen = {document.doc_id: document for document in parsed.documents}  # the parser reports repeated ids
-    to_index = [doc for doc_id, doc in seen.items() if stored.get(doc_id, ("", "", ""))[2] != doc.content_hash]
-    updated_ids = [doc.doc_id for doc in to_index if doc.doc_id in stored]
+    # Documents whose texts are held, then those known by key only; the parser reports repeated ids.
+    seen: dict[str, tuple[DocumentKey, Document | None]] = {}
+    for document in parsed.documents:
+        seen[document.doc_id] = (DocumentKey.of(document), document)
+    for key in parsed.keys:
+        seen[key.doc_id] = (key, None)
+    changed = [
+        (key, doc) for doc_id, (key, doc) in seen.items() if stored.get(doc_id, ("", "", ""))[2] != key.content_hash
+    ]
+    to_index = [doc for _, doc in changed if doc is not None]
+    pending = [key for key, doc in changed if doc is None]
+    updated_ids = [key.doc_id for key, _ in changed if key.doc_id in stored]
     incomplete, kept = set(parsed.incomplete), set(parsed.kept_doc_ids)
     vanished = [
         doc_id
@@ -112,13 +171,15 @@ def plan_changes(
         roots=sorted(set(roots)),
         to_index=to_index,
         remove_doc_ids=updated_ids + vanished,
-        added=len(to_index) - len(updated_ids),
+        added=len(changed) - len(updated_ids),
         updated=len(updated_ids),
-        unchanged=len(seen) - len(to_index),
+        unchanged=len(seen) - len(changed),
         errors=[FileError(problem.path, problem.reason) for problem in discovery.errors] + list(parsed.errors),
         stored_by_root=stored_by_root,
         found_by_root=found_by_root,
         vanished_by_root=vanished_by_root,
+        pending=pending,
+        replaced=set(updated_ids),
     )
 
 
@@ -166,3 +227,68 @@ def refuse_removals(problems: Sequence[FileError]) -> RemovalRefusedError:
         "--allow-removals (allow_removals=True), or check what would change with --dry-run",
         [(problem.path, problem.reason) for problem in problems],
     )
+
+
+# ---------------------------------------------------------------- the run's batches
+
+#: Characters of document text per chunk, for sizing batches before chunking (SciFact-like text at 254 tokens:
+#: about 1,000; a batch's real chunk count varies with the text, which is fine for a memory bound).
+CHARS_PER_CHUNK = 1000
+
+
+@dataclass
+class Work:
+    """One chunk/embed batch of a run: documents whose texts the plan holds, and files to parse again for the
+    planned documents they hold (``wanted``: a file's path -> the ids of those documents)."""
+
+    documents: list[Document] = field(default_factory=list)
+    files: list[SourceFile] = field(default_factory=list)
+    wanted: dict[str, set[str]] = field(default_factory=dict)
+    chars: int = 0
+
+    @property
+    def documents_planned(self) -> int:
+        """How many documents the batch is to index."""
+        return len(self.documents) + sum(len(ids) for ids in self.wanted.values())
+
+    @classmethod
+    def joined(cls, parts: Sequence[Work]) -> Work:
+        """One batch of all of ``parts``."""
+        work = cls()
+        for part in parts:
+            work.documents.extend(part.documents)
+            work.files.extend(part.files)
+            work.wanted.update(part.wanted)
+            work.chars += part.chars
+        return work
+
+
+def work_batches(plan: Plan, files: Sequence[SourceFile], commit_every: int, chunks_per_batch: int) -> list[list[Work]]:
+    """The plan's documents to index as commit groups of about ``commit_every`` chunks, each split into chunk/embed
+    batches of about ``chunks_per_batch`` chunks: first the documents the plan holds, then the files (in
+    ``files``' order, discovery's) holding its pending documents. A file is never split: one larger than a group
+    is a group of its own."""
+    pieces = [Work(documents=[document], chars=len(document.text)) for document in plan.to_index]
+    by_file: dict[tuple[str, str], list[DocumentKey]] = {}
+    for key in plan.pending:
+        by_file.setdefault((key.source_root, key.source_file), []).append(key)
+    for source in files:
+        keys = by_file.get((source.root, source.source_id))
+        if keys:
+            wanted = {source.path: {key.doc_id for key in keys}}
+            pieces.append(Work(files=[source], wanted=wanted, chars=sum(key.chars for key in keys)))
+    groups = _packed(pieces, commit_every * CHARS_PER_CHUNK)
+    return [[Work.joined(batch) for batch in _packed(group, chunks_per_batch * CHARS_PER_CHUNK)] for group in groups]
+
+
+def _packed(pieces: Sequence[Work], chars: int) -> list[list[Work]]:
+    # Consecutive pieces in groups of at most ``chars`` characters (a larger piece alone).
+    groups: list[list[Work]] = []
+    size = 0
+    for piece in pieces:
+        if not groups or (size + piece.chars > chars and groups[-1]):
+            groups.append([])
+            size = 0
+        groups[-1].append(piece)
+        size += piece.chars
+    return groups

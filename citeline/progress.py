@@ -6,7 +6,9 @@
 through Prefect's run logger and update a progress artifact. No Prefect imports here.
 
 Progress is counted in *units of the current stage* (files while parsing, documents while chunking, chunks while
-embedding); :meth:`Reporter.fraction` maps them onto one 0..1 scale for the whole run with fixed stage weights.
+embedding); :meth:`Reporter.fraction` maps them onto one 0..1 scale for the whole run with fixed stage weights. A
+run commits in parts (about ``commit_every`` chunks each, :meth:`Reporter.part`): each part repeats the parse
+(files parsed again), chunk, embed and commit stages, and gets an equal share of their weight.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ STAGE_WEIGHTS = {
     "query model": 0.01,  # the ONNX export: about 30 s once per model, then a file check
 }
 STAGES = tuple(STAGE_WEIGHTS)
+#: The stages each part of a run repeats after planning.
+PART_STAGES = ("chunk", "embed", "commit")
 
 
 class Reporter:
@@ -53,6 +57,8 @@ class Reporter:
         self.done = 0
         self._started = time.monotonic()
         self.seconds: dict[str, float] = {}
+        #: (part, parts) of the run's commits, once they began
+        self.parts: tuple[int, int] | None = None
 
     # ---------------------------------------------------------------- what pipeline.run calls
 
@@ -69,6 +75,12 @@ class Reporter:
         with self._lock:
             self.done += count
             self.on_advance(count)
+
+    def part(self, number: int, parts: int) -> None:
+        """Part ``number`` of ``parts`` begins: its chunk, embed and commit stages follow (and a parse stage when
+        it parses files again)."""
+        with self._lock:
+            self.parts = (number, parts)
 
     def info(self, message: str) -> None:
         """A result worth a log line (counts of a stage, a file that failed)."""
@@ -105,8 +117,19 @@ class Reporter:
         with self._lock:
             if self.current is None:
                 return 1.0 if self.seconds else 0.0
-            before = sum(w for stage, w in STAGE_WEIGHTS.items() if stage in self.seconds and stage != self.current)
             within = min(self.done / self.total, 1.0) if self.total else 0.0
+            if self.parts is not None and self.current in ("parse", *PART_STAGES):
+                # Stages before the parts, the parts done, then this part's stages before the current one (a part's
+                # parsing again counts as the start of its chunking).
+                number, parts = self.parts
+                before = sum(STAGE_WEIGHTS[stage] for stage in STAGES[: STAGES.index("chunk")])
+                share = sum(STAGE_WEIGHTS[stage] for stage in PART_STAGES)
+                current = 0.0
+                if self.current in PART_STAGES:
+                    earlier = PART_STAGES[: PART_STAGES.index(self.current)]
+                    current = sum(STAGE_WEIGHTS[stage] for stage in earlier) + STAGE_WEIGHTS[self.current] * within
+                return min(before + (share * (number - 1) + current) / parts, 1.0)
+            before = sum(w for stage, w in STAGE_WEIGHTS.items() if stage in self.seconds and stage != self.current)
             return min(before + STAGE_WEIGHTS.get(self.current, 0.0) * within, 1.0)
 
     def _end_stage(self) -> None:

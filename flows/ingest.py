@@ -53,9 +53,8 @@ from citeline.discovery import Discovery
 from citeline.embedding import BACKENDS
 from citeline.errors import SettingsError, SourceError
 from citeline.index import Index
-from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile
+from citeline.sources import DEFAULT_MAX_FILE_BYTES, SourceFile
 from citeline.store.ledger import RunSummary
-from citeline.store.rows import ChunkRows
 from flows.reporting import BatchReporter, FlowReporter, index_key, live_reporters, report_artifacts, terminal_bar
 
 RETRIES = 3  # after 2, 4 and 8 seconds
@@ -109,6 +108,11 @@ class IngestParameters(BaseModel):
     files_per_batch: int = Field(pipeline.FILES_PER_BATCH, ge=1, description="Files per parse task.")
     chunks_per_batch: int = Field(
         pipeline.CHUNKS_PER_BATCH, ge=1, description="About this many chunks per chunk+embed task."
+    )
+    commit_every: int = Field(
+        pipeline.COMMIT_EVERY,
+        ge=1,
+        description="Commit about this many chunks at a time (bounds memory; a crash loses at most that much).",
     )
     vector_index: Literal["auto", "flat", "ivf", "hnsw"] | None = Field(
         None, description="Vector index kind of a new index: auto (flat, then ivf when large), flat, ivf or hnsw."
@@ -195,8 +199,9 @@ def _task_parameters() -> dict[str, Any]:
 def _batch_name(stage: str, unit: str) -> Any:
     def name() -> str:
         parameters = _task_parameters()
-        items = parameters.get("files") or parameters.get("documents") or []
-        return f"{stage} [batch {parameters['batch']}/{parameters['batches']}, {len(items):,} {unit}]"
+        work = parameters.get("work")
+        items = len(parameters.get("files") or []) if work is None else work.documents_planned
+        return f"{stage} [batch {parameters['batch']}/{parameters['batches']}, {items:,} {unit}]"
 
     return name
 
@@ -232,10 +237,12 @@ def discover_task(paths: list[str]) -> Discovery:
 
 @_retrying(task_run_name=_batch_name("parse", "files"))
 def parse_task(files: list[SourceFile], max_file_bytes: int, batch: int = 1, batches: int = 1) -> pipeline.ParsedBatch:
-    """Parse a batch of files; bad files become reported errors, not task failures."""
+    """Parse a batch of files; bad files become reported errors, not task failures. Only the documents' keys go
+    back to the flow (the chunk+embed tasks parse the files of the documents to index again), so the flow's
+    process never holds the corpus."""
     parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes)
     get_run_logger().info(f"parsed {len(files)} files: {len(parsed.documents)} documents, {len(parsed.errors)} failed")
-    return parsed
+    return parsed.without_texts()
 
 
 @_retrying(timeout_seconds=PLAN_TIMEOUT, task_run_name="plan")
@@ -246,30 +253,31 @@ def plan_task(index_path: str, roots: list[str], discovery: Discovery, parsed: p
 
 @_retrying(task_run_name=_batch_name("chunk+embed", "documents"))
 def chunk_embed_task(
-    index_path: str, documents: list[Document], batch: int = 1, batches: int = 1
-) -> tuple[ChunkRows, int, int]:
-    """Chunk and embed a batch of documents; returns the rows and (embedded, reused) counts."""
+    index_path: str, work: pipeline.Work, max_file_bytes: int, batch: int = 1, batches: int = 1
+) -> pipeline.Embedded:
+    """Parse again the files of a batch's documents, chunk and embed them; returns the documents, rows and counts."""
     started = time.monotonic()
     index = _index(index_path)
-    rows = pipeline.chunk_documents(documents, index.chunker)
+    done = pipeline.load_documents(work, max_file_bytes)
+    done.rows = pipeline.chunk_documents(done.documents, index.chunker)
     reporter = BatchReporter(index_path, batch)
-    embedded, reused = pipeline.embed(index, rows, reporter=reporter)
+    done.embedded, done.reused = pipeline.embed(index, done.rows, reporter=reporter)
     reporter.finish()
     get_run_logger().info(
-        f"batch {batch}/{batches}: {len(documents)} documents, {len(rows)} chunks made, {embedded} embedded, "
-        f"{reused} reused in {time.monotonic() - started:.1f} s"
+        f"batch {batch}/{batches}: {len(done.documents)} documents, {len(done.rows)} chunks made, {done.embedded} "
+        f"embedded, {done.reused} reused in {time.monotonic() - started:.1f} s"
     )
-    return rows, embedded, reused
+    return done
 
 
 @task(cache_policy=NO_CACHE, timeout_seconds=COMMIT_TIMEOUT, task_run_name="commit")
-def commit_task(index_path: str, plan: pipeline.Plan, rows: ChunkRows, run: RunSummary) -> RunSummary:
-    """Publish the new generation and the run's ledger row.
+def commit_task(index_path: str, batch: pipeline.CommitBatch, run: RunSummary) -> RunSummary:
+    """Publish one new generation of the run and its ledger row.
 
     Not retried: once its transaction has committed, running it again would insert the same documents twice.
-    A commit that fails rolls back, so the index stays at its last generation and the next run redoes the work.
+    A commit that fails rolls back, so the index stays at the run's last commit and the next run redoes the rest.
     """
-    run.generation = pipeline.commit(_index(index_path).path, plan, rows, run)
+    run.generation = pipeline.commit_batch(_index(index_path).path, batch, run)
     return run
 
 
@@ -302,7 +310,7 @@ class PrefectSteps(pipeline.Steps):
     def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
         return discover_task([os.fspath(path) for path in paths])
 
-    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> pipeline.ParsedBatch:
+    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[pipeline.ParsedBatch]:
         parameters = {
             "files": file_batches,
             "max_file_bytes": unmapped(max_file_bytes),
@@ -310,28 +318,27 @@ class PrefectSteps(pipeline.Steps):
             "batches": unmapped(len(file_batches)),
         }
         sizes = [len(files) for files in file_batches]
-        return pipeline.ParsedBatch.merge(self._map(parse_task, parameters, sizes))
+        yield from self._map(parse_task, parameters, sizes)
 
     def plan(
         self, target: pipeline.Target, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch
     ) -> pipeline.Plan:
         return plan_task(self.index_dir, roots, discovery, parsed)
 
-    def chunk_embed(
-        self, target: pipeline.Target, document_batches: list[list[Document]], progress: bool
-    ) -> list[pipeline.Embedded]:
-        # One stage for chunking and embedding, counted in thousandths of a batch.
-        self.reporter.stage("embed", 1000 * len(document_batches))
+    def chunk_embed(self, target: pipeline.Target, work: list[pipeline.Work], max_file_bytes: int) -> list[Any]:
+        # One stage for parsing again, chunking and embedding, counted in thousandths of a batch.
+        self.reporter.stage("embed", 1000 * len(work))
         parameters = {
             "index_path": unmapped(self.index_dir),
-            "documents": document_batches,
-            "batch": list(range(1, len(document_batches) + 1)),
-            "batches": unmapped(len(document_batches)),
+            "work": work,
+            "max_file_bytes": unmapped(max_file_bytes),
+            "batch": list(range(1, len(work) + 1)),
+            "batches": unmapped(len(work)),
         }
         return self._map(chunk_embed_task, parameters, None)
 
-    def commit(self, target: pipeline.Target, plan: pipeline.Plan, rows: ChunkRows, run: RunSummary) -> RunSummary:
-        return commit_task(self.index_dir, plan, rows, run)
+    def commit(self, target: pipeline.Target, batch: pipeline.CommitBatch, run: RunSummary) -> RunSummary:
+        return commit_task(self.index_dir, batch, run)
 
     def _map(self, batch_task: Task[..., Any], parameters: dict[str, Any], sizes: list[int] | None) -> list[Any]:
         # One task run per batch on the runner; results in order (raises if a batch failed for good). Progress
@@ -424,6 +431,7 @@ def ingest_flow(
     dask_workers: int | None = None,
     files_per_batch: int = pipeline.FILES_PER_BATCH,
     chunks_per_batch: int = pipeline.CHUNKS_PER_BATCH,
+    commit_every: int = pipeline.COMMIT_EVERY,
     allow_removals: bool = False,
     removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
     dry_run: bool = False,
@@ -434,8 +442,9 @@ def ingest_flow(
     ``wait`` bounds the seconds to wait for another writer (default: as long as it takes). ``dask_address``
     (``tcp://host:8786``) or ``dask_workers`` (a local cluster) spread parsing and embedding over Dask
     workers, which must see ``paths`` and ``index_path`` at the same locations. ``files_per_batch`` and
-    ``chunks_per_batch`` size the mapped tasks (about 1,000 characters a chunk). A root that comes back empty,
-    or would lose more than ``removal_threshold`` of its documents, fails the flow run with
+    ``chunks_per_batch`` size the mapped tasks (about 1,000 characters a chunk); ``commit_every`` chunks are
+    committed at a time (a generation each; the run's ledger row says ``running`` until the last). A root that
+    comes back empty, or would lose more than ``removal_threshold`` of its documents, fails the flow run with
     :class:`citeline.RemovalRefusedError` (recorded in the ledger as refused) unless ``allow_removals``;
     ``dry_run`` returns what the run would do and writes nothing.
     """
@@ -459,6 +468,7 @@ def ingest_flow(
         wait=wait,
         files_per_batch=files_per_batch,
         chunks_per_batch=chunks_per_batch,
+        commit_every=commit_every,
         allow_removals=allow_removals,
         removal_threshold=removal_threshold,
         dry_run=dry_run,

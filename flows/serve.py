@@ -97,6 +97,7 @@ def build_deployment(
     allow_removals: bool = False,
     removal_threshold: float | None = None,
     dry_run: bool = False,
+    commit_every: int | None = None,
 ) -> RunnerDeployment:
     """The deployment ``citeline-ingest/<name>``: the ingestion flow with these parameters on ``cron``.
 
@@ -126,6 +127,7 @@ def build_deployment(
         allow_removals=allow_removals,
         removal_threshold=pipeline_threshold(removal_threshold),
         dry_run=dry_run,
+        **({} if commit_every is None else {"commit_every": commit_every}),
     )
     dask_task_runner(dask_address, dask_workers)  # validates the Dask settings
     try:

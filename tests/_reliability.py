@@ -42,6 +42,9 @@ from citeline.store import catalog, files, generation  # noqa: E402
 
 FILES = 60
 MAX_TOKENS, OVERLAP_TOKENS = 48, 8
+#: The writer commits about this many chunks at a time (of about 1,000 characters; the harness's chunks are
+#: ~250): the first pass makes about seven commits, later passes two, so kills land between two of a run's commits.
+COMMIT_EVERY = 5
 #: Where the parent may kill the writer: the pipeline's steps, and the commit protocol's points in between.
 STAGES = (
     "parse",
@@ -49,6 +52,7 @@ STAGES = (
     "chunk",
     "embed",
     "commit",
+    "between-commits",
     "vectors-tmp",
     "vectors-written",
     "bm25-tmp",
@@ -219,7 +223,17 @@ def _install_slow_steps(pause: float) -> None:
     announce(pipeline, "plan", "plan")
     announce(pipeline, "chunk_documents", "chunk", after=pause)
     announce(pipeline, "embed", "embed")
-    announce(pipeline, "commit", "commit")
+    announce(pipeline, "commit_batch", "commit")
+    commit_batch = pipeline.commit_batch
+
+    def marked_commit_batch(index_dir: Any, batch: Any, run: Any) -> Any:
+        committed = commit_batch(index_dir, batch, run)
+        if run.status == "running":  # a commit of the run that is not its last: the next batch follows
+            _marker("between-commits")
+            time.sleep(2 * pause)  # longer than the parent's random delay (at most 1.5 pause): the kill lands here
+        return committed
+
+    pipeline.commit_batch = marked_commit_batch  # type: ignore[assignment]
     announce(files, "write_staged", None, after=pause)  # staged: written and fsynced, not yet renamed
     announce(files, "swap_in", None, after=pause)  # renamed into place; DuckDB has not committed yet
     announce(generation, "remove_orphans", "committed", before=pause)  # committed; old files still there
@@ -233,14 +247,14 @@ class SlowHashEmbedder(HashEmbedder):
         return super().encode(texts, batch_size=batch_size)
 
 
-def worker_ingest(index_dir: Path, docs: Path, passes: int, pause: float) -> None:
-    """Ingest docs states 0..passes-1, one generation each."""
+def worker_ingest(index_dir: Path, docs: Path, passes: int, pause: float, commit_every: int) -> None:
+    """Ingest docs states 0..passes-1, committing about ``commit_every`` chunks at a time."""
     _install_slow_steps(pause)
     index = Index.open(index_dir, embedder=SlowHashEmbedder())
     for state in range(passes):
         _marker("docs")
         write_docs(docs, state)
-        index.ingest([docs])
+        index.ingest([docs], commit_every=commit_every)
         print(f"done {state}", flush=True)
 
 
@@ -312,9 +326,13 @@ def check_index(index_dir: Path, reference: dict[int, str] | None = None) -> lis
     problems += report.problems
     if report.orphans:
         problems.append(f"orphans left after open: {report.orphans}")
-    committed = {run.generation for run in index.runs(limit=1000) if run.status in ("succeeded", "partial")}
+    # A run killed between two of its commits left its row "running" (the next writer marks it "interrupted").
+    runs = index.runs(limit=1000)
+    committed = {run.generation for run in runs if run.status in ("succeeded", "partial", "running", "interrupted")}
     if report.generation != 0 and report.generation not in committed:
         problems.append(f"generation {report.generation} has no committed run")
+    if reference is not None and any(run.status == "running" for run in runs):
+        problems.append("a run is still marked running after the next run finished")
     results = index.search("river bridge soldier", k=20)
     if report.chunks and not results:
         problems.append("search returned nothing from a non-empty index")
@@ -338,9 +356,14 @@ def run_kill_trials(
     pause: float = 0.02,
     seed: int = 7,
     stages: tuple[str, ...] = STAGES,
+    commit_every: int | None = None,
 ) -> dict[str, Any]:
     """SIGKILL an ingesting subprocess at ``trials`` random points (cycling through ``stages``), then check and
-    re-run the index each time."""
+    re-run the index each time. The writer commits ``commit_every`` chunks at a time [default: :data:`COMMIT_EVERY`
+    when ``stages`` include ``between-commits``, else one commit a pass, which the segment stages' sequence of a
+    delta, a compaction and a merge is designed for]."""
+    if commit_every is None:
+        commit_every = COMMIT_EVERY if "between-commits" in stages else 1_000_000
     rng = random.Random(seed)
     docs = workdir / "docs"
     write_docs(docs, passes - 1)
@@ -365,7 +388,7 @@ def run_kill_trials(
             occurrence = 0
         delay = rng.uniform(0, pause * 1.5)
         process = subprocess.Popen(
-            [*_python(), "ingest", str(index_dir), str(docs), str(passes), str(pause)],
+            [*_python(), "ingest", str(index_dir), str(docs), str(passes), str(pause), str(commit_every)],
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,
@@ -493,7 +516,7 @@ def run_concurrent_readers(
 if __name__ == "__main__":
     command, *arguments = sys.argv[1:]
     if command == "ingest":
-        worker_ingest(Path(arguments[0]), Path(arguments[1]), int(arguments[2]), float(arguments[3]))
+        worker_ingest(Path(arguments[0]), Path(arguments[1]), int(arguments[2]), float(arguments[3]), int(arguments[4]))
     elif command == "read":
         worker_read(Path(arguments[0]), Path(arguments[1]), Path(arguments[2]))
     else:

@@ -167,6 +167,7 @@ def test_schedule_is_registered_with_its_cron_and_parameters(served: dict[str, A
         "allow_removals": False,
         "removal_threshold": 0.5,
         "dry_run": False,
+        "commit_every": 20_000,  # pipeline.COMMIT_EVERY: shown in the UI's run form
     }
 
 
@@ -237,13 +238,15 @@ def test_dask_cluster_builds_the_same_index_as_the_default_runner(
         distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
         distributed.Client(cluster, set_as_default=False) as client,
     ):
-        # One file and about one chunk per batch: two parse and two embedding tasks to spread over the workers.
+        # One file and about one chunk per batch: two parse and two embedding tasks to spread over the workers;
+        # commits of about one chunk each: the workers parse the files of each commit's documents again.
         summary = ingest_flow(
             paths=[str(seeds_dir_module)],
             index_path=str(index_dir),
             dask_address=cluster.scheduler_address,
             files_per_batch=1,
             chunks_per_batch=1,
+            commit_every=1,
         )
         # The batches ran on the workers: they imported the flow's module and opened the index there.
         opened = client.run(
@@ -251,6 +254,7 @@ def test_dask_cluster_builds_the_same_index_as_the_default_runner(
         )
     print(f"Dask flow run (2-worker LocalCluster, model loaded per worker): {time.perf_counter() - started:.1f} s")
     assert summary["status"] == "succeeded" and summary["added"] == SEED_FILES
+    assert summary["generation"] > 1 and [run.status for run in Index.open(index_dir).runs()] == ["succeeded"]
     assert sum(opened.values()) >= 1, opened
     expected, got = chunk_table(served["index"]), chunk_table(index_dir)
     assert got.keys() == expected.keys()

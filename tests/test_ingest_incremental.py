@@ -7,8 +7,9 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import pytest
 
-from citeline import Index
+from citeline import Index, RemovalRefusedError
 from citeline.store import catalog, verify
 
 
@@ -161,3 +162,187 @@ def test_incremental_index_equals_a_fresh_build(tmp_path, fake_embedder) -> None
     assert chunk_rows(index) == chunk_rows(fresh)
     for query in ("letters word", "ferry report", "wages paragraph 3"):
         assert [r.chunk_id for r in index.search(query, k=10)] == [r.chunk_id for r in fresh.search(query, k=10)]
+
+
+# ---------------------------------------------------------------- streaming: commits of commit_every chunks
+
+
+def many_docs(root: Path, count: int = 12) -> Path:
+    """``count`` files of about 2,000-4,000 characters, and a JSONL file of 6 records (several commits at a
+    commit_every of 2, i.e. about 2,000 characters a commit)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for number in range(count):
+        (root / f"doc{number:02d}.md").write_text(f"# Doc {number}\n\n" + paragraphs(f"t{number}", 2 + number % 3))
+    records = [{"_id": f"r{i}", "title": f"R{i}", "text": paragraphs(f"rec{i}", 1)} for i in range(6)]
+    (root / "records.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return root
+
+
+def test_commits_in_batches_give_the_index_of_one_commit(tmp_path, fake_embedder) -> None:
+    docs = many_docs(tmp_path / "docs")
+    whole = new_index(tmp_path, fake_embedder, "whole")
+    one = whole.ingest([docs])
+    assert one.generation == 1
+    encoded = fake_embedder.texts_encoded
+    batched = new_index(tmp_path, fake_embedder, "batched")
+    # commit_every=2: texts beyond ~2,000 characters are let go after parsing and their files parsed again.
+    run = batched.ingest([docs], commit_every=2)
+    assert run.generation > 5 and run.status == "succeeded"
+    assert (run.added, run.chunks_embedded, run.chunks_reused) == (18, one.chunks_embedded, one.chunks_reused)
+    # Each text embedded once, as in one commit (plus the one-text warm-up before each commit's embed stage).
+    assert fake_embedder.texts_encoded - encoded == encoded + run.generation - 1
+    assert chunk_rows(batched) == chunk_rows(whole)
+    # One ledger row for the run, at its last generation.
+    assert [(r.run_id, r.status, r.generation) for r in batched.runs()] == [(run.run_id, "succeeded", run.generation)]
+    assert_consistent(batched)
+    # An update in batches: replaced documents leave in the commit that brings their new version.
+    (docs / "doc03.md").write_text("# Doc 3\n\n" + paragraphs("changed", 3), encoding="utf-8")
+    (docs / "doc07.md").unlink()
+    (docs / "new.md").write_text("# New\n\n" + paragraphs("ferry", 4), encoding="utf-8")
+    for index in (whole, batched):
+        again = index.ingest([docs], commit_every=1)
+        assert (again.added, again.updated, again.removed, again.unchanged) == (1, 1, 1, 16)
+    assert chunk_rows(batched) == chunk_rows(whole)
+    assert_consistent(batched)
+
+
+class CrashAfter(Exception):
+    """Stands for a crash of the writer after some commits of a run."""
+
+
+def crash_after_commits(monkeypatch, commits: int, *, killed: bool) -> None:
+    """Make the pipeline's commits fail after ``commits`` of them; ``killed``: the writer dies without recording
+    the failure (as with SIGKILL), so the run's row stays ``running``."""
+    from citeline import pipeline
+
+    done = {"commits": 0}
+    real = pipeline.commit_batch
+
+    def commit_batch(*args, **kwargs):
+        if done["commits"] == commits:
+            raise CrashAfter("writer died")
+        done["commits"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "commit_batch", commit_batch)
+    if killed:
+        monkeypatch.setattr(pipeline, "record_failure", lambda *args: None)
+
+
+def test_a_run_that_dies_between_commits_is_finished_by_the_next_without_re_embedding(
+    tmp_path, fake_embedder, monkeypatch
+) -> None:
+    docs = many_docs(tmp_path / "docs")
+    reference = new_index(tmp_path, fake_embedder, "reference")
+    reference.ingest([docs])
+    index = new_index(tmp_path, fake_embedder, "ix")
+    with monkeypatch.context() as patch:
+        crash_after_commits(patch, 3, killed=True)
+        with pytest.raises(CrashAfter):
+            index.ingest([docs], commit_every=2)
+    # The index is at the run's third commit: consistent, searchable, its row "running" at that generation.
+    assert_consistent(index)
+    (row,) = index.runs()
+    assert (row.status, row.generation) == ("running", 3) and index.status().generation == 3
+    committed = index.status().documents
+    assert 0 < committed < 18 and index.search("paragraph", k=3)
+    encoded = fake_embedder.texts_encoded
+    rest = index.ingest([docs], commit_every=2)
+    # The next run embeds only what was not committed, and marks the dead run interrupted.
+    assert (rest.added, rest.unchanged) == (18 - committed, committed)
+    assert fake_embedder.texts_encoded - encoded == rest.chunks_embedded + rest.generation - 3  # (+ warm-ups)
+    assert [r.status for r in index.runs()] == ["succeeded", "interrupted"]
+    assert chunk_rows(index) == chunk_rows(reference)
+    assert_consistent(index)
+
+
+def test_a_run_that_fails_between_commits_is_recorded_failed_at_its_last_commit(
+    tmp_path, fake_embedder, monkeypatch
+) -> None:
+    docs = many_docs(tmp_path / "docs")
+    index = new_index(tmp_path, fake_embedder)
+    with monkeypatch.context() as patch:
+        crash_after_commits(patch, 2, killed=False)
+        with pytest.raises(CrashAfter):
+            index.ingest([docs], commit_every=2)
+    (row,) = index.runs()
+    assert (row.status, row.generation) == ("failed", 2) and "writer died" in row.errors[0]["reason"]
+    assert row.added == index.status().documents > 0  # the counts of what its commits wrote
+    assert_consistent(index)
+
+
+def test_removals_are_judged_over_the_whole_run_before_any_commit(tmp_path, fake_embedder) -> None:
+    docs = many_docs(tmp_path / "docs")
+    index = new_index(tmp_path, fake_embedder)
+    index.ingest([docs])
+    before = chunk_rows(index)
+    for number in range(10):  # 10 of 18 documents vanish (over the 0.5 threshold) while new ones arrive
+        (docs / f"doc{number:02d}.md").unlink()
+    many_docs(tmp_path / "more", 8)
+    for path in (tmp_path / "more").glob("*.md"):
+        path.rename(docs / f"new-{path.name}")
+    with pytest.raises(RemovalRefusedError, match="nothing was changed"):  # not even the additions
+        index.ingest([docs], commit_every=1)
+    assert chunk_rows(index) == before and index.status().generation == 1
+    assert index.runs()[0].status == "refused"
+    dry = index.ingest([docs], commit_every=1, dry_run=True)
+    assert (dry.status, dry.added, dry.removed, dry.generation) == ("dry-run", 8, 10, 1)
+    run = index.ingest([docs], commit_every=1, allow_removals=True)
+    assert (run.added, run.removed, run.status) == (8, 10, "succeeded")
+    assert_consistent(index)
+
+
+def test_a_file_that_changes_before_it_is_parsed_again_is_reported(tmp_path, fake_embedder) -> None:
+    from citeline import pipeline
+
+    docs = many_docs(tmp_path / "docs")
+    records = docs / "records.jsonl"
+
+    class EditingSteps(pipeline.Steps):
+        def chunk_embed(self, target, work, max_file_bytes):
+            if any(source.path == str(records) for item in work for source in item.files):
+                lines = records.read_text(encoding="utf-8").splitlines(keepends=True)
+                records.write_text("".join(lines[:2]), encoding="utf-8")  # 4 planned records are gone
+            return super().chunk_embed(target, work, max_file_bytes)
+
+    index = new_index(tmp_path, fake_embedder)
+    run = pipeline.run(index, [docs], pipeline.Options(commit_every=1), EditingSteps())
+    assert run.status == "partial" and run.failed == 1 and run.added == 14
+    assert "4 documents planned from it were gone" in run.errors[0]["reason"]
+    assert run.errors[0]["path"].endswith("records.jsonl")
+    assert index.status().documents == 14
+    assert_consistent(index)
+    again = index.ingest([docs])
+    assert (again.added, again.removed, again.unchanged) == (0, 0, 14)
+
+
+def test_progress_moves_forward_through_the_commits(tmp_path, fake_embedder) -> None:
+    from citeline.progress import Reporter
+
+    fractions: list[float] = []
+
+    class Recording(Reporter):
+        def on_stage(self, name, total):
+            fractions.append(self.fraction())
+
+        def on_advance(self, count):
+            fractions.append(self.fraction())
+
+    docs = many_docs(tmp_path / "docs")
+    index = new_index(tmp_path, fake_embedder)
+    from citeline import pipeline
+
+    pipeline.run(index, [docs], pipeline.Options(commit_every=2, reporter=Recording(), prepare_queries=False))
+    assert len(fractions) > 20 and fractions == sorted(fractions) and fractions[-1] <= 1.0
+
+
+def test_the_cli_and_the_flow_default_to_the_pipelines_commit_every() -> None:
+    import click
+
+    from citeline import pipeline
+    from citeline.cli_common import ingest_options
+
+    command = ingest_options(click.command()(lambda **options: None))
+    defaults = {param.name: param.default for param in command.params}
+    assert defaults["commit_every"] == pipeline.COMMIT_EVERY
+    assert pipeline.Options().commit_every == pipeline.COMMIT_EVERY

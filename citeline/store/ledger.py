@@ -113,6 +113,12 @@ def record_run(connection: duckdb.DuckDBPyConnection, run: RunSummary) -> None:
     )
 
 
+def mark_interrupted(connection: duckdb.DuckDBPyConnection) -> None:
+    """Runs still ``running`` (their writer died between two of their commits) become ``interrupted``: called
+    by the next writer, under the writer lock, so none of them is going on."""
+    connection.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+
+
 def read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSummary]:
     """The newest ``limit`` runs, newest first; a damaged ledger raises :class:`IndexCorruptError` in one line."""
     try:
