@@ -67,6 +67,9 @@ SHINGLE = 4
 #: leaves fewer than k results while more candidates exist.
 CANDIDATES_PER_RESULT = 3
 
+#: Chunks the lexical lookup of a result's highlighted sentences brings (:func:`add_unranked_copies`).
+LOOKUP_DEPTH = 4
+
 _WORD = re.compile(r"[\w\u0300-\u036f]+")  # words, with combining accents (NFD text)
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -89,13 +92,16 @@ def collapsed_search(
     rank: Callable[[int], list[SearchResult]],
     vectors: Callable[[Sequence[int]], np.ndarray],
     *,
-    query_vector: np.ndarray,
-    encode: Encode,
+    query_vector: np.ndarray | None,
+    encode: Encode | None,
     threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+    lookup: Lookup | None = None,
 ) -> list[SearchResult]:
     """The k best collapsed results. ``rank(n)`` returns the n best hits; ``vectors(ids)`` their chunk vectors.
 
-    Ranks deeper than k so that k distinct passages come back whenever the candidates hold that many.
+    Ranks deeper than k so that k distinct passages come back whenever the candidates hold that many; with a
+    ``lookup``, copies of a result's quote that ranked below the candidates join its sources too
+    (:func:`add_unranked_copies`).
     """
     depth = k * CANDIDATES_PER_RESULT + 10
     while True:
@@ -108,8 +114,95 @@ def collapsed_search(
             threshold=threshold,
         )
         if len(groups) >= k or len(hits) < depth:
-            return groups[:k]
+            break
         depth *= 4
+    if lookup is None or not hits:
+        return groups[:k]
+    return add_unranked_copies(groups[:k], hits, lookup, vectors, threshold=threshold)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Where :func:`add_unranked_copies` looks for copies of a result's quote that ranked below the candidates.
+
+    ``find(texts, n)``: for each text, the ids of the n chunks that match it best lexically, within the search's
+    filters; ``passages(ids)``: those chunks as hits (rows and provenance; their scores are not used).
+    """
+
+    find: Callable[[Sequence[str], int], list[list[int]]]
+    passages: Callable[[Sequence[int]], list[SearchResult]]
+
+
+def add_unranked_copies(
+    results: Sequence[SearchResult],
+    hits: Sequence[SearchResult],
+    lookup: Lookup,
+    vectors: Callable[[Sequence[int]], np.ndarray],
+    *,
+    threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+) -> list[SearchResult]:
+    """``results`` (collapsed from the ranked ``hits``) with the copies of their quotes ranked below ``hits`` added.
+
+    The query's ranking scores a copy by the query, not by the quote, so a copy whose other words say little about
+    the query (a long rewrite around a short quote) can rank below every candidate while hundreds of passages that
+    merely share the query's words rank above it. Each result's highlighted sentences (the words that answered the
+    query, and what a shared quote must overlap) go to ``lookup.find``, which returns the :data:`LOOKUP_DEPTH` best
+    lexical matches: a copy carries the sentence's rare words, which most passages do not. A match that was not
+    among the ``hits`` joins the result's sources under the same rules as :func:`collapse`: a chunk vector cosine
+    of at least ``threshold`` with the result's, or a shared statement (:func:`shared_statement`) overlapping the
+    result's highlights; one document per result, one result per chunk. Its ``score`` is the last hit's, an upper
+    bound of its own (it ranked below every hit).
+    """
+    ranked = {hit.chunk_id for hit in hits}
+    wanted = [at for at, result in enumerate(results) if result.highlights]
+    if not wanted:
+        return list(results)
+    found = lookup.find([" ".join(h.text for h in results[at].highlights) for at in wanted], LOOKUP_DEPTH)
+    new_ids = sorted({chunk_id for ids in found for chunk_id in ids if chunk_id not in ranked})
+    if not new_ids:
+        return list(results)
+    copies = {copy.chunk_id: copy for copy in lookup.passages(new_ids)}
+    lead_ids = [results[at].chunk_id for at in wanted]
+    stored = vectors(lead_ids + new_ids)
+    vector_of = dict(zip(lead_ids + new_ids, stored, strict=True))
+    vocabulary: dict[str, int] = {}
+    taken: set[int] = set()
+    out = list(results)
+    for at, ids in zip(wanted, found, strict=True):
+        result = out[at]
+        docs = {source.doc_id for source in result.sources}
+        lead_words: Words | None = None
+        lead = result.sources[0]
+        # What of the leader's chunk its sources share; a leader alone shares nothing yet (an empty span, widened).
+        alone = len(result.sources) == 1
+        lead_shared = (result.char_end, result.char_start) if alone else (lead.shared_start, lead.shared_end)
+        extra = []
+        for chunk_id in ids:
+            copy = copies.get(chunk_id)
+            if copy is None or chunk_id in ranked or chunk_id in taken or copy.doc_id in docs:
+                continue
+            if float(vector_of[chunk_id] @ vector_of[result.chunk_id]) >= threshold:
+                extra.append(copy.as_source())
+                lead_shared = (result.char_start, result.char_end)
+            else:
+                lead_words = lead_words or _words(result.text, vocabulary)
+                shared = shared_statement(lead_words, _words(copy.text, vocabulary))
+                if shared is None:
+                    continue
+                (lead_start, lead_end), (start, end) = shared
+                lead_start, lead_end = result.char_start + lead_start, result.char_start + lead_end
+                if not any(h.char_start < lead_end and lead_start < h.char_end for h in result.highlights):
+                    continue  # shared words elsewhere than what answered the query (a footer, a disclaimer)
+                extra.append(copy.as_source(shared_start=copy.char_start + start, shared_end=copy.char_start + end))
+                lead_shared = (min(lead_shared[0], lead_start), max(lead_shared[1], lead_end))
+            taken.add(chunk_id)
+            docs.add(copy.doc_id)
+        if not extra:
+            continue
+        floor = hits[-1].score
+        sources = [replace(lead, shared_start=lead_shared[0], shared_end=lead_shared[1]), *result.sources[1:]]
+        out[at] = replace(result, sources=tuple(sources + [replace(s, score=floor) for s in extra]))
+    return out
 
 
 @dataclass
@@ -130,8 +223,8 @@ def collapse(
     hits: Sequence[SearchResult],
     vectors: np.ndarray,
     *,
-    query_vector: np.ndarray,
-    encode: Encode,
+    query_vector: np.ndarray | None,
+    encode: Encode | None,
     threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
 ) -> list[SearchResult]:
     """Merge ranked ``hits`` (best first; ``vectors`` their chunk vectors, row by row) that are the same passage.
@@ -152,6 +245,8 @@ def collapse(
         hit = hits[i]
         if hit.highlights:
             return any(h.char_start < end and start < h.char_end for h in hit.highlights)
+        if encode is None or query_vector is None:
+            return False  # nothing to judge by (a search always sets highlights)
         shared = np.asarray(encode([hit.text[start - hit.char_start : end - hit.char_start]])[0], np.float32)
         # The cosine of the hit itself, not hit.score: fused (hybrid) scores are not cosines.
         return float(shared @ query_vector) >= float(vectors[i] @ query_vector)
