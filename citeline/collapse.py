@@ -73,6 +73,7 @@ LOOKUP_DEPTH = 4
 _WORD = re.compile(r"[\w\u0300-\u036f]+")  # words, with combining accents (NFD text)
 
 Encode = Callable[[list[str]], np.ndarray]
+Highlighter = Callable[[Sequence[SearchResult]], list[SearchResult]]
 
 
 def validate_threshold(threshold: object) -> float:
@@ -92,18 +93,21 @@ def collapsed_search(
     rank: Callable[[int], list[SearchResult]],
     vectors: Callable[[Sequence[int]], np.ndarray],
     *,
-    query_vector: np.ndarray | None,
-    encode: Encode | None,
+    highlight: Highlighter,
+    query_vector: np.ndarray | None = None,
+    encode: Encode | None = None,
     threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
     lookup: Lookup | None = None,
 ) -> list[SearchResult]:
-    """The k best collapsed results. ``rank(n)`` returns the n best hits; ``vectors(ids)`` their chunk vectors.
+    """The k best collapsed results. ``rank(n)`` returns the n best hits; ``vectors(ids)`` their chunk vectors;
+    ``highlight(hits)`` sets their highlights.
 
-    Ranks deeper than k so that k distinct passages come back whenever the candidates hold that many; with a
-    ``lookup``, copies of a result's quote that ranked below the candidates join its sources too
-    (:func:`add_unranked_copies`).
+    Ranks k hits, and deeper (four times, then again) only while collapsing leaves fewer than k results and more
+    hits exist; with a ``lookup``, copies of a result's quote ranked below the hits join its sources too
+    (:func:`add_unranked_copies`). Only the k results are highlighted, as a search without collapse does (the
+    highlights of other hits are computed only if a shared statement needs checking against them).
     """
-    depth = k * CANDIDATES_PER_RESULT + 10
+    depth = k
     while True:
         hits = rank(depth)
         groups = collapse(
@@ -112,13 +116,18 @@ def collapsed_search(
             query_vector=query_vector,
             encode=encode,
             threshold=threshold,
+            highlight=highlight,
         )
         if len(groups) >= k or len(hits) < depth:
             break
         depth *= 4
+    results = groups[:k]
+    bare = [at for at, result in enumerate(results) if not result.highlights]
+    for at, lit in zip(bare, highlight([results[at] for at in bare]), strict=True):
+        results[at] = lit
     if lookup is None or not hits:
-        return groups[:k]
-    return add_unranked_copies(groups[:k], hits, lookup, vectors, threshold=threshold)
+        return results
+    return add_unranked_copies(results, hits, lookup, vectors, threshold=threshold)
 
 
 @dataclass(frozen=True)
@@ -226,10 +235,12 @@ def collapse(
     query_vector: np.ndarray | None,
     encode: Encode | None,
     threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+    highlight: Highlighter | None = None,
 ) -> list[SearchResult]:
     """Merge ranked ``hits`` (best first; ``vectors`` their chunk vectors, row by row) that are the same passage.
 
-    Returns one result per group, in rank order, each with every source of its group in ``sources``.
+    Returns one result per group, in rank order, each with every source of its group in ``sources``. Hits without
+    highlights get them from ``highlight`` (all at once) when a shared statement must be checked against them.
     """
     if len(hits) < 2:
         return list(hits)
@@ -239,10 +250,15 @@ def collapse(
     leader_vectors = np.zeros_like(vectors)
     groups: list[_Group] = []
     group_of: dict[int, int] = {}  # leader's hit -> its group
+    lit: list[SearchResult] = []
 
     def relevant(i: int, start: int, end: int) -> bool:
         """Are the shared words of hit ``i`` (document offsets) why it matched the query?"""
         hit = hits[i]
+        if not hit.highlights and highlight is not None:
+            if not lit:
+                lit.extend(highlight(hits))
+            hit = lit[i]
         if hit.highlights:
             return any(h.char_start < end and start < h.char_end for h in hit.highlights)
         if encode is None or query_vector is None:

@@ -247,20 +247,22 @@ def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, mo
     vector = encode_query(request.text) if request.mode != "lexical" else None
 
     def ranked(depth: int) -> list[SearchResult]:
-        hits = rank(snapshot, request.text, vector, depth, request.mode, allowed)
-        # Highlights come before collapse: its guard against shared boilerplate checks the shared words against them.
-        return highlight(fetch_passages(snapshot, hits, model), request.text, query_vector=vector)
+        return fetch_passages(snapshot, rank(snapshot, request.text, vector, depth, request.mode, allowed), model)
+
+    def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:
+        return highlight(hits, request.text, query_vector=vector)
 
     if not request.collapse:
-        return ranked(request.k)
+        return highlighted(ranked(request.k))
 
     def find(texts: Sequence[str], n: int) -> list[list[int]]:
-        return [[chunk_id for chunk_id, _ in snapshot.lexical.search(text, n, allowed)] for text in texts]
+        return snapshot.lexical.sharing_rare_terms(texts, n, allowed=allowed)
 
     return collapsed_search(
         request.k,
         ranked,
         snapshot.vectors.vectors,
+        highlight=highlighted,
         query_vector=vector,
         encode=None if vector is None else lambda texts: np.stack([encode_query(text) for text in texts]),
         threshold=request.collapse_threshold,
