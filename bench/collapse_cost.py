@@ -68,8 +68,9 @@ def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _timed_lookup(find: Callable[..., Any], passages: Callable[..., Any]) -> citeline.collapse.Lookup:
-    return citeline.collapse.Lookup(_timed("lookup: lexical", find), _timed("lookup: passages", passages))
+def _timed_lookup(find: Callable[..., Any], passages: Callable[..., Any], *more: Any) -> citeline.collapse.Lookup:
+    timed = [_timed("lookup: documents", function) for function in more]
+    return citeline.collapse.Lookup(_timed("lookup: lexical", find), _timed("lookup: passages", passages), *timed)
 
 
 @contextmanager
@@ -82,7 +83,7 @@ def stages() -> Iterator[None]:
         (citeline.collapse, "collapse"),
         (citeline.collapse, "add_unranked_copies"),
     ]
-    saved = [(module, name, getattr(module, name)) for module, name in patched]
+    saved = [(module, name, getattr(module, name)) for module, name in patched if hasattr(module, name)]
     for module, name, function in saved:
         setattr(module, name, _timed(name, function))
     saved_lookup = getattr(plan, "Lookup", None)
@@ -134,7 +135,8 @@ def report(mode: str, figures: dict[str, Any]) -> None:
         cpu, wall = [v[0] for v in values], [v[1] for v in values]
         print(
             f"  {label:<13} CPU p50 {percentile(cpu, 0.5):6.2f}  p99 {percentile(cpu, 0.99):6.2f}  "
-            f"mean {statistics.fmean(cpu):6.2f}   wall p50 {percentile(wall, 0.5):6.2f}  p99 {percentile(wall, 0.99):6.2f}"
+            f"mean {statistics.fmean(cpu):6.2f}   wall p50 {percentile(wall, 0.5):6.2f}  "
+            f"p99 {percentile(wall, 0.99):6.2f}"
         )
     added_cpu = [a[0] - b[0] for a, b in zip(on, off, strict=True)]
     added_wall = [a[1] - b[1] for a, b in zip(on, off, strict=True)]
@@ -143,9 +145,7 @@ def report(mode: str, figures: dict[str, Any]) -> None:
         f"mean {statistics.fmean(added_cpu):6.2f}   wall p50 {percentile(added_wall, 0.5):6.2f}  "
         f"p99 {percentile(added_wall, 0.99):6.2f}"
     )
-    print(
-        f"  p50(on) - p50(off): CPU {percentile([v[0] for v in on], 0.5) - percentile([v[0] for v in off], 0.5):.2f}"
-    )
+    print(f"  p50(on) - p50(off): CPU {percentile([v[0] for v in on], 0.5) - percentile([v[0] for v in off], 0.5):.2f}")
     stage_on, stage_off = figures["stages"][True], figures["stages"][False]
     print("  CPU ms per search by stage (collapse on / off):")
     for name in sorted(set(stage_on) | set(stage_off), key=lambda n: -stage_on.get(n, 0.0)):

@@ -237,6 +237,8 @@ def live_parts(parts: Sequence[Part]) -> list[Part]:
 MIN_SHARED_TERMS = 3
 #: ... and leaves out terms in more than this share of the chunks (their postings are long and single nothing out).
 RARE_AT_MOST = 0.02
+#: ... unless the index is small (then every term's postings are short anyway).
+RARE_FLOOR = 50
 
 
 class SegmentedIndex(LexicalIndex):
@@ -329,7 +331,7 @@ class SegmentedIndex(LexicalIndex):
             located.append((at, hit))
         # A term one chunk alone holds (a name in the text's own attribution, say) cannot lead to another chunk, and
         # a common one singles nothing out: terms in more than RARE_AT_MOST of the chunks are left out.
-        usable = (frequency > 1) & (frequency <= max(RARE_AT_MOST * count, 2))
+        usable = (frequency > 1) & (frequency <= max(RARE_AT_MOST * count, RARE_FLOOR))
         order = np.lexsort((frequency, owner))
         order = order[usable[order]]
         rank_in_text = np.arange(len(order)) - np.searchsorted(owner[order], owner[order])

@@ -17,7 +17,13 @@ from typing import Any
 import numpy as np
 
 from citeline.arrays import positions_of
-from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD, Lookup, collapsed_search, validate_threshold
+from citeline.collapse import (
+    DEFAULT_COLLAPSE_THRESHOLD,
+    LOOKUP_MIN_SHARE,
+    Lookup,
+    collapsed_search,
+    validate_threshold,
+)
 from citeline.errors import QueryError
 from citeline.filters import Filters
 from citeline.formats import iso_utc
@@ -256,7 +262,7 @@ def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, mo
         return highlighted(ranked(request.k))
 
     def find(texts: Sequence[str], n: int) -> list[list[int]]:
-        return snapshot.lexical.sharing_rare_terms(texts, n, allowed=allowed)
+        return snapshot.lexical.sharing_rare_terms(texts, n, min_share=LOOKUP_MIN_SHARE, allowed=allowed)
 
     return collapsed_search(
         request.k,
@@ -266,5 +272,7 @@ def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, mo
         query_vector=vector,
         encode=None if vector is None else lambda texts: np.stack([encode_query(text) for text in texts]),
         threshold=request.collapse_threshold,
-        lookup=Lookup(find, lambda ids: fetch_passages(snapshot, [(chunk_id, 0.0) for chunk_id in ids], model)),
+        lookup=Lookup(
+            find, lambda ids: fetch_passages(snapshot, [(chunk_id, 0.0) for chunk_id in ids], model), snapshot.doc_ids
+        ),
     )
