@@ -208,8 +208,12 @@ def add_unranked_copies(
         lead_words: Words | None = None
         lead = result.sources[0]
         # What of the leader's chunk its sources share; a leader alone shares nothing yet (an empty span, widened).
-        alone = len(result.sources) == 1
-        lead_shared = (result.char_end, result.char_start) if alone else (lead.shared_start, lead.shared_end)
+        lead_shared: tuple[int, int] = (result.char_end, result.char_start)
+        if len(result.sources) > 1:
+            lead_shared = (
+                result.char_start if lead.shared_start is None else lead.shared_start,
+                result.char_end if lead.shared_end is None else lead.shared_end,
+            )
         extra = []
         for chunk_id in ids:
             copy = copies.get(chunk_id)
