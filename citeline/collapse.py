@@ -436,6 +436,8 @@ def _quote_partners(hits: Sequence[SearchResult], words: Sequence[list[int]]) ->
     with one sort: a few milliseconds per thousand hits, where Python sets of word tuples cost a second. A pair
     is only a candidate: :func:`shared_statement` aligns its words.
     """
+    if len(hits) <= SMALL_HITS:
+        return _quote_partners_few(hits, words)
     hashes, owners = [], []
     for i, word_ids in enumerate(words):
         if len(word_ids) < MIN_SHARED_WORDS:
@@ -465,4 +467,27 @@ def _quote_partners(hits: Sequence[SearchResult], words: Sequence[list[int]]) ->
     for (earlier, later), count in sorted(counts.items()):
         if count >= MIN_SHARED_SHINGLES:
             partners.setdefault(later, []).append(earlier)
+    return partners
+
+
+#: Up to this many hits, :func:`_quote_partners` pairs them through Python sets of shingles: for a k=10 search's
+#: hits that costs ~0.1 ms where numpy's fixed costs per hit add up to ~0.5 ms (SciFact, 100 test queries).
+SMALL_HITS = 30
+
+
+def _quote_partners_few(hits: Sequence[SearchResult], words: Sequence[list[int]]) -> dict[int, list[int]]:
+    """:func:`_quote_partners` for a few hits: every pair's shared shingles counted with set intersections."""
+    shingles = [
+        set(zip(*(ids[offset:] for offset in range(SHINGLE)), strict=False)) if len(ids) >= MIN_SHARED_WORDS else set()
+        for ids in words
+    ]
+    partners: dict[int, list[int]] = {}
+    for later in range(1, len(hits)):
+        if not shingles[later]:
+            continue
+        for earlier in range(later):
+            if hits[earlier].doc_id != hits[later].doc_id and (
+                len(shingles[earlier] & shingles[later]) >= MIN_SHARED_SHINGLES
+            ):
+                partners.setdefault(later, []).append(earlier)
     return partners
