@@ -11,7 +11,8 @@ collapse. Reported: precision, recall, and how much of each labelled quote the s
 Each positive pair is also run with its B passage in NFD form with no-break spaces and curly quotes.
 
 The cost: for 50 SciFact claims, the 40 abstracts (truncated to 1,200 characters, a chunk) that share the most
-terms with the claim stand in for a k=10 collapsed search's 40 candidates; the collapse of those hits is timed.
+terms with the claim stand in for 40 hits (a collapsed search that deepened once); the collapse of those hits is
+timed. What collapse adds to a whole search is bench/collapse_cost.py's.
 """
 
 from __future__ import annotations

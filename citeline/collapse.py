@@ -25,6 +25,16 @@ reports that differ only in a number (9 matching words, tests/test_collapse.py) 
 
 Grouping is greedy in rank order: a hit joins the first better-ranked group whose leader it duplicates and which
 holds no passage of the same document yet, so results stay in score order and the kept passage is the best one.
+
+A copy need not rank near its original: the ranking scores it by the query, and a rewrite that wraps a short quote
+in other news can rank below hundreds of passages that merely share the query's words. So after collapsing the k
+best hits, each result's highlighted sentences are looked up in the lexical index by their rarest terms
+(:func:`add_unranked_copies`, :data:`LOOKUP_DEPTH` chunks each) and the matches pass the same two rules. That lookup
+replaces ranking 3k + 10 candidates: a collapsed search ranks k hits (deeper only when collapsing merged some) and
+highlights only its k results. On SciFact's 300 test queries at k=10 (onnx-int8 index, bench/collapse_cost.py, CPU
+time on 2 shared cores under load ~20) collapse adds, at the median, 6.3 ms (hybrid), 5.4 (dense) and 5.8 (lexical),
+of which the lookup is 3.8-4.6; it added 17.2, 14.0 and 22.5 ms (lexical also encoding the query) when it ranked
+3k + 10 candidates and highlighted them all.
 """
 
 from __future__ import annotations
@@ -63,13 +73,20 @@ MIN_DENSITY = 0.65
 MIN_SHARED_SHINGLES = 2
 SHINGLE = 4
 
-#: The first round of a collapsed search ranks this many candidates per wanted result; it deepens if collapsing
-#: leaves fewer than k results while more candidates exist.
-CANDIDATES_PER_RESULT = 3
+#: Chunks the lexical lookup of a result's highlighted sentences brings (:func:`add_unranked_copies`): a chunk's own
+#: text and the overlapping neighbour of its document take two; the rest leaves room for two copies per result per
+#: query (more copies rank among the hits themselves, where the deepening finds them all).
+LOOKUP_DEPTH = 4
+#: The least share of the idf weight of a highlight's rarest terms a chunk must hold to be looked at as a copy. On
+#: tests/data/quotes (each pair's A highlighted for its quote, looked up among the set's 124 passages) 0.5 and 0.6
+#: find 30 of the 31 B copies, 0.7 29, 0.8 27; on SciFact (100 test queries, k=10, hybrid) the matches from other
+#: documents that must be fetched and aligned fall from 3.7 a query at 0.5 to 1.8 at 0.6 (0.75 at 0.7), none a copy.
+LOOKUP_MIN_SHARE = 0.6
 
 _WORD = re.compile(r"[\w\u0300-\u036f]+")  # words, with combining accents (NFD text)
 
 Encode = Callable[[list[str]], np.ndarray]
+Highlighter = Callable[[Sequence[SearchResult]], list[SearchResult]]
 
 
 def validate_threshold(threshold: object) -> float:
@@ -89,15 +106,21 @@ def collapsed_search(
     rank: Callable[[int], list[SearchResult]],
     vectors: Callable[[Sequence[int]], np.ndarray],
     *,
-    query_vector: np.ndarray,
-    encode: Encode,
+    highlight: Highlighter,
+    query_vector: np.ndarray | None = None,
+    encode: Encode | None = None,
     threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+    lookup: Lookup | None = None,
 ) -> list[SearchResult]:
-    """The k best collapsed results. ``rank(n)`` returns the n best hits; ``vectors(ids)`` their chunk vectors.
+    """The k best collapsed results. ``rank(n)`` returns the n best hits; ``vectors(ids)`` their chunk vectors;
+    ``highlight(hits)`` sets their highlights.
 
-    Ranks deeper than k so that k distinct passages come back whenever the candidates hold that many.
+    Ranks k hits, and deeper (four times, then again) only while collapsing leaves fewer than k results and more
+    hits exist; with a ``lookup``, copies of a result's quote ranked below the hits join its sources too
+    (:func:`add_unranked_copies`). Only the k results are highlighted, as a search without collapse does (the
+    highlights of other hits are computed only if a shared statement needs checking against them).
     """
-    depth = k * CANDIDATES_PER_RESULT + 10
+    depth = k
     while True:
         hits = rank(depth)
         groups = collapse(
@@ -106,10 +129,121 @@ def collapsed_search(
             query_vector=query_vector,
             encode=encode,
             threshold=threshold,
+            highlight=highlight,
         )
         if len(groups) >= k or len(hits) < depth:
-            return groups[:k]
+            break
         depth *= 4
+    results = groups[:k]
+    bare = [at for at, result in enumerate(results) if not result.highlights]
+    for at, lit in zip(bare, highlight([results[at] for at in bare]), strict=True):
+        results[at] = lit
+    if lookup is None or not hits:
+        return results
+    return add_unranked_copies(results, hits, lookup, vectors, threshold=threshold)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Where :func:`add_unranked_copies` looks for copies of a result's quote that ranked below the candidates.
+
+    ``find(texts, n)``: for each text, the ids of the n chunks that match it best lexically, within the search's
+    filters; ``documents(ids)``: each chunk's document id; ``passages(ids)``: those chunks as hits (rows and
+    provenance; their scores are not used).
+    """
+
+    find: Callable[[Sequence[str], int], list[list[int]]]
+    passages: Callable[[Sequence[int]], list[SearchResult]]
+    documents: Callable[[Sequence[int]], list[str]]
+
+
+def add_unranked_copies(
+    results: Sequence[SearchResult],
+    hits: Sequence[SearchResult],
+    lookup: Lookup,
+    vectors: Callable[[Sequence[int]], np.ndarray],
+    *,
+    threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+) -> list[SearchResult]:
+    """``results`` (collapsed from the ranked ``hits``) with the copies of their quotes ranked below ``hits`` added.
+
+    The query's ranking scores a copy by the query, not by the quote, so a copy whose other words say little about
+    the query (a long rewrite around a short quote) can rank below every candidate while hundreds of passages that
+    merely share the query's words rank above it. Each result's highlighted sentences (the words that answered the
+    query, and what a shared quote must overlap) go to ``lookup.find``, which returns the :data:`LOOKUP_DEPTH` best
+    lexical matches: a copy carries the sentence's rare words, which most passages do not. A match that was not
+    among the ``hits`` joins the result's sources under the same rules as :func:`collapse`: a chunk vector cosine
+    of at least ``threshold`` with the result's, or a shared statement (:func:`shared_statement`) overlapping the
+    result's highlights; one document per result, one result per chunk. Its ``score`` is the last hit's, an upper
+    bound of its own (it ranked below every hit).
+    """
+    ranked = {hit.chunk_id for hit in hits}
+    wanted = [at for at, result in enumerate(results) if result.highlights]
+    if not wanted:
+        return list(results)
+    found = lookup.find([" ".join(h.text for h in results[at].highlights) for at in wanted], LOOKUP_DEPTH)
+    new_ids = sorted({chunk_id for ids in found for chunk_id in ids if chunk_id not in ranked})
+    if not new_ids:
+        return list(results)
+    # Most matches are the overlapping neighbours of the results' own chunks: their documents are read first (0.1
+    # ms), and only the other chunks' rows (a passage fetch costs ~1.5 ms, mostly fixed).
+    document_of = dict(zip(new_ids, lookup.documents(new_ids), strict=True))
+    new_ids = sorted(
+        {
+            chunk_id
+            for result, ids in zip((results[at] for at in wanted), found, strict=True)
+            for chunk_id in ids
+            if chunk_id in document_of and document_of[chunk_id] not in {s.doc_id for s in result.sources}
+        }
+    )
+    if not new_ids:
+        return list(results)
+    copies = {copy.chunk_id: copy for copy in lookup.passages(new_ids)}
+    lead_ids = [results[at].chunk_id for at in wanted]
+    stored = vectors(lead_ids + new_ids)
+    vector_of = dict(zip(lead_ids + new_ids, stored, strict=True))
+    vocabulary: dict[str, int] = {}
+    taken: set[int] = set()
+    out = list(results)
+    for at, ids in zip(wanted, found, strict=True):
+        result = out[at]
+        docs = {source.doc_id for source in result.sources}
+        lead_words: Words | None = None
+        lead = result.sources[0]
+        # What of the leader's chunk its sources share; a leader alone shares nothing yet (an empty span, widened).
+        lead_shared: tuple[int, int] = (result.char_end, result.char_start)
+        if len(result.sources) > 1:
+            lead_shared = (
+                result.char_start if lead.shared_start is None else lead.shared_start,
+                result.char_end if lead.shared_end is None else lead.shared_end,
+            )
+        extra = []
+        for chunk_id in ids:
+            copy = copies.get(chunk_id)
+            if copy is None or chunk_id in ranked or chunk_id in taken or copy.doc_id in docs:
+                continue
+            if float(vector_of[chunk_id] @ vector_of[result.chunk_id]) >= threshold:
+                extra.append(copy.as_source())
+                lead_shared = (result.char_start, result.char_end)
+            else:
+                lead_words = lead_words or _words(result.text, vocabulary)
+                shared = shared_statement(lead_words, _words(copy.text, vocabulary))
+                if shared is None:
+                    continue
+                (lead_start, lead_end), (start, end) = shared
+                lead_start, lead_end = result.char_start + lead_start, result.char_start + lead_end
+                if not any(h.char_start < lead_end and lead_start < h.char_end for h in result.highlights):
+                    continue  # shared words elsewhere than what answered the query (a footer, a disclaimer)
+                extra.append(copy.as_source(shared_start=copy.char_start + start, shared_end=copy.char_start + end))
+                lead_shared = (min(lead_shared[0], lead_start), max(lead_shared[1], lead_end))
+            taken.add(chunk_id)
+            docs.add(copy.doc_id)
+        if not extra:
+            continue
+        floor = hits[-1].score
+        sources = [replace(lead, shared_start=lead_shared[0], shared_end=lead_shared[1]), *result.sources[1:]]
+        out[at] = replace(result, sources=tuple(sources + [replace(s, score=floor) for s in extra]))
+    return out
 
 
 @dataclass
@@ -130,13 +264,15 @@ def collapse(
     hits: Sequence[SearchResult],
     vectors: np.ndarray,
     *,
-    query_vector: np.ndarray,
-    encode: Encode,
+    query_vector: np.ndarray | None,
+    encode: Encode | None,
     threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+    highlight: Highlighter | None = None,
 ) -> list[SearchResult]:
     """Merge ranked ``hits`` (best first; ``vectors`` their chunk vectors, row by row) that are the same passage.
 
-    Returns one result per group, in rank order, each with every source of its group in ``sources``.
+    Returns one result per group, in rank order, each with every source of its group in ``sources``. Hits without
+    highlights get them from ``highlight`` (all at once) when a shared statement must be checked against them.
     """
     if len(hits) < 2:
         return list(hits)
@@ -146,12 +282,19 @@ def collapse(
     leader_vectors = np.zeros_like(vectors)
     groups: list[_Group] = []
     group_of: dict[int, int] = {}  # leader's hit -> its group
+    lit: list[SearchResult] = []
 
     def relevant(i: int, start: int, end: int) -> bool:
         """Are the shared words of hit ``i`` (document offsets) why it matched the query?"""
         hit = hits[i]
+        if not hit.highlights and highlight is not None:
+            if not lit:
+                lit.extend(highlight(hits))
+            hit = lit[i]
         if hit.highlights:
             return any(h.char_start < end and start < h.char_end for h in hit.highlights)
+        if encode is None or query_vector is None:
+            return False  # nothing to judge by (a search always sets highlights)
         shared = np.asarray(encode([hit.text[start - hit.char_start : end - hit.char_start]])[0], np.float32)
         # The cosine of the hit itself, not hit.score: fused (hybrid) scores are not cosines.
         return float(shared @ query_vector) >= float(vectors[i] @ query_vector)
@@ -296,6 +439,8 @@ def _quote_partners(hits: Sequence[SearchResult], words: Sequence[list[int]]) ->
     with one sort: a few milliseconds per thousand hits, where Python sets of word tuples cost a second. A pair
     is only a candidate: :func:`shared_statement` aligns its words.
     """
+    if len(hits) <= SMALL_HITS:
+        return _quote_partners_few(hits, words)
     hashes, owners = [], []
     for i, word_ids in enumerate(words):
         if len(word_ids) < MIN_SHARED_WORDS:
@@ -325,4 +470,27 @@ def _quote_partners(hits: Sequence[SearchResult], words: Sequence[list[int]]) ->
     for (earlier, later), count in sorted(counts.items()):
         if count >= MIN_SHARED_SHINGLES:
             partners.setdefault(later, []).append(earlier)
+    return partners
+
+
+#: Up to this many hits, :func:`_quote_partners` pairs them through Python sets of shingles: for a k=10 search's
+#: hits that costs ~0.1 ms where numpy's fixed costs per hit add up to ~0.5 ms (SciFact, 100 test queries).
+SMALL_HITS = 30
+
+
+def _quote_partners_few(hits: Sequence[SearchResult], words: Sequence[list[int]]) -> dict[int, list[int]]:
+    """:func:`_quote_partners` for a few hits: every pair's shared shingles counted with set intersections."""
+    shingles = [
+        set(zip(*(ids[offset:] for offset in range(SHINGLE)), strict=False)) if len(ids) >= MIN_SHARED_WORDS else set()
+        for ids in words
+    ]
+    partners: dict[int, list[int]] = {}
+    for later in range(1, len(hits)):
+        if not shingles[later]:
+            continue
+        for earlier in range(later):
+            if hits[earlier].doc_id != hits[later].doc_id and (
+                len(shingles[earlier] & shingles[later]) >= MIN_SHARED_SHINGLES
+            ):
+                partners.setdefault(later, []).append(earlier)
     return partners

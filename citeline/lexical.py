@@ -205,6 +205,13 @@ class LexicalIndex:
         top = top_positions(scores, positions, k)
         return [(int(self.chunk_ids[p]), float(scores[p])) for p in top if scores[p] > 0]
 
+    def sharing_rare_terms(
+        self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None
+    ) -> list[list[int]]:
+        """For each text, at most k chunk ids that repeat it (see ``SegmentedIndex.sharing_rare_terms``); this
+        0.1.0 bm25s folder ranks each whole text by BM25 instead."""
+        return [[chunk_id for chunk_id, _ in self.search(text, k, allowed)] for text in texts]
+
 
 def top_positions(scores: np.ndarray, positions: np.ndarray | None, k: int) -> np.ndarray:
     """Positions of the k highest scores (among ``positions`` if given), best first, ties by position."""

@@ -10,14 +10,20 @@ results come back whenever k allowed chunks match. Everything a search reads com
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from citeline.arrays import positions_of
-from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD, collapsed_search, validate_threshold
+from citeline.collapse import (
+    DEFAULT_COLLAPSE_THRESHOLD,
+    LOOKUP_MIN_SHARE,
+    Lookup,
+    collapsed_search,
+    validate_threshold,
+)
 from citeline.errors import QueryError
 from citeline.filters import Filters
 from citeline.formats import iso_utc
@@ -260,22 +266,31 @@ class Query:
 def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:
     """Run the whole plan for ``request`` on one snapshot (see the module docstring)."""
     allowed = snapshot.allowed_chunk_ids(request.filters)
-    # Lexical search needs no model, unless collapsing compares vectors.
-    vector = encode_query(request.text) if request.mode != "lexical" or request.collapse else None
+    # Lexical search needs no model, collapsing included: it compares stored chunk vectors, and checks shared words
+    # against highlights rather than the query's vector.
+    vector = encode_query(request.text) if request.mode != "lexical" else None
 
     def ranked(depth: int) -> list[SearchResult]:
-        hits = rank(snapshot, request.text, vector, depth, request.mode, allowed)
-        # Highlights come before collapse: its guard against shared boilerplate checks the shared words against them.
-        return highlight(fetch_passages(snapshot, hits, model), request.text, query_vector=vector)
+        return fetch_passages(snapshot, rank(snapshot, request.text, vector, depth, request.mode, allowed), model)
+
+    def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:
+        return highlight(hits, request.text, query_vector=vector)
 
     if not request.collapse:
-        return ranked(request.k)
-    assert vector is not None
+        return highlighted(ranked(request.k))
+
+    def find(texts: Sequence[str], n: int) -> list[list[int]]:
+        return snapshot.lexical.sharing_rare_terms(texts, n, min_share=LOOKUP_MIN_SHARE, allowed=allowed)
+
     return collapsed_search(
         request.k,
         ranked,
         snapshot.vectors.vectors,
+        highlight=highlighted,
         query_vector=vector,
-        encode=lambda texts: np.stack([encode_query(text) for text in texts]),
+        encode=None if vector is None else lambda texts: np.stack([encode_query(text) for text in texts]),
         threshold=request.collapse_threshold,
+        lookup=Lookup(
+            find, lambda ids: fetch_passages(snapshot, [(chunk_id, 0.0) for chunk_id in ids], model), snapshot.doc_ids
+        ),
     )

@@ -254,3 +254,98 @@ def test_a_rewritten_quote_in_the_seed_reports_is_one_result_with_each_outlets_o
         best = max(result.highlights, key=lambda h: h.score)
         assert "We told the council in writing" in best.text
         assert index.document_text(result.doc_id)[best.char_start : best.char_end] == best.text
+
+
+# ---------------------------------------------------------------- copies ranked below the candidate list
+
+MARTEN_WIRE = (
+    "# Varno bridge shut\n\nThe Varno bridge was shut on Tuesday, cutting off the valley farms. Sergeant Ilse Marten, "
+    'who commands the checkpoint on the eastern bank, said: "The bridge at Varno is the only road out for the farms, '
+    'and every week it stays shut another family packs up and leaves the valley for good."'
+)
+ROUND_UP = (
+    "The autumn market in {town} drew fewer traders than last year, and the school board met twice to argue over the "
+    "cost of heating the old gymnasium. Rain held off until the last week of October, which let the orchards on the "
+    "southern slopes finish picking early. Prices for seed potatoes fell by a third, the cooperative reported, while "
+    "the price of diesel climbed again. "
+)
+MARTEN_REWRITE = (
+    "Courier weekly round-up\n\n"
+    + ROUND_UP.format(town="Dessel")
+    + "'The bridge at Varno is the only road out for the farms,' Marten told reporters. 'Every week it stays shut, "
+    "another family packs up and leaves the valley for good.' The council will meet on Thursday. "
+    + ROUND_UP.format(town="Orra")
+)
+VARNO_QUERY = "Varno bridge shut farms family valley"
+#: The words of the local notes, besides the query's.
+NOTE_WORDS = (
+    "market school board heating orchard slope picking seed potato price diesel council meeting harvest barley "
+    "rain october ferry truck driver miller teacher grower cooperative road kilometre winter spring repair "
+    "engineer pier crack checkpoint bank river mill bakery clinic church bus timetable fuel cattle sheep wool "
+    "cheese milk tractor loan mayor budget tax fence well pump storm snow frost petition letter radio"
+)
+
+
+@pytest.fixture(scope="module")
+def buried_copy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Index, Path]:
+    """A report quoting Sergeant Marten, a weekly round-up that rewrites the quote inside unrelated news, and 150
+    local notes that use the query's words more than the round-up does but share no statement with either."""
+    import random
+
+    docs = tmp_path_factory.mktemp("buried")
+    _write(docs / "wire" / "varno.md", MARTEN_WIRE)
+    _write(docs / "paper" / "courier.txt", MARTEN_REWRITE)
+    rng = random.Random(7)
+    vocabulary = NOTE_WORDS.split()
+    keys = VARNO_QUERY.split()
+    for i in range(150):
+        words = rng.sample(vocabulary, 30) + rng.sample(keys, 3) + rng.sample(keys, 1)
+        rng.shuffle(words)
+        note = " ".join(" ".join(words[j : j + 7]).capitalize() + "." for j in range(0, len(words), 7))
+        _write(docs / "local" / f"note{i:03}.txt", f"Note {i}\n\n{note}")
+    index = Index.create(docs / "ix", embedder=HashEmbedder())
+    index.ingest([docs / "wire", docs / "paper", docs / "local"])
+    return index, docs
+
+
+@pytest.mark.parametrize(("mode", "k"), [("hybrid", 10), ("lexical", 10), ("dense", 15)])
+def test_a_copy_of_the_quote_ranked_below_the_candidates_is_still_a_source(buried_copy, mode: str, k: int) -> None:
+    index, _ = buried_copy
+    plain = [r.source_id for r in index.search(VARNO_QUERY, k=300, mode=mode, collapse=False)]
+    depth = 4 * k  # below the hits even of a collapsed search that deepens once
+    assert plain.index("varno.md") < k and plain.index("courier.txt") >= depth, plain.index("courier.txt")
+    results = index.search(VARNO_QUERY, k=k, mode=mode)
+    (marten,) = [r for r in results if r.source_id == "varno.md"]
+    assert [s.source_id for s in marten.sources] == ["varno.md", "courier.txt"]
+    _check_sources(index, marten)
+    wire, paper = marten.sources
+    shared = [index.document_text(s.doc_id)[s.shared_start : s.shared_end] for s in (wire, paper)]
+    # Each outlet's own copy, from the quote's first words to its last (the rewrite's attribution inside).
+    for copy in shared:
+        assert "bridge at Varno is the only road out for the farms" in copy[:60], copy
+        assert copy.endswith("leaves the valley for good")
+    assert "Marten told reporters" in shared[1]
+    assert paper.score <= min(r.score for r in results)  # ranked below every candidate: at most the last one's
+    # No note joins: they share the query's words, not the quote; each is its own result.
+    assert all(len(r.sources) == 1 for r in results if r is not marten)
+    assert len(results) == k
+
+
+def test_a_copy_outside_the_filters_is_not_added(buried_copy) -> None:
+    index, docs = buried_copy
+    results = index.search(VARNO_QUERY, k=10, filters={"source": str(docs / "wire")})
+    assert [[s.source_id for s in r.sources] for r in results] == [["varno.md"]]
+    both = index.search(VARNO_QUERY, k=10, filters={"path_glob": "*.[mt][dx]*"})
+    assert ["varno.md", "courier.txt"] in [[s.source_id for s in r.sources] for r in both]
+
+
+def test_the_rare_term_lookup_finds_chunks_repeating_a_sentence() -> None:
+    from citeline.lexical_segments import SegmentedIndex
+
+    notes = [f"Note {i}: the Varno bridge and the valley farms, report number {i}." for i in range(20)]
+    lexical = SegmentedIndex.build(np.arange(22) * 10, [MARTEN_WIRE, MARTEN_REWRITE, *notes])
+    sentence = "every week it stays shut another family packs up and leaves the valley for good"
+    assert lexical.sharing_rare_terms([sentence], 4) == [[0, 10]]
+    assert lexical.sharing_rare_terms([sentence], 4, allowed=np.array([10, 20])) == [[10]]
+    # Terms only one chunk holds (the wire's attribution) lead nowhere: too few terms left, nothing found.
+    assert lexical.sharing_rare_terms(["Sergeant Ilse commands the eastern checkpoint", sentence], 1) == [[], [0]]
