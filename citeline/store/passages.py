@@ -155,6 +155,18 @@ class Passages:
                     found[row["chunk_id"]] = row
         return found
 
+    def doc_ids(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        """The document id of each live chunk id held (one column read from the maps: cheaper than :meth:`rows`
+        when only the documents matter)."""
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        found: dict[int, str] = {}
+        for part in self._parts:
+            where = _matching(part, wanted)
+            if len(where):
+                column = part.rows.column("doc_id")
+                found.update((int(part.chunk_ids[position]), str(column[position].as_py())) for position in where)
+        return found
+
     def _query(self, sql: str, params: list[Any]) -> dict[str, np.ndarray]:
         # Per part: the matching rows, then only the live ones (the SQL cannot see a segment's deletions); the
         # columns come back ordered by chunk id. DuckDB scans the memory-mapped Arrow rows in place, reading only

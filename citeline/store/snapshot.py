@@ -84,10 +84,8 @@ class ReadSnapshot:
     def doc_ids(self, chunk_ids: Sequence[int]) -> list[str]:
         """The document id of each chunk id (all held by this generation), in order: cheaper than
         :meth:`passage_rows` when only the documents matter."""
-        sorted_ids, order = self._chunk_order
-        return [
-            str(d) for d in self._chunks.column("doc_id").take(order[positions_of(sorted_ids, chunk_ids)]).to_pylist()
-        ]
+        found = self.passages.doc_ids(chunk_ids)
+        return [found[int(chunk_id)] for chunk_id in chunk_ids]
 
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
         """The sorted chunk ids of this generation that ``filters`` (a ``citeline.filters.Filters``) lets through,
