@@ -32,10 +32,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
+from typing import Any
 
 from tokenizers import Tokenizer
 
-from citeline.errors import SettingsError
+from citeline.errors import IndexMismatchError, SettingsError
 
 #: Tokens the model adds around every input ([CLS] and [SEP] for BERT-style encoders).
 SPECIAL_TOKENS = 2
@@ -109,6 +110,19 @@ def check_settings(max_tokens: int, overlap_tokens: int, model_max_tokens: int) 
         )
     if not 0 <= overlap_tokens < max_tokens // 2:
         raise SettingsError(f"overlap_tokens must be between 0 and {max_tokens // 2 - 1}; got {overlap_tokens}")
+
+
+def check_same(index_dir: object, meta: dict[str, Any], max_tokens: int | None, overlap_tokens: int | None) -> None:
+    """Refuse chunk settings other than those an existing index was built with (None: the index's own)."""
+    have = {"max_tokens": meta["max_tokens"], "overlap_tokens": meta["overlap_tokens"]}
+    wanted = {
+        "max_tokens": have["max_tokens"] if max_tokens is None else max_tokens,
+        "overlap_tokens": have["overlap_tokens"] if overlap_tokens is None else overlap_tokens,
+    }
+    if wanted != have:
+        raise IndexMismatchError(
+            f"{index_dir} was built with chunking {have}, not {wanted}; use those settings, or a new --index directory"
+        )
 
 
 class Chunker:

@@ -8,16 +8,16 @@ import os
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from citeline import pipeline
 from citeline import search as plan
-from citeline.chunking import CHUNKER_VERSION, Chunker, check_requested, check_settings
+from citeline.chunking import CHUNKER_VERSION, Chunker, check_requested, check_same, check_settings
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
-from citeline.errors import IndexMismatchError, IndexNotFoundError
+from citeline.errors import IndexMismatchError
 from citeline.filters import Filters
 from citeline.results import SearchResult
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
@@ -32,6 +32,7 @@ from citeline.vectors import NEW_INDEX_KIND, kind_of
 
 DEFAULT_INDEX_DIR = "index"
 DEFAULT_OVERLAP_TOKENS = 32
+SHARDS_MANIFEST = "shards.json"  #: in a sharded index's root (``citeline.shards``)
 
 
 class Index:
@@ -47,6 +48,9 @@ class Index:
         self._embedder = embedder
         self._snapshot: ReadSnapshot | None = None
 
+    #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.shards`` registers it).
+    sharded: ClassVar[type[Index] | None] = None
+
     @classmethod
     def create(
         cls,
@@ -58,12 +62,19 @@ class Index:
         overlap_tokens: int | None = None,
         embedder: Embedder | None = None,
         vector_index: str | None = None,
+        shards: int | None = None,
     ) -> Index:
         """Create an index at ``path``, or open it if it exists and was built with the same settings.
 
         Settings left as None take the existing index's values, or for a new index the defaults: the bundled
         all-MiniLM-L6-v2 on torch, chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector
-        index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one)."""
+        index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one). ``shards``: a root
+        of that many shards (``citeline.shards``; an existing root is opened with or without it)."""
+        if Index.sharded and (shards is not None or (Path(path) / SHARDS_MANIFEST).exists()):
+            return Index.sharded.create(
+                path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
+                embedder=embedder, vector_index=vector_index, shards=shards
+            )  # fmt: skip
         index_dir, kind = Path(path), kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here
         check_requested(max_tokens, overlap_tokens)
         if not catalog.db_path(index_dir).exists():
@@ -81,16 +92,7 @@ class Index:
             raise IndexMismatchError(
                 f"{index_dir} has a {have_kind} vector index, not {kind}; leave out --vector-index"
             )
-        have = {"max_tokens": index.meta["max_tokens"], "overlap_tokens": index.meta["overlap_tokens"]}
-        wanted = {
-            "max_tokens": have["max_tokens"] if max_tokens is None else max_tokens,
-            "overlap_tokens": have["overlap_tokens"] if overlap_tokens is None else overlap_tokens,
-        }
-        if wanted != have:
-            raise IndexMismatchError(
-                f"{index_dir} was built with chunking {have}, not {wanted}; use those settings, "
-                "or a new --index directory"
-            )
+        check_same(index_dir, index.meta, max_tokens, overlap_tokens)
         return index
 
     @classmethod
@@ -111,6 +113,8 @@ class Index:
         running, and only when ``repair`` is true.
         """
         index_dir = Path(path)
+        if Index.sharded and (index_dir / SHARDS_MANIFEST).exists():
+            return Index.sharded.open(index_dir, model=model, backend=backend, embedder=embedder, repair=repair)
         meta, problems, orphans = generation.inspect(index_dir)
         if meta.get("schema_version") != catalog.SCHEMA_VERSION:
             raise IndexMismatchError(
@@ -287,13 +291,7 @@ class Index:
     def document(self, doc_id: str) -> dict[str, Any]:
         """One document: its :meth:`documents` record, its ``text`` (what passage offsets index into) and its
         chunks' ``spans`` (chunk_id, ordinal, char_start, char_end, page)."""
-        with contextlib.closing(catalog.connect(self.path, read_only=True)) as connection:
-            record = listing.document(connection, doc_id)
-        if record is None:
-            raise IndexNotFoundError(
-                f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents`"
-            )
-        return record
+        return listing.document_in(self.path, doc_id)
 
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""

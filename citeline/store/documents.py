@@ -5,13 +5,16 @@ catalog's tables through a connection the caller opened with ``catalog.connect``
 
 from __future__ import annotations
 
+import contextlib
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from citeline.errors import QueryError
+from citeline.errors import IndexNotFoundError, QueryError
 from citeline.formats import iso_utc
+from citeline.store import catalog
 
 if TYPE_CHECKING:
     from citeline.filters import Filters
@@ -105,3 +108,13 @@ def _document_record(row: tuple[Any, ...]) -> dict[str, Any]:
         "ingested_at": iso_utc(ingested_at),
         "metadata": meta,
     }
+
+
+def document_in(index_dir: Path, doc_id: str) -> dict[str, Any]:
+    """:func:`document` of the index at ``index_dir`` (its own read-only connection); a missing one is one
+    :class:`IndexNotFoundError` line."""
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
+        record = document(connection, doc_id)
+    if record is None:
+        raise IndexNotFoundError(f"no document {doc_id!r} in {index_dir}; list the documents with `citeline documents`")
+    return record
