@@ -4,7 +4,6 @@ a sharded index ranks exactly as one index over the same documents, in every mod
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -208,15 +207,45 @@ def test_processes_and_a_dask_local_cluster_build_the_same_index(tmp_path: Path,
     assert hits["dask"] == hits["serial"] == hits["processes"]
 
 
-def test_cli_ingest_shards_and_every_command(tmp_path: Path, seeds_dir: Path) -> None:
-    """`citeline ingest seeds --shards 2` and the other commands on the root (real model: marked slow)."""
-    pytest.importorskip("click")
+def test_cli_shards_flag_is_checked(tmp_path: Path, seeds_dir: Path) -> None:
     from click.testing import CliRunner
 
     from citeline.cli import cli
 
-    copy = tmp_path / "seeds"
-    shutil.copytree(seeds_dir, copy)
     runner = CliRunner()
-    result = runner.invoke(cli, ["ingest", str(copy), "--index", str(tmp_path / "bad"), "--shards", "0"])
+    result = runner.invoke(cli, ["ingest", str(seeds_dir), "--index", str(tmp_path / "bad"), "--shards", "0"])
     assert result.exit_code == 2 and "--shards" in result.output
+    result = runner.invoke(
+        cli, ["ingest", str(seeds_dir), "--index", str(tmp_path / "x"), "--shards", "2", "--prefect"]
+    )
+    assert result.exit_code == 2 and "sharded" in result.output
+
+
+@pytest.mark.slow
+def test_cli_ingest_seeds_with_two_shards_gives_the_plain_top_5(tmp_path: Path, seeds_dir: Path) -> None:
+    """`citeline ingest seeds --shards 2` and a plain index: the same top 5 in every mode (the real model), and
+    status, runs, verify, rebuild and search on the root."""
+    from click.testing import CliRunner
+
+    from citeline.cli import cli
+
+    runner = CliRunner()
+    plain, sharded = str(tmp_path / "plain"), str(tmp_path / "sharded")
+    for args in (["--index", plain], ["--index", sharded, "--shards", "2"]):
+        result = runner.invoke(cli, ["ingest", str(seeds_dir), *args, "--no-progress"])
+        assert result.exit_code == 0, result.output
+    for mode in MODES:
+        hits = {}
+        for index in (plain, sharded):
+            result = runner.invoke(
+                cli, ["search", "why did soldiers defect", "--index", index, "-k", "5", "--mode", mode, "--json"]
+            )
+            assert result.exit_code == 0, result.output
+            hits[index] = [(r["chunk_id"], round(r["score"], 5)) for r in map(json.loads, result.output.splitlines())]
+        assert hits[sharded] == hits[plain] and len(hits[plain]) == 5
+    status = json.loads(runner.invoke(cli, ["status", "--index", sharded, "--json"]).output)
+    assert status["shards"] == 2 and status["documents"] == 4
+    assert json.loads(runner.invoke(cli, ["runs", "--index", sharded, "--json"]).output.splitlines()[0])["added"] == 4
+    for command in ("verify", "rebuild"):
+        result = runner.invoke(cli, [command, "--index", sharded])
+        assert result.exit_code == 0 and "consistent" in result.output, result.output
