@@ -249,3 +249,68 @@ def test_cli_ingest_seeds_with_two_shards_gives_the_plain_top_5(tmp_path: Path, 
     for command in ("verify", "rebuild"):
         result = runner.invoke(cli, [command, "--index", sharded])
         assert result.exit_code == 0 and "consistent" in result.output, result.output
+
+
+_KILLED_WRITER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from conftest import HashEmbedder
+from citeline import Index
+from citeline.store import files
+
+def announce(name):
+    original = getattr(files, name)
+    def wrapped(artifact, *args, **kwargs):
+        result = original(artifact, *args, **kwargs)
+        print(f"stage {{artifact}}-{{'tmp' if name == 'write_staged' else 'written'}}", flush=True)
+        time.sleep(0.3)
+        return result
+    setattr(files, name, wrapped)
+
+index = Index.create({root!r}, embedder=HashEmbedder(), shards=3)
+announce("write_staged"), announce("swap_in")
+print("stage ingest", flush=True)
+index.ingest([{corpus!r}], parallel="serial")
+print("stage done", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("stage", "occurrence"), [("vectors-written", 2), ("bm25-tmp", 3), ("shards-manifest-tmp", 1)])
+def test_a_writer_killed_mid_run_leaves_every_shard_committed(
+    tmp_path: Path, fake_embedder, stage: str, occurrence: int
+) -> None:
+    """The kill trial of a sharded run (shards run one after another in the killed process): SIGKILL at the
+    ``occurrence``-th ``stage`` of publishing (the second shard's vectors renamed into place; the third shard's
+    BM25 folder staged; the manifest staged), then every shard is at a committed generation, and the same run
+    again gives the same index as an uninterrupted run."""
+    import subprocess
+    import sys
+
+    corpus = _corpus(tmp_path, 60)
+    whole = Index.create(tmp_path / "whole", embedder=fake_embedder, shards=3)
+    whole.ingest([corpus], parallel="serial")
+    root = tmp_path / "killed"
+    code = _KILLED_WRITER.format(tests=str(Path(__file__).parent), root=str(root), corpus=str(corpus))
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    seen, started = 0, False
+    assert child.stdout is not None
+    for line in child.stdout:
+        started = started or line.strip() == "stage ingest"
+        if started and line.strip() == f"stage {stage}":
+            seen += 1
+            if seen == occurrence:
+                child.kill()
+                break
+    child.wait()
+    assert seen == occurrence, f"the writer never reached {stage} #{occurrence}"
+    index = Index.open(root, embedder=fake_embedder)
+    assert isinstance(index, ShardedIndex)
+    for part in index.shards:
+        assert part.verify().ok  # each shard at a committed generation, its artifacts complete
+    index.ingest([corpus], parallel="serial")
+    assert index.verify().ok
+    assert sorted(index.snapshot().vectors.ids().tolist()) == sorted(whole.snapshot().vectors.ids().tolist())
+    for mode in MODES:
+        for query in _queries(4):
+            _same_ranking(index.rank(query, 10, mode=mode), whole.rank(query, 10, mode=mode))
