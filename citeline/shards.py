@@ -22,10 +22,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import multiprocessing
 import os
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -38,8 +36,9 @@ from citeline.filters import Filters
 from citeline.index import SHARDS_MANIFEST, Index
 from citeline.planning import ParsedBatch, Plan, plan_changes, refuse_removals, removal_problems
 from citeline.progress import default_reporter
+from citeline.shard_runs import ShardJob, execute
 from citeline.shard_search import ShardedSnapshot
-from citeline.sources import DEFAULT_MAX_FILE_BYTES, SourceFile
+from citeline.sources import DEFAULT_MAX_FILE_BYTES
 from citeline.store import catalog, files, ledger
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
@@ -51,7 +50,6 @@ MANIFEST_FORMAT = 1
 ROUTING = "blake2b-64(doc_id) mod shards"
 #: Runs the manifest keeps (each shard's own ledger keeps all of its runs).
 RUNS_KEPT = 200
-PARALLEL = ("processes", "threads", "serial")
 
 
 def shard_of(doc_id: str, shards: int) -> int:
@@ -97,97 +95,6 @@ class Manifest:
 
 def _write_text(path: Path, text: str) -> None:
     path.write_text(text)
-
-
-class PreparsedSteps(pipeline.Steps):
-    """A shard's pipeline steps: discovery and parsing were done once for every shard; the rest runs here."""
-
-    def __init__(self, discovery: Discovery, parsed: ParsedBatch):
-        self.discovery = discovery
-        self.parsed = parsed
-
-    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
-        """The run's discovery (every shard plans against all files found)."""
-        return self.discovery
-
-    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> ParsedBatch:
-        """This shard's documents (and every file's errors, which keep their stored documents)."""
-        return self.parsed
-
-
-@dataclass
-class ShardJob:
-    """One shard's part of a run: what a worker needs (plain data: it travels to processes and Dask workers)."""
-
-    shard_dir: str
-    paths: list[str]
-    discovery: Discovery
-    parsed: ParsedBatch
-    options: dict[str, Any]
-    embedder: Embedder | None = None  #: None: the worker loads the index's model (once per process)
-
-
-_worker_embedders: dict[tuple[str, str], Embedder] = {}
-
-
-def run_shard(job: ShardJob) -> RunSummary:
-    """Run one shard's pipeline (under its own writer lock); a worker process keeps its model across shards."""
-    embedder = job.embedder
-    if embedder is None:
-        index = Index.open(job.shard_dir)
-        key = (index.meta["model"], index.meta["backend"])
-        if key not in _worker_embedders:
-            _worker_embedders[key] = index.embedder
-        index._embedder = _worker_embedders[key]
-    else:
-        index = Index.open(job.shard_dir, embedder=embedder)
-    options = pipeline.Options(**job.options, prepare_queries=False)
-    return pipeline.run(index, job.paths, options, PreparsedSteps(job.discovery, job.parsed))
-
-
-def execute(
-    jobs: list[ShardJob],
-    parallel: str = "processes",
-    dask_address: str | None = None,
-    dask_workers: int | None = None,
-) -> list[RunSummary | BaseException]:
-    """Run the jobs (in parallel as asked); each job's summary, or the exception that stopped it."""
-    if dask_address or dask_workers:
-        return _execute_dask(jobs, dask_address, dask_workers)
-    if parallel not in PARALLEL:
-        raise SettingsError(f"parallel must be one of {', '.join(PARALLEL)}, not {parallel!r}")
-    if parallel == "serial" or len(jobs) == 1:
-        return [_outcome(run_shard, job) for job in jobs]
-    executor: Executor
-    if parallel == "threads":
-        executor = ThreadPoolExecutor(max_workers=len(jobs))
-    else:  # spawn: forking a process that has started torch's or FAISS's thread pools can hang the child
-        workers = min(len(jobs), os.cpu_count() or 1)
-        executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-    with executor:
-        futures = [executor.submit(run_shard, job) for job in jobs]
-        return [_outcome(future.result) for future in futures]
-
-
-def _execute_dask(jobs: list[ShardJob], address: str | None, workers: int | None) -> list[RunSummary | BaseException]:
-    from distributed import Client, LocalCluster
-
-    with contextlib.ExitStack() as stack:
-        if address:
-            client = stack.enter_context(Client(address))
-        else:
-            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1))
-            client = stack.enter_context(Client(cluster))
-        # pure=False: a re-run of the same job must run again, not reuse a result
-        futures = [client.submit(run_shard, job, pure=False, key=f"citeline-shard-{job.shard_dir}") for job in jobs]
-        return [_outcome(future.result) for future in futures]
-
-
-def _outcome(call: Callable[..., RunSummary], *args: Any) -> RunSummary | BaseException:
-    try:
-        return call(*args)
-    except Exception as exc:  # one shard's failure is reported with the others' outcomes
-        return exc
 
 
 def route(parsed: ParsedBatch, shards: int) -> list[ParsedBatch]:
@@ -363,6 +270,7 @@ class ShardedIndex(Index):
                 for directory, part in zip(self.shard_dirs, parts, strict=True)
             ]
             outcomes = execute(jobs, parallel, dask_address, dask_workers)
+            reporter.advance(len(jobs))
             summary = merge_runs(run_id, started_at, roots, plan, outcomes)
             summary.generation = self._record(summary, outcomes)
             reporter.finish()
