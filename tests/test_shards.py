@@ -314,3 +314,24 @@ def test_a_writer_killed_mid_run_leaves_every_shard_committed(
     for mode in MODES:
         for query in _queries(4):
             _same_ranking(index.rank(query, 10, mode=mode), whole.rank(query, 10, mode=mode))
+
+
+def test_the_removal_guard_and_dry_run_decide_over_all_shards(tmp_path: Path, fake_embedder) -> None:
+    from citeline.errors import RemovalRefusedError
+
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for n in range(12):
+        (corpus / f"d{n}.txt").write_text(f"Document {n} about the harbour and the {n}th mill.\n")
+    index = Index.create(tmp_path / "idx", embedder=fake_embedder, shards=3)
+    index.ingest([corpus], parallel="serial")
+    generations = Manifest.read(index.path).generations
+    for n in range(8):
+        (corpus / f"d{n}.txt").unlink()
+    plan = index.ingest([corpus], dry_run=True)
+    assert (plan.status, plan.removed, plan.unchanged) == ("dry-run", 8, 4)
+    with pytest.raises(RemovalRefusedError, match="8 of the 12 documents"):
+        index.ingest([corpus], parallel="serial")
+    assert Manifest.read(index.path).generations == generations and index.status().documents == 12
+    run = index.ingest([corpus], parallel="serial", allow_removals=True)
+    assert run.removed == 8 and index.status().documents == 4 and index.verify().ok
