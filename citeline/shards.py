@@ -265,8 +265,9 @@ class ShardedIndex(Index):
             shared = None if isinstance(self._embedder, SentenceTransformerEmbedder) else self._embedder
             if parallel != "processes" and not (dask_address or dask_workers):
                 shared = self.embedder  # one model for every shard of this process
+            # absolute paths and resolved roots: a Dask worker may run in another directory
             jobs = [
-                ShardJob(str(directory), [str(p) for p in paths], discovery, part, options, shared)
+                ShardJob(str(directory.absolute()), roots, discovery, part, options, shared)
                 for directory, part in zip(self.shard_dirs, parts, strict=True)
             ]
             outcomes = execute(jobs, parallel, dask_address, dask_workers)
