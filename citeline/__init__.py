@@ -15,6 +15,7 @@ from citeline.errors import (
 )
 from citeline.index import Index
 from citeline.results import SearchResult
+from citeline.shards import ShardedIndex  # registers the sharded front class with Index.open/create
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
 
@@ -33,6 +34,7 @@ __all__ = [
     "RunSummary",
     "SearchResult",
     "SettingsError",
+    "ShardedIndex",
     "SourceError",
 ]
 __version__ = "0.1.0"

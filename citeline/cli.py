@@ -26,6 +26,7 @@ from citeline.cli_common import (
     ingest_options,
     json_option,
     resolve_format,
+    shards_option,
     show_warning,
     user_errors,
     wait_option,
@@ -45,6 +46,7 @@ def cli() -> None:
 @click.argument("paths", nargs=-1, required=True, type=PathType())
 @index_option
 @ingest_options
+@shards_option
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
 @click.option("--prefect", is_flag=True, help="Run through the Prefect flow (flows/ingest.py) instead of in-process.")
 @click.option("-v", "--verbose", is_flag=True, help="Log each stage's counts and seconds (and Prefect's lines).")
@@ -69,6 +71,7 @@ def ingest(
     prefect: bool,
     dask_address: str | None,
     dask_workers: int | None,
+    shards: int | None,
     verbose: bool,
     source: str | None,
     as_json: bool,
@@ -77,9 +80,16 @@ def ingest(
 
     PATH - reads texts as JSON lines from stdin ({"id": ..., "text": ..., "title": ..., "metadata": {...}}):
     added or replaced by id, never removed (see `citeline remove`)."""
+    from citeline.index import SHARDS_MANIFEST
+
     show_progress = sys.stderr.isatty() if progress is None else progress
-    if (dask_address or dask_workers) and not prefect:
-        raise click.UsageError("--dask-address and --dask-workers run the Prefect flow: add --prefect")
+    sharded = shards is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
+    if (dask_address or dask_workers) and not prefect and not sharded:
+        raise click.UsageError(
+            "--dask-address and --dask-workers run the Prefect flow or a sharded index: add --prefect"
+        )
+    if prefect and sharded:
+        raise click.UsageError("the Prefect flow does not run sharded indexes yet; leave out --prefect")
     _log_to_console(verbose, prefect)
     if "-" in paths or source is not None:
         if "-" not in paths:
@@ -122,7 +132,9 @@ def ingest(
             max_tokens=max_tokens,
             overlap_tokens=overlap_tokens,
             vector_index=vector_index,
+            shards=shards,
         )
+        on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
         summary = index.ingest(
             paths,
             progress=show_progress,
@@ -132,6 +144,7 @@ def ingest(
             removal_threshold=removal_threshold,
             dry_run=dry_run,
             commit_every=commit_every,
+            **on_shards,
         ).to_dict()
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))

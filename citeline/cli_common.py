@@ -42,6 +42,13 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (
 wait_option = click.option(
     "--wait", type=float, default=None, help="Seconds to wait for another writer [default: forever]."
 )
+shards_option = click.option(
+    "--shards",
+    type=click.IntRange(min=1),
+    default=None,
+    help="A new index of N shards (documents routed by a hash of their id; each shard a complete index, ingested in "
+    "parallel: processes, or Dask with --dask-address/--dask-workers) [default: unsharded, or the index's own].",
+)
 # The settings of an ingestion run, shared by `ingest` and `schedule` (parameters of Index.create and the flow).
 _INGEST_OPTIONS = [
     click.option(
@@ -101,13 +108,15 @@ _INGEST_OPTIONS = [
     click.option(
         "--dask-address",
         default=None,
-        help="Prefect flow only: parse and embed on this Dask scheduler (tcp://HOST:8786).",
+        help="With --prefect: parse and embed on this Dask scheduler (tcp://HOST:8786); on a sharded index: run the "
+        "shards there.",
     ),
     click.option(
         "--dask-workers",
         type=click.IntRange(min=1),
         default=None,
-        help="Prefect flow only: parse and embed on a local Dask cluster of N processes.",
+        help="With --prefect: parse and embed on a local Dask cluster of N processes; on a sharded index: run the "
+        "shards there.",
     ),
 ]
 

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from citeline.store.verify import VerifyReport, verify
 from citeline.vectors import NEW_INDEX_KIND, kind_of
 
 DEFAULT_INDEX_DIR = "index"
+SHARDS_MANIFEST = "shards.json"  #: in a sharded index's root (``citeline.shards``)
 
 
 class Index:
@@ -46,6 +47,9 @@ class Index:
         self._embedder = embedder
         self._snapshot: ReadSnapshot | None = None
 
+    #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.shards`` registers it).
+    sharded: ClassVar[type[Index] | None] = None
+
     @classmethod
     def create(
         cls,
@@ -57,12 +61,19 @@ class Index:
         overlap_tokens: int | None = None,
         embedder: Embedder | None = None,
         vector_index: str | None = None,
+        shards: int | None = None,
     ) -> Index:
         """Create an index at ``path``, or open it if it exists and was built with the same settings.
 
         Settings left as None take the existing index's values, or for a new index the defaults: the bundled
         all-MiniLM-L6-v2 on torch, chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector
-        index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one)."""
+        index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one). ``shards``: a root
+        of that many shards (``citeline.shards``; an existing root is opened with or without it)."""
+        if Index.sharded and (shards is not None or (Path(path) / SHARDS_MANIFEST).exists()):
+            return Index.sharded.create(
+                path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
+                embedder=embedder, vector_index=vector_index, shards=shards
+            )  # fmt: skip
         index_dir, kind = Path(path), kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here
         check_requested(max_tokens, overlap_tokens)
         if not catalog.db_path(index_dir).exists():
@@ -97,6 +108,8 @@ class Index:
         running, and only when ``repair`` is true.
         """
         index_dir = Path(path)
+        if Index.sharded and (index_dir / SHARDS_MANIFEST).exists():
+            return Index.sharded.open(index_dir, model=model, backend=backend, embedder=embedder, repair=repair)
         meta, problems, orphans = generation.inspect(index_dir)
         if meta.get("schema_version") != catalog.SCHEMA_VERSION:
             raise IndexMismatchError(
@@ -142,8 +155,7 @@ class Index:
 
     def encode_query(self, query: str) -> np.ndarray:
         """Embed one query with the fast-starting query encoder (see ``SentenceTransformerEmbedder.query_encoder``)."""
-        encoder = getattr(self.embedder, "query_encoder", self.embedder)
-        return encoder.encode([query])[0]
+        return getattr(self.embedder, "query_encoder", self.embedder).encode([query])[0]
 
     # ---------------------------------------------------------------- writing
 
@@ -166,14 +178,9 @@ class Index:
         wait for another writer. A root that comes back empty or would lose over ``removal_threshold`` of its
         documents raises :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` writes nothing."""
         options = pipeline.Options(
-            max_file_bytes=max_file_bytes,
-            wait=wait,
-            progress=progress,
-            allow_removals=allow_removals,
-            removal_threshold=removal_threshold,
-            dry_run=dry_run,
-            commit_every=commit_every,
-        )
+            max_file_bytes=max_file_bytes, wait=wait, progress=progress, allow_removals=allow_removals,
+            removal_threshold=removal_threshold, dry_run=dry_run, commit_every=commit_every,
+        )  # fmt: skip
         run = pipeline.run(self, paths, options)
         self.meta["generation"] = run.generation
         if not dry_run:
@@ -219,11 +226,8 @@ class Index:
         return verify(self.path)
 
     def rebuild(self, *, wait: float | None = None) -> VerifyReport:
-        """Rewrite the current generation's vector file and BM25 folder from DuckDB, then verify.
-
-        Nothing is re-embedded. ``wait`` bounds how long to wait for a running writer (default: as long as it
-        takes). Files of dead generations are removed too.
-        """
+        """Rewrite the current generation's vector, BM25 and passage rows files from DuckDB (nothing re-embedded;
+        files of dead generations removed), then verify. ``wait`` bounds the wait for a running writer."""
         with writer_lock(self.path, wait=wait):
             self.meta["generation"] = generation.rebuild(self.path)
         return self.verify()
@@ -242,15 +246,11 @@ class Index:
     ) -> list[SearchResult]:
         """The ``k`` passages most relevant to ``query``, best first, each with its provenance.
 
-        ``mode`` is ``"hybrid"`` (default: dense and lexical rankings fused; the score is the fused score, see
-        :class:`citeline.search.Fusion`), ``"dense"`` (cosine similarity of the model's embeddings) or
-        ``"lexical"`` (BM25 over stemmed words).
-
-        ``filters`` (``{"source": ..., "path_glob": ..., "ingested_after": ..., "ingested_before": ...,
-        "meta": {key: value}}``, see ``citeline.filters``) restricts the candidates before ranking, so k results
-        come back whenever k matching passages exist. With ``collapse``, passages of different documents that
-        are near-duplicates (cosine >= ``collapse_threshold``) or quote the same words come back as one result
-        whose ``sources`` lists every document (see ``citeline.collapse``).
+        ``mode``: ``"hybrid"`` (default; fused, :class:`citeline.search.Fusion`), ``"dense"`` or ``"lexical"``
+        (BM25). ``filters`` (``source``, ``path_glob``, ``ingested_after``/``_before``, ``meta``: see
+        ``citeline.filters``) apply before ranking, so k results come back whenever k matching passages exist.
+        ``collapse`` merges near-duplicates and shared quotes of different documents into one result listing every
+        source (``citeline.collapse``).
         """
         request = plan.Query.of(
             query, k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold

@@ -241,6 +241,28 @@ RARE_AT_MOST = 0.005
 RARE_FLOOR = 50
 
 
+@dataclass(frozen=True)
+class Statistics:
+    """The corpus-wide numbers BM25 scores one query with: live documents, their total length (in analyzed
+    terms), and the document frequency of each analyzed query term (in query order). Shards add theirs up."""
+
+    count: int
+    total_length: int
+    frequencies: tuple[int, ...]
+
+    @property
+    def average(self) -> float:
+        """Average live document length (as :class:`SegmentedIndex` computes it for itself)."""
+        return self.total_length / self.count if self.count else 0.0
+
+    def __add__(self, other: Statistics) -> Statistics:
+        return Statistics(
+            self.count + other.count,
+            self.total_length + other.total_length,
+            tuple(a + b for a, b in zip(self.frequencies, other.frequencies, strict=True)),
+        )
+
+
 class SegmentedIndex(LexicalIndex):
     """BM25 over segments with corpus-wide statistics (see the module docstring); ``chunk_ids`` are the live
     chunk ids, ascending, and ``scores`` follows them."""
@@ -261,7 +283,7 @@ class SegmentedIndex(LexicalIndex):
     @cached_property
     def _statistics(self) -> tuple[int, float, list[np.ndarray]]:
         """Live documents, their average length, and each part's position -> index position map (-1: deleted)."""
-        total_length = sum(int(part.segment.lengths[part.live].sum()) for part in self.parts)
+        total_length = self._total_length
         maps = []
         for part in self.parts:
             mapping = np.full(len(part.segment), -1, dtype=np.int64)
@@ -270,14 +292,22 @@ class SegmentedIndex(LexicalIndex):
         count = len(self.chunk_ids)
         return count, (total_length / count if count else 0.0), maps
 
-    def scores(self, query: str) -> np.ndarray:
-        """The BM25 score of every live chunk (``chunk_ids`` order) for ``query``; zeros where no term occurs."""
-        count, average, maps = self._statistics
-        scores = np.zeros(count, dtype=np.float32)
-        if not count:
-            return scores
-        k1, b = BM25_K1, BM25_B
-        for term in term_hashes(analyze([query])[0]):  # a repeated query term counts again, as in bm25s
+    @cached_property
+    def _total_length(self) -> int:
+        return sum(int(part.segment.lengths[part.live].sum()) for part in self.parts)
+
+    def statistics(self, query: str) -> Statistics:
+        """This index's share of the corpus-wide statistics ``query`` is scored with (see :class:`Statistics`)."""
+        count, _, maps = self._statistics
+        found = self._postings(term_hashes(analyze([query])[0]), maps)
+        return Statistics(count, self._total_length, tuple(sum(len(where) for where, _, _ in term) for term in found))
+
+    def _postings(
+        self, terms: np.ndarray, maps: list[np.ndarray]
+    ) -> list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        """Per query term: the live postings of each part, as (index positions, term frequencies, lengths)."""
+        found_per_term = []
+        for term in terms:
             found = []
             for part, mapping in zip(self.parts, maps, strict=True):
                 segment = part.segment
@@ -288,9 +318,29 @@ class SegmentedIndex(LexicalIndex):
                     keep = where >= 0
                     tfs = np.asarray(segment.tfs[segment.indptr[at] : segment.indptr[at + 1]])
                     found.append((where[keep], tfs[keep], np.asarray(segment.lengths)[docs[keep]]))
+            found_per_term.append(found)
+        return found_per_term
+
+    def scores(self, query: str, statistics: Statistics | None = None) -> np.ndarray:
+        """The BM25 score of every live chunk (``chunk_ids`` order) for ``query``; zeros where no term occurs.
+
+        ``statistics`` (the sum of every shard's :meth:`statistics`) scores this index as one part of a larger
+        corpus: then a sharded index ranks exactly as one index over all the chunks (``citeline.shards``)."""
+        count, average, maps = self._statistics
+        scores = np.zeros(count, dtype=np.float32)
+        if not count:
+            return scores
+        k1, b = BM25_K1, BM25_B
+        # a repeated query term counts again, as in bm25s
+        found_per_term = self._postings(term_hashes(analyze([query])[0]), maps)
+        if statistics is not None:
+            count, average = statistics.count, statistics.average
+        for number, found in enumerate(found_per_term):
             frequency = sum(len(where) for where, _, _ in found)
             if not frequency:
                 continue
+            if statistics is not None:
+                frequency = statistics.frequencies[number]
             idf = np.float32(math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)))
             for where, tfs, lengths in found:
                 tf = tfs.astype(np.float32)

@@ -124,3 +124,13 @@ def _document_record(row: tuple[Any, ...]) -> dict[str, Any]:
         "ingested_at": iso_utc(ingested_at),
         "metadata": meta,
     }
+
+
+def document_in(index_dir: Path, doc_id: str) -> dict[str, Any]:
+    """:func:`document` of the index at ``index_dir`` (its own read-only connection); a missing one is one
+    :class:`IndexNotFoundError` line."""
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
+        record = document(connection, doc_id)
+    if record is None:
+        raise IndexNotFoundError(f"no document {doc_id!r} in {index_dir}; list the documents with `citeline documents`")
+    return record

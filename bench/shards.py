@@ -1,0 +1,107 @@
+"""Sharded indexes: ingest and query throughput with 1, 2 and 4 shards, against a plain index.
+
+    python bench/shards.py [--documents 400] [--queries 100] [--shards 1 2 4] [--parallel processes] [--dask-workers N]
+
+Ingests the first ``--documents`` SciFact abstracts (one JSONL file) with the real model into a plain index and
+into a root of each shard count (shard runs in worker processes, or on a local Dask cluster with
+``--dask-workers``), then runs ``--queries`` SciFact queries once per mode on each (after one warm-up query).
+CPU seconds include worker processes (``RUSAGE_CHILDREN``, counted once they exit); Dask workers run in this
+process (``processes=False``) so their CPU is ours. Prints one JSON line per configuration and a table. Run by
+hand (a few minutes on 2 cores); not part of CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SCIFACT = REPO.parent / "shared" / "benchmarks" / "scifact"
+MODES = ("dense", "lexical", "hybrid")
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its waited-for children."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
+def corpus(folder: Path, documents: int) -> Path:
+    """The first ``documents`` SciFact abstracts as one JSONL file in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (SCIFACT / "corpus.jsonl").open() as source, (folder / "scifact.jsonl").open("w") as out:
+        for line, _ in zip(source, range(documents), strict=False):
+            record = json.loads(line)
+            out.write(json.dumps({"id": record["_id"], "title": record["title"], "text": record["text"]}) + "\n")
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--documents", type=int, default=400)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--parallel", default="processes", choices=("processes", "threads", "serial"))
+    parser.add_argument("--dask-workers", type=int, default=None)
+    args = parser.parse_args()
+
+    from citeline import Index
+
+    tmp = Path(tempfile.mkdtemp(prefix="citeline-shards-bench-"))
+    try:
+        docs = corpus(tmp / "docs", args.documents)
+        with (SCIFACT / "queries.jsonl").open() as handle:
+            queries = [json.loads(line)["text"] for line, _ in zip(handle, range(args.queries), strict=False)]
+        cluster = None
+        if args.dask_workers:
+            from distributed import LocalCluster
+
+            cluster = LocalCluster(n_workers=args.dask_workers, threads_per_worker=1, processes=False)
+        rows = []
+        for shards in [None, *args.shards]:
+            name = "plain" if shards is None else f"{shards} shards"
+            index = Index.create(tmp / name.replace(" ", "-"), shards=shards)
+            settings = {}
+            if shards is not None:
+                settings = {"dask_address": cluster.scheduler_address} if cluster else {"parallel": args.parallel}
+            cpu, wall = cpu_seconds(), time.perf_counter()
+            run = index.ingest([docs], **settings)
+            ingest = (time.perf_counter() - wall, cpu_seconds() - cpu)
+            row = {
+                "config": name,
+                "chunks": index.status().chunks,
+                "ingest_wall_s": round(ingest[0], 1),
+                "ingest_cpu_s": round(ingest[1], 1),
+                "chunks_per_wall_s": round(run.chunks_embedded / ingest[0], 1),
+            }
+            index.search(queries[0], k=10)  # warm: the query model, the snapshot
+            for mode in MODES:
+                cpu, wall = cpu_seconds(), time.perf_counter()
+                for query in queries:
+                    index.search(query, k=10, mode=mode)
+                elapsed = time.perf_counter() - wall
+                row[f"{mode}_qps"] = round(len(queries) / elapsed, 1)
+                row[f"{mode}_cpu_ms_per_query"] = round(1000 * (cpu_seconds() - cpu) / len(queries), 1)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        if cluster is not None:
+            cluster.close()
+        columns = list(rows[0])
+        print("| " + " | ".join(columns) + " |")
+        print("|" + "---|" * len(columns))
+        for row in rows:
+            print("| " + " | ".join(str(row[column]) for column in columns) + " |")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

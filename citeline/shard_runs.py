@@ -1,0 +1,115 @@
+"""Running shards' pipelines: one :class:`ShardJob` per shard (plain data, so it travels to worker processes and
+Dask workers), :func:`run_shard` (``pipeline.run`` with the run's discovery and the shard's parsed documents, under
+the shard's own writer lock) and :func:`execute` (the jobs in worker processes, threads, in turn, or on Dask)."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from citeline import pipeline
+from citeline.discovery import Discovery
+from citeline.embedding import Embedder
+from citeline.errors import SettingsError
+from citeline.index import Index
+from citeline.planning import ParsedBatch
+from citeline.sources import SourceFile
+from citeline.store.ledger import RunSummary
+
+PARALLEL = ("processes", "threads", "serial")
+
+
+class PreparsedSteps(pipeline.Steps):
+    """A shard's pipeline steps: discovery and parsing were done once for every shard; the rest runs here."""
+
+    def __init__(self, discovery: Discovery, parsed: ParsedBatch):
+        self.discovery = discovery
+        self.parsed = parsed
+
+    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
+        """The run's discovery (every shard plans against all files found)."""
+        return self.discovery
+
+    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[ParsedBatch]:
+        """This shard's documents (and every file's errors, which keep their stored documents)."""
+        yield self.parsed
+
+
+@dataclass
+class ShardJob:
+    """One shard's part of a run: what a worker needs (plain data: it travels to processes and Dask workers)."""
+
+    shard_dir: str
+    paths: list[str]
+    discovery: Discovery
+    parsed: ParsedBatch
+    options: dict[str, Any]
+    embedder: Embedder | None = None  #: None: the worker loads the index's model (once per process)
+
+
+_worker_embedders: dict[tuple[str, str], Embedder] = {}
+
+
+def run_shard(job: ShardJob) -> RunSummary:
+    """Run one shard's pipeline (under its own writer lock); a worker process keeps its model across shards."""
+    embedder = job.embedder
+    if embedder is None:
+        index = Index.open(job.shard_dir)
+        key = (index.meta["model"], index.meta["backend"])
+        if key not in _worker_embedders:
+            _worker_embedders[key] = index.embedder
+        index._embedder = _worker_embedders[key]
+    else:
+        index = Index.open(job.shard_dir, embedder=embedder)
+    options = pipeline.Options(**job.options, prepare_queries=False)
+    return pipeline.run(index, job.paths, options, PreparsedSteps(job.discovery, job.parsed))
+
+
+def execute(
+    jobs: list[ShardJob],
+    parallel: str = "processes",
+    dask_address: str | None = None,
+    dask_workers: int | None = None,
+) -> list[RunSummary | BaseException]:
+    """Run the jobs (in parallel as asked); each job's summary, or the exception that stopped it."""
+    if dask_address or dask_workers:
+        return _execute_dask(jobs, dask_address, dask_workers)
+    if parallel not in PARALLEL:
+        raise SettingsError(f"parallel must be one of {', '.join(PARALLEL)}, not {parallel!r}")
+    if parallel == "serial" or len(jobs) == 1:
+        return [_outcome(run_shard, job) for job in jobs]
+    executor: Executor
+    if parallel == "threads":
+        executor = ThreadPoolExecutor(max_workers=len(jobs))
+    else:  # spawn: forking a process that has started torch's or FAISS's thread pools can hang the child
+        workers = min(len(jobs), os.cpu_count() or 1)
+        executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    with executor:
+        futures = [executor.submit(run_shard, job) for job in jobs]
+        return [_outcome(future.result) for future in futures]
+
+
+def _execute_dask(jobs: list[ShardJob], address: str | None, workers: int | None) -> list[RunSummary | BaseException]:
+    from distributed import Client, LocalCluster
+
+    with contextlib.ExitStack() as stack:
+        if address:
+            client = stack.enter_context(Client(address))
+        else:
+            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1))
+            client = stack.enter_context(Client(cluster))
+        # pure=False: a re-run of the same job must run again, not reuse a result
+        futures = [client.submit(run_shard, job, pure=False, key=f"citeline-shard-{job.shard_dir}") for job in jobs]
+        return [_outcome(future.result) for future in futures]
+
+
+def _outcome(call: Callable[..., RunSummary], *args: Any) -> RunSummary | BaseException:
+    try:
+        return call(*args)
+    except Exception as exc:  # one shard's failure is reported with the others' outcomes
+        return exc

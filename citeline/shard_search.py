@@ -1,0 +1,241 @@
+"""Searching a sharded index: one :class:`ReadSnapshot` per shard, fanned out on threads and merged, behind the
+interface of one snapshot, so the query plan (``citeline.search``: filters, ranking, passages, highlights,
+collapse) runs on a sharded index unchanged and ranks exactly as on one index over the same chunks.
+
+- **Dense**: every shard returns its own top k (restricted to its allowed ids); the merge keeps the k best by
+  score, ties by chunk id, as one index orders them (``arrays.top_k``). Cosines compare across shards as they are.
+- **Lexical**: BM25's idf and average length are corpus-wide, so each query costs two rounds: every shard counts
+  its live documents, their length and the query terms' document frequencies
+  (``SegmentedIndex.statistics``), and then scores its own chunks with the sums (``scores(query, statistics)``).
+  Lexical search merges each shard's top k; hybrid fusion reads the whole score array (the shards' arrays in
+  global chunk-id order), exactly as it reads one index's.
+- **Hybrid**: ``search.hybrid_ranking`` runs over the merged views (:class:`MergedVectors`, :class:`MergedLexical`):
+  its candidates, reference depth and rescaling see the corpus-wide rankings, never one shard's.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import numpy as np
+
+from citeline.arrays import top_k
+from citeline.errors import IndexMismatchError
+from citeline.lexical import LexicalIndex, top_positions
+from citeline.lexical_segments import SegmentedIndex, Statistics
+from citeline.store.snapshot import ReadSnapshot
+from citeline.vectors.base import VectorReader
+from citeline.vectors.segments import SegmentedVectors
+
+T = TypeVar("T")
+
+
+class _Owners:
+    """Which shard holds each chunk id: the shards' sorted ids, and one sorted global array with its owners."""
+
+    def __init__(self, shard_ids: Sequence[np.ndarray]):
+        self.shard_ids = [np.sort(np.asarray(ids, dtype=np.int64)) for ids in shard_ids]
+        everything = np.concatenate(self.shard_ids) if self.shard_ids else np.zeros(0, np.int64)
+        owner = np.concatenate(
+            [np.full(len(ids), n, np.int32) for n, ids in enumerate(self.shard_ids)] or [np.zeros(0, np.int32)]
+        )
+        self.order = np.argsort(everything, kind="stable")
+        self.ids = everything[self.order]
+        self.owner = owner.astype(np.int32)[self.order]
+
+    def split(self, wanted: np.ndarray | Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per shard: the positions in ``wanted`` it holds and those ids (ids held by no shard are left out)."""
+        values = np.asarray(wanted, dtype=np.int64)
+        where = np.searchsorted(self.ids, values)
+        inside = where < len(self.ids)
+        inside[inside] = self.ids[where[inside]] == values[inside]
+        owners = np.full(len(values), -1, np.int32)
+        owners[inside] = self.owner[where[inside]]
+        return [(np.flatnonzero(owners == n), values[owners == n]) for n in range(len(self.shard_ids))]
+
+    def restrict(self, allowed: np.ndarray | None, shard: int) -> np.ndarray | None:
+        """The part of a sorted ``allowed`` array that ``shard`` holds (None stays None: everything)."""
+        if allowed is None:
+            return None
+        return np.intersect1d(allowed, self.shard_ids[shard], assume_unique=True)
+
+
+class MergedVectors:
+    """The shards' vector indexes as one (the ``VectorReader`` that searching reads)."""
+
+    def __init__(self, parts: Sequence[VectorReader], owners: _Owners, fan_out: Callable[..., list[Any]]):
+        self.parts = list(parts)
+        self.owners = owners
+        self.fan_out = fan_out
+        self.kind = getattr(parts[0], "kind", "flat") if parts else "flat"
+
+    @property
+    def dimension(self) -> int:
+        """Vector length."""
+        return self.parts[0].dimension
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+    def ids(self) -> np.ndarray:
+        """Every chunk id, ascending."""
+        return self.owners.ids
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The k best of every shard's top k, by score then chunk id."""
+        hits = self.fan_out(
+            lambda n: self.parts[n].search(query, k, self.owners.restrict(allowed, n)), range(len(self.parts))
+        )
+        merged = [hit for part in hits for hit in part]
+        if not merged:
+            return []
+        ids = np.array([chunk_id for chunk_id, _ in merged], dtype=np.int64)
+        scores = np.array([score for _, score in merged], dtype=np.float64)
+        return top_k(scores, ids, k)
+
+    def vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The stored vectors of ``ids`` (from the shards that hold them), in the order given."""
+        wanted = np.asarray(ids, dtype=np.int64)
+        out = np.zeros((len(wanted), self.dimension), dtype=np.float32)
+        found = 0
+        for number, (positions, shard_ids) in enumerate(self.owners.split(wanted)):
+            if len(shard_ids):
+                out[positions] = self.parts[number].vectors(shard_ids)
+                found += len(positions)
+        if found != len(wanted):
+            missing = sorted(set(wanted.tolist()) - set(self.owners.ids[np.isin(self.owners.ids, wanted)].tolist()))
+            raise KeyError(f"ids not in the vector index: {missing[:5]}")
+        return out
+
+
+class MergedLexical(LexicalIndex):
+    """The shards' BM25 indexes as one, scored with corpus-wide statistics (see the module docstring)."""
+
+    def __init__(self, parts: Sequence[LexicalIndex], owners: _Owners, fan_out: Callable[..., list[Any]]):
+        super().__init__(None, owners.ids)
+        for part in parts:
+            if not isinstance(part, SegmentedIndex):
+                raise IndexMismatchError(
+                    "a shard's BM25 folder predates segments; run `citeline rebuild` on the index to rewrite it"
+                )
+        self.parts = cast(list[SegmentedIndex], list(parts))
+        self.owners = owners
+        self.fan_out = fan_out
+
+    def statistics(self, query: str) -> Statistics:
+        """The corpus-wide statistics of ``query``: the sum of every shard's."""
+        shares = self.fan_out(lambda part: part.statistics(query), self.parts)
+        total = shares[0]
+        for share in shares[1:]:
+            total = total + share
+        return cast(Statistics, total)
+
+    def shard_scores(self, query: str) -> list[np.ndarray]:
+        """Every shard's scores (its ``chunk_ids`` order) with the corpus-wide statistics."""
+        statistics = self.statistics(query)
+        return self.fan_out(lambda part: part.scores(query, statistics), self.parts)
+
+    def scores(self, query: str) -> np.ndarray:
+        """The BM25 score of every chunk (ascending chunk ids, as one index's)."""
+        if not self.parts:
+            return np.zeros(0, dtype=np.float32)
+        return np.concatenate(self.shard_scores(query))[self.owners.order]
+
+    def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The k best of every shard's top k (each scored with the corpus-wide statistics)."""
+        if not self.parts:
+            return []
+        merged = []
+        for number, (part, scores) in enumerate(zip(self.parts, self.shard_scores(query), strict=True)):
+            restricted = self.owners.restrict(allowed, number)
+            positions = None if restricted is None else np.searchsorted(part.chunk_ids, restricted)
+            merged += [(int(part.chunk_ids[p]), float(scores[p])) for p in top_positions(scores, positions, k)]
+        merged = [(chunk_id, score) for chunk_id, score in merged if score > 0]
+        if not merged:
+            return []
+        ids = np.array([chunk_id for chunk_id, _ in merged], dtype=np.int64)
+        return top_k(np.array([score for _, score in merged], dtype=np.float64), ids, k)
+
+    def sharing_rare_terms(
+        self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None
+    ) -> list[list[int]]:
+        """:meth:`SegmentedIndex.sharing_rare_terms` in every shard (each with its own term rarities: a lookup of
+        copies, not a ranking), the shards' lists interleaved and cut to k."""
+
+        def in_shard(number: int) -> list[list[int]]:
+            restricted = self.owners.restrict(allowed, number)
+            return self.parts[number].sharing_rare_terms(texts, k, terms=terms, min_share=min_share, allowed=restricted)
+
+        per_shard = self.fan_out(in_shard, range(len(self.parts)))
+        found = []
+        for text in range(len(texts)):
+            lists = itertools.zip_longest(*(shard[text] for shard in per_shard))
+            found.append([chunk_id for group in lists for chunk_id in group if chunk_id is not None][:k])
+        return found
+
+
+class ShardedSnapshot(ReadSnapshot):
+    """One committed generation of every shard, read as one snapshot (what ``citeline.search`` reads)."""
+
+    def __init__(self, root: Path, shard_dirs: Sequence[Path]):  # no ReadSnapshot.__init__: no DuckDB of its own
+        self.index_dir = root
+        self._pool = ThreadPoolExecutor(max_workers=max(len(shard_dirs), 1), thread_name_prefix="citeline-shard")
+        self.parts = self._fan_out(ReadSnapshot, list(shard_dirs))
+        self.meta = self.parts[0].meta
+        #: each shard's generation (the set this view reads)
+        self.generations = [part.generation for part in self.parts]
+        self.generation = sum(self.generations)
+        owners = _Owners([part.lexical.chunk_ids for part in self.parts])
+        self.vectors = cast(
+            SegmentedVectors, MergedVectors([part.vectors for part in self.parts], owners, self._fan_out)
+        )
+        self.lexical = MergedLexical([part.lexical for part in self.parts], owners, self._fan_out)
+        self.owners = owners
+
+    def _fan_out(self, function: Callable[[Any], T], items: Sequence[Any] | range) -> list[T]:
+        """``function`` over ``items`` on the shard threads, results in order (one item: in this thread)."""
+        if len(items) <= 1:
+            return [function(item) for item in items]
+        return list(self._pool.map(function, items))
+
+    def passage_rows(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """Each chunk's row joined with its document's, from the shard that holds it."""
+        rows: dict[int, dict[str, Any]] = {}
+        for number, (_, ids) in enumerate(self.owners.split(chunk_ids)):
+            if len(ids):
+                rows.update(self.parts[number].passage_rows(ids.tolist()))
+        return rows
+
+    def doc_ids(self, chunk_ids: Sequence[int]) -> list[str]:
+        """The document id of each chunk id (all held by some shard), in order."""
+        found: dict[int, str] = {}
+        for number, (_, ids) in enumerate(self.owners.split(chunk_ids)):
+            if len(ids):
+                found.update(self.parts[number].passages.doc_ids(ids.tolist()))
+        return [found[int(chunk_id)] for chunk_id in chunk_ids]
+
+    def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
+        """The sorted chunk ids ``filters`` lets through in any shard, or None when it restricts nothing."""
+        found = self._fan_out(lambda part: part.allowed_chunk_ids(filters), self.parts)
+        if all(ids is None for ids in found):
+            return None
+        shares = [self.owners.shard_ids[n] if ids is None else np.asarray(ids) for n, ids in enumerate(found)]
+        return np.sort(np.concatenate(shares).astype(np.int64))
+
+    def root_chunks(self, root: str) -> list[tuple[int, str]]:
+        """``(chunk_id, source_id)`` of every chunk ingested from ``root``, in any shard, by chunk id."""
+        return sorted(row for part in self.parts for row in part.root_chunks(root))
+
+    def is_current(self) -> bool:
+        """False once any shard has committed since this view was taken."""
+        return all(part.is_current() for part in self.parts)
+
+    def close(self) -> None:
+        """Free every shard's copy and the threads."""
+        for part in self.parts:
+            part.close()
+        self._pool.shutdown(wait=False)

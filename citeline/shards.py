@@ -1,0 +1,411 @@
+"""Sharded indexes: one index root holding a manifest (``shards.json``) and N shard directories, each a complete
+citeline index (its own DuckDB, vectors, lexical segments, generations and writer lock).
+
+- **Routing**: a document lives in shard ``blake2b-64(doc_id) mod N`` (:func:`shard_of`). The doc id is
+  ``citeline.sources.doc_id_of``: a hash of the source root and the file (and the record, for JSONL), never of
+  the content, so a changed document stays in its shard and a re-run commits only in the shards whose documents
+  changed (the others find everything unchanged and commit no new generation).
+- **Ingestion** (:meth:`ShardedIndex.ingest`): discovery and parsing once, here; each shard's documents then go
+  through ``pipeline.run`` (plan, chunk, embed, commit) under that shard's own writer lock, the shards in
+  parallel: worker processes (``parallel="processes"``), threads, or the workers of a Dask cluster
+  (``dask_address`` or ``dask_workers``; shards on a filesystem every worker sees). The removal guard is decided
+  once over all shards. The root's own writer lock serializes sharded runs.
+- **Consistency**: every shard commits atomically (``store.generation``), so a crash or a killed worker leaves
+  every shard at a committed generation; the manifest then records each shard's generation after the run (and
+  the run), published crash-safely through ``store.files.publish``. A re-run redoes only the shards that did not
+  commit. A query reads one committed generation per shard (:mod:`citeline.shard_search`): while a run is
+  committing, some shards may already show it and others not yet, each document whole at one version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from citeline import pipeline
+from citeline.discovery import Discovery, resolve_roots, scan
+from citeline.embedding import Embedder, SentenceTransformerEmbedder
+from citeline.errors import IndexCorruptError, IndexMismatchError, IndexNotFoundError, SettingsError
+from citeline.filters import Filters
+from citeline.index import SHARDS_MANIFEST, Index
+from citeline.planning import ParsedBatch, Plan, plan_changes, refuse_removals, removal_problems
+from citeline.progress import default_reporter
+from citeline.shard_runs import ShardJob, execute
+from citeline.shard_search import ShardedSnapshot
+from citeline.sources import DEFAULT_MAX_FILE_BYTES
+from citeline.store import catalog, files, ledger
+from citeline.store.catalog import IndexStatus
+from citeline.store.ledger import RunSummary
+from citeline.store.locks import writer_lock
+from citeline.store.snapshot import ReadSnapshot
+from citeline.store.verify import VerifyReport
+
+MANIFEST_FORMAT = 1
+ROUTING = "blake2b-64(doc_id) mod shards"
+#: Runs the manifest keeps (each shard's own ledger keeps all of its runs).
+RUNS_KEPT = 200
+
+
+def shard_of(doc_id: str, shards: int) -> int:
+    """The shard a document lives in: its id's 64-bit BLAKE2b hash modulo the number of shards (stable across
+    processes and machines, unlike Python's ``hash``)."""
+    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "big") % shards
+
+
+def shard_dir(root: Path, number: int) -> Path:
+    """Where shard ``number`` of ``root`` lives."""
+    return root / f"shard-{number:03d}"
+
+
+@dataclass
+class Manifest:
+    """``shards.json``: the number of shards, the routing rule, each shard's generation after the last run, and
+    the last runs (each with the generation set it left)."""
+
+    shards: int
+    generations: list[int]
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    routing: str = ROUTING
+    format: int = MANIFEST_FORMAT
+
+    @classmethod
+    def read(cls, root: Path) -> Manifest:
+        """Read ``root``'s manifest; a damaged one is one :class:`IndexCorruptError` line."""
+        path = root / SHARDS_MANIFEST
+        try:
+            data = json.loads(path.read_text())
+            manifest = cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        except (OSError, ValueError, TypeError) as exc:
+            raise IndexCorruptError(f"{path} cannot be read ({exc}); restore it from a backup") from exc
+        if manifest.format != MANIFEST_FORMAT or manifest.routing != ROUTING or manifest.shards < 1:
+            raise IndexMismatchError(f"{path} is a shard manifest this citeline does not read (format, routing)")
+        return manifest
+
+    def write(self, root: Path) -> None:
+        """Publish the manifest crash-safely (a crash leaves the old one or the new one)."""
+        text = json.dumps(asdict(self), indent=1)
+        files.publish("shards-manifest", root / SHARDS_MANIFEST, lambda path: _write_text(path, text))
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def route(parsed: ParsedBatch, shards: int) -> list[ParsedBatch]:
+    """Each shard's part of the parsed documents. Errors and incomplete files go to every shard: they keep the
+    stored documents of the files they name, wherever those live."""
+    parts = [ParsedBatch(errors=list(parsed.errors), incomplete=list(parsed.incomplete)) for _ in range(shards)]
+    for document in parsed.documents:
+        parts[shard_of(document.doc_id, shards)].documents.append(document)
+    for doc_id in parsed.kept_doc_ids:
+        parts[shard_of(doc_id, shards)].kept_doc_ids.append(doc_id)
+    return parts
+
+
+def merged_plan(shard_dirs: Sequence[Path], roots: list[str], discovery: Discovery, parts: list[ParsedBatch]) -> Plan:
+    """The plan of the whole run (read-only): every shard's plan, added up, for the removal guard and dry runs."""
+    plans = []
+    for directory, part in zip(shard_dirs, parts, strict=True):
+        with contextlib.closing(catalog.connect(directory, read_only=True)) as connection:
+            stored = catalog.stored_documents(connection, sorted(set(roots)))
+        plans.append(plan_changes(stored, roots, discovery, part))
+    total = plans[0]
+    for plan in plans[1:]:
+        total.to_index += plan.to_index
+        total.remove_doc_ids += plan.remove_doc_ids
+        total.added, total.updated, total.unchanged = (
+            total.added + plan.added,
+            total.updated + plan.updated,
+            total.unchanged + plan.unchanged,
+        )
+        for mine, theirs in (
+            (total.stored_by_root, plan.stored_by_root),
+            (total.vanished_by_root, plan.vanished_by_root),
+        ):
+            for root, count in theirs.items():
+                mine[root] = mine.get(root, 0) + count
+    return total
+
+
+def merge_runs(run_id: str, started_at: str, roots: list[str], plan: Plan, outcomes: Sequence[Any]) -> RunSummary:
+    """The run's ledger row from every shard's (failed shards named in its errors)."""
+    summary = pipeline.summarize(run_id, started_at, plan)
+    summary.finished_at = ledger.utc_now()
+    summary.roots = roots
+    done = [outcome for outcome in outcomes if isinstance(outcome, RunSummary)]
+    summary.chunks_embedded = sum(run.chunks_embedded for run in done)
+    summary.chunks_reused = sum(run.chunks_reused for run in done)
+    failed = [(number, outcome) for number, outcome in enumerate(outcomes) if not isinstance(outcome, RunSummary)]
+    summary.errors += [{"path": f"shard-{n:03d}", "reason": f"{type(e).__name__}: {e}"} for n, e in failed]
+    if failed:
+        summary.status = "failed"
+    return summary
+
+
+@dataclass(frozen=True)
+class ShardedStatus(IndexStatus):
+    """``citeline status`` of a sharded index: the sums, and each shard's generation (now, and as the manifest
+    recorded it after the last run)."""
+
+    shards: int = 1
+    shard_generations: list[int] = field(default_factory=list)
+    manifest_generations: list[int] = field(default_factory=list)
+
+
+class ShardedIndex(Index):
+    """A sharded index root, with :class:`Index`'s vocabulary (see the module docstring); ``generation`` is the
+    sum of the shards' generations, which grows whenever any shard commits."""
+
+    def __init__(self, root: Path, manifest: Manifest, shards: list[Index], embedder: Embedder | None = None):
+        super().__init__(root, shards[0].meta, embedder)
+        self.manifest = manifest
+        self.shards = shards
+        self._sharded_snapshot: ShardedSnapshot | None = None
+
+    @classmethod
+    def create(  # type: ignore[override]
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        shards: int | None = None,
+        embedder: Embedder | None = None,
+        **settings: Any,
+    ) -> ShardedIndex:
+        """Create a root of ``shards`` shards with :meth:`Index.create`'s ``settings``, or open an existing root
+        (which must have that many shards, when given)."""
+        root = Path(path)
+        if (root / SHARDS_MANIFEST).exists():
+            manifest = Manifest.read(root)
+            if shards is not None and shards != manifest.shards:
+                raise IndexMismatchError(
+                    f"{root} has {manifest.shards} shards, not {shards}; leave out --shards (an index cannot be "
+                    "resharded: ingest into a new --index directory)"
+                )
+            parts = [Index.create(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
+            return cls(root, manifest, parts, embedder)
+        if catalog.db_path(root).exists():
+            raise IndexMismatchError(
+                f"{root} is an unsharded index; leave out --shards, or use a new --index directory"
+            )
+        if shards is None or shards < 1:
+            raise SettingsError(f"shards must be at least 1, not {shards}")
+        with writer_lock(root):
+            first = Index.create(shard_dir(root, 0), embedder=embedder, **settings)
+            embedder = first.embedder if embedder is None else embedder
+            parts = [first] + [
+                Index.create(shard_dir(root, n), embedder=embedder, **settings) for n in range(1, shards)
+            ]
+            manifest = Manifest(shards, [int(part.meta["generation"]) for part in parts])
+            manifest.write(root)  # last: a crash before it leaves shard folders that the next create reuses
+        return cls(root, manifest, parts, embedder)
+
+    @classmethod
+    def open(  # type: ignore[override]
+        cls, path: str | os.PathLike[str], *, embedder: Embedder | None = None, **settings: Any
+    ) -> ShardedIndex:
+        """Open a sharded root; every shard is opened (and checked, and repaired) as :meth:`Index.open` does."""
+        root = Path(path)
+        manifest = Manifest.read(root)
+        parts = [Index.open(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
+        return cls(root, manifest, parts, embedder)
+
+    @property
+    def shard_dirs(self) -> list[Path]:
+        """The shards' directories, by number."""
+        return [shard_dir(self.path, n) for n in range(self.manifest.shards)]
+
+    # ---------------------------------------------------------------- writing
+
+    def ingest(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        progress: bool = False,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        wait: float | None = None,
+        allow_removals: bool = False,
+        removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
+        dry_run: bool = False,
+        parallel: str = "processes",
+        dask_address: str | None = None,
+        dask_workers: int | None = None,
+        commit_every: int = pipeline.COMMIT_EVERY,
+    ) -> RunSummary:
+        """:meth:`Index.ingest` over the shards, run in ``parallel`` (``"processes"``, ``"threads"`` or
+        ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes)."""
+        pipeline.Options(max_file_bytes=max_file_bytes, removal_threshold=removal_threshold)  # checks both
+        run_id, started_at, roots = ledger.new_run_id(), ledger.utc_now(), resolve_roots(paths)
+        reporter = default_reporter(progress)
+        with writer_lock(self.path, wait=wait):
+            reporter.stage("discover")
+            discovery = scan(paths)
+            reporter.stage("parse", len(discovery.files))
+            parsed = pipeline.parse_files(discovery.files, max_file_bytes=max_file_bytes, advance=reporter.advance)
+            parts = route(parsed, self.manifest.shards)
+            reporter.stage("plan")
+            plan = merged_plan(self.shard_dirs, roots, discovery, parts)
+            objections = [] if allow_removals else removal_problems(plan, removal_threshold)
+            if dry_run:
+                summary = pipeline.summarize(run_id, started_at, plan)
+                summary.status, summary.generation = "dry-run", self.generation()
+                summary.errors += [{"path": p.path, "reason": f"would be refused: {p.reason}"} for p in objections]
+                reporter.finish()
+                return summary
+            if objections:
+                reporter.finish()
+                raise refuse_removals(objections)
+            reporter.stage("shards", len(parts))
+            # The removal guard was decided over all shards above, so no shard second-guesses it on its share.
+            options = {
+                "max_file_bytes": max_file_bytes, "wait": wait, "allow_removals": True, "commit_every": commit_every
+            }  # fmt: skip
+            shared = None if isinstance(self._embedder, SentenceTransformerEmbedder) else self._embedder
+            if parallel != "processes" and not (dask_address or dask_workers):
+                shared = self.embedder  # one model for every shard of this process
+            # absolute paths and resolved roots: a Dask worker may run in another directory
+            jobs = [
+                ShardJob(str(directory.absolute()), roots, discovery, part, options, shared)
+                for directory, part in zip(self.shard_dirs, parts, strict=True)
+            ]
+            outcomes = execute(jobs, parallel, dask_address, dask_workers)
+            reporter.advance(len(jobs))
+            summary = merge_runs(run_id, started_at, roots, plan, outcomes)
+            summary.generation = self._record(summary, outcomes)
+            reporter.finish()
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        self.prepare_queries()
+        return summary
+
+    def _record(self, summary: RunSummary, outcomes: Sequence[Any]) -> int:
+        """Write the manifest: each shard's committed generation now, and the run; returns their sum."""
+        generations = [int(part.status().generation) for part in self.shards]
+        shard_runs = [outcome.run_id if isinstance(outcome, RunSummary) else None for outcome in outcomes]
+        self.manifest.generations = generations
+        entry = {**summary.to_dict(), "generation": sum(generations), "generations": generations}
+        self.manifest.runs = [*self.manifest.runs, {**entry, "shard_runs": shard_runs}][-RUNS_KEPT:]
+        self.manifest.write(self.path)
+        return sum(generations)
+
+    def rebuild(self, *, wait: float | None = None) -> VerifyReport:
+        """Rebuild every shard's derived files from its DuckDB (:meth:`Index.rebuild`), then verify."""
+        with writer_lock(self.path, wait=wait):
+            for part in self.shards:
+                part.rebuild(wait=wait)
+            self.manifest.generations = [int(part.status().generation) for part in self.shards]
+            self.manifest.write(self.path)
+        return self.verify()
+
+    def verify(self) -> VerifyReport:
+        """Every shard's invariants, and the root's own: every document in the shard its id routes to, and each
+        shard at the generation the manifest recorded (a run stopped part way: run it again)."""
+        reports = [part.verify() for part in self.shards]
+        names = [directory.name for directory in self.shard_dirs]
+        problems = [
+            f"{name}: {problem}" for name, report in zip(names, reports, strict=True) for problem in report.problems
+        ]
+        for number, part in enumerate(self.shards):
+            misplaced = [d["doc_id"] for d in part.documents() if shard_of(d["doc_id"], self.manifest.shards) != number]
+            if misplaced:
+                problems.append(f"{names[number]}: {len(misplaced)} documents belong in other shards ({misplaced[:3]})")
+        now = [report.generation for report in reports]
+        if now != self.manifest.generations:
+            problems.append(
+                f"shard generations {now}, the manifest records {self.manifest.generations} (a run stopped part "
+                "way: run the same `citeline ingest` again)"
+            )
+        invariants: dict[str, list[str]] = {}
+        for name, report in zip(names, reports, strict=True):
+            for invariant, found in report.invariants.items():
+                invariants.setdefault(invariant, []).extend(f"{name}: {problem}" for problem in found)
+        checksums = [report.checksum_ok for report in reports]
+        return VerifyReport(
+            path=str(self.path),
+            generation=sum(now),
+            chunks=sum(report.chunks for report in reports),
+            vector_count=sum(report.vector_count for report in reports),
+            faiss_file=f"{names[0]}/{Path(reports[0].faiss_file).name} (and the other shards')",
+            faiss_present=all(report.faiss_present for report in reports),
+            faiss_ntotal=sum(report.faiss_ntotal or 0 for report in reports),
+            ids_equal=all(report.ids_equal for report in reports),
+            vectors_equal=all(report.vectors_equal for report in reports),
+            checksum_ok=None if None in checksums else all(checksums),
+            dangling_chunks=sum(report.dangling_chunks for report in reports),
+            bm25_dir=f"{names[0]}/{Path(reports[0].bm25_dir).name} (and the other shards')",
+            bm25_present=all(report.bm25_present for report in reports),
+            bm25_ids_equal=all(report.bm25_ids_equal for report in reports),
+            orphans=[
+                f"{name}/{orphan}" for name, report in zip(names, reports, strict=True) for orphan in report.orphans
+            ],
+            problems=problems,
+            invariants=invariants,
+        )
+
+    # ---------------------------------------------------------------- reading
+
+    def snapshot(self) -> ReadSnapshot:
+        """One committed generation of every shard, read as one snapshot (see ``citeline.shard_search``)."""
+        if self._sharded_snapshot is None or not self._sharded_snapshot.is_current():
+            if self._sharded_snapshot is not None:
+                self._sharded_snapshot.close()
+            self._sharded_snapshot = ShardedSnapshot(self.path, self.shard_dirs)
+        return self._sharded_snapshot
+
+    def generation(self) -> int:
+        """The sum of the shards' current generations."""
+        return sum(int(part.status().generation) for part in self.shards)
+
+    def status(self) -> ShardedStatus:
+        """The shards' counts added up, the model, the generations, and the last run of the root."""
+        statuses = [part.status() for part in self.shards]
+        first = statuses[0]
+        runs = self.runs(1)
+        return ShardedStatus(
+            path=str(self.path),
+            documents=sum(status.documents for status in statuses),
+            chunks=sum(status.chunks for status in statuses),
+            model=first.model,
+            backend=first.backend,
+            model_fingerprint=first.model_fingerprint,
+            dimension=first.dimension,
+            generation=sum(status.generation for status in statuses),
+            max_tokens=first.max_tokens,
+            overlap_tokens=first.overlap_tokens,
+            last_run=runs[0] if runs else None,
+            shards=self.manifest.shards,
+            shard_generations=[status.generation for status in statuses],
+            manifest_generations=list(self.manifest.generations),
+        )
+
+    def runs(self, limit: int = 20) -> list[RunSummary]:
+        """The root's runs, newest first (each shard's own ledger has its part of every run)."""
+        names = {f.name for f in fields(RunSummary)}
+        recent = list(reversed(self.manifest.runs))[:limit]
+        return [RunSummary(**{key: value for key, value in run.items() if key in names}) for run in recent]
+
+    def documents(
+        self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """:meth:`Index.documents` over every shard, in the same order (by source root, source id, doc id)."""
+        found = [record for part in self.shards for record in part.documents(filters, None)]
+        found.sort(key=lambda r: (str(r.get("source_root", "")), str(r.get("source_id", "")), r["doc_id"]))
+        return found if limit is None else found[:limit]
+
+    def document(self, doc_id: str) -> dict[str, Any]:
+        """One document, read from the shard its id routes to."""
+        try:
+            return self.shards[shard_of(doc_id, self.manifest.shards)].document(doc_id)
+        except IndexNotFoundError:
+            raise IndexNotFoundError(
+                f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents`"
+            ) from None
+
+
+Index.sharded = ShardedIndex
