@@ -14,7 +14,7 @@ import numpy as np
 
 from citeline import pipeline
 from citeline import search as plan
-from citeline.chunking import CHUNKER_VERSION, Chunker, check_requested, check_settings
+from citeline.chunking import CHUNKER_VERSION, EMBED_TEXT, Chunker, check_requested, check_settings
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
 from citeline.errors import IndexMismatchError, IndexNotFoundError
@@ -71,7 +71,7 @@ class Index:
             overlap_tokens = DEFAULT_OVERLAP_TOKENS if overlap_tokens is None else overlap_tokens
             max_tokens = embedder.max_seq_length - 2 if max_tokens is None else max_tokens
             check_settings(max_tokens, overlap_tokens, embedder.max_seq_length)  # before anything is written
-            meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION)
+            meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION, EMBED_TEXT)
             if generation.create(index_dir, meta):
                 return cls(index_dir, meta, embedder)
             # another process created it meanwhile (checked under the writer lock): open theirs, checked below
@@ -138,12 +138,7 @@ class Index:
     @cached_property
     def chunker(self) -> Chunker:
         """The chunker with this index's settings."""
-        return Chunker(
-            self.embedder.tokenizer_file,
-            max_tokens=self.meta["max_tokens"],
-            overlap_tokens=self.meta["overlap_tokens"],
-            model_max_tokens=self.meta["model_max_tokens"],
-        )
+        return Chunker.of_index(self.embedder.tokenizer_file, self.meta)
 
     @property
     def dimension(self) -> int:
