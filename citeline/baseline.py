@@ -108,9 +108,7 @@ def baseline_rankings(
         dense[qid] = [ids[i] for i in top]
     out["dense-doc"] = (dense, time.perf_counter() - start)
     start = time.perf_counter()
-    lexical_rankings = {
-        qid: [ids[c] for c, _ in lexical.search(dataset.queries[qid], depth)] for qid in query_ids
-    }
+    lexical_rankings = {qid: [ids[c] for c, _ in lexical.search(dataset.queries[qid], depth)] for qid in query_ids}
     out["lexical-doc"] = (lexical_rankings, time.perf_counter() - start)
     start = time.perf_counter()
     fused = {qid: rrf([dense[qid], lexical_rankings[qid]])[:depth] for qid in query_ids}
