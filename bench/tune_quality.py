@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -64,7 +65,15 @@ class Data:
         self.queries = {**self.train.queries, **self.test.queries}
         self.qrels = {**self.train.qrels, **self.test.qrels}
         start = time.perf_counter()
-        self.query_vectors = {qid: self.index.encode_query(text) for qid, text in self.queries.items()}
+        # The query vectors do not change between runs over one index: kept beside it in the temporary directory.
+        cached = Path(tempfile.gettempdir()) / f"citeline-tune-queries-{index_path.resolve().name}.npz"
+        if cached.is_file():
+            stored = np.load(cached, allow_pickle=False)
+            self.query_vectors = dict(zip(stored["ids"].tolist(), stored["vectors"], strict=True))
+        else:
+            self.query_vectors = {qid: self.index.encode_query(text) for qid, text in self.queries.items()}
+            vectors = np.stack(list(self.query_vectors.values()))
+            np.savez(cached, ids=np.array(list(self.query_vectors)), vectors=vectors)
         print(f"encoded {len(self.queries)} queries in {time.perf_counter() - start:.1f} s", flush=True)
         self.cosines = {qid: self.vectors @ vector for qid, vector in self.query_vectors.items()}
         self.own_cosines = self.cosines
@@ -287,9 +296,8 @@ def main() -> None:
     print("hybrid: fusion method, weights, candidate depth (with the chosen BM25):")
     fusions = [Fusion(method="rrf", rrf_k=k, depth=d) for k in (20, 60) for d in (100, 200)]
     weights = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65) if not args.quick else (0.5, 0.6)
-    fusions += [
-        Fusion(weight=w, depth=d, normalization=n) for n in ("minmax", "zscore") for d in (100, 200) for w in weights
-    ]
+    fusions += [Fusion(weight=w, depth=d) for d in (100, 200) for w in weights]
+    fusions += [Fusion(weight=w, normalization="zscore") for w in weights]
     chosen = best_of(scorer, "hybrid", [Setting(bm25=bm25, fusion=f) for f in fusions], fusion_label)
     print("hybrid: how documents are scored from their chunks:")
     chosen = best_of(

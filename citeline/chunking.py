@@ -201,7 +201,7 @@ class Chunker:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     @property
-    def settings(self) -> dict[str, int]:
+    def settings(self) -> dict[str, int | str]:
         """What must match between the chunker that built an index and one that extends it."""
         return {
             "max_tokens": self.max_tokens,
