@@ -270,7 +270,10 @@ def main() -> None:
 
     print("dense: how documents are scored from their chunks (best + second x second best):")
     dense_second = best_of(
-        scorer, "dense", [Setting(second=s) for s in (0.0, 0.05, 0.1, 0.2, 0.3)], lambda s: f"second={s.second}"
+        scorer,
+        "dense",
+        [Setting(second=s) for s in ((0.0, 0.1) if args.quick else (0.0, 0.05, 0.1, 0.2, 0.3))],
+        lambda s: f"second={s.second}",
     ).second
 
     bm25, lexical_second = Setting().bm25, 0.0
@@ -294,21 +297,26 @@ def main() -> None:
         ).second
 
     print("hybrid: fusion method, weights, candidate depth (with the chosen BM25):")
-    fusions = [Fusion(method="rrf", rrf_k=k, depth=d) for k in (20, 60) for d in (100, 200)]
-    weights = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65) if not args.quick else (0.5, 0.6)
+    fusions = [Fusion(method="rrf", rrf_k=k, depth=d) for k in (20, 60) for d in ((100,) if args.quick else (100, 200))]
+    weights = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65) if not args.quick else (0.4, 0.5, 0.6)
     fusions += [Fusion(weight=w, depth=d) for d in (100, 200) for w in weights]
-    fusions += [Fusion(weight=w, normalization="zscore") for w in weights]
+    fusions += [Fusion(weight=w, normalization="zscore") for w in weights if not args.quick]
     chosen = best_of(scorer, "hybrid", [Setting(bm25=bm25, fusion=f) for f in fusions], fusion_label)
     print("hybrid: how documents are scored from their chunks:")
     chosen = best_of(
         scorer,
         "hybrid",
-        [replace(chosen, second=s) for s in (0.0, 0.05, 0.1, 0.2, 0.3)],
+        [replace(chosen, second=s) for s in ((0.0, 0.1) if args.quick else (0.0, 0.05, 0.1, 0.2, 0.3))],
         fusion_label,
     )
 
     print("hybrid: per-query weights from how peaked each list is (weight x peakedness^a, renormalised):")
-    chosen = best_of(scorer, "hybrid", [replace(chosen, adaptive=a) for a in (0.0, 0.5, 1.0, 2.0)], fusion_label)
+    chosen = best_of(
+        scorer,
+        "hybrid",
+        [replace(chosen, adaptive=a) for a in ((0.0, 1.0) if args.quick else (0.0, 0.5, 1.0, 2.0))],
+        fusion_label,
+    )
 
     print("chosen on train, all modes:")
     results = {}
