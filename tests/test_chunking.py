@@ -92,7 +92,7 @@ def test_settings_record_the_chunker_version(chunker: Chunker) -> None:
         "max_tokens": 40,
         "overlap_tokens": 8,
         "chunker_version": CHUNKER_VERSION,
-        "embed_text": "title + chunk",
+        "embed_text": "chunk",
     }
 
 
