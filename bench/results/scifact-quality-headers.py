@@ -1,8 +1,13 @@
-import sys, time
+import sys
+import time
+
 sys.path.insert(0, "/work/wt-quality/bench")
 from pathlib import Path
+
 from tune_quality import Data, Scorer, Setting, line
+
 from citeline.search import Fusion
+
 w, c = time.perf_counter(), time.process_time()
 data = Data(Path("/work/shared/benchmarks/scifact"), Path("/tmp/quality/base"), Path("/tmp/quality/header-vectors.npy"))
 s = Scorer(data)
