@@ -119,8 +119,7 @@ def test_evaluate_beir_end_to_end_and_reuses_the_index(tmp_path, fake_embedder) 
 
 
 @pytest.mark.slow
-def test_cli_eval_with_the_real_model(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("CITELINE_CACHE", str(tmp_path / "cache"))  # the baseline's whole-document vectors
+def test_cli_eval_with_the_real_model(tmp_path) -> None:
     beir = make_beir(tmp_path / "beir")
     result = CliRunner().invoke(cli, ["eval", "--beir", str(beir), "--mode", "all", "--json"])
     assert result.exit_code == 0, result.output
