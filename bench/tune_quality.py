@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 
 from citeline import Index
-from citeline.baseline import baseline_results
-from citeline.evaluate import CorpusChunks, load_beir, ndcg, recall
+from citeline.evaluate import CorpusChunks, baseline_results, load_beir, ndcg, recall
 from citeline.lexical import LexicalIndex, analyze
 from citeline.search import DEFAULT_FUSION, Fusion
 from citeline.store import catalog

@@ -26,7 +26,6 @@ from citeline.embedding import cache_root
 
 if TYPE_CHECKING:
     from citeline.embedding import Embedder
-    from citeline.evaluate import BeirDataset, ModeResult
 
 #: RRF's constant in the baseline (the usual 60 of Cormack et al. 2009, as most RRF implementations default to).
 BASELINE_RRF_K = 60
@@ -85,20 +84,22 @@ def rrf(rankings: Sequence[Sequence[str]], k: float = BASELINE_RRF_K) -> list[st
 
 
 def baseline_rankings(
-    dataset: BeirDataset,
+    corpus: Path,
+    queries: dict[str, str],
     query_ids: Sequence[str],
     embedder: Embedder,
     *,
     cache: Path | None = None,
     depth: int = BASELINE_DEPTH,
 ) -> dict[str, tuple[dict[str, list[str]], float]]:
-    """Per baseline mode: each query's document ranking, and the seconds the mode's searches took."""
+    """Per baseline mode: each query's document ranking, and the seconds the mode's searches took (scored by
+    ``citeline.evaluate.baseline_results``)."""
     from citeline.lexical import LexicalIndex
 
-    ids, texts = document_texts(dataset.corpus)
-    vectors = document_vectors(dataset.corpus, texts, embedder, cache)
+    ids, texts = document_texts(corpus)
+    vectors = document_vectors(corpus, texts, embedder, cache)
     lexical = LexicalIndex.build(np.arange(len(ids), dtype=np.int64), texts, method="lucene", k1=1.5, b=0.75)
-    query_vectors = embedder.encode([dataset.queries[qid] for qid in query_ids])
+    query_vectors = embedder.encode([queries[qid] for qid in query_ids])
     out: dict[str, tuple[dict[str, list[str]], float]] = {}
     start = time.perf_counter()
     dense: dict[str, list[str]] = {}
@@ -108,22 +109,12 @@ def baseline_rankings(
         dense[qid] = [ids[i] for i in top]
     out["dense-doc"] = (dense, time.perf_counter() - start)
     start = time.perf_counter()
-    lexical_rankings = {qid: [ids[c] for c, _ in lexical.search(dataset.queries[qid], depth)] for qid in query_ids}
+    lexical_rankings = {qid: [ids[c] for c, _ in lexical.search(queries[qid], depth)] for qid in query_ids}
     out["lexical-doc"] = (lexical_rankings, time.perf_counter() - start)
     start = time.perf_counter()
     fused = {qid: rrf([dense[qid], lexical_rankings[qid]])[:depth] for qid in query_ids}
     out["baseline"] = (fused, time.perf_counter() - start)
     return out
-
-
-def baseline_results(
-    dataset: BeirDataset, query_ids: Sequence[str], embedder: Embedder, *, cache: Path | None = None
-) -> list[ModeResult]:
-    """The baseline rows (see the module docstring), scored like citeline's modes."""
-    from citeline.evaluate import score_rankings
-
-    rows = baseline_rankings(dataset, query_ids, embedder, cache=cache)
-    return [score_rankings(mode, rankings, dataset.qrels, seconds) for mode, (rankings, seconds) in rows.items()]
 
 
 def describe() -> dict[str, Any]:

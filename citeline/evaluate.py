@@ -236,6 +236,16 @@ def evaluate_index(
     return results
 
 
+def baseline_results(
+    dataset: BeirDataset, query_ids: Sequence[str], embedder: Any, *, cache: Path | None = None
+) -> list[ModeResult]:
+    """The rows of :mod:`citeline.baseline` (plain tools on whole documents, same model), scored like the modes."""
+    from citeline.baseline import baseline_rankings
+
+    rows = baseline_rankings(dataset.corpus, dataset.queries, query_ids, embedder, cache=cache)
+    return [score_rankings(mode, rankings, dataset.qrels, seconds) for mode, (rankings, seconds) in rows.items()]
+
+
 @dataclass
 class BeirReport:
     """What ``citeline eval --beir`` prints."""
@@ -297,8 +307,6 @@ def evaluate_beir(
         chunks = CorpusChunks(index, dataset.corpus)
         results = evaluate_index(index, dataset, modes)
         if baseline:
-            from citeline.baseline import baseline_results
-
             results += baseline_results(dataset, list(dataset.queries), index.embedder)
         return BeirReport(
             dataset=str(dataset.root),

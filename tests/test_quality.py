@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from citeline import Index
-from citeline.baseline import baseline_results, document_texts, rrf
-from citeline.evaluate import evaluate_beir, load_beir
+from citeline.baseline import document_texts, rrf
+from citeline.evaluate import baseline_results, evaluate_beir, load_beir
 from citeline.pipeline import embed_text
 from citeline.store import catalog
 from tests.test_evaluate import make_beir
