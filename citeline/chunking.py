@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
+from typing import Any
 
 from tokenizers import Tokenizer
 
@@ -43,6 +44,15 @@ SPECIAL_TOKENS = 2
 #: ids stay comparable. 1: semantic-text-splitter 0.33; 2: this module's run-based planner; 3: the same,
 #: filling and overlapping chunks as version 1 did (SciFact: 13,081 chunks like version 1, against 13,868).
 CHUNKER_VERSION = 3
+#: What the model embeds for each chunk, recorded in a new index's meta (``embed_text``): ``"chunk"``, the chunk's
+#: text as stored, or ``"title + chunk"``, the document's title on a line before it (a contextual chunk header)
+#: unless the chunk already starts with it; offsets and stored text are the chunk's own either way. Measured on
+#: SciFact TRAIN (bench/tune_quality.py, bench/results/scifact-quality-headers.txt), headers lowered dense nDCG@10
+#: from 0.8319 to 0.8263 and left hybrid at 0.8893 (0.8892 without): a full 254-token chunk plus its title is cut
+#: at the model's 256 tokens, and JSONL/Markdown first chunks already start with the title. So "chunk" ships.
+#: Indexes made before this setting have no ``embed_text`` in their meta and embed the chunk alone.
+EMBED_TEXT = "chunk"
+EMBED_TEXTS = ("chunk", "title + chunk")
 #: Runs at least this long may be counted by an upper bound instead of the tokenizer. The tokenizer costs about
 #: 3-7 us per token (0.45 us/char on SciFact prose, 2.4 us/char on base64: 4.7 CPU-s for 2 MB).
 LONG_RUN = 32
@@ -140,14 +150,36 @@ def check_same_chunking(index_dir: object, meta: dict, max_tokens: int | None, o
 class Chunker:
     """Split text into chunks of at most ``max_tokens`` model tokens with ``overlap_tokens`` of overlap."""
 
-    def __init__(self, tokenizer_file: str, *, max_tokens: int, overlap_tokens: int, model_max_tokens: int):
+    def __init__(
+        self,
+        tokenizer_file: str,
+        *,
+        max_tokens: int,
+        overlap_tokens: int,
+        model_max_tokens: int,
+        embed_text: str = EMBED_TEXT,
+    ):
         check_settings(max_tokens, overlap_tokens, model_max_tokens)
+        if embed_text not in EMBED_TEXTS:
+            raise SettingsError(f"embed_text must be one of {', '.join(EMBED_TEXTS)}; got {embed_text!r}")
         self.tokenizer_file = tokenizer_file
+        self.embed_text = embed_text
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
         self._counts: dict[str, int] = {}
         # A piece of a long run weighs at most this much, so one always fits after the overlap.
         self._piece_weight = max(1, (max_tokens - overlap_tokens) // 2)
+
+    @classmethod
+    def of_index(cls, tokenizer_file: str, meta: dict[str, Any]) -> Chunker:
+        """The chunker with an index's settings (from its meta)."""
+        return cls(
+            tokenizer_file,
+            max_tokens=meta["max_tokens"],
+            overlap_tokens=meta["overlap_tokens"],
+            model_max_tokens=meta["model_max_tokens"],
+            embed_text=meta.get("embed_text", "chunk"),  # indexes older than the setting embed chunks alone
+        )
 
     @cached_property
     def tokenizer(self) -> Tokenizer:
@@ -196,12 +228,13 @@ class Chunker:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     @property
-    def settings(self) -> dict[str, int]:
+    def settings(self) -> dict[str, int | str]:
         """What must match between the chunker that built an index and one that extends it."""
         return {
             "max_tokens": self.max_tokens,
             "overlap_tokens": self.overlap_tokens,
             "chunker_version": CHUNKER_VERSION,
+            "embed_text": self.embed_text,
         }
 
     # -- counting ------------------------------------------------------------------------------------------
@@ -433,3 +466,11 @@ def _is_exact_cut(units: _Units, position: int) -> bool:
     """Whether cutting at ``position`` keeps token counts additive (not inside a tokenizer-counted run)."""
     index = bisect.bisect_right(units.start, position) - 1
     return index < 0 or not (units.counted[index] and units.start[index] < position < units.end[index])
+
+
+def embed_text(title: str, text: str) -> str:
+    """What the model embeds for a chunk: its title on a line before it (see ``chunking.EMBED_TEXT``), unless the
+    title is empty or the chunk already starts with it (the first chunk of a Markdown file under its heading)."""
+    if not title or text.lstrip("# ").startswith(title):
+        return text
+    return f"{title}\n{text}"

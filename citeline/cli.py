@@ -392,11 +392,25 @@ def rebuild(ctx: click.Context, index_path: str, wait: float | None, as_json: bo
 @click.option(
     "--backend", type=click.Choice(BACKENDS), default=None, help="Embedding backend for a new index [default: torch]."
 )
+@click.option(
+    "--baseline/--no-baseline",
+    default=True,
+    show_default=True,
+    help="Also score plain tools on whole documents with the same model: dense-doc, lexical-doc (bm25s) and "
+    "baseline (their RRF, k=60). The whole-document vectors are cached per corpus and model.",
+)
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
 @json_option
 @user_errors
 def eval_(
-    beir: str, index_path: str | None, mode: str, split: str, backend: str | None, progress: bool | None, as_json: bool
+    beir: str,
+    index_path: str | None,
+    mode: str,
+    split: str,
+    backend: str | None,
+    baseline: bool,
+    progress: bool | None,
+    as_json: bool,
 ) -> None:
     """Score retrieval on a BEIR dataset: nDCG@10 and Recall@100, documents ranked by their best chunk."""
     from citeline.evaluate import evaluate_beir
@@ -408,6 +422,7 @@ def eval_(
         split=split,
         backend=backend,
         progress=sys.stderr.isatty() if progress is None else progress,
+        baseline=baseline,
     )
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
@@ -416,9 +431,9 @@ def eval_(
         f"{report.dataset} ({report.split}): {report.queries} queries, {report.documents} documents in "
         f"{report.chunks} chunks, index {report.index}"
     )
-    click.echo(f"{'mode':<8} {'nDCG@10':>8} {'Recall@100':>11} {'seconds':>8}")
+    click.echo(f"{'mode':<11} {'nDCG@10':>8} {'Recall@100':>11} {'seconds':>8}")
     for result in report.results:
-        click.echo(f"{result.mode:<8} {result.ndcg_at_10:>8.4f} {result.recall_at_100:>11.4f} {result.seconds:>8.1f}")
+        click.echo(f"{result.mode:<11} {result.ndcg_at_10:>8.4f} {result.recall_at_100:>11.4f} {result.seconds:>8.1f}")
 
 
 for _command in (cli_extra.serve, cli_extra.documents, cli_extra.show, cli_extra.remove):

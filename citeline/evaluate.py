@@ -236,6 +236,16 @@ def evaluate_index(
     return results
 
 
+def baseline_results(
+    dataset: BeirDataset, query_ids: Sequence[str], embedder: Any, *, cache: Path | None = None
+) -> list[ModeResult]:
+    """The rows of :mod:`citeline.baseline` (plain tools on whole documents, same model), scored like the modes."""
+    from citeline.baseline import baseline_rankings
+
+    rows = baseline_rankings(dataset.corpus, dataset.queries, query_ids, embedder, cache=cache)
+    return [score_rankings(mode, rankings, dataset.qrels, seconds) for mode, (rankings, seconds) in rows.items()]
+
+
 @dataclass
 class BeirReport:
     """What ``citeline eval --beir`` prints."""
@@ -275,11 +285,14 @@ def evaluate_beir(
     backend: str | None = None,
     progress: bool = False,
     embedder: Any = None,
+    baseline: bool = True,
 ) -> BeirReport:
     """Ingest a BEIR dataset's corpus into ``index_path`` (a temporary index if None) and score ``mode``.
 
     A given index is reused: ingestion is incremental, so a second run embeds nothing. ``mode`` is a search
-    mode or ``all``; ``backend`` and ``embedder`` are passed to :meth:`Index.create`.
+    mode or ``all``; ``backend`` and ``embedder`` are passed to :meth:`Index.create`. With ``baseline``, the
+    rows of :mod:`citeline.baseline` follow (plain tools on whole documents with the index's model: the
+    whole-document dense row, bm25s, and their plain RRF), so the gain of citeline's modes over them shows.
     """
     from citeline.index import Index
 
@@ -293,6 +306,8 @@ def evaluate_beir(
             raise DatasetError(f"{dataset.corpus} could not be ingested: {run.errors[0]['reason']}")
         chunks = CorpusChunks(index, dataset.corpus)
         results = evaluate_index(index, dataset, modes)
+        if baseline:
+            results += baseline_results(dataset, list(dataset.queries), index.embedder)
         return BeirReport(
             dataset=str(dataset.root),
             split=split,

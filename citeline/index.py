@@ -11,10 +11,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from citeline import pipeline, removal
+from citeline import chunking, pipeline, removal
 from citeline import search as plan
 from citeline import texts as texts_module
-from citeline.chunking import CHUNKER_VERSION, Chunker, check_requested, check_same_chunking, resolve_settings
+from citeline.chunking import CHUNKER_VERSION, EMBED_TEXT, Chunker, check_requested, check_same_chunking
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
 from citeline.errors import IndexMismatchError
@@ -78,8 +78,8 @@ class Index:
         check_requested(max_tokens, overlap_tokens)
         if not catalog.db_path(index_dir).exists():
             embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend or "torch")
-            max_tokens, overlap_tokens = resolve_settings(max_tokens, overlap_tokens, embedder.max_seq_length)
-            meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION)
+            max_tokens, overlap_tokens = chunking.resolve_settings(max_tokens, overlap_tokens, embedder.max_seq_length)
+            meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION, EMBED_TEXT)
             if generation.create(index_dir, meta):
                 return cls(index_dir, meta, embedder)
             # another process created it meanwhile (checked under the writer lock): open theirs, checked below
@@ -137,12 +137,7 @@ class Index:
     @cached_property
     def chunker(self) -> Chunker:
         """The chunker with this index's settings."""
-        return Chunker(
-            self.embedder.tokenizer_file,
-            max_tokens=self.meta["max_tokens"],
-            overlap_tokens=self.meta["overlap_tokens"],
-            model_max_tokens=self.meta["model_max_tokens"],
-        )
+        return Chunker.of_index(self.embedder.tokenizer_file, self.meta)
 
     @property
     def dimension(self) -> int:

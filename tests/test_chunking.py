@@ -88,7 +88,12 @@ def test_split_many_equals_split_in_order(chunker: Chunker) -> None:
 
 
 def test_settings_record_the_chunker_version(chunker: Chunker) -> None:
-    assert chunker.settings == {"max_tokens": 40, "overlap_tokens": 8, "chunker_version": CHUNKER_VERSION}
+    assert chunker.settings == {
+        "max_tokens": 40,
+        "overlap_tokens": 8,
+        "chunker_version": CHUNKER_VERSION,
+        "embed_text": "chunk",
+    }
 
 
 def test_chunks_end_at_word_boundaries_when_one_fits() -> None:

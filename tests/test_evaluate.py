@@ -106,14 +106,14 @@ def test_load_beir_reads_queries_with_relevant_documents(tmp_path) -> None:
 
 def test_evaluate_beir_end_to_end_and_reuses_the_index(tmp_path, fake_embedder) -> None:
     beir = make_beir(tmp_path / "beir")
-    report = evaluate_beir(beir, index_path=tmp_path / "ix", mode="all", embedder=fake_embedder)
+    report = evaluate_beir(beir, index_path=tmp_path / "ix", mode="all", embedder=fake_embedder, baseline=False)
     assert (report.documents, report.queries) == (5, 3)
     by_mode = {r.mode: r for r in report.results}
     assert list(by_mode) == ["dense", "lexical", "hybrid"]
     assert by_mode["lexical"].ndcg_at_10 == pytest.approx(1.0)
     assert by_mode["hybrid"].recall_at_100 == pytest.approx(1.0)
     assert report.ingest["chunks_embedded"] == 5
-    again = evaluate_beir(beir, index_path=tmp_path / "ix", mode="lexical", embedder=fake_embedder)
+    again = evaluate_beir(beir, index_path=tmp_path / "ix", mode="lexical", embedder=fake_embedder, baseline=False)
     assert again.ingest["unchanged"] == 5 and again.ingest["chunks_embedded"] == 0
     assert again.results[0].ndcg_at_10 == by_mode["lexical"].ndcg_at_10
 
@@ -124,7 +124,8 @@ def test_cli_eval_with_the_real_model(tmp_path) -> None:
     result = CliRunner().invoke(cli, ["eval", "--beir", str(beir), "--mode", "all", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert [r["mode"] for r in report["results"]] == ["dense", "lexical", "hybrid"]
+    modes = ["dense", "lexical", "hybrid", "dense-doc", "lexical-doc", "baseline"]
+    assert [r["mode"] for r in report["results"]] == modes
     assert all(r["ndcg_at_10"] > 0.9 and r["queries"] == 3 for r in report["results"])
     result = CliRunner().invoke(cli, ["eval", "--beir", str(tmp_path)])
     assert result.exit_code == 1 and "corpus.jsonl not found" in result.output

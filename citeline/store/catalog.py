@@ -167,7 +167,7 @@ def create_schema(connection: duckdb.DuckDBPyConnection, dimension: int) -> None
 
 
 def new_meta(
-    embedder: Any, max_tokens: int, overlap_tokens: int, vector_index: str, chunker_version: int
+    embedder: Any, max_tokens: int, overlap_tokens: int, vector_index: str, chunker_version: int, embed_text: str
 ) -> dict[str, Any]:
     """``index_meta`` of a new, empty index (generation 0) for an embedder (a ``citeline.embedding.Embedder``)."""
     return {
@@ -180,6 +180,7 @@ def new_meta(
         "max_tokens": max_tokens,
         "overlap_tokens": overlap_tokens,
         "chunker_version": chunker_version,
+        "embed_text": embed_text,
         "vector_index": vector_index,
         "generation": 0,
         "vector_count": 0,

@@ -8,7 +8,7 @@ import importlib.abc
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,8 @@ class ChunkRows:
     text_hash: list[str]
     page: list[int | None]
     vectors: np.ndarray
+    #: What the model embeds for each chunk (not stored: ``text_hash`` is its hash); empty means ``text``.
+    embed_text: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.chunk_id)
@@ -64,6 +66,7 @@ class ChunkRows:
         for part in parts:
             for name in ("chunk_id", "doc_id", "ordinal", "char_start", "char_end", "text", "text_hash", "page"):
                 getattr(merged, name).extend(getattr(part, name))
+            merged.embed_text.extend(part.embed_text or part.text)
         vectors = [part.vectors for part in parts if len(part)]
         if vectors:
             merged.vectors = np.concatenate(vectors).astype(np.float32)
