@@ -145,9 +145,7 @@ def hybrid_ranking(
         if not len(ids):
             return []
         query32 = np.asarray(query_vector, dtype=np.float32).ravel()
-        # Row by row in float64 (einsum, not BLAS): a BLAS product's rounding depends on how many rows it gets,
-        # and the candidates differ with k, so a chunk's fused score would change in the 7th digit with k.
-        dense_values = np.einsum("ij,j->i", vectors.vectors(ids).astype(np.float64), query32.astype(np.float64))
+        dense_values = (vectors.vectors(ids) @ query32).astype(np.float64)
         lexical_values = lexical_scores[positions_of(lexical.chunk_ids, ids)].astype(np.float64)
         dense_top = dense_values[positions_of(ids, [c for c, _ in dense[: fusion.depth]])]
         lexical_top = np.array([score for _, score in top_lexical[: fusion.depth]], dtype=np.float64)
