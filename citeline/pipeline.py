@@ -24,6 +24,7 @@ import numpy as np
 from citeline.chunking import Chunker, embed_text
 from citeline.discovery import Discovery, resolve_roots, scan
 from citeline.errors import SettingsError
+from citeline.freshness import unchanged_files
 from citeline.planning import (
     CHARS_PER_CHUNK,
     DEFAULT_REMOVAL_THRESHOLD,
@@ -417,9 +418,10 @@ def _run_locked(
             reporter.info(f"discovered {len(files)} files under {', '.join(roots)}")
             for problem in discovery.errors[:LOGGED_FAILURES]:
                 reporter.info(f"could not read {problem.path}: {problem.reason} (its documents are kept)")
-            reporter.stage("parse", len(files))
-            parsed = ParsedBatch()
-            for batch in steps.parse(batches(files, options.files_per_batch), options.max_file_bytes):
+            known, to_read = unchanged_files(target.path, roots, files)  # same size and time: not read again
+            reporter.stage("parse", len(to_read))
+            parsed = ParsedBatch(keys=known)
+            for batch in steps.parse(batches(to_read, options.files_per_batch), options.max_file_bytes):
                 parsed.absorb(batch, hold_chars=options.commit_every * CHARS_PER_CHUNK)
             _report_parsed(reporter, len(files), parsed)
             reporter.stage("plan")
