@@ -1,0 +1,63 @@
+"""Files whose size and modification time are what was indexed are not read again (citeline.freshness)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from conftest import HashEmbedder
+
+from citeline import Index, pipeline
+
+
+def _write(folder: Path, name: str, text: str, age: float = 3600.0) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    then = time.time() - age
+    os.utime(path, (then, then))
+    return path
+
+
+def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    real = pipeline.parse_source
+
+    def counting(source, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(Path(source.path).name)
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(pipeline, "parse_source", counting)
+    return seen
+
+
+def test_unchanged_files_are_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for number in range(4):
+        _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    parsed = _count_parses(monkeypatch)
+    run = index.ingest([docs])
+    assert parsed == [] and run.unchanged == 4 and run.removed == 0
+
+    _write(docs, "note1.md", "# Note 1\n\nThe garrison at river crossing 1 fell.\n")  # same size, new content
+    os.utime(docs / "note2.md")  # touched: read again, found unchanged
+    run = index.ingest([docs])
+    assert sorted(parsed) == ["note1.md", "note2.md"]
+    assert (run.updated, run.unchanged, run.removed) == (1, 3, 0)
+    assert index.verify().ok
+
+
+def test_a_file_indexed_as_soon_as_written_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its time may not move if it changes again within the filesystem's timestamp resolution (git's racy case).
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    _write(docs, "fresh.md", "# Fresh\n\nWritten a moment ago.\n", age=0.0)
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    parsed = _count_parses(monkeypatch)
+    assert index.ingest([docs]).unchanged == 1
+    assert parsed == ["fresh.md"]
