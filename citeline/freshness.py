@@ -20,6 +20,7 @@ from pathlib import Path
 from citeline.planning import DocumentKey
 from citeline.sources import SourceFile
 from citeline.store import catalog
+from citeline.store import documents as stored_documents
 
 #: How long a file must have been unmodified when it was indexed for its time and size to vouch for it.
 SETTLED_SECONDS = 2.0
@@ -32,7 +33,7 @@ def unchanged_files(
     if not files or not catalog.db_path(index_dir).exists():
         return [], list(files)
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
-        stored = catalog.file_fingerprints(connection, sorted(set(roots)))
+        stored = stored_documents.file_fingerprints(connection, sorted(set(roots)))
     keys: list[DocumentKey] = []
     to_read: list[SourceFile] = []
     for source in files:

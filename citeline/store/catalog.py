@@ -350,23 +350,6 @@ def stored_documents(connection: duckdb.DuckDBPyConnection, roots: Sequence[str]
     return {doc_id: (root, source_file, content_hash) for doc_id, root, source_file, content_hash in rows}
 
 
-def file_fingerprints(
-    connection: duckdb.DuckDBPyConnection, roots: Sequence[str]
-) -> dict[tuple[str, str], list[tuple[str, str, int, float, float]]]:
-    """Per ``(source_root, source_file)`` of ``roots``: ``(doc_id, content_hash, size_bytes, mtime, indexed)`` of
-    each stored document (``indexed``: when, in seconds since the epoch), for ``citeline.freshness``."""
-    found: dict[tuple[str, str], list[tuple[str, str, int, float, float]]] = {}
-    if roots:
-        rows = connection.execute(
-            "SELECT source_root, source_file, doc_id, content_hash, size_bytes, mtime, epoch(ingested_at) "
-            "FROM documents WHERE source_root = ANY(?)",
-            [list(roots)],
-        ).fetchall()
-        for root, source_file, doc_id, content_hash, size, mtime, indexed in rows:
-            found.setdefault((root, source_file), []).append((doc_id, content_hash, size, mtime, float(indexed)))
-    return found
-
-
 #: For :func:`select_documents`: a source path or folder (params: resolved, as given, resolved + "/"), doc ids.
 PATH_CONDITION = "(d.path = ? OR d.path = ? OR starts_with(d.path, ?))"
 IDS_CONDITION = "d.doc_id = ANY(?)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,3 +135,20 @@ def document_in(index_dir: Path, doc_id: str) -> dict[str, Any]:
     if record is None:
         raise IndexNotFoundError(f"no document {doc_id!r} in {index_dir}; list the documents with `citeline documents`")
     return record
+
+
+def file_fingerprints(
+    connection: duckdb.DuckDBPyConnection, roots: Sequence[str]
+) -> dict[tuple[str, str], list[tuple[str, str, int, float, float]]]:
+    """Per ``(source_root, source_file)`` of ``roots``: ``(doc_id, content_hash, size_bytes, mtime, indexed)`` of
+    each stored document (``indexed``: when, in seconds since the epoch), for ``citeline.freshness``."""
+    found: dict[tuple[str, str], list[tuple[str, str, int, float, float]]] = {}
+    if roots:
+        rows = connection.execute(
+            "SELECT source_root, source_file, doc_id, content_hash, size_bytes, mtime, epoch(ingested_at) "
+            "FROM documents WHERE source_root = ANY(?)",
+            [list(roots)],
+        ).fetchall()
+        for root, source_file, doc_id, content_hash, size, mtime, indexed in rows:
+            found.setdefault((root, source_file), []).append((doc_id, content_hash, size, mtime, float(indexed)))
+    return found
