@@ -488,7 +488,8 @@ def test_a_damaged_onnx_file_in_the_model_cache_is_exported_again(
     export = embedding.ensure_onnx_model(embedder.model_path, "onnx")
     model_file = export / "onnx" / "model.onnx"
     size = model_file.stat().st_size
-    model_file.write_bytes(model_file.read_bytes()[: size // 3])  # an interrupted copy
+    for damaged in {model_file, embedding.model_file(export, "onnx")}:  # the export, and its mapped copy if any
+        damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 3])  # an interrupted copy
     with pytest.warns(UserWarning, match="does not load"):
         vector = embedder.query_encoder.encode(["the river bridge"])
     assert vector.shape == (1, embedder.dimension) and model_file.stat().st_size == size

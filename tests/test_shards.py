@@ -276,7 +276,9 @@ print("stage done", flush=True)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("stage", "occurrence"), [("vectors-written", 2), ("bm25-tmp", 3), ("shards-manifest-tmp", 1)])
+@pytest.mark.parametrize(
+    ("stage", "occurrence"), [("vector-compaction-written", 2), ("bm25-tmp", 3), ("shards-manifest-tmp", 1)]
+)
 def test_a_writer_killed_mid_run_leaves_every_shard_committed(
     tmp_path: Path, fake_embedder, stage: str, occurrence: int
 ) -> None:
