@@ -28,6 +28,8 @@ from citeline.embedding import resolve_model_path  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = REPO / "seeds"
+#: An index written by citeline 0.1.0 (tests/data/index-0.1.0): upgrade and repair tests start from a copy of it.
+LEGACY = REPO / "tests" / "data" / "index-0.1.0"
 _WORD = re.compile(r"\w+")
 
 
@@ -93,3 +95,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for name, figures in _RELIABILITY_FIGURES.items():
         shown = {key: value for key, value in figures.items() if key != "problems"}
         terminalreporter.write_line(f"{name}: " + ", ".join(f"{key}={value}" for key, value in shown.items()))
+
+
+@pytest.fixture
+def legacy(tmp_path: Path) -> Path:
+    """A copy of the index citeline 0.1.0 wrote (:data:`LEGACY`)."""
+    path = tmp_path / "legacy"
+    shutil.copytree(LEGACY, path)
+    return path

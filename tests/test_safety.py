@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
-from conftest import HashEmbedder
+from conftest import LEGACY, HashEmbedder
 
 from citeline import Index
 from citeline.cli import cli
@@ -28,8 +28,6 @@ from citeline.errors import (
 from citeline.store import catalog, checks, generation
 from citeline.store.locks import DB_LOCK_FILE, WRITE_LOCK_FILE, database_lock, writer_lock
 from citeline.store.verify import INVARIANTS, check
-
-LEGACY = Path(__file__).resolve().parent / "data" / "index-0.1.0"
 
 
 def make_docs(root: Path, count: int = 4) -> Path:
@@ -175,13 +173,6 @@ def test_a_db_lock_replaced_between_open_and_lock_is_taken_again(tmp_path: Path)
 
 
 # ---------------------------------------------------------------- duplicate rows
-
-
-@pytest.fixture
-def legacy(tmp_path: Path) -> Path:
-    path = tmp_path / "legacy"
-    shutil.copytree(LEGACY, path)
-    return path
 
 
 def _duplicate_some_rows(index_dir: Path) -> None:

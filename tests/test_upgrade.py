@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,6 @@ from citeline.cli import cli
 from citeline.store import catalog, generation
 
 DATA = Path(__file__).resolve().parent / "data"
-LEGACY = DATA / "index-0.1.0"
-
-
-@pytest.fixture
-def legacy(tmp_path: Path) -> Path:
-    path = tmp_path / "index"
-    shutil.copytree(LEGACY, path)
-    return path
 
 
 def test_an_index_built_by_0_1_0_opens_and_searches_the_same(legacy: Path) -> None:
