@@ -202,20 +202,23 @@ class ShardedSnapshot(ReadSnapshot):
             return [function(item) for item in items]
         return list(self._pool.map(function, items))
 
-    def passage_rows(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-        """Each chunk's row joined with its document's, from the shard that holds it."""
-        rows: dict[int, dict[str, Any]] = {}
+    def _from_holders(
+        self, chunk_ids: Sequence[int], read: Callable[[ReadSnapshot, list[int]], dict[int, T]]
+    ) -> dict[int, T]:
+        # ``read`` each shard's share of ``chunk_ids`` from that shard, the answers merged by chunk id.
+        found: dict[int, T] = {}
         for number, (_, ids) in enumerate(self.owners.split(chunk_ids)):
             if len(ids):
-                rows.update(self.parts[number].passage_rows(ids.tolist()))
-        return rows
+                found.update(read(self.parts[number], ids.tolist()))
+        return found
+
+    def passage_rows(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """Each chunk's row joined with its document's, from the shard that holds it."""
+        return self._from_holders(chunk_ids, lambda part, ids: part.passage_rows(ids))
 
     def doc_ids(self, chunk_ids: Sequence[int]) -> list[str]:
         """The document id of each chunk id (all held by some shard), in order."""
-        found: dict[int, str] = {}
-        for number, (_, ids) in enumerate(self.owners.split(chunk_ids)):
-            if len(ids):
-                found.update(self.parts[number].passages.doc_ids(ids.tolist()))
+        found = self._from_holders(chunk_ids, lambda part, ids: part.passages.doc_ids(ids))
         return [found[int(chunk_id)] for chunk_id in chunk_ids]
 
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
