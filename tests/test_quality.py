@@ -13,7 +13,7 @@ from citeline.baseline import document_texts, rrf
 from citeline.chunking import embed_text
 from citeline.evaluate import baseline_results, evaluate_beir, load_beir
 from citeline.store import catalog
-from tests.test_evaluate import make_beir
+from test_evaluate import make_beir
 
 
 def stored_vector(index: Index, text: str) -> np.ndarray:
