@@ -7,8 +7,9 @@ two. A source must not be an absolute path: file roots always are (``ingest`` re
 never share a root, and an ``ingest`` of a folder can never remove a text as vanished, nor ``add_texts`` a file.
 ``--source texts`` (and ``filters={"source": "texts"}``) selects them in search, ``documents`` and ``remove``.
 
-**Incremental.** Same id and content: unchanged (nothing embedded, nothing written but the ledger row). Same id,
-new content: replaced. Texts are never removed by being left out of a later call; only ``remove`` removes them.
+**Incremental.** Same id, text, title and metadata: unchanged (nothing embedded, nothing written but the ledger
+row). Same id, anything else new: replaced by what was given (a metadata-only change re-embeds nothing). Texts
+are never removed by being left out of a later call; only ``remove`` removes them.
 Without ``ids``, a text's id is the SHA-256 of its text (hex): the same text is the same document, and an edited
 text is a new document beside the old one.
 
@@ -165,10 +166,17 @@ def add_texts(
 def _plan(index_dir: Path, source: str, documents: list[Document]) -> Plan:
     # pipeline.plan compares a root's stored documents with everything found under it, and removes the rest;
     # texts come in batches that are not the whole source, so the plan sees the stored versions of these ids only.
+    # A text whose title or metadata changed is replaced even when its text did not: the plan compares content
+    # hashes, so such a text's stored hash is blanked here (its chunks' vectors are reused from the cache).
     ids = [document.doc_id for document in documents]
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:  # under the writer lock
         rows = catalog.select_documents(connection, catalog.IDS_CONDITION, [ids]) if ids else []
-    stored = {doc_id: (root, source_file, content) for doc_id, root, source_file, content, _, _ in rows}
+        descriptions = catalog.described(connection, ids)
+    wanted = {document.doc_id: (document.title, document.metadata) for document in documents}
+    stored = {
+        doc_id: (root, source_file, content if descriptions.get(doc_id) == wanted.get(doc_id) else "")
+        for doc_id, root, source_file, content, _, _ in rows
+    }
     return plan_changes(stored, [source], Discovery(roots=[source]), ParsedBatch(documents=documents))
 
 

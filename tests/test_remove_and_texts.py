@@ -158,9 +158,15 @@ def test_add_texts_is_incremental_by_id(tmp_path: Path) -> None:
     run = index.add_texts(["the river bridge in winter", "grain and the mill"], ids=["a", 2], metadata={"k": "v"})
     assert (run.added, run.updated, run.unchanged, run.roots) == (2, 0, 0, ["texts"])
     encoded = embedder.texts_encoded
-    again = index.add_texts(["the river bridge in winter", "grain and the mill"], ids=["a", "2"])  # 2 == "2"
+    texts = ["the river bridge in winter", "grain and the mill"]
+    again = index.add_texts(texts, ids=["a", "2"], metadata={"k": "v"})  # 2 == "2"
     assert (again.added, again.updated, again.unchanged, again.chunks_embedded) == (0, 0, 2, 0)
     assert embedder.texts_encoded == encoded and again.generation == run.generation
+    # Metadata alone changed: the document is replaced (what was given last is what is stored), nothing embedded.
+    relabelled = index.add_texts(texts[1:], ids=[2], metadata={"k": "w"})
+    assert (relabelled.updated, relabelled.unchanged, relabelled.chunks_embedded) == (1, 0, 0)
+    assert embedder.texts_encoded == encoded
+    assert {d["source_id"]: d["metadata"] for d in index.documents()} == {"a": {"k": "v"}, "2": {"k": "w"}}
     changed = index.add_texts(["grain, the mill and the tax"], ids=[2])  # "a" is left out: kept, not removed
     assert (changed.added, changed.updated, changed.unchanged, changed.removed) == (0, 1, 0, 0)
     records = {d["source_id"]: d for d in index.documents()}

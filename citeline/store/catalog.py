@@ -362,6 +362,17 @@ def select_documents(connection: duckdb.DuckDBPyConnection, condition: str, para
     return connection.execute(f"{sql}{condition} ORDER BY d.path, d.doc_id", list(params)).fetchall()
 
 
+def described(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
+    """``doc_id -> (title, metadata)`` of these documents (metadata parsed from its JSON): what a text's caller
+    may change without changing its text."""
+    if not doc_ids:
+        return {}
+    rows = connection.execute(
+        "SELECT doc_id, title, metadata FROM documents WHERE doc_id = ANY(?)", [list(doc_ids)]
+    ).fetchall()
+    return {doc_id: (title, json.loads(metadata) if metadata else {}) for doc_id, title, metadata in rows}
+
+
 def cached_vectors(
     connection: duckdb.DuckDBPyConnection, hashes: Sequence[str], dimension: int
 ) -> dict[str, np.ndarray]:
