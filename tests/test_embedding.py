@@ -16,6 +16,7 @@ from citeline.embedding import (
     model_file,
     onnx_file_name,
     onnx_model_dir,
+    optimized_file,
     write_mapped_copy,
 )
 
@@ -102,20 +103,24 @@ def test_threaded_encoding_is_identical_to_single_threaded_and_in_order(backend:
 
 
 @pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
-def test_the_memory_mapped_copy_gives_the_exports_vectors(tmp_path: Path, backend: str) -> None:
+def test_the_memory_mapped_and_optimized_copies_give_the_exports_vectors(tmp_path: Path, backend: str) -> None:
     embedder = SentenceTransformerEmbedder(backend=backend)
-    embedder.prepare_query_encoder()  # what every ingestion ends with: the export and its memory-mapped copy
+    embedder.prepare_query_encoder()  # what every ingestion ends with: the export and the copies that start fast
     export_dir = onnx_model_dir(embedder.model_path)
     exported = export_dir / onnx_file_name(backend)
-    assert model_file(export_dir, backend) == mapped_file(exported)
-    assert mapped_file(exported).stat().st_size < exported.stat().st_size // 10  # the graph; weights beside it
+    assert model_file(export_dir, backend) == optimized_file(exported)
+    for copy in (mapped_file(exported), optimized_file(exported)):
+        assert copy.stat().st_size < exported.stat().st_size // 10  # the graph; weights beside it
     plain = tmp_path / "plain"
-    shutil.copytree(export_dir, plain, ignore=shutil.ignore_patterns("*.mapped.onnx*"))
+    shutil.copytree(export_dir, plain, ignore=shutil.ignore_patterns("*.mapped.onnx*", "*.optimized.onnx*"))
     assert model_file(plain, backend) == plain / onnx_file_name(backend)
     expected = OnnxEncoder(plain, backend, embedder.max_seq_length, workers=1).encode(TEXTS)
     # A crash between the two renames leaves a stray weights file: the next write replaces it.
     (plain / "onnx" / (mapped_file(exported).name + ".data")).write_bytes(b"torn")
+    mapped_only = tmp_path / "mapped-only"
     write_mapped_copy(plain, backend)
-    assert model_file(plain, backend) == mapped_file(plain / onnx_file_name(backend))
-    for folder in (export_dir, plain):
+    assert model_file(plain, backend) == optimized_file(plain / onnx_file_name(backend))
+    shutil.copytree(plain, mapped_only, ignore=shutil.ignore_patterns("*.optimized.onnx*"))
+    assert model_file(mapped_only, backend) == mapped_file(mapped_only / onnx_file_name(backend))
+    for folder in (export_dir, plain, mapped_only):  # the optimized graph, loaded unoptimized: the same vectors
         assert np.array_equal(OnnxEncoder(folder, backend, embedder.max_seq_length, workers=1).encode(TEXTS), expected)

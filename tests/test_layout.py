@@ -59,4 +59,4 @@ def test_module_sizes() -> None:
 
 def test_only_store_files_renames_index_files_into_place() -> None:
     renaming = {name for name, path in MODULES.items() if "os.replace(" in path.read_text()}
-    assert renaming <= {"citeline.store.files", "citeline.embedding"}  # embedding: the model cache, not the index
+    assert renaming <= {"citeline.store.files", "citeline.onnx_models"}  # onnx_models: the model cache, not the index

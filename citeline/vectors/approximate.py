@@ -40,10 +40,12 @@ class ApproximateIndex:
     #: Allowed sets up to this size are scored exactly (a kind lowers it when its ``vectors()`` is slower).
     exact_filter_rows: ClassVar[int] = EXACT_FILTER_ROWS
 
-    def __init__(self, index: Any):
+    def __init__(self, index: Any, sorted_ids: np.ndarray | None = None):
         self._index = index
-        ids = np.asarray(self._live_ids(), dtype=np.int64)
-        self._sorted_ids = np.sort(ids)
+        # A kind that stored its ids sorted with the file (ivf) passes them memory-mapped: nothing read at open.
+        if sorted_ids is None:
+            sorted_ids = np.sort(np.asarray(self._live_ids(), dtype=np.int64))
+        self._sorted_ids = sorted_ids
 
     # ---------------------------------------------------------------- to provide
 
