@@ -10,7 +10,9 @@ results come back whenever k allowed chunks match. Everything a search reads com
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -111,6 +113,17 @@ def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | N
     return (values - low) / (high - low) if high > low else values - low
 
 
+#: Whether hybrid search runs its dense and lexical rankings side by side (see :func:`hybrid_ranking`).
+PARALLEL_HYBRID = False
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _pool() -> ThreadPoolExecutor:
+    if not _POOL:  # a race creates two pools at worst; one is used
+        _POOL.append(ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="citeline-dense"))
+    return _POOL[0]
+
+
 def hybrid_ranking(
     vectors: VectorReader,
     lexical: LexicalIndex,
@@ -127,10 +140,13 @@ def hybrid_ranking(
     index's scores are estimates, and a chunk only the lexical ranking found has no dense score at all.
     """
     depth = max(k, fusion.depth)
-    dense = vectors.search(query_vector, depth, allowed)
+    # The dense search runs on another thread while BM25 ranks on this one (FAISS and numpy release the GIL): at
+    # 1M chunks each is tens of ms (see PARALLEL_HYBRID).
+    pending = _pool().submit(vectors.search, query_vector, depth, allowed) if PARALLEL_HYBRID else None
     # The lexical top `depth` and, below, the BM25 scores of the candidates only: scoring every chunk and reading
     # the candidates' scores out of that array cost 20 ms of a hybrid search at 1M chunks (bench/scale.py).
     top_lexical = lexical.search(query, depth, allowed)
+    dense = pending.result() if pending is not None else vectors.search(query_vector, depth, allowed)
     if fusion.method == "rrf":
         fused: dict[int, float] = {}
         for ranking in (dense, top_lexical):
