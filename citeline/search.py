@@ -113,7 +113,10 @@ def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | N
     return (values - low) / (high - low) if high > low else values - low
 
 
-#: Whether hybrid search runs its dense and lexical rankings side by side (see :func:`hybrid_ranking`).
+#: Whether hybrid search runs its dense ranking on a thread beside the lexical one (FAISS and numpy release the
+#: GIL). Off: on this 2-core machine shared by ~20 busy processes it made a 1M-chunk hybrid search slower (30
+#: claims, alternating: p50 389 ms wall and 95 ms CPU on, 342 and 81 off); with an idle core the wall time would be
+#: the longer of the two rankings rather than their sum.
 PARALLEL_HYBRID = False
 _POOL: list[ThreadPoolExecutor] = []
 
@@ -140,8 +143,6 @@ def hybrid_ranking(
     index's scores are estimates, and a chunk only the lexical ranking found has no dense score at all.
     """
     depth = max(k, fusion.depth)
-    # The dense search runs on another thread while BM25 ranks on this one (FAISS and numpy release the GIL): at
-    # 1M chunks each is tens of ms (see PARALLEL_HYBRID).
     pending = _pool().submit(vectors.search, query_vector, depth, allowed) if PARALLEL_HYBRID else None
     # The lexical top `depth` and, below, the BM25 scores of the candidates only: scoring every chunk and reading
     # the candidates' scores out of that array cost 20 ms of a hybrid search at 1M chunks (bench/scale.py).
@@ -284,17 +285,17 @@ def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, mo
     # against highlights rather than the query's vector.
     vector = encode_query(request.text) if request.mode != "lexical" else None
 
-    ranking: list[list[tuple[int, float]]] = []  # the deepest ranking asked for so far, and its depth
-    ranking_depth = [0]
+    ranking: tuple[int, list[tuple[int, float]]] | None = None  # the deepest ranking so far, and the depth asked
 
     def ranked(depth: int) -> list[SearchResult]:
         # A collapsed search that merged hits ranks deeper (collapsed_search: 4k, then 16k, ...). An IVF search or a
         # hybrid one (depth 200 anyway) costs the same for 4k hits as for k, so the first ranking is already 4k
         # deep and a deepening only slices it: at 1M chunks 15 of 50 dense searches ranked twice (bench/scale.py).
-        if not ranking or (len(ranking[0]) >= ranking_depth[0] and depth > ranking_depth[0]):
-            ranking_depth[0] = depth if not request.collapse else max(depth, COLLAPSE_FIRST_DEPTH * request.k)
-            ranking[:] = [rank(snapshot, request.text, vector, ranking_depth[0], request.mode, allowed)]
-        return fetch_passages(snapshot, ranking[0][:depth], model)
+        nonlocal ranking
+        if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
+            deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth
+            ranking = (deep, rank(snapshot, request.text, vector, deep, request.mode, allowed))
+        return fetch_passages(snapshot, ranking[1][:depth], model)
 
     def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:
         return highlight(hits, request.text, query_vector=vector)
