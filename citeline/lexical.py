@@ -205,6 +205,14 @@ class LexicalIndex:
         top = top_positions(scores, positions, k)
         return [(int(self.chunk_ids[p]), float(scores[p])) for p in top if scores[p] > 0]
 
+    def scores_of(self, query: str, ids: np.ndarray) -> np.ndarray:
+        """The BM25 scores of chunk ``ids`` (0 for an id not held); segmented indexes score only those chunks."""
+        scores = self.scores(query)
+        ids = np.asarray(ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.chunk_ids, ids), max(len(self.chunk_ids) - 1, 0))
+        held = self.chunk_ids[at] == ids if len(self.chunk_ids) else np.zeros(len(ids), dtype=bool)
+        return np.where(held, scores[at] if len(scores) else 0, 0).astype(scores.dtype)
+
     def sharing_rare_terms(
         self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None
     ) -> list[list[int]]:

@@ -18,7 +18,6 @@ Where segments and generation folders live, and how they are published crash-saf
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
@@ -33,13 +32,21 @@ import numpy as np
 from citeline.arrays import positions_of
 from citeline.errors import IndexCorruptError
 from citeline.lexical import (
-    BM25_B,
-    BM25_K1,
     CHUNK_IDS_FILE,
     SETTINGS_FILE,
     LexicalIndex,
     analyze,
     bm25_settings,
+    top_positions,
+)
+from citeline.lexical_query import (  # noqa: F401  (re-exported: shards and the tests name them here)
+    MIN_SHARED_TERMS,
+    RARE_AT_MOST,
+    RARE_FLOOR,
+    Reader,
+    Statistics,
+    shares,
+    term_hashes,
 )
 
 #: ``format`` of a generation folder that lists segments (folders without it are bm25s's, from before segments).
@@ -52,15 +59,6 @@ SEGMENT_ARRAYS = ("chunk_ids", "lengths", "terms", "indptr", "postings", "tfs")
 MERGE_WIDTH = 10
 #: Every segment is merged into one (a compaction) once this fraction of their documents is deleted.
 COMPACT_DELETED = 0.25
-
-
-def term_hashes(terms: Sequence[str]) -> np.ndarray:
-    """The 64-bit hashes segments name terms by (two of a million terms collide with probability about 3e-8)."""
-    return np.fromiter(
-        (int.from_bytes(hashlib.blake2b(term.encode(), digest_size=8).digest(), "little") for term in terms),
-        dtype=np.uint64,
-        count=len(terms),
-    )
 
 
 @dataclass
@@ -231,38 +229,6 @@ def live_parts(parts: Sequence[Part]) -> list[Part]:
     return [part for part in parts if part.live_count]
 
 
-#: :meth:`SegmentedIndex.sharing_rare_terms` finds nothing for a text with fewer terms that other chunks hold too.
-MIN_SHARED_TERMS = 3
-#: ... and leaves out terms in more than this share of the chunks (their postings are long and single nothing out):
-#: on SciFact (13,081 chunks, the highlights of 100 test queries' 10 results a call) a call costs 2.5 ms CPU at
-#: 0.02, 2.4 at 0.01, 1.3 at 0.005.
-RARE_AT_MOST = 0.005
-#: ... unless the index is small (then every term's postings are short anyway).
-RARE_FLOOR = 50
-
-
-@dataclass(frozen=True)
-class Statistics:
-    """The corpus-wide numbers BM25 scores one query with: live documents, their total length (in analyzed
-    terms), and the document frequency of each analyzed query term (in query order). Shards add theirs up."""
-
-    count: int
-    total_length: int
-    frequencies: tuple[int, ...]
-
-    @property
-    def average(self) -> float:
-        """Average live document length (as :class:`SegmentedIndex` computes it for itself)."""
-        return self.total_length / self.count if self.count else 0.0
-
-    def __add__(self, other: Statistics) -> Statistics:
-        return Statistics(
-            self.count + other.count,
-            self.total_length + other.total_length,
-            tuple(a + b for a, b in zip(self.frequencies, other.frequencies, strict=True)),
-        )
-
-
 class SegmentedIndex(LexicalIndex):
     """BM25 over segments with corpus-wide statistics (see the module docstring); ``chunk_ids`` are the live
     chunk ids, ascending, and ``scores`` follows them."""
@@ -281,79 +247,51 @@ class SegmentedIndex(LexicalIndex):
         return cls([Part(None, segment)] if len(segment) else [], segment.chunk_ids)
 
     @cached_property
-    def _statistics(self) -> tuple[int, float, list[np.ndarray]]:
-        """Live documents, their average length, and each part's position -> index position map (-1: deleted)."""
-        total_length = self._total_length
-        maps = []
-        for part in self.parts:
-            mapping = np.full(len(part.segment), -1, dtype=np.int64)
-            mapping[part.live] = np.searchsorted(self.chunk_ids, part.segment.chunk_ids[part.live])
-            maps.append(mapping)
-        count = len(self.chunk_ids)
-        return count, (total_length / count if count else 0.0), maps
-
-    @cached_property
-    def _total_length(self) -> int:
-        return sum(int(part.segment.lengths[part.live].sum()) for part in self.parts)
+    def _reader(self) -> Reader:
+        """Query evaluation over the parts (``citeline.lexical_query``): term locations, pruned top k, lookups."""
+        return Reader(self.parts, self.chunk_ids)
 
     def statistics(self, query: str) -> Statistics:
         """This index's share of the corpus-wide statistics ``query`` is scored with (see :class:`Statistics`)."""
-        count, _, maps = self._statistics
-        found = self._postings(term_hashes(analyze([query])[0]), maps)
-        return Statistics(count, self._total_length, tuple(sum(len(where) for where, _, _ in term) for term in found))
-
-    def _postings(
-        self, terms: np.ndarray, maps: list[np.ndarray]
-    ) -> list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-        """Per query term: the live postings of each part, as (index positions, term frequencies, lengths)."""
-        found_per_term = []
-        for term in terms:
-            found = []
-            for part, mapping in zip(self.parts, maps, strict=True):
-                segment = part.segment
-                at = int(np.searchsorted(segment.terms, term))
-                if at < len(segment.terms) and segment.terms[at] == term:
-                    docs = np.asarray(segment.postings[segment.indptr[at] : segment.indptr[at + 1]])
-                    where = mapping[docs]
-                    keep = where >= 0
-                    tfs = np.asarray(segment.tfs[segment.indptr[at] : segment.indptr[at + 1]])
-                    found.append((where[keep], tfs[keep], np.asarray(segment.lengths)[docs[keep]]))
-            found_per_term.append(found)
-        return found_per_term
+        return self._reader.statistics(query)
 
     def scores(self, query: str, statistics: Statistics | None = None) -> np.ndarray:
         """The BM25 score of every live chunk (``chunk_ids`` order) for ``query``; zeros where no term occurs.
 
         ``statistics`` (the sum of every shard's :meth:`statistics`) scores this index as one part of a larger
-        corpus: then a sharded index ranks exactly as one index over all the chunks (``citeline.shards``)."""
-        count, average, maps = self._statistics
-        scores = np.zeros(count, dtype=np.float32)
-        if not count:
+        corpus: then a sharded index ranks exactly as one index over all the chunks (``citeline.shards``). Every
+        posting of every query term is read: :meth:`search` and :meth:`scores_of` read far fewer."""
+        reader = self._reader
+        scores = np.zeros(len(self.chunk_ids), dtype=np.float32)
+        if not len(scores):
             return scores
-        k1, b = BM25_K1, BM25_B
-        # a repeated query term counts again, as in bm25s
-        found_per_term = self._postings(term_hashes(analyze([query])[0]), maps)
-        if statistics is not None:
-            count, average = statistics.count, statistics.average
-        for number, found in enumerate(found_per_term):
-            frequency = sum(len(where) for where, _, _ in found)
-            if not frequency:
-                continue
-            if statistics is not None:
-                frequency = statistics.frequencies[number]
-            idf = np.float32(math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)))
-            for where, tfs, lengths in found:
-                tf = tfs.astype(np.float32)
-                scores[where] += idf * (tf / (k1 * ((1 - b) + b * lengths / average) + tf)).astype(np.float32)
+        weighted, average = reader.weighted(query, statistics)
+        for term, idf in weighted:
+            for number, start, end in reader.term(term).ranges:
+                plain, mapping = reader.plain[number], reader.maps[number]
+                docs = plain.postings[start:end]
+                where = mapping[docs]
+                keep = where >= 0
+                scores[where[keep]] += shares(idf, plain.tfs[start:end][keep], plain.lengths[docs[keep]], average)
         return scores
 
-    @cached_property
-    def _plain(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Each part's terms, indptr and postings as plain arrays (slicing a memmap costs ~30 µs, a view ~0.3)."""
-        return [
-            (np.asarray(p.segment.terms), np.asarray(p.segment.indptr), np.asarray(p.segment.postings))
-            for p in self.parts
-        ]
+    def search(
+        self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Statistics | None = None
+    ) -> list[tuple[int, float]]:
+        """The k chunks with the highest BM25 score, as ``(chunk_id, score)`` best first (ties by chunk id), among
+        ``allowed`` if given; exact, without scoring every posting when the query's rare terms decide the top k
+        (``citeline.lexical_query``)."""
+        found = self._reader.top(query, k, allowed, statistics)
+        if found is not None:
+            return found
+        scores = self.scores(query, statistics)
+        positions = None if allowed is None else positions_of(self.chunk_ids, allowed)
+        top = top_positions(scores, positions, k)
+        return [(int(self.chunk_ids[p]), float(scores[p])) for p in top if scores[p] > 0]
+
+    def scores_of(self, query: str, ids: np.ndarray, statistics: Statistics | None = None) -> np.ndarray:
+        """The BM25 scores of chunk ``ids`` (float32; 0 for an id not held), equal to ``scores(query)``'s."""
+        return self._reader.scores_of(query, ids, statistics)
 
     def sharing_rare_terms(
         self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None
@@ -364,62 +302,7 @@ class SegmentedIndex(LexicalIndex):
         Only the postings of a few rare terms are read, so it costs ~0.1 ms a sentence on SciFact where BM25 over
         all its terms costs 1.4 ms (collapse's lookup of copies of a quote, ``citeline.collapse``).
         """
-        count, _, maps = self._statistics
-        analyzed = analyze(list(texts))
-        # Every text's distinct term hashes, with the text they belong to, located in every part at once.
-        owned = [np.unique(term_hashes(list(set(words)))) for words in analyzed]
-        owner = np.repeat(np.arange(len(owned)), [len(h) for h in owned])
-        hashes = np.concatenate(owned) if owned else np.zeros(0, np.uint64)
-        # Document frequencies from the postings' bounds (deleted documents included: a ranking of rarity only);
-        # then the postings of each text's rarest terms alone, as common terms' are long.
-        located = []
-        frequency = np.zeros(len(hashes), dtype=np.int64)
-        for part_terms, indptr, _ in self._plain:
-            at = np.minimum(np.searchsorted(part_terms, hashes), max(len(part_terms) - 1, 0))
-            hit = part_terms[at] == hashes if len(part_terms) else np.zeros(len(hashes), dtype=bool)
-            frequency += np.where(hit, indptr[at + 1] - indptr[at], 0)
-            located.append((at, hit))
-        # A term one chunk alone holds (a name in the text's own attribution, say) cannot lead to another chunk, and
-        # a common one singles nothing out: terms in more than RARE_AT_MOST of the chunks are left out.
-        usable = (frequency > 1) & (frequency <= max(RARE_AT_MOST * count, RARE_FLOOR))
-        order = np.lexsort((frequency, owner))
-        order = order[usable[order]]
-        rank_in_text = np.arange(len(order)) - np.searchsorted(owner[order], owner[order])
-        chosen = order[rank_in_text < terms]
-        enough = np.bincount(owner[chosen], minlength=len(owned)) >= MIN_SHARED_TERMS
-        chosen = chosen[enough[owner[chosen]]]
-        idf = np.log1p((count - frequency[chosen] + 0.5) / (frequency[chosen] + 0.5))
-        totals = np.bincount(owner[chosen], weights=idf, minlength=len(owned))
-        keys, weights = [], []
-        for (_, indptr, part_postings), mapping, (at, hit) in zip(self._plain, maps, located, strict=True):
-            inside = hit[chosen]
-            starts, ends = indptr[at[chosen[inside]]], indptr[at[chosen[inside]] + 1]
-            lengths = ends - starts
-            # The postings of all chosen terms in one gather: start of each term's run, plus 0, 1, 2, ...
-            offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-            where = mapping[part_postings[offsets]]
-            live = where >= 0
-            keys.append((where + np.repeat(owner[chosen[inside]], lengths) * count)[live])  # (text, position)
-            weights.append(np.repeat(idf[inside], lengths)[live])
-        out: list[list[int]] = [[] for _ in owned]
-        if not len(chosen):
-            return out
-        pairs, inverse = np.unique(np.concatenate(keys), return_inverse=True)  # short: rare terms only
-        scores = np.bincount(inverse, weights=np.concatenate(weights))
-        text, positions = np.divmod(pairs, count)
-        good = scores >= min_share * totals[text]
-        if allowed is not None:
-            keep = np.zeros(count, dtype=bool)
-            keep[positions_of(self.chunk_ids, allowed)] = True
-            good &= keep[positions]
-        text, positions, scores = text[good], positions[good], scores[good]
-        best = np.lexsort((positions, -scores, text))
-        text, positions = text[best], positions[best]
-        first = np.searchsorted(text, text)
-        keep_best = np.arange(len(text)) - first < k
-        for t, position in zip(text[keep_best].tolist(), positions[keep_best].tolist(), strict=True):
-            out[t].append(int(self.chunk_ids[position]))
-        return out
+        return self._reader.sharing_rare_terms(texts, k, terms=terms, min_share=min_share, allowed=allowed)
 
     def save(self, directory: Path) -> None:
         """Write this generation's folder (the manifest); the parts' segments must already be published."""

@@ -10,7 +10,9 @@ results come back whenever k allowed chunks match. Everything a search reads com
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,7 +30,7 @@ from citeline.errors import QueryError
 from citeline.filters import Filters
 from citeline.formats import iso_utc
 from citeline.highlight import highlight
-from citeline.lexical import LexicalIndex, top_positions
+from citeline.lexical import LexicalIndex
 from citeline.results import SearchResult
 from citeline.store.snapshot import ReadSnapshot
 from citeline.vectors import VectorReader
@@ -41,6 +43,8 @@ MODES = ("hybrid", "dense", "lexical")
 DEFAULT_MODE = "hybrid"
 
 EncodeQuery = Callable[[str], np.ndarray]
+#: A collapsed search ranks this many times k hits at once (collapsed_search's first deepening), then slices.
+COLLAPSE_FIRST_DEPTH = 4
 
 
 def validate_query(query: object, k: object) -> tuple[str, int]:
@@ -109,6 +113,20 @@ def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | N
     return (values - low) / (high - low) if high > low else values - low
 
 
+#: Whether hybrid search runs its dense ranking on a thread beside the lexical one (FAISS and numpy release the
+#: GIL). Off: on this 2-core machine shared by ~20 busy processes it made a 1M-chunk hybrid search slower (30
+#: claims, alternating: p50 389 ms wall and 95 ms CPU on, 342 and 81 off); with an idle core the wall time would be
+#: the longer of the two rankings rather than their sum.
+PARALLEL_HYBRID = False
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _pool() -> ThreadPoolExecutor:
+    if not _POOL:  # a race creates two pools at worst; one is used
+        _POOL.append(ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="citeline-dense"))
+    return _POOL[0]
+
+
 def hybrid_ranking(
     vectors: VectorReader,
     lexical: LexicalIndex,
@@ -125,14 +143,11 @@ def hybrid_ranking(
     index's scores are estimates, and a chunk only the lexical ranking found has no dense score at all.
     """
     depth = max(k, fusion.depth)
-    dense = vectors.search(query_vector, depth, allowed)
-    lexical_scores = lexical.scores(query)
-    positions = None if allowed is None else positions_of(lexical.chunk_ids, allowed)
-    top_lexical = [
-        (int(lexical.chunk_ids[p]), float(lexical_scores[p]))
-        for p in top_positions(lexical_scores, positions, depth)
-        if lexical_scores[p] > 0
-    ]
+    pending = _pool().submit(vectors.search, query_vector, depth, allowed) if PARALLEL_HYBRID else None
+    # The lexical top `depth` and, below, the BM25 scores of the candidates only: scoring every chunk and reading
+    # the candidates' scores out of that array cost 20 ms of a hybrid search at 1M chunks (bench/scale.py).
+    top_lexical = lexical.search(query, depth, allowed)
+    dense = pending.result() if pending is not None else vectors.search(query_vector, depth, allowed)
     if fusion.method == "rrf":
         fused: dict[int, float] = {}
         for ranking in (dense, top_lexical):
@@ -146,7 +161,7 @@ def hybrid_ranking(
             return []
         query32 = np.asarray(query_vector, dtype=np.float32).ravel()
         dense_values = (vectors.vectors(ids) @ query32).astype(np.float64)
-        lexical_values = lexical_scores[positions_of(lexical.chunk_ids, ids)].astype(np.float64)
+        lexical_values = lexical.scores_of(query, ids).astype(np.float64)
         dense_top = dense_values[positions_of(ids, [c for c, _ in dense[: fusion.depth]])]
         lexical_top = np.array([score for _, score in top_lexical[: fusion.depth]], dtype=np.float64)
         values = fusion.weight * _scale(dense_values, dense_top, fusion.normalization, None) + (
@@ -270,8 +285,17 @@ def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, mo
     # against highlights rather than the query's vector.
     vector = encode_query(request.text) if request.mode != "lexical" else None
 
+    ranking: tuple[int, list[tuple[int, float]]] | None = None  # the deepest ranking so far, and the depth asked
+
     def ranked(depth: int) -> list[SearchResult]:
-        return fetch_passages(snapshot, rank(snapshot, request.text, vector, depth, request.mode, allowed), model)
+        # A collapsed search that merged hits ranks deeper (collapsed_search: 4k, then 16k, ...). An IVF search or a
+        # hybrid one (depth 200 anyway) costs the same for 4k hits as for k, so the first ranking is already 4k
+        # deep and a deepening only slices it: at 1M chunks 15 of 50 dense searches ranked twice (bench/scale.py).
+        nonlocal ranking
+        if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
+            deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth
+            ranking = (deep, rank(snapshot, request.text, vector, deep, request.mode, allowed))
+        return fetch_passages(snapshot, ranking[1][:depth], model)
 
     def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:
         return highlight(hits, request.text, query_vector=vector)

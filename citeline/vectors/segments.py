@@ -46,7 +46,11 @@ FLAT_DELTA_MIN = 4_096
 APPROXIMATE_DELTA_ROWS = {"ivf": 10_000, "hnsw": 2_000}
 #: An unfiltered search asks the base for k + (its tombstones) results and drops the tombstoned ones while there
 #: are at most this many; beyond, it passes the base's live ids as the allowed set (each kind's exact filtered path).
-OVERFETCH_MAX = 1_024
+#: It covers the approximate kinds' compaction budgets (ivf 10k), because the allowed-set path is a cliff: at 1M
+#: vectors (ivf, bench/scale.py's index, 20 claims, ~3.2k tombstones) it cost 1,178 ms CPU a query against 53-55 ms
+#: for k + 3.2k or k + 10k results asked of the base (57 ms for k alone): the lists probed are the same, and only
+#: the heap is deeper. 1,024 sent every IVF index with 1k-10k tombstones down the cliff.
+OVERFETCH_MAX = 16_384
 #: Stage names of :func:`plan`.
 MERGE, COMPACTION = "merge", "compaction"
 _IP = faiss.METRIC_INNER_PRODUCT

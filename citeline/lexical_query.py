@@ -1,0 +1,380 @@
+"""BM25 queries over segments without a score array over every chunk: the exact top k, the scores of given chunks,
+and the lookup of chunks sharing a text's rare terms (collapse's copies of a quote).
+
+``SegmentedIndex.scores`` sums every query term's postings into one float32 score per live chunk, through each
+part's position -> index position map, and a ranking then partitions all of it: at 1M chunks (bench/scale.py's
+synthetic corpus, SciFact's word frequencies, 50 claims: their terms are in 0.5-20 % of the chunks) that cost 34 ms
+CPU a query at k=10 and 30 ms at hybrid's depth 200, on 2 busy cores. :meth:`Reader.top` sums in each part's own
+positions (no map), with each part's length norms computed once per average length, and ranks only the chunks that
+reach the k-th best score of the rarest term's chunks (a lower bound of the k-th best): 14 ms at both depths.
+:meth:`Reader.scores_of` scores given chunks by binary search in each term's postings (hybrid's candidates).
+
+MaxScore pruning (score the chunks of the rarest terms, look up the others) was measured and dropped: with these
+queries, even knowing the true k-th score, the terms that must be read in full hold a median 17 % (k=10) and 27 %
+(k=200) of the query's postings, and the look-ups cost more than they saved (200 ms a query).
+
+Both are exact: the same chunks, the same float32 scores bit for bit (every term's share computed as :func:`shares`
+does and summed in query order, as ``SegmentedIndex.scores`` does), ties by chunk id, so a sharded index still ranks
+exactly as one (tests/test_lexical_query.py, tests/test_shards.py). Terms' locations and live document frequencies
+are cached per reader (a generation's snapshot). Nothing here imports the segment format (``lexical_segments``
+builds a :class:`Reader` from its parts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from citeline.arrays import positions_of
+from citeline.lexical import BM25_B, BM25_K1, analyze, top_positions
+
+#: Distinct terms whose locations and live document frequencies a :class:`Reader` keeps (a generation's reader
+#: lives as long as its snapshot; common terms recur in most queries).
+TERM_CACHE = 50_000
+
+#: :meth:`Reader.sharing_rare_terms` finds nothing for a text with fewer terms that other chunks hold too.
+MIN_SHARED_TERMS = 3
+#: ... and leaves out terms in more than this share of the chunks (their postings are long and single nothing out):
+#: on SciFact (13,081 chunks, the highlights of 100 test queries' 10 results a call) a call costs 2.5 ms CPU at
+#: 0.02, 2.4 at 0.01, 1.3 at 0.005.
+RARE_AT_MOST = 0.005
+#: ... unless the index is small (then every term's postings are short anyway).
+RARE_FLOOR = 50
+
+
+def term_hashes(terms: Sequence[str]) -> np.ndarray:
+    """The 64-bit hashes segments name terms by (two of a million terms collide with probability about 3e-8)."""
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(term.encode(), digest_size=8).digest(), "little") for term in terms),
+        dtype=np.uint64,
+        count=len(terms),
+    )
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """The corpus-wide numbers BM25 scores one query with: live documents, their total length (in analyzed
+    terms), and the document frequency of each analyzed query term (in query order). Shards add theirs up."""
+
+    count: int
+    total_length: int
+    frequencies: tuple[int, ...]
+
+    @property
+    def average(self) -> float:
+        """Average live document length (as :class:`Reader` computes it for itself)."""
+        return self.total_length / self.count if self.count else 0.0
+
+    def __add__(self, other: Statistics) -> Statistics:
+        return Statistics(
+            self.count + other.count,
+            self.total_length + other.total_length,
+            tuple(a + b for a, b in zip(self.frequencies, other.frequencies, strict=True)),
+        )
+
+
+@dataclass(frozen=True)
+class _Plain:
+    """One part's arrays as plain views (slicing a memmap costs ~30 us, a view ~0.3), and its deletions."""
+
+    chunk_ids: np.ndarray
+    lengths: np.ndarray
+    terms: np.ndarray
+    indptr: np.ndarray
+    postings: np.ndarray
+    tfs: np.ndarray
+    live: np.ndarray | None  #: None when nothing is deleted
+    deleted: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Term:
+    """One distinct term in every part: its postings' bounds and its live document frequency."""
+
+    ranges: tuple[tuple[int, int, int], ...]  #: (part, start, end) of the parts that hold it
+    frequency: int
+
+
+def shares(idf: np.float32, tfs: np.ndarray, lengths: np.ndarray, average: float) -> np.ndarray:
+    """A term's float32 share of the BM25 score of chunks with these term frequencies and lengths ("lucene")."""
+    tf = tfs.astype(np.float32)
+    return idf * (tf / (BM25_K1 * ((1 - BM25_B) + BM25_B * lengths / average) + tf)).astype(np.float32)
+
+
+def idf_of(count: int, frequency: int) -> np.float32:
+    """BM25's ("lucene") idf of a term in ``frequency`` of ``count`` documents, as float32."""
+    return np.float32(math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)))
+
+
+class Reader:
+    """Queries over a generation's parts (``lexical_segments.Part``: a segment and its deletions); ``chunk_ids``
+    are the live ids, ascending."""
+
+    def __init__(self, parts: Sequence[Any], chunk_ids: np.ndarray):
+        self.chunk_ids = chunk_ids
+        self.plain = [
+            _Plain(
+                np.asarray(p.segment.chunk_ids),
+                np.asarray(p.segment.lengths),
+                np.asarray(p.segment.terms),
+                np.asarray(p.segment.indptr),
+                np.asarray(p.segment.postings),
+                np.asarray(p.segment.tfs),
+                p.live if len(p.deleted) else None,
+                np.asarray(p.deleted),
+            )
+            for p in parts
+        ]
+        self._terms: dict[int, _Term] = {}
+        self._norms: dict[tuple[int, float], np.ndarray] = {}
+
+    @cached_property
+    def total_length(self) -> int:
+        """Analyzed terms in the live documents."""
+        return sum(
+            int(p.lengths.sum() if p.live is None else p.lengths[p.live].sum()) for p in self.plain if len(p.lengths)
+        )
+
+    @cached_property
+    def maps(self) -> list[np.ndarray]:
+        """Each part's position -> index position map (-1: deleted)."""
+        maps = []
+        for p in self.plain:
+            mapping = np.full(len(p.chunk_ids), -1, dtype=np.int64)
+            live = slice(None) if p.live is None else p.live
+            mapping[live] = np.searchsorted(self.chunk_ids, p.chunk_ids[live])
+            maps.append(mapping)
+        return maps
+
+    def term(self, term: int) -> _Term:
+        """Where a term's postings are in each part and how many live documents hold it (cached)."""
+        found = self._terms.get(term)
+        if found is not None:
+            return found
+        ranges, frequency = [], 0
+        for number, p in enumerate(self.plain):
+            at = int(np.searchsorted(p.terms, np.uint64(term)))
+            if at >= len(p.terms) or int(p.terms[at]) != term:
+                continue
+            start, end = int(p.indptr[at]), int(p.indptr[at + 1])
+            ranges.append((number, start, end))
+            frequency += end - start - _deleted_among(p, start, end)
+        found = _Term(tuple(ranges), frequency)
+        if len(self._terms) >= TERM_CACHE:
+            self._terms.clear()
+        self._terms[term] = found
+        return found
+
+    def query_terms(self, query: str) -> list[int]:
+        """The analyzed query's term hashes, in query order (a repeated term counts again, as in bm25s)."""
+        return [int(h) for h in term_hashes(analyze([query])[0])]
+
+    def statistics(self, query: str) -> Statistics:
+        """This index's share of the corpus-wide statistics ``query`` is scored with."""
+        frequencies = tuple(self.term(t).frequency for t in self.query_terms(query))
+        return Statistics(len(self.chunk_ids), self.total_length, frequencies)
+
+    def weighted(self, query: str, statistics: Statistics | None) -> tuple[list[tuple[int, np.float32]], float]:
+        """(term, idf) of each query term occurrence that this index holds, in query order; the average length."""
+        terms = self.query_terms(query)
+        count, average = len(self.chunk_ids), (self.total_length / len(self.chunk_ids) if len(self.chunk_ids) else 0)
+        if statistics is not None:
+            count, average = statistics.count, statistics.average
+        weighted = []
+        for number, term in enumerate(terms):
+            frequency = self.term(term).frequency
+            if not frequency:
+                continue
+            if statistics is not None:
+                frequency = statistics.frequencies[number]
+            weighted.append((term, idf_of(count, frequency)))
+        return weighted, average
+
+    def _score(
+        self, weighted: list[tuple[int, np.float32]], average: float, positions: list[np.ndarray]
+    ) -> list[np.ndarray]:
+        """Exact float32 scores of each part's ``positions`` (sorted local positions), summed in query order."""
+        cache: dict[tuple[int, int], np.ndarray] = {}  # (term, part) -> float32 share of each position
+        out = []
+        for number, local in enumerate(positions):
+            p = self.plain[number]
+            total = np.zeros(len(local), dtype=np.float32)
+            if len(local):
+                lengths = p.lengths[local]
+                for term, idf in weighted:
+                    share = cache.get((term, number))
+                    if share is None:
+                        share = np.zeros(len(local), dtype=np.float32)
+                        for part, start, end in self.term(term).ranges:
+                            if part != number:
+                                continue
+                            docs = p.postings[start:end]
+                            at = np.minimum(np.searchsorted(docs, local), len(docs) - 1)
+                            hit = docs[at] == local
+                            share[hit] = shares(idf, p.tfs[start + at[hit]], lengths[hit], average)
+                        cache[(term, number)] = share
+                    total += share
+            out.append(total)
+        return out
+
+    def scores_of(self, query: str, ids: np.ndarray, statistics: Statistics | None = None) -> np.ndarray:
+        """The BM25 scores of chunk ``ids`` (any order; 0 for an id not held), as float32."""
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.zeros(len(ids), dtype=np.float32)
+        weighted, average = self.weighted(query, statistics)
+        if not weighted or not len(ids):
+            return out
+        where, positions = [], []
+        for p in self.plain:
+            at = np.minimum(np.searchsorted(p.chunk_ids, ids), max(len(p.chunk_ids) - 1, 0))
+            held = (p.chunk_ids[at] == ids) if len(p.chunk_ids) else np.zeros(len(ids), bool)
+            if p.live is not None:
+                held &= p.live[at]
+            local, order = np.unique(at[held], return_inverse=True)
+            where.append((np.flatnonzero(held), order))
+            positions.append(local)
+        for (rows, order), scores in zip(where, self._score(weighted, average, positions), strict=True):
+            out[rows] = scores[order]
+        return out
+
+    def top(
+        self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Statistics | None = None
+    ) -> list[tuple[int, float]]:
+        """The k best ``(chunk_id, score)`` with a score above 0, best first, ties by chunk id, among ``allowed``
+        (sorted ids) if given."""
+        weighted, average = self.weighted(query, statistics)
+        if not weighted or k <= 0:
+            return []
+        found_ids, found_scores = [], []
+        for number, p in enumerate(self.plain):
+            ranges = [
+                (idf, start, end)
+                for term, idf in weighted
+                for part, start, end in self.term(term).ranges
+                if part == number
+            ]
+            if not ranges:
+                continue
+            norm = self._norm(number, average)
+            scores = np.zeros(len(p.chunk_ids), dtype=np.float32)
+            for idf, start, end in ranges:  # in query order: the same float32 sums as SegmentedIndex.scores
+                docs = p.postings[start:end]
+                tf = p.tfs[start:end].astype(np.float32)
+                scores[docs] += idf * (tf / (norm[docs] + tf)).astype(np.float32)
+            if p.live is not None:
+                scores[p.deleted] = 0
+            positions = None if allowed is None else positions_of(p.chunk_ids, allowed)
+            if positions is None and len(scores) > 8 * k:
+                # The k-th best score of the rarest term's chunks bounds the k-th best from below: only chunks
+                # reaching it are ranked (an argpartition over 1M scores cost ~5 ms, this compare ~0.5).
+                # The sample: the postings of the rarest term that has k of them here.
+                usable = [(end - start, start, end) for _, start, end in ranges if end - start >= k]
+                if usable:
+                    _, start, end = min(usable)
+                    sample = scores[p.postings[start:end]]
+                    floor = np.partition(sample, len(sample) - k)[len(sample) - k]
+                    positions = np.flatnonzero(scores >= floor)
+            top = top_positions(scores, positions, k)
+            top = top[scores[top] > 0]
+            found_ids.append(p.chunk_ids[top])
+            found_scores.append(scores[top])
+        if not found_ids:
+            return []
+        ids, values = np.concatenate(found_ids), np.concatenate(found_scores)
+        best = np.lexsort((ids, -values))[:k]
+        return [(int(ids[i]), float(values[i])) for i in best]
+
+    def _norm(self, number: int, average: float) -> np.ndarray:
+        """``k1 * (1 - b + b * length / average)`` of each document of a part (float64, as :func:`shares` computes
+        it), kept per average (a generation's own, or a sharded index's corpus-wide one)."""
+        key = (number, average)
+        cached = self._norms.get(key)
+        if cached is None:
+            if len(self._norms) >= len(self.plain) * 2:
+                self._norms.clear()
+            cached = self._norms[key] = BM25_K1 * ((1 - BM25_B) + BM25_B * self.plain[number].lengths / average)
+        return cached
+
+    def sharing_rare_terms(
+        self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None
+    ) -> list[list[int]]:
+        """See ``SegmentedIndex.sharing_rare_terms``."""
+        count, maps = len(self.chunk_ids), self.maps
+        analyzed = analyze(list(texts))
+        # Every text's distinct term hashes, with the text they belong to, located in every part at once.
+        owned = [np.unique(term_hashes(list(set(words)))) for words in analyzed]
+        owner = np.repeat(np.arange(len(owned)), [len(h) for h in owned])
+        hashes = np.concatenate(owned) if owned else np.zeros(0, np.uint64)
+        # Document frequencies from the postings' bounds (deleted documents included: a ranking of rarity only);
+        # then the postings of each text's rarest terms alone, as common terms' are long.
+        located = []
+        frequency = np.zeros(len(hashes), dtype=np.int64)
+        for p in self.plain:
+            at = np.minimum(np.searchsorted(p.terms, hashes), max(len(p.terms) - 1, 0))
+            hit = p.terms[at] == hashes if len(p.terms) else np.zeros(len(hashes), dtype=bool)
+            frequency += np.where(hit, p.indptr[at + 1] - p.indptr[at], 0)
+            located.append((at, hit))
+        # A term one chunk alone holds (a name in the text's own attribution, say) cannot lead to another chunk, and
+        # a common one singles nothing out: terms in more than RARE_AT_MOST of the chunks are left out.
+        usable = (frequency > 1) & (frequency <= max(RARE_AT_MOST * count, RARE_FLOOR))
+        order = np.lexsort((frequency, owner))
+        order = order[usable[order]]
+        rank_in_text = np.arange(len(order)) - np.searchsorted(owner[order], owner[order])
+        chosen = order[rank_in_text < terms]
+        enough = np.bincount(owner[chosen], minlength=len(owned)) >= MIN_SHARED_TERMS
+        chosen = chosen[enough[owner[chosen]]]
+        idf = np.log1p((count - frequency[chosen] + 0.5) / (frequency[chosen] + 0.5))
+        totals = np.bincount(owner[chosen], weights=idf, minlength=len(owned))
+        keys, weights = [], []
+        for p, mapping, (at, hit) in zip(self.plain, maps, located, strict=True):
+            inside = hit[chosen]
+            starts, ends = p.indptr[at[chosen[inside]]], p.indptr[at[chosen[inside]] + 1]
+            lengths = ends - starts
+            # The postings of all chosen terms in one gather: start of each term's run, plus 0, 1, 2, ...
+            offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+            where = mapping[p.postings[offsets]]
+            live = where >= 0
+            keys.append((where + np.repeat(owner[chosen[inside]], lengths) * count)[live])  # (text, position)
+            weights.append(np.repeat(idf[inside], lengths)[live])
+        out: list[list[int]] = [[] for _ in owned]
+        if not len(chosen):
+            return out
+        pairs, inverse = np.unique(np.concatenate(keys), return_inverse=True)  # short: rare terms only
+        scores = np.bincount(inverse, weights=np.concatenate(weights))
+        text, positions = np.divmod(pairs, count)
+        good = scores >= min_share * totals[text]
+        if allowed is not None:
+            keep = np.zeros(count, dtype=bool)
+            keep[positions_of(self.chunk_ids, allowed)] = True
+            good &= keep[positions]
+        text, positions, scores = text[good], positions[good], scores[good]
+        best = np.lexsort((positions, -scores, text))
+        text, positions = text[best], positions[best]
+        first = np.searchsorted(text, text)
+        keep_best = np.arange(len(text)) - first < k
+        for t, position in zip(text[keep_best].tolist(), positions[keep_best].tolist(), strict=True):
+            out[t].append(int(self.chunk_ids[position]))
+        return out
+
+
+def _deleted_among(p: _Plain, start: int, end: int) -> int:
+    """How many of the postings ``start:end`` of a part are deleted documents."""
+    if p.live is None:
+        return 0
+    docs = p.postings[start:end]
+    if len(p.deleted) * 16 < len(docs):  # few deletions: find each in the (sorted) postings
+        at = np.minimum(np.searchsorted(docs, p.deleted), len(docs) - 1)
+        return int(np.count_nonzero(docs[at] == p.deleted))
+    return int(len(docs) - np.count_nonzero(p.live[docs]))
+
+
+def _within(ids: np.ndarray, allowed: np.ndarray) -> Any:
+    """Which of ``ids`` are in the sorted ``allowed``."""
+    at = np.minimum(np.searchsorted(allowed, ids), len(allowed) - 1)
+    return allowed[at] == ids if len(allowed) else np.zeros(len(ids), bool)
