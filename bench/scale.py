@@ -1,6 +1,13 @@
 """Scale benchmark: what ingestion, updates and search cost as an index grows from 10k to 1M+ chunks.
 
     python bench/scale.py --sizes 10k 100k [--skip STEP ...] [--vector-index KIND] [--workdir DIR]
+    python bench/scale.py --sizes 1M --workdir DIR --steps update1 [--citeline CHECKOUT] [--edit-salt N]
+
+The second form runs the named steps on an index already in ``DIR/<size>/index`` with its corpus in
+``DIR/<size>/docs`` (copy them there; the steps edit and commit that copy and it is kept), with the children
+importing citeline from ``CHECKOUT`` (default: this one), so two checkouts can be compared step by step on two
+copies of one index: each step's edit depends only on (seed, size, ``--edit-salt``, step), never on the steps
+run before it, and a salt of 1 or more gives texts no earlier run wrote.
 
 For each size it writes a synthetic SciFact-like corpus (``bench/_synthetic.py``: SciFact's word frequencies and
 sentence lengths, about 2.2 chunks a record, JSONL files of 1,000 records) and measures, each step in its own child
@@ -85,10 +92,14 @@ def size_label(chunks: int) -> str:
 # ---------------------------------------------------------------- children
 
 
+#: The checkout whose citeline the children import (``--citeline``; default: this one).
+CITELINE = REPO
+
+
 def child_env() -> dict[str, str]:
-    """The children import this checkout's citeline first, never touch a model hub, and log quietly."""
+    """The children import the chosen checkout's citeline first, never touch a model hub, and log quietly."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(BENCH), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(CITELINE), str(BENCH), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     return env
@@ -415,7 +426,7 @@ def bench_size(chunks: int, args: argparse.Namespace) -> dict[str, Any]:
     root.mkdir(parents=True, exist_ok=True)
     records = max(1, round(chunks / CHUNKS_PER_RECORD))
     docs, index_dir = root / "docs", root / "index"
-    skip = set(args.skip)
+    skip = set(args.skip) | (set(STEPS) - set(args.steps) if args.steps else set())
     spec = {
         "index": str(index_dir),
         "docs": str(docs),
@@ -439,16 +450,20 @@ def bench_size(chunks: int, args: argparse.Namespace) -> dict[str, Any]:
     elif not index_dir.exists():
         raise SystemExit(f"error: {index_dir} does not exist; run without --skip ingest first")
     generator = synthetic.Generator(args.seed)
+    salt = args.edit_salt
     rng = np.random.default_rng([args.seed, chunks])
+    version = 10 * salt  # salt 0: versions 1 and 2, as before
     edits: list[tuple[str, str, Any]] = [
         ("rerun", "unchanged re-run", None),
-        ("update1", "one-document update", lambda: edit_records(docs, generator, [pick(rng, docs)], 1)),
+        ("update1", "one-document update", lambda: edit_records(docs, generator, [pick(rng, docs)], version + 1)),
         ("delete1", "one-document delete", lambda: delete_record(docs, *pick(rng, docs))),
-        ("update1pct", "1% update", lambda: edit_records(docs, generator, pick_share(rng, docs, 0.01), 2)),
+        ("update1pct", "1% update", lambda: edit_records(docs, generator, pick_share(rng, docs, 0.01), version + 2)),
     ]
-    for step, title, edit in edits:
+    for number, (step, title, edit) in enumerate(edits):
         if step in skip:
             continue
+        if salt:  # each step's edit on its own: the same whichever steps ran before
+            rng = np.random.default_rng([args.seed, chunks, salt, number])
         detail = edit() if edit else None
         steps[step] = run_step("ingest", spec, timeout=args.timeout, work=root)
         steps[step]["edit"] = detail
@@ -498,15 +513,15 @@ def report_step(title: str, step: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- the report
 
 
-def git_revision() -> str:
+def git_revision(checkout: Path = REPO) -> str:
     """The checkout's commit, with ``+dirty`` when it has uncommitted changes to tracked files."""
     try:
         head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+            ["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO,
+            cwd=checkout,
             capture_output=True,
             text=True,
             check=True,
@@ -523,7 +538,7 @@ def render(figures: dict[str, Any], args: argparse.Namespace) -> str:
     chunks = ingest.get("chunks") or steps.get("latency", {}).get("chunks")
     lines = [
         f"citeline scale benchmark: {figures['label']} chunks (bench/scale.py)",
-        f"date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {git_revision()}, {os.cpu_count()} CPUs, "
+        f"date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {git_revision(CITELINE)}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}",
         f"corpus: {figures['records']:,} synthetic SciFact-like records in files of {args.records_per_file:,}, "
         f"seed {args.seed}" + (f"; {chunks:,} chunks ({chunks / figures['records']:.2f} a record)" if chunks else ""),
@@ -630,6 +645,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="STEP",
         help=f"steps to leave out: {', '.join(STEPS)} (skipping ingest reuses an index left by --keep)",
     )
+    parser.add_argument(
+        "--steps",
+        nargs="+",
+        default=[],
+        choices=STEPS,
+        metavar="STEP",
+        help="run only these steps (without ingest: on the index and corpus already in the workdir, kept afterwards)",
+    )
+    parser.add_argument(
+        "--citeline",
+        type=Path,
+        default=REPO,
+        help="the checkout whose citeline the children import [default: this one]",
+    )
+    parser.add_argument(
+        "--edit-salt",
+        type=int,
+        default=0,
+        help="0: the edits of a full run; N >= 1: edits fixed by (seed, size, N, step) alone, new texts per N",
+    )
     parser.add_argument("--vector-index", default=None, help="passed to Index.create(vector_index=...) when given")
     parser.add_argument(
         "--workdir",
@@ -677,7 +712,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if argv[:1] == ["--child"]:
         child_main(argv[1], argv[2])
         return
+    global CITELINE
     args = parse_args(argv)
+    CITELINE = args.citeline.resolve()
     args.results.mkdir(parents=True, exist_ok=True)
     for chunks in args.sizes:
         figures = bench_size(chunks, args)
@@ -685,7 +722,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         target = args.results / f"scale-{size_label(chunks)}.txt"
         target.write_text(text)
         print("\n" + text.split("\nraw: ")[0] + f"\n(written to {target})\n", flush=True)
-        if not args.keep:
+        if not args.keep and "ingest" in figures["steps"]:  # an index this run did not build is never removed
             root = args.workdir / size_label(chunks)
             shutil.rmtree(root / "index", ignore_errors=True)
             shutil.rmtree(root / "docs", ignore_errors=True)

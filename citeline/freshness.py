@@ -1,13 +1,19 @@
-"""Which discovered files need not be read again: those whose size and modification time are still what they were
-when their documents were indexed, as make and rsync decide.
+"""File-level planning: which discovered files need not be read again (those whose size and modification time
+are still what they were when their documents were indexed, as make and rsync decide), and what the plan loads
+of the catalog (only the documents of the other files).
 
 A run used to parse every file to compare content hashes, so an unchanged re-run cost what the corpus costs to
-parse: 1.86 CPU-s at 100k chunks (46 JSONL files of 1,000 records), about ten times that at 1M, which is most of a
-one-document update (bench/scale.py). A file is skipped only when every document stored from it recorded the
-file's current size and modification time, and the file had been left alone for :data:`SETTLED_SECONDS` when
-they were indexed (a file written in the same tick as it was read, on a filesystem with coarse timestamps, could
-change again without its time moving: git's "racy" case). A skipped file's documents count as unchanged; one that
-failed to parse has no stored documents and is read again. ``touch`` a file to make the next run read it.
+parse: 1.86 CPU-s at 100k chunks (46 JSONL files of 1,000 records), about ten times that at 1M. Then it loaded
+every stored document's fingerprint and key into Python (about 25 µs a document: most of a one-document update
+at 1M chunks, 454,545 documents). Now both questions are asked in SQL per file: the files' stat goes to DuckDB
+as one Arrow table, a file comes back with its document count and whether all its documents are fresh, and
+the plan loads only the documents of files that were read or vanished (:func:`plan`).
+
+A file is skipped only when every document stored from it recorded the file's current size and modification
+time, and the file had been left alone for :data:`SETTLED_SECONDS` when they were indexed (a file written in the
+same tick as it was read, on a filesystem with coarse timestamps, could change again without its time moving:
+git's "racy" case). A skipped file's documents count as unchanged; one that failed to parse has no stored
+documents and is read again. ``touch`` a file to make the next run read it.
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from citeline.planning import DocumentKey
+import pyarrow as pa
+
+from citeline.discovery import Discovery
+from citeline.planning import ParsedBatch, Plan, plan_changes
 from citeline.sources import SourceFile
 from citeline.store import catalog
 from citeline.store import documents as stored_documents
@@ -28,28 +37,39 @@ SETTLED_SECONDS = 2.0
 
 def unchanged_files(
     index_dir: Path, roots: Sequence[str], files: Sequence[SourceFile]
-) -> tuple[list[DocumentKey], list[SourceFile]]:
-    """The keys of the stored documents of files that need not be read again, and the files that must be."""
+) -> tuple[ParsedBatch, list[SourceFile]]:
+    """A :class:`ParsedBatch` standing for the files that need not be read again (``fresh_files`` and their
+    ``fresh_documents``), and the files that must be read."""
     if not files or not catalog.db_path(index_dir).exists():
-        return [], list(files)
-    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
-        stored = stored_documents.file_fingerprints(connection, sorted(set(roots)))
-    keys: list[DocumentKey] = []
-    to_read: list[SourceFile] = []
+        return ParsedBatch(), list(files)
+    stats: list[tuple[SourceFile, int, float]] = []
+    unreadable: list[SourceFile] = []
     for source in files:
-        documents = stored.get((source.root, source.source_id))
         try:
             stat = os.stat(source.path)
         except OSError:
-            documents = None  # parsing will report it
-        if documents and all(
-            size == stat.st_size and mtime == stat.st_mtime and stat.st_mtime < indexed - SETTLED_SECONDS
-            for _, _, size, mtime, indexed in documents
-        ):
-            keys += [
-                DocumentKey(doc_id, content_hash, source.root, source.source_id, 0)
-                for doc_id, content_hash, *_ in documents
-            ]
-        else:
-            to_read.append(source)
-    return keys, to_read
+            unreadable.append(source)  # parsing will report it
+            continue
+        stats.append((source, stat.st_size, stat.st_mtime))
+    found = pa.table(
+        {
+            "root": pa.array([source.root for source, _, _ in stats], pa.string()),
+            "source_file": pa.array([source.source_id for source, _, _ in stats], pa.string()),
+            "size": pa.array([size for _, size, _ in stats], pa.int64()),
+            "mtime": pa.array([mtime for _, _, mtime in stats], pa.float64()),
+        }
+    )
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
+        rows = stored_documents.fresh_files(connection, found, SETTLED_SECONDS)
+    fresh = {(root, source_file): documents for root, source_file, documents, is_fresh in rows if is_fresh}
+    batch = ParsedBatch(fresh_files=sorted(fresh), fresh_documents=sum(fresh.values()))
+    to_read = [source for source in files if (source.root, source.source_id) not in fresh]
+    return batch, to_read
+
+
+def plan(index_dir: Path, roots: Sequence[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
+    """The run's plan, loading of the catalog only the documents outside ``parsed.fresh_files`` (those of files
+    read again or vanished) and every root's document count (the removal guard's), both in SQL."""
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
+        stored, stored_by_root = stored_documents.documents_to_plan(connection, sorted(set(roots)), parsed.fresh_files)
+    return plan_changes(stored, roots, discovery, parsed, stored_by_root)

@@ -21,10 +21,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from citeline import freshness
 from citeline.chunking import Chunker, embed_text
 from citeline.discovery import Discovery, resolve_roots, scan
 from citeline.errors import SettingsError
-from citeline.freshness import unchanged_files
 from citeline.planning import (
     CHARS_PER_CHUNK,
     DEFAULT_REMOVAL_THRESHOLD,
@@ -32,7 +32,7 @@ from citeline.planning import (
     ParsedBatch,
     Plan,
     Work,
-    plan_changes,
+    plan_changes,  # noqa: F401  (re-exported: tests and callers import it from here)
     refuse_removals,
     removal_problems,
     work_batches,
@@ -120,11 +120,10 @@ def parse_files(
 def plan(index_dir: Path, roots: Sequence[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
     """Which parsed documents are new or changed, and which stored ones vanished from ``roots``.
 
-    The caller holds the writer lock from plan to commit, so the index cannot change in between.
+    The caller holds the writer lock from plan to commit, so the index cannot change in between. Only the
+    documents of files read again or vanished are loaded (``freshness.plan``: file-level planning).
     """
-    with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
-        stored = catalog.stored_documents(connection, sorted(set(roots)))
-    return plan_changes(stored, roots, discovery, parsed)
+    return freshness.plan(index_dir, roots, discovery, parsed)
 
 
 def chunk_id_for(doc_id: str, content_hash: str, ordinal: int) -> int:
@@ -418,9 +417,9 @@ def _run_locked(
             reporter.info(f"discovered {len(files)} files under {', '.join(roots)}")
             for problem in discovery.errors[:LOGGED_FAILURES]:
                 reporter.info(f"could not read {problem.path}: {problem.reason} (its documents are kept)")
-            known, to_read = unchanged_files(target.path, roots, files)  # same size and time: not read again
+            # Files of the same size and time are not read again, and their documents never leave the catalog.
+            parsed, to_read = freshness.unchanged_files(target.path, roots, files)
             reporter.stage("parse", len(to_read))
-            parsed = ParsedBatch(keys=known)
             for batch in steps.parse(batches(to_read, options.files_per_batch), options.max_file_bytes):
                 parsed.absorb(batch, hold_chars=options.commit_every * CHARS_PER_CHUNK)
             _report_parsed(reporter, len(files), parsed)
@@ -491,7 +490,7 @@ def _commit_in_batches(
 
 def _report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch) -> None:
     # One line for the counts, one per failed file (up to LOGGED_FAILURES; the ledger has them all).
-    documents = len(parsed.documents) + len(parsed.keys)
+    documents = parsed.document_count
     reporter.info(f"parsed {files} files: {documents} documents, {len(parsed.errors)} failed")
     for error in parsed.errors[:LOGGED_FAILURES]:
         reporter.info(f"failed {error.path}: {error.reason}")

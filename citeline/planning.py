@@ -59,6 +59,11 @@ class ParsedBatch:
     keys: list[DocumentKey] = field(default_factory=list)
     #: characters of text held in ``documents`` (kept up to date by :meth:`absorb`)
     held_chars: int = 0
+    #: ``(root, source_id)`` of the files not read because they are what was indexed (``citeline.freshness``):
+    #: their stored documents are all unchanged, and the plan never loads them
+    fresh_files: list[tuple[str, str]] = field(default_factory=list)
+    #: how many stored documents those files hold
+    fresh_documents: int = 0
 
     @classmethod
     def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
@@ -81,11 +86,20 @@ class ParsedBatch:
         self.errors.extend(batch.errors)
         self.kept_doc_ids.extend(batch.kept_doc_ids)
         self.incomplete.extend(batch.incomplete)
+        self.fresh_files.extend(batch.fresh_files)
+        self.fresh_documents += batch.fresh_documents
+
+    @property
+    def document_count(self) -> int:
+        """Documents the batch stands for: parsed (with or without their texts) and those of fresh files."""
+        return len(self.documents) + len(self.keys) + self.fresh_documents
 
     def without_texts(self) -> ParsedBatch:
         """This batch with every document reduced to its key (what a parse task sends back to the flow)."""
         keys = [DocumentKey.of(document) for document in self.documents] + self.keys
-        return ParsedBatch([], self.errors, self.kept_doc_ids, self.incomplete, keys)
+        return ParsedBatch(
+            [], self.errors, self.kept_doc_ids, self.incomplete, keys, 0, self.fresh_files, self.fresh_documents
+        )
 
 
 @dataclass
@@ -126,9 +140,14 @@ def plan_changes(
     roots: Sequence[str],
     discovery: Discovery,
     parsed: ParsedBatch,
+    stored_by_root: dict[str, int] | None = None,
 ) -> Plan:
     """Compare parsed documents with the stored ones (``doc_id -> (root, source_file, content_hash)`` of the
     documents ingested from ``roots``): new, changed, unchanged, and vanished.
+
+    File-level planning: ``stored`` may leave out the documents of ``parsed.fresh_files`` (files not read again,
+    whose ``parsed.fresh_documents`` documents count as unchanged); then ``stored_by_root`` must give every
+    root's stored document count (the removal guard's denominator), counted in SQL.
 
     Removal is scoped to the roots of this run, and never follows from not knowing: a stored document is kept
     when its file failed to parse (wholly or in part), its record failed, or it lies in a root or folder that
@@ -157,9 +176,10 @@ def plan_changes(
         and not discovery.contents_unknown(os.path.join(root, source_file))
         and not discovery.contents_unknown(root)
     ]
-    stored_by_root: dict[str, int] = {}
-    for root, _, _ in stored.values():
-        stored_by_root[root] = stored_by_root.get(root, 0) + 1
+    if stored_by_root is None:
+        stored_by_root = {}
+        for root, _, _ in stored.values():
+            stored_by_root[root] = stored_by_root.get(root, 0) + 1
     found_by_root: dict[str, int] = {}
     for source in discovery.files:
         found_by_root[source.root] = found_by_root.get(source.root, 0) + 1
@@ -173,7 +193,7 @@ def plan_changes(
         remove_doc_ids=updated_ids + vanished,
         added=len(changed) - len(updated_ids),
         updated=len(updated_ids),
-        unchanged=len(seen) - len(changed),
+        unchanged=len(seen) - len(changed) + parsed.fresh_documents,
         errors=[FileError(problem.path, problem.reason) for problem in discovery.errors] + list(parsed.errors),
         stored_by_root=stored_by_root,
         found_by_root=found_by_root,

@@ -61,3 +61,51 @@ def test_a_file_indexed_as_soon_as_written_is_read_again(tmp_path: Path, monkeyp
     parsed = _count_parses(monkeypatch)
     assert index.ingest([docs]).unchanged == 1
     assert parsed == ["fresh.md"]
+
+
+def test_the_plan_loads_only_the_documents_of_files_read_again_or_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # File-level planning: fresh files' documents are counted in SQL and never come to Python.
+    from citeline.store import documents as stored_documents
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for number in range(6):
+        _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    loaded: list[set[str]] = []
+    real = stored_documents.documents_to_plan
+
+    def spying(connection, roots, fresh):  # type: ignore[no-untyped-def]
+        stored, counts = real(connection, roots, fresh)
+        loaded.append({source_file for _, source_file, _ in stored.values()})
+        return stored, counts
+
+    monkeypatch.setattr(stored_documents, "documents_to_plan", spying)
+    _write(docs, "note1.md", "# Note 1\n\nThe garrison at river crossing 1 fell at dawn.\n")
+    (docs / "note4.md").unlink()
+    (docs / "note5.md").unlink()
+    # 2 of 6 documents vanish: a third, under the removal threshold, only if the guard counts the root's stored
+    # documents in SQL (the loaded ones alone, 3, would make it 2 of 3 and refuse the run)
+    run = index.ingest([docs])
+    assert loaded == [{"note1.md", "note4.md", "note5.md"}]
+    assert (run.added, run.updated, run.unchanged, run.removed) == (0, 1, 3, 2)
+    assert index.verify().ok
+
+
+def test_a_root_emptied_of_its_fresh_files_is_still_refused(tmp_path: Path) -> None:
+    from citeline.errors import RemovalRefusedError
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for number in range(4):
+        _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    for number in range(3):
+        (docs / f"note{number}.md").unlink()
+    with pytest.raises(RemovalRefusedError):
+        index.ingest([docs])
+    assert index.status().documents == 4

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import pyarrow as pa
 
 from citeline.errors import IndexNotFoundError, QueryError
 from citeline.formats import iso_utc
@@ -137,18 +138,50 @@ def document_in(index_dir: Path, doc_id: str) -> dict[str, Any]:
     return record
 
 
-def file_fingerprints(
-    connection: duckdb.DuckDBPyConnection, roots: Sequence[str]
-) -> dict[tuple[str, str], list[tuple[str, str, int, float, float]]]:
-    """Per ``(source_root, source_file)`` of ``roots``: ``(doc_id, content_hash, size_bytes, mtime, indexed)`` of
-    each stored document (``indexed``: when, in seconds since the epoch), for ``citeline.freshness``."""
-    found: dict[tuple[str, str], list[tuple[str, str, int, float, float]]] = {}
-    if roots:
+def fresh_files(
+    connection: duckdb.DuckDBPyConnection, found: pa.Table, settled_seconds: float
+) -> list[tuple[str, str, int, bool]]:
+    """Per file of ``found`` (columns ``root``, ``source_file``, ``size``, ``mtime``: the files a run found and
+    their stat) that has stored documents: ``(root, source_file, documents, fresh)``, where ``fresh`` says every
+    document stored from it recorded this size and modification time, and the file had been left alone for
+    ``settled_seconds`` when it was indexed (``citeline.freshness``). One row per file, computed in SQL: the
+    documents themselves never come to Python."""
+    connection.register("citeline_found_files", found)
+    try:
+        return connection.execute(
+            "SELECT f.root, f.source_file, count(*) AS documents, coalesce(bool_and(d.size_bytes = f.size "
+            "AND d.mtime = f.mtime AND f.mtime < epoch(d.ingested_at) - ?), false) AS fresh "
+            "FROM citeline_found_files f JOIN documents d ON d.source_root = f.root AND d.source_file = f.source_file "
+            "GROUP BY f.root, f.source_file",
+            [settled_seconds],
+        ).fetchall()
+    finally:
+        connection.unregister("citeline_found_files")
+
+
+def documents_to_plan(
+    connection: duckdb.DuckDBPyConnection, roots: Sequence[str], fresh: Sequence[tuple[str, str]]
+) -> tuple[dict[str, tuple[str, str, str]], dict[str, int]]:
+    """What the plan needs of the catalog: ``doc_id -> (source_root, source_file, content_hash)`` of the
+    documents of ``roots`` outside the ``fresh`` files (``(root, source_file)`` pairs not read this run: the
+    files that were read, and those that vanished), and every root's stored document count. A run that changed
+    one file of 455 loads that file's documents, not the index's."""
+    if not roots:
+        return {}, {}
+    counts = connection.execute(
+        "SELECT source_root, count(*) FROM documents WHERE source_root = ANY(?) GROUP BY source_root", [list(roots)]
+    ).fetchall()
+    roots_of, files_of = [root for root, _ in fresh], [source_file for _, source_file in fresh]
+    skipped = pa.table({"root": pa.array(roots_of, pa.string()), "file": pa.array(files_of, pa.string())})
+    connection.register("citeline_fresh_files", skipped)
+    try:
         rows = connection.execute(
-            "SELECT source_root, source_file, doc_id, content_hash, size_bytes, mtime, epoch(ingested_at) "
-            "FROM documents WHERE source_root = ANY(?)",
+            "SELECT d.doc_id, d.source_root, d.source_file, d.content_hash FROM documents d "
+            "WHERE d.source_root = ANY(?) AND NOT EXISTS (SELECT 1 FROM citeline_fresh_files f "
+            "WHERE f.root = d.source_root AND f.file = d.source_file)",
             [list(roots)],
         ).fetchall()
-        for root, source_file, doc_id, content_hash, size, mtime, indexed in rows:
-            found.setdefault((root, source_file), []).append((doc_id, content_hash, size, mtime, float(indexed)))
-    return found
+    finally:
+        connection.unregister("citeline_fresh_files")
+    stored = {doc_id: (root, source_file, content_hash) for doc_id, root, source_file, content_hash in rows}
+    return stored, {root: int(count) for root, count in counts}

@@ -19,7 +19,18 @@ the flat kind the result is the exact top k, bit for bit the stored vectors.
   a brute-force scan scores 1k x 384 memory-mapped float32 rows in about 0.18 ms CPU on this machine (16k: 2.8 ms CPU,
   64k: 10 ms; numpy einsum, one query, 2 busy cores), while a flat search scans every base row (same cost per row), an
   IVF search at 1M costs 8.4 ms p50 and an HNSW search at 100k 0.31 ms (bench/ann.py). So: flat, a tenth of the base
-  (a search costs at most 10 % more); ivf, 10k rows (about 1.8 ms, a fifth of its search); hnsw, 2k rows.
+  (a search costs at most 10 % more); hnsw, 2k rows; ivf, 32k rows (below).
+
+  ivf's budget, measured on the 1M-chunk scale index (972k rows, hash-bow vectors; CPU ms a query, mean of 50
+  SciFact queries, one thread, on a machine loaded about 10x, so read them as ratios): the base alone 51.7; with
+  1,000 tombstones asked for k + 1,000 results 58.5, with 10,000 tombstones 85.7 (+66 %); the same 1,000
+  tombstones asked through the allowed set of the 971k live ids 1,569 (30x: the id selector and the filtered
+  nprobe are built from every live id each query). So an ivf base overfetches up to its budget
+  (:data:`OVERFETCH_FACTOR`) instead of falling off that cliff past 1,024 tombstones, as it did under the old
+  10k budget. A 1% update of that index adds about 10k delta rows and 10k tombstones: under a 10k budget it
+  compacted every time (71.6 CPU-s of the 1% update's 72, 5.5 GB peak: a new IVF base); at 32k it writes a delta,
+  searches cost about +85 % (a 10k-row scan, about 1.8 ms, and the 10k-tombstone overfetch) until the next
+  compaction, which comes with the second 1% update: one compaction for two of them.
 """
 
 from __future__ import annotations
@@ -43,14 +54,16 @@ MAX_DELTAS = 8
 #: Compaction budgets (see the module docstring): flat, a fraction of the base, at least FLAT_DELTA_MIN rows.
 FLAT_DELTA_FRACTION = 0.1
 FLAT_DELTA_MIN = 4_096
-APPROXIMATE_DELTA_ROWS = {"ivf": 10_000, "hnsw": 2_000}
+APPROXIMATE_DELTA_ROWS = {"ivf": 32_000, "hnsw": 2_000}
 #: An unfiltered search asks the base for k + (its tombstones) results and drops the tombstoned ones while there
 #: are at most this many; beyond, it passes the base's live ids as the allowed set (each kind's exact filtered path).
-#: It covers the approximate kinds' compaction budgets (ivf 10k), because the allowed-set path is a cliff: at 1M
-#: vectors (ivf, bench/scale.py's index, 20 claims, ~3.2k tombstones) it cost 1,178 ms CPU a query against 53-55 ms
-#: for k + 3.2k or k + 10k results asked of the base (57 ms for k alone): the lists probed are the same, and only
-#: the heap is deeper. 1,024 sent every IVF index with 1k-10k tombstones down the cliff.
-OVERFETCH_MAX = 16_384
+#: The allowed-set path is a cliff for IVF: at 1M vectors (bench/scale.py's index, 20 claims, ~3.2k tombstones) it
+#: cost 1,178 ms CPU a query against 53-55 ms for k + 3.2k or k + 10k results asked of the base (57 ms for k alone):
+#: the lists probed are the same, and only the heap is deeper.
+OVERFETCH_MAX = 1_024
+#: Kinds whose allowed-set path over nearly every id costs far more than overfetching (ivf: 30x at 1,000 of 972k
+#: tombstoned, see the module docstring) overfetch up to this multiple of OVERFETCH_MAX (ivf: 32,768 >= its budget).
+OVERFETCH_FACTOR = {"ivf": 32}
 #: Stage names of :func:`plan`.
 MERGE, COMPACTION = "merge", "compaction"
 _IP = faiss.METRIC_INNER_PRODUCT
@@ -174,7 +187,8 @@ class SegmentedVectors:
             return self.base.search(vector, k, allowed)
         if allowed is not None:
             return self.base.search(vector, k, np.setdiff1d(allowed, dead, assume_unique=True))
-        if len(dead) > OVERFETCH_MAX:
+        inner = getattr(self.base, "inner", self.base)  # auto: the kind it holds now
+        if len(dead) > OVERFETCH_MAX * OVERFETCH_FACTOR.get(inner.kind, 1):
             return self.base.search(vector, k, self._base_live)
         hits = self.base.search(vector, k + len(dead))
         found = np.array([h for h, _ in hits], np.int64)
