@@ -3,19 +3,20 @@
 A chunk's size is measured in the tokens the embedding model will actually see, so no chunk is silently
 truncated at embedding time, and ``document.text[chunk.char_start:chunk.char_end] == chunk.text`` always holds.
 
-How (version 4, see ``CHUNKER_VERSION``): the text is cut into whitespace-delimited runs. For a BERT-style tokenizer
-(BertNormalizer, BertPreTokenizer, WordPiece: every bundled model) tokens never cross whitespace, so a chunk that starts
-and ends at whitespace has exactly the sum of its runs' token counts. Each distinct run is tokenized once (a per-chunker
-cache keyed by the run's text), and chunk ends are chosen on the cumulative counts with precomputed boundary positions:
-paragraph (and Markdown heading), then line, then sentence, then word, then anything. Chunks are filled as version 1
-filled them: a chunk ends at the last boundary of the highest level that has one within the budget (and fills half of
-it: ``MIN_FILL``), and overlaps the next one by whole sections of that same level (the last sentences, lines or
-paragraphs of at most ``overlap_tokens``), or not at all. Runs of 32 characters or more that make over a tenth of a
-document (base64, hex dumps, a megabyte without spaces) are not tokenized at all: they are counted by an upper bound
-(one token per normalised character) and may be cut anywhere, which keeps every input linear in its length; the few in
-prose (URLs, DOIs, chemical names; below 256 characters) are tokenized. A chunk cut inside a run that was tokenized
-(only possible with a small budget) is checked with the real tokenizer and shortened until it fits. Other tokenizers get
-the same plan, but every chunk is checked that way.
+How (version 3, see ``CHUNKER_VERSION``): the text is cut into whitespace-delimited runs. For a BERT-style
+tokenizer (BertNormalizer, BertPreTokenizer, WordPiece: every bundled model) tokens never cross whitespace, so a
+chunk that starts and ends at whitespace has exactly the sum of its runs' token counts. Each distinct run is
+tokenized once (a per-chunker cache keyed by the run's text), and chunk ends are chosen on the cumulative counts
+with precomputed boundary positions: paragraph (and Markdown heading), then line, then sentence, then word,
+then anything. Chunks are filled as version 1 filled them: a chunk ends at the last boundary of the highest
+level that has one within the budget, and overlaps the next one by whole sections of that same level (the
+last sentences, lines or paragraphs of at most ``overlap_tokens``), or not at all. Runs of 32 characters or
+more that make over a tenth of a document (base64, hex dumps, a megabyte without spaces) are not tokenized
+at all: they are counted by an upper bound (one token per normalised character) and may be cut anywhere,
+which keeps every input linear in its length; the few in prose (URLs, DOIs, chemical names; below 256
+characters) are tokenized. A chunk cut inside a run that was tokenized (only possible with
+a small budget) is checked with the real tokenizer and shortened until it fits. Other tokenizers get the
+same plan, but every chunk is checked that way.
 
 Version 1 was ``semantic-text-splitter`` with the model's tokenizer: about 1.6-2.5 ms CPU per chunk on
 SciFact, and superlinear on pathological input (a 2 MB base64 text did not finish in 5 minutes).
@@ -41,14 +42,8 @@ from citeline.errors import IndexMismatchError, SettingsError
 SPECIAL_TOKENS = 2
 #: Changes whenever the same text and settings may give other chunks; recorded in the index meta so that chunk
 #: ids stay comparable. 1: semantic-text-splitter 0.33; 2: this module's run-based planner; 3: the same,
-#: filling and overlapping chunks as version 1 did (SciFact: 13,081 chunks like version 1, against 13,868); 4:
-#: :data:`MIN_FILL`. An index keeps its version (``Chunker.of_index``): its chunks are never of two kinds.
-CHUNKER_VERSION = 4
-#: A cut at a preferred boundary (paragraph) that leaves the chunk under this share of the budget is passed over
-#: for a lesser one (sentence) that fills it more. Version 3 made a title or heading followed by a paragraph
-#: longer than the budget a chunk of its own: 3,680 of SciFact's 5,183 abstracts began with a title-only chunk,
-#: the body's chunks lost the title, and dense nDCG@10 fell below whole-document encoding (README, "Quality").
-MIN_FILL = 0.5
+#: filling and overlapping chunks as version 1 did (SciFact: 13,081 chunks like version 1, against 13,868).
+CHUNKER_VERSION = 3
 #: What the model embeds for each chunk, recorded in a new index's meta (``embed_text``): ``"chunk"``, the chunk's
 #: text as stored, or ``"title + chunk"``, the document's title on a line before it (a contextual chunk header)
 #: unless the chunk already starts with it; offsets and stored text are the chunk's own either way. Measured on
@@ -163,7 +158,6 @@ class Chunker:
         overlap_tokens: int,
         model_max_tokens: int,
         embed_text: str = EMBED_TEXT,
-        version: int = CHUNKER_VERSION,
     ):
         check_settings(max_tokens, overlap_tokens, model_max_tokens)
         if embed_text not in EMBED_TEXTS:
@@ -172,8 +166,6 @@ class Chunker:
         self.embed_text = embed_text
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
-        self.version = version
-        self._min_fill = MIN_FILL * max_tokens if version >= 4 else 0.0
         self._counts: dict[str, int] = {}
         # A piece of a long run weighs at most this much, so one always fits after the overlap.
         self._piece_weight = max(1, (max_tokens - overlap_tokens) // 2)
@@ -187,7 +179,6 @@ class Chunker:
             overlap_tokens=meta["overlap_tokens"],
             model_max_tokens=meta["model_max_tokens"],
             embed_text=meta.get("embed_text", "chunk"),  # indexes older than the setting embed chunks alone
-            version=int(meta.get("chunker_version", 3)),
         )
 
     @cached_property
@@ -242,7 +233,7 @@ class Chunker:
         return {
             "max_tokens": self.max_tokens,
             "overlap_tokens": self.overlap_tokens,
-            "chunker_version": self.version,
+            "chunker_version": CHUNKER_VERSION,
             "embed_text": self.embed_text,
         }
 
@@ -360,22 +351,15 @@ class Chunker:
         levels = _levels(markdown)
         if limit >= size and low < size:
             return size, exact, len(levels) + 1  # the last chunk: no overlap follows, its level is moot
-        short: tuple[int, int] | None = None  # the fullest cut that left the chunk under MIN_FILL
         for level, (pattern, use_end) in enumerate(levels):
             # The level is the highest one with a boundary in the budget, counted from ``start`` as version 1
             # did; when all its boundaries lie within the previous chunk, this chunk would only repeat it
             # (version 1 emitted it and dropped it): an empty cut makes ``_plan`` start after the previous one.
             found = _last_match(pattern, use_end, text, start, limit)
-            if found is None or (short is not None and found <= short[0]):
-                continue  # no boundary at this level, or none fuller than a cut already passed over
-            if found <= low:
-                return start, True, level
-            if self._tokens_between(units, start, found) < self._min_fill:
-                short = (found, level)
-                continue
-            return found, exact and _is_exact_cut(units, found), level
-        if short is not None:  # no boundary fills it enough: the fullest still beats a cut inside a sentence
-            return short[0], exact and _is_exact_cut(units, short[0]), short[1]
+            if found is not None:
+                if found <= low:
+                    return start, True, level
+                return found, exact and _is_exact_cut(units, found), level
         if exact:
             # Word boundary: the start of the run holding the first unit that does not fit.
             index = bisect.bisect_left(units.start, limit)
@@ -385,13 +369,6 @@ class Chunker:
                     return word, True, len(levels)
         end = max(limit, low + 1)
         return end, exact and _is_exact_cut(units, end), len(levels) + 1
-
-    @staticmethod
-    def _tokens_between(units: _Units, start: int, end: int) -> int:
-        """Tokens of the units from the one holding ``start`` up to ``end`` (an upper bound for long runs)."""
-        first = bisect.bisect_right(units.end, start)
-        last = bisect.bisect_left(units.start, end) - 1
-        return units.cum[last] - (units.cum[first - 1] if first else 0) if last >= first else 0
 
     def _fit(
         self, text: str, markdown: bool, units: _Units, start: int, low: int, chunk: str, level: int

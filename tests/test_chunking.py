@@ -117,38 +117,12 @@ def test_sentences_are_preferred_over_words() -> None:
 
 def test_overlap_never_reaches_back_into_the_previous_paragraph() -> None:
     # Version 2 overlapped by words across the title's paragraph break: 6% more SciFact chunks, worse lexical.
+    chunker = Chunker(TOKENIZER, max_tokens=40, overlap_tokens=12, model_max_tokens=256)
     title = "Soldiers and their families"
     body = " ".join(f"Soldiers fled the burning city number {i} at dawn." for i in range(12))
-    text = f"{title}\n\n{body}"
-    old = Chunker(TOKENIZER, max_tokens=40, overlap_tokens=12, model_max_tokens=256, version=3).split(text)
-    assert old[0].text == title  # version 3: the title alone (an index built with it keeps chunking so)
-    assert old[1].char_start == len(title) + 2
-    spans = Chunker(TOKENIZER, max_tokens=40, overlap_tokens=12, model_max_tokens=256).split(text)
-    assert spans[0].text.startswith(f"{title}\n\nSoldiers fled") and spans[0].text.endswith("dawn.")
-    assert all(span.char_start > len(title) + 2 for span in spans[1:])
-
-
-@pytest.mark.parametrize("markdown", [False, True])
-def test_a_title_or_heading_before_a_long_paragraph_is_not_a_chunk_of_its_own(markdown: bool) -> None:
-    """Version 4: a boundary that would leave the chunk under MIN_FILL of the budget gives way to a sentence."""
-    chunker = Chunker(TOKENIZER, max_tokens=60, overlap_tokens=0, model_max_tokens=256)
-    heading = "# Glaciers" if markdown else "Glaciers"
-    body = " ".join(f"Meltwater number {i} lubricates the glacier bed in summer." for i in range(20))
-    spans = chunker.split(f"{heading}\n\n{body}\n\nShort closing paragraph.", markdown=markdown)
-    assert spans[0].text.startswith(f"{heading}\n\nMeltwater number 0") and spans[0].text.endswith("summer.")
-    assert all(chunker.count_tokens(span.text) >= 0.5 * 60 for span in spans[:-1])
-    # a paragraph that fills half the budget still ends its chunk
-    half = " ".join(f"Ice flows {i} downhill." for i in range(8))
-    spans = chunker.split(f"{half}\n\n{body}", markdown=markdown)
-    assert spans[0].text == half
-
-
-def test_the_fullest_boundary_wins_when_none_fills_the_chunk() -> None:
-    # no sentence boundary after the title: the paragraph break is still better than a cut inside a sentence
-    chunker = Chunker(TOKENIZER, max_tokens=30, overlap_tokens=0, model_max_tokens=256)
-    body = " ".join(f"word{i}" for i in range(80))
-    spans = chunker.split(f"Title line\n\n{body}")
-    assert spans[0].text == "Title line"
+    spans = chunker.split(f"{title}\n\n{body}")
+    assert spans[0].text == title
+    assert spans[1].char_start == len(title) + 2
 
 
 def test_overlap_is_whole_sentences_of_the_overlap_size_or_none() -> None:
@@ -166,11 +140,9 @@ def test_overlap_is_whole_sentences_of_the_overlap_size_or_none() -> None:
 
 
 def test_chunks_are_placed_as_semantic_text_splitter_placed_them() -> None:
-    """Version 1's chunks (semantic-text-splitter) on abstract-like texts: a title, sentences, some lines.
-
-    Version 3 placed them so (indexes built with it keep chunking so); version 4 differs by ``MIN_FILL`` alone."""
+    """Version 1's chunks (semantic-text-splitter) on abstract-like texts: a title, sentences, some lines."""
     splitters = pytest.importorskip("semantic_text_splitter")
-    chunker = Chunker(TOKENIZER, max_tokens=60, overlap_tokens=12, model_max_tokens=256, version=3)
+    chunker = Chunker(TOKENIZER, max_tokens=60, overlap_tokens=12, model_max_tokens=256)
     old = splitters.TextSplitter.from_huggingface_tokenizer(chunker.tokenizer, capacity=60, overlap=12)
     rng = random.Random(3)
     words = ["the", "of", "cells", "protein", "mice", "expression", "increased", "patients", "risk"]

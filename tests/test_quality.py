@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_evaluate import make_beir
 
 from citeline import Index
 from citeline.baseline import document_texts, rrf
 from citeline.chunking import embed_text
 from citeline.evaluate import baseline_results, evaluate_beir, load_beir
 from citeline.store import catalog
+from test_evaluate import make_beir
 
 
 def stored_vector(index: Index, text: str) -> np.ndarray:
@@ -88,23 +88,3 @@ def test_eval_reports_the_baseline_rows(tmp_path: Path, fake_embedder, monkeypat
     assert [r.mode for r in report.results] == ["hybrid", "dense-doc", "lexical-doc", "baseline"]
     plain = evaluate_beir(beir, index_path=tmp_path / "ix", mode="hybrid", embedder=fake_embedder, baseline=False)
     assert [r.mode for r in plain.results] == ["hybrid"]
-
-
-def test_an_index_keeps_the_chunker_version_it_was_built_with(tmp_path, fake_embedder) -> None:
-    """A title before a paragraph longer than the budget: version 3 made it a chunk of its own, version 4 fills
-    the chunk with the paragraph's first sentences; an index built with version 3 goes on chunking as it did."""
-    corpus = tmp_path / "docs.jsonl"
-    text = " ".join(f"Meltwater number {i} lubricates the glacier bed in summer." for i in range(12))
-    corpus.write_text(json.dumps({"_id": "1", "title": "Glaciers", "text": text}) + "\n")
-    new = Index.create(tmp_path / "new", embedder=fake_embedder, max_tokens=40, overlap_tokens=0)
-    assert new.meta["chunker_version"] == 4
-    Index.create(tmp_path / "old", embedder=fake_embedder, max_tokens=40, overlap_tokens=0)
-    with catalog.connect(tmp_path / "old", read_only=False) as connection:
-        connection.execute("UPDATE index_meta SET value = '3' WHERE key = 'chunker_version'")
-    old = Index.open(tmp_path / "old", embedder=fake_embedder)
-    assert old.chunker.version == 3
-    for index, first in ((new, "Glaciers\n\nMeltwater number 0"), (old, "Glaciers")):
-        index.ingest([corpus])
-        with catalog.connect(index.path, read_only=True) as connection:
-            (chunk,) = connection.execute("SELECT text FROM chunks WHERE ordinal = 0").fetchone()
-        assert chunk.startswith(first) and (index is new or chunk == first)
