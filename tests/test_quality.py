@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_evaluate import make_beir
 
 from citeline import Index
 from citeline.baseline import document_texts, rrf
 from citeline.chunking import embed_text
 from citeline.evaluate import baseline_results, evaluate_beir, load_beir
 from citeline.store import catalog
-from test_evaluate import make_beir
 
 
 def stored_vector(index: Index, text: str) -> np.ndarray:
