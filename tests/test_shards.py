@@ -216,9 +216,9 @@ def test_cli_shards_flag_is_checked(tmp_path: Path, seeds_dir: Path) -> None:
     result = runner.invoke(cli, ["ingest", str(seeds_dir), "--index", str(tmp_path / "bad"), "--shards", "0"])
     assert result.exit_code == 2 and "--shards" in result.output
     result = runner.invoke(
-        cli, ["ingest", str(seeds_dir), "--index", str(tmp_path / "x"), "--shards", "2", "--prefect"]
+        cli, ["schedule", str(seeds_dir), "--cron", "0 * * * *", "--index", str(tmp_path / "y"), "--shards", "0"]
     )
-    assert result.exit_code == 2 and "sharded" in result.output
+    assert result.exit_code == 2 and "--shards" in result.output
 
 
 @pytest.mark.slow
