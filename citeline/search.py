@@ -28,7 +28,7 @@ from citeline.errors import QueryError
 from citeline.filters import Filters
 from citeline.formats import iso_utc
 from citeline.highlight import highlight
-from citeline.lexical import LexicalIndex, top_positions
+from citeline.lexical import LexicalIndex
 from citeline.results import SearchResult
 from citeline.store.snapshot import ReadSnapshot
 from citeline.vectors import VectorReader
@@ -126,13 +126,7 @@ def hybrid_ranking(
     """
     depth = max(k, fusion.depth)
     dense = vectors.search(query_vector, depth, allowed)
-    lexical_scores = lexical.scores(query)
-    positions = None if allowed is None else positions_of(lexical.chunk_ids, allowed)
-    top_lexical = [
-        (int(lexical.chunk_ids[p]), float(lexical_scores[p]))
-        for p in top_positions(lexical_scores, positions, depth)
-        if lexical_scores[p] > 0
-    ]
+    top_lexical, lexical_score_of = lexical.ranked(query, depth, allowed)
     if fusion.method == "rrf":
         fused: dict[int, float] = {}
         for ranking in (dense, top_lexical):
@@ -146,7 +140,7 @@ def hybrid_ranking(
             return []
         query32 = np.asarray(query_vector, dtype=np.float32).ravel()
         dense_values = (vectors.vectors(ids) @ query32).astype(np.float64)
-        lexical_values = lexical_scores[positions_of(lexical.chunk_ids, ids)].astype(np.float64)
+        lexical_values = lexical_score_of(ids).astype(np.float64)
         dense_top = dense_values[positions_of(ids, [c for c, _ in dense[: fusion.depth]])]
         lexical_top = np.array([score for _, score in top_lexical[: fusion.depth]], dtype=np.float64)
         values = fusion.weight * _scale(dense_values, dense_top, fusion.normalization, None) + (
