@@ -159,18 +159,19 @@ class MergedLexical(LexicalIndex):
             return [], lambda ids: np.zeros(len(ids), dtype=np.float32)
         statistics = self.statistics(query)
 
-        def in_shard(number: int) -> tuple[list[tuple[int, float]], np.ndarray]:
+        def in_shard(number: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             part = self.parts[number]
             scores = part.scores(query, statistics)
             restricted = self.owners.restrict(allowed, number)
             positions = None if restricted is None else np.searchsorted(part.chunk_ids, restricted)
             top = top_positions(scores, positions, k)
-            return [(int(part.chunk_ids[p]), float(scores[p])) for p in top if scores[p] > 0], scores
+            top = top[scores[top] > 0]
+            return part.chunk_ids[top], scores[top], scores
 
         answers = self.fan_out(in_shard, range(len(self.parts)))
-        merged = [hit for top, _ in answers for hit in top]
-        best = [] if not merged else top_k(np.array([s for _, s in merged]), np.array([c for c, _ in merged]), k)
-        shard_scores = [scores for _, scores in answers]
+        ids = np.concatenate([ids for ids, _, _ in answers])
+        best = top_k(np.concatenate([top for _, top, _ in answers]).astype(np.float64), ids, k)
+        shard_scores = [scores for _, _, scores in answers]
 
         def score_of(ids: np.ndarray) -> np.ndarray:
             wanted = np.asarray(ids, dtype=np.int64)
