@@ -130,8 +130,8 @@ def test_a_worker_killed_mid_shard_then_a_rerun_gives_the_uninterrupted_index(cl
         return [str(task.key) for task in dask_worker.state.executing]
 
     def kill_a_worker_mid_shard() -> None:
-        # SIGKILL a worker once it has embedded 3 batches of the shard it is running (2 commits of 20 chunks
-        # behind it, the third batch in hand).
+        # SIGKILL a worker once it has made 6 encode calls in the shard it is running (each commit of about 20
+        # chunks makes 2: the model warm-up and one batch; so at least 2 commits are behind it).
         started: dict[str, tuple[str, int]] = {}  # worker -> (the shard task it runs, its embed calls before it)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not killed:
@@ -142,7 +142,7 @@ def test_a_worker_killed_mid_shard_then_a_rerun_gives_the_uninterrupted_index(cl
                     started.pop(address, None)
                 elif started.get(address, ("", 0))[0] != keys[0]:
                     started[address] = (keys[0], calls)
-                elif calls - started[address][1] >= 3:
+                elif calls - started[address][1] >= 6:
                     os.kill(pids[address], signal.SIGKILL)
                     killed.append(pids[address])
                     return
