@@ -17,6 +17,9 @@ Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` 
 ``dask_workers`` (a local cluster of that many processes) is given; discovery, planning and the commit stay in the
 flow's own process, which holds the index's writer lock for the whole run.
 
+A sharded root (``shards``, or an index with a ``shards.json``) runs :meth:`citeline.shards.ShardedIndex.ingest`
+instead, each shard's run a task (flows/shards.py); a failed shard fails the flow run with one line naming it.
+
 Run it with ``citeline ingest --prefect PATH...`` (``python -m flows.ingest PATH...`` is the same command); serve it
 on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/serve.py).
 """
