@@ -44,14 +44,70 @@ def corpus(folder: Path, documents: int) -> Path:
     return folder
 
 
+def latency(root: Path, build: Path | None, shards: int, count: int) -> dict[str, object]:
+    """p50/p99 ms of lexical and hybrid ranking on ``root``: per-shard candidates against whole score arrays."""
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from _synthetic import HashBowEmbedder
+
+    from citeline import Index
+    from citeline.lexical import LexicalIndex
+    from citeline.shard_search import MergedLexical
+
+    per_shard = MergedLexical.ranked
+    figures: dict[str, object] = {"root": str(root), "shards": shards}
+    if build is not None:
+        cpu, wall = cpu_seconds(), time.perf_counter()
+        index = Index.create(root, embedder=HashBowEmbedder(), max_tokens=254, overlap_tokens=32, shards=shards)
+        index.ingest([build], parallel="serial")
+        figures["build"] = {"wall_s": round(time.perf_counter() - wall, 1), "cpu_s": round(cpu_seconds() - cpu, 1)}
+    index = Index.open(root, embedder=HashBowEmbedder())
+    figures["chunks"] = index.status().chunks
+    with (SCIFACT / "queries.jsonl").open() as handle:
+        queries = [json.loads(line)["text"] for line, _ in zip(handle, range(count), strict=False)]
+    whole_arrays = {"before (whole arrays)": True, "after (top candidates)": False}
+    times: dict[str, list[float]] = {f"{mode} {name}": [] for mode in ("lexical", "hybrid") for name in whole_arrays}
+    cpu_used = dict.fromkeys(times, 0.0)
+    for query in [queries[0], *queries]:  # the first one warms the snapshot
+        for mode in ("lexical", "hybrid"):
+            for name, whole in whole_arrays.items():
+                if whole:
+                    MergedLexical.ranked = LexicalIndex.ranked  # type: ignore[method-assign]
+                else:
+                    MergedLexical.ranked = per_shard  # type: ignore[method-assign]
+                cpu, wall = time.process_time(), time.perf_counter()
+                index.rank(query, 10, mode=mode)
+                times[f"{mode} {name}"].append(1000 * (time.perf_counter() - wall))
+                cpu_used[f"{mode} {name}"] += time.process_time() - cpu
+    MergedLexical.ranked = per_shard  # type: ignore[method-assign]
+    figures["ms"] = {
+        key: {
+            "p50": round(float(np.percentile(values[1:], 50)), 2),
+            "p99": round(float(np.percentile(values[1:], 99)), 2),
+            "cpu_ms_per_query": round(1000 * cpu_used[key] / len(values), 2),
+        }
+        for key, values in times.items()
+    }
+    figures["queries"] = count
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latency", type=Path, default=None, help="Time lexical/hybrid ranking on this sharded root.")
+    parser.add_argument("--build", type=Path, default=None, help="With --latency: first build ROOT from these docs.")
     parser.add_argument("--documents", type=int, default=400)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--parallel", default="processes", choices=("processes", "threads", "serial"))
     parser.add_argument("--dask-workers", type=int, default=None)
     args = parser.parse_args()
+    if args.latency is not None:
+        print(json.dumps(latency(args.latency, args.build, args.shards[-1], args.queries)), flush=True)
+        return
 
     from citeline import Index
 

@@ -21,8 +21,13 @@ def top_k(scores: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[int, float]
     k = min(k, len(scores))
     if k <= 0:
         return []
-    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-    top = top[np.lexsort((ids[top], -scores[top]))]
+    if k < len(scores):
+        # every score tied with the k-th best stays a candidate, so the tie goes by id (argpartition alone keeps an
+        # arbitrary one of them, and a merge of shards' top k could then keep another chunk than one index)
+        top = np.flatnonzero(scores >= scores[np.argpartition(-scores, k - 1)[k - 1]])
+    else:
+        top = np.arange(len(scores))
+    top = top[np.lexsort((ids[top], -scores[top]))][:k]
     return [(int(ids[i]), float(scores[i])) for i in top]
 
 

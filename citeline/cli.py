@@ -88,8 +88,6 @@ def ingest(
         raise click.UsageError(
             "--dask-address and --dask-workers run the Prefect flow or a sharded index: add --prefect"
         )
-    if prefect and sharded:
-        raise click.UsageError("the Prefect flow does not run sharded indexes yet; leave out --prefect")
     _log_to_console(verbose, prefect)
     if "-" in paths or source is not None:
         if "-" not in paths:
@@ -121,6 +119,7 @@ def ingest(
             removal_threshold=removal_threshold,
             dry_run=dry_run,
             commit_every=commit_every,
+            shards=shards,
         )
     else:
         from citeline.index import Index
@@ -187,6 +186,7 @@ def _log_to_console(verbose: bool, prefect: bool) -> None:
 @click.option("--run-now", is_flag=True, help="Start one run at once, then follow the schedule.")
 @index_option
 @ingest_options
+@shards_option
 @user_errors
 def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     """Serve the ingestion of PATHS on a cron schedule against the Prefect server at PREFECT_API_URL.

@@ -18,7 +18,7 @@ import json
 import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -200,10 +200,18 @@ class LexicalIndex:
         Only chunks sharing at least one term with the query are returned (a BM25 score of 0 is no match). With
         ``allowed``, only those chunks are scored for the ranking, so the k best allowed matches come back.
         """
+        return self.ranked(query, k, allowed)[0]
+
+    def ranked(
+        self, query: str, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[list[tuple[int, float]], Callable[[np.ndarray], np.ndarray]]:
+        """:meth:`search`'s k best, and the BM25 score of any chunk ids for ``query`` (hybrid fusion reads its
+        candidates' scores through it), from one scoring. A sharded index answers from each shard's k best and
+        never gathers every chunk's score (``citeline.shard_search.MergedLexical``)."""
         scores = self.scores(query)
         positions = None if allowed is None else positions_of(self.chunk_ids, allowed)
-        top = top_positions(scores, positions, k)
-        return [(int(self.chunk_ids[p]), float(scores[p])) for p in top if scores[p] > 0]
+        top = [(int(self.chunk_ids[p]), float(scores[p])) for p in top_positions(scores, positions, k) if scores[p] > 0]
+        return top, lambda ids: scores[positions_of(self.chunk_ids, ids)]
 
     def scores_of(self, query: str, ids: np.ndarray) -> np.ndarray:
         """The BM25 scores of chunk ``ids`` (0 for an id not held); segmented indexes score only those chunks."""
@@ -226,7 +234,12 @@ def top_positions(scores: np.ndarray, positions: np.ndarray | None, k: int) -> n
     candidates = np.arange(len(scores)) if positions is None else positions
     values = scores[candidates]
     if k < len(candidates):
-        keep = np.argpartition(-values, k - 1)[:k]
+        # the k-th best value decides; of the chunks tied with it, the first positions (``positions`` ascend), so
+        # ties go by position as promised (argpartition alone keeps an arbitrary one of them, and the shards'
+        # merge of their top k could then keep another chunk than one index: citeline.shard_search)
+        kth = values[np.argpartition(-values, k - 1)[k - 1]]
+        above = np.flatnonzero(values > kth)
+        keep = np.concatenate([above, np.flatnonzero(values == kth)[: k - len(above)]])
         candidates, values = candidates[keep], values[keep]
     order = np.lexsort((candidates, -values))
     return candidates[order]

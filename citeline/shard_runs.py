@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -103,8 +104,12 @@ def _execute_dask(jobs: list[ShardJob], address: str | None, workers: int | None
         else:
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1))
             client = stack.enter_context(Client(cluster))
-        # pure=False: a re-run of the same job must run again, not reuse a result
-        futures = [client.submit(run_shard, job, pure=False, key=f"citeline-shard-{job.shard_dir}") for job in jobs]
+        # pure=False and a key of this run's own: a re-run must run again, never meet an earlier run's result (a
+        # failed run's erred task can linger on the scheduler for a moment after its client lets go)
+        token = uuid.uuid4().hex[:8]
+        futures = [
+            client.submit(run_shard, job, pure=False, key=f"citeline-shard-{job.shard_dir}-{token}") for job in jobs
+        ]
         return [_outcome(future.result) for future in futures]
 
 

@@ -7,8 +7,8 @@ collapse) runs on a sharded index unchanged and ranks exactly as on one index ov
 - **Lexical**: BM25's idf and average length are corpus-wide, so each query costs two rounds: every shard counts
   its live documents, their length and the query terms' document frequencies
   (``SegmentedIndex.statistics``), and then scores its own chunks with the sums (``scores(query, statistics)``).
-  Lexical search merges each shard's top k; hybrid fusion reads the whole score array (the shards' arrays in
-  global chunk-id order), exactly as it reads one index's.
+  Lexical search and hybrid fusion merge each shard's top k (:meth:`MergedLexical.ranked`); hybrid reads its
+  candidates' scores from the shards that hold them, never a concatenation of every shard's scores.
 - **Hybrid**: ``search.hybrid_ranking`` runs over the merged views (:class:`MergedVectors`, :class:`MergedLexical`):
   its candidates, reference depth and rescaling see the corpus-wide rankings, never one shard's.
 """
@@ -25,7 +25,7 @@ import numpy as np
 
 from citeline.arrays import top_k
 from citeline.errors import IndexMismatchError
-from citeline.lexical import LexicalIndex, top_positions
+from citeline.lexical import LexicalIndex
 from citeline.lexical_segments import SegmentedIndex, Statistics
 from citeline.store.snapshot import ReadSnapshot
 from citeline.vectors.base import VectorReader
@@ -145,20 +145,47 @@ class MergedLexical(LexicalIndex):
             return np.zeros(0, dtype=np.float32)
         return np.concatenate(self.shard_scores(query))[self.owners.order]
 
-    def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The k best of every shard's top k (each scored with the corpus-wide statistics)."""
+    def ranked(
+        self, query: str, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[list[tuple[int, float]], Callable[[np.ndarray], np.ndarray]]:
+        """The k best of every shard's k best, each shard scored with the corpus-wide statistics, and the score
+        of any chunk ids read from the shards that hold them (what lexical search and hybrid fusion read).
+
+        Exact: with the corpus-wide statistics a shard's scores are the unsharded index's, so the k best overall
+        are among the shards' k best; ties go by chunk id, as one index's positions order them. Only each shard's
+        k best (and, for hybrid, its candidates' scores) cross to the merge: no shard's whole score array is
+        concatenated or reordered (``bench/shards.py --latency``: p50 before and after in the README)."""
         if not self.parts:
-            return []
-        merged = []
-        for number, (part, scores) in enumerate(zip(self.parts, self.shard_scores(query), strict=True)):
-            restricted = self.owners.restrict(allowed, number)
-            positions = None if restricted is None else np.searchsorted(part.chunk_ids, restricted)
-            merged += [(int(part.chunk_ids[p]), float(scores[p])) for p in top_positions(scores, positions, k)]
-        merged = [(chunk_id, score) for chunk_id, score in merged if score > 0]
-        if not merged:
-            return []
-        ids = np.array([chunk_id for chunk_id, _ in merged], dtype=np.int64)
-        return top_k(np.array([score for _, score in merged], dtype=np.float64), ids, k)
+            return [], lambda ids: np.zeros(len(ids), dtype=np.float32)
+        statistics = self.statistics(query)
+
+        def in_shard(number: int) -> list[tuple[int, float]]:
+            # The shard's own pruned top k (citeline.lexical_query), exact under the corpus-wide statistics.
+            return self.parts[number].search(query, k, self.owners.restrict(allowed, number), statistics)
+
+        answers = self.fan_out(in_shard, range(len(self.parts)))
+        ids = np.array([chunk_id for answer in answers for chunk_id, _ in answer], dtype=np.int64)
+        values = np.array([score for answer in answers for _, score in answer], dtype=np.float64)
+        best = top_k(values, ids, k)
+        return best, lambda wanted: self._scores_of(query, wanted, statistics)
+
+    def scores_of(self, query: str, ids: np.ndarray) -> np.ndarray:
+        """The BM25 scores of chunk ``ids`` (0 for an id not held), each read from the shard that holds it."""
+        if not self.parts:
+            return np.zeros(len(ids), dtype=np.float32)
+        return self._scores_of(query, ids, self.statistics(query))
+
+    def _scores_of(self, query: str, ids: np.ndarray, statistics: Statistics) -> np.ndarray:
+        wanted = np.asarray(ids, dtype=np.int64)
+        out = np.zeros(len(wanted), dtype=np.float32)
+        split = self.owners.split(wanted)
+
+        def in_shard(number: int) -> np.ndarray:
+            return self.parts[number].scores_of(query, split[number][1], statistics)
+
+        for number, scores in enumerate(self.fan_out(in_shard, range(len(self.parts)))):
+            out[split[number][0]] = scores
+        return out
 
     def sharing_rare_terms(
         self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None

@@ -23,7 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -31,11 +31,11 @@ from typing import Any
 from citeline import pipeline
 from citeline.discovery import Discovery, resolve_roots, scan
 from citeline.embedding import Embedder, SentenceTransformerEmbedder
-from citeline.errors import IndexCorruptError, IndexMismatchError, IndexNotFoundError, SettingsError
+from citeline.errors import CitelineError, IndexCorruptError, IndexMismatchError, IndexNotFoundError, SettingsError
 from citeline.filters import Filters
 from citeline.index import SHARDS_MANIFEST, Index
 from citeline.planning import ParsedBatch, Plan, plan_changes, refuse_removals, removal_problems
-from citeline.progress import default_reporter
+from citeline.progress import Reporter, announced_writer_lock, default_reporter
 from citeline.shard_runs import ShardJob, execute
 from citeline.shard_search import ShardedSnapshot
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
@@ -50,6 +50,8 @@ MANIFEST_FORMAT = 1
 ROUTING = "blake2b-64(doc_id) mod shards"
 #: Runs the manifest keeps (each shard's own ledger keeps all of its runs).
 RUNS_KEPT = 200
+#: How a run's shard jobs are run: each job's summary, or the exception that stopped it, in order.
+RunJobs = Callable[[list[ShardJob]], list[RunSummary | BaseException]]
 
 
 def shard_of(doc_id: str, shards: int) -> int:
@@ -158,6 +160,22 @@ class ShardedStatus(IndexStatus):
     manifest_generations: list[int] = field(default_factory=list)
 
 
+class ShardsFailedError(CitelineError):
+    """Some shards of a run failed; the others' commits stand (one line naming each failed shard)."""
+
+    def __init__(self, root: Path, failed: Sequence[tuple[int, BaseException]], shards: int):
+        self.shards = [number for number, _ in failed]
+        reasons = "; ".join(f"{shard_dir(root, n).name}: {type(e).__name__}: {_one_line(e)}" for n, e in failed)
+        super().__init__(
+            f"{len(failed)} of {shards} shards of {root} failed ({reasons}); the other shards' commits stand: run "
+            "the same ingest again to finish"
+        )
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or "no message"
+
+
 class ShardedIndex(Index):
     """A sharded index root, with :class:`Index`'s vocabulary (see the module docstring); ``generation`` is the
     sum of the shards' generations, which grows whenever any shard commits."""
@@ -236,57 +254,75 @@ class ShardedIndex(Index):
         dask_address: str | None = None,
         dask_workers: int | None = None,
         commit_every: int = pipeline.COMMIT_EVERY,
+        reporter: Reporter | None = None,
+        run_jobs: RunJobs | None = None,
+        prepare_queries: bool = True,
     ) -> RunSummary:
         """:meth:`Index.ingest` over the shards, run in ``parallel`` (``"processes"``, ``"threads"`` or
-        ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes)."""
+        ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes).
+
+        ``run_jobs`` replaces how the shards' jobs run (the Prefect flow runs each as a task: ``flows/shards.py``);
+        it returns each job's summary or the exception that stopped it, in order. ``prepare_queries=False``: the
+        caller prepares the query model itself (the flow does, in a task of its own). A shard that fails is named in
+        the run's ledger row and in the :class:`ShardsFailedError` raised once the others' commits are recorded.
+        """
         pipeline.Options(max_file_bytes=max_file_bytes, removal_threshold=removal_threshold)  # checks both
         run_id, started_at, roots = ledger.new_run_id(), ledger.utc_now(), resolve_roots(paths)
-        reporter = default_reporter(progress)
-        with writer_lock(self.path, wait=wait):
-            reporter.stage("discover")
-            discovery = scan(paths)
-            reporter.stage("parse", len(discovery.files))
-            parsed = pipeline.parse_files(discovery.files, max_file_bytes=max_file_bytes, advance=reporter.advance)
-            parts = route(parsed, self.manifest.shards)
-            reporter.stage("plan")
-            plan = merged_plan(self.shard_dirs, roots, discovery, parts)
-            objections = [] if allow_removals else removal_problems(plan, removal_threshold)
-            if dry_run:
-                summary = pipeline.summarize(run_id, started_at, plan)
-                summary.status, summary.generation = "dry-run", self.generation()
-                summary.errors += [{"path": p.path, "reason": f"would be refused: {p.reason}"} for p in objections]
-                reporter.finish()
-                return summary
-            if objections:
-                reporter.finish()
-                raise refuse_removals(objections)
-            reporter.stage("shards", len(parts))
-            # The removal guard was decided over all shards above, so no shard second-guesses it on its share.
-            options = {
-                "max_file_bytes": max_file_bytes, "wait": wait, "allow_removals": True, "commit_every": commit_every
-            }  # fmt: skip
-            shared = None if isinstance(self._embedder, SentenceTransformerEmbedder) else self._embedder
-            if parallel != "processes" and not (dask_address or dask_workers):
-                shared = self.embedder  # one model for every shard of this process
-            # absolute paths and resolved roots: a Dask worker may run in another directory
-            jobs = [
-                ShardJob(str(directory.absolute()), roots, discovery, part, options, shared)
-                for directory, part in zip(self.shard_dirs, parts, strict=True)
-            ]
-            outcomes = execute(jobs, parallel, dask_address, dask_workers)
-            reporter.advance(len(jobs))
-            summary = merge_runs(run_id, started_at, roots, plan, outcomes)
-            summary.generation = self._record(summary, outcomes)
+        reporter = reporter or default_reporter(progress)
+        local = not (dask_address or dask_workers)  # with run_jobs too: the flow's shards on its own threads
+        try:
+            with announced_writer_lock(self.path, wait, reporter):
+                reporter.stage("discover")
+                discovery = scan(paths)
+                reporter.info(f"discovered {len(discovery.files)} files under {', '.join(roots)}")
+                reporter.stage("parse", len(discovery.files))
+                parsed = pipeline.parse_files(discovery.files, max_file_bytes=max_file_bytes, advance=reporter.advance)
+                parts = route(parsed, self.manifest.shards)
+                reporter.stage("plan")
+                plan = merged_plan(self.shard_dirs, roots, discovery, parts)
+                reporter.info(
+                    f"plan: {plan.added} added, {plan.updated} updated, {plan.unchanged} unchanged, {plan.removed} "
+                    f"removed (documents), over {self.manifest.shards} shards"
+                )
+                objections = [] if allow_removals else removal_problems(plan, removal_threshold)
+                if dry_run:
+                    summary = pipeline.summarize(run_id, started_at, plan)
+                    summary.status, summary.generation = "dry-run", self.generation()
+                    summary.errors += [{"path": p.path, "reason": f"would be refused: {p.reason}"} for p in objections]
+                    return summary
+                if objections:
+                    raise refuse_removals(objections)
+                reporter.stage("shards", len(parts))
+                # The removal guard was decided over all shards above, so no shard second-guesses it on its share.
+                options = {
+                    "max_file_bytes": max_file_bytes, "wait": wait, "allow_removals": True, "commit_every": commit_every
+                }  # fmt: skip
+                shared = None if isinstance(self._embedder, SentenceTransformerEmbedder) else self._embedder
+                if local and parallel != "processes":
+                    shared = self.embedder  # one model for every shard of this process
+                # absolute paths and resolved roots: a Dask worker may run in another directory
+                jobs = [
+                    ShardJob(str(directory.absolute()), roots, discovery, part, options, shared)
+                    for directory, part in zip(self.shard_dirs, parts, strict=True)
+                ]
+                outcomes = execute(jobs, parallel, dask_address, dask_workers) if run_jobs is None else run_jobs(jobs)
+                reporter.advance(len(jobs))
+                summary = merge_runs(run_id, started_at, roots, plan, outcomes)
+                summary.generation = self._record(summary, outcomes)
+                reporter.info(f"shard generations {self.manifest.generations}: {summary.status}")
+        finally:
             reporter.finish()
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        self.prepare_queries()
+        failed = [(n, outcome) for n, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]
+        if failed:
+            raise ShardsFailedError(self.path, failed, len(jobs)) from failed[0][1]
+        if prepare_queries:
+            self.prepare_queries()
         return summary
 
     def _record(self, summary: RunSummary, outcomes: Sequence[Any]) -> int:
         """Write the manifest: each shard's committed generation now, and the run; returns their sum."""
         generations = [int(part.status().generation) for part in self.shards]
+        self.manifest = Manifest.read(self.path)  # under the root's writer lock: the last writer's runs kept
         shard_runs = [outcome.run_id if isinstance(outcome, RunSummary) else None for outcome in outcomes]
         self.manifest.generations = generations
         entry = {**summary.to_dict(), "generation": sum(generations), "generations": generations}
@@ -299,6 +335,7 @@ class ShardedIndex(Index):
         with writer_lock(self.path, wait=wait):
             for part in self.shards:
                 part.rebuild(wait=wait)
+            self.manifest = Manifest.read(self.path)
             self.manifest.generations = [int(part.status().generation) for part in self.shards]
             self.manifest.write(self.path)
         return self.verify()
@@ -307,6 +344,7 @@ class ShardedIndex(Index):
         """Every shard's invariants, and the root's own: every document in the shard its id routes to, and each
         shard at the generation the manifest recorded (a run stopped part way: run it again)."""
         reports = [part.verify() for part in self.shards]
+        self.manifest = Manifest.read(self.path)  # another process may have run since this one opened the root
         names = [directory.name for directory in self.shard_dirs]
         problems = [
             f"{name}: {problem}" for name, report in zip(names, reports, strict=True) for problem in report.problems
@@ -366,7 +404,7 @@ class ShardedIndex(Index):
         """The shards' counts added up, the model, the generations, and the last run of the root."""
         statuses = [part.status() for part in self.shards]
         first = statuses[0]
-        runs = self.runs(1)
+        runs = self.runs(1)  # reads the manifest again
         return ShardedStatus(
             path=str(self.path),
             documents=sum(status.documents for status in statuses),
@@ -387,6 +425,7 @@ class ShardedIndex(Index):
     def runs(self, limit: int = 20) -> list[RunSummary]:
         """The root's runs, newest first (each shard's own ledger has its part of every run)."""
         names = {f.name for f in fields(RunSummary)}
+        self.manifest = Manifest.read(self.path)  # another process may have run since this one opened the root
         recent = list(reversed(self.manifest.runs))[:limit]
         return [RunSummary(**{key: value for key, value in run.items() if key in names}) for run in recent]
 

@@ -17,6 +17,9 @@ Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` 
 ``dask_workers`` (a local cluster of that many processes) is given; discovery, planning and the commit stay in the
 flow's own process, which holds the index's writer lock for the whole run.
 
+A sharded root (``shards``, or an index with a ``shards.json``) runs :meth:`citeline.shards.ShardedIndex.ingest`
+instead, each shard's run a task (flows/shards.py); a failed shard fails the flow run with one line naming it.
+
 Run it with ``citeline ingest --prefect PATH...`` (``python -m flows.ingest PATH...`` is the same command); serve it
 on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/serve.py).
 """
@@ -53,9 +56,11 @@ from citeline.discovery import Discovery
 from citeline.embedding import BACKENDS
 from citeline.errors import SettingsError, SourceError
 from citeline.index import Index
+from citeline.shards import ShardedIndex
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, SourceFile
 from citeline.store.ledger import RunSummary
 from flows.reporting import BatchReporter, FlowReporter, index_key, live_reporters, report_artifacts, terminal_bar
+from flows.shards import SHARD_OPTIONS, ShardTasks
 
 RETRIES = 3  # after 2, 4 and 8 seconds
 
@@ -129,6 +134,11 @@ class IngestParameters(BaseModel):
         description="Share of a root's documents a run may remove without allow_removals.",
     )
     dry_run: bool = Field(False, description="Only plan: report what the run would change, write nothing.")
+    shards: int | None = Field(
+        None,
+        ge=1,
+        description="A new index of this many shards (each shard's run a task); default: unsharded, or the index's.",
+    )
 
     @field_validator("paths")
     @classmethod
@@ -435,6 +445,7 @@ def ingest_flow(
     allow_removals: bool = False,
     removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
     dry_run: bool = False,
+    shards: int | None = None,
 ) -> dict[str, Any]:
     """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.
 
@@ -457,6 +468,7 @@ def ingest_flow(
         max_tokens=max_tokens,
         overlap_tokens=overlap_tokens,
         vector_index=vector_index,
+        shards=shards,
     )
     # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
     # Index, which for a new index has loaded its model already.
@@ -477,7 +489,17 @@ def ingest_flow(
     )
     try:
         with _fan_out(dask_runner) as fan_out:
-            run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
+            if isinstance(index, ShardedIndex):  # each shard's run a task (flows/shards.py)
+                run = index.ingest(
+                    paths,
+                    **{name: getattr(options, name) for name in SHARD_OPTIONS},
+                    parallel="threads",  # the shards' tasks share this process's model, unless on Dask
+                    dask_address=dask_address,
+                    dask_workers=dask_workers,
+                    run_jobs=ShardTasks(fan_out),
+                )
+            else:
+                run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
     finally:
         _unregister(index_dir)
     if run.status != "dry-run":

@@ -98,6 +98,7 @@ def build_deployment(
     removal_threshold: float | None = None,
     dry_run: bool = False,
     commit_every: int | None = None,
+    shards: int | None = None,
 ) -> RunnerDeployment:
     """The deployment ``citeline-ingest/<name>``: the ingestion flow with these parameters on ``cron``.
 
@@ -127,6 +128,7 @@ def build_deployment(
         allow_removals=allow_removals,
         removal_threshold=pipeline_threshold(removal_threshold),
         dry_run=dry_run,
+        shards=shards,
         **({} if commit_every is None else {"commit_every": commit_every}),
     )
     dask_task_runner(dask_address, dask_workers)  # validates the Dask settings

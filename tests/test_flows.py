@@ -442,3 +442,117 @@ def test_ctrl_c_stops_schedule_cleanly(prefect_api: str, tmp_path: Path, seeds_d
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     assert "stopped serving citeline-ingest/ctrl-c" in stderr
+
+
+# ---------------------------------------------------------------- sharded roots: one task per shard
+
+
+@pytest.fixture(scope="module")
+def served_sharded(
+    prefect_api: str, tmp_path_factory: pytest.TempPathFactory, seeds_dir_module: Path
+) -> dict[str, Any]:
+    """The scheduled deployment of a new 2-shard root (`citeline schedule --shards 2`), triggered and run once."""
+    from prefect.client.orchestration import get_client
+    from prefect.deployments import arun_deployment
+    from prefect.runner import Runner
+    from prefect.settings import PREFECT_LOGGING_LEVEL, temporary_settings
+
+    from flows.serve import build_deployment
+
+    index_dir = tmp_path_factory.mktemp("served-sharded") / "index"
+    deployment = build_deployment(
+        [str(seeds_dir_module)], cron="0 4 * * *", name="test-sharded", index_path=str(index_dir), shards=2
+    )
+
+    async def register_trigger_and_run() -> dict[str, Any]:
+        runner = Runner(name="citeline-test-sharded-runner")
+        deployment_id = await runner.aadd_deployment(deployment)
+        async with get_client() as client:
+            registered = await client.read_deployment(deployment_id)
+        flow_run = await arun_deployment(name="citeline-ingest/test-sharded", timeout=0)
+        with temporary_settings({PREFECT_LOGGING_LEVEL: "INFO"}):  # the run's subprocess logs its INFO lines
+            await runner.start(run_once=True)
+        return {"deployment": registered, **await what_the_ui_shows(flow_run.id)}
+
+    return {**asyncio.run(register_trigger_and_run()), "index": index_dir}
+
+
+def test_a_served_sharded_run_shows_one_task_per_shard_and_ranks_like_the_plain_index(
+    served: dict[str, Any], served_sharded: dict[str, Any]
+) -> None:
+    from citeline import ShardedIndex
+
+    assert served_sharded["deployment"].parameters["shards"] == 2
+    assert served_sharded["flow_run"].state.is_completed(), served_sharded["flow_run"].state
+    index = Index.open(served_sharded["index"])
+    assert isinstance(index, ShardedIndex)
+    status = index.status()
+    assert (status.shards, status.documents) == (2, SEED_FILES)
+    assert index.runs(1)[0].status == "succeeded" and index.verify().ok
+    names = sorted(task_run.name for task_run in served_sharded["task_runs"])
+    documents = [part.status().documents for part in index.shards]
+    assert names == sorted(
+        [f"shard-{n:03d} [{count} documents]" for n, count in enumerate(documents)] + ["prepare query model"]
+    ), names
+    assert all(task_run.state.is_completed() for task_run in served_sharded["task_runs"])
+    info = [log.message for log in served_sharded["logs"]]
+    assert any(line.startswith(f"plan: {SEED_FILES} added") and "over 2 shards" in line for line in info), info
+    plain = Index.open(served["index"])
+    for mode in ("dense", "lexical", "hybrid"):
+        want = [(r.chunk_id, round(r.score, 5)) for r in plain.search("why did soldiers defect", k=5, mode=mode)]
+        got = [(r.chunk_id, round(r.score, 5)) for r in index.search("why did soldiers defect", k=5, mode=mode)]
+        assert got == want and len(want) == 5
+
+
+def _with_embedder(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> None:
+    # The flow opens the index by path (with its model); a test index's model is the HashEmbedder.
+    from flows import ingest as flow_module
+
+    class TestIndex:
+        @staticmethod
+        def create(path: Any, **settings: Any) -> Index:
+            return Index.create(path, embedder=embedder, **settings)
+
+    monkeypatch.setattr(flow_module, "Index", TestIndex)
+
+
+def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
+    prefect_api: str, tmp_path: Path, seeds_dir: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_shards import _same_ranking
+
+    from citeline import ShardedIndex
+    from citeline.shards import Manifest, ShardsFailedError, shard_dir
+    from flows.ingest import ingest_flow
+
+    _with_embedder(monkeypatch, fake_embedder)
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for n in range(12):
+        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
+    root = tmp_path / "root"
+    whole = Index.create(tmp_path / "whole", embedder=fake_embedder, shards=3)
+    whole.ingest([corpus], parallel="serial")
+    Index.create(root, embedder=fake_embedder, shards=3)
+    with locks.writer_lock(shard_dir(root, 1)):  # shard 1 is busy: its run gives up after `wait`
+        state = ingest_flow(paths=[str(corpus)], index_path=str(root), wait=0.5, return_state=True)
+    assert state.is_failed()
+    message = str(state.message)
+    assert "1 of 3 shards" in message and "shard-001: IndexLockedError" in message and "\n" not in message, message
+    with pytest.raises(ShardsFailedError):
+        state.result()
+    shown = asyncio.run(what_the_ui_shows(state.state_details.flow_run_id))
+    states = {task_run.name.split()[0]: task_run.state.type.value for task_run in shown["task_runs"]}
+    assert states == {"shard-000": "COMPLETED", "shard-001": "FAILED", "shard-002": "COMPLETED"}, states
+    index = Index.open(root, embedder=fake_embedder)
+    assert isinstance(index, ShardedIndex)
+    assert Manifest.read(root).generations == [1, 0, 1] and index.verify().ok
+    run = index.runs(1)[0]
+    assert run.status == "failed" and run.errors[-1]["path"] == "shard-001"
+    summary = ingest_flow(paths=[str(corpus)], index_path=str(root))  # the same run again finishes shard 1
+    assert summary["status"] == "succeeded" and summary["added"] == len(index.shards[1].documents())
+    assert Manifest.read(root).generations == [1, 1, 1] and index.verify().ok
+    assert sorted(index.snapshot().vectors.ids().tolist()) == sorted(whole.snapshot().vectors.ids().tolist())
+    query = "harbour mill river 7"
+    for mode in ("dense", "lexical", "hybrid"):
+        _same_ranking(index.rank(query, 5, mode=mode), whole.rank(query, 5, mode=mode))

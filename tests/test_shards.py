@@ -49,9 +49,21 @@ def _same_ranking(got: list[tuple[int, float]], want: list[tuple[int, float]]) -
     gives many) may come in either order, and a tie across the k-th place may keep either chunk (FAISS orders
     exact ties by its own heap, not by id)."""
     assert [score for _, score in got] == pytest.approx([score for _, score in want], abs=1e-6)
-    last = want[-1][1] if want else None
-    canonical = [sorted((-round(s, 6), c) for c, s in ranking if s != last) for ranking in (got, want)]
-    assert canonical[0] == canonical[1]
+    # Groups of equal scores by position, judged on ``want``'s scores within 1e-6 (not by rounding, which can split
+    # a float32 cosine's last bit into two groups: a hybrid candidate set that differs by a tied chunk at depth 200
+    # changes BLAS's blocking, and so the last bit of other candidates' cosines).
+    scores = [score for _, score in want]
+    group = [next(j for j, other in enumerate(scores) if abs(other - score) <= 1e-6) for score in scores]
+    tail = {i for i, score in enumerate(scores) if abs(score - scores[-1]) <= 1e-6}
+
+    def grouped(ranking: list[tuple[int, float]]) -> dict[int, set[int]]:
+        found: dict[int, set[int]] = {}
+        for position, (chunk_id, _) in enumerate(ranking):
+            if position not in tail:
+                found.setdefault(group[position], set()).add(chunk_id)
+        return found
+
+    assert grouped(got) == grouped(want)
 
 
 @pytest.fixture(scope="module")
@@ -216,9 +228,9 @@ def test_cli_shards_flag_is_checked(tmp_path: Path, seeds_dir: Path) -> None:
     result = runner.invoke(cli, ["ingest", str(seeds_dir), "--index", str(tmp_path / "bad"), "--shards", "0"])
     assert result.exit_code == 2 and "--shards" in result.output
     result = runner.invoke(
-        cli, ["ingest", str(seeds_dir), "--index", str(tmp_path / "x"), "--shards", "2", "--prefect"]
+        cli, ["schedule", str(seeds_dir), "--cron", "0 * * * *", "--index", str(tmp_path / "y"), "--shards", "0"]
     )
-    assert result.exit_code == 2 and "sharded" in result.output
+    assert result.exit_code == 2 and "--shards" in result.output
 
 
 @pytest.mark.slow
