@@ -10,7 +10,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from citeline import pipeline
@@ -37,8 +37,12 @@ class PreparsedSteps(pipeline.Steps):
         return self.discovery
 
     def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[ParsedBatch]:
-        """This shard's documents (and every file's errors, which keep their stored documents)."""
-        yield self.parsed
+        """This shard's documents of the files the run reads (and every file's errors, which keep their stored
+        documents). The run leaves out files whose size and time are what was indexed (``citeline.freshness``):
+        their documents stay in the catalog unplanned, so passing them on would insert them a second time."""
+        to_read = {(source.root, source.source_id) for files in file_batches for source in files}
+        documents = [d for d in self.parsed.documents if (d.source_root, d.source_file or d.source_id) in to_read]
+        yield replace(self.parsed, documents=documents)
 
 
 @dataclass
