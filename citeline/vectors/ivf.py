@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,25 @@ from citeline.errors import IndexCorruptError
 from citeline.vectors import ivf_files
 from citeline.vectors.approximate import ApproximateIndex
 from citeline.vectors.base import vector_index
+from citeline.vectors.ivf_calibration import (  # the nprobe rule and calibration, re-exported here
+    CALIBRATION_QUERIES as CALIBRATION_QUERIES,
+)
+from citeline.vectors.ivf_calibration import (
+    CALIBRATION_RECALL as CALIBRATION_RECALL,
+)
+from citeline.vectors.ivf_calibration import (
+    NPROBE_FRACTION as NPROBE_FRACTION,
+)
+from citeline.vectors.ivf_calibration import (
+    NPROBE_MIN as NPROBE_MIN,
+)
+from citeline.vectors.ivf_calibration import (
+    calibrated,
+    calibrated_nprobe,
+    calibration_sample,
+    exact_neighbours,
+    nprobe_for,
+)
 
 #: FAISS's stubs lack these.
 _HASHTABLE: Any = faiss.DirectMap.Hashtable  # type: ignore[attr-defined]
@@ -60,9 +79,6 @@ TRAIN_PER_LIST = 40
 TRAIN_ITERATIONS = 10
 #: FAISS warns below 39 training vectors per list.
 MIN_PER_LIST = TRAIN_PER_LIST
-#: Fraction of the lists probed, and the floor (see :func:`nprobe_for`).
-NPROBE_FRACTION = 1 / 40
-NPROBE_MIN = 32
 #: A filtered search probes lists until it has scored this many times as many allowed vectors as an unfiltered
 #: search scores vectors. bench/ann.py's topics-10% filter (the allowed vectors are 10 % of the topics) at 100k:
 #: recall@10 0.945 at 1x, see the docstring of bench/ann.py for 2x.
@@ -72,81 +88,6 @@ FILTERED_BUDGET = 2
 def nlist_for(n: int) -> int:
     """Number of inverted lists for ``n`` vectors."""
     return max(1, min(round(LISTS_PER_SQRT * math.sqrt(n)), n // MIN_PER_LIST))
-
-
-def nprobe_for(nlist: int) -> int:
-    """Lists probed per query: a fixed fraction of the lists, at least :data:`NPROBE_MIN` (all of a small index)."""
-    return min(nlist, max(NPROBE_MIN, math.ceil(nlist * NPROBE_FRACTION)))
-
-
-#: Stored vectors used as queries when an index is trained, and the recall@10 against exact search they must reach
-#: (each query's own vector left out). How well inverted lists work depends on how clustered the vectors are:
-#: :func:`nprobe_for` gives recall@10 >= 0.95 on clustered vectors (bench/ann.py) and on real MiniLM vectors, but
-#: only 0.83 at 100k on bench/scale.py's hashed bag-of-words vectors, which are spread almost uniformly. So the
-#: nprobe is measured when the lists are trained, doubling from :func:`nprobe_for` until these queries reach the
-#: target, and stored in the FAISS file (it keeps ``nprobe``). The margin above the issue's 0.95 is for real
-#: queries, which are further from the stored vectors than stored vectors are from each other.
-CALIBRATION_QUERIES = 64
-CALIBRATION_RECALL = 0.97
-
-
-def calibrated_nprobe(index: Any, ids: np.ndarray, data: np.ndarray, k: int = 10) -> int:
-    """The smallest nprobe (``nprobe_for`` doubled) at which :data:`CALIBRATION_QUERIES` stored vectors find
-    :data:`CALIBRATION_RECALL` of their exact top ``k`` neighbours (themselves excluded)."""
-    if int(index.nlist) <= nprobe_for(int(index.nlist)) or len(ids) <= k + 1:
-        return nprobe_for(int(index.nlist))
-    sample = calibration_sample(len(ids))
-    queries = np.ascontiguousarray(data[sample])
-    neighbours = exact_neighbours(queries, [(ids, data)], k + 1)
-    order = np.argsort(ids)
-    rows = order[np.searchsorted(ids, neighbours, sorter=order)]
-    lists = ivf_files.assigned(index.quantizer, data[rows.reshape(-1)]).reshape(rows.shape)
-    return calibrated(index.quantizer, int(index.nlist), queries, ids[sample], neighbours, lists)
-
-
-def calibration_sample(n: int) -> np.ndarray:
-    """Positions (ascending) of the stored vectors that calibrate nprobe among ``n``."""
-    rng = np.random.default_rng(1234)
-    return np.sort(rng.choice(n, min(CALIBRATION_QUERIES, n), replace=False))
-
-
-def calibrated(
-    quantizer: Any, nlist: int, queries: np.ndarray, own: np.ndarray, neighbours: np.ndarray, lists: np.ndarray
-) -> int:
-    """The nprobe :func:`calibrated_nprobe` measures, from where the exact ``neighbours`` (ids, one row per query)
-    are: their ``lists``. An IVF search scores its probed lists exactly, so it finds a neighbour of the exact top
-    k + 1 exactly when the neighbour's list is among the nprobe nearest the query: recall is counted from the
-    quantizer's ranking of the lists, without reading them (a search through a memory-mapped 1M-vector file at
-    nprobe 500 pages in most of its 1.5 GB)."""
-    start = nprobe_for(nlist)
-    _, ranking = quantizer.search(np.ascontiguousarray(queries), nlist)
-    rank = np.empty_like(ranking)
-    np.put_along_axis(rank, ranking, np.arange(nlist)[None, :].repeat(len(queries), 0), axis=1)
-    wanted = (neighbours >= 0) & (neighbours != own[:, None])
-    needed = np.take_along_axis(rank, np.where(wanted, lists, 0), axis=1)[wanted]  # probes to reach each neighbour
-    nprobe = start
-    while nprobe < nlist:
-        if np.count_nonzero(needed < nprobe) >= CALIBRATION_RECALL * len(needed):
-            return nprobe
-        nprobe = min(nlist, nprobe * 2)
-    return nlist
-
-
-def exact_neighbours(queries: np.ndarray, parts: Iterable[tuple[np.ndarray, np.ndarray]], k: int) -> np.ndarray:
-    """The ids of each query's exact top ``k`` by inner product over ``(ids, vectors)`` parts read one at a time."""
-    best_scores = np.full((len(queries), 0), -np.inf, dtype=np.float32)
-    best_ids = np.zeros((len(queries), 0), dtype=np.int64)
-    for ids, data in parts:
-        if not len(ids):
-            continue
-        scores, rows = faiss.knn(
-            queries, np.ascontiguousarray(data), min(k, len(ids)), metric=faiss.METRIC_INNER_PRODUCT
-        )
-        best_scores = np.concatenate([best_scores, scores], axis=1)
-        best_ids = np.concatenate([best_ids, np.where(rows >= 0, ids[np.maximum(rows, 0)], -1)], axis=1)
-        top = np.argsort(-best_scores, axis=1, kind="stable")[:, :k]
-        best_scores, best_ids = np.take_along_axis(best_scores, top, 1), np.take_along_axis(best_ids, top, 1)
-    return best_ids
 
 
 @vector_index("ivf")
