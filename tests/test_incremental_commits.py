@@ -12,7 +12,7 @@ import pytest
 from _reliability import SEGMENT_STAGES, run_kill_trials
 from conftest import HashEmbedder
 
-from citeline import Index, lexical_segments
+from citeline import Index, lexical_merge, lexical_segments
 from citeline.lexical import LexicalIndex
 from citeline.lexical_segments import Part, Segment, SegmentedIndex, merge_plan
 from citeline.store import catalog, generation
@@ -39,7 +39,9 @@ def _assert_same_scores(got: LexicalIndex, expected: LexicalIndex) -> None:
         assert np.allclose([a[key] for key in b], list(b.values()), rtol=1e-5, atol=1e-6), query
 
 
-def test_segments_with_deletions_score_like_one_bm25s_index_of_the_live_chunks() -> None:
+def test_segments_with_deletions_score_like_one_bm25s_index_of_the_live_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ids, texts = _corpus(500)
     _assert_same_scores(SegmentedIndex.build(ids, texts), LexicalIndex.build(ids, texts))
     parts = [Part(None, Segment.build(ids[a:b], texts[a:b])) for a, b in ((0, 200), (200, 400), (400, 500))]
@@ -48,9 +50,15 @@ def test_segments_with_deletions_score_like_one_bm25s_index_of_the_live_chunks()
     live = ~np.isin(ids, removed)
     expected = LexicalIndex.build(ids[live], [text for text, keep in zip(texts, live, strict=True) if keep])
     _assert_same_scores(SegmentedIndex(parts), expected)
-    merged = Segment.merge([(part.segment, part.live) for part in parts])
+    monkeypatch.setattr(lexical_merge, "GROUP_POSTINGS", 2_000)  # several ranges of terms, merged one by one
+    merged = lexical_merge.write_merged(parts, tmp_path / "merged")
     _assert_same_scores(SegmentedIndex([Part(None, merged)]), expected)
     assert len(merged) == int(live.sum())
+    # Array for array (and byte for byte on disk) the segment built from the live chunks' texts.
+    built = Segment.build(ids[live], [text for text, keep in zip(texts, live, strict=True) if keep])
+    built.save(tmp_path / "built")
+    for name in lexical_segments.SEGMENT_ARRAYS:
+        assert (tmp_path / "merged" / f"{name}.npy").read_bytes() == (tmp_path / "built" / f"{name}.npy").read_bytes()
 
 
 def test_merge_plan_merges_a_full_tier_and_compacts_when_many_chunks_are_deleted() -> None:

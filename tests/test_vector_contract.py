@@ -153,6 +153,42 @@ def test_updated_is_copy_on_write(make) -> None:
         index.updated(ids[:1], vectors[:1], np.zeros(0, np.int64))
 
 
+def test_write_updated_writes_the_file_of_updated(kind: type, tmp_path: Path) -> None:
+    ids, vectors = _data()
+    kind.build(ids[:300], vectors[:300], DIMENSION).save(tmp_path / "old")
+    old = kind.load(tmp_path / "old")  # memory-mapped where the kind allows: what a compaction starts from
+    expected = old.updated(ids[300:], vectors[300:], ids[:50])
+    assert old.write_updated(tmp_path / "new", ids[300:], vectors[300:], ids[:50]) == len(expected) == 350
+    written = kind.load(tmp_path / "new")
+    assert np.array_equal(written.ids(), expected.ids())
+    assert np.array_equal(written.vectors(expected.ids()), expected.vectors(expected.ids()))
+    assert written.search(vectors[320], 5) == expected.search(vectors[320], 5)
+    with pytest.raises(ValueError, match="already in the index"):
+        old.write_updated(tmp_path / "clash", ids[60:61], vectors[60:61], np.zeros(0, np.int64))
+
+
+def test_ivf_files_are_written_as_faiss_writes_them(tmp_path: Path) -> None:
+    ids, vectors = _clustered(4_000)
+    IVFIndex.build(ids[:3_000], vectors[:3_000], 32).save(tmp_path / "old")
+    old = IVFIndex.load(tmp_path / "old")
+    old.save(tmp_path / "streamed")  # memory-mapped lists: written list by list
+    import faiss
+
+    from citeline.vectors.ivf import _NO_MAP, _append_table, _in_memory
+
+    faiss.write_index(_in_memory(old._ivf(), direct_map=_NO_MAP), str(tmp_path / "faiss"))
+    _append_table(tmp_path / "faiss")
+    assert (tmp_path / "streamed").read_bytes() == (tmp_path / "faiss").read_bytes()
+    # Grown fourfold: retrained, every vector re-assigned, nprobe measured on the written file.
+    IVFIndex.build(ids[:1_000], vectors[:1_000], 32).save(tmp_path / "small")
+    small = IVFIndex.load(tmp_path / "small")
+    expected = small.updated(ids[1_000:], vectors[1_000:], ids[:10])
+    small.write_updated(tmp_path / "grown", ids[1_000:], vectors[1_000:], ids[:10])
+    grown = IVFIndex.load(tmp_path / "grown")
+    assert grown.nlist == expected.nlist > 2 * small.nlist and grown._ivf().nprobe == expected._ivf().nprobe
+    assert np.array_equal(grown.vectors(ids[10:]), vectors[10:])
+
+
 def test_save_and_load_round_trip(kind: type, tmp_path: Path) -> None:
     ids, vectors = _data()
     path = tmp_path / f"vectors.1.{kind.suffix}"

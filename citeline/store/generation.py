@@ -39,7 +39,7 @@ import errno
 import re
 import shutil
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,15 +52,20 @@ from citeline import lexical_segments
 from citeline.arrays import positions_of
 from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexRepairedWarning, IndexWriteError
 from citeline.lexical import settings_problems
-from citeline.lexical_segments import Part, Segment, SegmentedIndex, live_parts, merge_plan, read_segments
+from citeline.lexical_segments import Part, Segment, SegmentedIndex, read_segments
 from citeline.store import catalog, checks, ledger, passages
 from citeline.store.files import (
     _remove,
     artifact_bytes,
     folder_checksum,
     known_checksum,
-    publish,
     rename_into_place,
+)
+from citeline.store.lexical_files import (
+    DELTA,
+    SEGMENT,
+    bm25_path,
+    publish_lexical,
 )
 from citeline.store.locks import writer_lock
 from citeline.store.vector_files import (
@@ -74,30 +79,11 @@ from citeline.store.vector_files import (
     vectors_path,
 )
 
-#: Artifact names, as the crash trials' stages call them (``<artifact>-tmp``, ``<artifact>-written``).
-BM25 = "bm25"
-#: Lexical segments: built from the whole catalog, a commit's delta, a merge of some, a compaction of all.
-SEGMENT, DELTA, MERGE, COMPACTION = "segment", "delta", "merge", "compaction"
-
 #: Files of generations (vector files, BM25 folders, segments) and their temporaries, as this module names them.
 _GENERATION_FILE = re.compile(r"^(vectors|vdelta|bm25|seg)\.(\d+)((?:\.(?!tmp)\w+)*)(\.tmp.*)?$")
 
 
 # ---------------------------------------------------------------- where things are
-
-
-def bm25_path(index_dir: Path, generation: int) -> Path:
-    """The BM25 folder of one generation."""
-    return index_dir / f"bm25.{generation}"
-
-
-def new_segment_name(index_dir: Path, generation: int) -> str:
-    """A segment folder name for ``generation`` that no file in the directory has yet."""
-    taken = {entry.name for entry in index_dir.glob(f"seg.{generation}.*")}
-    number = 0
-    while any(name == f"seg.{generation}.{number}" or name.startswith(f"seg.{generation}.{number}.") for name in taken):
-        number += 1
-    return f"seg.{generation}.{number}"
 
 
 def ensure_directory(index_dir: Path) -> None:
@@ -128,7 +114,7 @@ def publish_derived(
     segment = Segment.build(text_ids, texts)
     del texts
     parts: list[tuple[str | None, Part]] = [(SEGMENT, Part(None, segment))] if len(segment) else []
-    entries.update(_publish_lexical(index_dir, generation, parts, segment.chunk_ids, connection))
+    entries.update(publish_lexical(index_dir, generation, parts, segment.chunk_ids, connection))
     return entries
 
 
@@ -170,51 +156,8 @@ def publish_incremental(
     kept = np.asarray(previous_lexical.chunk_ids)
     kept = np.delete(kept, positions_of(kept, removed))
     chunk_ids = np.insert(kept, np.searchsorted(kept, delta.chunk_ids), delta.chunk_ids)
-    entries.update(_publish_lexical(index_dir, generation, parts, chunk_ids, connection))
+    entries.update(publish_lexical(index_dir, generation, parts, chunk_ids, connection))
     return entries
-
-
-def _publish_lexical(
-    index_dir: Path,
-    generation: int,
-    parts: list[tuple[str | None, Part]],
-    chunk_ids: np.ndarray,
-    connection: duckdb.DuckDBPyConnection,
-) -> dict[str, Any]:
-    """Merge segments if ``lexical_segments.merge_plan`` says so, publish the new segments (artifact names:
-    ``segment``, ``delta``, ``merge``, ``compaction``), each with its passage rows (``store.passages``, read from
-    ``connection``'s view of the catalog), then the generation's BM25 folder listing them."""
-    alive = live_parts([part for _, part in parts])
-    parts = [(artifact, part) for artifact, part in parts if part in alive]
-    plan = merge_plan([part for _, part in parts])
-    if plan is not None:
-        stage, group = plan
-        merged = Segment.merge([(parts[number][1].segment, parts[number][1].live) for number in group])
-        parts = [entry for number, entry in enumerate(parts) if number not in group] + [(stage, Part(None, merged))]
-    published = []
-    for artifact, part in parts:
-        if part.name is None:
-            segment_name = new_segment_name(index_dir, generation)
-            publish(str(artifact), index_dir / segment_name, _segment_writer(part.segment, connection, artifact))
-            part = Part(segment_name, part.segment, part.deleted, known_checksum(index_dir / segment_name))
-        published.append(part)
-    folder = bm25_path(index_dir, generation)
-    publish(BM25, folder, SegmentedIndex(published, chunk_ids).save)
-    return {
-        "bm25_sha256": known_checksum(folder),
-        "lexical_segments": {part.name: part.sha256 for part in published},
-    }
-
-
-def _segment_writer(
-    segment: Segment, connection: duckdb.DuckDBPyConnection, artifact: str | None
-) -> Callable[[Path], None]:
-    def write(folder: Path) -> None:
-        segment.save(folder)
-        # A segment built from the whole catalog holds every chunk: its rows are read without an id list.
-        passages.write(folder, catalog.passage_batches(connection, None if artifact == SEGMENT else segment.chunk_ids))
-
-    return write
 
 
 # ---------------------------------------------------------------- create, commit, rebuild

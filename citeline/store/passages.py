@@ -56,6 +56,82 @@ def write(folder: Path, batches: pa.RecordBatchReader) -> int:
     return count
 
 
+#: Rows a merged rows file is written in at a time (the batch size the catalog's rows are written in).
+MERGE_BATCH_ROWS = 65_536
+
+
+def write_merged(folder: Path, sources: Sequence[tuple[Path | pa.Table, np.ndarray, np.ndarray]]) -> int:
+    """Write ``folder/rows.arrow``: the live rows of ``sources`` in ascending chunk id order, as a merged segment
+    holds them. A source is a segment folder whose rows file is read (or its rows, in memory), its segment's chunk
+    ids (ascending, one per row) and its live mask. Streams: each source is read a record batch at a time (never
+    memory-mapped, so none of its pages count towards the process's resident memory), and :data:`MERGE_BATCH_ROWS`
+    rows are written at a time. Returns the row count."""
+    cursors = [_Cursor(source, chunk_ids, live) for source, chunk_ids, live in sources]
+    counts = [len(cursor.live_ids) for cursor in cursors]
+    owner = np.repeat(np.arange(len(cursors)), counts)
+    ids = np.concatenate([cursor.live_ids for cursor in cursors] or [np.zeros(0, np.int64)])
+    order = np.argsort(ids, kind="stable")
+    owner = owner[order]
+    if not cursors:
+        raise ValueError("a merged rows file needs at least one source")
+    schema = cursors[0].schema
+    folder.mkdir(parents=True, exist_ok=True)
+    with pa.OSFile(str(folder / ROWS_FILE), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        for start in range(0, len(order), MERGE_BATCH_ROWS):
+            owners = owner[start : start + MERGE_BATCH_ROWS]
+            # Each source's next rows, source by source; then interleaved back into chunk id order.
+            wanted = np.bincount(owners, minlength=len(cursors))
+            table = pa.concat_tables(
+                [cursors[number].take(int(count)).cast(schema) for number, count in enumerate(wanted) if count]
+            )
+            if np.count_nonzero(wanted) > 1:
+                grouped = np.argsort(owners, kind="stable")
+                inverse = np.empty(len(grouped), dtype=np.int64)
+                inverse[grouped] = np.arange(len(grouped))
+                table = table.take(pa.array(inverse))
+            for batch in table.combine_chunks().to_batches():
+                writer.write_batch(batch)
+    return len(order)
+
+
+class _Cursor:
+    """The live rows of one source, read in order a record batch at a time."""
+
+    def __init__(self, source: Path | pa.Table, chunk_ids: np.ndarray, live: np.ndarray):
+        self._name = str(source / ROWS_FILE) if isinstance(source, Path) else "rows"
+        if isinstance(source, pa.Table):
+            self.schema, self._batches = source.schema, iter(source.to_batches())
+        else:
+            try:
+                reader = pa.ipc.open_file(pa.OSFile(self._name))
+            except (OSError, pa.ArrowInvalid) as exc:
+                raise IndexCorruptError(f"{self._name} cannot be read ({exc}); run `citeline rebuild`") from exc
+            self.schema = reader.schema
+            self._batches = (reader.get_batch(number) for number in range(reader.num_record_batches))
+        self._ids, self._live = np.asarray(chunk_ids, dtype=np.int64), np.asarray(live, dtype=bool)
+        self.live_ids = self._ids[self._live]
+        self._read, self._held = 0, 0
+        self._pending: list[pa.Table] = []
+
+    def take(self, count: int) -> pa.Table:
+        """The next ``count`` live rows (``IndexCorruptError`` if the rows are not its segment's)."""
+        while self._held < count:
+            batch = next(self._batches, None)
+            expected = self._ids[self._read : self._read + (batch.num_rows if batch is not None else 0)]
+            if batch is None or not np.array_equal(batch.column("chunk_id").to_numpy(), expected):
+                raise IndexCorruptError(f"{self._name} does not hold its segment's rows; run `citeline rebuild`")
+            mask = self._live[self._read : self._read + batch.num_rows]
+            self._read += batch.num_rows
+            table = pa.Table.from_batches([batch])
+            if not mask.all():
+                table = table.filter(pa.array(mask))
+            self._pending.append(table)
+            self._held += table.num_rows
+        held = pa.concat_tables(self._pending)
+        self._pending, self._held = [held.slice(count)], held.num_rows - count
+        return held.slice(0, count)
+
+
 def read(folder: Path) -> pa.Table:
     """The rows of one segment folder, memory-mapped (nothing is read until used)."""
     path = folder / ROWS_FILE

@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from citeline.errors import IndexCorruptError
 from citeline.store import catalog
 from citeline.store.files import artifact_bytes, artifact_checksum, known_checksum, publish
@@ -83,12 +85,33 @@ def publish_base(index_dir: Path, generation: int, vectors: VectorIndex, artifac
     }
 
 
+def publish_compaction(index_dir: Path, generation: int, index: SegmentedVectors) -> dict[str, Any]:
+    """Publish every live vector of ``index`` as generation ``generation``'s new base: the kind writes the file of
+    its ``updated`` base straight to the staged path (``write_updated``: ``ivf`` streams it list by list, so a
+    compaction holds the deltas, not the index), with no re-embedding."""
+    merged = index.merged_delta()
+    path = vectors_path(index_dir, generation, type(index.base))
+    written: list[int] = []
+
+    def write(staged: Path) -> None:
+        written.append(index.base.write_updated(staged, merged.ids, np.asarray(merged.vectors), merged.removed))
+
+    publish(VECTOR_COMPACTION, path, write)
+    return {
+        "vector_count": written[0],
+        "vector_base": path.name,
+        "vector_deltas": [],
+        "faiss_bytes": artifact_bytes(path),
+        "faiss_sha256": artifact_checksum(path),
+    }
+
+
 def publish_delta(index_dir: Path, generation: int, meta: dict[str, Any], index: SegmentedVectors) -> dict[str, Any]:
     """Publish the last delta of ``index`` (g's segments plus this commit's), or a merge of its deltas, or a
     compaction into a new base (``segments.plan``); only the new file is written and hashed."""
     stage = segments.plan(index)
     if stage == segments.COMPACTION:
-        return publish_base(index_dir, generation, index.compacted(), VECTOR_COMPACTION)
+        return publish_compaction(index_dir, generation, index)
     base, *listed = vector_artifacts(index_dir, meta)
     carried = {"vector_base": base[0].name, "faiss_bytes": base[1], "faiss_sha256": base[2]}
     entries = {key: value for key, value in carried.items() if value is not None}

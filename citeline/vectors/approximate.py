@@ -80,6 +80,12 @@ class ApproximateIndex:
         """Write the FAISS file."""
         faiss.write_index(self._index, str(path))
 
+    def write_updated(self, path: Path, add_ids: np.ndarray, add_vectors: np.ndarray, remove_ids: np.ndarray) -> int:
+        """Write what ``updated`` returns to ``path`` (built in memory; ``ivf`` streams it instead)."""
+        updated = self.updated(add_ids, add_vectors, remove_ids)  # type: ignore[attr-defined]
+        updated.save(path)
+        return len(updated)
+
     @staticmethod
     def read(path: Path) -> Any:
         """Read a FAISS file memory-mapped (inverted lists and flat storage are paged in as searches touch them)."""

@@ -103,3 +103,12 @@ class AutoIndex:
             raise ValueError("an added id is already in the index; remove it in the same update")
         vectors = np.concatenate([self.vectors(keep), np.asarray(add_vectors, np.float32).reshape(-1, self.dimension)])
         return AutoIndex(wanted.build(np.concatenate([keep, add_ids]), vectors, self.dimension))
+
+    def write_updated(self, path: Path, add_ids: np.ndarray, add_vectors: np.ndarray, remove_ids: np.ndarray) -> int:
+        """The inner kind's streamed update while the size keeps its kind; else :meth:`updated` written."""
+        size = len(self) - len(np.intersect1d(self.ids(), remove_ids)) + len(add_ids)
+        if isinstance(self.inner, kind_for(size)):
+            return self.inner.write_updated(path, add_ids, add_vectors, remove_ids)
+        updated = self.updated(add_ids, add_vectors, remove_ids)
+        updated.save(path)
+        return len(updated)

@@ -100,6 +100,11 @@ class VectorIndex(Protocol):
         """A new index: this one without ``remove_ids``, plus ``add_ids``/``add_vectors``. ``self`` is unchanged."""
         ...
 
+    def write_updated(self, path: Path, add_ids: np.ndarray, add_vectors: np.ndarray, remove_ids: np.ndarray) -> int:
+        """Write the file of what :meth:`updated` returns to ``path`` (a kind may stream it instead of building it
+        in memory: a compaction of a large index); returns the number of vectors written."""
+        ...
+
 
 KINDS: dict[str, type[VectorIndex]] = {}
 #: The kind of an index that predates recorded kinds (0.1.0 wrote only flat files).

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,28 @@ import numpy as np
 
 from citeline.arrays import positions_of, positions_of_all
 from citeline.errors import IndexCorruptError
+from citeline.vectors import ivf_files
 from citeline.vectors.approximate import ApproximateIndex
 from citeline.vectors.base import vector_index
+from citeline.vectors.ivf_calibration import (  # the nprobe rule and calibration, re-exported here
+    CALIBRATION_QUERIES as CALIBRATION_QUERIES,
+)
+from citeline.vectors.ivf_calibration import (
+    CALIBRATION_RECALL as CALIBRATION_RECALL,
+)
+from citeline.vectors.ivf_calibration import (
+    NPROBE_FRACTION as NPROBE_FRACTION,
+)
+from citeline.vectors.ivf_calibration import (
+    NPROBE_MIN as NPROBE_MIN,
+)
+from citeline.vectors.ivf_calibration import (
+    calibrated,
+    calibrated_nprobe,
+    calibration_sample,
+    exact_neighbours,
+    nprobe_for,
+)
 
 #: FAISS's stubs lack these.
 _HASHTABLE: Any = faiss.DirectMap.Hashtable  # type: ignore[attr-defined]
@@ -59,9 +79,6 @@ TRAIN_PER_LIST = 40
 TRAIN_ITERATIONS = 10
 #: FAISS warns below 39 training vectors per list.
 MIN_PER_LIST = TRAIN_PER_LIST
-#: Fraction of the lists probed, and the floor (see :func:`nprobe_for`).
-NPROBE_FRACTION = 1 / 40
-NPROBE_MIN = 32
 #: A filtered search probes lists until it has scored this many times as many allowed vectors as an unfiltered
 #: search scores vectors. bench/ann.py's topics-10% filter (the allowed vectors are 10 % of the topics) at 100k:
 #: recall@10 0.945 at 1x, see the docstring of bench/ann.py for 2x.
@@ -73,45 +90,6 @@ def nlist_for(n: int) -> int:
     return max(1, min(round(LISTS_PER_SQRT * math.sqrt(n)), n // MIN_PER_LIST))
 
 
-def nprobe_for(nlist: int) -> int:
-    """Lists probed per query: a fixed fraction of the lists, at least :data:`NPROBE_MIN` (all of a small index)."""
-    return min(nlist, max(NPROBE_MIN, math.ceil(nlist * NPROBE_FRACTION)))
-
-
-#: Stored vectors used as queries when an index is trained, and the recall@10 against exact search they must reach
-#: (each query's own vector left out). How well inverted lists work depends on how clustered the vectors are:
-#: :func:`nprobe_for` gives recall@10 >= 0.95 on clustered vectors (bench/ann.py) and on real MiniLM vectors, but
-#: only 0.83 at 100k on bench/scale.py's hashed bag-of-words vectors, which are spread almost uniformly. So the
-#: nprobe is measured when the lists are trained, doubling from :func:`nprobe_for` until these queries reach the
-#: target, and stored in the FAISS file (it keeps ``nprobe``). The margin above the issue's 0.95 is for real
-#: queries, which are further from the stored vectors than stored vectors are from each other.
-CALIBRATION_QUERIES = 64
-CALIBRATION_RECALL = 0.97
-
-
-def calibrated_nprobe(index: Any, ids: np.ndarray, data: np.ndarray, k: int = 10) -> int:
-    """The smallest nprobe (``nprobe_for`` doubled) at which :data:`CALIBRATION_QUERIES` stored vectors find
-    :data:`CALIBRATION_RECALL` of their exact top ``k`` neighbours (themselves excluded)."""
-    nlist, start = int(index.nlist), nprobe_for(int(index.nlist))
-    if nlist <= start or len(ids) <= k + 1:
-        return start
-    rng = np.random.default_rng(1234)
-    sample = np.sort(rng.choice(len(ids), min(CALIBRATION_QUERIES, len(ids)), replace=False))
-    queries = np.ascontiguousarray(data[sample])
-    _, exact_rows = faiss.knn(queries, data, k + 1, metric=faiss.METRIC_INNER_PRODUCT)
-    exact = [set(ids[row[row >= 0]].tolist()) - {int(ids[own])} for row, own in zip(exact_rows, sample, strict=True)]
-    nprobe = start
-    while nprobe < nlist:
-        params = faiss.SearchParametersIVF()
-        params.nprobe = nprobe
-        _, found = index.search(queries, k + 1, params=params)
-        hits = sum(len(want & set(row.tolist())) for want, row in zip(exact, found, strict=True))
-        if hits >= CALIBRATION_RECALL * sum(len(want) for want in exact):
-            return nprobe
-        nprobe = min(nlist, nprobe * 2)
-    return nlist
-
-
 @vector_index("ivf")
 class IVFIndex(ApproximateIndex):
     """Approximate search over inverted lists of exact vectors; ids are the chunk ids themselves."""
@@ -121,6 +99,8 @@ class IVFIndex(ApproximateIndex):
 
     #: Overrides :func:`nprobe_for` when set (bench/ann.py sweeps it).
     nprobe: int | None = None
+    #: The file the lists are memory-mapped from (None for an index built in memory).
+    _path: Path | None = None
 
     def __init__(self, index: Any, table: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None):
         #: Where each id's vector is, in ascending id order (vectors(), filtered nprobe): its (list, offset in the
@@ -174,15 +154,14 @@ class IVFIndex(ApproximateIndex):
         index = cls.read(path)
         if not isinstance(faiss.downcast_index(index), faiss.IndexIVFFlat):
             raise IndexCorruptError(f"{path} is not an IVF FAISS index")
-        return cls(index, _read_table(path, int(index.ntotal)))
+        loaded = cls(index, _read_table(path, int(index.ntotal)))
+        loaded._path = path
+        return loaded
 
     def save(self, path: Path) -> None:
-        """Write the FAISS file (a memory-mapped index is copied into memory first: FAISS would write a reference)
-        without its direct map, then the id table (see the module docstring)."""
-        index = _in_memory(self._ivf(), direct_map=_NO_MAP)
-        faiss.write_index(index, str(path))
-        del index
-        _append_table(path)
+        """Write the FAISS file without its direct map, then the id table (see the module docstring): list by
+        list (``ivf_files``), so neither in-memory nor memory-mapped lists are copied whole."""
+        self._write(path, np.zeros(0, np.int64), np.zeros((0, self.dimension), np.float32), np.zeros(0, np.int64))
 
     def _search(
         self, vector: np.ndarray, k: int, selector: Any, allowed: np.ndarray | None, effort: int
@@ -254,6 +233,99 @@ class IVFIndex(ApproximateIndex):
         if len(add_ids):
             index.add_with_ids(added, add_ids)
         return IVFIndex(index)
+
+    def write_updated(self, path: Path, add_ids: np.ndarray, add_vectors: np.ndarray, remove_ids: np.ndarray) -> int:
+        """Write what :meth:`updated` returns straight to ``path``, list by list (``ivf_files``): memory holds a
+        span of lists and the added vectors, not the index. Returns the number of vectors written."""
+        add_ids = np.ascontiguousarray(add_ids, dtype=np.int64)
+        added = np.ascontiguousarray(np.asarray(add_vectors, dtype=np.float32).reshape(-1, self.dimension))
+        remove = np.intersect1d(self._sorted_ids, np.asarray(remove_ids, dtype=np.int64))
+        self._check_new_ids(np.setdiff1d(self._sorted_ids, remove, assume_unique=True), add_ids)
+        size = len(self) - len(remove) + len(add_ids)
+        if not 0.5 <= nlist_for(size) / self.nlist <= 2:  # drifted too far from the trained size: retrain
+            return self._write_retrained(path, add_ids, added, remove, size)
+        return self._write(path, add_ids, added, remove)
+
+    def _write(self, path: Path, add_ids: np.ndarray, added: np.ndarray, remove: np.ndarray) -> int:
+        """The kept lists, then the added vectors in their lists (the trained centroids and nprobe kept)."""
+        empty = _empty_like(self._ivf())
+        blocks = [
+            *self._kept_blocks(remove, None),
+            ivf_files.Block(add_ids, ivf_files.assigned(empty.quantizer, added), lambda: added),
+        ]
+        return self._written(path, empty, blocks)
+
+    @staticmethod
+    def _written(path: Path, empty: Any, blocks: list[ivf_files.Block]) -> int:
+        """Write the lists (``ivf_files``), then the id table from where they were written."""
+        ids, starts, numbers = ivf_files.write(path, empty, blocks)
+        _write_table(path, ids, starts, numbers, int(starts[0] % 4) if len(starts) else 0)
+        return len(ids)
+
+    def _in_list_order(self) -> np.ndarray:
+        numbers, offsets = self._where
+        if offsets is None or self._rows is not None:  # rows ascend through the file, list by list
+            assert self._rows is not None
+            return self._sorted_ids[np.argsort(self._rows[1], kind="stable")]
+        return self._sorted_ids[np.lexsort((offsets, numbers))]
+
+    def _kept_blocks(self, remove: np.ndarray, quantizer: Any) -> Iterator[ivf_files.Block]:
+        """A block per span of lists without the ``remove`` ids: each vector in its list (or re-assigned by
+        ``quantizer``, which reads the span once to assign it and once more when it is written)."""
+        ivf, done = self._ivf(), 0
+        ordered = self._in_list_order()
+        for numbers, sizes in ivf_files.list_spans(ivf):
+            ids = ordered[done : done + int(sizes.sum())]
+            done += len(ids)
+            kept = ~np.isin(ids, remove) if len(remove) else np.ones(len(ids), bool)
+            read = self._span_reader(numbers, ids, kept)
+            lists = np.repeat(numbers, sizes)[kept] if quantizer is None else ivf_files.assigned(quantizer, read())
+            yield ivf_files.Block(ids[kept], lists, read)
+
+    def _span_reader(self, numbers: np.ndarray, ids: np.ndarray, kept: np.ndarray) -> Callable[[], np.ndarray]:
+        def read() -> np.ndarray:
+            found, vectors = ivf_files.read_lists(self._ivf(), self._path, numbers)
+            if not np.array_equal(found, ids):
+                raise IndexCorruptError(f"{self._path} changed while it was read; run `citeline rebuild`")
+            return vectors[kept]
+
+        return read
+
+    def _write_retrained(
+        self, path: Path, add_ids: np.ndarray, added: np.ndarray, remove: np.ndarray, size: int
+    ) -> int:
+        """Train new lists on a sample of the kept and added vectors, assign every vector, write, and store the
+        nprobe measured on the written file (:func:`calibrated_nprobe`, its exact neighbours read span by span)."""
+        nlist = nlist_for(size)
+        wanted = np.random.default_rng(1234).choice(size, min(size, nlist * TRAIN_PER_LIST), replace=False)
+        picked = np.zeros(size, bool)
+        picked[wanted] = True
+        sample, own, done = [], [], 0
+        for block in [*self._kept_blocks(remove, None), ivf_files.Block(add_ids, add_ids, lambda: added)]:
+            chosen = picked[done : done + len(block.ids)]
+            done += len(block.ids)
+            if chosen.any():
+                sample.append(block.read()[chosen])
+                own.append(block.ids[chosen])
+        data = np.concatenate(sample) if sample else np.zeros((0, self.dimension), np.float32)
+        sample_ids = np.concatenate(own) if own else np.zeros(0, np.int64)
+        empty = _trained(data, nlist, self.dimension)
+        queries_at = calibration_sample(len(sample_ids))
+        queries, query_ids = np.ascontiguousarray(data[queries_at]), sample_ids[queries_at]
+        del data, sample
+        blocks = [*self._kept_blocks(remove, empty.quantizer)]
+        blocks.append(ivf_files.Block(add_ids, ivf_files.assigned(empty.quantizer, added), lambda: added))
+        empty.set_direct_map_type(_NO_MAP)  # files hold the id table instead (its lists are empty: nothing to map)
+        written = self._written(path, empty, blocks)
+        if nlist > nprobe_for(nlist) and size > 11:
+            neighbours = exact_neighbours(queries, ((block.ids, block.read()) for block in blocks), 11)
+            ids = np.concatenate([block.ids for block in blocks])
+            by_id = np.argsort(ids)
+            lists = np.concatenate([block.lists for block in blocks])[by_id]
+            where = lists[np.searchsorted(ids, np.maximum(neighbours, 0), sorter=by_id)]
+            nprobe = calibrated(empty.quantizer, nlist, queries, query_ids, neighbours, where)
+            ivf_files.set_nprobe(path, nlist, nprobe)
+        return written
 
 
 def _trained(data: np.ndarray, nlist: int, dimension: int) -> Any:
@@ -337,11 +409,17 @@ def _append_table(path: Path) -> None:
     if located is None and len(ids):
         return
     starts, residue = (located[1], located[2]) if located is not None else (np.zeros(0, np.int64), 0)
+    _write_table(path, ids, starts, numbers, residue)
+
+
+def _write_table(path: Path, ids: np.ndarray, starts: np.ndarray, numbers: np.ndarray, residue: int) -> None:
+    """Append the id table: ``ids`` ascending, the byte offset of each one's vector (``starts``, all ``residue``
+    mod 4) and its list."""
     with path.open("ab") as out:
         table_offset = out.tell()
-        out.write(ids.astype("<i8").tobytes())
-        out.write(((starts - residue) // 4).astype("<i8").tobytes())
-        out.write(numbers.astype("<i4").tobytes())
+        out.write(np.ascontiguousarray(ids, dtype="<i8").tobytes())
+        out.write(((np.asarray(starts, dtype=np.int64) - residue) // 4).astype("<i8").tobytes())
+        out.write(np.asarray(numbers).astype("<i4").tobytes())
         out.write(_FOOTER.pack(_TABLE_MAGIC, len(ids), table_offset, residue))
 
 
@@ -365,6 +443,18 @@ def _read_table(path: Path, count: int) -> tuple[np.ndarray, np.ndarray, np.ndar
         return np.asarray(np.memmap(path, dtype=np.dtype(dtype), mode="r", offset=start, shape=(count,)))
 
     return mapped("<i8", offset), mapped("<i8", offset + 8 * count), mapped("<i4", offset + 16 * count), residue
+
+
+def _empty_like(source: Any) -> Any:
+    """An IVF index with ``source``'s centroids and nprobe, empty lists and no direct map."""
+    quantizer: Any = faiss.clone_index(source.quantizer)
+    index: Any = faiss.IndexIVFFlat(quantizer, int(source.d), int(source.nlist), faiss.METRIC_INNER_PRODUCT)
+    index.own_fields = True
+    quantizer.this.disown()
+    index.is_trained = True
+    index.nprobe = source.nprobe
+    index.set_direct_map_type(_NO_MAP)  # files hold the id table instead
+    return index
 
 
 def _in_memory(source: Any, direct_map: Any = _HASHTABLE) -> Any:
