@@ -287,16 +287,30 @@ def work_batches(plan: Plan, files: Sequence[SourceFile], commit_every: int, chu
     """The plan's documents to index as commit groups of about ``commit_every`` chunks, each split into chunk/embed
     batches of about ``chunks_per_batch`` chunks: first the documents the plan holds, then the files (in
     ``files``' order, discovery's) holding its pending documents. A file is never split: one larger than a group
-    is a group of its own."""
-    pieces = [Work(documents=[document], chars=len(document.text)) for document in plan.to_index]
+    is a group of its own.
+
+    Never splitting a file is what makes an interrupted run safe to skip files by (``citeline.freshness``): a file
+    is fresh when every document stored from it has its size and time, so a file whose documents were committed in
+    part (say 40 of a JSONL file's 100 new records, before a kill) would look fresh and its other 60 would never be
+    indexed. All of a file's documents, held or pending, go into one piece, hence one commit."""
+    held: dict[tuple[str, str], Work] = {}
+    for document in plan.to_index:
+        piece = held.setdefault((document.source_root, document.source_file or document.source_id), Work())
+        piece.documents.append(document)
+        piece.chars += len(document.text)
     by_file: dict[tuple[str, str], list[DocumentKey]] = {}
     for key in plan.pending:
         by_file.setdefault((key.source_root, key.source_file), []).append(key)
+    pieces = list(held.values())
     for source in files:
         keys = by_file.get((source.root, source.source_id))
         if keys:
-            wanted = {source.path: {key.doc_id for key in keys}}
-            pieces.append(Work(files=[source], wanted=wanted, chars=sum(key.chars for key in keys)))
+            piece = held.get((source.root, source.source_id)) or Work()
+            if not piece.documents:
+                pieces.append(piece)
+            piece.files.append(source)
+            piece.wanted[source.path] = {key.doc_id for key in keys}
+            piece.chars += sum(key.chars for key in keys)
     groups = _packed(pieces, commit_every * CHARS_PER_CHUNK)
     return [[Work.joined(batch) for batch in _packed(group, chunks_per_batch * CHARS_PER_CHUNK)] for group in groups]
 

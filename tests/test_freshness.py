@@ -109,3 +109,40 @@ def test_a_root_emptied_of_its_fresh_files_is_still_refused(tmp_path: Path) -> N
     with pytest.raises(RemovalRefusedError):
         index.ingest([docs])
     assert index.status().documents == 4
+
+
+class _FailsOn(HashEmbedder):
+    """Fails the batch holding ``word`` (once): a run interrupted in the middle of a file's records."""
+
+    def __init__(self, word: str) -> None:
+        super().__init__()
+        self.word, self.failed = word, False
+
+    def encode(self, texts, *, batch_size: int = 64):  # type: ignore[no-untyped-def]
+        if not self.failed and any(self.word in text for text in texts):
+            self.failed = True
+            raise RuntimeError("interrupted")
+        return super().encode(texts, batch_size=batch_size)
+
+
+def test_a_run_interrupted_inside_a_file_indexes_the_rest_of_it_next_time(tmp_path: Path) -> None:
+    # Fresh means "every document stored from the file has its size and time". A JSONL file whose records were
+    # committed in part would look fresh, and its other records would never be indexed: a file's documents are
+    # therefore committed together (planning.work_batches), however small --commit-every is.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    filler = "the garrison held the ford until the relief column came over the hills. " * 10  # ~700 characters
+    lines = [
+        f'{{"id": "r{n}", "text": "Record {n} {"zulu" if n == 15 else "alpha"} says {filler}"}}' for n in range(30)
+    ]
+    _write(docs, "a.jsonl", "\n".join(lines) + "\n")
+    _write(docs, "b.jsonl", '{"id": "b0", "text": "The other file."}\n')
+    embedder = _FailsOn("zulu")
+    index = Index.create(tmp_path / "ix", embedder=embedder)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        index.ingest([docs], commit_every=2)
+    stored = {d["source_id"] for d in index.documents()}
+    assert not any(source_id.startswith("a.jsonl") for source_id in stored)  # all of a.jsonl or none of it
+    run = index.ingest([docs], commit_every=2)
+    assert run.added == 31 - len(stored) and len(index.documents()) == 31
+    assert index.verify().ok
