@@ -100,7 +100,11 @@ def _corpus(tmp_path: Path, documents: int) -> Path:
     with (SCIFACT / "corpus.jsonl").open() as source:
         lines = [json.loads(line) for line, _ in zip(source, range(documents), strict=False)]
     records = [{"id": r["_id"], "title": r["title"], "text": r["text"]} for r in lines]
-    (folder / "abstracts.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    # Files of 8 records: a file's documents are committed together (planning.work_batches), so a shard needs
+    # several files to commit part of its work before its worker is killed.
+    for start in range(0, len(records), 8):
+        lines_of = "".join(json.dumps(record) + "\n" for record in records[start : start + 8])
+        (folder / f"abstracts-{start // 8:03d}.jsonl").write_text(lines_of)
     return folder
 
 
