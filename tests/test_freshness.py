@@ -20,6 +20,17 @@ def _write(folder: Path, name: str, text: str, age: float = 3600.0) -> Path:
     return path
 
 
+def _indexed_notes(tmp_path: Path, count: int) -> tuple[Path, Index]:
+    """An index of ``count`` old notes in ``tmp_path/docs`` (old enough to count as settled)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for number in range(count):
+        _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    return docs, index
+
+
 def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = pipeline.parse_source
@@ -33,12 +44,7 @@ def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_unchanged_files_are_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for number in range(4):
-        _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
-    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
-    index.ingest([docs])
+    docs, index = _indexed_notes(tmp_path, 4)
     parsed = _count_parses(monkeypatch)
     run = index.ingest([docs])
     assert parsed == [] and run.unchanged == 4 and run.removed == 0
@@ -69,12 +75,7 @@ def test_the_plan_loads_only_the_documents_of_files_read_again_or_gone(
     # File-level planning: fresh files' documents are counted in SQL and never come to Python.
     from citeline.store import documents as stored_documents
 
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for number in range(6):
-        _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
-    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
-    index.ingest([docs])
+    docs, index = _indexed_notes(tmp_path, 6)
     loaded: list[set[str]] = []
     real = stored_documents.documents_to_plan
 
@@ -98,12 +99,7 @@ def test_the_plan_loads_only_the_documents_of_files_read_again_or_gone(
 def test_a_root_emptied_of_its_fresh_files_is_still_refused(tmp_path: Path) -> None:
     from citeline.errors import RemovalRefusedError
 
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for number in range(4):
-        _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
-    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
-    index.ingest([docs])
+    docs, index = _indexed_notes(tmp_path, 4)
     for number in range(3):
         (docs / f"note{number}.md").unlink()
     with pytest.raises(RemovalRefusedError):
