@@ -302,3 +302,29 @@ def test_index_create_records_the_kind_and_refuses_another(tmp_path: Path, fake_
     assert Index.create(tmp_path / "new", embedder=fake_embedder).meta["vector_index"] == "auto"
     with pytest.raises(CitelineError, match="unknown vector index kind 'nope'"):
         Index.create(tmp_path / "other", embedder=fake_embedder, vector_index="nope")
+
+
+@pytest.mark.parametrize("gather", [0.5, 0.0])
+def test_tombstones_among_the_first_answer_are_asked_for_again(
+    kind: type, gather: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search first asks the base for few more than k results and a delta for k plus its dead rows
+    (``segments.OVERFETCH_MARGIN``, ``DELTA_GATHER_DEAD``): when the ids nearest the query are the removed ones, it
+    asks again, and the result is still the exact top k of the live ids."""
+    monkeypatch.setattr(segments, "OVERFETCH_MARGIN", 0)
+    monkeypatch.setattr(segments, "DELTA_GATHER_DEAD", gather)  # 0.0: every delta with a dead row is gathered
+    ids, vectors = _data()
+    query = vectors[0]
+    nearest = np.argsort(-(vectors @ query), kind="stable")
+    base_rows, delta_rows = nearest[:300], nearest[300:]
+    index = SegmentedVectors(kind.build(ids[base_rows], vectors[base_rows], DIMENSION))
+    index = index.updated(ids[delta_rows], vectors[delta_rows], ids[nearest[:30]])  # the 30 nearest base rows
+    index = index.updated(np.zeros(0, np.int64), np.zeros((0, DIMENSION), np.float32), ids[nearest[300:312]])
+    index.deltas[0].save(tmp_path / "d0")
+    index.deltas[1].save(tmp_path / "d1")
+    index = SegmentedVectors(index.base, [Delta.load(tmp_path / f"d{n}", DIMENSION) for n in (0, 1)])
+    live = np.ones(len(ids), bool)
+    live[nearest[:30]] = live[nearest[300:312]] = False
+    for k in (1, 10, 50):
+        hits = index.search(query, k)
+        assert [h for h, _ in hits] == _exact(ids[live], vectors[live], query, k)

@@ -154,6 +154,7 @@ class IVFIndex(ApproximateIndex):
         index = cls.read(path)
         if not isinstance(faiss.downcast_index(index), faiss.IndexIVFFlat):
             raise IndexCorruptError(f"{path} is not an IVF FAISS index")
+        _no_prefetch(faiss.extract_index_ivf(index).invlists)
         loaded = cls(index, _read_table(path, int(index.ntotal)))
         loaded._path = path
         return loaded
@@ -368,6 +369,15 @@ def _mapped_region(lists: Any) -> np.ndarray | None:
     if not isinstance(mapped, faiss.OnDiskInvertedLists):
         return None
     return faiss.rev_swig_ptr(mapped.ptr, mapped.totsize)
+
+
+def _no_prefetch(lists: Any) -> None:
+    """Turn off FAISS's prefetch threads on memory-mapped lists. ``OnDiskInvertedLists`` starts 32 threads per search
+    that read every probed list ahead of the scan: the lists are read twice. On the 1M-chunk scale index (nprobe
+    216, 50 SciFact queries, one search thread) a search cost 52.2 CPU-ms with them, 24.1 without, same results."""
+    mapped: Any = faiss.downcast_InvertedLists(lists)
+    if isinstance(mapped, faiss.OnDiskInvertedLists):
+        mapped.prefetch_nthread = 0
 
 
 def _vector_bytes(

@@ -46,6 +46,7 @@ import numpy as np
 from citeline.arrays import positions_of, top_k
 from citeline.errors import IndexCorruptError
 from citeline.vectors.base import VectorIndex
+from citeline.vectors.flat import faiss_threads
 
 #: The arrays of a delta segment's folder.
 DELTA_ARRAYS = ("ids", "vectors", "removed")
@@ -64,9 +65,19 @@ OVERFETCH_MAX = 1_024
 #: Kinds whose allowed-set path over nearly every id costs far more than overfetching (ivf: 30x at 1,000 of 972k
 #: tombstoned, see the module docstring) overfetch up to this multiple of OVERFETCH_MAX (ivf: 32,768 >= its budget).
 OVERFETCH_FACTOR = {"ivf": 32}
+#: An unfiltered search first asks the base for k + twice the tombstones expected among k results + this many.
+OVERFETCH_MARGIN = 16
+#: A delta whose rows later deltas removed more than this fraction of is scanned by its live rows (gathered).
+DELTA_GATHER_DEAD = 0.5
 #: Stage names of :func:`plan`.
 MERGE, COMPACTION = "merge", "compaction"
 _IP = faiss.METRIC_INNER_PRODUCT
+_NO_IDS, _NO_SCORES = np.zeros(0, np.int64), np.zeros(0, np.float32)
+
+
+def _arrays(hits: list[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Hits as an id array and a score array."""
+    return np.array([h for h, _ in hits], np.int64), np.array([s for _, s in hits], np.float32)
 
 
 @dataclass(frozen=True)
@@ -119,11 +130,13 @@ class SegmentedVectors:
         # An id is live in a segment unless a later segment removes it: walk from the newest segment back.
         removed_later = np.zeros(0, np.int64)
         self._live: list[np.ndarray] = [np.zeros(0, bool)] * len(self.deltas)
+        self._delta_dead: list[int] = [0] * len(self.deltas)
         for number in range(len(self.deltas) - 1, -1, -1):
             delta = self.deltas[number]
             live = np.ones(len(delta.ids), bool)
             live[positions_of(delta.ids, removed_later)] = False
             self._live[number] = live
+            self._delta_dead[number] = len(live) - int(np.count_nonzero(live))
             removed_later = np.union1d(removed_later, delta.removed)
         base_ids = base.ids()
         self._dead = positions_of(base_ids, removed_later)  # positions of the base's tombstones in base.ids()
@@ -166,34 +179,63 @@ class SegmentedVectors:
         vector = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
         if allowed is not None:
             allowed = np.unique(np.asarray(allowed, dtype=np.int64))
-        hits = self._search_base(vector, k, allowed)
-        ids, scores = [np.array([h for h, _ in hits], np.int64)], [np.array([s for _, s in hits], np.float32)]
-        for delta, live in zip(self.deltas, self._live, strict=True):
-            rows = np.flatnonzero(live)
-            if allowed is not None:
-                rows = np.intersect1d(rows, positions_of(delta.ids, allowed), assume_unique=True)
-            if len(rows):
-                # FAISS's own kernel, not numpy: the flat kind's scores, bit for bit, so ties between a base row
-                # and a delta row break by id as in an index built from scratch (numpy's sums differ in the last bit).
-                data = delta.vectors if len(rows) == len(delta.ids) else delta.vectors[rows]
-                found, where = faiss.knn(vector[None, :], np.ascontiguousarray(data), min(k, len(rows)), metric=_IP)
-                scores.append(found[0])
-                ids.append(delta.ids[rows[where[0]]])
-        return top_k(np.concatenate(scores), np.concatenate(ids), k)
+        parts = [self._search_base(vector, k, allowed)]
+        # One query on one thread: faiss.knn over a 12k-row delta cost 14.6 CPU-ms on FAISS's two OpenMP threads
+        # (the idle one spins), 2.3 on one (1M-chunk scale index, 50 queries).
+        with faiss_threads(0):
+            parts += [self._search_delta(number, vector, k, allowed) for number in range(len(self.deltas))]
+        return top_k(np.concatenate([s for _, s in parts]), np.concatenate([i for i, _ in parts]), k)
 
-    def _search_base(self, vector: np.ndarray, k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+    def _search_delta(
+        self, number: int, vector: np.ndarray, k: int, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A delta's best k live rows (among ``allowed``), scored with FAISS's own kernel, not numpy: the flat
+        kind's scores, bit for bit, so ties between a base row and a delta row break by id as in an index built
+        from scratch (numpy's sums differ in the last bit)."""
+        delta, live, dead = self.deltas[number], self._live[number], self._delta_dead[number]
+        rows = None
+        if allowed is not None:
+            rows = np.intersect1d(np.flatnonzero(live), positions_of(delta.ids, allowed), assume_unique=True)
+        elif dead > DELTA_GATHER_DEAD * len(delta.ids):
+            rows = np.flatnonzero(live)
+        if rows is not None:
+            # A filter, or a delta mostly removed since: gather the rows and scan them alone.
+            if not len(rows):
+                return _NO_IDS, _NO_SCORES
+            data = np.ascontiguousarray(delta.vectors[rows])
+            found, where = faiss.knn(vector[None, :], data, min(k, len(rows)), metric=_IP)
+            return delta.ids[rows[where[0]]], found[0]
+        if not len(delta.ids):
+            return _NO_IDS, _NO_SCORES
+        # The whole memory-mapped delta, k plus its dead rows deep, the dead rows dropped: gathering the live rows
+        # first copied them (21.8k rows of the 1M-chunk scale index: 9 ms a query, more than the scan's 5.5 ms).
+        found, where = faiss.knn(vector[None, :], delta.vectors, min(k + dead, len(delta.ids)), metric=_IP)
+        keep = live[where[0]] if dead else slice(None)
+        return delta.ids[where[0][keep]], found[0][keep]
+
+    def _search_base(self, vector: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         dead = self.tombstones
         if not len(dead):
-            return self.base.search(vector, k, allowed)
+            return _arrays(self.base.search(vector, k, allowed))
         if allowed is not None:
-            return self.base.search(vector, k, np.setdiff1d(allowed, dead, assume_unique=True))
+            return _arrays(self.base.search(vector, k, np.setdiff1d(allowed, dead, assume_unique=True)))
         inner = getattr(self.base, "inner", self.base)  # auto: the kind it holds now
         if len(dead) > OVERFETCH_MAX * OVERFETCH_FACTOR.get(inner.kind, 1):
-            return self.base.search(vector, k, self._base_live)
-        hits = self.base.search(vector, k + len(dead))
-        found = np.array([h for h, _ in hits], np.int64)
-        keep = ~np.isin(found, dead)
-        return [hit for hit, kept in zip(hits, keep, strict=True) if kept][:k]
+            return _arrays(self.base.search(vector, k, self._base_live))
+        # First ask for the tombstones expected among the top k (twice that) plus a margin; only if fewer than k
+        # live results remain (and the base had more to give) ask again with every tombstone. Either way the
+        # result is the best k live ids of what the base's search ranks, since a live id below the first answer's
+        # last one is below k live ones. At 1M chunks with 9,876 tombstones, asking k + 9,876 of the ivf base
+        # cost 9.7 CPU-ms a query more than k + 16 (FAISS's deeper heap and 10k tuples), and a
+        # FAISS IDSelectorNot(IDSelectorBatch(tombstones)) 8.2 CPU-ms more (bench/ann.py --segments).
+        expected = -(-2 * k * len(dead) // max(len(self.base), 1)) + OVERFETCH_MARGIN
+        for depth in dict.fromkeys((k + min(len(dead), expected), k + len(dead))):
+            found, scores = _arrays(self.base.search(vector, depth))
+            at = np.minimum(np.searchsorted(dead, found), len(dead) - 1)  # dead is sorted: no hash set of it
+            keep = dead[at] != found
+            if np.count_nonzero(keep) >= k or len(found) < depth:
+                break
+        return found[keep][:k], scores[keep][:k]
 
     def vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """The exact stored vectors of ``ids``, one row per id, in the order given (``KeyError`` for an absent id)."""
