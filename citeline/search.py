@@ -114,10 +114,12 @@ def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | N
 
 
 #: Whether hybrid search runs its dense ranking on a thread beside the lexical one (FAISS and numpy release the
-#: GIL). Off: on this 2-core machine shared by ~20 busy processes it made a 1M-chunk hybrid search slower (30
-#: claims, alternating: p50 389 ms wall and 95 ms CPU on, 342 and 81 off); with an idle core the wall time would be
-#: the longer of the two rankings rather than their sum.
-PARALLEL_HYBRID = False
+#: GIL), so that with an idle core a hybrid search waits for the longer of the two rankings, not their sum. At 1M
+#: chunks (bench/scale.py's index after its 1% update, 50 claims x 2, alternating, machine load ~9 on 2 cores) it
+#: cost nothing: CPU 74.3 ms a search on, 73.3 off; wall p50 212 and 217 ms (no core was idle). An earlier
+#: measurement under ~20 busy processes found it slower (p50 389 ms on, 342 off) when the dense leg still spun
+#: FAISS's OpenMP threads (vectors/segments.py).
+PARALLEL_HYBRID = True
 _POOL: list[ThreadPoolExecutor] = []
 
 

@@ -75,6 +75,13 @@ _IP = faiss.METRIC_INNER_PRODUCT
 _NO_IDS, _NO_SCORES = np.zeros(0, np.int64), np.zeros(0, np.float32)
 
 
+def _within(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
+    """Which of ``ids`` are in ``sorted_ids`` (ascending): a binary search each (np.isin hashes both sides)."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), bool)
+    return sorted_ids[np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)] == ids
+
+
 def _arrays(hits: list[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
     """Hits as an id array and a score array."""
     return np.array([h for h, _ in hits], np.int64), np.array([s for _, s in hits], np.float32)
@@ -231,8 +238,7 @@ class SegmentedVectors:
         expected = -(-2 * k * len(dead) // max(len(self.base), 1)) + OVERFETCH_MARGIN
         for depth in dict.fromkeys((k + min(len(dead), expected), k + len(dead))):
             found, scores = _arrays(self.base.search(vector, depth))
-            at = np.minimum(np.searchsorted(dead, found), len(dead) - 1)  # dead is sorted: no hash set of it
-            keep = dead[at] != found
+            keep = ~_within(found, dead)  # dead is sorted: no hash set of its 10k ids a query
             if np.count_nonzero(keep) >= k or len(found) < depth:
                 break
         return found[keep][:k], scores[keep][:k]
@@ -251,7 +257,7 @@ class SegmentedVectors:
             pending &= ~hit
         rest = wanted[pending]
         if len(rest):
-            dead = rest[np.isin(rest, self.tombstones)]
+            dead = rest[_within(rest, self.tombstones)]
             if len(dead):
                 raise KeyError(f"ids not in the vector index: {sorted(dead.tolist())[:5]}")
             out[pending] = self.base.vectors(rest)
