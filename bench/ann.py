@@ -3,6 +3,7 @@ against exact search, with and without filters.
 
     python bench/ann.py [--sizes 100000 1000000] [--kinds flat ivf hnsw] [--queries 200] [--out FILE]
                         [--nprobe 16 32 64 128] [--ef 32 64 128 256]
+    python bench/ann.py --index PATH [--queries 50]     # an ivf index's search variants: see below
 
 Vectors: 384-dimensional unit vectors with topic structure (see :func:`clustered`): about one topic per 500
 vectors, each vector its topic's centre plus noise in a shared 64-dimensional subspace plus isotropic noise,
@@ -106,6 +107,108 @@ def timed_searches(index: Any, queries: np.ndarray, truth: list[set[int]], allow
     }
 
 
+def index_variants(path: Path, count: int) -> None:
+    """Search variants on an existing index with an ivf base (bench/scale.py's, hash-bow vectors, SciFact claims
+    as queries): CPU ms a query (mean, one FAISS thread) and recall@10 of the base against an exact scan of the
+    base's vectors (a result counts when its exact score reaches the 10th best, as bench/scale.py counts).
+
+    1M-chunk scale index after its 1% update (960k base rows, 2,147 lists, nprobe 216, 9,876 tombstones, 21.8k
+    delta rows), 50 claims, machine load ~9 on 2 cores (CPU ms; wall was 1-3x)::
+
+        base, FAISS's 32 prefetch threads on its memory-mapped lists       52.2 (0.948)
+        base, prefetch off (ivf.py since)                                  24.1 (0.948); in memory 28.1
+        k=210 / k=200+9,876 tombstones / k=210 IDSelectorNot(Batch(tombs)) 23.2 / 32.9 / 31.4
+        SQ8 codes (by residual), same lists, exact re-rank of top R:
+          nprobe 128: R=10 11.7 (0.900), R=50 11.3 (0.926), R=200 12.0 (0.930)
+          nprobe 216: R=10 19.3 (0.920), R=50 17.4 (0.944), R=200 19.1 (0.948)
+        SQ8 without residual, nprobe 216, R=200: 17.3 (0.932); fp16 codes: 20-22 (0.948)
+        a 12k-row delta, faiss.knn k=210: 14.6 on FAISS's 2 OpenMP threads, 2.3 on one
+
+    So SQ8 buys 1.3x at the same recall on these near-uniform vectors (the lists probed are the cost, and this
+    data needs 10 % of them), at 25 % more disk (codes beside the exact vectors): not worth a new file format yet.
+    """
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import scale
+    from _synthetic import HashBowEmbedder
+
+    from citeline import Index
+
+    index = Index.open(path, embedder=HashBowEmbedder())
+    queries = np.ascontiguousarray(HashBowEmbedder().encode(scale.load_queries(count)), dtype=np.float32)
+    segmented = index.snapshot().vectors
+    inner = getattr(segmented.base, "inner", segmented.base)
+    ivf: Any = faiss.extract_index_ivf(inner._index)
+    ids = inner.ids()
+    data = inner.vectors(ids)
+    truth, _ = faiss.knn(queries, data, K, metric=faiss.METRIC_INNER_PRODUCT)
+    dead = np.ascontiguousarray(segmented.tombstones)
+    faiss.omp_set_num_threads(1)
+
+    def measure(name: str, search: Any, recall: bool = True) -> None:
+        cpu, recalls = [], []
+        search(queries[0])
+        for row, query in enumerate(queries):
+            start = time.process_time()
+            found = np.asarray(search(query))
+            cpu.append((time.process_time() - start) * 1000)
+            found = found[found >= 0][:K]
+            scores = data[np.searchsorted(ids, found)] @ query
+            recalls.append(np.count_nonzero(scores >= truth[row, K - 1] - 1e-5) / K)
+        figures = {"variant": name, "cpu_ms": round(float(np.mean(cpu)), 1)}
+        print(json.dumps({**figures, "recall": round(float(np.mean(recalls)), 3)} if recall else figures), flush=True)
+
+    def params(nprobe: int, selector: Any = None) -> Any:
+        out = faiss.SearchParametersIVF()
+        out.nprobe = nprobe
+        if selector is not None:
+            out.sel = selector
+        return out
+
+    nprobe = int(ivf.nprobe)
+    lists: Any = faiss.downcast_InvertedLists(ivf.invlists)
+    for threads in (32, 0):
+        lists.prefetch_nthread = threads
+        measure(f"base k=10, {threads} prefetch threads", lambda q: ivf.search(q[None], K, params=params(nprobe))[1][0])
+    for depth in (210, 200 + len(dead)):
+        measure(f"base k={depth}", lambda q, d=depth: ivf.search(q[None], d, params=params(nprobe))[1][0])
+    batch = faiss.IDSelectorBatch(dead)
+    excluded = params(nprobe, faiss.IDSelectorNot(batch))
+    measure(
+        "base k=210, IDSelectorNot(IDSelectorBatch(tombstones))",
+        lambda q: ivf.search(q[None], 210, params=excluded)[1][0],
+    )
+    sample = data[np.sort(np.random.default_rng(0).choice(len(data), min(len(data), 100_000), replace=False))]
+    quantizer: Any = faiss.clone_index(ivf.quantizer)
+    sq8: Any = faiss.IndexIVFScalarQuantizer(
+        quantizer, int(ivf.d), int(ivf.nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT, True
+    )
+    sq8.own_fields = True
+    quantizer.this.disown()
+    sq8.train(sample)
+    faiss.omp_set_num_threads(2)
+    sq8.add_with_ids(data, ids)
+    faiss.omp_set_num_threads(1)
+
+    def reranked(query: np.ndarray, probes: int, depth: int) -> np.ndarray:
+        found = sq8.search(query[None], depth, params=params(probes))[1][0]
+        found = found[found >= 0]
+        return found[np.argsort(-(data[np.searchsorted(ids, found)] @ query), kind="stable")]
+
+    for probes in (128, nprobe):
+        for depth in (10, 50, 200):
+            measure(f"sq8 nprobe={probes} rerank {depth}", lambda q, p=probes, d=depth: reranked(q, p, d))
+    delta = max(segmented.deltas, key=lambda d: len(d.ids))
+    for threads in (2, 1):
+        faiss.omp_set_num_threads(threads)
+        measure(
+            f"delta of {len(delta.ids)} rows, faiss.knn k=210, {threads} OpenMP threads",
+            lambda q: faiss.knn(q[None], delta.vectors, 210, metric=faiss.METRIC_INNER_PRODUCT)[1][0][:0],
+            recall=False,
+        )
+
+
 def main() -> None:
     """Run every kind at every size and print (and optionally write) one JSON object per measurement."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,7 +218,11 @@ def main() -> None:
     parser.add_argument("--nprobe", type=int, nargs="*", default=[])
     parser.add_argument("--ef", type=int, nargs="*", default=[])
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--index", type=Path, help="an index with an ivf base: its search variants instead")
     args = parser.parse_args()
+    if args.index:
+        index_variants(args.index, args.queries)
+        return
     results = []
 
     def emit(row: dict) -> None:
