@@ -113,16 +113,19 @@ def index_variants(path: Path, count: int) -> None:
     base's vectors (a result counts when its exact score reaches the 10th best, as bench/scale.py counts).
 
     1M-chunk scale index after its 1% update (960k base rows, 2,147 lists, nprobe 216, 9,876 tombstones, 21.8k
-    delta rows), 50 claims, machine load ~9 on 2 cores (CPU ms; wall was 1-3x)::
+    delta rows), 50 claims, machine load 9-15 on 2 cores, peak RSS 4.5 GB (CPU ms; recall of the base)::
 
-        base, FAISS's 32 prefetch threads on its memory-mapped lists       52.2 (0.948)
-        base, prefetch off (ivf.py since)                                  24.1 (0.948); in memory 28.1
-        k=210 / k=200+9,876 tombstones / k=210 IDSelectorNot(Batch(tombs)) 23.2 / 32.9 / 31.4
-        SQ8 codes (by residual), same lists, exact re-rank of top R:
-          nprobe 128: R=10 11.7 (0.900), R=50 11.3 (0.926), R=200 12.0 (0.930)
-          nprobe 216: R=10 19.3 (0.920), R=50 17.4 (0.944), R=200 19.1 (0.948)
-        SQ8 without residual, nprobe 216, R=200: 17.3 (0.932); fp16 codes: 20-22 (0.948)
-        a 12k-row delta, faiss.knn k=210: 14.6 on FAISS's 2 OpenMP threads, 2.3 on one
+        base k=10, FAISS's 32 prefetch threads on its memory-mapped lists  62.4 (0.948)
+        base k=10, prefetch off (ivf.py since)                             28.6 (0.948)
+        k=210 / k=200 + 9,876 tombstones / k=210 IDSelectorNot(Batch(...))  27.7 / 35.3 / 36.7
+        SQ8 codes (by residual), the same lists, exact re-rank of the top R:
+          nprobe 128: R=10 12.0 (0.900), R=50 12.4 (0.926), R=200 12.6 (0.930)
+          nprobe 216: R=10 19.3 (0.920), R=50 17.9 (0.944), R=200 19.0 (0.948)
+        a 12k-row delta, faiss.knn k=210: 14.0 on FAISS's 2 OpenMP threads, 2.6 on one
+
+    (The selector's recall is lower only because the exact reference keeps the tombstoned rows.) An earlier run
+    (load ~9): prefetch on/off 52.2/24.1, the base in memory 28.1; SQ8 without residual at nprobe 216, R=200 17.3
+    (0.932); fp16 codes 20-22 (0.948).
 
     So SQ8 buys 1.3x at the same recall on these near-uniform vectors (the lists probed are the cost, and this
     data needs 10 % of them), at 25 % more disk (codes beside the exact vectors): not worth a new file format yet.

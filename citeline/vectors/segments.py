@@ -241,7 +241,7 @@ class SegmentedVectors:
         # result is the best k live ids of what the base's search ranks, since a live id below the first answer's
         # last one is below k live ones. At 1M chunks with 9,876 tombstones, asking k + 9,876 of the ivf base
         # cost 9.7 CPU-ms a query more than k + 16 (FAISS's deeper heap and 10k tuples), and a
-        # FAISS IDSelectorNot(IDSelectorBatch(tombstones)) 8.2 CPU-ms more (bench/ann.py --segments).
+        # FAISS IDSelectorNot(IDSelectorBatch(tombstones)) 8.2 CPU-ms more (bench/ann.py --index, an earlier run).
         expected = -(-2 * k * len(dead) // max(len(self.base), 1)) + OVERFETCH_MARGIN
         for depth in dict.fromkeys((k + min(len(dead), expected), k + len(dead))):
             found, scores = _arrays(self.base.search(vector, depth))
