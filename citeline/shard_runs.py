@@ -42,7 +42,11 @@ class PreparsedSteps(pipeline.Steps):
         their documents stay in the catalog unplanned, so passing them on would insert them a second time."""
         to_read = {(source.root, source.source_id) for files in file_batches for source in files}
         documents = [d for d in self.parsed.documents if (d.source_root, d.source_file or d.source_id) in to_read]
-        yield replace(self.parsed, documents=documents)
+        # Files the root left unread (``citeline.shard_freshness``) that this shard would read: it holds none of
+        # their documents, or they changed since the root looked. Either way they are not planned here (their
+        # stored documents stay as they are; a changed file is read by the next run), never taken as vanished.
+        unread = [key for key in self.parsed.fresh_files if key in to_read]
+        yield replace(self.parsed, documents=documents, fresh_files=unread, fresh_documents=0)
 
 
 @dataclass

@@ -19,7 +19,6 @@ citeline index (its own DuckDB, vectors, lexical segments, generations and write
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -34,11 +33,12 @@ from citeline.embedding import Embedder, SentenceTransformerEmbedder
 from citeline.errors import CitelineError, IndexCorruptError, IndexMismatchError, IndexNotFoundError, SettingsError
 from citeline.filters import Filters
 from citeline.index import SHARDS_MANIFEST, Index
-from citeline.planning import ParsedBatch, Plan, plan_changes, refuse_removals, removal_problems
+from citeline.planning import ParsedBatch, Plan, refuse_removals, removal_problems
 from citeline.progress import Reporter, announced_writer_lock, default_reporter
+from citeline.shard_freshness import merged_plan, skipping_is_safe, unchanged_files, with_fresh
 from citeline.shard_runs import ShardJob, execute
 from citeline.shard_search import ShardedSnapshot
-from citeline.sources import DEFAULT_MAX_FILE_BYTES
+from citeline.sources import DEFAULT_MAX_FILE_BYTES, SourceFile
 from citeline.store import catalog, files, ledger
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
@@ -108,31 +108,6 @@ def route(parsed: ParsedBatch, shards: int) -> list[ParsedBatch]:
     for doc_id in parsed.kept_doc_ids:
         parts[shard_of(doc_id, shards)].kept_doc_ids.append(doc_id)
     return parts
-
-
-def merged_plan(shard_dirs: Sequence[Path], roots: list[str], discovery: Discovery, parts: list[ParsedBatch]) -> Plan:
-    """The plan of the whole run (read-only): every shard's plan, added up, for the removal guard and dry runs."""
-    plans = []
-    for directory, part in zip(shard_dirs, parts, strict=True):
-        with contextlib.closing(catalog.connect(directory, read_only=True)) as connection:
-            stored = catalog.stored_documents(connection, sorted(set(roots)))
-        plans.append(plan_changes(stored, roots, discovery, part))
-    total = plans[0]
-    for plan in plans[1:]:
-        total.to_index += plan.to_index
-        total.remove_doc_ids += plan.remove_doc_ids
-        total.added, total.updated, total.unchanged = (
-            total.added + plan.added,
-            total.updated + plan.updated,
-            total.unchanged + plan.unchanged,
-        )
-        for mine, theirs in (
-            (total.stored_by_root, plan.stored_by_root),
-            (total.vanished_by_root, plan.vanished_by_root),
-        ):
-            for root, count in theirs.items():
-                mine[root] = mine.get(root, 0) + count
-    return total
 
 
 def merge_runs(run_id: str, started_at: str, roots: list[str], plan: Plan, outcomes: Sequence[Any]) -> RunSummary:
@@ -275,9 +250,11 @@ class ShardedIndex(Index):
                 reporter.stage("discover")
                 discovery = scan(paths)
                 reporter.info(f"discovered {len(discovery.files)} files under {', '.join(roots)}")
-                reporter.stage("parse", len(discovery.files))
-                parsed = pipeline.parse_files(discovery.files, max_file_bytes=max_file_bytes, advance=reporter.advance)
+                skipped, per_shard, to_read = self._unchanged_files(discovery)
+                reporter.stage("parse", len(to_read))
+                parsed = pipeline.parse_files(to_read, max_file_bytes=max_file_bytes, advance=reporter.advance)
                 parts = route(parsed, self.manifest.shards)
+                with_fresh(parts, skipped, per_shard)
                 reporter.stage("plan")
                 plan = merged_plan(self.shard_dirs, roots, discovery, parts)
                 reporter.info(
@@ -318,6 +295,14 @@ class ShardedIndex(Index):
         if prepare_queries:
             self.prepare_queries()
         return summary
+
+    def _unchanged_files(self, discovery: Discovery) -> tuple[list[tuple[str, str]], list[int], list[SourceFile]]:
+        # The files no shard needs read (``citeline.shard_freshness``), while the last run finished everywhere.
+        self.manifest = Manifest.read(self.path)
+        now = [int(part.status().generation) for part in self.shards]
+        if not skipping_is_safe(self.manifest.runs, self.manifest.generations, now):
+            return [], [0] * self.manifest.shards, list(discovery.files)
+        return unchanged_files(self.shard_dirs, discovery.files)
 
     def _record(self, summary: RunSummary, outcomes: Sequence[Any]) -> int:
         """Write the manifest: each shard's committed generation now, and the run; returns their sum."""
