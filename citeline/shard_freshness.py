@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +40,30 @@ def skipping_is_safe(manifest_runs: Sequence[dict[str, Any]], recorded: Sequence
     return not last_failed and list(recorded) == list(now)
 
 
-def unchanged_files(
-    shard_dirs: Sequence[Path], files: Sequence[SourceFile]
-) -> tuple[list[tuple[str, str]], list[int], list[SourceFile]]:
-    """The ``(root, source_id)`` of the files no shard needs read again (every document stored from them, in
-    every shard, is fresh), how many of their documents each shard holds, and the files that must be read."""
-    per_shard = [0] * len(shard_dirs)
-    if not files:
-        return [], per_shard, []
+@dataclass
+class Freshness:
+    """What the root learnt of every shard's catalog before parsing."""
+
+    #: ``(root, source_id)`` of the files no shard needs read (every document stored from them, in every shard,
+    #: recorded the file's current size and time)
+    skipped: list[tuple[str, str]]
+    #: how many documents of those files each shard holds
+    per_shard: list[int]
+    #: the files that must be read
+    to_read: list[SourceFile]
+    #: each shard's committed generation, read on the same connection
+    generations: list[int]
+    #: every file the run found
+    files: list[SourceFile] = field(default_factory=list)
+
+    def read_all(self) -> Freshness:
+        """The same, with every file to be read (when :func:`skipping_is_safe` says no)."""
+        return Freshness([], [0] * len(self.per_shard), list(self.files), self.generations, self.files)
+
+
+def unchanged_files(shard_dirs: Sequence[Path], files: Sequence[SourceFile]) -> Freshness:
+    """Which files no shard needs read again, and each shard's generation (one read-only connection a shard)."""
+    per_shard, generations = [0] * len(shard_dirs), [0] * len(shard_dirs)
     stats: list[tuple[SourceFile, int, float]] = []
     for source in files:
         try:
@@ -68,7 +85,8 @@ def unchanged_files(
         if not catalog.db_path(directory).exists():
             continue
         with contextlib.closing(catalog.connect(directory, read_only=True)) as connection:
-            rows = stored_documents.fresh_files(connection, found, freshness.SETTLED_SECONDS)
+            generations[number] = int(catalog.read_meta(connection)["generation"])
+            rows = stored_documents.fresh_files(connection, found, freshness.SETTLED_SECONDS) if files else []
         for root, source_file, documents, is_fresh in rows:
             if is_fresh:
                 fresh.setdefault((root, source_file), {})[number] = documents
@@ -79,7 +97,8 @@ def unchanged_files(
         for number, documents in fresh[key].items():
             per_shard[number] += documents
     unread = set(skipped)
-    return skipped, per_shard, [source for source in files if (source.root, source.source_id) not in unread]
+    to_read = [source for source in files if (source.root, source.source_id) not in unread]
+    return Freshness(skipped, per_shard, to_read, generations, list(files))
 
 
 def with_fresh(parts: list[ParsedBatch], skipped: list[tuple[str, str]], per_shard: Sequence[int]) -> None:
@@ -89,11 +108,15 @@ def with_fresh(parts: list[ParsedBatch], skipped: list[tuple[str, str]], per_sha
         part.fresh_documents = documents
 
 
-def merged_plan(shard_dirs: Sequence[Path], roots: list[str], discovery: Discovery, parts: list[ParsedBatch]) -> Plan:
+def merged_plan(
+    shard_dirs: Sequence[Path], roots: list[str], discovery: Discovery, parts: list[ParsedBatch]
+) -> tuple[Plan, list[bool]]:
     """The plan of the whole run (read-only): every shard's plan (``freshness.plan``: only the documents of files
-    read or vanished are loaded), added up, for the removal guard and dry runs."""
+    read or vanished are loaded), added up, for the removal guard and dry runs; and which shards have nothing to
+    do (nothing to index or remove: their run would commit nothing, so it is not started)."""
     pairs = zip(shard_dirs, parts, strict=True)
     plans = [freshness.plan(directory, roots, discovery, part) for directory, part in pairs]
+    idle = [not (plan.to_index or plan.pending or plan.remove_doc_ids) for plan in plans]
     total = plans[0]
     for plan in plans[1:]:
         total.to_index += plan.to_index
@@ -109,4 +132,4 @@ def merged_plan(shard_dirs: Sequence[Path], roots: list[str], discovery: Discove
         ):
             for root, count in theirs.items():
                 mine[root] = mine.get(root, 0) + count
-    return total
+    return total, idle

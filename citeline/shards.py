@@ -35,10 +35,11 @@ from citeline.filters import Filters
 from citeline.index import SHARDS_MANIFEST, Index
 from citeline.planning import ParsedBatch, Plan, refuse_removals, removal_problems
 from citeline.progress import Reporter, announced_writer_lock, default_reporter
-from citeline.shard_freshness import merged_plan, skipping_is_safe, unchanged_files, with_fresh
-from citeline.shard_runs import ShardJob, execute
+from citeline.shard_freshness import Freshness, merged_plan, skipping_is_safe, unchanged_files, with_fresh
+from citeline.shard_remote import DaskShards, ShardWorkers
+from citeline.shard_runs import ShardJob, execute, idle_run
 from citeline.shard_search import ShardedSnapshot
-from citeline.sources import DEFAULT_MAX_FILE_BYTES, SourceFile
+from citeline.sources import DEFAULT_MAX_FILE_BYTES
 from citeline.store import catalog, files, ledger
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
@@ -155,10 +156,18 @@ class ShardedIndex(Index):
     """A sharded index root, with :class:`Index`'s vocabulary (see the module docstring); ``generation`` is the
     sum of the shards' generations, which grows whenever any shard commits."""
 
-    def __init__(self, root: Path, manifest: Manifest, shards: list[Index], embedder: Embedder | None = None):
-        super().__init__(root, shards[0].meta, embedder)
+    def __init__(
+        self,
+        root: Path,
+        manifest: Manifest,
+        shards: list[Index],
+        embedder: Embedder | None = None,
+        dask: DaskShards | None = None,
+    ):
+        super().__init__(root, shards[0].meta if shards else dask.meta(shard_dir(root, 0)) if dask else {}, embedder)
         self.manifest = manifest
         self.shards = shards
+        self.dask = dask  #: searches run as tasks on the Dask workers that hold the shards (``shard_remote``)
         self._sharded_snapshot: ShardedSnapshot | None = None
 
     @classmethod
@@ -200,13 +209,29 @@ class ShardedIndex(Index):
 
     @classmethod
     def open(  # type: ignore[override]
-        cls, path: str | os.PathLike[str], *, embedder: Embedder | None = None, **settings: Any
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Embedder | None = None,
+        dask_address: str | None = None,
+        shard_workers: ShardWorkers = None,
+        **settings: Any,
     ) -> ShardedIndex:
-        """Open a sharded root; every shard is opened (and checked, and repaired) as :meth:`Index.open` does."""
+        """Open a sharded root; every shard is opened (and checked, and repaired) as :meth:`Index.open` does.
+
+        With ``dask_address``, searches run as tasks on that cluster's workers, each shard's part on the worker
+        that holds it (``shard_workers`` pins shards to workers: ``citeline.shard_remote``). A client that does not
+        see the shards' folders (each on its worker's own disk) reads only the manifest and searches; the other
+        commands run where the shards are."""
         root = Path(path)
+        if not (root / SHARDS_MANIFEST).exists():
+            raise SettingsError(f"{root} is not a sharded index: --dask-address and --shard-workers search shards")
         manifest = Manifest.read(root)
+        dask = DaskShards(dask_address, manifest.shards, shard_workers) if dask_address else None
+        if dask is not None and not all(catalog.db_path(shard_dir(root, n)).exists() for n in range(manifest.shards)):
+            return cls(root, manifest, [], embedder, dask)
         parts = [Index.open(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
-        return cls(root, manifest, parts, embedder)
+        return cls(root, manifest, parts, embedder, dask)
 
     @property
     def shard_dirs(self) -> list[Path]:
@@ -228,13 +253,15 @@ class ShardedIndex(Index):
         parallel: str = "processes",
         dask_address: str | None = None,
         dask_workers: int | None = None,
+        shard_workers: ShardWorkers = None,
         commit_every: int = pipeline.COMMIT_EVERY,
         reporter: Reporter | None = None,
         run_jobs: RunJobs | None = None,
         prepare_queries: bool = True,
     ) -> RunSummary:
         """:meth:`Index.ingest` over the shards, run in ``parallel`` (``"processes"``, ``"threads"`` or
-        ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes).
+        ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes), each
+        shard's job on the worker ``shard_workers`` pins it to (``citeline.shard_remote``), if any.
 
         ``run_jobs`` replaces how the shards' jobs run (the Prefect flow runs each as a task: ``flows/shards.py``);
         it returns each job's summary or the exception that stopped it, in order. ``prepare_queries=False``: the
@@ -250,13 +277,13 @@ class ShardedIndex(Index):
                 reporter.stage("discover")
                 discovery = scan(paths)
                 reporter.info(f"discovered {len(discovery.files)} files under {', '.join(roots)}")
-                skipped, per_shard, to_read = self._unchanged_files(discovery)
-                reporter.stage("parse", len(to_read))
-                parsed = pipeline.parse_files(to_read, max_file_bytes=max_file_bytes, advance=reporter.advance)
+                fresh = self._unchanged_files(discovery)
+                reporter.stage("parse", len(fresh.to_read))
+                parsed = pipeline.parse_files(fresh.to_read, max_file_bytes=max_file_bytes, advance=reporter.advance)
                 parts = route(parsed, self.manifest.shards)
-                with_fresh(parts, skipped, per_shard)
+                with_fresh(parts, fresh.skipped, fresh.per_shard)
                 reporter.stage("plan")
-                plan = merged_plan(self.shard_dirs, roots, discovery, parts)
+                plan, idle = merged_plan(self.shard_dirs, roots, discovery, parts)
                 reporter.info(
                     f"plan: {plan.added} added, {plan.updated} updated, {plan.unchanged} unchanged, {plan.removed} "
                     f"removed (documents), over {self.manifest.shards} shards"
@@ -282,10 +309,21 @@ class ShardedIndex(Index):
                     ShardJob(str(directory.absolute()), roots, discovery, part, options, shared)
                     for directory, part in zip(self.shard_dirs, parts, strict=True)
                 ]
-                outcomes = execute(jobs, parallel, dask_address, dask_workers) if run_jobs is None else run_jobs(jobs)
+                # A shard with nothing to index or remove would commit nothing: its job is not started (a DuckDB
+                # open costs 25-35 CPU-ms, and a shard's no-op run opened it five times).
+                busy = [job for job, nothing in zip(jobs, idle, strict=True) if not nothing]
+                done = iter(
+                    execute(busy, parallel, dask_address, dask_workers, shard_workers)
+                    if run_jobs is None
+                    else run_jobs(busy)
+                )
+                outcomes = [
+                    idle_run(run_id, generation) if nothing else next(done)
+                    for nothing, generation in zip(idle, fresh.generations, strict=True)
+                ]
                 reporter.advance(len(jobs))
                 summary = merge_runs(run_id, started_at, roots, plan, outcomes)
-                summary.generation = self._record(summary, outcomes)
+                summary.generation = self._record(summary, outcomes, idle, fresh.generations)
                 reporter.info(f"shard generations {self.manifest.generations}: {summary.status}")
         finally:
             reporter.finish()
@@ -296,19 +334,23 @@ class ShardedIndex(Index):
             self.prepare_queries()
         return summary
 
-    def _unchanged_files(self, discovery: Discovery) -> tuple[list[tuple[str, str]], list[int], list[SourceFile]]:
+    def _unchanged_files(self, discovery: Discovery) -> Freshness:
         # The files no shard needs read (``citeline.shard_freshness``), while the last run finished everywhere.
         self.manifest = Manifest.read(self.path)
-        now = [int(part.status().generation) for part in self.shards]
-        if not skipping_is_safe(self.manifest.runs, self.manifest.generations, now):
-            return [], [0] * self.manifest.shards, list(discovery.files)
-        return unchanged_files(self.shard_dirs, discovery.files)
+        fresh = unchanged_files(self.shard_dirs, discovery.files)
+        if skipping_is_safe(self.manifest.runs, self.manifest.generations, fresh.generations):
+            return fresh
+        return fresh.read_all()
 
-    def _record(self, summary: RunSummary, outcomes: Sequence[Any]) -> int:
-        """Write the manifest: each shard's committed generation now, and the run; returns their sum."""
-        generations = [int(part.status().generation) for part in self.shards]
+    def _record(self, summary: RunSummary, outcomes: Sequence[Any], idle: list[bool], before: list[int]) -> int:
+        """Write the manifest: each shard's committed generation now (an idle shard's is the one it had), and the
+        run; returns their sum."""
+        now = zip(self.shards, idle, before, strict=True)
+        generations = [was if nothing else int(part.status().generation) for part, nothing, was in now]
         self.manifest = Manifest.read(self.path)  # under the root's writer lock: the last writer's runs kept
-        shard_runs = [outcome.run_id if isinstance(outcome, RunSummary) else None for outcome in outcomes]
+        shard_runs = [
+            outcome.run_id if isinstance(outcome, RunSummary) and outcome.run_id else None for outcome in outcomes
+        ]
         self.manifest.generations = generations
         entry = {**summary.to_dict(), "generation": sum(generations), "generations": generations}
         self.manifest.runs = [*self.manifest.runs, {**entry, "shard_runs": shard_runs}][-RUNS_KEPT:]
@@ -378,8 +420,15 @@ class ShardedIndex(Index):
         if self._sharded_snapshot is None or not self._sharded_snapshot.is_current():
             if self._sharded_snapshot is not None:
                 self._sharded_snapshot.close()
-            self._sharded_snapshot = ShardedSnapshot(self.path, self.shard_dirs)
+            if self.dask is not None:
+                self._sharded_snapshot = self.dask.snapshot(self.path, self.shard_dirs, self._recorded)
+            else:
+                self._sharded_snapshot = ShardedSnapshot(self.path, self.shard_dirs)
         return self._sharded_snapshot
+
+    def _recorded(self) -> list[int]:
+        # The generation set the manifest records: a Dask view is current while it stays the same.
+        return Manifest.read(self.path).generations
 
     def generation(self) -> int:
         """The sum of the shards' current generations."""
