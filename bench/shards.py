@@ -1,6 +1,7 @@
 """Sharded indexes: ingest and query throughput with 1, 2 and 4 shards, against a plain index.
 
     python bench/shards.py [--documents 400] [--queries 100] [--shards 1 2 4] [--parallel processes] [--dask-workers N]
+        [--dask-search]   # also search each sharded root as Dask tasks on the workers (dask_* columns)
     python bench/shards.py --rerun DIR --before /work/main   # an unchanged re-run, this checkout against another
 
 Ingests the first ``--documents`` SciFact abstracts (one JSONL file) with the real model into a plain index and
@@ -160,6 +161,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--parallel", default="processes", choices=("processes", "threads", "serial"))
     parser.add_argument("--dask-workers", type=int, default=None)
+    parser.add_argument("--dask-search", action="store_true", help="With --dask-workers: also search as Dask tasks.")
     parser.add_argument("--rerun", type=Path, default=None, help="Time an unchanged re-run of a 4-shard root here.")
     parser.add_argument("--before", default=None, help="With --rerun: the checkout to compare with (e.g. /work/main).")
     parser.add_argument("--rerun-child", default=None, help=argparse.SUPPRESS)
@@ -203,23 +205,30 @@ def main() -> None:
                 "ingest_cpu_s": round(ingest[1], 1),
                 "chunks_per_wall_s": round(run.chunks_embedded / ingest[0], 1),
             }
-            index.search(queries[0], k=10)  # warm: the query model, the snapshot
-            for mode in MODES:
-                cpu, wall = cpu_seconds(), time.perf_counter()
-                for query in queries:
-                    index.search(query, k=10, mode=mode)
-                elapsed = time.perf_counter() - wall
-                row[f"{mode}_qps"] = round(len(queries) / elapsed, 1)
-                row[f"{mode}_cpu_ms_per_query"] = round(1000 * (cpu_seconds() - cpu) / len(queries), 1)
+            searchers = {"": index}
+            if cluster is not None and shards is not None and args.dask_search:
+                # the same root searched as tasks on the workers (citeline.shard_remote)
+                searchers["dask_"] = Index.open(
+                    index.path, embedder=index.embedder, dask_address=cluster.scheduler_address
+                )
+            for prefix, searcher in searchers.items():
+                searcher.search(queries[0], k=10)  # warm: the query model, the snapshot (the workers' too)
+                for mode in MODES:
+                    cpu, wall = cpu_seconds(), time.perf_counter()
+                    for query in queries:
+                        searcher.search(query, k=10, mode=mode)
+                    elapsed = time.perf_counter() - wall
+                    row[f"{prefix}{mode}_qps"] = round(len(queries) / elapsed, 1)
+                    row[f"{prefix}{mode}_cpu_ms_per_query"] = round(1000 * (cpu_seconds() - cpu) / len(queries), 1)
             print(json.dumps(row), flush=True)
             rows.append(row)
         if cluster is not None:
             cluster.close()
-        columns = list(rows[0])
+        columns = list(dict.fromkeys(column for row in rows for column in row))
         print("| " + " | ".join(columns) + " |")
         print("|" + "---|" * len(columns))
         for row in rows:
-            print("| " + " | ".join(str(row[column]) for column in columns) + " |")
+            print("| " + " | ".join(str(row.get(column, "")) for column in columns) + " |")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

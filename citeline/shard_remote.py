@@ -13,7 +13,7 @@ on a filesystem every worker sees). Ingestion places shard jobs the same way (``
 
 from __future__ import annotations
 
-import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -65,23 +65,29 @@ class Placement:
         self.client = client
         self.shards = shards
         self.pinned = parse_shard_workers(shard_workers, shards)
+        self._known: tuple[float, dict[str, str]] | None = None
 
-    def _workers(self) -> dict[str, str]:
-        # address -> name of every worker the scheduler knows now
-        info = self.client.scheduler_info(n_workers=-1) if self._takes_n_workers() else self.client.scheduler_info()
-        return {address: str(worker.get("name", address)) for address, worker in info.get("workers", {}).items()}
+    def _workers(self, fresh: bool = False) -> dict[str, str]:
+        # address -> name of every worker the scheduler knows, asked again after CHECK_EVERY seconds (each ask is a
+        # round trip to the scheduler; a query sends a dozen tasks)
+        now = time.monotonic()
+        if fresh or self._known is None or now - self._known[0] > CHECK_EVERY:
+            info = self.client.scheduler_info(n_workers=-1) if self._takes_n_workers() else self.client.scheduler_info()
+            known = {address: str(worker.get("name", address)) for address, worker in info.get("workers", {}).items()}
+            self._known = (now, known)
+        return self._known[1]
 
     def _takes_n_workers(self) -> bool:
         import inspect
 
         return "n_workers" in inspect.signature(self.client.scheduler_info).parameters
 
-    def worker_of(self, number: int) -> str | None:
+    def worker_of(self, number: int, fresh: bool = False) -> str | None:
         """The address of the worker shard ``number`` is pinned to (None: not pinned); one line if it is gone."""
         wanted = self.pinned.get(number)
         if wanted is None:
             return None
-        workers = self._workers()
+        workers = self._workers(fresh)
         for address, name in workers.items():
             if wanted in (address, name):
                 return address
@@ -111,7 +117,7 @@ class Placement:
             except (FutureTimeout, TimeoutError):
                 if not placement.get("allow_other_workers", True):
                     try:
-                        self.worker_of(number)
+                        self.worker_of(number, fresh=True)
                     except ShardWorkerGoneError:
                         future.cancel()
                         raise
@@ -239,7 +245,6 @@ class DaskShards:
 
         self.client = Client(address, set_as_default=False)
         self.placement = Placement(self.client, shards, shard_workers)
-        self._lock = threading.Lock()
 
     def snapshot(
         self, root: Path, shard_dirs: Sequence[Path], recorded: Callable[[], list[int]]

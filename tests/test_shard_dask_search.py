@@ -21,6 +21,7 @@ from citeline import Index, ShardedIndex
 from citeline.errors import SettingsError
 from citeline.shard_remote import ShardWorkerGoneError, parse_shard_workers
 from citeline.shard_worker import snapshot
+from citeline.shards import ShardsFailedError
 
 distributed = pytest.importorskip("distributed")
 pytestmark = pytest.mark.slow
@@ -103,6 +104,14 @@ def test_a_new_run_is_seen_and_pinned_shards_run_on_their_worker(cluster: Any, r
     assert not before.is_current()
     found = remote.search("zyxwvut quorble", k=3, mode="lexical")
     assert found and found[0].source_path.endswith("new.txt")
+    # Ingestion places each shard's job the same way: a pinned worker that is gone fails that shard in one line.
+    (extra / "later.txt").write_text("Plimsoll vantablack is another word no abstract has.\n")
+    nowhere = dict.fromkeys(range(4), "tcp://127.0.0.1:9")
+    with pytest.raises(ShardsFailedError, match=r"shard-00\d: ShardWorkerGoneError: shard-00\d is pinned to worker"):
+        local.ingest([extra], dask_address=cluster.scheduler_address, shard_workers=nowhere)
+    run = local.ingest([extra], dask_address=cluster.scheduler_address, shard_workers=pins)
+    assert (run.status, run.added, run.unchanged) == ("succeeded", 1, 1)
+    assert remote.search("plimsoll vantablack", k=1, mode="lexical")[0].source_path.endswith("later.txt")
     gone = Index.open(
         root, embedder=HashEmbedder(), dask_address=cluster.scheduler_address, shard_workers="0=tcp://127.0.0.1:9,1=1"
     )
