@@ -36,8 +36,9 @@ class ShardWorkerGoneError(CitelineError):
     """A shard is pinned to a worker that is not in the cluster."""
 
 
-def parse_shard_workers(value: ShardWorkers, shards: int) -> dict[int, str]:
-    """``{shard: worker}`` from a mapping or ``"0=ADDRESS,1=NAME"``; a bad entry is one :class:`SettingsError`."""
+def parse_shard_workers(value: ShardWorkers, shards: int | None) -> dict[int, str]:
+    """``{shard: worker}`` from a mapping or ``"0=ADDRESS,1=NAME"``; a bad entry (or a shard past ``shards``,
+    when given) is one :class:`SettingsError`."""
     if not value:
         return {}
     items = list(value.items()) if isinstance(value, Mapping) else [
@@ -49,9 +50,10 @@ def parse_shard_workers(value: ShardWorkers, shards: int) -> dict[int, str]:
             number = int(str(shard).strip())
         except ValueError:
             number = -1
-        if not 0 <= number < shards or not str(worker).strip():
+        if number < 0 or (shards is not None and number >= shards) or not str(worker).strip():
+            last = "" if shards is None else f" from 0 to {shards - 1}"
             raise SettingsError(
-                f"--shard-workers entry {shard}={worker} is not SHARD=WORKER with a shard from 0 to {shards - 1} "
+                f"--shard-workers entry {shard}={worker} is not SHARD=WORKER with a shard{last} "
                 "(e.g. --shard-workers 0=tcp://10.0.0.5:8786,1=worker-b)"
             )
         pinned[number] = str(worker).strip()
@@ -61,7 +63,7 @@ def parse_shard_workers(value: ShardWorkers, shards: int) -> dict[int, str]:
 class Placement:
     """Where each shard's tasks run on ``client``'s cluster (see the module docstring)."""
 
-    def __init__(self, client: Any, shards: int, shard_workers: ShardWorkers = None):
+    def __init__(self, client: Any, shards: int | None, shard_workers: ShardWorkers = None):
         self.client = client
         self.shards = shards
         self.pinned = parse_shard_workers(shard_workers, shards)
@@ -152,8 +154,8 @@ class RemoteShard:
         return self.call("doc_ids", list(chunk_ids))
 
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
-        """The shard's chunk ids ``filters`` lets through (None: all)."""
-        return self.call("allowed", filters)
+        """The shard's chunk ids ``filters`` lets through (None: all; no filters: no task)."""
+        return self.call("allowed", filters) if filters else None
 
     def root_chunks(self, root: str) -> list[tuple[int, str]]:
         """``(chunk_id, source_id)`` of the shard's chunks from ``root``."""

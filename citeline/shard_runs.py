@@ -134,7 +134,7 @@ def _execute_dask(
         # pure=False and a key of this run's own: a re-run must run again, never meet an earlier run's result (a
         # failed run's erred task can linger on the scheduler for a moment after its client lets go)
         token = uuid.uuid4().hex[:8]
-        placement = Placement(client, max(_number(job) for job in jobs) + 1, shard_workers)
+        placement = Placement(client, None, shard_workers)  # checked against the shard count by the caller
         with ThreadPoolExecutor(max_workers=len(jobs)) as waiting:  # each wait checks its pinned worker is there
             futures = [
                 waiting.submit(

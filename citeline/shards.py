@@ -36,7 +36,7 @@ from citeline.index import SHARDS_MANIFEST, Index
 from citeline.planning import ParsedBatch, Plan, refuse_removals, removal_problems
 from citeline.progress import Reporter, announced_writer_lock, default_reporter
 from citeline.shard_freshness import Freshness, merged_plan, skipping_is_safe, unchanged_files, with_fresh
-from citeline.shard_remote import DaskShards, ShardWorkers
+from citeline.shard_remote import DaskShards, ShardWorkers, parse_shard_workers
 from citeline.shard_runs import ShardJob, execute, idle_run
 from citeline.shard_search import ShardedSnapshot
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
@@ -269,6 +269,7 @@ class ShardedIndex(Index):
         the run's ledger row and in the :class:`ShardsFailedError` raised once the others' commits are recorded.
         """
         pipeline.Options(max_file_bytes=max_file_bytes, removal_threshold=removal_threshold)  # checks both
+        shard_workers = parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work
         run_id, started_at, roots = ledger.new_run_id(), ledger.utc_now(), resolve_roots(paths)
         reporter = reporter or default_reporter(progress)
         local = not (dask_address or dask_workers)  # with run_jobs too: the flow's shards on its own threads

@@ -13,15 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import HashEmbedder
 from test_shards import SCIFACT, _queries
 
 from citeline import Index, ShardedIndex
 from citeline.errors import SettingsError
-from citeline.shard_remote import ShardWorkerGoneError, parse_shard_workers
+from citeline.shard_remote import DaskShards, ShardWorkerGoneError, parse_shard_workers
 from citeline.shard_worker import snapshot
-from citeline.shards import ShardsFailedError
+from citeline.shards import Manifest, ShardsFailedError
 
 distributed = pytest.importorskip("distributed")
 pytestmark = pytest.mark.slow
@@ -79,6 +80,10 @@ def test_dask_search_gives_the_threads_results_in_every_mode_with_filters_and_co
                 want = _results(local, query, mode=mode, **options)
                 assert _results(remote, query, mode=mode, **options) == want
                 assert want  # the filter keeps half of every shard
+    # A client that does not see the shards' folders (each on its worker's disk) reads the meta from a worker too.
+    blind = ShardedIndex(root, Manifest.read(root), [], HashEmbedder(), DaskShards(cluster.scheduler_address, 4))
+    assert blind.meta["model"] == local.meta["model"]
+    assert _results(blind, _queries(1)[0], mode="hybrid") == _results(local, _queries(1)[0], mode="hybrid")
     # The workers hold the shards' snapshots between queries: one per shard, on the worker it prefers.
     held = remote.dask.client.run(lambda dask_worker: sorted(getattr(dask_worker, "_citeline_shards", {})))
     assert sorted(name for names in held.values() for name in names) == [str(d.absolute()) for d in remote.shard_dirs]
@@ -129,3 +134,25 @@ def test_shard_workers_are_checked_and_a_plain_index_refuses_dask(tmp_path: Path
     with pytest.raises(SettingsError, match="not a sharded index"):
         Index.open(plain.path, embedder=HashEmbedder(), dask_address="tcp://127.0.0.1:9")
     assert snapshot  # the worker side is importable without a cluster
+
+
+def test_a_worker_answers_at_the_generation_asked_or_says_the_shard_moved(tmp_path: Path) -> None:
+    from citeline import shard_worker
+
+    index = Index.create(tmp_path / "idx", embedder=HashEmbedder(), shards=2)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Alpha river cells.\n")
+    index.ingest([docs], parallel="serial")
+    shard = str(next(d for d in index.shard_dirs if Index.open(d, embedder=HashEmbedder()).status().documents))
+    first = shard_worker.open_shard(shard)["generation"]
+    (docs / "a.txt").write_text("Alpha river cells, rewritten.\n")
+    index.ingest([docs], parallel="serial")
+    # the generation a query was planned on stays readable while the worker keeps it ...
+    assert shard_worker.shard_call(shard, first, "root_chunks", str(docs.resolve()))
+    assert shard_worker.open_shard(shard)["generation"] == first + 1
+    # ... and once it is let go (a worker restarted), the query fails in one line
+    for kept in shard_worker._cache_outside_dask.pop(shard):
+        kept.close()
+    with pytest.raises(shard_worker.ShardMovedError, match=rf"generation {first + 1} on this process.*search again"):
+        shard_worker.shard_call(shard, first, "dense", np.zeros(HashEmbedder().dimension, np.float32), 3, None)
