@@ -1,6 +1,8 @@
 """Sharded indexes: ingest and query throughput with 1, 2 and 4 shards, against a plain index.
 
     python bench/shards.py [--documents 400] [--queries 100] [--shards 1 2 4] [--parallel processes] [--dask-workers N]
+        [--dask-search]   # also search each sharded root as Dask tasks on the workers (dask_* columns)
+    python bench/shards.py --rerun DIR --before /work/main   # an unchanged re-run, this checkout against another
 
 Ingests the first ``--documents`` SciFact abstracts (one JSONL file) with the real model into a plain index and
 into a root of each shard count (shard runs in worker processes, or on a local Dask cluster with
@@ -95,6 +97,61 @@ def latency(root: Path, build: Path | None, shards: int, count: int) -> dict[str
     return figures
 
 
+def rerun_child(root: Path, docs: Path, checkout: str) -> None:
+    """One unchanged re-run of ``root`` with the citeline of ``checkout`` (serial: every CPU-s is this process's)."""
+    import sys
+
+    sys.path.insert(0, checkout)
+    sys.path.insert(0, str(REPO / "bench"))
+    from _synthetic import HashBowEmbedder
+
+    from citeline import Index, pipeline
+
+    read = []
+    real = pipeline.parse_source
+
+    def counted(source, **options):  # type: ignore[no-untyped-def]
+        read.append(source.source_id)
+        return real(source, **options)
+
+    pipeline.parse_source = counted  # type: ignore[assignment]
+    index = Index.open(root / "index", embedder=HashBowEmbedder())
+    cpu, wall = time.process_time(), time.perf_counter()
+    run = index.ingest([docs], parallel="serial", prepare_queries=False)
+    figures = {"checkout": checkout, "cpu_s": round(time.process_time() - cpu, 2)}
+    figures |= {"wall_s": round(time.perf_counter() - wall, 2), "files_read": len(read), "unchanged": run.unchanged}
+    print(json.dumps(figures), flush=True)
+
+
+def rerun(root: Path, before: str, shards: int = 4, per_file: int = 100) -> None:
+    """Build (once) a ``shards``-shard root of every SciFact abstract in JSONL files of ``per_file`` records with
+    the hash-bow embedder, then time unchanged re-runs with ``before``'s citeline and this one's, alternately."""
+    import os
+    import subprocess
+    import sys
+
+    docs = root / "docs"
+    if not (root / "index").exists():
+        sys.path.insert(0, str(REPO / "bench"))
+        from _synthetic import HashBowEmbedder
+
+        from citeline import Index
+
+        docs.mkdir(parents=True)
+        with (SCIFACT / "corpus.jsonl").open() as source:
+            lines = source.readlines()
+        for start in range(0, len(lines), per_file):
+            (docs / f"part-{start // per_file:03d}.jsonl").write_text("".join(lines[start : start + per_file]))
+        old = time.time() - 60  # settled files (citeline.freshness.SETTLED_SECONDS)
+        for path in docs.iterdir():
+            os.utime(path, (old, old))
+        index = Index.create(root / "index", embedder=HashBowEmbedder(), shards=shards)
+        index.ingest([docs], parallel="serial", prepare_queries=False)
+    for checkout in (before, str(REPO), before, str(REPO)):
+        command = [sys.executable, __file__, "--rerun", str(root), "--rerun-child", checkout]
+        subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": checkout})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=Path, default=None, help="Time lexical/hybrid ranking on this sharded root.")
@@ -104,7 +161,17 @@ def main() -> None:
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--parallel", default="processes", choices=("processes", "threads", "serial"))
     parser.add_argument("--dask-workers", type=int, default=None)
+    parser.add_argument("--dask-search", action="store_true", help="With --dask-workers: also search as Dask tasks.")
+    parser.add_argument("--rerun", type=Path, default=None, help="Time an unchanged re-run of a 4-shard root here.")
+    parser.add_argument("--before", default=None, help="With --rerun: the checkout to compare with (e.g. /work/main).")
+    parser.add_argument("--rerun-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rerun is not None:
+        if args.rerun_child:
+            rerun_child(args.rerun, args.rerun / "docs", args.rerun_child)
+        else:
+            rerun(args.rerun, args.before or str(REPO))
+        return
     if args.latency is not None:
         print(json.dumps(latency(args.latency, args.build, args.shards[-1], args.queries)), flush=True)
         return
@@ -138,23 +205,30 @@ def main() -> None:
                 "ingest_cpu_s": round(ingest[1], 1),
                 "chunks_per_wall_s": round(run.chunks_embedded / ingest[0], 1),
             }
-            index.search(queries[0], k=10)  # warm: the query model, the snapshot
-            for mode in MODES:
-                cpu, wall = cpu_seconds(), time.perf_counter()
-                for query in queries:
-                    index.search(query, k=10, mode=mode)
-                elapsed = time.perf_counter() - wall
-                row[f"{mode}_qps"] = round(len(queries) / elapsed, 1)
-                row[f"{mode}_cpu_ms_per_query"] = round(1000 * (cpu_seconds() - cpu) / len(queries), 1)
+            searchers = {"": index}
+            if cluster is not None and shards is not None and args.dask_search:
+                # the same root searched as tasks on the workers (citeline.shard_remote)
+                searchers["dask_"] = Index.open(
+                    index.path, embedder=index.embedder, dask_address=cluster.scheduler_address
+                )
+            for prefix, searcher in searchers.items():
+                searcher.search(queries[0], k=10)  # warm: the query model, the snapshot (the workers' too)
+                for mode in MODES:
+                    cpu, wall = cpu_seconds(), time.perf_counter()
+                    for query in queries:
+                        searcher.search(query, k=10, mode=mode)
+                    elapsed = time.perf_counter() - wall
+                    row[f"{prefix}{mode}_qps"] = round(len(queries) / elapsed, 1)
+                    row[f"{prefix}{mode}_cpu_ms_per_query"] = round(1000 * (cpu_seconds() - cpu) / len(queries), 1)
             print(json.dumps(row), flush=True)
             rows.append(row)
         if cluster is not None:
             cluster.close()
-        columns = list(rows[0])
+        columns = list(dict.fromkeys(column for row in rows for column in row))
         print("| " + " | ".join(columns) + " |")
         print("|" + "---|" * len(columns))
         for row in rows:
-            print("| " + " | ".join(str(row[column]) for column in columns) + " |")
+            print("| " + " | ".join(str(row.get(column, "")) for column in columns) + " |")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -26,6 +26,8 @@ from citeline.cli_common import (
     ingest_options,
     json_option,
     resolve_format,
+    search_dask_option,
+    shard_workers_option,
     shards_option,
     show_warning,
     user_errors,
@@ -47,6 +49,7 @@ def cli() -> None:
 @index_option
 @ingest_options
 @shards_option
+@shard_workers_option
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
 @click.option("--prefect", is_flag=True, help="Run through the Prefect flow (flows/ingest.py) instead of in-process.")
 @click.option("-v", "--verbose", is_flag=True, help="Log each stage's counts and seconds (and Prefect's lines).")
@@ -72,6 +75,7 @@ def ingest(
     dask_address: str | None,
     dask_workers: int | None,
     shards: int | None,
+    shard_workers: str | None,
     verbose: bool,
     source: str | None,
     as_json: bool,
@@ -134,6 +138,7 @@ def ingest(
             shards=shards,
         )
         on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
+        on_shards |= {"shard_workers": shard_workers} if shard_workers else {}
         summary = index.ingest(
             paths,
             progress=show_progress,
@@ -226,6 +231,8 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     help="Cosine at or above which passages are near-duplicates.",
 )
 @click.option("--full", is_flag=True, help="Print each passage's whole chunk, not only its highlighted sentences.")
+@search_dask_option
+@shard_workers_option
 @format_option
 @json_option
 @user_errors
@@ -242,6 +249,8 @@ def search(
     collapse: bool,
     collapse_threshold: float,
     full: bool,
+    dask_address: str | None,
+    shard_workers: str | None,
     fmt: str | None,
     as_json: bool,
 ) -> None:
@@ -252,7 +261,7 @@ def search(
     output = resolve_format(fmt, as_json)
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
     with without_pandas():  # pyarrow would import it for nothing: 0.35-0.45 CPU-s of a cold search
-        results = Index.open(index_path).search(
+        results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(
             query, k=k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
         )
     if output:

@@ -120,6 +120,20 @@ _INGEST_OPTIONS = [
     ),
 ]
 
+shard_workers_option = click.option(
+    "--shard-workers",
+    default=None,
+    help="On a sharded index with --dask-address: pin shards to the workers that hold their disks, SHARD=WORKER "
+    "by address or name (0=tcp://10.0.0.5:8786,1=worker-b); a pinned shard runs only there, and fails in one line "
+    "when that worker is gone [default: any worker; the shards on a filesystem every worker sees].",
+)
+search_dask_option = click.option(
+    "--dask-address",
+    default=None,
+    help="On a sharded index: run each shard's part of the search as a task on this Dask scheduler's worker that "
+    "holds the shard (tcp://HOST:8786) [default: threads in this process].",
+)
+
 
 def ingest_options(func: F) -> F:
     """Add the ingestion settings' options to a command."""

@@ -99,8 +99,10 @@ class Index:
         backend: str | None = None,
         embedder: Embedder | None = None,
         repair: bool = True,
+        **sharded: Any,
     ) -> Index:
-        """Open an existing index. Refuses one built with another schema version, model or backend.
+        """Open an existing index. Refuses one built with another schema version, model or backend (``sharded``:
+        ``dask_address``, ``shard_workers`` of ``ShardedIndex.open``).
 
         A vector file or BM25 folder that does not match DuckDB (missing, or another size, checksum or BM25
         settings than recorded at commit) is rebuilt from the vectors and texts in DuckDB, with an
@@ -108,8 +110,10 @@ class Index:
         running, and only when ``repair`` is true.
         """
         index_dir = Path(path)
-        if Index.sharded and (index_dir / SHARDS_MANIFEST).exists():
-            return Index.sharded.open(index_dir, model=model, backend=backend, embedder=embedder, repair=repair)
+        if Index.sharded and ((index_dir / SHARDS_MANIFEST).exists() or any(sharded.values())):  # it says if not
+            return Index.sharded.open(
+                index_dir, model=model, backend=backend, embedder=embedder, repair=repair, **sharded
+            )
         meta, problems, orphans = generation.inspect(index_dir)
         if meta.get("schema_version") != catalog.SCHEMA_VERSION:
             raise IndexMismatchError(

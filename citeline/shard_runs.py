@@ -19,7 +19,9 @@ from citeline.embedding import Embedder
 from citeline.errors import SettingsError
 from citeline.index import Index
 from citeline.planning import ParsedBatch
+from citeline.shard_remote import ShardWorkers
 from citeline.sources import SourceFile
+from citeline.store import ledger
 from citeline.store.ledger import RunSummary
 
 PARALLEL = ("processes", "threads", "serial")
@@ -42,7 +44,11 @@ class PreparsedSteps(pipeline.Steps):
         their documents stay in the catalog unplanned, so passing them on would insert them a second time."""
         to_read = {(source.root, source.source_id) for files in file_batches for source in files}
         documents = [d for d in self.parsed.documents if (d.source_root, d.source_file or d.source_id) in to_read]
-        yield replace(self.parsed, documents=documents)
+        # Files the root left unread (``citeline.shard_freshness``) that this shard would read: it holds none of
+        # their documents, or they changed since the root looked. Either way they are not planned here (their
+        # stored documents stay as they are; a changed file is read by the next run), never taken as vanished.
+        unread = [key for key in self.parsed.fresh_files if key in to_read]
+        yield replace(self.parsed, documents=documents, fresh_files=unread, fresh_documents=0)
 
 
 @dataclass
@@ -75,15 +81,28 @@ def run_shard(job: ShardJob) -> RunSummary:
     return pipeline.run(index, job.paths, options, PreparsedSteps(job.discovery, job.parsed))
 
 
+def idle_run(run_id: str, generation: int) -> RunSummary:
+    """The outcome of a shard with nothing to do in run ``run_id``: not started, still at ``generation`` (no row
+    in the shard's own ledger: the manifest's row of the run has the counts)."""
+    return RunSummary(
+        run_id="", started_at=ledger.utc_now(), finished_at=ledger.utc_now(), status="succeeded", roots=[],
+        generation=generation,
+    )  # fmt: skip
+
+
 def execute(
     jobs: list[ShardJob],
     parallel: str = "processes",
     dask_address: str | None = None,
     dask_workers: int | None = None,
+    shard_workers: ShardWorkers = None,
 ) -> list[RunSummary | BaseException]:
-    """Run the jobs (in parallel as asked); each job's summary, or the exception that stopped it."""
+    """Run the jobs (in parallel as asked); each job's summary, or the exception that stopped it. On Dask, each
+    shard's job runs where ``shard_workers`` pins it (``citeline.shard_remote.Placement``)."""
+    if not jobs:
+        return []
     if dask_address or dask_workers:
-        return _execute_dask(jobs, dask_address, dask_workers)
+        return _execute_dask(jobs, dask_address, dask_workers, shard_workers)
     if parallel not in PARALLEL:
         raise SettingsError(f"parallel must be one of {', '.join(PARALLEL)}, not {parallel!r}")
     if parallel == "serial" or len(jobs) == 1:
@@ -99,8 +118,12 @@ def execute(
         return [_outcome(future.result) for future in futures]
 
 
-def _execute_dask(jobs: list[ShardJob], address: str | None, workers: int | None) -> list[RunSummary | BaseException]:
+def _execute_dask(
+    jobs: list[ShardJob], address: str | None, workers: int | None, shard_workers: ShardWorkers
+) -> list[RunSummary | BaseException]:
     from distributed import Client, LocalCluster
+
+    from citeline.shard_remote import Placement
 
     with contextlib.ExitStack() as stack:
         if address:
@@ -111,10 +134,20 @@ def _execute_dask(jobs: list[ShardJob], address: str | None, workers: int | None
         # pure=False and a key of this run's own: a re-run must run again, never meet an earlier run's result (a
         # failed run's erred task can linger on the scheduler for a moment after its client lets go)
         token = uuid.uuid4().hex[:8]
-        futures = [
-            client.submit(run_shard, job, pure=False, key=f"citeline-shard-{job.shard_dir}-{token}") for job in jobs
-        ]
-        return [_outcome(future.result) for future in futures]
+        placement = Placement(client, None, shard_workers)  # checked against the shard count by the caller
+        with ThreadPoolExecutor(max_workers=len(jobs)) as waiting:  # each wait checks its pinned worker is there
+            futures = [
+                waiting.submit(
+                    placement.run, _number(job), run_shard, job, key=f"citeline-shard-{job.shard_dir}-{token}"
+                )
+                for job in jobs
+            ]
+            return [_outcome(future.result) for future in futures]
+
+
+def _number(job: ShardJob) -> int:
+    # shard-003 -> 3 (the directory names are citeline.shards.shard_dir's)
+    return int(job.shard_dir.rstrip("/").rsplit("-", 1)[-1])
 
 
 def _outcome(call: Callable[..., RunSummary], *args: Any) -> RunSummary | BaseException:

@@ -117,8 +117,8 @@ class MergedLexical(LexicalIndex):
 
     def __init__(self, parts: Sequence[LexicalIndex], owners: _Owners, fan_out: Callable[..., list[Any]]):
         super().__init__(None, owners.ids)
-        for part in parts:
-            if not isinstance(part, SegmentedIndex):
+        for part in parts:  # a shard read on a Dask worker (citeline.shard_remote) is checked there
+            if isinstance(part, LexicalIndex) and not isinstance(part, SegmentedIndex):
                 raise IndexMismatchError(
                     "a shard's BM25 folder predates segments; run `citeline rebuild` on the index to rewrite it"
                 )
@@ -208,10 +208,14 @@ class MergedLexical(LexicalIndex):
 class ShardedSnapshot(ReadSnapshot):
     """One committed generation of every shard, read as one snapshot (what ``citeline.search`` reads)."""
 
-    def __init__(self, root: Path, shard_dirs: Sequence[Path]):  # no ReadSnapshot.__init__: no DuckDB of its own
+    def __init__(
+        self, root: Path, shard_dirs: Sequence[Path], open_shard: Callable[[Path], Any] = ReadSnapshot
+    ):  # no ReadSnapshot.__init__: no DuckDB of its own
+        """``open_shard`` opens one shard's view: a local :class:`ReadSnapshot`, or a shard read by the Dask
+        worker that holds it (``citeline.shard_remote``); the merge is the same."""
         self.index_dir = root
         self._pool = ThreadPoolExecutor(max_workers=max(len(shard_dirs), 1), thread_name_prefix="citeline-shard")
-        self.parts = self._fan_out(ReadSnapshot, list(shard_dirs))
+        self.parts = self._fan_out(open_shard, list(shard_dirs))
         self.meta = self.parts[0].meta
         #: each shard's generation (the set this view reads)
         self.generations = [part.generation for part in self.parts]
@@ -233,10 +237,10 @@ class ShardedSnapshot(ReadSnapshot):
         self, chunk_ids: Sequence[int], read: Callable[[ReadSnapshot, list[int]], dict[int, T]]
     ) -> dict[int, T]:
         # ``read`` each shard's share of ``chunk_ids`` from that shard, the answers merged by chunk id.
+        shares = [(number, ids.tolist()) for number, (_, ids) in enumerate(self.owners.split(chunk_ids)) if len(ids)]
         found: dict[int, T] = {}
-        for number, (_, ids) in enumerate(self.owners.split(chunk_ids)):
-            if len(ids):
-                found.update(read(self.parts[number], ids.tolist()))
+        for answer in self._fan_out(lambda share: read(self.parts[share[0]], share[1]), shares):
+            found.update(answer)
         return found
 
     def passage_rows(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
@@ -245,7 +249,7 @@ class ShardedSnapshot(ReadSnapshot):
 
     def doc_ids(self, chunk_ids: Sequence[int]) -> list[str]:
         """The document id of each chunk id (all held by some shard), in order."""
-        found = self._from_holders(chunk_ids, lambda part, ids: part.passages.doc_ids(ids))
+        found = self._from_holders(chunk_ids, lambda part, ids: dict(zip(ids, part.doc_ids(ids), strict=True)))
         return [found[int(chunk_id)] for chunk_id in chunk_ids]
 
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:

@@ -19,7 +19,6 @@ citeline index (its own DuckDB, vectors, lexical segments, generations and write
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -34,9 +33,11 @@ from citeline.embedding import Embedder, SentenceTransformerEmbedder
 from citeline.errors import CitelineError, IndexCorruptError, IndexMismatchError, IndexNotFoundError, SettingsError
 from citeline.filters import Filters
 from citeline.index import SHARDS_MANIFEST, Index
-from citeline.planning import ParsedBatch, Plan, plan_changes, refuse_removals, removal_problems
+from citeline.planning import ParsedBatch, Plan, refuse_removals, removal_problems
 from citeline.progress import Reporter, announced_writer_lock, default_reporter
-from citeline.shard_runs import ShardJob, execute
+from citeline.shard_freshness import Freshness, merged_plan, skipping_is_safe, unchanged_files, with_fresh
+from citeline.shard_remote import DaskShards, ShardWorkers, parse_shard_workers
+from citeline.shard_runs import ShardJob, execute, idle_run
 from citeline.shard_search import ShardedSnapshot
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 from citeline.store import catalog, files, ledger
@@ -110,31 +111,6 @@ def route(parsed: ParsedBatch, shards: int) -> list[ParsedBatch]:
     return parts
 
 
-def merged_plan(shard_dirs: Sequence[Path], roots: list[str], discovery: Discovery, parts: list[ParsedBatch]) -> Plan:
-    """The plan of the whole run (read-only): every shard's plan, added up, for the removal guard and dry runs."""
-    plans = []
-    for directory, part in zip(shard_dirs, parts, strict=True):
-        with contextlib.closing(catalog.connect(directory, read_only=True)) as connection:
-            stored = catalog.stored_documents(connection, sorted(set(roots)))
-        plans.append(plan_changes(stored, roots, discovery, part))
-    total = plans[0]
-    for plan in plans[1:]:
-        total.to_index += plan.to_index
-        total.remove_doc_ids += plan.remove_doc_ids
-        total.added, total.updated, total.unchanged = (
-            total.added + plan.added,
-            total.updated + plan.updated,
-            total.unchanged + plan.unchanged,
-        )
-        for mine, theirs in (
-            (total.stored_by_root, plan.stored_by_root),
-            (total.vanished_by_root, plan.vanished_by_root),
-        ):
-            for root, count in theirs.items():
-                mine[root] = mine.get(root, 0) + count
-    return total
-
-
 def merge_runs(run_id: str, started_at: str, roots: list[str], plan: Plan, outcomes: Sequence[Any]) -> RunSummary:
     """The run's ledger row from every shard's (failed shards named in its errors)."""
     summary = pipeline.summarize(run_id, started_at, plan)
@@ -180,10 +156,18 @@ class ShardedIndex(Index):
     """A sharded index root, with :class:`Index`'s vocabulary (see the module docstring); ``generation`` is the
     sum of the shards' generations, which grows whenever any shard commits."""
 
-    def __init__(self, root: Path, manifest: Manifest, shards: list[Index], embedder: Embedder | None = None):
-        super().__init__(root, shards[0].meta, embedder)
+    def __init__(
+        self,
+        root: Path,
+        manifest: Manifest,
+        shards: list[Index],
+        embedder: Embedder | None = None,
+        dask: DaskShards | None = None,
+    ):
+        super().__init__(root, shards[0].meta if shards else dask.meta(shard_dir(root, 0)) if dask else {}, embedder)
         self.manifest = manifest
         self.shards = shards
+        self.dask = dask  #: searches run as tasks on the Dask workers that hold the shards (``shard_remote``)
         self._sharded_snapshot: ShardedSnapshot | None = None
 
     @classmethod
@@ -225,13 +209,29 @@ class ShardedIndex(Index):
 
     @classmethod
     def open(  # type: ignore[override]
-        cls, path: str | os.PathLike[str], *, embedder: Embedder | None = None, **settings: Any
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Embedder | None = None,
+        dask_address: str | None = None,
+        shard_workers: ShardWorkers = None,
+        **settings: Any,
     ) -> ShardedIndex:
-        """Open a sharded root; every shard is opened (and checked, and repaired) as :meth:`Index.open` does."""
+        """Open a sharded root; every shard is opened (and checked, and repaired) as :meth:`Index.open` does.
+
+        With ``dask_address``, searches run as tasks on that cluster's workers, each shard's part on the worker
+        that holds it (``shard_workers`` pins shards to workers: ``citeline.shard_remote``). A client that does not
+        see the shards' folders (each on its worker's own disk) reads only the manifest and searches; the other
+        commands run where the shards are."""
         root = Path(path)
+        if not (root / SHARDS_MANIFEST).exists():
+            raise SettingsError(f"{root} is not a sharded index: --dask-address and --shard-workers search shards")
         manifest = Manifest.read(root)
+        dask = DaskShards(dask_address, manifest.shards, shard_workers) if dask_address else None
+        if dask is not None and not all(catalog.db_path(shard_dir(root, n)).exists() for n in range(manifest.shards)):
+            return cls(root, manifest, [], embedder, dask)
         parts = [Index.open(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
-        return cls(root, manifest, parts, embedder)
+        return cls(root, manifest, parts, embedder, dask)
 
     @property
     def shard_dirs(self) -> list[Path]:
@@ -253,13 +253,15 @@ class ShardedIndex(Index):
         parallel: str = "processes",
         dask_address: str | None = None,
         dask_workers: int | None = None,
+        shard_workers: ShardWorkers = None,
         commit_every: int = pipeline.COMMIT_EVERY,
         reporter: Reporter | None = None,
         run_jobs: RunJobs | None = None,
         prepare_queries: bool = True,
     ) -> RunSummary:
         """:meth:`Index.ingest` over the shards, run in ``parallel`` (``"processes"``, ``"threads"`` or
-        ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes).
+        ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes), each
+        shard's job on the worker ``shard_workers`` pins it to (``citeline.shard_remote``), if any.
 
         ``run_jobs`` replaces how the shards' jobs run (the Prefect flow runs each as a task: ``flows/shards.py``);
         it returns each job's summary or the exception that stopped it, in order. ``prepare_queries=False``: the
@@ -267,6 +269,7 @@ class ShardedIndex(Index):
         the run's ledger row and in the :class:`ShardsFailedError` raised once the others' commits are recorded.
         """
         pipeline.Options(max_file_bytes=max_file_bytes, removal_threshold=removal_threshold)  # checks both
+        shard_workers = parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work
         run_id, started_at, roots = ledger.new_run_id(), ledger.utc_now(), resolve_roots(paths)
         reporter = reporter or default_reporter(progress)
         local = not (dask_address or dask_workers)  # with run_jobs too: the flow's shards on its own threads
@@ -275,11 +278,13 @@ class ShardedIndex(Index):
                 reporter.stage("discover")
                 discovery = scan(paths)
                 reporter.info(f"discovered {len(discovery.files)} files under {', '.join(roots)}")
-                reporter.stage("parse", len(discovery.files))
-                parsed = pipeline.parse_files(discovery.files, max_file_bytes=max_file_bytes, advance=reporter.advance)
+                fresh = self._unchanged_files(discovery)
+                reporter.stage("parse", len(fresh.to_read))
+                parsed = pipeline.parse_files(fresh.to_read, max_file_bytes=max_file_bytes, advance=reporter.advance)
                 parts = route(parsed, self.manifest.shards)
+                with_fresh(parts, fresh.skipped, fresh.per_shard)
                 reporter.stage("plan")
-                plan = merged_plan(self.shard_dirs, roots, discovery, parts)
+                plan, idle = merged_plan(self.shard_dirs, roots, discovery, parts)
                 reporter.info(
                     f"plan: {plan.added} added, {plan.updated} updated, {plan.unchanged} unchanged, {plan.removed} "
                     f"removed (documents), over {self.manifest.shards} shards"
@@ -305,10 +310,21 @@ class ShardedIndex(Index):
                     ShardJob(str(directory.absolute()), roots, discovery, part, options, shared)
                     for directory, part in zip(self.shard_dirs, parts, strict=True)
                 ]
-                outcomes = execute(jobs, parallel, dask_address, dask_workers) if run_jobs is None else run_jobs(jobs)
+                # A shard with nothing to index or remove would commit nothing: its job is not started (a DuckDB
+                # open costs 25-35 CPU-ms, and a shard's no-op run opened it five times).
+                busy = [job for job, nothing in zip(jobs, idle, strict=True) if not nothing]
+                done = iter(
+                    execute(busy, parallel, dask_address, dask_workers, shard_workers)
+                    if run_jobs is None
+                    else run_jobs(busy)
+                )
+                outcomes = [
+                    idle_run(run_id, generation) if nothing else next(done)
+                    for nothing, generation in zip(idle, fresh.generations, strict=True)
+                ]
                 reporter.advance(len(jobs))
                 summary = merge_runs(run_id, started_at, roots, plan, outcomes)
-                summary.generation = self._record(summary, outcomes)
+                summary.generation = self._record(summary, outcomes, idle, fresh.generations)
                 reporter.info(f"shard generations {self.manifest.generations}: {summary.status}")
         finally:
             reporter.finish()
@@ -319,11 +335,23 @@ class ShardedIndex(Index):
             self.prepare_queries()
         return summary
 
-    def _record(self, summary: RunSummary, outcomes: Sequence[Any]) -> int:
-        """Write the manifest: each shard's committed generation now, and the run; returns their sum."""
-        generations = [int(part.status().generation) for part in self.shards]
+    def _unchanged_files(self, discovery: Discovery) -> Freshness:
+        # The files no shard needs read (``citeline.shard_freshness``), while the last run finished everywhere.
+        self.manifest = Manifest.read(self.path)
+        fresh = unchanged_files(self.shard_dirs, discovery.files)
+        if skipping_is_safe(self.manifest.runs, self.manifest.generations, fresh.generations):
+            return fresh
+        return fresh.read_all()
+
+    def _record(self, summary: RunSummary, outcomes: Sequence[Any], idle: list[bool], before: list[int]) -> int:
+        """Write the manifest: each shard's committed generation now (an idle shard's is the one it had), and the
+        run; returns their sum."""
+        now = zip(self.shards, idle, before, strict=True)
+        generations = [was if nothing else int(part.status().generation) for part, nothing, was in now]
         self.manifest = Manifest.read(self.path)  # under the root's writer lock: the last writer's runs kept
-        shard_runs = [outcome.run_id if isinstance(outcome, RunSummary) else None for outcome in outcomes]
+        shard_runs = [
+            outcome.run_id if isinstance(outcome, RunSummary) and outcome.run_id else None for outcome in outcomes
+        ]
         self.manifest.generations = generations
         entry = {**summary.to_dict(), "generation": sum(generations), "generations": generations}
         self.manifest.runs = [*self.manifest.runs, {**entry, "shard_runs": shard_runs}][-RUNS_KEPT:]
@@ -393,8 +421,15 @@ class ShardedIndex(Index):
         if self._sharded_snapshot is None or not self._sharded_snapshot.is_current():
             if self._sharded_snapshot is not None:
                 self._sharded_snapshot.close()
-            self._sharded_snapshot = ShardedSnapshot(self.path, self.shard_dirs)
+            if self.dask is not None:
+                self._sharded_snapshot = self.dask.snapshot(self.path, self.shard_dirs, self._recorded)
+            else:
+                self._sharded_snapshot = ShardedSnapshot(self.path, self.shard_dirs)
         return self._sharded_snapshot
+
+    def _recorded(self) -> list[int]:
+        # The generation set the manifest records: a Dask view is current while it stays the same.
+        return Manifest.read(self.path).generations
 
     def generation(self) -> int:
         """The sum of the shards' current generations."""

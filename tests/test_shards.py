@@ -349,3 +349,40 @@ def test_the_removal_guard_and_dry_run_decide_over_all_shards(tmp_path: Path, fa
     assert Manifest.read(index.path).generations == generations and index.status().documents == 12
     run = index.ingest([corpus], parallel="serial", allow_removals=True)
     assert run.removed == 8 and index.status().documents == 4 and index.verify().ok
+
+
+def test_an_unchanged_rerun_reads_no_file_and_a_changed_file_is_read_alone(
+    tmp_path: Path, fake_embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The root decides file freshness over every shard's catalog before parsing (citeline.shard_freshness): an
+    unchanged re-run parses nothing; a rewritten JSONL file, whose records live in several shards, is read alone."""
+    import os
+    import time
+
+    from citeline import pipeline
+
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for n in range(6):
+        records = [{"id": f"{n}-{r}", "text": f"File {n} record {r} about topic {r % 3}."} for r in range(8)]
+        (corpus / f"f{n}.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    old = time.time() - 60  # settled: freshness trusts a file's time only once it was left alone for a while
+    for path in corpus.iterdir():
+        os.utime(path, (old, old))
+    index = Index.create(tmp_path / "idx", embedder=fake_embedder, shards=3)
+    index.ingest([corpus], parallel="serial")
+    read: list[str] = []
+    real = pipeline.parse_source
+
+    def counted(source, **options):  # type: ignore[no-untyped-def]
+        read.append(source.source_id)
+        return real(source, **options)
+
+    monkeypatch.setattr(pipeline, "parse_source", counted)
+    run = index.ingest([corpus], parallel="serial")
+    assert read == [] and (run.added, run.updated, run.unchanged, run.removed) == (0, 0, 48, 0)
+    (corpus / "f2.jsonl").write_text('{"id": "2-0", "text": "File 2 record 0 was rewritten."}\n')
+    run = index.ingest([corpus], parallel="serial", allow_removals=True)
+    assert read == ["f2.jsonl"]
+    assert (run.added, run.updated, run.unchanged, run.removed) == (0, 1, 40, 7)
+    assert len(index.documents()) == 41 and index.verify().ok
