@@ -87,9 +87,10 @@ class Fusion:
     Candidates are the union of both rankings' top ``max(k, depth)``; each gets both of its scores.
 
     ``documents``: document-level signals (``citeline.doc_signals``) and their weights: with weights summing to
-    ``s``, the fused score is ``(1 - s) * (weight * d + (1 - weight) * l) + sum(w_i * doc_i)``, each ``doc_i`` the
-    candidate's document's signal min-max rescaled over the candidates (BM25's floor 0). Chosen on SciFact train
-    (bench/tune_doclevel.py): dense weight 0.4 of the chunk part, document dense 0.3, document BM25 0.2.
+    ``s``, the fused score is ``(1 - s) * (weight * d + (1 - weight) * l) + sum(w_i * doc_i)`` for the best
+    ``doc_signals.DEPTH`` candidates by the chunk part (the others: the chunk part alone), each ``doc_i`` the
+    candidate's document's signal rescaled: a cosine as ``d`` is, a BM25 over the candidates' best. Chosen on
+    SciFact train (bench/results/scifact-quality-doclevel.txt): chunk dense weight 0.4, documents 0.1 and 0.1.
 
     ``method="rrf"``: reciprocal rank fusion, ``sum 1 / (rrf_k + rank)`` over the two rankings' top
     ``max(k, depth)`` (rank from 1; a ranking that misses a candidate adds nothing).
@@ -100,7 +101,7 @@ class Fusion:
     depth: int = 200
     normalization: str = "minmax"
     rrf_k: float = 60.0
-    documents: tuple[tuple[str, float], ...] = (("dense", 0.3), ("lexical", 0.2))
+    documents: tuple[tuple[str, float], ...] = (("dense", 0.1), ("lexical", 0.1))
 
     def describe(self) -> dict[str, Any]:
         """The setting as JSON-ready data (``citeline eval`` reports it)."""
@@ -246,14 +247,8 @@ def document_rows(snapshot: ReadSnapshot) -> doc_signals.RowsOf:
     """``(doc_id, content_hash, ordinal)`` of chunk ids in ``snapshot`` (the document signals' grouping)."""
 
     def rows_of(ids: np.ndarray) -> list[tuple[str, str, int] | None]:
-        documents = getattr(snapshot, "chunk_documents", None)
-        if documents is not None:
-            found = documents(ids.tolist())
-            return [found.get(int(chunk_id)) for chunk_id in ids]
-        # A snapshot without the column read (a sharded one): whole rows, slower (0.35 ms a row)
-        rows = snapshot.passage_rows(ids.tolist())
-        held = [rows.get(int(chunk_id)) for chunk_id in ids]
-        return [None if row is None else (row["doc_id"], row["content_hash"], int(row["ordinal"])) for row in held]
+        found = snapshot.chunk_documents(ids.tolist())
+        return [found.get(int(chunk_id)) for chunk_id in ids]
 
     return rows_of
 
