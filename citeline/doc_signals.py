@@ -73,7 +73,12 @@ class Documents:
         keys = list(number)
         low = np.array([min(found) for found in ordinals], dtype=np.int64)
         high = np.array([max(found) for found in ordinals], dtype=np.int64)
+        # A document's candidates are its chunks whatever the probing finds (a chunk whose id is not the hash of its
+        # row, as in a damaged catalog, is still counted once).
         members: list[list[int]] = [[] for _ in keys]
+        for position, d in enumerate(of_candidate.tolist()):
+            if d >= 0:
+                members[d].append(int(candidates[position]))
         # Every ordinal between a document's candidates, then one more on each side per round while it is held:
         # each round's ids are looked up at once (one searchsorted).
         probes = [(d, o) for d in range(len(keys)) for o in range(int(low[d]), int(high[d]) + 1)]
@@ -96,7 +101,7 @@ class Documents:
                 open_high = [d for d in open_high if d in hit_high]
             if not open_low and not open_high and step:
                 break
-        chunks = [np.array(sorted(ids), dtype=np.int64) for ids in members]
+        chunks = [np.array(sorted(set(ids)), dtype=np.int64) for ids in members]
         return cls(of_candidate, chunks, held)
 
 
