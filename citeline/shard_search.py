@@ -250,7 +250,7 @@ class ShardedSnapshot(ReadSnapshot):
 
     def chunk_documents(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
         """``(doc_id, content_hash, ordinal)`` of each chunk id, from the shard that holds it."""
-        return self._from_holders(chunk_ids, lambda part, ids: part.passages.chunk_documents(ids))
+        return self._from_holders(chunk_ids, lambda part, ids: part.chunk_documents(ids))
 
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
         """The sorted chunk ids ``filters`` lets through in any shard, or None when it restricts nothing."""
