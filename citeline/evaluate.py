@@ -258,6 +258,8 @@ class BeirReport:
     queries: int
     ingest: dict[str, Any]
     results: list[ModeResult]
+    #: the hybrid fusion setting the modes ran with (``Fusion.describe``: weights, depth, document signals)
+    fusion: dict[str, Any] = field(default_factory=DEFAULT_FUSION.describe)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
@@ -286,6 +288,7 @@ def evaluate_beir(
     progress: bool = False,
     embedder: Any = None,
     baseline: bool = True,
+    fusion: Fusion = DEFAULT_FUSION,
 ) -> BeirReport:
     """Ingest a BEIR dataset's corpus into ``index_path`` (a temporary index if None) and score ``mode``.
 
@@ -293,6 +296,7 @@ def evaluate_beir(
     mode or ``all``; ``backend`` and ``embedder`` are passed to :meth:`Index.create`. With ``baseline``, the
     rows of :mod:`citeline.baseline` follow (plain tools on whole documents with the index's model: the
     whole-document dense row, bm25s, and their plain RRF), so the gain of citeline's modes over them shows.
+    ``fusion`` is hybrid's setting (reported with the results).
     """
     from citeline.index import Index
 
@@ -305,7 +309,7 @@ def evaluate_beir(
         if run.failed:
             raise DatasetError(f"{dataset.corpus} could not be ingested: {run.errors[0]['reason']}")
         chunks = CorpusChunks(index, dataset.corpus)
-        results = evaluate_index(index, dataset, modes)
+        results = evaluate_index(index, dataset, modes, fusion=fusion)
         if baseline:
             results += baseline_results(dataset, list(dataset.queries), index.embedder)
         return BeirReport(
@@ -323,4 +327,5 @@ def evaluate_beir(
                 "chunks_embedded": run.chunks_embedded,
             },
             results=results,
+            fusion=fusion.describe(),
         )

@@ -13,11 +13,12 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from citeline import doc_signals
 from citeline.arrays import positions_of
 from citeline.collapse import (
     DEFAULT_COLLAPSE_THRESHOLD,
@@ -85,15 +86,26 @@ class Fusion:
     deviation. The statistics do not depend on k, so the first results are the same whatever k is asked for.
     Candidates are the union of both rankings' top ``max(k, depth)``; each gets both of its scores.
 
+    ``documents``: document-level signals (``citeline.doc_signals``) and their weights: with weights summing to
+    ``s``, the fused score is ``(1 - s) * (weight * d + (1 - weight) * l) + sum(w_i * doc_i)`` for the best
+    ``doc_signals.DEPTH`` candidates by the chunk part (the others: the chunk part alone), each ``doc_i`` the
+    candidate's document's signal rescaled: a cosine as ``d`` is, a BM25 over the candidates' best. Chosen on
+    SciFact train (bench/results/scifact-quality-doclevel.txt): chunk dense weight 0.4, documents 0.1 and 0.1.
+
     ``method="rrf"``: reciprocal rank fusion, ``sum 1 / (rrf_k + rank)`` over the two rankings' top
     ``max(k, depth)`` (rank from 1; a ranking that misses a candidate adds nothing).
     """
 
     method: str = "convex"
-    weight: float = 0.5
+    weight: float = 0.4
     depth: int = 200
     normalization: str = "minmax"
     rrf_k: float = 60.0
+    documents: tuple[tuple[str, float], ...] = (("dense", 0.1), ("lexical", 0.1))
+
+    def describe(self) -> dict[str, Any]:
+        """The setting as JSON-ready data (``citeline eval`` reports it)."""
+        return {**asdict(self), "documents": dict(self.documents)}
 
 
 DEFAULT_FUSION = Fusion()
@@ -137,8 +149,11 @@ def hybrid_ranking(
     k: int,
     allowed: np.ndarray | None = None,
     fusion: Fusion = DEFAULT_FUSION,
+    rows_of: doc_signals.RowsOf | None = None,
 ) -> list[tuple[int, float]]:
     """The k chunks ranked by the fusion of dense and lexical relevance, as ``(chunk_id, fused score)``.
+
+    ``rows_of`` gives the candidates' documents for ``fusion.documents`` (without it they are left out).
 
     See :class:`Fusion` for the candidates and what the fused score means. Every candidate's cosine is computed
     from its exact stored vector (``vectors.vectors(ids)``), not taken from the dense ranking: an approximate
@@ -169,6 +184,22 @@ def hybrid_ranking(
         values = fusion.weight * _scale(dense_values, dense_top, fusion.normalization, None) + (
             1 - fusion.weight
         ) * _scale(lexical_values, lexical_top, fusion.normalization, 0.0)
+        signals = [(name, weight) for name, weight in fusion.documents if weight] if rows_of is not None else []
+        if signals and rows_of is not None:
+            # Only the best candidates by the chunk scores get their documents' signals (see doc_signals.DEPTH);
+            # the others keep the chunk part alone, as if their documents scored the lowest.
+            best = np.lexsort((ids, -values))[: doc_signals.DEPTH]
+            found = doc_signals.candidate_values(
+                [name for name, _ in signals], ids[best], rows_of, lexical.chunk_ids, query, query32, vectors, lexical
+            )
+            values = (1 - sum(weight for _, weight in signals)) * values
+            for name, weight in signals:
+                # A cosine signal is rescaled as the chunks' cosines are (their top `depth`: a reference that does
+                # not depend on how many candidates get signals); a BM25 one over its best value (floor 0).
+                dense_like = doc_signals.FLOORS[name] is None
+                reference = dense_top if dense_like else found[name]
+                floor = None if dense_like else 0.0
+                values[best] += weight * _scale(found[name], reference, fusion.normalization, floor)
     else:
         raise QueryError(f"fusion method must be 'convex' or 'rrf', not {fusion.method!r}")
     order = np.lexsort((ids, -values))[:k]
@@ -209,7 +240,19 @@ def rank(
         raise QueryError(f"{mode} search needs the query's vector")
     if mode == "dense":
         return snapshot.vectors.search(query_vector, k, allowed)
-    return hybrid_ranking(snapshot.vectors, snapshot.lexical, query, query_vector, k, allowed, fusion)
+    return hybrid_ranking(
+        snapshot.vectors, snapshot.lexical, query, query_vector, k, allowed, fusion, document_rows(snapshot)
+    )
+
+
+def document_rows(snapshot: ReadSnapshot) -> doc_signals.RowsOf:
+    """``(doc_id, content_hash, ordinal)`` of chunk ids in ``snapshot`` (the document signals' grouping)."""
+
+    def rows_of(ids: np.ndarray) -> list[tuple[str, str, int] | None]:
+        found = snapshot.chunk_documents(ids.tolist())
+        return [found.get(int(chunk_id)) for chunk_id in ids]
+
+    return rows_of
 
 
 def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model: str) -> list[SearchResult]:

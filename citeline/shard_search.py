@@ -252,6 +252,10 @@ class ShardedSnapshot(ReadSnapshot):
         found = self._from_holders(chunk_ids, lambda part, ids: dict(zip(ids, part.doc_ids(ids), strict=True)))
         return [found[int(chunk_id)] for chunk_id in chunk_ids]
 
+    def chunk_documents(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
+        """``(doc_id, content_hash, ordinal)`` of each chunk id, from the shard that holds it."""
+        return self._from_holders(chunk_ids, lambda part, ids: part.chunk_documents(ids))
+
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
         """The sorted chunk ids ``filters`` lets through in any shard, or None when it restricts nothing."""
         found = self._fan_out(lambda part: part.allowed_chunk_ids(filters), self.parts)

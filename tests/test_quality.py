@@ -88,3 +88,103 @@ def test_eval_reports_the_baseline_rows(tmp_path: Path, fake_embedder, monkeypat
     assert [r.mode for r in report.results] == ["hybrid", "dense-doc", "lexical-doc", "baseline"]
     plain = evaluate_beir(beir, index_path=tmp_path / "ix", mode="hybrid", embedder=fake_embedder, baseline=False)
     assert [r.mode for r in plain.results] == ["hybrid"]
+
+
+# ---------------------------------------------------------------- document-level signals (citeline.doc_signals)
+
+
+def long_documents_index(tmp_path: Path, fake_embedder) -> Index:
+    """Three documents of several chunks each: the query's words spread over one document's chunks."""
+    corpus = tmp_path / "docs.jsonl"
+    records = [
+        {
+            "_id": "spread",
+            "title": "Tides",
+            "text": "The moon pulls the sea. " * 4 + "Harbours flood at spring tide. " * 4,
+        },
+        {"_id": "one", "title": "Ports", "text": "Harbours flood in storms. " * 4 + "Ships wait outside. " * 4},
+        {"_id": "none", "title": "Deserts", "text": "Sand dunes move slowly. " * 8},
+    ]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records))
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder, max_tokens=16, overlap_tokens=0)
+    index.ingest([corpus])
+    return index
+
+
+def test_every_document_signal_gives_one_value_per_document(tmp_path, fake_embedder) -> None:
+    """The contract of the registry: each signal returns a finite value per document of the candidates, the same
+    for every candidate of one document, and a document's chunks are all found from any one of them."""
+    from citeline.doc_signals import SIGNALS, candidate_values
+    from citeline.search import document_rows
+
+    index = long_documents_index(tmp_path, fake_embedder)
+    snapshot = index.snapshot()
+    ids = np.asarray(snapshot.lexical.chunk_ids)
+    doc_of = dict(zip(ids.tolist(), snapshot.doc_ids(ids.tolist()), strict=True))
+    assert len(set(doc_of.values())) == 3 and len(ids) > 6
+    # One chunk of each document (the others are found by probing), in an order that mixes the documents.
+    firsts = {doc: chunk_id for chunk_id, doc in reversed(list(doc_of.items()))}
+    candidates = np.array(sorted(firsts.values(), reverse=True), dtype=np.int64)
+    query = "moon harbours flood"
+    vector = index.encode_query(query)
+    values = candidate_values(
+        sorted(SIGNALS), candidates, document_rows(snapshot), ids, query, vector, snapshot.vectors, snapshot.lexical
+    )
+    assert set(values) >= {"dense", "lexical"}
+    for name, found in values.items():
+        assert found.shape == (len(candidates),) and np.isfinite(found).all(), name
+        by_doc: dict[str, float] = {}
+        for chunk_id, value in zip(candidates.tolist(), found.tolist(), strict=True):
+            assert by_doc.setdefault(doc_of[chunk_id], value) == pytest.approx(value), name
+    lexical = dict(zip([doc_of[c] for c in candidates.tolist()], values["lexical"].tolist(), strict=True))
+    spread, one, none = (
+        next(d for d in lexical if index.document(d)["source_id"].endswith(f"#{n}")) for n in ("spread", "one", "none")
+    )
+    assert lexical[spread] > lexical[one] > lexical[none] == 0
+
+
+def test_document_bm25_equals_bm25_over_the_joined_chunks(tmp_path, fake_embedder) -> None:
+    """The document BM25 computed from the chunk postings is BM25 over the document's chunk texts joined, with the
+    chunk index's idf and the candidates' mean document length (checked against a direct computation)."""
+    from citeline.doc_signals import Documents, document_bm25
+    from citeline.lexical import BM25_B, BM25_K1, analyze
+    from citeline.lexical_query import idf_of
+    from citeline.search import document_rows
+
+    index = long_documents_index(tmp_path, fake_embedder)
+    snapshot = index.snapshot()
+    ids = np.asarray(snapshot.lexical.chunk_ids)
+    documents = Documents.of(ids, document_rows(snapshot), ids)
+    query = "harbours flood moon"
+    got = document_bm25(documents, query, np.zeros(1), snapshot.vectors, snapshot.lexical)
+    with catalog.connect(index.path, read_only=True) as connection:
+        chunk_ids, texts = catalog.lexical_texts(connection)
+    text_of = dict(zip(chunk_ids.tolist(), texts, strict=True))
+    terms = analyze([query])[0]
+    chunk_terms = {c: analyze([t])[0] for c, t in text_of.items()}
+    joined = [[term for c in chunks.tolist() for term in chunk_terms[c]] for chunks in documents.chunks]
+    average = np.mean([len(words) for words in joined])
+    expected = []
+    for words in joined:
+        score = 0.0
+        for term in terms:
+            frequency = sum(term in chunk_terms[c] for c in chunk_terms)
+            tf = words.count(term)
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * len(words) / average)
+            score += float(idf_of(len(chunk_terms), frequency)) * tf / (norm + tf)
+        expected.append(score)
+    assert got == pytest.approx(expected, rel=1e-5)
+
+
+def test_hybrid_without_document_signals_is_the_chunk_fusion(tmp_path, fake_embedder) -> None:
+    """``Fusion(documents=())`` ranks by the chunk scores alone; the default adds the documents' (a setting eval
+    reports)."""
+    from citeline.search import DEFAULT_FUSION, Fusion
+
+    index = long_documents_index(tmp_path, fake_embedder)
+    plain = index.rank("harbours flood moon", 20, mode="hybrid", fusion=Fusion(documents=()))
+    fused = index.rank("harbours flood moon", 20, mode="hybrid")
+    assert {c for c, _ in plain} == {c for c, _ in fused}
+    assert DEFAULT_FUSION.describe()["documents"] == {"dense": 0.1, "lexical": 0.1}
+    with pytest.raises(Exception, match="unknown document signal"):
+        index.rank("harbours", 5, mode="hybrid", fusion=Fusion(documents=(("nope", 0.1),)))

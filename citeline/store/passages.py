@@ -243,6 +243,26 @@ class Passages:
                 found.update((int(part.chunk_ids[position]), str(column[position].as_py())) for position in where)
         return found
 
+    def chunk_documents(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
+        """``(doc_id, content_hash, ordinal)`` of each live chunk id held: three columns read from the maps (the
+        hybrid document signals group ~400 candidates a query with it; whole rows cost 0.35 ms each)."""
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        found: dict[int, tuple[str, str, int]] = {}
+        for part in self._parts:
+            where = _matching(part, wanted)
+            if not len(where):
+                continue
+            batches, starts = part._batches
+            numbers = np.searchsorted(starts, where, side="right") - 1
+            for position, number in zip(where.tolist(), numbers.tolist(), strict=True):
+                batch, offset = batches[number], position - int(starts[number])
+                found[int(part.chunk_ids[position])] = (
+                    batch.column("doc_id")[offset].as_py(),
+                    batch.column("content_hash")[offset].as_py(),
+                    batch.column("ordinal")[offset].as_py(),
+                )
+        return found
+
     def _query(self, sql: str, params: list[Any]) -> dict[str, np.ndarray]:
         # Per part: the matching rows, then only the live ones (the SQL cannot see a segment's deletions); the
         # columns come back ordered by chunk id. DuckDB scans the memory-mapped Arrow rows in place, reading only

@@ -87,6 +87,10 @@ class ReadSnapshot:
         found = self.passages.doc_ids(chunk_ids)
         return [found[int(chunk_id)] for chunk_id in chunk_ids]
 
+    def chunk_documents(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
+        """``(doc_id, content_hash, ordinal)`` of each chunk id held (hybrid's document signals)."""
+        return self.passages.chunk_documents(chunk_ids)
+
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
         """The sorted chunk ids of this generation that ``filters`` (a ``citeline.filters.Filters``) lets through,
         or None when it restricts nothing."""
