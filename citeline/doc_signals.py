@@ -28,10 +28,9 @@ from typing import Any
 import numpy as np
 
 from citeline.errors import QueryError
+from citeline.ids import chunk_id_for
 from citeline.lexical import BM25_B, BM25_K1
 from citeline.lexical_query import idf_of
-from citeline.lexical_segments import SegmentedIndex
-from citeline.pipeline import chunk_id_for
 from citeline.vectors import VectorReader
 
 #: Candidates (the best by the chunk scores) whose documents get the signals. Grouping candidates by document
@@ -151,50 +150,14 @@ def _flat(chunks: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(chunks), np.concatenate(([0], np.cumsum(sizes)[:-1]))
 
 
-def _segment_indexes(lexical: Any) -> list[SegmentedIndex]:
-    """The segmented indexes behind ``lexical``: itself, or a sharded index's shards (their ``parts``)."""
-    if isinstance(lexical, SegmentedIndex):
-        return [lexical]
-    return [part for part in getattr(lexical, "parts", []) if isinstance(part, SegmentedIndex)]
-
-
-def term_frequencies(index: SegmentedIndex, terms: Sequence[int], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each of ``ids``'s frequency of each term (ids x terms) and its length, in this index (0 where not held)."""
-    reader = index._reader  # the segment arrays; lexical_query owns their layout
-    tfs = np.zeros((len(ids), len(terms)), dtype=np.float64)
-    lengths = np.zeros(len(ids), dtype=np.float64)
-    for number, plain in enumerate(reader.plain):
-        if not len(plain.chunk_ids):
-            continue
-        at = np.minimum(np.searchsorted(plain.chunk_ids, ids), len(plain.chunk_ids) - 1)
-        held = plain.chunk_ids[at] == ids
-        if plain.live is not None:
-            held &= plain.live[at]
-        rows, local = np.flatnonzero(held), at[held]
-        if not len(rows):
-            continue
-        lengths[rows] = plain.lengths[local]
-        for column, term in enumerate(terms):
-            for part, start, end in reader.term(term).ranges:
-                if part != number:
-                    continue
-                postings = plain.postings[start:end]
-                where = np.minimum(np.searchsorted(postings, local), len(postings) - 1)
-                hit = postings[where] == local
-                tfs[rows[hit], column] = plain.tfs[start + where[hit]]
-    return tfs, lengths
-
-
 @document_signal("lexical", floor=0.0)
 def document_bm25(
     documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: Any
 ) -> np.ndarray:
     """BM25 ("lucene", the index's k1 and b) of each document as one text, from the chunk postings."""
-    indexes = _segment_indexes(lexical)
-    if not documents.chunks or not indexes:
+    if not documents.chunks or not hasattr(lexical, "term_frequencies"):  # a BM25 folder from before segments
         return np.zeros(len(documents.chunks))
     statistics = lexical.statistics(query)  # corpus-wide (a sharded index sums its shards')
-    terms = indexes[0]._reader.query_terms(query)
     weighted = [
         (column, float(idf_of(statistics.count, frequency)))
         for column, frequency in enumerate(statistics.frequencies)
@@ -203,12 +166,8 @@ def document_bm25(
     if not weighted:
         return np.zeros(len(documents.chunks))
     every, starts = _flat(documents.chunks)
-    tfs = np.zeros((len(every), len(terms)))
-    lengths = np.zeros(len(every))
-    for index in indexes:  # a chunk is held by one shard: the others add zeros
-        part_tfs, part_lengths = term_frequencies(index, terms, every)
-        tfs += part_tfs
-        lengths += part_lengths
+    # Each chunk's counts from the index (a sharded one asks the shard that holds it, on its Dask worker if remote).
+    tfs, lengths = lexical.term_frequencies(query, every)
     doc_tfs = np.add.reduceat(tfs, starts, axis=0)
     doc_lengths = np.add.reduceat(lengths, starts)
     average = float(doc_lengths.mean()) or 1.0

@@ -171,6 +171,34 @@ class Reader:
         self._terms[term] = found
         return found
 
+    def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each of ``ids``'s frequency of each query term (ids x :meth:`query_terms`, float64) and its length; 0
+        for an id this index does not hold (document-level BM25, ``citeline.doc_signals``)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        terms = self.query_terms(query)
+        tfs = np.zeros((len(ids), len(terms)), dtype=np.float64)
+        lengths = np.zeros(len(ids), dtype=np.float64)
+        for number, plain in enumerate(self.plain):
+            if not len(plain.chunk_ids) or not len(ids):
+                continue
+            at = np.minimum(np.searchsorted(plain.chunk_ids, ids), len(plain.chunk_ids) - 1)
+            held = plain.chunk_ids[at] == ids
+            if plain.live is not None:
+                held &= plain.live[at]
+            rows, local = np.flatnonzero(held), at[held]
+            if not len(rows):
+                continue
+            lengths[rows] = plain.lengths[local]
+            for column, term in enumerate(terms):
+                for part, start, end in self.term(term).ranges:
+                    if part != number:
+                        continue
+                    postings = plain.postings[start:end]
+                    where = np.minimum(np.searchsorted(postings, local), len(postings) - 1)
+                    hit = postings[where] == local
+                    tfs[rows[hit], column] = plain.tfs[start + where[hit]]
+        return tfs, lengths
+
     def query_terms(self, query: str) -> list[int]:
         """The analyzed query's term hashes, in query order (a repeated term counts again, as in bm25s)."""
         return [int(h) for h in term_hashes(analyze([query])[0])]

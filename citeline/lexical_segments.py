@@ -289,6 +289,11 @@ class SegmentedIndex(LexicalIndex):
         top = top_positions(scores, positions, k)
         return [(int(self.chunk_ids[p]), float(scores[p])) for p in top if scores[p] > 0]
 
+    def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each of ``ids``'s frequency of each analyzed query term (ids x terms, query order) and its length in
+        tokens; 0 for an id not held (``citeline.doc_signals`` sums them over a document's chunks)."""
+        return self._reader.term_frequencies(query, ids)
+
     def scores_of(self, query: str, ids: np.ndarray, statistics: Statistics | None = None) -> np.ndarray:
         """The BM25 scores of chunk ``ids`` (float32; 0 for an id not held), equal to ``scores(query)``'s."""
         return self._reader.scores_of(query, ids, statistics)

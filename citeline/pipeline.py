@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,6 +24,7 @@ from citeline import freshness
 from citeline.chunking import Chunker, embed_text
 from citeline.discovery import Discovery, resolve_roots, scan
 from citeline.errors import SettingsError
+from citeline.ids import chunk_id_for
 from citeline.planning import (
     CHARS_PER_CHUNK,
     DEFAULT_REMOVAL_THRESHOLD,
@@ -124,12 +124,6 @@ def plan(index_dir: Path, roots: Sequence[str], discovery: Discovery, parsed: Pa
     documents of files read again or vanished are loaded (``freshness.plan``: file-level planning).
     """
     return freshness.plan(index_dir, roots, discovery, parsed)
-
-
-def chunk_id_for(doc_id: str, content_hash: str, ordinal: int) -> int:
-    """A stable 63-bit chunk id, so an incremental build and a fresh build give the same ids."""
-    digest = hashlib.blake2b(f"{doc_id}\0{content_hash}\0{ordinal}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 #: Documents chunked per call of the (multi-threaded) chunker when progress is reported: small enough that the

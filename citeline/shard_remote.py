@@ -153,6 +153,10 @@ class RemoteShard:
         """The document id of each chunk id, in order."""
         return self.call("doc_ids", list(chunk_ids))
 
+    def chunk_documents(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
+        """``(doc_id, content_hash, ordinal)`` of the chunk ids this shard holds (document-level signals)."""
+        return self.call("chunk_documents", list(chunk_ids))
+
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
         """The shard's chunk ids ``filters`` lets through (None: all; no filters: no task)."""
         return self.call("allowed", filters) if filters else None
@@ -211,6 +215,10 @@ class RemoteLexical:
     def scores_of(self, query: str, ids: np.ndarray, statistics: Any) -> np.ndarray:
         """The scores of ``ids`` (hybrid candidates)."""
         return self.shard.call("scores_of", query, np.asarray(ids, dtype=np.int64), statistics)
+
+    def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The query terms' frequencies and the lengths of ``ids`` (document-level BM25)."""
+        return self.shard.call("term_frequencies", query, np.asarray(ids, dtype=np.int64))
 
     def sharing_rare_terms(
         self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None

@@ -187,6 +187,22 @@ class MergedLexical(LexicalIndex):
             out[split[number][0]] = scores
         return out
 
+    def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`SegmentedIndex.term_frequencies`, each id read from the shard that holds it."""
+        wanted = np.asarray(ids, dtype=np.int64)
+        split = self.owners.split(wanted)
+
+        def in_shard(number: int) -> tuple[np.ndarray, np.ndarray]:
+            return self.parts[number].term_frequencies(query, split[number][1])
+
+        answers = self.fan_out(in_shard, range(len(self.parts)))
+        columns = max((tfs.shape[1] for tfs, _ in answers), default=0)
+        tfs, lengths = np.zeros((len(wanted), columns)), np.zeros(len(wanted))
+        for number, (part_tfs, part_lengths) in enumerate(answers):
+            tfs[split[number][0]] = part_tfs
+            lengths[split[number][0]] = part_lengths
+        return tfs, lengths
+
     def sharing_rare_terms(
         self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None
     ) -> list[list[int]]:

@@ -105,6 +105,8 @@ OPERATIONS: dict[str, Callable[..., Any]] = {
     "rare_terms": lambda view, texts, k, terms, min_share, allowed: view.lexical.sharing_rare_terms(
         texts, k, terms=terms, min_share=min_share, allowed=allowed
     ),
+    "term_frequencies": lambda view, query, ids: view.lexical.term_frequencies(query, ids),
+    "chunk_documents": lambda view, ids: view.chunk_documents(ids),
     "passage_rows": lambda view, ids: view.passage_rows(ids),
     "doc_ids": lambda view, ids: view.doc_ids(ids),
     "allowed": lambda view, filters: view.allowed_chunk_ids(filters),
