@@ -26,7 +26,7 @@ from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
-from citeline.store.snapshot import ReadSnapshot
+from citeline.store.snapshot import MetaRead, ReadSnapshot, open_meta
 from citeline.store.verify import VerifyReport, verify
 from citeline.vectors import NEW_INDEX_KIND, kind_of
 
@@ -45,7 +45,7 @@ class Index:
         self.path = path  # (use Index.open or Index.create: this constructor trusts that meta was validated)
         self.meta = meta
         self._embedder = embedder
-        self._snapshot: ReadSnapshot | None = None
+        self._snapshot: ReadSnapshot | MetaRead | None = None
 
     #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.shards`` registers it).
     sharded: ClassVar[type[Index] | None] = None
@@ -110,7 +110,8 @@ class Index:
         index_dir = Path(path)
         if Index.sharded and (index_dir / SHARDS_MANIFEST).exists():
             return Index.sharded.open(index_dir, model=model, backend=backend, embedder=embedder, repair=repair)
-        meta, problems, orphans = generation.inspect(index_dir)
+        opened, problems, orphans = open_meta(index_dir)
+        meta = opened.meta
         if meta.get("schema_version") != catalog.SCHEMA_VERSION:
             raise IndexMismatchError(
                 f"{index_dir} has schema version {meta.get('schema_version')}, this citeline reads version "
@@ -121,7 +122,9 @@ class Index:
             generation.repair(index_dir, problems)
             if problems:
                 meta = generation.read_meta(index_dir)
-        return cls(index_dir, meta, embedder)
+        index = cls(index_dir, meta, embedder)
+        index._snapshot = opened  # the first snapshot maps what this read unless a commit came since
+        return index
 
     # ---------------------------------------------------------------- parts
 
