@@ -122,29 +122,30 @@ def ingest(
             shards=shards,
         )
     else:
-        from citeline.index import Index
+        from citeline.dry_runs import index_for_run
 
-        index = Index.create(
+        on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
+        with index_for_run(
             index_path,
+            dry_run=dry_run,
             model=model,
             backend=backend,
             max_tokens=max_tokens,
             overlap_tokens=overlap_tokens,
             vector_index=vector_index,
             shards=shards,
-        )
-        on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
-        summary = index.ingest(
-            paths,
-            progress=show_progress,
-            max_file_bytes=max_file_bytes,
-            wait=wait,
-            allow_removals=allow_removals,
-            removal_threshold=removal_threshold,
-            dry_run=dry_run,
-            commit_every=commit_every,
-            **on_shards,
-        ).to_dict()
+        ) as index:
+            summary = index.ingest(
+                paths,
+                progress=show_progress,
+                max_file_bytes=max_file_bytes,
+                wait=wait,
+                allow_removals=allow_removals,
+                removal_threshold=removal_threshold,
+                dry_run=dry_run,
+                commit_every=commit_every,
+                **on_shards,
+            ).to_dict()
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
         return
