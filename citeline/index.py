@@ -7,20 +7,20 @@ import os
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from citeline import chunking, pipeline, removal
+from citeline import chunking
 from citeline import search as plan
-from citeline import texts as texts_module
 from citeline.chunking import CHUNKER_VERSION, EMBED_TEXT, Chunker, check_requested, check_same_chunking
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
 from citeline.errors import IndexMismatchError
 from citeline.filters import Filters
+from citeline.planning import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD
 from citeline.results import SearchResult
-from citeline.sources import DEFAULT_MAX_FILE_BYTES
+from citeline.sources import DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE
 from citeline.store import catalog, generation
 from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
@@ -29,6 +29,9 @@ from citeline.store.locks import writer_lock
 from citeline.store.snapshot import MetaRead, ReadSnapshot, open_meta
 from citeline.store.verify import VerifyReport, verify
 from citeline.vectors import NEW_INDEX_KIND, kind_of
+
+if TYPE_CHECKING:  # pipeline, texts and removal load where used: a cold search skips them (about 0.025 CPU-s)
+    from citeline.removal import RemovalSummary
 
 DEFAULT_INDEX_DIR = "index"
 SHARDS_MANIFEST = "shards.json"  #: in a sharded index's root (``citeline.shards``)
@@ -41,11 +44,13 @@ class Index:
     >>> index.search("why did soldiers defect", k=5)
     """
 
-    def __init__(self, path: Path, meta: dict[str, Any], embedder: Embedder | None = None):
+    def __init__(
+        self, path: Path, meta: dict[str, Any], embedder: Embedder | None = None, read: MetaRead | None = None
+    ):
         self.path = path  # (use Index.open or Index.create: this constructor trusts that meta was validated)
         self.meta = meta
         self._embedder = embedder
-        self._snapshot: ReadSnapshot | MetaRead | None = None
+        self._snapshot: ReadSnapshot | MetaRead | None = read  # Index.open's: the first snapshot maps it if current
 
     #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.shards`` registers it).
     sharded: ClassVar[type[Index] | None] = None
@@ -110,21 +115,12 @@ class Index:
         index_dir = Path(path)
         if Index.sharded and (index_dir / SHARDS_MANIFEST).exists():
             return Index.sharded.open(index_dir, model=model, backend=backend, embedder=embedder, repair=repair)
-        opened, problems, orphans = open_meta(index_dir)
-        meta = opened.meta
-        if meta.get("schema_version") != catalog.SCHEMA_VERSION:
-            raise IndexMismatchError(
-                f"{index_dir} has schema version {meta.get('schema_version')}, this citeline reads version "
-                f"{catalog.SCHEMA_VERSION}; rebuild it with `citeline ingest PATH --index NEW_DIR`"
-            )
-        check_embedder(index_dir, meta, model=model, backend=backend, embedder=embedder)
+        read, problems, orphans = open_meta(index_dir)
+        check_embedder(index_dir, read.meta, model=model, backend=backend, embedder=embedder)
         if repair and (problems or orphans):
             generation.repair(index_dir, problems)
-            if problems:
-                meta = generation.read_meta(index_dir)
-        index = cls(index_dir, meta, embedder)
-        index._snapshot = opened  # the first snapshot maps what this read unless a commit came since
-        return index
+        meta = generation.read_meta(index_dir) if repair and problems else read.meta
+        return cls(index_dir, meta, embedder, read)
 
     # ---------------------------------------------------------------- parts
 
@@ -165,9 +161,9 @@ class Index:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         wait: float | None = None,
         allow_removals: bool = False,
-        removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
+        removal_threshold: float = DEFAULT_REMOVAL_THRESHOLD,
         dry_run: bool = False,
-        commit_every: int = pipeline.COMMIT_EVERY,
+        commit_every: int = COMMIT_EVERY,
     ) -> RunSummary:
         """Bring the index up to date with the files under ``paths`` and return the run's ledger row.
 
@@ -175,6 +171,8 @@ class Index:
         ones (under ``paths``) removed, failed files reported in the ledger (``pipeline.run``). ``wait`` bounds the
         wait for another writer. A root that comes back empty or would lose over ``removal_threshold`` of its
         documents raises :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` writes nothing."""
+        from citeline import pipeline
+
         options = pipeline.Options(
             max_file_bytes=max_file_bytes, wait=wait, progress=progress, allow_removals=allow_removals,
             removal_threshold=removal_threshold, dry_run=dry_run, commit_every=commit_every,
@@ -190,7 +188,7 @@ class Index:
         texts: Sequence[str],
         ids: Sequence[str | int] | None = None,
         metadata: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
-        source: str = texts_module.DEFAULT_SOURCE,
+        source: str = DEFAULT_SOURCE,
         *,
         titles: Sequence[str | None] | None = None,
         wait: float | None = None,
@@ -199,6 +197,8 @@ class Index:
     ) -> RunSummary:
         """Index texts that are not files, as one run, incrementally by id (``citeline ingest -``; see
         :mod:`citeline.texts`)."""
+        from citeline import texts as texts_module
+
         documents = texts_module.documents_of(texts, ids, metadata, source, titles)
         return texts_module.add_texts(self, documents, source, wait=wait, progress=progress, dry_run=dry_run)
 
@@ -210,8 +210,10 @@ class Index:
         doc_ids: Sequence[str] | str | None = None,
         dry_run: bool = False,
         wait: float | None = None,
-    ) -> removal.RemovalSummary:
+    ) -> RemovalSummary:
         """Remove documents by source path, source or id as one run (``citeline remove``; :mod:`citeline.removal`)."""
+        from citeline import removal
+
         return removal.remove(self, paths, source, doc_ids, dry_run=dry_run, wait=wait)
 
     def prepare_queries(self) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from citeline import lexical_segments
-from citeline.errors import IndexCorruptError
+from citeline.errors import IndexCorruptError, IndexMismatchError
 from citeline.lexical_segments import SegmentedIndex
 from citeline.store import catalog, generation, passages
 from citeline.store.generation import bm25_path, load_vectors
@@ -33,9 +33,15 @@ class MetaRead:
 
 
 def open_meta(index_dir: Path) -> tuple[MetaRead, list[str], list[Path]]:
-    """``generation.inspect`` (meta, cheap checks' problems, orphans), with the stamp a first snapshot checks."""
+    """``generation.inspect`` (meta, cheap checks' problems, orphans), with the stamp a first snapshot checks;
+    refuses an index of another schema version."""
     stamp = db_stamp(index_dir)
     meta, problems, orphans = generation.inspect(index_dir)
+    if meta.get("schema_version") != catalog.SCHEMA_VERSION:
+        raise IndexMismatchError(
+            f"{index_dir} has schema version {meta.get('schema_version')}, this citeline reads version "
+            f"{catalog.SCHEMA_VERSION}; rebuild it with `citeline ingest PATH --index NEW_DIR`"
+        )
     return MetaRead(stamp, dict(meta)), problems, orphans
 
 
