@@ -16,6 +16,18 @@ def positions_of(sorted_ids: np.ndarray, wanted: Sequence[int] | np.ndarray) -> 
     return where[sorted_ids[where] == values]
 
 
+def unique(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of a 1-d array: ``np.unique`` without its masked-array check, which imports
+    ``numpy.ma`` on first use (about 0.03 CPU-s of a cold search, numpy 2.4)."""
+    ordered = np.sort(np.asarray(values).ravel())
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 def top_k(scores: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[int, float]]:
     """The ``k`` best ``(id, score)`` pairs, best first; ties broken by id (as FAISS orders them)."""
     k = min(k, len(scores))

@@ -168,7 +168,7 @@ def ingest_stdin(
 ) -> dict[str, Any]:
     """`citeline ingest -`: texts as JSON lines on stdin (``citeline.texts.read_jsonl``) into ``Index.add_texts``.
     ``settings`` are the ``ingest`` options; those that only apply to folders must be left at their defaults."""
-    from citeline.index import Index
+    from citeline.dry_runs import index_for_run
     from citeline.texts import DEFAULT_SOURCE, read_jsonl
 
     if paths != ("-",):
@@ -177,11 +177,12 @@ def ingest_stdin(
         if settings[name]:
             raise click.UsageError(f"--{name.replace('_', '-')} applies to folders, not to `ingest -`")
     records = read_jsonl(sys.stdin.buffer)  # all read and checked before the index is touched
-    index = Index.create(index_path, **{key: settings[key] for key in CREATE_SETTINGS})
-    run = index.add_texts(
-        records["texts"], records["ids"], records["metadata"], source or DEFAULT_SOURCE, titles=records["titles"],
-        wait=settings["wait"], progress=settings["progress"], dry_run=settings["dry_run"],
-    )  # fmt: skip
+    create = {key: settings[key] for key in CREATE_SETTINGS}
+    with index_for_run(index_path, dry_run=settings["dry_run"], **create) as index:
+        run = index.add_texts(
+            records["texts"], records["ids"], records["metadata"], source or DEFAULT_SOURCE, titles=records["titles"],
+            wait=settings["wait"], progress=settings["progress"], dry_run=settings["dry_run"],
+        )  # fmt: skip
     return run.to_dict()
 
 

@@ -7,28 +7,31 @@ import os
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from citeline import chunking, pipeline, removal
+from citeline import chunking
 from citeline import search as plan
-from citeline import texts as texts_module
 from citeline.chunking import CHUNKER_VERSION, EMBED_TEXT, Chunker, check_requested, check_same_chunking
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
 from citeline.errors import IndexMismatchError
 from citeline.filters import Filters
+from citeline.planning import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD
 from citeline.results import SearchResult
-from citeline.sources import DEFAULT_MAX_FILE_BYTES
+from citeline.sources import DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE
 from citeline.store import catalog, generation
 from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
-from citeline.store.snapshot import ReadSnapshot
+from citeline.store.snapshot import MetaRead, ReadSnapshot, open_meta
 from citeline.store.verify import VerifyReport, verify
 from citeline.vectors import NEW_INDEX_KIND, kind_of
+
+if TYPE_CHECKING:  # pipeline, texts and removal load where used: a cold search skips them (about 0.025 CPU-s)
+    from citeline.removal import RemovalSummary
 
 DEFAULT_INDEX_DIR = "index"
 SHARDS_MANIFEST = "shards.json"  #: in a sharded index's root (``citeline.shards``)
@@ -41,11 +44,13 @@ class Index:
     >>> index.search("why did soldiers defect", k=5)
     """
 
-    def __init__(self, path: Path, meta: dict[str, Any], embedder: Embedder | None = None):
+    def __init__(
+        self, path: Path, meta: dict[str, Any], embedder: Embedder | None = None, read: MetaRead | None = None
+    ):
         self.path = path  # (use Index.open or Index.create: this constructor trusts that meta was validated)
         self.meta = meta
         self._embedder = embedder
-        self._snapshot: ReadSnapshot | None = None
+        self._snapshot: ReadSnapshot | MetaRead | None = read  # Index.open's: the first snapshot maps it if current
 
     #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.shards`` registers it).
     sharded: ClassVar[type[Index] | None] = None
@@ -101,8 +106,7 @@ class Index:
         repair: bool = True,
         **sharded: Any,
     ) -> Index:
-        """Open an existing index. Refuses one built with another schema version, model or backend (``sharded``:
-        ``dask_address``, ``shard_workers`` of ``ShardedIndex.open``).
+        """Open an existing index. Refuses another schema version, model or backend (``sharded``: see ``shards``).
 
         A vector file or BM25 folder that does not match DuckDB (missing, or another size, checksum or BM25
         settings than recorded at commit) is rebuilt from the vectors and texts in DuckDB, with an
@@ -114,18 +118,12 @@ class Index:
             return Index.sharded.open(
                 index_dir, model=model, backend=backend, embedder=embedder, repair=repair, **sharded
             )
-        meta, problems, orphans = generation.inspect(index_dir)
-        if meta.get("schema_version") != catalog.SCHEMA_VERSION:
-            raise IndexMismatchError(
-                f"{index_dir} has schema version {meta.get('schema_version')}, this citeline reads version "
-                f"{catalog.SCHEMA_VERSION}; rebuild it with `citeline ingest PATH --index NEW_DIR`"
-            )
-        check_embedder(index_dir, meta, model=model, backend=backend, embedder=embedder)
+        read, problems, orphans = open_meta(index_dir)
+        check_embedder(index_dir, read.meta, model=model, backend=backend, embedder=embedder)
         if repair and (problems or orphans):
             generation.repair(index_dir, problems)
-            if problems:
-                meta = generation.read_meta(index_dir)
-        return cls(index_dir, meta, embedder)
+        meta = generation.read_meta(index_dir) if repair and problems else read.meta
+        return cls(index_dir, meta, embedder, read)
 
     # ---------------------------------------------------------------- parts
 
@@ -166,9 +164,9 @@ class Index:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         wait: float | None = None,
         allow_removals: bool = False,
-        removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
+        removal_threshold: float = DEFAULT_REMOVAL_THRESHOLD,
         dry_run: bool = False,
-        commit_every: int = pipeline.COMMIT_EVERY,
+        commit_every: int = COMMIT_EVERY,
     ) -> RunSummary:
         """Bring the index up to date with the files under ``paths`` and return the run's ledger row.
 
@@ -176,6 +174,8 @@ class Index:
         ones (under ``paths``) removed, failed files reported in the ledger (``pipeline.run``). ``wait`` bounds the
         wait for another writer. A root that comes back empty or would lose over ``removal_threshold`` of its
         documents raises :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` writes nothing."""
+        from citeline import pipeline
+
         options = pipeline.Options(
             max_file_bytes=max_file_bytes, wait=wait, progress=progress, allow_removals=allow_removals,
             removal_threshold=removal_threshold, dry_run=dry_run, commit_every=commit_every,
@@ -191,7 +191,7 @@ class Index:
         texts: Sequence[str],
         ids: Sequence[str | int] | None = None,
         metadata: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
-        source: str = texts_module.DEFAULT_SOURCE,
+        source: str = DEFAULT_SOURCE,
         *,
         titles: Sequence[str | None] | None = None,
         wait: float | None = None,
@@ -200,6 +200,8 @@ class Index:
     ) -> RunSummary:
         """Index texts that are not files, as one run, incrementally by id (``citeline ingest -``; see
         :mod:`citeline.texts`)."""
+        from citeline import texts as texts_module
+
         documents = texts_module.documents_of(texts, ids, metadata, source, titles)
         return texts_module.add_texts(self, documents, source, wait=wait, progress=progress, dry_run=dry_run)
 
@@ -211,8 +213,10 @@ class Index:
         doc_ids: Sequence[str] | str | None = None,
         dry_run: bool = False,
         wait: float | None = None,
-    ) -> removal.RemovalSummary:
+    ) -> RemovalSummary:
         """Remove documents by source path, source or id as one run (``citeline remove``; :mod:`citeline.removal`)."""
+        from citeline import removal
+
         return removal.remove(self, paths, source, doc_ids, dry_run=dry_run, wait=wait)
 
     def prepare_queries(self) -> None:
@@ -220,13 +224,11 @@ class Index:
         prepare_queries(self.embedder)
 
     def verify(self) -> VerifyReport:
-        """Check the index's invariants (``citeline.store.verify``): artifacts present and matching their
-        checksums, the catalog's ids, vectors and counts, chunks with documents, exact offsets."""
+        """Check the index's invariants (``citeline.store.verify``): checksums, ids, vectors, counts, exact offsets."""
         return verify(self.path)
 
     def rebuild(self, *, wait: float | None = None) -> VerifyReport:
-        """Rewrite the current generation's vector, BM25 and passage rows files from DuckDB (nothing re-embedded;
-        files of dead generations removed), then verify. ``wait`` bounds the wait for a running writer."""
+        """Rewrite the generation's derived files from DuckDB (none re-embedded), then verify; ``wait``: for a lock."""
         with writer_lock(self.path, wait=wait):
             self.meta["generation"] = generation.rebuild(self.path)
         return self.verify()
@@ -248,8 +250,7 @@ class Index:
         ``mode``: ``"hybrid"`` (default; fused, :class:`citeline.search.Fusion`), ``"dense"`` or ``"lexical"``
         (BM25). ``filters`` (``source``, ``path_glob``, ``ingested_after``/``_before``, ``meta``: see
         ``citeline.filters``) apply before ranking, so k results come back whenever k matching passages exist.
-        ``collapse`` merges near-duplicates and shared quotes of different documents into one result listing every
-        source (``citeline.collapse``).
+        ``collapse`` merges near-duplicates and shared quotes of documents into one result (``citeline.collapse``).
         """
         request = plan.Query.of(
             query, k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from citeline.arrays import positions_of
+from citeline.arrays import positions_of, unique
 from citeline.lexical import BM25_B, BM25_K1, analyze, top_positions
 
 #: Distinct terms whose locations and live document frequencies a :class:`Reader` keeps (a generation's reader
@@ -336,7 +336,7 @@ class Reader:
         count, maps = len(self.chunk_ids), self.maps
         analyzed = analyze(list(texts))
         # Every text's distinct term hashes, with the text they belong to, located in every part at once.
-        owned = [np.unique(term_hashes(list(set(words)))) for words in analyzed]
+        owned = [unique(term_hashes(list(set(words)))) for words in analyzed]
         owner = np.repeat(np.arange(len(owned)), [len(h) for h in owned])
         hashes = np.concatenate(owned) if owned else np.zeros(0, np.uint64)
         # Document frequencies from the postings' bounds (deleted documents included: a ranking of rarity only);

@@ -97,34 +97,6 @@ class Segment:
         return cls._from_pairs(ids, lengths.astype(np.int32), hash_of_id[flat], docs, np.ones(len(flat), np.int64))
 
     @classmethod
-    def merge(cls, parts: Sequence[tuple[Segment, np.ndarray]]) -> Segment:
-        """One segment holding the live documents of ``(segment, live mask)`` parts (no analysis again)."""
-        ids = np.concatenate([segment.chunk_ids[live] for segment, live in parts] or [np.zeros(0, np.int64)])
-        order = np.argsort(ids, kind="stable")
-        position = np.empty(len(ids), dtype=np.int64)
-        position[order] = np.arange(len(ids))
-        keys, docs, counts, offset = [], [], [], 0
-        for segment, live in parts:
-            remap = np.full(len(segment), -1, dtype=np.int64)
-            count = int(live.sum())
-            remap[live] = position[offset : offset + count]
-            offset += count
-            new_docs = remap[segment.postings]
-            keep = new_docs >= 0
-            keys.append(np.repeat(segment.terms, np.diff(segment.indptr))[keep])
-            docs.append(new_docs[keep])
-            counts.append(segment.tfs[keep].astype(np.int64))
-        lengths = np.concatenate([segment.lengths[live] for segment, live in parts] or [np.zeros(0, np.int32)])
-        empty = [np.zeros(0, np.int64)]
-        return cls._from_pairs(
-            ids[order],
-            lengths[order].astype(np.int32),
-            np.concatenate(keys or empty),
-            np.concatenate(docs or empty),
-            np.concatenate(counts or empty),
-        )
-
-    @classmethod
     def _from_pairs(
         cls, ids: np.ndarray, lengths: np.ndarray, keys: np.ndarray, docs: np.ndarray, counts: np.ndarray
     ) -> Segment:

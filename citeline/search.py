@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from citeline import doc_signals
-from citeline.arrays import positions_of
+from citeline.arrays import positions_of, unique
 from citeline.collapse import (
     DEFAULT_COLLAPSE_THRESHOLD,
     LOOKUP_MIN_SHARE,
@@ -173,7 +173,7 @@ def hybrid_ranking(
         ids = np.fromiter(fused, dtype=np.int64, count=len(fused))
         values = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
     elif fusion.method == "convex":
-        ids = np.unique(np.array([c for c, _ in dense] + [c for c, _ in top_lexical], dtype=np.int64))
+        ids = unique(np.array([c for c, _ in dense] + [c for c, _ in top_lexical], dtype=np.int64))
         if not len(ids):
             return []
         query32 = np.asarray(query_vector, dtype=np.float32).ravel()

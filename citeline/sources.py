@@ -19,6 +19,9 @@ from typing import Any
 
 from citeline.errors import SourceError
 
+#: The source name of texts that are not files (``Index.add_texts``, ``citeline ingest -``).
+DEFAULT_SOURCE = "texts"
+
 #: Files larger than this are refused rather than read into memory (override per call).
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 

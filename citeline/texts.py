@@ -33,11 +33,10 @@ from citeline.errors import SettingsError, SourceError
 from citeline.planning import ParsedBatch, Plan, plan_changes
 from citeline.progress import announced_writer_lock, default_reporter
 from citeline.removal import Writer
-from citeline.sources import Document, _first_line_title, display_path, text_hash, unstorable_field
+from citeline.sources import DEFAULT_SOURCE, Document, _first_line_title, display_path, text_hash, unstorable_field
 from citeline.store import catalog, ledger
 from citeline.store.ledger import RunSummary
 
-DEFAULT_SOURCE = "texts"
 #: The keys of a stdin JSON line (``_id`` is accepted for ``id``, as BEIR corpora spell it).
 JSONL_KEYS = ("id", "text", "title", "metadata")
 

@@ -33,7 +33,8 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal, get_args
+from pathlib import Path
+from typing import Any
 
 # PREFECT_HOME etc. are the caller's to set (see PREFECT-NOTES.md). Log level: Prefect's default (INFO), so the
 # UI shows each run's lines; `citeline ingest --prefect` keeps the console quiet unless -v.
@@ -49,16 +50,16 @@ from prefect.futures import as_completed
 from prefect.states import State
 from prefect.task_runners import TaskRunner
 from prefect.tasks import exponential_backoff
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from citeline import pipeline
 from citeline.discovery import Discovery
-from citeline.embedding import BACKENDS
-from citeline.errors import SettingsError, SourceError
+from citeline.dry_runs import index_for_run
+from citeline.errors import SettingsError
 from citeline.index import Index
 from citeline.shards import ShardedIndex
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, SourceFile
 from citeline.store.ledger import RunSummary
+from flows.parameters import Backend, IngestParameters
 from flows.reporting import BatchReporter, FlowReporter, index_key, live_reporters, report_artifacts, terminal_bar
 from flows.shards import SHARD_OPTIONS, ShardTasks
 
@@ -74,99 +75,6 @@ PLAN_TIMEOUT = 30 * 60
 COMMIT_TIMEOUT = 60 * 60
 PREPARE_TIMEOUT = 30 * 60
 FLOW_TIMEOUT = 12 * 60 * 60
-
-
-Backend = Literal["torch", "onnx", "onnx-int8"]
-assert get_args(Backend) == BACKENDS, "Backend must list citeline.embedding.BACKENDS"
-
-
-class IngestParameters(BaseModel):
-    """The parameters of an ingestion run: the flow's, the deployment's and the CLI's (``citeline ingest``,
-    ``citeline schedule``). The descriptions are what the Prefect UI's run form shows beside each field."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    paths: list[str] = Field(
-        min_length=1, description="Folders or files to ingest (absolute paths as the flow run's machine sees them)."
-    )
-    index_path: str = Field(
-        "index", description="The index directory; created on the first run (env CITELINE_INDEX in the CLI)."
-    )
-    model: str | None = Field(
-        None, description="Model name or local model folder; default: the index's, or all-MiniLM-L6-v2."
-    )
-    backend: Backend | None = Field(
-        None, description="Embedding backend of a new index: torch, onnx, or onnx-int8 (fastest); default torch."
-    )
-    max_tokens: int | None = Field(None, ge=8, description="Chunk size in model tokens; default: the model's limit.")
-    overlap_tokens: int | None = Field(None, ge=0, description="Token overlap between chunks; default 32.")
-    max_file_bytes: int = Field(DEFAULT_MAX_FILE_BYTES, ge=1, description="Skip (and report) larger files.")
-    wait: float | None = Field(
-        None, ge=0, description="Seconds to wait for another writer of the index; empty: as long as it takes."
-    )
-    dask_address: str | None = Field(
-        None, description="Parse and embed on this Dask scheduler (tcp://HOST:8786); it must see the same paths."
-    )
-    dask_workers: int | None = Field(
-        None, ge=1, description="Parse and embed on a local Dask cluster of this many processes."
-    )
-    files_per_batch: int = Field(pipeline.FILES_PER_BATCH, ge=1, description="Files per parse task.")
-    chunks_per_batch: int = Field(
-        pipeline.CHUNKS_PER_BATCH, ge=1, description="About this many chunks per chunk+embed task."
-    )
-    commit_every: int = Field(
-        pipeline.COMMIT_EVERY,
-        ge=1,
-        description="Commit about this many chunks at a time (bounds memory; a crash loses at most that much).",
-    )
-    vector_index: Literal["auto", "flat", "ivf", "hnsw"] | None = Field(
-        None, description="Vector index kind of a new index: auto (flat, then ivf when large), flat, ivf or hnsw."
-    )
-    allow_removals: bool = Field(
-        False,
-        description="Let this run remove the documents of a root that came back empty, or more than "
-        "removal_threshold of a root's documents (otherwise such a run is refused and changes nothing).",
-    )
-    removal_threshold: float = Field(
-        pipeline.DEFAULT_REMOVAL_THRESHOLD,
-        ge=0,
-        le=1,
-        description="Share of a root's documents a run may remove without allow_removals.",
-    )
-    dry_run: bool = Field(False, description="Only plan: report what the run would change, write nothing.")
-    shards: int | None = Field(
-        None,
-        ge=1,
-        description="A new index of this many shards (each shard's run a task); default: unsharded, or the index's.",
-    )
-
-    @field_validator("paths")
-    @classmethod
-    def _paths_exist(cls, paths: list[str]) -> list[str]:
-        for path in paths:
-            if "{{" in path:  # a prefect.yaml placeholder whose environment variable was not set at deploy time
-                raise SourceError(path, "unresolved placeholder: set the variable before `prefect deploy`")
-            if not os.path.exists(path):
-                raise SourceError(path, "no such file or directory")
-        return paths
-
-    @model_validator(mode="after")
-    def _one_dask_setting(self) -> IngestParameters:
-        if self.dask_address and self.dask_workers:
-            raise ValueError("give either dask_address (an existing cluster) or dask_workers (a local one), not both")
-        return self
-
-    @classmethod
-    def parse(cls, **values: Any) -> IngestParameters:
-        """Validate ``values``; a bad one raises :class:`SourceError` (paths) or one-line ``ValueError``."""
-        try:
-            return cls(**values)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(part) for part in error['loc']) or 'parameters'}: {error['msg']}"
-                for error in exc.errors()
-            )
-            raise SettingsError(problems) from None
 
 
 # OSErrors a retry cannot fix: the user must change something first.
@@ -461,51 +369,53 @@ def ingest_flow(
     """
     settings = IngestParameters.parse(**{name: value for name, value in locals().items()})
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
-    index = Index.create(
+    # A dry run where no index exists plans in an empty one in a temporary folder (citeline.dry_runs).
+    with index_for_run(
         settings.index_path,
+        dry_run=dry_run,
         model=model,
         backend=backend,
         max_tokens=max_tokens,
         overlap_tokens=overlap_tokens,
         vector_index=vector_index,
         shards=shards,
-    )
-    # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
-    # Index, which for a new index has loaded its model already.
-    index_dir = str(index.path.resolve())
-    key = index_key(index_dir)
-    reporter = _register(index_dir, index, key)
-    options = pipeline.Options(
-        max_file_bytes=max_file_bytes,
-        wait=wait,
-        files_per_batch=files_per_batch,
-        chunks_per_batch=chunks_per_batch,
-        commit_every=commit_every,
-        allow_removals=allow_removals,
-        removal_threshold=removal_threshold,
-        dry_run=dry_run,
-        reporter=reporter,
-        prepare_queries=False,  # its own task below, visible in the UI
-    )
-    try:
-        with _fan_out(dask_runner) as fan_out:
-            if isinstance(index, ShardedIndex):  # each shard's run a task (flows/shards.py)
-                run = index.ingest(
-                    paths,
-                    **{name: getattr(options, name) for name in SHARD_OPTIONS},
-                    parallel="threads",  # the shards' tasks share this process's model, unless on Dask
-                    dask_address=dask_address,
-                    dask_workers=dask_workers,
-                    run_jobs=ShardTasks(fan_out),
-                )
-            else:
-                run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
-    finally:
-        _unregister(index_dir)
-    if run.status != "dry-run":
-        prepare_queries_task(index_dir)
-    report_artifacts(run, key, index_dir, reporter.seconds)
-    return run.to_dict()
+    ) as index:
+        # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
+        # Index, which for a new index has loaded its model already.
+        index_dir = str(index.path.resolve())
+        key = index_key(str(Path(settings.index_path).resolve()))  # the index asked for, even in a dry run
+        reporter = _register(index_dir, index, key)
+        options = pipeline.Options(
+            max_file_bytes=max_file_bytes,
+            wait=wait,
+            files_per_batch=files_per_batch,
+            chunks_per_batch=chunks_per_batch,
+            commit_every=commit_every,
+            allow_removals=allow_removals,
+            removal_threshold=removal_threshold,
+            dry_run=dry_run,
+            reporter=reporter,
+            prepare_queries=False,  # its own task below, visible in the UI
+        )
+        try:
+            with _fan_out(dask_runner) as fan_out:
+                if isinstance(index, ShardedIndex):  # each shard's run a task (flows/shards.py)
+                    run = index.ingest(
+                        paths,
+                        **{name: getattr(options, name) for name in SHARD_OPTIONS},
+                        parallel="threads",  # the shards' tasks share this process's model, unless on Dask
+                        dask_address=dask_address,
+                        dask_workers=dask_workers,
+                        run_jobs=ShardTasks(fan_out),
+                    )
+                else:
+                    run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
+        finally:
+            _unregister(index_dir)
+        if run.status != "dry-run":
+            prepare_queries_task(index_dir)
+        report_artifacts(run, key, index_dir, reporter.seconds)
+        return run.to_dict()
 
 
 def run_from_cli(*, progress: bool = False, **parameters: Any) -> dict[str, Any]:

@@ -44,6 +44,8 @@ try:
 except SystemExit as exit:
     assert not exit.code, exit.code
 heavy = sorted({name.split(".")[0] for name in sys.modules} & heavy_names)
+# numpy.ma: np.unique imports it (0.03 CPU-s); the query path uses citeline.arrays.unique instead.
+heavy += sorted({"numpy.ma"} & set(sys.modules))
 print("HEAVY " + json.dumps(heavy))
 """
 
