@@ -106,6 +106,9 @@ def collapsed_search(
     (:func:`add_unranked_copies`). Only the k results are highlighted, as a search without collapse does (the
     highlights of other hits are computed only if a shared statement needs checking against them).
     """
+    # Each chunk's vector is read once: a deepening reads only the new hits', the lookup only the copies'. At 1M
+    # chunks a vectors() call costs 1-1.5 ms CPU whatever its size (bench/collapse_cost.py --hash-bow).
+    vectors = _reading_once(vectors)
     depth = k
     while True:
         hits = rank(depth)
@@ -127,6 +130,22 @@ def collapsed_search(
     if lookup is None or not hits:
         return results
     return add_unranked_copies(results, hits, lookup, vectors, threshold=threshold)
+
+
+def _reading_once(vectors: Callable[[Sequence[int]], np.ndarray]) -> Callable[[Sequence[int]], np.ndarray]:
+    """``vectors`` that remembers what it read and asks only for ids it has not read yet."""
+    known: dict[int, np.ndarray] = {}
+
+    def read(ids: Sequence[int]) -> np.ndarray:
+        missing = [chunk_id for chunk_id in dict.fromkeys(ids) if chunk_id not in known]
+        if missing or not len(ids):
+            fresh = vectors(missing)
+            if not len(ids):
+                return fresh
+            known.update(zip(missing, fresh, strict=True))
+        return np.stack([known[chunk_id] for chunk_id in ids])
+
+    return read
 
 
 @dataclass(frozen=True)
