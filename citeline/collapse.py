@@ -25,10 +25,11 @@ in other news can rank below hundreds of passages that merely share the query's 
 best hits, each result's highlighted sentences are looked up in the lexical index by their rarest terms
 (:func:`add_unranked_copies`, :data:`LOOKUP_DEPTH` chunks each) and the matches pass the same two rules. That lookup
 replaces ranking 3k + 10 candidates: a collapsed search ranks k hits (deeper only when collapsing merged some) and
-highlights only its k results. On SciFact's 300 test queries at k=10 (onnx-int8 index, bench/collapse_cost.py, CPU
-time on 2 shared cores under load ~20) collapse adds, at the median, 6.3 ms (hybrid), 5.4 (dense) and 5.8 (lexical),
-of which the lookup is 3.8-4.6; it added 17.2, 14.0 and 22.5 ms (lexical also encoding the query) when it ranked
-3k + 10 candidates and highlighted them all.
+highlights only its k results; a deepening reads only the new hits' passages and vectors. On SciFact's 300 test
+queries at k=10 (onnx-int8 index, bench/collapse_cost.py, CPU time on 2 shared cores under load ~15, the code before
+and after in back-to-back runs) collapse adds, at the median, 5.0 ms (hybrid), 4.5 (dense) and 6.7 (lexical), of
+which the lookup is 1.8-2.1; before it added 6.3, 5.3 and 6.9. It added 17.2, 14.0 and 22.5 ms (lexical also
+encoding the query) when it ranked 3k + 10 candidates and highlighted them all.
 """
 
 from __future__ import annotations
