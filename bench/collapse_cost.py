@@ -2,6 +2,10 @@
 
     python bench/collapse_cost.py [--index /tmp/scifact-int8] [--scifact ../shared/benchmarks/scifact] [-k 10]
                                   [--queries 300] [--profile hybrid]
+    python bench/collapse_cost.py --index /tmp/1M-index --hash-bow --claims --queries 50   # bench/scale.py's index
+
+``--hash-bow`` opens the index with bench/scale.py's model-free embedder and ``--claims`` takes the first SciFact
+claims (bench/scale.py's latency queries) instead of the judged test queries.
 
 One process, one index, SciFact's test queries (the 300 of qrels/test.tsv). Each query's vector is encoded once
 before timing and served from a cache: the model call is the same with collapse on or off (and collapse no longer
@@ -22,6 +26,7 @@ import cProfile
 import csv
 import json
 import pstats
+import resource
 import statistics
 import time
 from collections import defaultdict
@@ -55,6 +60,12 @@ def test_queries(scifact: Path, limit: int) -> list[str]:
         judged = {row["query-id"] for row in csv.DictReader(rows, delimiter="\t")}
     queries = [json.loads(line) for line in (scifact / "queries.jsonl").open(encoding="utf-8")]
     return [q["text"] for q in queries if str(q["_id"]) in judged][:limit]
+
+
+def first_claims(scifact: Path, limit: int) -> list[str]:
+    """The first ``limit`` SciFact claims, as bench/scale.py's latency step searches them."""
+    with (scifact / "queries.jsonl").open(encoding="utf-8") as lines:
+        return [json.loads(line)["text"] for line, _ in zip(lines, range(limit), strict=False)]
 
 
 def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
@@ -162,9 +173,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--modes", default=",".join(plan.MODES))
     parser.add_argument("--profile", choices=plan.MODES)
+    parser.add_argument("--hash-bow", action="store_true", help="bench/scale.py's embedder (for its indexes)")
+    parser.add_argument("--claims", action="store_true", help="the first SciFact claims, as bench/scale.py")
     ARGS = parser.parse_args()
-    index = Index.open(ARGS.index)
-    queries = test_queries(ARGS.scifact, ARGS.queries)
+    if ARGS.hash_bow:
+        from _synthetic import HashBowEmbedder  # bench/ is on sys.path when this file runs as a script
+
+        index = Index.open(ARGS.index, embedder=HashBowEmbedder())
+    else:
+        index = Index.open(ARGS.index)
+    queries = (first_claims if ARGS.claims else test_queries)(ARGS.scifact, ARGS.queries)
     start, start_cpu = time.perf_counter(), time.process_time()
     vectors = {query: index.encode_query(query) for query in queries}
     encode_cpu = (time.process_time() - start_cpu) * 1000 / len(queries)
@@ -174,6 +192,8 @@ def main() -> None:
     print(f"query encoding (not in the figures below): {encode_cpu:.2f} ms CPU, {encode_wall:.2f} ms wall per query")
     for mode in ARGS.modes.split(","):
         report(mode, run(index, queries, vectors, mode, ARGS.k))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"\nprocess: {usage.ru_utime + usage.ru_stime:.1f} CPU-s, peak RSS {usage.ru_maxrss / 1e6:.2f} GB")
     if ARGS.profile:
         snapshot, model = index.snapshot(), index.meta["model"]
         profile = cProfile.Profile()
@@ -181,7 +201,7 @@ def main() -> None:
         for query in queries:
             plan.search(snapshot, plan.Query.of(query, ARGS.k, mode=ARGS.profile), vectors.__getitem__, model)
         profile.disable()
-        pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(45)
 
 
 ARGS = argparse.Namespace()

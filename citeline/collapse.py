@@ -6,22 +6,16 @@ of the part it shares. Two hits carry the same passage when
 
 1. their chunk vectors are near-identical: cosine >= ``threshold`` (the same article syndicated twice, a record
    ingested from two exports, a page saved as HTML and PDF); or
-2. they report the same quote or statement: after normalising words (case, Unicode forms and accents,
-   punctuation and quote marks ignored), an alignment of their words (rapidfuzz's Indel alignment, C++, a few
-   microseconds a pair) holds a chain of at least :data:`MIN_SHARED_WORDS` matching words, with gaps of at most
-   :data:`MAX_GAP` words (an inserted "he said", a dropped "now", "did not" against "didn't") and at least
-   :data:`MIN_DENSITY` of the chain's words matching; and the shared words are why both hits matched: they overlap
-   a hit's highlight when highlights are set, else their vector is at least as close to the query as the hit's
-   (a common footer or disclaimer never merges two otherwise unrelated hits).
+2. they report the same quote or statement (``citeline.quotes``: at least 10 normalised words aligned, tolerant of
+   re-punctuation, inserted and dropped words), and the shared words are why both hits matched: they overlap a
+   hit's highlight when highlights are set, else their vector is at least as close to the query as the hit's (a
+   common footer or disclaimer never merges two otherwise unrelated hits).
 
 Rule 2 exists because a chunk is ~250 tokens of context around a quote: in the seed articles the two chunks that
 quote Corporal Drury have a cosine of only 0.67 with the real model, lower than the 0.76 of two chunks of theirs
 that quote nobody in common, so no chunk-level threshold separates "same passage" from "same topic"; and outlets
 that rewrite each other's copy re-punctuate, re-attribute and split the quote differently, so identical word runs
-are often shorter than a sentence. On tests/data/quotes (31 pairs sharing a quote, 31 same-topic pairs sharing
-none; bench/collapse_eval.py) every setting with MAX_GAP 3-4, MIN_SHARED_WORDS 8-10 and MIN_DENSITY 0.6-0.7 finds
-all 31 quotes and no false pair. MIN_SHARED_WORDS sits at the top of that range so that templated one-line
-reports that differ only in a number (9 matching words, tests/test_collapse.py) stay apart.
+are often shorter than a sentence.
 
 Grouping is greedy in rank order: a hit joins the first better-ranked group whose leader it duplicates and which
 holds no passage of the same document yet, so results stay in score order and the kept passage is the best one.
@@ -31,23 +25,30 @@ in other news can rank below hundreds of passages that merely share the query's 
 best hits, each result's highlighted sentences are looked up in the lexical index by their rarest terms
 (:func:`add_unranked_copies`, :data:`LOOKUP_DEPTH` chunks each) and the matches pass the same two rules. That lookup
 replaces ranking 3k + 10 candidates: a collapsed search ranks k hits (deeper only when collapsing merged some) and
-highlights only its k results. On SciFact's 300 test queries at k=10 (onnx-int8 index, bench/collapse_cost.py, CPU
-time on 2 shared cores under load ~20) collapse adds, at the median, 6.3 ms (hybrid), 5.4 (dense) and 5.8 (lexical),
-of which the lookup is 3.8-4.6; it added 17.2, 14.0 and 22.5 ms (lexical also encoding the query) when it ranked
-3k + 10 candidates and highlighted them all.
+highlights only its k results; a deepening reads only the new hits' passages and vectors. On SciFact's 300 test
+queries at k=10 (onnx-int8 index, bench/collapse_cost.py, CPU time on 2 shared cores under load ~15, the code before
+and after in back-to-back runs) collapse adds, at the median, 5.0 ms (hybrid), 4.5 (dense) and 6.7 (lexical), of
+which the lookup is 1.8-2.1; before it added 6.3, 5.3 and 6.9. It added 17.2, 14.0 and 22.5 ms (lexical also
+encoding the query) when it ranked 3k + 10 candidates and highlighted them all.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from rapidfuzz.distance import Indel
 
 from citeline.errors import QueryError
+from citeline.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, word_spans: re-exported, the tests name them)
+    MIN_SHARED_WORDS,
+    Words,
+    quote_partners,
+    shared_statement,
+    text_words,
+    word_spans,
+    words_of,
+)
 from citeline.results import SearchResult
 
 #: Chunks whose vectors have at least this cosine are the same passage. Measured with the real model:
@@ -59,19 +60,6 @@ from citeline.results import SearchResult
 #: papers; lower it (--collapse-threshold 0.9) to also merge lightly edited versions.
 DEFAULT_COLLAPSE_THRESHOLD = 0.95
 
-#: The fewest matching words that make two passages report the same statement: a full clause, more than the stock
-#: phrases ("the defence ministry said on Monday that") that reports of one event share.
-MIN_SHARED_WORDS = 10
-#: The most words skipped on either side between two matching runs of one shared statement.
-MAX_GAP = 3
-#: The least share of a shared statement's words (on the longer side) that match.
-MIN_DENSITY = 0.65
-#: A pair of hits is aligned only if they share this many distinct SHINGLE-word runs (a cheap numpy prefilter):
-#: 4-word runs, 2 of them, keep every pair of the evaluation set and send only a few pairs of 40 SciFact candidates (a
-#: query's worth) to alignment; the whole collapse then costs 7.0 ms CPU against 7.9-9.1 ms for the previous
-#: exact-12-word rule on the same hits (bench/collapse_eval.py, 2 busy shared cores).
-MIN_SHARED_SHINGLES = 2
-SHINGLE = 4
 
 #: Chunks the lexical lookup of a result's highlighted sentences brings (:func:`add_unranked_copies`): a chunk's own
 #: text and the overlapping neighbour of its document take two; the rest leaves room for two copies per result per
@@ -83,7 +71,6 @@ LOOKUP_DEPTH = 4
 #: documents that must be fetched and aligned fall from 3.7 a query at 0.5 to 1.8 at 0.6 (0.75 at 0.7), none a copy.
 LOOKUP_MIN_SHARE = 0.6
 
-_WORD = re.compile(r"[\w\u0300-\u036f]+")  # words, with combining accents (NFD text)
 
 Encode = Callable[[list[str]], np.ndarray]
 Highlighter = Callable[[Sequence[SearchResult]], list[SearchResult]]
@@ -120,6 +107,9 @@ def collapsed_search(
     (:func:`add_unranked_copies`). Only the k results are highlighted, as a search without collapse does (the
     highlights of other hits are computed only if a shared statement needs checking against them).
     """
+    # Each chunk's vector is read once: a deepening reads only the new hits', the lookup only the copies'. At 1M
+    # chunks a vectors() call costs 1-1.5 ms CPU whatever its size (bench/collapse_cost.py --hash-bow).
+    vectors = _reading_once(vectors)
     depth = k
     while True:
         hits = rank(depth)
@@ -141,6 +131,22 @@ def collapsed_search(
     if lookup is None or not hits:
         return results
     return add_unranked_copies(results, hits, lookup, vectors, threshold=threshold)
+
+
+def _reading_once(vectors: Callable[[Sequence[int]], np.ndarray]) -> Callable[[Sequence[int]], np.ndarray]:
+    """``vectors`` that remembers what it read and asks only for ids it has not read yet."""
+    known: dict[int, np.ndarray] = {}
+
+    def read(ids: Sequence[int]) -> np.ndarray:
+        missing = [chunk_id for chunk_id in dict.fromkeys(ids) if chunk_id not in known]
+        if missing or not len(ids):
+            fresh = vectors(missing)
+            if not len(ids):
+                return fresh
+            known.update(zip(missing, fresh, strict=True))
+        return np.stack([known[chunk_id] for chunk_id in ids])
+
+    return read
 
 
 @dataclass(frozen=True)
@@ -226,8 +232,8 @@ def add_unranked_copies(
                 extra.append(copy.as_source())
                 lead_shared = (result.char_start, result.char_end)
             else:
-                lead_words = lead_words or _words(result.text, vocabulary)
-                shared = shared_statement(lead_words, _words(copy.text, vocabulary))
+                lead_words = lead_words or text_words(result.text, vocabulary)
+                shared = shared_statement(lead_words, text_words(copy.text, vocabulary))
                 if shared is None:
                     continue
                 (lead_start, lead_end), (start, end) = shared
@@ -277,8 +283,8 @@ def collapse(
     if len(hits) < 2:
         return list(hits)
     vocabulary: dict[str, int] = {}
-    words = [_words(hit.text, vocabulary) for hit in hits]
-    quoting = _quote_partners(hits, [ids for _, ids in words])
+    words = [text_words(hit.text, vocabulary) for hit in hits]
+    quoting = quote_partners([hit.doc_id for hit in hits], [ids for _, ids in words])
     leader_vectors = np.zeros_like(vectors)
     groups: list[_Group] = []
     group_of: dict[int, int] = {}  # leader's hit -> its group
@@ -347,150 +353,3 @@ def _merged(hits: Sequence[SearchResult], group: _Group) -> SearchResult:
         sources = [leader.as_source(shared_start=group.lead_shared[0], shared_end=group.lead_shared[1])]
     sources += [hits[i].as_source(shared_start=start, shared_end=end) for i, start, end in group.members]
     return replace(leader, sources=tuple(sources))
-
-
-#: A text and its words as vocabulary ids (their character spans are found again only for the texts that match).
-Words = tuple[str, list[int]]
-
-
-def _normalised(word: str) -> str:
-    if word.isascii():
-        return word.lower()
-    return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c)).casefold()
-
-
-def _words(text: str, vocabulary: dict[str, int]) -> Words:
-    """The normalised words of ``text``: case-folded, Unicode-compatibility-decomposed, accents dropped.
-
-    One ``findall`` and a dict lookup per word (~0.1 ms a 1,200-character chunk); ``finditer`` with a span per
-    word cost five times as much, and the spans are needed only for the rare pairs that share a statement.
-    """
-    words = _WORD.findall(text.lower()) if text.isascii() else [_normalised(w) for w in _WORD.findall(text)]
-    return text, [vocabulary.setdefault(word, len(vocabulary)) for word in words]
-
-
-def words_of(*texts: str) -> list[Words]:
-    """:func:`_words` of each text, with one vocabulary (to compare texts with :func:`shared_statement`)."""
-    vocabulary: dict[str, int] = {}
-    return [_words(text, vocabulary) for text in texts]
-
-
-def word_spans(text: str) -> list[tuple[int, int]]:
-    """The ``(start, end)`` of each word of ``text``, as :func:`_words` counts them."""
-    return [match.span() for match in _WORD.finditer(text)]
-
-
-def shared_statement(a: Words, b: Words) -> tuple[tuple[int, int], tuple[int, int]] | None:
-    """Where texts ``a`` and ``b`` (their :func:`_words`, same vocabulary) report the same words, if they do.
-
-    Aligns the two word sequences (longest common subsequence), chains matching runs separated by at most
-    :data:`MAX_GAP` words on either side, and returns the character span of the longest chain in each text, from
-    its first matching word to its last, if it has :data:`MIN_SHARED_WORDS` matches and :data:`MIN_DENSITY`.
-    """
-    (a_text, a_ids), (b_text, b_ids) = a, b
-    if len(a_ids) < MIN_SHARED_WORDS or len(b_ids) < MIN_SHARED_WORDS:
-        return None
-    best: tuple[int, tuple[int, int], tuple[int, int]] | None = None
-    chain: list[tuple[int, int, int]] = []
-
-    def close() -> None:
-        nonlocal best
-        # A lone word at either end that only an insertion separates from the rest ('mud," said' against 'mud,"
-        # he said') is attribution, not the shared words; one past a substituted word ("We cannot keep" against
-        # "We can't keep") is kept.
-        while len(chain) > 1 and chain[-1][2] == 1 and 0 in _gaps(chain[-2], chain[-1]):
-            chain.pop()
-        while len(chain) > 1 and chain[0][2] == 1 and 0 in _gaps(chain[0], chain[1]):
-            chain.pop(0)
-        if not chain:
-            return
-        matched = sum(size for _, _, size in chain)
-        (a0, b0, _), (a1, b1, size) = chain[0], chain[-1]
-        span = max(a1 + size - a0, b1 + size - b0)
-        if matched >= MIN_SHARED_WORDS and matched >= MIN_DENSITY * span and (best is None or matched > best[0]):
-            best = (matched, (a0, a1 + size - 1), (b0, b1 + size - 1))
-
-    for block in Indel.opcodes(a_ids, b_ids).as_matching_blocks():
-        if not block.size:
-            continue
-        if chain:
-            a_end, b_end = chain[-1][0] + chain[-1][2], chain[-1][1] + chain[-1][2]
-            if block.a - a_end > MAX_GAP or block.b - b_end > MAX_GAP:
-                close()
-                chain = []
-        chain.append((block.a, block.b, block.size))
-    close()
-    if best is None:
-        return None
-    _, (a_first, a_last), (b_first, b_last) = best
-    a_spans, b_spans = word_spans(a_text), word_spans(b_text)
-    return (a_spans[a_first][0], a_spans[a_last][1]), (b_spans[b_first][0], b_spans[b_last][1])
-
-
-def _gaps(first: tuple[int, int, int], second: tuple[int, int, int]) -> tuple[int, int]:
-    """Words skipped in each text between two matching runs ``(a, b, size)``."""
-    return second[0] - first[0] - first[2], second[1] - first[1] - first[2]
-
-
-def _quote_partners(hits: Sequence[SearchResult], words: Sequence[list[int]]) -> dict[int, list[int]]:
-    """For each hit, the better-ranked hits of other documents that share :data:`MIN_SHARED_SHINGLES` shingles.
-
-    Every run of :data:`SHINGLE` normalised words is hashed with numpy, and hits are paired through equal hashes
-    with one sort: a few milliseconds per thousand hits, where Python sets of word tuples cost a second. A pair
-    is only a candidate: :func:`shared_statement` aligns its words.
-    """
-    if len(hits) <= SMALL_HITS:
-        return _quote_partners_few(hits, words)
-    hashes, owners = [], []
-    for i, word_ids in enumerate(words):
-        if len(word_ids) < MIN_SHARED_WORDS:
-            continue
-        ids = np.asarray(word_ids, np.uint64)
-        shingles = np.zeros(len(ids) - SHINGLE + 1, np.uint64)
-        for offset in range(SHINGLE):  # a polynomial hash; uint64 arithmetic wraps around
-            shingles = shingles * np.uint64(1_000_003) + ids[offset : offset + len(shingles)]
-        shingles = np.unique(shingles)
-        hashes.append(shingles)
-        owners.append(np.full(len(shingles), i, np.int64))
-    if len(hashes) < 2:
-        return {}
-    all_hashes, all_owners = np.concatenate(hashes), np.concatenate(owners)
-    order = np.lexsort((all_owners, all_hashes))
-    all_hashes, all_owners = all_hashes[order], all_owners[order]
-    starts = np.flatnonzero(np.r_[True, all_hashes[1:] != all_hashes[:-1]])
-    sizes = np.diff(np.r_[starts, len(all_hashes)])
-    counts: dict[tuple[int, int], int] = {}
-    for start, size in zip(starts[sizes > 1], sizes[sizes > 1], strict=True):
-        run = all_owners[start : start + size].tolist()  # ascending: better-ranked first
-        for later_at, later in enumerate(run):
-            for earlier in run[:later_at]:
-                if hits[earlier].doc_id != hits[later].doc_id:
-                    counts[earlier, later] = counts.get((earlier, later), 0) + 1
-    partners: dict[int, list[int]] = {}
-    for (earlier, later), count in sorted(counts.items()):
-        if count >= MIN_SHARED_SHINGLES:
-            partners.setdefault(later, []).append(earlier)
-    return partners
-
-
-#: Up to this many hits, :func:`_quote_partners` pairs them through Python sets of shingles: for a k=10 search's
-#: hits that costs ~0.1 ms where numpy's fixed costs per hit add up to ~0.5 ms (SciFact, 100 test queries).
-SMALL_HITS = 30
-
-
-def _quote_partners_few(hits: Sequence[SearchResult], words: Sequence[list[int]]) -> dict[int, list[int]]:
-    """:func:`_quote_partners` for a few hits: every pair's shared shingles counted with set intersections."""
-    shingles = [
-        set(zip(*(ids[offset:] for offset in range(SHINGLE)), strict=False)) if len(ids) >= MIN_SHARED_WORDS else set()
-        for ids in words
-    ]
-    partners: dict[int, list[int]] = {}
-    for later in range(1, len(hits)):
-        if not shingles[later]:
-            continue
-        for earlier in range(later):
-            if hits[earlier].doc_id != hits[later].doc_id and (
-                len(shingles[earlier] & shingles[later]) >= MIN_SHARED_SHINGLES
-            ):
-                partners.setdefault(later, []).append(earlier)
-    return partners

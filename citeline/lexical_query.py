@@ -1,5 +1,5 @@
 """BM25 queries over segments without a score array over every chunk: the exact top k, the scores of given chunks,
-and the lookup of chunks sharing a text's rare terms (collapse's copies of a quote).
+(the lookup of chunks sharing a text's rare terms, collapse's copies of a quote, is ``citeline.lexical_lookup``'s).
 
 ``SegmentedIndex.scores`` sums every query term's postings into one float32 score per live chunk, through each
 part's position -> index position map, and a ranking then partitions all of it: at 1M chunks (bench/scale.py's
@@ -31,21 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from citeline.arrays import positions_of, unique
+from citeline.arrays import positions_of
 from citeline.lexical import BM25_B, BM25_K1, analyze, top_positions
 
 #: Distinct terms whose locations and live document frequencies a :class:`Reader` keeps (a generation's reader
 #: lives as long as its snapshot; common terms recur in most queries).
 TERM_CACHE = 50_000
-
-#: :meth:`Reader.sharing_rare_terms` finds nothing for a text with fewer terms that other chunks hold too.
-MIN_SHARED_TERMS = 3
-#: ... and leaves out terms in more than this share of the chunks (their postings are long and single nothing out):
-#: on SciFact (13,081 chunks, the highlights of 100 test queries' 10 results a call) a call costs 2.5 ms CPU at
-#: 0.02, 2.4 at 0.01, 1.3 at 0.005.
-RARE_AT_MOST = 0.005
-#: ... unless the index is small (then every term's postings are short anyway).
-RARE_FLOOR = 50
 
 
 def term_hashes(terms: Sequence[str]) -> np.ndarray:
@@ -328,67 +319,6 @@ class Reader:
                 self._norms.clear()
             cached = self._norms[key] = BM25_K1 * ((1 - BM25_B) + BM25_B * self.plain[number].lengths / average)
         return cached
-
-    def sharing_rare_terms(
-        self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None
-    ) -> list[list[int]]:
-        """See ``SegmentedIndex.sharing_rare_terms``."""
-        count, maps = len(self.chunk_ids), self.maps
-        analyzed = analyze(list(texts))
-        # Every text's distinct term hashes, with the text they belong to, located in every part at once.
-        owned = [unique(term_hashes(list(set(words)))) for words in analyzed]
-        owner = np.repeat(np.arange(len(owned)), [len(h) for h in owned])
-        hashes = np.concatenate(owned) if owned else np.zeros(0, np.uint64)
-        # Document frequencies from the postings' bounds (deleted documents included: a ranking of rarity only);
-        # then the postings of each text's rarest terms alone, as common terms' are long.
-        located = []
-        frequency = np.zeros(len(hashes), dtype=np.int64)
-        for p in self.plain:
-            at = np.minimum(np.searchsorted(p.terms, hashes), max(len(p.terms) - 1, 0))
-            hit = p.terms[at] == hashes if len(p.terms) else np.zeros(len(hashes), dtype=bool)
-            frequency += np.where(hit, p.indptr[at + 1] - p.indptr[at], 0)
-            located.append((at, hit))
-        # A term one chunk alone holds (a name in the text's own attribution, say) cannot lead to another chunk, and
-        # a common one singles nothing out: terms in more than RARE_AT_MOST of the chunks are left out.
-        usable = (frequency > 1) & (frequency <= max(RARE_AT_MOST * count, RARE_FLOOR))
-        order = np.lexsort((frequency, owner))
-        order = order[usable[order]]
-        rank_in_text = np.arange(len(order)) - np.searchsorted(owner[order], owner[order])
-        chosen = order[rank_in_text < terms]
-        enough = np.bincount(owner[chosen], minlength=len(owned)) >= MIN_SHARED_TERMS
-        chosen = chosen[enough[owner[chosen]]]
-        idf = np.log1p((count - frequency[chosen] + 0.5) / (frequency[chosen] + 0.5))
-        totals = np.bincount(owner[chosen], weights=idf, minlength=len(owned))
-        keys, weights = [], []
-        for p, mapping, (at, hit) in zip(self.plain, maps, located, strict=True):
-            inside = hit[chosen]
-            starts, ends = p.indptr[at[chosen[inside]]], p.indptr[at[chosen[inside]] + 1]
-            lengths = ends - starts
-            # The postings of all chosen terms in one gather: start of each term's run, plus 0, 1, 2, ...
-            offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-            where = mapping[p.postings[offsets]]
-            live = where >= 0
-            keys.append((where + np.repeat(owner[chosen[inside]], lengths) * count)[live])  # (text, position)
-            weights.append(np.repeat(idf[inside], lengths)[live])
-        out: list[list[int]] = [[] for _ in owned]
-        if not len(chosen):
-            return out
-        pairs, inverse = np.unique(np.concatenate(keys), return_inverse=True)  # short: rare terms only
-        scores = np.bincount(inverse, weights=np.concatenate(weights))
-        text, positions = np.divmod(pairs, count)
-        good = scores >= min_share * totals[text]
-        if allowed is not None:
-            keep = np.zeros(count, dtype=bool)
-            keep[positions_of(self.chunk_ids, allowed)] = True
-            good &= keep[positions]
-        text, positions, scores = text[good], positions[good], scores[good]
-        best = np.lexsort((positions, -scores, text))
-        text, positions = text[best], positions[best]
-        first = np.searchsorted(text, text)
-        keep_best = np.arange(len(text)) - first < k
-        for t, position in zip(text[keep_best].tolist(), positions[keep_best].tolist(), strict=True):
-            out[t].append(int(self.chunk_ids[position]))
-        return out
 
 
 def _deleted_among(p: _Plain, start: int, end: int) -> int:

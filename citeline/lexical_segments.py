@@ -39,10 +39,13 @@ from citeline.lexical import (
     bm25_settings,
     top_positions,
 )
-from citeline.lexical_query import (  # noqa: F401  (re-exported: shards and the tests name them here)
+from citeline.lexical_lookup import (  # noqa: F401  (re-exported: the tests name them here)
     MIN_SHARED_TERMS,
     RARE_AT_MOST,
     RARE_FLOOR,
+    RareTermLookup,
+)
+from citeline.lexical_query import (  # also re-exported: shards and the tests name them here
     Reader,
     Statistics,
     shares,
@@ -220,8 +223,13 @@ class SegmentedIndex(LexicalIndex):
 
     @cached_property
     def _reader(self) -> Reader:
-        """Query evaluation over the parts (``citeline.lexical_query``): term locations, pruned top k, lookups."""
+        """Query evaluation over the parts (``citeline.lexical_query``): term locations, pruned top k."""
         return Reader(self.parts, self.chunk_ids)
+
+    @cached_property
+    def _lookup(self) -> RareTermLookup:
+        """Lookups of chunks sharing a text's rare terms over the same parts (``citeline.lexical_lookup``)."""
+        return RareTermLookup(self._reader)
 
     def statistics(self, query: str) -> Statistics:
         """This index's share of the corpus-wide statistics ``query`` is scored with (see :class:`Statistics`)."""
@@ -276,10 +284,10 @@ class SegmentedIndex(LexicalIndex):
         """For each text, at most k live chunk ids holding the most idf weight of its ``terms`` rarest terms (and at
         least ``min_share`` of it), best first: where a sentence is repeated, without scoring the whole text.
 
-        Only the postings of a few rare terms are read, so it costs ~0.1 ms a sentence on SciFact where BM25 over
-        all its terms costs 1.4 ms (collapse's lookup of copies of a quote, ``citeline.collapse``).
+        Only the postings of a few rare terms are read, and in full only those of the rarest (see
+        ``citeline.lexical_lookup``): collapse's lookup of copies of a quote (``citeline.collapse``).
         """
-        return self._reader.sharing_rare_terms(texts, k, terms=terms, min_share=min_share, allowed=allowed)
+        return self._lookup.find(texts, k, terms=terms, min_share=min_share, allowed=allowed)
 
     def save(self, directory: Path) -> None:
         """Write this generation's folder (the manifest); the parts' segments must already be published."""

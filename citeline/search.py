@@ -289,6 +289,14 @@ def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model:
     return results
 
 
+def _scored(hit: SearchResult, score: float) -> SearchResult:
+    """``hit`` with ``score`` (a deeper ranking may score a passage read before differently)."""
+    if hit.score == score:
+        return hit
+    hit = replace(hit, score=score)
+    return replace(hit, sources=(hit.as_source(),))
+
+
 @dataclass(frozen=True)
 class Query:
     """One validated search request."""
@@ -331,6 +339,7 @@ def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, mo
     vector = encode_query(request.text) if request.mode != "lexical" else None
 
     ranking: tuple[int, list[tuple[int, float]]] | None = None  # the deepest ranking so far, and the depth asked
+    fetched: dict[int, SearchResult] = {}  # passages already read, by chunk id: a deepening reads only the new ones
 
     def ranked(depth: int) -> list[SearchResult]:
         # A collapsed search that merged hits ranks deeper (collapsed_search: 4k, then 16k, ...). An IVF search or a
@@ -340,7 +349,11 @@ def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, mo
         if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
             deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth
             ranking = (deep, rank(snapshot, request.text, vector, deep, request.mode, allowed))
-        return fetch_passages(snapshot, ranking[1][:depth], model)
+        hits = ranking[1][:depth]
+        fetched.update(
+            (hit.chunk_id, hit) for hit in fetch_passages(snapshot, [h for h in hits if h[0] not in fetched], model)
+        )
+        return [_scored(fetched[chunk_id], score) for chunk_id, score in hits if chunk_id in fetched]
 
     def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:
         return highlight(hits, request.text, query_vector=vector)

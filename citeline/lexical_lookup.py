@@ -1,0 +1,150 @@
+"""The chunks that share a text's rare terms: collapse's lookup of copies of a quote that ranked below the hits
+(``SegmentedIndex.sharing_rare_terms``, ``citeline.collapse.add_unranked_copies``).
+
+For each text, its :data:`RARE_TERMS` rarest terms that another chunk may hold (in 2 to :data:`RARE_AT_MOST` of
+the chunks) weigh their idf; a chunk holding at least ``min_share`` of that weight is a match, and the k heaviest
+come back. A copy carries the text's rare words, which most chunks do not.
+
+Every posting of the chosen terms is read (one gather per segment); per segment the postings are keyed by (text,
+the chunk's position in the segment, the term's row) and sorted, the idf weights summed per chunk in the terms'
+order, and only the chunks that reach ``min_share`` are mapped to index positions. The first version mapped every
+posting to its index position first (a random gather from an 8 MB array at 1M chunks) and summed with
+``np.unique``'s stable argsort (4.5 ms for 53k keys, a plain sort 0.6): at 1M chunks (bench/scale.py's index, whose
+"rare" terms hold up to 4,860 postings each; a call looks up a search's ten highlights, a median 16,500 postings in
+hybrid mode, 53,000 in lexical whose highlights are longer) a call cost 5.3 ms CPU (hybrid), 3.7 (dense) and 10.5
+(lexical), now 3.6, 2.8 and 6.8; on SciFact (13k chunks, ~900 postings) both cost ~1.9 ms, mostly analysis and
+fixed costs. The results are the same, chunk for chunk (the same float sums in the same order;
+``tests/test_collapse_lookup.py`` checks them against the definition). Reading only the rarest terms' postings
+(a chunk holding none of the terms whose idf passes ``1 - min_share`` of the weight cannot match) and binary
+searches for the others was tried: it read a fifth of the postings but its per-term searches cost as much.
+
+Term hashes are kept per lookup (:data:`HASH_CACHE` of them): blake2b costs ~3 us a term, and a search's
+highlights hold ~200 distinct terms, most of them seen before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from citeline.arrays import positions_of
+from citeline.lexical import analyze
+from citeline.lexical_query import Reader, term_hashes
+
+#: A text with fewer usable terms than this finds nothing (too few words to single a chunk out).
+MIN_SHARED_TERMS = 3
+#: Terms in more than this share of the chunks are left out (their postings are long and single nothing out): on
+#: SciFact (13,081 chunks, the highlights of 100 test queries' 10 results a call) a call cost 2.5 ms CPU at 0.02,
+#: 2.4 at 0.01, 1.3 at 0.005 (the first version).
+RARE_AT_MOST = 0.005
+#: ... unless the index is small (then every term's postings are short anyway).
+RARE_FLOOR = 50
+#: How many of a text's rarest usable terms are weighed.
+RARE_TERMS = 8
+#: Distinct terms whose hashes a lookup keeps.
+HASH_CACHE = 100_000
+
+
+class RareTermLookup:
+    """Lookups of chunks sharing texts' rare terms over one generation's :class:`Reader` (its parts and maps)."""
+
+    def __init__(self, reader: Reader):
+        self.reader = reader
+        self._hashes: dict[str, int] = {}
+
+    def _text_hashes(self, words: list[str]) -> np.ndarray:
+        """The sorted distinct term hashes of one analyzed text (the cache is shared by threads: only read once)."""
+        cache = self._hashes
+        found = {word: cache.get(word) for word in set(words)}
+        new = [word for word, value in found.items() if value is None]
+        if new:
+            hashed = dict(zip(new, term_hashes(new).tolist(), strict=True))
+            found.update(hashed)
+            if len(cache) + len(new) > HASH_CACHE:
+                cache.clear()
+            cache.update(hashed)
+        return np.array(sorted(found.values()), dtype=np.uint64)  # type: ignore[type-var]
+
+    def find(
+        self,
+        texts: Sequence[str],
+        k: int,
+        *,
+        terms: int = RARE_TERMS,
+        min_share: float = 0.5,
+        allowed: np.ndarray | None = None,
+    ) -> list[list[int]]:
+        """For each text, at most k live chunk ids holding the most idf weight of its ``terms`` rarest terms (and at
+        least ``min_share`` of it), best first (ties by position); ``allowed`` (sorted ids) restricts them."""
+        reader = self.reader
+        count, maps = len(reader.chunk_ids), reader.maps
+        out: list[list[int]] = [[] for _ in texts]
+        owned = [self._text_hashes(words) for words in analyze(list(texts))]
+        owner = np.repeat(np.arange(len(owned)), [len(h) for h in owned])
+        hashes = np.concatenate(owned) if owned else np.zeros(0, np.uint64)
+        # Document frequencies from the postings' bounds (deleted documents included: a ranking of rarity only).
+        located = []
+        frequency = np.zeros(len(hashes), dtype=np.int64)
+        for p in reader.plain:
+            at = np.minimum(np.searchsorted(p.terms, hashes), max(len(p.terms) - 1, 0))
+            hit = p.terms[at] == hashes if len(p.terms) else np.zeros(len(hashes), dtype=bool)
+            frequency += np.where(hit, p.indptr[at + 1] - p.indptr[at], 0)
+            located.append((at, hit))
+        # A term one chunk alone holds (a name in the text's own attribution, say) cannot lead to another chunk, and
+        # a common one singles nothing out.
+        usable = (frequency > 1) & (frequency <= max(RARE_AT_MOST * count, RARE_FLOOR))
+        order = np.lexsort((frequency, owner))
+        order = order[usable[order]]
+        rank_in_text = np.arange(len(order)) - np.searchsorted(owner[order], owner[order])
+        chosen = order[rank_in_text < terms]
+        enough = np.bincount(owner[chosen], minlength=len(owned)) >= MIN_SHARED_TERMS
+        chosen = chosen[enough[owner[chosen]]]
+        if not len(chosen):
+            return out
+        idf = np.log1p((count - frequency[chosen] + 0.5) / (frequency[chosen] + 0.5))
+        texts_of = owner[chosen]
+        totals = np.bincount(texts_of, weights=idf, minlength=len(owned))
+        # Per part, one key per posting: (text, the chunk's position in the part, the term's row in chosen), sorted.
+        # A plain sort costs an eighth of np.unique's stable argsort (53k keys: 0.6 ms against 4.5), and with the
+        # term's row in the key each chunk's idf weights are summed in the terms' order (the same float sums as the
+        # first version's bincount). Only the chunks that hold enough of the weight are then mapped to index
+        # positions: mapping every posting (a gather from an 8 MB array at 1M chunks) cost more than the sort.
+        rows = len(chosen)
+        found_text, found_position, found_score = [], [], []
+        for p, mapping, (at, hit) in zip(reader.plain, maps, located, strict=True):
+            inside = np.flatnonzero(hit[chosen])
+            if not len(inside):
+                continue
+            starts, ends = p.indptr[at[chosen[inside]]], p.indptr[at[chosen[inside]] + 1]
+            lengths = ends - starts
+            # The postings of all chosen terms in one gather: start of each term's run, plus 0, 1, 2, ...
+            offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+            size = len(p.chunk_ids)
+            pair = np.repeat(texts_of[inside] * size, lengths) + p.postings[offsets]
+            pair_of, row_of = np.divmod(np.sort(pair * rows + np.repeat(inside, lengths)), rows)
+            new_pair = np.r_[True, pair_of[1:] != pair_of[:-1]]
+            scores = np.bincount(np.cumsum(new_pair) - 1, weights=idf[row_of])
+            text, local = np.divmod(pair_of[new_pair], size)
+            good = scores >= min_share * totals[text]
+            where = mapping[local[good]]
+            live = where >= 0
+            found_text.append(text[good][live])
+            found_position.append(where[live])
+            found_score.append(scores[good][live])
+        if not found_text:
+            return out
+        text, positions = np.concatenate(found_text), np.concatenate(found_position)
+        scores = np.concatenate(found_score)
+        good = np.ones(len(text), dtype=bool)
+        if allowed is not None:
+            keep = np.zeros(count, dtype=bool)
+            keep[positions_of(reader.chunk_ids, allowed)] = True
+            good &= keep[positions]
+        text, positions, scores = text[good], positions[good], scores[good]
+        best = np.lexsort((positions, -scores, text))
+        text, positions = text[best], positions[best]
+        keep_best = np.arange(len(text)) - np.searchsorted(text, text) < k
+        for t, position in zip(text[keep_best].tolist(), positions[keep_best].tolist(), strict=True):
+            out[t].append(int(reader.chunk_ids[position]))
+        return out
