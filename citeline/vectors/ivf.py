@@ -450,7 +450,11 @@ def _read_table(path: Path, count: int) -> tuple[np.ndarray, np.ndarray, np.ndar
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32), residue
 
     def mapped(dtype: str, start: int) -> np.ndarray:
-        return np.asarray(np.memmap(path, dtype=np.dtype(dtype), mode="r", offset=start, shape=(count,)))
+        array = np.asarray(np.memmap(path, dtype=np.dtype(dtype), mode="r", offset=start, shape=(count,)))
+        # The table follows FAISS's bytes, so it may start off an 8-byte boundary; numpy's searchsorted then copies
+        # the whole misaligned array on every call (1.0-1.6 ms for 10 ids at 1M rows, against 0.004 ms aligned;
+        # col2's profile of vectors()). One aligned copy at open costs about 2 ms and 8 MB per array at 1M.
+        return array if start % array.dtype.itemsize == 0 else array.copy()
 
     return mapped("<i8", offset), mapped("<i8", offset + 8 * count), mapped("<i4", offset + 16 * count), residue
 
