@@ -25,19 +25,38 @@ from citeline.store.locks import database_lock
 
 DB_FILE = "meta.duckdb"
 
-#: DuckDB's memory ceiling for each connection (its buffer pool, joins, sorts and the checkpoint at close). One
-#: 20k-chunk commit into the 1M-chunk index (bench: 9 new JSONL files, /tmp/rss2/commit_cfg.py) peaked at 2.38 GB
-#: with DuckDB's default (80% of RAM: 18.8 GiB here), 1.25 GB of it the checkpoint when the writer's connection
-#: closed; with 512 MB the commit peaked at 1.08 GB for the same CPU (32.7 against 34.8 CPU-s).
-MEMORY_LIMIT = "512MB"
+#: DuckDB's memory ceiling for each connection, in MB (its buffer pool, joins, sorts and the checkpoint at close).
+#: One 20k-chunk commit into the 1M-chunk index (9 new JSONL files, one process, loaded machine) peaked at 2.38 GB
+#: with DuckDB's default (80% of RAM: 18.8 GiB here), 1.25 GB of it the checkpoint as the writer's connection
+#: closed; with 512 MB it peaked at 1.08-1.11 GB for the same CPU (32.7-37.9 CPU-s in the commit, against 34.8).
+MEMORY_LIMIT_MB = 512
+#: DuckDB's threads per connection. Each thread pins buffers of its own: at 512 MB with two threads, the passage
+#: rows of a 330k-chunk segment (``catalog.passage_batches``, which ``verify`` compares) failed with "failed to pin
+#: block" at 1M chunks; with one thread they spill and pass (6.8 CPU-s, 0.96 GB peak; no limit: 4.6 CPU-s, 1.73
+#: GB; 1 GB and two threads: 4.0 CPU-s, 1.52 GB), as do all 1M rows (11.2 CPU-s, 0.94 GB) and all BM25 texts
+#: (``rebuild``). The commit's peak and CPU did not move (1.11 GB, 37.9 CPU-s in the commit).
+THREADS = 1
+#: Past this share of the catalog file's size, the ceiling grows with it: what DuckDB cannot spill (the primary
+#: keys' ART indexes, a transaction's undo) grows with the rows, and a statement that reaches the ceiling fails.
+#: The 1M-chunk catalog (1.9 GB) stays at 512 MB; a 10M-chunk one (about 19 GB) would get about 4.7 GB.
+MEMORY_SHARE_OF_CATALOG = 0.25
 
 
 def settings(path: Path) -> dict[str, Any]:
-    """DuckDB's configuration for a connection to the database file ``path`` (the same for every connection of
-    a process to one file, as DuckDB requires of connections it shares a database instance between)."""
-    digest = hashlib.blake2b(str(path.resolve()).encode(), digest_size=6).hexdigest()
+    """DuckDB's configuration for a connection to the database file ``path``.
+
+    DuckDB refuses a second connection to a file it has open in the process with other settings; the settings
+    depend only on the process, the file and its size, and its size cannot change while a connection of ours
+    holds ``db.lock`` (a writer's is exclusive), so connections open at the same time always agree."""
+    resolved = path.resolve()
+    digest = hashlib.blake2b(str(resolved).encode(), digest_size=6).hexdigest()
     spill = Path(tempfile.gettempdir()) / f"citeline-duckdb-{os.getpid()}-{digest}"
-    return {"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill)}
+    try:
+        grown = int(resolved.stat().st_size * MEMORY_SHARE_OF_CATALOG) // 10**6
+    except OSError:
+        grown = 0
+    limit = f"{max(MEMORY_LIMIT_MB, grown)}MB"
+    return {"memory_limit": limit, "threads": THREADS, "temp_directory": str(spill)}
 
 
 #: DuckDB's message when another process holds the database file ("Could not set lock on file ...: Conflicting
