@@ -18,8 +18,6 @@ same 2.4 s CPU, 291 -> 299 MB).
 from __future__ import annotations
 
 import json
-import re
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,14 +27,13 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from citeline.errors import IndexCorruptError, IndexLockedError, IndexNotFoundError, IndexWriteError
+from citeline.errors import IndexCorruptError
 from citeline.store import ledger
-from citeline.store.locks import database_lock
+from citeline.store.connection import DB_FILE, connect, create_file, db_path  # noqa: F401  (re-exported)
 from citeline.store.rows import arrow_to_vectors
 
 SCHEMA_VERSION = 1
 T = TypeVar("T")
-DB_FILE = "meta.duckdb"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS index_meta (key VARCHAR NOT NULL PRIMARY KEY, value VARCHAR NOT NULL);
@@ -69,96 +66,6 @@ CREATE TABLE IF NOT EXISTS chunks (
     run_id VARCHAR NOT NULL
 );
 """
-
-
-#: DuckDB's message when another process holds the database file ("Could not set lock on file ...: Conflicting
-#: lock is held in ...").
-_LOCK_CONFLICT = re.compile(r"could not set lock|conflicting lock", re.IGNORECASE)
-
-
-#: DuckDB's messages for a file it may not write (a read-only mount, permissions): not damage.
-_NOT_WRITABLE = re.compile(r"read-only file system|permission denied", re.IGNORECASE)
-
-
-def db_path(index_dir: Path) -> Path:
-    """The DuckDB file of an index directory."""
-    return index_dir / DB_FILE
-
-
-class _LockedConnection:
-    """A DuckDB connection that also holds the index's database lock (see :func:`connect`) until closed."""
-
-    def __init__(self, connection: duckdb.DuckDBPyConnection, lock: Any):
-        self._connection = connection
-        self._lock = lock
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._connection, name)
-
-    def __enter__(self) -> _LockedConnection:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the connection (DuckDB checkpoints here), then release the lock."""
-        try:
-            self._connection.close()
-        finally:
-            if self._lock is not None:
-                self._lock.close()  # closing the descriptor releases the flock
-                self._lock = None
-
-
-def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckdb.DuckDBPyConnection:
-    """Open the index's DuckDB file, waiting while another process holds a conflicting lock.
-
-    DuckDB lets one process write or several processes read a file; a writer holds it only while it plans and
-    commits, so a reader (or writer) that finds it locked waits briefly instead of failing. Close the returned
-    connection (or use it as a context manager) to release the lock.
-    """
-    path = db_path(index_dir)
-    if read_only and not path.exists():
-        raise IndexNotFoundError(
-            f"no citeline index at {index_dir} (no {DB_FILE}); build one with "
-            f"`citeline ingest PATH --index {index_dir}`"
-        )
-    deadline = time.monotonic() + timeout
-    lock = database_lock(index_dir, exclusive=not read_only, deadline=deadline, what=str(path))
-    delay = 0.005
-    try:
-        while True:
-            try:
-                return _LockedConnection(duckdb.connect(str(path), read_only=read_only), lock)  # type: ignore[return-value]
-            except duckdb.Error as exc:
-                # Only DuckDB's lock conflict is worth waiting for. (Matching any "lock" also matched damage:
-                # a damaged header's message speaks of a "block", and was reported as locked after 30 s.)
-                if _NOT_WRITABLE.search(str(exc)):
-                    raise IndexWriteError(
-                        f"cannot open {path}{'' if read_only else ' for writing'}: {str(exc).splitlines()[0]}"
-                    ) from exc
-                if not _LOCK_CONFLICT.search(str(exc)):
-                    raise IndexCorruptError(
-                        f"cannot open {path}: {str(exc).splitlines()[0]}; the file is damaged or not a citeline "
-                        "index. Restore it from a backup, or build a new index with "
-                        "`citeline ingest PATH --index NEW_DIR`"
-                    ) from exc
-                if time.monotonic() > deadline:
-                    raise IndexLockedError(
-                        f"{path} is locked by another process and stayed locked for {timeout:.0f} s: {exc}"
-                    ) from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 0.2)
-    except BaseException:
-        if lock is not None:
-            lock.close()
-        raise
-
-
-def create_file(path: Path) -> duckdb.DuckDBPyConnection:
-    """A connection to a new, unlocked DuckDB file (an index under construction, not yet under its real name)."""
-    return duckdb.connect(str(path))
 
 
 def create_schema(connection: duckdb.DuckDBPyConnection, dimension: int) -> None:
@@ -310,6 +217,16 @@ def all_vectors(connection: duckdb.DuckDBPyConnection, dimension: int) -> tuple[
     table = connection.sql("SELECT chunk_id, vector FROM chunks ORDER BY chunk_id").to_arrow_table()
     ids = table.column("chunk_id").to_numpy().astype(np.int64)
     return ids, arrow_to_vectors(table.column("vector"), dimension)
+
+
+def vector_batches(
+    connection: duckdb.DuckDBPyConnection, dimension: int, batch_rows: int = 32_768
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Every chunk id and vector, ``batch_rows`` at a time, in storage order (``verify`` compares them with the
+    vector index: memory holds one batch, 48 MB at 384 dimensions, instead of every vector twice)."""
+    for batch in connection.sql("SELECT chunk_id, vector FROM chunks").to_arrow_reader(batch_rows):
+        ids = batch.column(0).to_numpy().astype(np.int64)
+        yield ids, arrow_to_vectors(pa.chunked_array([batch.column(1)]), dimension)
 
 
 def chunk_ids(connection: duckdb.DuckDBPyConnection) -> np.ndarray:

@@ -323,9 +323,12 @@ def _matching(part: _Part, wanted: np.ndarray) -> np.ndarray:
     return where if part.live is None else where[part.live[where]]
 
 
-def problems(index_dir: Path, lexical: LexicalIndex, rows_of: Callable[[np.ndarray], pa.Table]) -> list[str]:
+def problems(
+    index_dir: Path, lexical: LexicalIndex, batches_of: Callable[[np.ndarray], pa.RecordBatchReader]
+) -> list[str]:
     """Problems with the rows files of the segments ``lexical`` lists: one missing while others exist, or rows
-    other than ``rows_of(live chunk ids)`` (the catalog's). An index without any (written before them) has none."""
+    other than ``batches_of(live chunk ids)`` (the catalog's, compared a batch at a time). An index without any
+    (written before them) has none."""
     if not isinstance(lexical, SegmentedIndex) or not lexical.parts:
         return []
     missing = [str(part.name) for part in lexical.parts if not (index_dir / str(part.name) / ROWS_FILE).is_file()]
@@ -338,6 +341,13 @@ def problems(index_dir: Path, lexical: LexicalIndex, rows_of: Callable[[np.ndarr
     except IndexCorruptError as exc:
         return [str(exc).replace(str(index_dir) + "/", "")]
     for (ids, rows), part in zip(passages.live_parts(), lexical.parts, strict=True):
-        if not rows.equals(rows_of(ids)):
+        offset = 0
+        for batch in batches_of(ids):
+            expected = pa.Table.from_batches([batch])
+            if not rows.slice(offset, batch.num_rows).equals(expected):
+                offset = -1
+                break
+            offset += batch.num_rows
+        if offset != rows.num_rows:
             return [f"{part.name}/{ROWS_FILE} holds other passage rows than {catalog.DB_FILE}; run `citeline rebuild`"]
     return []

@@ -38,7 +38,6 @@ class State:
     meta: dict[str, Any]
     generation: int
     ids: np.ndarray  #: catalog chunk ids, ascending
-    vectors: np.ndarray  #: catalog vectors, row per id
     dangling: int
     duplicates: dict[str, int]  #: per table, rows that repeat a key taken by another row
     ledger_error: str | None
@@ -52,6 +51,8 @@ class State:
     bm25_issues: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     passage_issues: list[str] = field(default_factory=list)
+    #: whether the vector index holds other vectors than the catalog (compared only when the ids match)
+    vectors_differ: bool = False
 
 
 def read_state(index_dir: Path) -> State:
@@ -59,7 +60,7 @@ def read_state(index_dir: Path) -> State:
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
         meta = catalog.read_meta(connection)
         generation, dimension = int(meta["generation"]), int(meta["dimension"])
-        ids, vectors = catalog.damage_reported(catalog.all_vectors, connection, dimension)
+        ids = catalog.damage_reported(catalog.chunk_ids, connection)
         ledger_error = None
         try:
             ledger.read_runs(connection, 2**31 - 1)
@@ -70,7 +71,6 @@ def read_state(index_dir: Path) -> State:
             meta=meta,
             generation=generation,
             ids=ids,
-            vectors=vectors,
             dangling=catalog.damage_reported(checks.dangling_chunks, connection),
             duplicates=catalog.damage_reported(checks.duplicate_rows, connection, ledger_error is None),
             ledger_error=ledger_error,
@@ -86,6 +86,8 @@ def read_state(index_dir: Path) -> State:
                 state.vector_index = load_vectors(index_dir, meta)
         except IndexCorruptError as exc:
             state.vector_error = str(exc).replace(f"{index_dir}/", "")
+        if state.vector_index is not None and not ids_match(state):
+            state.vectors_differ = catalog.damage_reported(_vectors_differ, connection, state.vector_index, dimension)
         state.bm25_issues = bm25_problems(index_dir, meta, full=True)
         if not state.bm25_issues or "is missing" not in state.bm25_issues[0]:
             try:
@@ -94,9 +96,17 @@ def read_state(index_dir: Path) -> State:
                 state.bm25_issues.append(str(exc).split("; run")[0])
         if state.lexical is not None:
             state.passage_issues = passages.problems(
-                index_dir, state.lexical, lambda ids: catalog.passage_batches(connection, ids).read_all()
+                index_dir, state.lexical, lambda ids: catalog.passage_batches(connection, ids)
             )
     return state
+
+
+def _vectors_differ(connection: Any, index: SegmentedVectors, dimension: int) -> bool:
+    # Streamed: at 1M chunks reading every vector at once held them twice (Arrow and numpy, 3 GB).
+    return any(
+        not np.allclose(index.vectors(ids), vectors, atol=1e-6)
+        for ids, vectors in catalog.vector_batches(connection, dimension)
+    )
 
 
 # ---------------------------------------------------------------- the invariants
@@ -126,7 +136,8 @@ def ids_match(state: State) -> list[str]:
     """The vector index and the BM25 folder hold exactly the catalog's chunk ids."""
     problems = []
     index = state.vector_index
-    if index is not None and (index.dimension != state.vectors.shape[1] or not np.array_equal(index.ids(), state.ids)):
+    dimension = int(state.meta["dimension"])
+    if index is not None and (index.dimension != dimension or not np.array_equal(index.ids(), state.ids)):
         problems.append(
             f"{state.vector_path.name} holds other chunk ids than {catalog.DB_FILE} ({len(index)} vs {len(state.ids)})"
         )
@@ -137,10 +148,9 @@ def ids_match(state: State) -> list[str]:
 
 def vectors_match(state: State) -> list[str]:
     """The vector index stores exactly the catalog's vectors."""
-    index = state.vector_index
-    if index is None or ids_match(state) or not len(state.ids):
+    if state.vector_index is None or ids_match(state) or not len(state.ids):
         return []
-    if not np.allclose(index.vectors(state.ids), state.vectors, atol=1e-6):
+    if state.vectors_differ:
         return [f"{state.vector_path.name} holds other vectors than {catalog.DB_FILE}"]
     return []
 

@@ -1,0 +1,151 @@
+"""Connections to ``meta.duckdb``: the database lock around each, and the settings every connection gets.
+
+DuckDB's defaults let one connection's buffer pool, hash tables and checkpoint grow to 80% of the machine's
+memory, and its spill files go to ``meta.duckdb.tmp`` inside the index directory. A citeline connection gets
+:data:`MEMORY_LIMIT` instead, with spill files in a folder of the system's temporary directory (one per process
+and database file, which DuckDB creates when it first spills and removes when the connection closes), so
+DuckDB spills to disk instead of growing with the catalog. ``catalog`` re-exports :func:`connect`; the SQL
+stays there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from citeline.errors import IndexCorruptError, IndexLockedError, IndexNotFoundError, IndexWriteError
+from citeline.store.locks import database_lock
+
+DB_FILE = "meta.duckdb"
+
+#: DuckDB's memory ceiling for each connection, in MB (its buffer pool, joins, sorts and the checkpoint at close).
+#: One 20k-chunk commit into the 1M-chunk index (9 new JSONL files, one process, loaded machine) peaked at 2.38 GB
+#: with DuckDB's default (80% of RAM: 18.8 GiB here), 1.25 GB of it the checkpoint as the writer's connection
+#: closed; with 512 MB it peaked at 1.08-1.11 GB for the same CPU (32.7-37.9 CPU-s in the commit, against 34.8).
+MEMORY_LIMIT_MB = 512
+#: DuckDB's threads per connection. Each thread pins buffers of its own: at 512 MB with two threads, the passage
+#: rows of a 330k-chunk segment (``catalog.passage_batches``, which ``verify`` compares) failed with "failed to pin
+#: block" at 1M chunks; with one thread they spill and pass (6.8 CPU-s, 0.96 GB peak; no limit: 4.6 CPU-s, 1.73
+#: GB; 1 GB and two threads: 4.0 CPU-s, 1.52 GB), as do all 1M rows (11.2 CPU-s, 0.94 GB) and all BM25 texts
+#: (``rebuild``). The commit's peak and CPU did not move (1.11 GB, 37.9 CPU-s in the commit).
+THREADS = 1
+#: Past this share of the catalog file's size, the ceiling grows with it: what DuckDB cannot spill (the primary
+#: keys' ART indexes, a transaction's undo) grows with the rows, and a statement that reaches the ceiling fails.
+#: The 1M-chunk catalog (1.9 GB) stays at 512 MB; a 10M-chunk one (about 19 GB) would get about 4.7 GB.
+MEMORY_SHARE_OF_CATALOG = 0.25
+
+
+def settings(path: Path) -> dict[str, Any]:
+    """DuckDB's configuration for a connection to the database file ``path``.
+
+    DuckDB refuses a second connection to a file it has open in the process with other settings; the settings
+    depend only on the process, the file and its size, and its size cannot change while a connection of ours
+    holds ``db.lock`` (a writer's is exclusive), so connections open at the same time always agree."""
+    resolved = path.resolve()
+    digest = hashlib.blake2b(str(resolved).encode(), digest_size=6).hexdigest()
+    spill = Path(tempfile.gettempdir()) / f"citeline-duckdb-{os.getpid()}-{digest}"
+    try:
+        grown = int(resolved.stat().st_size * MEMORY_SHARE_OF_CATALOG) // 10**6
+    except OSError:
+        grown = 0
+    limit = f"{max(MEMORY_LIMIT_MB, grown)}MB"
+    return {"memory_limit": limit, "threads": THREADS, "temp_directory": str(spill)}
+
+
+#: DuckDB's message when another process holds the database file ("Could not set lock on file ...: Conflicting
+#: lock is held in ...").
+_LOCK_CONFLICT = re.compile(r"could not set lock|conflicting lock", re.IGNORECASE)
+
+
+#: DuckDB's messages for a file it may not write (a read-only mount, permissions): not damage.
+_NOT_WRITABLE = re.compile(r"read-only file system|permission denied", re.IGNORECASE)
+
+
+def db_path(index_dir: Path) -> Path:
+    """The DuckDB file of an index directory."""
+    return index_dir / DB_FILE
+
+
+class _LockedConnection:
+    """A DuckDB connection that also holds the index's database lock (see :func:`connect`) until closed."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, lock: Any):
+        self._connection = connection
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+    def __enter__(self) -> _LockedConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (DuckDB checkpoints here), then release the lock."""
+        try:
+            self._connection.close()
+        finally:
+            if self._lock is not None:
+                self._lock.close()  # closing the descriptor releases the flock
+                self._lock = None
+
+
+def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckdb.DuckDBPyConnection:
+    """Open the index's DuckDB file, waiting while another process holds a conflicting lock.
+
+    DuckDB lets one process write or several processes read a file; a writer holds it only while it plans and
+    commits, so a reader (or writer) that finds it locked waits briefly instead of failing. Close the returned
+    connection (or use it as a context manager) to release the lock.
+    """
+    path = db_path(index_dir)
+    if read_only and not path.exists():
+        raise IndexNotFoundError(
+            f"no citeline index at {index_dir} (no {DB_FILE}); build one with "
+            f"`citeline ingest PATH --index {index_dir}`"
+        )
+    deadline = time.monotonic() + timeout
+    lock = database_lock(index_dir, exclusive=not read_only, deadline=deadline, what=str(path))
+    delay = 0.005
+    config = settings(path)
+    try:
+        while True:
+            try:
+                opened = duckdb.connect(str(path), read_only=read_only, config=config)
+                return _LockedConnection(opened, lock)  # type: ignore[return-value]
+            except duckdb.Error as exc:
+                # Only DuckDB's lock conflict is worth waiting for. (Matching any "lock" also matched damage:
+                # a damaged header's message speaks of a "block", and was reported as locked after 30 s.)
+                if _NOT_WRITABLE.search(str(exc)):
+                    raise IndexWriteError(
+                        f"cannot open {path}{'' if read_only else ' for writing'}: {str(exc).splitlines()[0]}"
+                    ) from exc
+                if not _LOCK_CONFLICT.search(str(exc)):
+                    raise IndexCorruptError(
+                        f"cannot open {path}: {str(exc).splitlines()[0]}; the file is damaged or not a citeline "
+                        "index. Restore it from a backup, or build a new index with "
+                        "`citeline ingest PATH --index NEW_DIR`"
+                    ) from exc
+                if time.monotonic() > deadline:
+                    raise IndexLockedError(
+                        f"{path} is locked by another process and stayed locked for {timeout:.0f} s: {exc}"
+                    ) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+    except BaseException:
+        if lock is not None:
+            lock.close()
+        raise
+
+
+def create_file(path: Path) -> duckdb.DuckDBPyConnection:
+    """A connection to a new, unlocked DuckDB file (an index under construction, not yet under its real name)."""
+    return duckdb.connect(str(path), config=settings(path))
