@@ -12,7 +12,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,18 @@ def holds_index(path: str | os.PathLike[str]) -> bool:
 
 
 @contextlib.contextmanager
-def index_for_run(path: str | os.PathLike[str], *, dry_run: bool, **settings: Any) -> Iterator[Index]:
-    """``Index.create(path, **settings)``; for a dry run where ``path`` holds no index, an empty index of those
-    settings in a temporary folder (removed on exit), so that the dry run creates nothing at ``path``."""
+def index_for_run(
+    path: str | os.PathLike[str], *, dry_run: bool, create: Callable[..., Index] | None = None, **settings: Any
+) -> Iterator[Index]:
+    """``create(path, **settings)`` (default ``Index.create``); for a dry run where ``path`` holds no index, an
+    empty index of those settings in a temporary folder (removed on exit), so that the dry run creates nothing at
+    ``path``. ``create``: the caller's front class (the flow's, which its tests replace)."""
+    create = create or Index.create
     if not dry_run or holds_index(path):
-        yield Index.create(path, **settings)
+        yield create(path, **settings)
         return
     scratch = tempfile.mkdtemp(prefix="citeline-dry-run-")
     try:
-        yield Index.create(Path(scratch) / Path(path).name, **settings)
+        yield create(Path(scratch) / Path(path).name, **settings)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -145,6 +145,8 @@ def quote_partners(docs: Sequence[str], words: Sequence[list[int]]) -> dict[int,
         shingles = shingles * np.uint64(1_000_003) + ids[offset : offset + count]
     own = owner[:count]
     keep = (own == owner[SHINGLE - 1 :]) & (lengths >= MIN_SHARED_WORDS)[own]  # within one hit, of a long one
+    if not keep.any():  # every hit too short to quote (np.r_ below would make a mask of one)
+        return {}
     order = np.lexsort((own[keep], shingles[keep]))
     shingles, own = shingles[keep][order], own[keep][order]
     distinct = np.r_[True, (shingles[1:] != shingles[:-1]) | (own[1:] != own[:-1])]

@@ -373,6 +373,7 @@ def ingest_flow(
     with index_for_run(
         settings.index_path,
         dry_run=dry_run,
+        create=Index.create,
         model=model,
         backend=backend,
         max_tokens=max_tokens,

@@ -80,6 +80,14 @@ def test_dask_search_gives_the_threads_results_in_every_mode_with_filters_and_co
                 want = _results(local, query, mode=mode, **options)
                 assert _results(remote, query, mode=mode, **options) == want
                 assert want  # the filter keeps half of every shard
+    # The document-level signals read term counts and chunk rows on the workers: the same fused scores.
+    from citeline.search import DOCUMENT_FUSION
+
+    for query in _queries(8):
+        want_ranked = local.rank(query, 10, mode="hybrid", fusion=DOCUMENT_FUSION)
+        got_ranked = remote.rank(query, 10, mode="hybrid", fusion=DOCUMENT_FUSION)
+        assert [c for c, _ in got_ranked] == [c for c, _ in want_ranked]
+        assert [s for _, s in got_ranked] == pytest.approx([s for _, s in want_ranked])
     # A client that does not see the shards' folders (each on its worker's disk) reads the meta from a worker too.
     blind = ShardedIndex(root, Manifest.read(root), [], HashEmbedder(), DaskShards(cluster.scheduler_address, 4))
     assert blind.meta["model"] == local.meta["model"]
