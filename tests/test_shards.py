@@ -156,7 +156,8 @@ def test_a_rerun_commits_only_in_the_shards_whose_documents_changed(tmp_path: Pa
     run = index.ingest([corpus], parallel="serial")
     assert (run.added, run.updated, run.unchanged) == (0, 1, 11)
     after = [part.status().generation for part in index.shards]
-    changed = [n for n, part in enumerate(index.shards) if part.runs(1)[0].updated]
+    # (a shard the 12 documents all missed was never started, so its ledger may be empty: ids hash the path)
+    changed = [n for n, part in enumerate(index.shards) if any(run.updated for run in part.runs(1))]
     doc_id = next(d["doc_id"] for d in index.documents() if d["source_id"] == "d5.txt")
     assert changed == [shard_of(doc_id, 3)]
     assert after == [b + (n in changed) for n, b in enumerate(before)]  # the other shards did not commit
