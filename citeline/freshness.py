@@ -35,20 +35,14 @@ from citeline.store import documents as stored_documents
 SETTLED_SECONDS = 2.0
 
 
-def unchanged_files(
-    index_dir: Path, roots: Sequence[str], files: Sequence[SourceFile]
-) -> tuple[ParsedBatch, list[SourceFile]]:
-    """A :class:`ParsedBatch` standing for the files that need not be read again (``fresh_files`` and their
-    ``fresh_documents``), and the files that must be read."""
-    if not files or not catalog.db_path(index_dir).exists():
-        return ParsedBatch(), list(files)
+def found_files(files: Sequence[SourceFile]) -> pa.Table:
+    """Each file's ``root``, ``source_file``, ``size`` and ``mtime``: the table ``documents.fresh_files`` joins
+    against the catalog. A file that cannot be stat'ed is left out (never fresh: parsing reads and reports it)."""
     stats: list[tuple[SourceFile, int, float]] = []
-    unreadable: list[SourceFile] = []
     for source in files:
         try:
             stat = os.stat(source.path)
         except OSError:
-            unreadable.append(source)  # parsing will report it
             continue
         stats.append((source, stat.st_size, stat.st_mtime))
     found = pa.table(
@@ -59,6 +53,17 @@ def unchanged_files(
             "mtime": pa.array([mtime for _, _, mtime in stats], pa.float64()),
         }
     )
+    return found
+
+
+def unchanged_files(
+    index_dir: Path, roots: Sequence[str], files: Sequence[SourceFile]
+) -> tuple[ParsedBatch, list[SourceFile]]:
+    """A :class:`ParsedBatch` standing for the files that need not be read again (``fresh_files`` and their
+    ``fresh_documents``), and the files that must be read."""
+    if not files or not catalog.db_path(index_dir).exists():
+        return ParsedBatch(), list(files)
+    found = found_files(files)
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
         rows = stored_documents.fresh_files(connection, found, SETTLED_SECONDS)
     fresh = {(root, source_file): documents for root, source_file, documents, is_fresh in rows if is_fresh}

@@ -17,13 +17,10 @@ skipping safe again.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pyarrow as pa
 
 from citeline import freshness
 from citeline.discovery import Discovery
@@ -64,21 +61,7 @@ class Freshness:
 def unchanged_files(shard_dirs: Sequence[Path], files: Sequence[SourceFile]) -> Freshness:
     """Which files no shard needs read again, and each shard's generation (one read-only connection a shard)."""
     per_shard, generations = [0] * len(shard_dirs), [0] * len(shard_dirs)
-    stats: list[tuple[SourceFile, int, float]] = []
-    for source in files:
-        try:
-            stat = os.stat(source.path)
-        except OSError:
-            continue  # read (and reported) by parsing
-        stats.append((source, stat.st_size, stat.st_mtime))
-    found = pa.table(
-        {
-            "root": pa.array([source.root for source, _, _ in stats], pa.string()),
-            "source_file": pa.array([source.source_id for source, _, _ in stats], pa.string()),
-            "size": pa.array([size for _, size, _ in stats], pa.int64()),
-            "mtime": pa.array([mtime for _, _, mtime in stats], pa.float64()),
-        }
-    )
+    found = freshness.found_files(files)
     fresh: dict[tuple[str, str], dict[int, int]] = {}
     stale: set[tuple[str, str]] = set()
     for number, directory in enumerate(shard_dirs):
