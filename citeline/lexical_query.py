@@ -181,14 +181,22 @@ class Reader:
                 continue
             lengths[rows] = plain.lengths[local]
             for column, term in enumerate(terms):
-                for part, start, end in self.term(term).ranges:
-                    if part != number:
-                        continue
-                    postings = plain.postings[start:end]
-                    where = np.minimum(np.searchsorted(postings, local), len(postings) - 1)
-                    hit = postings[where] == local
-                    tfs[rows[hit], column] = plain.tfs[start + where[hit]]
+                for hit, at in self._postings_of(term, number, local):
+                    tfs[rows[hit], column] = plain.tfs[at]
         return tfs, lengths
+
+    def _postings_of(self, term: int, number: int, local: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Where part ``number``'s sorted ``local`` positions hold ``term``: ``(mask over local, posting index)``
+        for each range of the term's postings in that part."""
+        found = []
+        for part, start, end in self.term(term).ranges:
+            if part != number:
+                continue
+            docs = self.plain[number].postings[start:end]
+            at = np.minimum(np.searchsorted(docs, local), len(docs) - 1)
+            hit = docs[at] == local
+            found.append((hit, start + at[hit]))
+        return found
 
     def query_terms(self, query: str) -> list[int]:
         """The analyzed query's term hashes, in query order (a repeated term counts again, as in bm25s)."""
@@ -230,13 +238,8 @@ class Reader:
                     share = cache.get((term, number))
                     if share is None:
                         share = np.zeros(len(local), dtype=np.float32)
-                        for part, start, end in self.term(term).ranges:
-                            if part != number:
-                                continue
-                            docs = p.postings[start:end]
-                            at = np.minimum(np.searchsorted(docs, local), len(docs) - 1)
-                            hit = docs[at] == local
-                            share[hit] = shares(idf, p.tfs[start + at[hit]], lengths[hit], average)
+                        for hit, at in self._postings_of(term, number, local):
+                            share[hit] = shares(idf, p.tfs[at], lengths[hit], average)
                         cache[(term, number)] = share
                     total += share
             out.append(total)
