@@ -435,7 +435,12 @@ def test_ctrl_c_stops_schedule_cleanly(prefect_api: str, tmp_path: Path, seeds_d
         assert any("serving citeline-ingest/ctrl-c" in line for line in seen), "".join(seen)
         time.sleep(2)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
+        try:
+            _, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate()
+            pytest.fail(f"still serving 60 s after Ctrl-C; its stderr:\n{''.join(seen)}{stderr}")
     finally:
         if process.poll() is None:
             process.kill()
