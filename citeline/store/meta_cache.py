@@ -1,11 +1,12 @@
 """``meta.json``: the catalog's ``index_meta`` as of the database file's last change, so that a reader (a cold
 ``citeline search``) opens an index without DuckDB.
 
-Importing DuckDB and reading the meta through a read-only connection cost a cold search on the seeds index about
-0.15 CPU-s of its 0.84 (``/tmp/cold3`` stages: import 0.085-0.118, connect and read 0.05-0.08). Every writer's
+Importing DuckDB and reading the meta through a read-only connection cost a cold search on the seeds index
+0.17-0.23 CPU-s (3 runs by stage: the import 0.085-0.118; ``Index.open``'s connect, meta and checks 0.083-0.115,
+from this file 0.005). Every writer's
 connection refreshes the file as it closes (``connection.after_writes``): it reads the meta through that connection
 in a transaction of its own (none if one is open: then the file is left stale), and once DuckDB has closed the file,
-still under the exclusive database lock, writes it with the stamp (size and modification time) of ``meta.duckdb``
+still under the exclusive database lock, writes it with the stamp (times, size and inode) of ``meta.duckdb``
 and its WAL as they are then. A reader takes the shared database lock and uses the file only
 while that stamp still holds; any other change of the database files (a commit, a ledger row, a writer killed
 before it refreshed the file, a damaged or replaced file) leaves a stamp that no longer matches, and the reader
@@ -25,19 +26,21 @@ CACHE_FILE = "meta.json"
 #: What the file's layout is; another value is read as no file.
 CACHE_FORMAT = 1
 
-Stamp = tuple[tuple[int, int], ...]
+Stamp = tuple[tuple[int, ...], ...]
 
 
 def db_stamp(index_dir: Path) -> Stamp:
-    """Modification time and size of the index's database file and its WAL: any commit changes them."""
+    """Modification and change times, size and inode of the index's database file and its WAL: any commit changes
+    them. (The change time and inode also tell a file restored from a backup, its old modification time kept, from
+    the one ``meta.json`` was written beside.)"""
     stamps = []
     path = catalog.db_path(index_dir)
     for candidate in (path, path.with_name(catalog.DB_FILE + ".wal")):
         try:
             stat = candidate.stat()
-            stamps.append((stat.st_mtime_ns, stat.st_size))
+            stamps.append((stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino))
         except FileNotFoundError:
-            stamps.append((0, 0))
+            stamps.append((0, 0, 0, 0))
     return tuple(stamps)
 
 
@@ -49,7 +52,7 @@ def read(index_dir: Path, stamp: Stamp) -> dict[str, Any] | None:
         return None
     if not isinstance(cached, dict) or cached.get("format") != CACHE_FORMAT:
         return None
-    if [tuple(part) for part in cached.get("stamp", ())] != list(stamp) or stamp[0] == (0, 0):
+    if [tuple(part) for part in cached.get("stamp", ())] != list(stamp) or not any(stamp[0]):
         return None
     meta = cached.get("meta")
     return meta if isinstance(meta, dict) and meta else None
