@@ -10,7 +10,6 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import click
-import duckdb
 
 from citeline.embedding import BACKENDS
 from citeline.errors import CitelineError, SettingsError
@@ -158,7 +157,10 @@ def user_errors(func: F) -> F:
         except OSError as exc:  # permissions, a full disk, a path that is a file: the user can fix these
             where = f"{exc.filename}: " if exc.filename else ""
             raise click.ClickException(f"{where}{exc.strerror or exc}") from exc
-        except duckdb.Error as exc:  # the library reports damage itself where it reads; this is the last resort
+        except Exception as exc:  # DuckDB's errors: the library reports damage where it reads; this is the last resort
+            duckdb = sys.modules.get("duckdb")  # not imported: not DuckDB's (a search may never load it)
+            if duckdb is None or not isinstance(exc, duckdb.Error):
+                raise
             raise click.ClickException(f"the index's database failed: {str(exc).splitlines()[0]}") from exc
 
     return wrapper  # type: ignore[return-value]

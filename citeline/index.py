@@ -52,7 +52,7 @@ class Index:
         self._embedder = embedder
         self._snapshot: ReadSnapshot | MetaRead | None = read  # Index.open's: the first snapshot maps it if current
 
-    #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.shards`` registers it).
+    #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.shards`` registers it; read last).
     sharded: ClassVar[type[Index] | None] = None
 
     @classmethod
@@ -74,7 +74,7 @@ class Index:
         all-MiniLM-L6-v2 on torch, chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector
         index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one). ``shards``: a root
         of that many shards (``citeline.shards``; an existing root is opened with or without it)."""
-        if Index.sharded and (shards is not None or (Path(path) / SHARDS_MANIFEST).exists()):
+        if (shards is not None or (Path(path) / SHARDS_MANIFEST).exists()) and Index.sharded:
             return Index.sharded.create(
                 path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
                 embedder=embedder, vector_index=vector_index, shards=shards
@@ -114,7 +114,7 @@ class Index:
         running, and only when ``repair`` is true.
         """
         index_dir = Path(path)
-        if Index.sharded and ((index_dir / SHARDS_MANIFEST).exists() or any(sharded.values())):  # it says if not
+        if ((index_dir / SHARDS_MANIFEST).exists() or any(sharded.values())) and Index.sharded:  # it says if not
             return Index.sharded.open(
                 index_dir, model=model, backend=backend, embedder=embedder, repair=repair, **sharded
             )

@@ -120,6 +120,10 @@ def write_mapped_copy(export_dir: Path, backend: str) -> None:
             _write_copy(exported, mapped, _save_mapped)
         if not optimized.exists():
             _write_copy(exported, optimized, lambda _, target: _save_optimized(mapped, target))
+        # Releases before the instruction set was in the name wrote ``<stem>.optimized.onnx``: unused since.
+        stale = exported.with_name(f"{exported.stem}.optimized.onnx")
+        for path in (stale, stale.with_name(stale.name + ".data")):
+            path.unlink(missing_ok=True)
 
 
 def _save_mapped(exported: Path, target: Path) -> None:

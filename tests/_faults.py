@@ -166,7 +166,7 @@ def disk_full(work: Path, docs: Path, index: Index) -> Iterator[Callable[[], obj
         small = Index.open(disk / "index", embedder=HashEmbedder())
         new = work / "more"
         _docs(new)
-        with (disk / "filler").open("wb") as handle, contextlib.suppress(OSError):
+        with (disk / "filler").open("wb", buffering=0) as handle, contextlib.suppress(OSError):
             while True:
                 handle.write(b"\0" * 65536)
                 handle.flush()

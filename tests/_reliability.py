@@ -265,7 +265,8 @@ def worker_read(index_dir: Path, stopfile: Path, log: Path) -> None:
     """Search in a loop until ``stopfile`` exists; log each result list with its generation, or the error."""
     rng = random.Random(os.getpid())
     lock_waits = 0
-    duckdb = catalog.duckdb
+    import duckdb  # the module store.connection connects through (it imports it where it connects)
+
     connect = duckdb.connect
 
     def counting_connect(*args: Any, **kwargs: Any) -> Any:

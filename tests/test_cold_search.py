@@ -1,17 +1,22 @@
-"""A cold search connects to DuckDB once: the first snapshot maps the generation ``Index.open`` read, unless a commit
-came in between (then it reads the meta again)."""
+"""A cold search does not connect to DuckDB: ``Index.open`` reads the meta from ``meta.json`` while its stamp holds
+(``store.meta_cache``), else once from the catalog, and the first snapshot maps the generation it read, unless a
+commit came in between (then it reads the meta again). Neither DuckDB nor the shards modules are imported."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import HashEmbedder
+from conftest import REPO, HashEmbedder
 
 from citeline import Index
 from citeline.arrays import unique
-from citeline.store import catalog
+from citeline.store import catalog, connection, generation, meta_cache
 
 
 def _notes(folder: Path, names: list[str]) -> Path:
@@ -36,11 +41,86 @@ def _counting_connects(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 def test_open_then_search_connects_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = _notes(tmp_path / "docs", ["river", "garrison"])
     Index.create(tmp_path / "index", embedder=HashEmbedder()).ingest([docs])
+    (tmp_path / "index" / meta_cache.CACHE_FILE).unlink()  # as an index last written before meta.json
     calls = _counting_connects(monkeypatch)
     index = Index.open(tmp_path / "index", embedder=HashEmbedder())
     results = index.search("wages", k=2)
     assert len(results) == 2
     assert calls == [True]  # Index.open's read; the snapshot mapped what it read
+
+
+def test_open_then_search_reads_meta_json_and_never_connects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = _notes(tmp_path / "docs", ["river", "garrison"])
+    Index.create(tmp_path / "index", embedder=HashEmbedder()).ingest([docs])
+    calls = _counting_connects(monkeypatch)
+    results = Index.open(tmp_path / "index", embedder=HashEmbedder()).search("wages", k=2)
+    assert len(results) == 2
+    assert calls == []
+
+
+def _cached(index_dir: Path) -> dict | None:
+    return meta_cache.read(index_dir, meta_cache.db_stamp(index_dir))
+
+
+def test_meta_json_is_the_catalogs_meta_after_every_write(tmp_path: Path) -> None:
+    docs = _notes(tmp_path / "docs", ["river", "garrison", "mill"])
+    index = Index.create(tmp_path / "index", embedder=HashEmbedder())
+    index.ingest([docs])
+    assert _cached(index.path) == generation.read_meta(index.path)
+    (docs / "mill.txt").unlink()
+    index.ingest([docs], allow_removals=True)  # a removal: generation 2
+    assert _cached(index.path) == generation.read_meta(index.path)
+    assert _cached(index.path)["generation"] == 2  # type: ignore[index]
+    index.rebuild()
+    assert _cached(index.path) == generation.read_meta(index.path)
+
+
+def test_a_stale_or_unreadable_meta_json_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = _notes(tmp_path / "docs", ["river"])
+    Index.create(tmp_path / "index", embedder=HashEmbedder()).ingest([docs])
+    # A writer killed after its commit, before it refreshed meta.json: the file still says generation 1.
+    _notes(docs, ["bridge", "mill"])
+    with monkeypatch.context() as patched:
+        patched.setattr(connection, "_AFTER_WRITES", [])
+        Index.open(tmp_path / "index", embedder=HashEmbedder()).ingest([docs])
+    stale = json.loads((tmp_path / "index" / meta_cache.CACHE_FILE).read_text())
+    assert stale["meta"]["generation"] == 1 and _cached(tmp_path / "index") is None
+    reader = Index.open(tmp_path / "index", embedder=HashEmbedder())
+    assert reader.meta["generation"] == 2
+    assert len(reader.search("wages", k=5, collapse=False)) == 3
+    for damaged in (b"", b'{"format": 1, "stamp": [[0, 0]]', b"[1, 2]", b"\xff\xfe"):
+        (tmp_path / "index" / meta_cache.CACHE_FILE).write_bytes(damaged)
+        assert Index.open(tmp_path / "index", embedder=HashEmbedder()).search("wages", k=5, collapse=False)
+
+
+#: What a one-index search must not import: DuckDB (meta.json), the shards modules and the writing pipeline.
+NOT_ON_THE_SEARCH_PATH = ("duckdb", "citeline.shards", "citeline.shard_search", "citeline.pipeline")
+
+_CLI_SEARCH = """
+import json, sys
+import citeline.index
+from conftest import HashEmbedder
+citeline.index.SentenceTransformerEmbedder = lambda *args, **kwargs: HashEmbedder()
+from citeline.cli import cli
+try:
+    cli(["search", "wages", "-k", "2", "--index", sys.argv[1]])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(json.dumps(sorted(name for name in sys.modules if name.startswith(("duckdb", "citeline")))))
+"""
+
+
+def test_a_cold_cli_search_imports_neither_duckdb_nor_the_shards(tmp_path: Path) -> None:
+    docs = _notes(tmp_path / "docs", ["river", "garrison"])
+    Index.create(tmp_path / "index", embedder=HashEmbedder()).ingest([docs])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    done = subprocess.run(
+        [sys.executable, "-c", _CLI_SEARCH, str(tmp_path / "index")], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout.splitlines()[-1]))
+    assert "citeline.render" in loaded and "citeline.search" in loaded  # it did search and print
+    assert loaded.isdisjoint(NOT_ON_THE_SEARCH_PATH), sorted(loaded & set(NOT_ON_THE_SEARCH_PATH))
 
 
 def test_a_commit_between_open_and_search_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,9 +21,8 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -31,6 +30,9 @@ from citeline.errors import IndexCorruptError
 from citeline.store import ledger
 from citeline.store.connection import DB_FILE, connect, create_file, db_path  # noqa: F401  (re-exported)
 from citeline.store.rows import arrow_to_vectors
+
+if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
+    import duckdb
 
 SCHEMA_VERSION = 1
 T = TypeVar("T")
@@ -117,6 +119,8 @@ _OPTIONAL_META: dict[str, type | tuple[type, ...]] = {
 def read_meta(connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """``index_meta`` as a dict with JSON-decoded values; raises :class:`IndexCorruptError` naming a value that
     does not decode, has the wrong type, or is missing (an empty ``index_meta`` reads as ``{}``: not an index)."""
+    import duckdb  # loaded already: ``connection`` is DuckDB's
+
     try:
         rows = connection.execute("SELECT key, value FROM index_meta").fetchall()
     except duckdb.Error as exc:
@@ -153,6 +157,8 @@ def _damaged_meta(what: str) -> IndexCorruptError:
 def damage_reported(read: Callable[..., T], connection: duckdb.DuckDBPyConnection, *args: Any) -> T:
     """``read(connection, *args)``, with a DuckDB error (a dropped table, a column of the wrong type, a damaged
     block) raised as one :class:`IndexCorruptError` line naming the index's database."""
+    import duckdb  # loaded already: ``connection`` is DuckDB's
+
     try:
         return read(connection, *args)
     except duckdb.Error as exc:

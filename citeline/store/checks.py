@@ -4,7 +4,10 @@ the catalog's tables, kept beside ``catalog.py`` so that each stays under 500 li
 
 from __future__ import annotations
 
-import duckdb
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
+    import duckdb
 
 #: Each table and the column that identifies its rows (its primary key in indexes created since the keys).
 KEYS = {"index_meta": "key", "documents": "doc_id", "chunks": "chunk_id", "runs": "run_id"}

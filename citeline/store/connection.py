@@ -10,18 +10,21 @@ stays there.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
-
-from citeline.errors import IndexCorruptError, IndexLockedError, IndexNotFoundError, IndexWriteError
+from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexNotFoundError, IndexWriteError
 from citeline.store.locks import database_lock
+
+if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
+    import duckdb
 
 DB_FILE = "meta.duckdb"
 
@@ -73,12 +76,29 @@ def db_path(index_dir: Path) -> Path:
     return index_dir / DB_FILE
 
 
+#: A writer's connection, as it closes, calls ``callback(index_dir, connection)`` just before DuckDB closes it; what
+#: that returns (if not None) is called after the close (DuckDB has checkpointed), while the exclusive database lock
+#: is still held, so no other process has changed the file in between. ``store.meta_cache`` reads the meta then,
+#: and writes ``meta.json`` with the file's stamp after the close (see :func:`after_writes`).
+AfterWrites = Callable[[Path, Any], Callable[[], None] | None]
+_AFTER_WRITES: list[AfterWrites] = []
+
+
+def after_writes(callback: AfterWrites) -> AfterWrites:
+    """Register ``callback`` for every writer's connection as it closes (a decorator). Its failures are ignored:
+    what it derives (a cache) must be checked by its readers."""
+    _AFTER_WRITES.append(callback)
+    return callback
+
+
 class _LockedConnection:
     """A DuckDB connection that also holds the index's database lock (see :func:`connect`) until closed."""
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection, lock: Any):
+    def __init__(self, connection: duckdb.DuckDBPyConnection, lock: Any, index_dir: Path, writer: bool):
         self._connection = connection
         self._lock = lock
+        self._index_dir = index_dir
+        self._writer = writer
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._connection, name)
@@ -92,11 +112,27 @@ class _LockedConnection:
     def close(self) -> None:
         """Close the connection (DuckDB checkpoints here), then release the lock."""
         try:
+            then = self._before_close() if self._writer and self._lock is not None else []
             self._connection.close()
+            for call in then:
+                with contextlib.suppress(OSError, CitelineError):
+                    call()
         finally:
             if self._lock is not None:
                 self._lock.close()  # closing the descriptor releases the flock
                 self._lock = None
+
+    def _before_close(self) -> list[Callable[[], None]]:
+        # Through the writer's own connection: a fresh read-only connection after the close cost 20-45 ms CPU a
+        # writer connection (hook_cost.py, seeds index), this about 1 ms.
+        import duckdb
+
+        then = []
+        for callback in _AFTER_WRITES:
+            with contextlib.suppress(duckdb.Error, OSError, CitelineError):
+                if (call := callback(self._index_dir, self._connection)) is not None:
+                    then.append(call)
+        return then
 
 
 def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckdb.DuckDBPyConnection:
@@ -106,6 +142,8 @@ def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckd
     commits, so a reader (or writer) that finds it locked waits briefly instead of failing. Close the returned
     connection (or use it as a context manager) to release the lock.
     """
+    import duckdb  # here, not with the module: a search that reads meta.json never connects
+
     path = db_path(index_dir)
     if read_only and not path.exists():
         raise IndexNotFoundError(
@@ -120,7 +158,7 @@ def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckd
         while True:
             try:
                 opened = duckdb.connect(str(path), read_only=read_only, config=config)
-                return _LockedConnection(opened, lock)  # type: ignore[return-value]
+                return _LockedConnection(opened, lock, index_dir, not read_only)  # type: ignore[return-value]
             except duckdb.Error as exc:
                 # Only DuckDB's lock conflict is worth waiting for. (Matching any "lock" also matched damage:
                 # a damaged header's message speaks of a "block", and was reported as locked after 30 s.)
@@ -148,4 +186,6 @@ def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckd
 
 def create_file(path: Path) -> duckdb.DuckDBPyConnection:
     """A connection to a new, unlocked DuckDB file (an index under construction, not yet under its real name)."""
+    import duckdb
+
     return duckdb.connect(str(path), config=settings(path))

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 
 from citeline.errors import IndexNotFoundError, QueryError
@@ -19,6 +18,8 @@ from citeline.formats import iso_utc
 from citeline.store import catalog
 
 if TYPE_CHECKING:
+    import duckdb
+
     from citeline.filters import Filters
 
 

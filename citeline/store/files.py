@@ -130,3 +130,13 @@ def rename_into_place(staged: Path, final: Path) -> None:
     directory, so a crash leaves either no file or the whole one."""
     os.replace(staged, final)
     _fsync_directory(final.parent)
+
+
+def replace_small_file(final: Path, data: bytes) -> None:
+    """Write a small file that its readers check for themselves (``meta.json``: stamped, ``store.meta_cache``)
+    under a temporary name, then rename it into place: readers see the old file or the new one, never half of
+    it. Not fsynced and no kill point: it is no part of a generation, and after a crash a reader that finds it
+    empty, unreadable or stale reads the catalog instead."""
+    tmp = final.with_name(f"{final.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, final)

@@ -42,9 +42,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -78,6 +77,9 @@ from citeline.store.vector_files import (
     vector_problems,
     vectors_path,
 )
+
+if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
+    import duckdb
 
 #: Files of generations (vector files, BM25 folders, segments) and their temporaries, as this module names them.
 _GENERATION_FILE = re.compile(r"^(vectors|vdelta|bm25|seg)\.(\d+)((?:\.(?!tmp)\w+)*)(\.tmp.*)?$")
@@ -232,6 +234,8 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
 def _transaction(connection: duckdb.DuckDBPyConnection, index_dir: Path, generation: int) -> Iterator[None]:
     # One DuckDB transaction of a writer at ``generation``: committed if the block succeeds, else rolled back,
     # the staged files of the next generation removed, and the error reported as what it is.
+    import duckdb  # loaded already: ``connection`` is DuckDB's
+
     catalog.begin(connection)
     try:
         yield
@@ -290,6 +294,8 @@ def rebuild(index_dir: Path) -> int:
     replaced atomically and their new sizes and checksums recorded in the same transaction; files of other
     generations are removed afterwards. Returns the generation.
     """
+    import duckdb  # a search never rebuilds: loaded here, not with the module
+
     with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
         meta = catalog.read_meta(connection)
         generation = int(meta["generation"])

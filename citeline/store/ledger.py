@@ -6,12 +6,13 @@ import json
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any
 
 from citeline.errors import IndexCorruptError
 from citeline.formats import iso_utc
+
+if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
+    import duckdb
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -121,6 +122,8 @@ def mark_interrupted(connection: duckdb.DuckDBPyConnection) -> None:
 
 def read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSummary]:
     """The newest ``limit`` runs, newest first; a damaged ledger raises :class:`IndexCorruptError` in one line."""
+    import duckdb  # loaded already: ``connection`` is DuckDB's
+
     try:
         return _read_runs(connection, limit)
     except (duckdb.Error, TypeError, ValueError, AttributeError) as exc:

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -18,6 +17,9 @@ from citeline.lexical_merge import write_merged
 from citeline.lexical_segments import Part, Segment, SegmentedIndex, live_parts, merge_plan
 from citeline.store import catalog, passages
 from citeline.store.files import known_checksum, publish
+
+if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
+    import duckdb
 
 #: Artifact names, as the crash trials' stages call them (``<artifact>-tmp``, ``<artifact>-written``).
 BM25 = "bm25"

@@ -27,7 +27,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -37,6 +36,8 @@ from citeline.lexical_segments import SegmentedIndex
 from citeline.store import catalog
 
 if TYPE_CHECKING:
+    import duckdb
+
     from citeline.filters import Filters
 
 ROWS_FILE = "rows.arrow"
@@ -270,6 +271,8 @@ class Passages:
         found: list[dict[str, np.ndarray]] = []
         with self._lock:
             if self._connection is None:
+                import duckdb
+
                 self._connection = duckdb.connect(":memory:")
             for number, part in enumerate(self._parts):
                 name = f"passages_{number}"

@@ -14,12 +14,13 @@ import numpy as np
 from citeline import lexical_segments
 from citeline.errors import IndexCorruptError, IndexMismatchError
 from citeline.lexical_segments import SegmentedIndex
-from citeline.store import catalog, generation, passages
+from citeline.store import catalog, generation, meta_cache, passages
 from citeline.store.generation import bm25_path, load_vectors
 from citeline.store.locks import database_lock
+from citeline.store.meta_cache import Stamp, db_stamp
 from citeline.vectors.segments import SegmentedVectors
 
-Stamp = tuple[tuple[int, int], ...]
+__all__ = ["MetaRead", "ReadSnapshot", "Stamp", "db_stamp", "open_meta"]
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,14 @@ class MetaRead:
 
 def open_meta(index_dir: Path) -> tuple[MetaRead, list[str], list[Path]]:
     """``generation.inspect`` (meta, cheap checks' problems, orphans), with the stamp a first snapshot checks;
-    refuses an index of another schema version."""
-    stamp = db_stamp(index_dir)
-    meta, problems, orphans = generation.inspect(index_dir)
+    refuses an index of another schema version. The meta comes from ``meta.json`` while its stamp holds
+    (``store.meta_cache``), else from the catalog."""
+    cached = _cached_inspect(index_dir)
+    if cached is not None:
+        stamp, (meta, problems, orphans) = cached
+    else:
+        stamp = db_stamp(index_dir)
+        meta, problems, orphans = generation.inspect(index_dir)
     if meta.get("schema_version") != catalog.SCHEMA_VERSION:
         raise IndexMismatchError(
             f"{index_dir} has schema version {meta.get('schema_version')}, this citeline reads version "
@@ -45,17 +51,25 @@ def open_meta(index_dir: Path) -> tuple[MetaRead, list[str], list[Path]]:
     return MetaRead(stamp, dict(meta)), problems, orphans
 
 
-def db_stamp(index_dir: Path) -> Stamp:
-    """Modification time and size of the index's database file and its WAL: any commit changes them."""
-    stamps = []
-    path = catalog.db_path(index_dir)
-    for candidate in (path, path.with_name(catalog.DB_FILE + ".wal")):
-        try:
-            stat = candidate.stat()
-            stamps.append((stat.st_mtime_ns, stat.st_size))
-        except FileNotFoundError:
-            stamps.append((0, 0))
-    return tuple(stamps)
+def _cached_inspect(index_dir: Path) -> tuple[Stamp, tuple[dict[str, Any], list[str], list[Path]]] | None:
+    # generation.inspect from meta.json, under the shared database lock as inspect's connection would be: no
+    # writer can commit, refresh the file or remove files in between. None: no file, or not at this stamp.
+    if not (index_dir / meta_cache.CACHE_FILE).exists():
+        return None
+    lock = database_lock(
+        index_dir, exclusive=False, deadline=time.monotonic() + 30.0, what=str(catalog.db_path(index_dir))
+    )
+    if lock is None:
+        return None
+    try:
+        stamp = db_stamp(index_dir)
+        meta = meta_cache.read(index_dir, stamp)
+        if meta is None or "generation" not in meta:
+            return None
+        problems = generation.quick_check(index_dir, meta)
+        return stamp, (meta, problems, generation.orphan_files(index_dir, int(meta["generation"]), meta))
+    finally:
+        lock.close()
 
 
 class ReadSnapshot:
