@@ -102,7 +102,7 @@ def _index(tmp_path: Path, vector_index: str) -> Index:
     return index
 
 
-@pytest.mark.parametrize("vector_index", ["flat", "ivf", "hnsw"])
+@pytest.mark.parametrize("vector_index", ["auto", "flat", "ivf", "hnsw"])
 def test_a_rebuild_in_batches_ranks_exactly_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vector_index: str
 ) -> None:

@@ -7,7 +7,7 @@ FAISS's copy, every text as a Python string). Here:
 - the vectors are read from DuckDB a batch at a time into a spill file (``vectors.<g>.rows.tmp``: float32 rows in
   the catalog's order, an orphan by name if the process dies), and read back a span at a time with ``pread`` (the
   file is never memory-mapped, so its pages do not count towards the process's resident memory). A kind that can
-  write its file from spans (:data:`STREAMED`: ``flat``, ``ivf``) does so; ``hnsw`` (a graph built in memory
+  write its file from spans (:data:`STREAMED`: ``flat``, ``ivf``, ``auto``) does so; ``hnsw`` (a graph built in memory
   whatever the build) gets every vector in one array, read from the spill file.
 - the lexical segment is built from :data:`TEXT_BATCH` texts at a time, each batch saved as a temporary segment
   (``seg.<g>.tmp-rebuild-<k>``), and the batches merged into the published segment (``lexical_merge``, a range
@@ -35,6 +35,7 @@ from citeline.store.files import _remove, artifact_bytes, artifact_checksum, kno
 from citeline.store.lexical_files import SEGMENT, new_segment_name, publish_lexical
 from citeline.store.vector_files import VECTORS, publish_base, vector_kind, vectors_path
 from citeline.vectors import flat_files, ivf_build
+from citeline.vectors.auto import kind_for
 
 #: Kinds that write their file from vectors read a span at a time: kind name -> ``write(path, ids, rows, dim)``
 #: (``ids`` ascending, ``rows(positions)`` their vectors), returning the count written.
@@ -42,6 +43,14 @@ STREAMED: dict[str, Callable[[Path, np.ndarray, Callable[[np.ndarray], np.ndarra
     "flat": flat_files.write_built,
     "ivf": ivf_build.write_built,
 }
+
+
+def _auto(path: Path, ids: np.ndarray, rows: Callable[[np.ndarray], np.ndarray], dimension: int) -> int:
+    # ``auto`` writes the file of the kind it picks for the size (byte for byte that kind's).
+    return STREAMED[kind_for(len(ids)).kind](path, ids, rows, dimension)
+
+
+STREAMED["auto"] = _auto
 #: Rows read from DuckDB per batch into the spill file (32k rows of 384 floats: 48 MB).
 VECTOR_BATCH = 32_768
 #: Texts analysed into one temporary segment (at 1M chunks: 15 segments, then merged a range of terms at a time).
