@@ -125,6 +125,7 @@ def ingest(
             dry_run=dry_run,
             commit_every=commit_every,
             shards=shards,
+            shard_workers=shard_workers,
         )
     else:
         from citeline.dry_runs import index_for_run

@@ -19,6 +19,8 @@ from citeline.cli_common import (
     index_option,
     json_option,
     resolve_format,
+    search_dask_option,
+    shard_workers_option,
     user_errors,
     wait_option,
 )
@@ -31,8 +33,10 @@ AROUND_CHARS = 300
 @index_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port to listen on.")
+@search_dask_option
+@shard_workers_option
 @user_errors
-def serve(index_path: str, host: str, port: int) -> None:
+def serve(index_path: str, host: str, port: int, dask_address: str | None, shard_workers: str | None) -> None:
     """Serve the index over HTTP (read-only): GET /search, /documents, /documents/ID, /status, /runs, /health.
 
     The OpenAPI schema is at /openapi.json and interactive docs at /docs. The server never takes the writer
@@ -40,7 +44,7 @@ def serve(index_path: str, host: str, port: int) -> None:
     """
     from citeline.server import serve as run_server
 
-    run_server(index_path, host=host, port=port)
+    run_server(index_path, host=host, port=port, dask_address=dask_address, shard_workers=shard_workers)
 
 
 @click.command()

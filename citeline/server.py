@@ -28,12 +28,13 @@ from pydantic import BaseModel, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from citeline.embedding import Embedder
-from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError
+from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError, SettingsError
 from citeline.formats import normalize
 from citeline.index import Index
 from citeline.integrations import search as locked_search
 from citeline.results import SearchResult
 from citeline.search import DEFAULT_MODE
+from citeline.shard_remote import ShardWorkers
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
 
@@ -189,16 +190,17 @@ class _Reader:
     """The served index, opened on first use (so a server can start before the index exists) and then kept:
     its search snapshot reloads itself after every commit."""
 
-    def __init__(self, path: Path, embedder: Embedder | None):
+    def __init__(self, path: Path, embedder: Embedder | None, on_dask: dict[str, Any]):
         self.path = path
         self.embedder = embedder
+        self.on_dask = on_dask  #: ``dask_address`` and ``shard_workers`` of a sharded index searched on Dask
         self._index: Index | None = None
         self._lock = threading.Lock()
 
     def index(self) -> Index:
         with self._lock:
             if self._index is None:
-                self._index = Index.open(self.path, embedder=self.embedder, repair=False)
+                self._index = Index.open(self.path, embedder=self.embedder, repair=False, **self.on_dask)
             return self._index
 
 
@@ -219,12 +221,23 @@ def _error(status: int, message: str) -> JSONResponse:
 # ---------------------------------------------------------------- the app
 
 
-def create_app(index_path: str | os.PathLike[str], embedder: Embedder | None = None) -> FastAPI:
+def create_app(
+    index_path: str | os.PathLike[str],
+    embedder: Embedder | None = None,
+    *,
+    dask_address: str | None = None,
+    shard_workers: ShardWorkers = None,
+) -> FastAPI:
     """The HTTP API over the index at ``index_path`` (read-only; see the module docstring).
 
-    ``embedder`` replaces the index's sentence-transformers model, as in :meth:`citeline.Index.open`.
+    ``embedder`` replaces the index's sentence-transformers model, as in :meth:`citeline.Index.open`. On a sharded
+    index, ``dask_address`` runs each shard's part of a search on that Dask cluster's workers, and
+    ``shard_workers`` pins shards to workers (as in :meth:`citeline.ShardedIndex.open`).
     """
-    reader = _Reader(Path(index_path), embedder)
+    on_dask = {"dask_address": dask_address, "shard_workers": shard_workers} if dask_address else {}
+    if shard_workers and not dask_address:
+        raise SettingsError("shard_workers pins shards to Dask workers: give dask_address too")
+    reader = _Reader(Path(index_path), embedder, on_dask)
     errors: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 404, 409, 500)}
     app = FastAPI(
         title="citeline",
@@ -312,11 +325,15 @@ def serve(
     port: int = DEFAULT_PORT,
     embedder: Embedder | None = None,
     log_level: str = "info",
+    dask_address: str | None = None,
+    shard_workers: ShardWorkers = None,
 ) -> None:
-    """Run the API with uvicorn until interrupted (``citeline serve``)."""
+    """Run the API with uvicorn until interrupted (``citeline serve``); ``dask_address`` and ``shard_workers`` as
+    in :func:`create_app`."""
     import uvicorn
 
-    uvicorn.run(create_app(index_path, embedder), host=host, port=port, log_level=log_level)
+    app = create_app(index_path, embedder, dask_address=dask_address, shard_workers=shard_workers)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
 def _version() -> str:

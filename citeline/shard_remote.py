@@ -98,11 +98,17 @@ class Placement:
             f"{', '.join(sorted(workers.values())) or 'none'}); start that worker again, or change --shard-workers"
         )
 
+    def pinned_to(self, number: int) -> dict[str, Any]:
+        """Placement arguments (``client.submit``'s, or ``dask.annotate``'s) that keep shard ``number``'s task on
+        its pinned worker; ``{}`` for a shard that is not pinned."""
+        pinned = self.worker_of(number)
+        return {} if pinned is None else {"workers": [pinned], "allow_other_workers": False}
+
     def where(self, number: int) -> dict[str, Any]:
         """``client.submit``'s placement arguments for shard ``number``."""
-        pinned = self.worker_of(number)
-        if pinned is not None:
-            return {"workers": [pinned], "allow_other_workers": False}
+        pinned = self.pinned_to(number)
+        if pinned:
+            return pinned
         workers = sorted(self._workers())
         if not workers:
             return {}

@@ -20,7 +20,9 @@ from typing import Any
 
 from citeline.errors import CitelineError, IndexNotFoundError
 from citeline.store import catalog
+from citeline.store.catalog import IndexStatus
 from citeline.store.snapshot import ReadSnapshot
+from citeline.store.verify import VerifyReport, verify
 
 #: Generations of one shard a worker keeps open (the current one, and the one queries in flight may still read).
 KEPT = 2
@@ -117,3 +119,19 @@ OPERATIONS: dict[str, Callable[..., Any]] = {
 def shard_call(shard_dir: str, generation: int, operation: str, *args: Any) -> Any:
     """Run one of :data:`OPERATIONS` on the worker's snapshot of ``shard_dir`` at ``generation``."""
     return OPERATIONS[operation](snapshot(shard_dir, generation), *args)
+
+
+def shard_status(shard_dir: str, number: int) -> IndexStatus:
+    """``citeline status`` of one shard, read on the worker that holds it (``shard_reports``)."""
+    return catalog.status(Path(shard_dir))
+
+
+def shard_check(
+    shard_dir: str, number: int, *, shards: int, route: Callable[[str, int], int]
+) -> tuple[VerifyReport, list[str]]:
+    """``verify`` of one shard on the worker that holds it, and its documents that ``route`` sends to other shards
+    than ``number`` of ``shards``."""
+    path = Path(shard_dir)
+    with catalog.connect(path, read_only=True) as connection:
+        doc_ids = [row[0] for row in catalog.select_documents(connection, "TRUE", [])]
+    return verify(path), [doc_id for doc_id in doc_ids if route(doc_id, shards) != number]

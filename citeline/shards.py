@@ -19,6 +19,7 @@ citeline index (its own DuckDB, vectors, lexical segments, generations and write
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -37,11 +38,12 @@ from citeline.planning import ParsedBatch, Plan, refuse_removals, removal_proble
 from citeline.progress import Reporter, announced_writer_lock, default_reporter
 from citeline.shard_freshness import Freshness, merged_plan, skipping_is_safe, unchanged_files, with_fresh
 from citeline.shard_remote import DaskShards, ShardWorkers, parse_shard_workers
+from citeline.shard_reports import ShardedStatus, each_shard, merged_report, merged_status, not_here
 from citeline.shard_runs import ShardJob, execute, idle_run
 from citeline.shard_search import ShardedSnapshot
+from citeline.shard_worker import shard_check, shard_status
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 from citeline.store import catalog, files, ledger
-from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
 from citeline.store.snapshot import ReadSnapshot
@@ -124,16 +126,6 @@ def merge_runs(run_id: str, started_at: str, roots: list[str], plan: Plan, outco
     if failed:
         summary.status = "failed"
     return summary
-
-
-@dataclass(frozen=True)
-class ShardedStatus(IndexStatus):
-    """``citeline status`` of a sharded index: the sums, and each shard's generation (now, and as the manifest
-    recorded it after the last run)."""
-
-    shards: int = 1
-    shard_generations: list[int] = field(default_factory=list)
-    manifest_generations: list[int] = field(default_factory=list)
 
 
 class ShardsFailedError(CitelineError):
@@ -232,6 +224,12 @@ class ShardedIndex(Index):
             return cls(root, manifest, [], embedder, dask)
         parts = [Index.open(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
         return cls(root, manifest, parts, embedder, dask)
+
+    def _local(self, command: str) -> list[Index]:
+        """The shards opened here; one line when this client sees only the manifest (``shard_reports.not_here``)."""
+        if not self.shards:
+            raise not_here(self.path, command)
+        return self.shards
 
     @property
     def shard_dirs(self) -> list[Path]:
@@ -361,7 +359,7 @@ class ShardedIndex(Index):
     def rebuild(self, *, wait: float | None = None) -> VerifyReport:
         """Rebuild every shard's derived files from its DuckDB (:meth:`Index.rebuild`), then verify."""
         with writer_lock(self.path, wait=wait):
-            for part in self.shards:
+            for part in self._local("rebuild"):
                 part.rebuild(wait=wait)
             self.manifest = Manifest.read(self.path)
             self.manifest.generations = [int(part.status().generation) for part in self.shards]
@@ -370,49 +368,19 @@ class ShardedIndex(Index):
 
     def verify(self) -> VerifyReport:
         """Every shard's invariants, and the root's own: every document in the shard its id routes to, and each
-        shard at the generation the manifest recorded (a run stopped part way: run it again)."""
-        reports = [part.verify() for part in self.shards]
+        shard at the generation the manifest recorded (a run stopped part way: run it again). Asked of the shards'
+        Dask workers by a client that sees only the manifest (``shard_reports``)."""
+        shards = self.manifest.shards
+
+        def local(number: int, part: Index) -> tuple[VerifyReport, list[str]]:
+            docs = [d["doc_id"] for d in part.documents()]
+            return part.verify(), [doc_id for doc_id in docs if shard_of(doc_id, shards) != number]
+
+        remote = functools.partial(shard_check, shards=shards, route=shard_of)
+        checked = each_shard(self.path, self.shards, self.dask, "verify", local, remote)
         self.manifest = Manifest.read(self.path)  # another process may have run since this one opened the root
         names = [directory.name for directory in self.shard_dirs]
-        problems = [
-            f"{name}: {problem}" for name, report in zip(names, reports, strict=True) for problem in report.problems
-        ]
-        for number, part in enumerate(self.shards):
-            misplaced = [d["doc_id"] for d in part.documents() if shard_of(d["doc_id"], self.manifest.shards) != number]
-            if misplaced:
-                problems.append(f"{names[number]}: {len(misplaced)} documents belong in other shards ({misplaced[:3]})")
-        now = [report.generation for report in reports]
-        if now != self.manifest.generations:
-            problems.append(
-                f"shard generations {now}, the manifest records {self.manifest.generations} (a run stopped part "
-                "way: run the same `citeline ingest` again)"
-            )
-        invariants: dict[str, list[str]] = {}
-        for name, report in zip(names, reports, strict=True):
-            for invariant, found in report.invariants.items():
-                invariants.setdefault(invariant, []).extend(f"{name}: {problem}" for problem in found)
-        checksums = [report.checksum_ok for report in reports]
-        return VerifyReport(
-            path=str(self.path),
-            generation=sum(now),
-            chunks=sum(report.chunks for report in reports),
-            vector_count=sum(report.vector_count for report in reports),
-            faiss_file=f"{names[0]}/{Path(reports[0].faiss_file).name} (and the other shards')",
-            faiss_present=all(report.faiss_present for report in reports),
-            faiss_ntotal=sum(report.faiss_ntotal or 0 for report in reports),
-            ids_equal=all(report.ids_equal for report in reports),
-            vectors_equal=all(report.vectors_equal for report in reports),
-            checksum_ok=None if None in checksums else all(checksums),
-            dangling_chunks=sum(report.dangling_chunks for report in reports),
-            bm25_dir=f"{names[0]}/{Path(reports[0].bm25_dir).name} (and the other shards')",
-            bm25_present=all(report.bm25_present for report in reports),
-            bm25_ids_equal=all(report.bm25_ids_equal for report in reports),
-            orphans=[
-                f"{name}/{orphan}" for name, report in zip(names, reports, strict=True) for orphan in report.orphans
-            ],
-            problems=problems,
-            invariants=invariants,
-        )
+        return merged_report(self.path, names, checked, self.manifest.generations)
 
     # ---------------------------------------------------------------- reading
 
@@ -433,29 +401,14 @@ class ShardedIndex(Index):
 
     def generation(self) -> int:
         """The sum of the shards' current generations."""
-        return sum(int(part.status().generation) for part in self.shards)
+        return sum(int(part.status().generation) for part in self._local("ingest"))
 
     def status(self) -> ShardedStatus:
-        """The shards' counts added up, the model, the generations, and the last run of the root."""
-        statuses = [part.status() for part in self.shards]
-        first = statuses[0]
+        """The shards' counts added up, the model, the generations, and the last run of the root (asked of the
+        shards' Dask workers by a client that sees only the manifest)."""
+        statuses = each_shard(self.path, self.shards, self.dask, "status", lambda _, part: part.status(), shard_status)
         runs = self.runs(1)  # reads the manifest again
-        return ShardedStatus(
-            path=str(self.path),
-            documents=sum(status.documents for status in statuses),
-            chunks=sum(status.chunks for status in statuses),
-            model=first.model,
-            backend=first.backend,
-            model_fingerprint=first.model_fingerprint,
-            dimension=first.dimension,
-            generation=sum(status.generation for status in statuses),
-            max_tokens=first.max_tokens,
-            overlap_tokens=first.overlap_tokens,
-            last_run=runs[0] if runs else None,
-            shards=self.manifest.shards,
-            shard_generations=[status.generation for status in statuses],
-            manifest_generations=list(self.manifest.generations),
-        )
+        return merged_status(self.path, statuses, runs[0] if runs else None, self.manifest.generations)
 
     def runs(self, limit: int = 20) -> list[RunSummary]:
         """The root's runs, newest first (each shard's own ledger has its part of every run)."""
@@ -468,14 +421,14 @@ class ShardedIndex(Index):
         self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """:meth:`Index.documents` over every shard, in the same order (by source root, source id, doc id)."""
-        found = [record for part in self.shards for record in part.documents(filters, None)]
+        found = [record for part in self._local("documents") for record in part.documents(filters, None)]
         found.sort(key=lambda r: (str(r.get("source_root", "")), str(r.get("source_id", "")), r["doc_id"]))
         return found if limit is None else found[:limit]
 
     def document(self, doc_id: str) -> dict[str, Any]:
         """One document, read from the shard its id routes to."""
         try:
-            return self.shards[shard_of(doc_id, self.manifest.shards)].document(doc_id)
+            return self._local("documents")[shard_of(doc_id, self.manifest.shards)].document(doc_id)
         except IndexNotFoundError:
             raise IndexNotFoundError(
                 f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents`"

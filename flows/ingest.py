@@ -354,6 +354,7 @@ def ingest_flow(
     removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
     dry_run: bool = False,
     shards: int | None = None,
+    shard_workers: dict[int, str] | str | None = None,
 ) -> dict[str, Any]:
     """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.
 
@@ -365,7 +366,9 @@ def ingest_flow(
     committed at a time (a generation each; the run's ledger row says ``running`` until the last). A root that
     comes back empty, or would lose more than ``removal_threshold`` of its documents, fails the flow run with
     :class:`citeline.RemovalRefusedError` (recorded in the ledger as refused) unless ``allow_removals``;
-    ``dry_run`` returns what the run would do and writes nothing.
+    ``dry_run`` returns what the run would do and writes nothing. On a sharded root, ``shard_workers`` pins
+    shards' tasks to the Dask workers that hold their disks (``{0: "tcp://10.0.0.5:8786"}`` or ``"0=ADDRESS,1=NAME"``;
+    ``citeline.shard_remote``).
     """
     settings = IngestParameters.parse(**{name: value for name, value in locals().items()})
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
@@ -407,7 +410,8 @@ def ingest_flow(
                         parallel="threads",  # the shards' tasks share this process's model, unless on Dask
                         dask_address=dask_address,
                         dask_workers=dask_workers,
-                        run_jobs=ShardTasks(fan_out),
+                        shard_workers=shard_workers,  # checked against the shard count before any work
+                        run_jobs=ShardTasks(fan_out, shard_workers),
                     )
                 else:
                     run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from citeline import pipeline
 from citeline.embedding import BACKENDS
 from citeline.errors import SettingsError, SourceError
+from citeline.shard_remote import parse_shard_workers
 from citeline.sources import DEFAULT_MAX_FILE_BYTES
 
 Backend = Literal["torch", "onnx", "onnx-int8"]
@@ -78,6 +79,12 @@ class IngestParameters(BaseModel):
         description="A new index of this many shards (each shard's run a task); default: unsharded, or the index's.",
     )
 
+    shard_workers: dict[int, str] | str | None = Field(
+        None,
+        description="On a sharded index with dask_address or dask_workers: pin shards to the workers that hold their "
+        "disks, SHARD=WORKER by address or name (0=tcp://10.0.0.5:8786,1=worker-b); a pinned shard runs only there.",
+    )
+
     @field_validator("paths")
     @classmethod
     def _paths_exist(cls, paths: list[str]) -> list[str]:
@@ -88,10 +95,18 @@ class IngestParameters(BaseModel):
                 raise SourceError(path, "no such file or directory")
         return paths
 
+    @field_validator("shard_workers")
+    @classmethod
+    def _shard_workers_parse(cls, value: dict[int, str] | str | None) -> dict[int, str] | str | None:
+        parse_shard_workers(value, None)  # a bad entry is one line here; the shard count is checked by the run
+        return value
+
     @model_validator(mode="after")
     def _one_dask_setting(self) -> IngestParameters:
         if self.dask_address and self.dask_workers:
             raise ValueError("give either dask_address (an existing cluster) or dask_workers (a local one), not both")
+        if self.shard_workers and not (self.dask_address or self.dask_workers):
+            raise ValueError("shard_workers pins shards to Dask workers: give dask_address or dask_workers too")
         return self
 
     @classmethod

@@ -101,6 +101,7 @@ def build_deployment(
     dry_run: bool = False,
     commit_every: int | None = None,
     shards: int | None = None,
+    shard_workers: dict[int, str] | str | None = None,
 ) -> RunnerDeployment:
     """The deployment ``citeline-ingest/<name>``: the ingestion flow with these parameters on ``cron``.
 
@@ -131,6 +132,7 @@ def build_deployment(
         removal_threshold=pipeline_threshold(removal_threshold),
         dry_run=dry_run,
         shards=shards,
+        shard_workers=shard_workers,
         **({} if commit_every is None else {"commit_every": commit_every}),
     )
     dask_task_runner(dask_address, dask_workers)  # validates the Dask settings

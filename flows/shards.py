@@ -14,10 +14,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import dask
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import TaskRunner
 
+from citeline.shard_remote import Placement, ShardWorkers
 from citeline.shard_runs import ShardJob, run_shard
 from citeline.store.ledger import RunSummary
 
@@ -40,6 +42,11 @@ def shard_dir_name(job: ShardJob) -> str:
     return job.shard_dir.rstrip("/").rsplit("/", 1)[-1]
 
 
+def shard_number(job: ShardJob) -> int:
+    """The shard's number (``shard-002``: 2), as ``shard_workers`` names it."""
+    return int(shard_dir_name(job).rsplit("-", 1)[-1])
+
+
 # Not retried: a shard run commits as it goes; its failure is reported and the next run finishes the shard.
 @task(cache_policy=NO_CACHE, task_run_name=_shard_run_name)
 def shard_task(job: ShardJob) -> RunSummary:
@@ -55,17 +62,29 @@ def shard_task(job: ShardJob) -> RunSummary:
 
 
 class ShardTasks:
-    """The ``run_jobs`` of :meth:`ShardedIndex.ingest`: one :func:`shard_task` per shard on ``runner``."""
+    """The ``run_jobs`` of :meth:`ShardedIndex.ingest`: one :func:`shard_task` per shard on ``runner``; a shard
+    that ``shard_workers`` pins runs only on its worker (``runner`` is then a started Dask task runner, whose
+    ``submit`` honours ``dask.annotate``; placement: ``citeline.shard_remote.Placement``)."""
 
-    def __init__(self, runner: TaskRunner[Any]):
+    def __init__(self, runner: TaskRunner[Any], shard_workers: ShardWorkers = None):
         self.runner = runner
+        self.shard_workers = shard_workers
 
     def __call__(self, jobs: list[ShardJob]) -> list[RunSummary | BaseException]:
-        futures = [self.runner.submit(shard_task, {"job": job}) for job in jobs]
+        client = self.runner.client if self.shard_workers else None  # type: ignore[attr-defined]  # a Dask runner
+        placement = Placement(client, None, self.shard_workers) if self.shard_workers else None
+        futures: list[Any] = []
+        for job in jobs:
+            try:
+                pinned = placement.pinned_to(shard_number(job)) if placement is not None else {}
+                with dask.annotate(**pinned):
+                    futures.append(self.runner.submit(shard_task, {"job": job}))
+            except Exception as exc:  # a pinned worker that is gone: that shard fails, in one line
+                futures.append(exc)
         outcomes: list[RunSummary | BaseException] = []
         for future in futures:
             try:
-                outcomes.append(future.result())
+                outcomes.append(future if isinstance(future, BaseException) else future.result())
             except Exception as exc:  # reported with the other shards' outcomes (the task run shows it failed)
                 outcomes.append(exc)
         return outcomes

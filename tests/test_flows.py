@@ -561,3 +561,55 @@ def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
     query = "harbour mill river 7"
     for mode in ("dense", "lexical", "hybrid"):
         _same_ranking(index.rank(query, 5, mode=mode), whole.rank(query, 5, mode=mode))
+
+
+def test_shard_workers_pin_a_sharded_flow_run_to_its_workers(
+    prefect_api: str, tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import distributed
+
+    from citeline import SettingsError
+    from citeline.shards import Manifest
+    from flows.ingest import IngestParameters, ingest_flow
+
+    _with_embedder(monkeypatch, fake_embedder)
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for n in range(8):
+        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
+    root = tmp_path / "root"
+    Index.create(root, embedder=fake_embedder, shards=2)
+    with pytest.raises(SettingsError, match="shard_workers pins shards to Dask workers"):
+        IngestParameters.parse(paths=[str(corpus)], shard_workers="0=w")
+    with pytest.raises(SettingsError, match="SHARD=WORKER"):
+        IngestParameters.parse(paths=[str(corpus)], dask_address="tcp://127.0.0.1:9", shard_workers="x=w")
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster, set_as_default=False) as client,
+    ):
+        # A shard pinned to a worker that is not there fails in one line; the other shard commits.
+        state = ingest_flow(
+            paths=[str(corpus)],
+            index_path=str(root),
+            dask_address=cluster.scheduler_address,
+            shard_workers="1=nowhere",
+            return_state=True,
+        )
+        assert state.is_failed()
+        assert "shard-001: ShardWorkerGoneError: shard-001 is pinned to worker nowhere" in str(state.message)
+        assert Manifest.read(root).generations == [1, 0]
+        # Both shards pinned to worker 1 (LocalCluster names its workers 0 and 1): both shard tasks run there.
+        (corpus / "d0.txt").write_text("Document 0 now speaks of the lighthouse.\n")
+        (corpus / "d1.txt").write_text("Document 1 now speaks of the ferry.\n")
+        with distributed.get_task_stream(client=client) as stream:
+            summary = ingest_flow(
+                paths=[str(corpus)],
+                index_path=str(root),
+                dask_address=cluster.scheduler_address,
+                shard_workers={0: "1", 1: "1"},
+            )
+        named = {address: str(info["name"]) for address, info in client.scheduler_info()["workers"].items()}
+    assert summary["status"] == "succeeded"
+    ran_on = {named[entry["worker"]] for entry in stream.data if str(entry["key"]).startswith("shard_task")}
+    assert ran_on == {"1"}, stream.data
+    assert Index.open(root, embedder=fake_embedder).verify().ok

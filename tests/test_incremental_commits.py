@@ -97,7 +97,7 @@ def test_commits_are_incremental_and_rank_like_a_fresh_index(tmp_path: Path, doc
         raise AssertionError("an incremental commit read every vector from the catalog")
 
     with monkeypatch.context() as patched:
-        patched.setattr(catalog, "all_vectors", no_full_reads)
+        patched.setattr(catalog, "vector_batches", no_full_reads)
         patched.setattr(lexical_segments, "MERGE_WIDTH", 2)
         for step in range(5):
             _edit(docs, step)

@@ -221,3 +221,28 @@ def test_serve_in_a_subprocess_answers_without_loading_a_model(tmp_path: Path) -
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.mark.slow
+def test_a_sharded_index_is_served_through_its_dask_workers_with_pinned_shards(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(6):
+        (docs / f"d{n}.md").write_text(f"# Note {n}\n\nThe harbour mill stood by river {n}.\n")
+    index = Index.create(tmp_path / "root", embedder=HashEmbedder(), shards=2)
+    index.ingest([docs], parallel="serial")
+    want = [(r.chunk_id, round(r.score, 5)) for r in index.search("harbour mill river 3", k=4)]
+    with pytest.raises(ValueError, match="shard_workers pins shards to Dask workers: give dask_address too"):
+        create_app(index.path, HashEmbedder(), shard_workers="0=w")
+    local = {"n_workers": 2, "threads_per_worker": 1, "processes": False, "dashboard_address": None}
+    with distributed.LocalCluster(**local) as cluster:
+        app = create_app(index.path, HashEmbedder(), dask_address=cluster.scheduler_address, shard_workers="0=1,1=1")
+        with running(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+            found = client.get("/search", params={"q": "harbour mill river 3", "k": 4}).json()["results"]
+            with distributed.Client(cluster.scheduler_address, set_as_default=False) as client_of_cluster:
+                held = client_of_cluster.run(lambda dask_worker: sorted(getattr(dask_worker, "_citeline_shards", {})))
+                workers = client_of_cluster.scheduler_info()["workers"]
+    assert [(r["chunk_id"], round(r["score"], 5)) for r in found] == want
+    names = {address: str(info["name"]) for address, info in workers.items()}
+    assert {names[address] for address, shards in held.items() if shards} == {"1"}  # both shards on worker 1

@@ -19,7 +19,7 @@ from conftest import HashEmbedder
 from test_shards import SCIFACT, _queries
 
 from citeline import Index, ShardedIndex
-from citeline.errors import SettingsError
+from citeline.errors import IndexNotFoundError, SettingsError
 from citeline.shard_remote import DaskShards, ShardWorkerGoneError, parse_shard_workers
 from citeline.shard_worker import snapshot
 from citeline.shards import Manifest, ShardsFailedError
@@ -95,6 +95,26 @@ def test_dask_search_gives_the_threads_results_in_every_mode_with_filters_and_co
     # The workers hold the shards' snapshots between queries: one per shard, on the worker it prefers.
     held = remote.dask.client.run(lambda dask_worker: sorted(getattr(dask_worker, "_citeline_shards", {})))
     assert sorted(name for names in held.values() for name in names) == [str(d.absolute()) for d in remote.shard_dirs]
+
+
+def test_a_client_without_the_shard_folders_asks_the_workers_for_status_and_verify(cluster: Any, root: Path) -> None:
+    local = Index.open(root, embedder=HashEmbedder())
+    blind = ShardedIndex(root, Manifest.read(root), [], HashEmbedder(), DaskShards(cluster.scheduler_address, 4))
+    try:
+        assert blind.status() == local.status()
+        report, expected = blind.verify(), local.verify()
+        assert report.ok and report == expected
+        # What needs the folders themselves is one line saying where to run it.
+        for command, call in (("rebuild", blind.rebuild), ("documents", blind.documents)):
+            with pytest.raises(IndexNotFoundError, match=rf"only its shards.json here.*`citeline {command}`"):
+                call()
+    finally:
+        blind.dask.close()
+    # Without a Dask connection too: one line, not an IndexError.
+    alone = ShardedIndex(root, Manifest.read(root), [], HashEmbedder())
+    for call in (alone.status, alone.verify):
+        with pytest.raises(IndexNotFoundError, match=r"run `citeline (status|verify)` on the machine that holds them"):
+            call()
 
 
 def test_a_new_run_is_seen_and_pinned_shards_run_on_their_worker(cluster: Any, root: Path, tmp_path: Path) -> None:

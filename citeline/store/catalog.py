@@ -218,18 +218,12 @@ def apply_changes(
 # ---------------------------------------------------------------- reading
 
 
-def all_vectors(connection: duckdb.DuckDBPyConnection, dimension: int) -> tuple[np.ndarray, np.ndarray]:
-    """All chunk ids and vectors, ordered by chunk id (what a vector index of this state holds)."""
-    table = connection.sql("SELECT chunk_id, vector FROM chunks ORDER BY chunk_id").to_arrow_table()
-    ids = table.column("chunk_id").to_numpy().astype(np.int64)
-    return ids, arrow_to_vectors(table.column("vector"), dimension)
-
-
 def vector_batches(
     connection: duckdb.DuckDBPyConnection, dimension: int, batch_rows: int = 32_768
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Every chunk id and vector, ``batch_rows`` at a time, in storage order (``verify`` compares them with the
-    vector index: memory holds one batch, 48 MB at 384 dimensions, instead of every vector twice)."""
+    vector index, a full build spills them to a file: memory holds one batch, 48 MB at 384 dimensions, instead of
+    every vector twice)."""
     for batch in connection.sql("SELECT chunk_id, vector FROM chunks").to_arrow_reader(batch_rows):
         ids = batch.column(0).to_numpy().astype(np.int64)
         yield ids, arrow_to_vectors(pa.chunked_array([batch.column(1)]), dimension)
@@ -247,6 +241,13 @@ def chunk_ids_of_documents(connection: duckdb.DuckDBPyConnection, doc_ids: Seque
     return np.sort(np.asarray(rows["chunk_id"], dtype=np.int64))
 
 
+#: The text BM25 indexes for each chunk (see :func:`lexical_texts`).
+_LEXICAL_SQL = (
+    "SELECT c.chunk_id, CASE WHEN coalesce(d.title, '') = '' OR starts_with(c.text, d.title) THEN c.text "
+    "ELSE d.title || chr(10) || chr(10) || c.text END AS text FROM chunks c LEFT JOIN documents d USING (doc_id) "
+)
+
+
 def lexical_texts(connection: duckdb.DuckDBPyConnection, ids: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
     """All chunk ids (or those of ``ids``) and the text BM25 indexes for each, ordered by chunk id.
 
@@ -254,12 +255,19 @@ def lexical_texts(connection: duckdb.DuckDBPyConnection, ids: np.ndarray | None 
     a passage deep in a document is still about what its title says (on SciFact this lifts BM25's nDCG@10 by
     about 0.012; see README)."""
     table = connection.sql(
-        "SELECT c.chunk_id, CASE WHEN coalesce(d.title, '') = '' OR starts_with(c.text, d.title) THEN c.text "
-        "ELSE d.title || chr(10) || chr(10) || c.text END AS text FROM chunks c LEFT JOIN documents d USING (doc_id) "
-        f"{'' if ids is None else 'WHERE c.chunk_id = ANY(?) '}ORDER BY c.chunk_id",
+        f"{_LEXICAL_SQL}{'' if ids is None else 'WHERE c.chunk_id = ANY(?) '}ORDER BY c.chunk_id",
         params=None if ids is None else [np.asarray(ids).tolist()],
     ).to_arrow_table()
     return table.column("chunk_id").to_numpy().astype(np.int64), table.column("text").to_pylist()
+
+
+def lexical_text_batches(
+    connection: duckdb.DuckDBPyConnection, batch_rows: int
+) -> Iterator[tuple[np.ndarray, list[str]]]:
+    """Every chunk id and the text BM25 indexes for it (:func:`lexical_texts`), ``batch_rows`` at a time in no
+    particular order (a rebuild builds a segment of each batch and merges them: no sort of every text)."""
+    for batch in connection.sql(_LEXICAL_SQL).to_arrow_reader(batch_rows):
+        yield batch.column(0).to_numpy().astype(np.int64), batch.column(1).to_pylist()
 
 
 def stored_documents(connection: duckdb.DuckDBPyConnection, roots: Sequence[str]) -> dict[str, tuple[str, str, str]]:

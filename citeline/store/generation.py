@@ -60,9 +60,9 @@ from citeline.store.files import (
     known_checksum,
     rename_into_place,
 )
+from citeline.store.full_build import publish_derived
 from citeline.store.lexical_files import (
     DELTA,
-    SEGMENT,
     bm25_path,
     publish_lexical,
 )
@@ -70,7 +70,6 @@ from citeline.store.locks import writer_lock
 from citeline.store.vector_files import (
     QUICK_CHECKSUM_BYTES,
     load_vectors,
-    publish_base,
     publish_delta,
     vector_artifacts,
     vector_kind,
@@ -96,28 +95,6 @@ def ensure_directory(index_dir: Path) -> None:
 
 
 # ---------------------------------------------------------------- building a generation's artifacts
-
-
-def publish_derived(
-    index_dir: Path, generation: int, connection: duckdb.DuckDBPyConnection, meta: dict[str, Any]
-) -> dict[str, Any]:
-    """Build and publish every artifact of ``generation`` from all the rows ``connection`` sees (its
-    transaction's view): the vector file, and one lexical segment (a full compaction).
-
-    Returns the ``index_meta`` entries that describe them, which the caller writes in the transaction that
-    publishes the generation, so the sizes and checksums in DuckDB are always those of the files it points at.
-    (The entry names date from 0.1.0, when the vector file was always FAISS: ``faiss_bytes``, ``faiss_sha256``.)
-    """
-    kind, dimension = vector_kind(meta), int(meta["dimension"])
-    ids, vectors = catalog.all_vectors(connection, dimension)
-    entries = publish_base(index_dir, generation, kind.build(ids, vectors, dimension))
-    del vectors
-    text_ids, texts = catalog.lexical_texts(connection)
-    segment = Segment.build(text_ids, texts)
-    del texts
-    parts: list[tuple[str | None, Part]] = [(SEGMENT, Part(None, segment))] if len(segment) else []
-    entries.update(publish_lexical(index_dir, generation, parts, segment.chunk_ids, connection))
-    return entries
 
 
 def publish_incremental(
