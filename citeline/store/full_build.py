@@ -23,9 +23,8 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 
 from citeline.lexical_merge import write_merged
@@ -36,6 +35,9 @@ from citeline.store.lexical_files import SEGMENT, new_segment_name, publish_lexi
 from citeline.store.vector_files import VECTORS, publish_base, vector_kind, vectors_path
 from citeline.vectors import flat_files, ivf_build
 from citeline.vectors.auto import kind_for
+
+if TYPE_CHECKING:  # the caller's connection: a search that imports this module never loads DuckDB (store/meta_cache.py)
+    import duckdb
 
 #: Kinds that write their file from vectors read a span at a time: kind name -> ``write(path, ids, rows, dim)``
 #: (``ids`` ascending, ``rows(positions)`` their vectors), returning the count written.
