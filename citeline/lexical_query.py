@@ -286,9 +286,7 @@ class Reader:
             norm = self._norm(number, average)
             scores = np.zeros(len(p.chunk_ids), dtype=np.float32)
             for idf, start, end in ranges:  # in query order: the same float32 sums as SegmentedIndex.scores
-                docs = p.postings[start:end]
-                tf = p.tfs[start:end].astype(np.float32)
-                scores[docs] += idf * (tf / (norm[docs] + tf)).astype(np.float32)
+                _accumulate(scores, norm, p.postings[start:end], p.tfs[start:end], idf)
             if p.live is not None:
                 scores[p.deleted] = 0
             positions = None if allowed is None else positions_of(p.chunk_ids, allowed)
@@ -322,6 +320,24 @@ class Reader:
                 self._norms.clear()
             cached = self._norms[key] = BM25_K1 * ((1 - BM25_B) + BM25_B * self.plain[number].lengths / average)
         return cached
+
+
+def _accumulate(scores: np.ndarray, norm: np.ndarray, docs: np.ndarray, tfs: np.ndarray, idf: np.float32) -> None:
+    """Add one term's float32 share (:func:`shares`'s value, bit for bit) to the ``scores`` of its postings ``docs``
+    (distinct positions), given the part's :meth:`Reader._norm`.
+
+    ``np.take`` and ``np.add.at`` rather than ``norm[docs]`` and ``scores[docs] += ...``: fancy indexing first copies
+    the int32 positions to intp, twice for the read-modify-write; at 1M chunks (bench/scale.py, 50 claims, ~556k
+    postings a query) the gather cost 3.9 and the scatter 4.5 of a 13.4 CPU-ms top 200 (tmp profile, numpy 2.4),
+    in a micro-benchmark of 150k postings 2.05 -> 1.12 and 6.15 -> 1.92 ns a posting. Temporaries are reused.
+    """
+    tf = tfs.astype(np.float32)
+    ratio = np.take(norm, docs)  # float64, as shares() divides
+    ratio += tf
+    np.divide(tf, ratio, out=ratio)
+    share = ratio.astype(np.float32)
+    share *= idf
+    np.add.at(scores, docs, share)  # positions are distinct within a term: one float32 add each, as += would
 
 
 def _deleted_among(p: _Plain, start: int, end: int) -> int:
