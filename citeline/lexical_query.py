@@ -193,7 +193,8 @@ class Reader:
             if part != number:
                 continue
             docs = self.plain[number].postings[start:end]
-            at = np.minimum(np.searchsorted(docs, local), len(docs) - 1)
+            # in the postings' dtype: searchsorted would otherwise copy them to int64 first
+            at = np.minimum(np.searchsorted(docs, local.astype(docs.dtype)), len(docs) - 1)
             hit = docs[at] == local
             found.append((hit, start + at[hit]))
         return found
@@ -226,23 +227,33 @@ class Reader:
     def _score(
         self, weighted: list[tuple[int, np.float32]], average: float, positions: list[np.ndarray]
     ) -> list[np.ndarray]:
-        """Exact float32 scores of each part's ``positions`` (sorted local positions), summed in query order."""
-        cache: dict[tuple[int, int], np.ndarray] = {}  # (term, part) -> float32 share of each position
+        """Exact float32 scores of each part's ``positions`` (sorted local positions), summed in query order.
+
+        One binary search per query term and part; the term frequencies, lengths and shares of every term at once
+        (a term's share where it is absent: 0, which adds nothing). Per term, hybrid's ~200 candidates cost ~10
+        calls on tiny arrays each: 2.0 CPU-ms a query at 1M chunks, ~0.6 batched."""
         out = []
         for number, local in enumerate(positions):
             p = self.plain[number]
             total = np.zeros(len(local), dtype=np.float32)
-            if len(local):
-                lengths = p.lengths[local]
-                for term, idf in weighted:
-                    share = cache.get((term, number))
-                    if share is None:
-                        share = np.zeros(len(local), dtype=np.float32)
-                        for hit, at in self._postings_of(term, number, local):
-                            share[hit] = shares(idf, p.tfs[at], lengths[hit], average)
-                        cache[(term, number)] = share
-                    total += share
             out.append(total)
+            idfs, found, ends = [], [], []
+            # searchsorted copies the postings to the positions' dtype if they differ (int64 here: 17 us a call)
+            needles = local.astype(p.postings.dtype)
+            for term, idf in weighted if len(local) else ():
+                for part, start, end in self.term(term).ranges:
+                    if part == number:
+                        idfs.append(idf)
+                        found.append(start + np.searchsorted(p.postings[start:end], needles))
+                        ends.append(end - 1)
+            if not found:
+                continue
+            at = np.minimum(np.stack(found), np.array(ends)[:, None])
+            tf = np.where(p.postings[at] == local, p.tfs[at], 0).astype(np.float32)
+            norm = BM25_K1 * ((1 - BM25_B) + BM25_B * p.lengths[local] / average)  # as shares() computes it
+            share = np.array(idfs, dtype=np.float32)[:, None] * (tf / (norm + tf)).astype(np.float32)
+            for row in share:  # in query order: the same float32 sums as SegmentedIndex.scores
+                total += row
         return out
 
     def scores_of(self, query: str, ids: np.ndarray, statistics: Statistics | None = None) -> np.ndarray:
