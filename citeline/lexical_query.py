@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from citeline.arrays import positions_of
-from citeline.lexical import BM25_B, BM25_K1, analyze, top_positions
+from citeline.lexical import BM25_B, BM25_K1, analyze
 
 #: Distinct terms whose locations and live document frequencies a :class:`Reader` keeps (a generation's reader
 #: lives as long as its snapshot; common terms recur in most queries).
@@ -280,11 +280,17 @@ class Reader:
         self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Statistics | None = None
     ) -> list[tuple[int, float]]:
         """The k best ``(chunk_id, score)`` with a score above 0, best first, ties by chunk id, among ``allowed``
-        (sorted ids) if given."""
+        (sorted ids) if given.
+
+        Every part is scored into its own slice of one array, then ranked once: at 1M chunks in 6 parts, one
+        selection instead of one a part cost 1.2 CPU-ms less a query (the zeroing, the floor's compare and the top k
+        of each part)."""
         weighted, average = self.weighted(query, statistics)
         if not weighted or k <= 0:
             return []
-        found_ids, found_scores = [], []
+        offsets = self.offsets
+        scores = np.zeros(int(offsets[-1]), dtype=np.float32)
+        floor, chosen = np.float32(0), []
         for number, p in enumerate(self.plain):
             ranges = [
                 (idf, start, end)
@@ -295,31 +301,49 @@ class Reader:
             if not ranges:
                 continue
             norm = self._norm(number, average)
-            scores = np.zeros(len(p.chunk_ids), dtype=np.float32)
+            part_scores = scores[offsets[number] : offsets[number + 1]]
             for idf, start, end in ranges:  # in query order: the same float32 sums as SegmentedIndex.scores
-                _accumulate(scores, norm, p.postings[start:end], p.tfs[start:end], idf)
+                _accumulate(part_scores, norm, p.postings[start:end], p.tfs[start:end], idf)
             if p.live is not None:
-                scores[p.deleted] = 0
-            positions = None if allowed is None else positions_of(p.chunk_ids, allowed)
-            if positions is None and len(scores) > 8 * k:
-                # The k-th best score of the rarest term's chunks bounds the k-th best from below: only chunks
-                # reaching it are ranked (an argpartition over 1M scores cost ~5 ms, this compare ~0.5).
-                # The sample: the postings of the rarest term that has k of them here.
-                usable = [(end - start, start, end) for _, start, end in ranges if end - start >= k]
-                if usable:
-                    _, start, end = min(usable)
-                    sample = scores[p.postings[start:end]]
-                    floor = np.partition(sample, len(sample) - k)[len(sample) - k]
-                    positions = np.flatnonzero(scores >= floor)
-            top = top_positions(scores, positions, k)
-            top = top[scores[top] > 0]
-            found_ids.append(p.chunk_ids[top])
-            found_scores.append(scores[top])
-        if not found_ids:
-            return []
-        ids, values = np.concatenate(found_ids), np.concatenate(found_scores)
+                part_scores[p.deleted] = 0
+            if allowed is not None:
+                chosen.append(offsets[number] + positions_of(p.chunk_ids, allowed))
+                continue
+            # The k-th best score of the rarest term's chunks (of those with k of them here) bounds this part's k-th
+            # best, and so the k-th best of all, from below: only chunks reaching the highest such bound are ranked
+            # (an argpartition over 1M scores cost ~5 ms, this compare ~0.5).
+            usable = [(end - start, start, end) for _, start, end in ranges if end - start >= k]
+            if usable:
+                _, start, end = min(usable)
+                sample = part_scores[p.postings[start:end]]
+                floor = max(floor, np.partition(sample, len(sample) - k)[len(sample) - k])
+        if allowed is not None:
+            positions = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+            positions = positions[scores[positions] > 0]
+        else:
+            positions = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores)
+        values = scores[positions]
+        if len(values) > k:  # every chunk tied with the k-th best stays, so that ties go by chunk id
+            keep = values >= np.partition(values, len(values) - k)[len(values) - k]
+            positions, values = positions[keep], values[keep]
+        ids = self._ids_at(positions)
         best = np.lexsort((ids, -values))[:k]
         return [(int(ids[i]), float(values[i])) for i in best]
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """Where each part's documents start in :meth:`top`'s one score array (and the total, last)."""
+        return np.concatenate([[0], np.cumsum([len(p.chunk_ids) for p in self.plain])]).astype(np.int64)
+
+    def _ids_at(self, positions: np.ndarray) -> np.ndarray:
+        """The chunk ids at ``positions`` (ascending) of :meth:`top`'s score array."""
+        ids = np.empty(len(positions), dtype=np.int64)
+        bounds = np.searchsorted(positions, self.offsets)
+        for number, p in enumerate(self.plain):
+            a, b = bounds[number], bounds[number + 1]
+            if b > a:
+                ids[a:b] = p.chunk_ids[positions[a:b] - self.offsets[number]]
+        return ids
 
     def _norm(self, number: int, average: float) -> np.ndarray:
         """``k1 * (1 - b + b * length / average)`` of each document of a part (float64, as :func:`shares` computes
