@@ -5,13 +5,20 @@
 part's position -> index position map, and a ranking then partitions all of it: at 1M chunks (bench/scale.py's
 synthetic corpus, SciFact's word frequencies, 50 claims: their terms are in 0.5-20 % of the chunks) that cost 34 ms
 CPU a query at k=10 and 30 ms at hybrid's depth 200, on 2 busy cores. :meth:`Reader.top` sums in each part's own
-positions (no map), with each part's length norms computed once per average length, and ranks only the chunks that
-reach the k-th best score of the rarest term's chunks (a lower bound of the k-th best): 14 ms at both depths.
-:meth:`Reader.scores_of` scores given chunks by binary search in each term's postings (hybrid's candidates).
+positions (no map) into that part's slice of one array, with each part's length norms computed once per average
+length, gathers and adds with ``np.take``/``np.add.at`` (no intp copies of the positions), and ranks only the chunks
+that reach the k-th best score of a rarest term's chunks (a lower bound of the k-th best): 14 ms at both depths
+before those two changes, 9-10 after (load ~5 on 2 cores; 7 when idle). What is left is memory-bound: ~556k
+postings a query, a gather and a scatter each. :meth:`Reader.scores_of` scores given chunks by binary search in each
+term's postings (hybrid's candidates that the lexical top does not hold).
 
-MaxScore pruning (score the chunks of the rarest terms, look up the others) was measured and dropped: with these
-queries, even knowing the true k-th score, the terms that must be read in full hold a median 17 % (k=10) and 27 %
-(k=200) of the query's postings, and the look-ups cost more than they saved (200 ms a query).
+MaxScore pruning (score the chunks of the rarest terms, look up the others) was measured twice and dropped: with
+these queries, even knowing the true k-th score, the terms that must be read in full hold a median 17 % (k=10) and
+25-27 % (k=200) of the query's postings. Term-at-a-time with exact per-term upper bounds (each term's largest share
+in each part, computed ahead) and the running k-th best: the switch to look-ups came at the last one or two terms
+and left 4k-125k candidates, 30.7 CPU-ms at k=200 against 16.8 exhaustive (the synthetic corpus's words are drawn
+independently, so the top 200 barely stand out: its 200th score is ~0.6 of the best). Scoring in doc-range blocks
+(cache-sized) was slower too (6.0 against 4.9 CPU-ms), as was reading tf=1 shares from a per-document table.
 
 Both are exact: the same chunks, the same float32 scores bit for bit (every term's share computed as :func:`shares`
 does and summed in query order, as ``SegmentedIndex.scores`` does), ties by chunk id, so a sharded index still ranks
