@@ -273,8 +273,8 @@ class SegmentedIndex(LexicalIndex):
         self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Statistics | None = None
     ) -> tuple[list[tuple[int, float]], Callable[[np.ndarray], np.ndarray]]:
         """:meth:`search`'s k best and a function scoring any chunk ids as :meth:`scores_of` does (hybrid fusion
-        scores only the candidates the k best do not hold), without scoring every chunk."""
-        return self.search(query, k, allowed, statistics), lambda ids: self.scores_of(query, ids, statistics)
+        scores only the candidates the k best do not hold): read from the scores the k best were ranked from."""
+        return self._reader.ranked(query, k, allowed, statistics)
 
     def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each of ``ids``'s frequency of each analyzed query term (ids x terms, query order) and its length in

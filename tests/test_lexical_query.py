@@ -98,12 +98,16 @@ def test_ranked_scores_the_candidates_hybrid_fusion_reads_as_scores_of_does() ->
 
     index = _segmented()
     rng = np.random.default_rng(5)
+    removed = index.parts[0].segment.chunk_ids[~index.parts[0].live]  # deleted: not held, score 0
+    allowed = np.sort(rng.choice(index.chunk_ids, 100, replace=False))
     for query in QUERIES:
-        top, score = index.ranked(query, 30)
-        assert top == index.search(query, 30)
-        others = rng.choice(index.chunk_ids, 40)
-        ids = np.unique(np.concatenate([[chunk_id for chunk_id, _ in top], others]).astype(np.int64))
-        assert score(ids).tobytes() == index.scores_of(query, ids).tobytes()
+        for subset in (None, allowed):
+            top, score = index.ranked(query, 30, subset)
+            assert top == index.search(query, 30, subset)
+            others = np.concatenate([rng.choice(index.chunk_ids, 40), removed[:5], [1, 2]])
+            ids = np.unique(np.concatenate([[chunk_id for chunk_id, _ in top], others]).astype(np.int64))
+            assert score(ids).tobytes() == index.scores_of(query, ids).tobytes()
+            assert not score(removed).any()
         top_ids = np.array([chunk_id for chunk_id, _ in top], dtype=np.int64)
         top_scores = np.array([value for _, value in top], dtype=np.float64)
         glued = _lexical_values(ids, top_ids, top_scores, score)
