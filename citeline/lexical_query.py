@@ -8,9 +8,10 @@ CPU a query at k=10 and 30 ms at hybrid's depth 200, on 2 busy cores. :meth:`Rea
 positions (no map) into that part's slice of one array, with each part's length norms computed once per average
 length, gathers and adds with ``np.take``/``np.add.at`` (no intp copies of the positions), and ranks only the chunks
 that reach the k-th best score of a rarest term's chunks (a lower bound of the k-th best): 14 ms at both depths
-before those two changes, 9-10 after (load ~5 on 2 cores; 7 when idle). What is left is memory-bound: ~556k
-postings a query, a gather and a scatter each. :meth:`Reader.scores_of` scores given chunks by binary search in each
-term's postings (hybrid's candidates that the lexical top does not hold).
+before those two changes; in one process alternating with the code before them (load 5-18 on 2 cores), 10.5 -> 7.3
+and 13.0 -> 9.4 CPU-ms at depth 200. What is left is memory-bound: ~556k postings a query, a gather and a scatter
+each. :meth:`Reader.ranked` also reads hybrid's candidates' scores from that array; :meth:`Reader.scores_of` scores
+given chunks by binary search in each term's postings.
 
 MaxScore pruning (score the chunks of the rarest terms, look up the others) was measured twice and dropped: with
 these queries, even knowing the true k-th score, the terms that must be read in full hold a median 17 % (k=10) and
