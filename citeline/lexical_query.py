@@ -9,7 +9,7 @@ positions (no map) into that part's slice of one array, with each part's length 
 length, gathers and adds with ``np.take``/``np.add.at`` (no intp copies of the positions), and ranks only the chunks
 that reach the k-th best score of a rarest term's chunks (a lower bound of the k-th best): 14 ms at both depths
 before those two changes; in one process alternating with the code before them (load 5-18 on 2 cores), 10.5 -> 7.3
-and 13.0 -> 9.4 CPU-ms at depth 200. What is left is memory-bound: ~556k postings a query, a gather and a scatter
+and 12.3 -> 8.4 CPU-ms at depth 200. What is left is memory-bound: ~556k postings a query, a gather and a scatter
 each. :meth:`Reader.ranked` also reads hybrid's candidates' scores from that array; :meth:`Reader.scores_of` scores
 given chunks by binary search in each term's postings.
 
