@@ -5,13 +5,21 @@
 part's position -> index position map, and a ranking then partitions all of it: at 1M chunks (bench/scale.py's
 synthetic corpus, SciFact's word frequencies, 50 claims: their terms are in 0.5-20 % of the chunks) that cost 34 ms
 CPU a query at k=10 and 30 ms at hybrid's depth 200, on 2 busy cores. :meth:`Reader.top` sums in each part's own
-positions (no map), with each part's length norms computed once per average length, and ranks only the chunks that
-reach the k-th best score of the rarest term's chunks (a lower bound of the k-th best): 14 ms at both depths.
-:meth:`Reader.scores_of` scores given chunks by binary search in each term's postings (hybrid's candidates).
+positions (no map) into that part's slice of one array, with each part's length norms computed once per average
+length, gathers and adds with ``np.take``/``np.add.at`` (no intp copies of the positions), and ranks only the chunks
+that reach the k-th best score of a rarest term's chunks (a lower bound of the k-th best): 14 ms at both depths
+before those two changes; in one process alternating with the code before them (load 5-18 on 2 cores), 10.5 -> 7.3
+and 12.3 -> 8.4 CPU-ms at depth 200. What is left is memory-bound: ~556k postings a query, a gather and a scatter
+each. :meth:`Reader.ranked` also reads hybrid's candidates' scores from that array; :meth:`Reader.scores_of` scores
+given chunks by binary search in each term's postings.
 
-MaxScore pruning (score the chunks of the rarest terms, look up the others) was measured and dropped: with these
-queries, even knowing the true k-th score, the terms that must be read in full hold a median 17 % (k=10) and 27 %
-(k=200) of the query's postings, and the look-ups cost more than they saved (200 ms a query).
+MaxScore pruning (score the chunks of the rarest terms, look up the others) was measured twice and dropped: with
+these queries, even knowing the true k-th score, the terms that must be read in full hold a median 17 % (k=10) and
+25-27 % (k=200) of the query's postings. Term-at-a-time with exact per-term upper bounds (each term's largest share
+in each part, computed ahead) and the running k-th best: the switch to look-ups came at the last one or two terms
+and left 4k-125k candidates, 30.7 CPU-ms at k=200 against 16.8 exhaustive (the synthetic corpus's words are drawn
+independently, so the top 200 barely stand out: its 200th score is ~0.6 of the best). Scoring in doc-range blocks
+(cache-sized) was slower too (6.0 against 4.9 CPU-ms), as was reading tf=1 shares from a per-document table.
 
 Both are exact: the same chunks, the same float32 scores bit for bit (every term's share computed as :func:`shares`
 does and summed in query order, as ``SegmentedIndex.scores`` does), ties by chunk id, so a sharded index still ranks
@@ -24,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -32,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from citeline.arrays import positions_of
-from citeline.lexical import BM25_B, BM25_K1, analyze, top_positions
+from citeline.lexical import BM25_B, BM25_K1, analyze
 
 #: Distinct terms whose locations and live document frequencies a :class:`Reader` keeps (a generation's reader
 #: lives as long as its snapshot; common terms recur in most queries).
@@ -193,7 +201,8 @@ class Reader:
             if part != number:
                 continue
             docs = self.plain[number].postings[start:end]
-            at = np.minimum(np.searchsorted(docs, local), len(docs) - 1)
+            # in the postings' dtype: searchsorted would otherwise copy them to int64 first
+            at = np.minimum(np.searchsorted(docs, local.astype(docs.dtype)), len(docs) - 1)
             hit = docs[at] == local
             found.append((hit, start + at[hit]))
         return found
@@ -226,23 +235,33 @@ class Reader:
     def _score(
         self, weighted: list[tuple[int, np.float32]], average: float, positions: list[np.ndarray]
     ) -> list[np.ndarray]:
-        """Exact float32 scores of each part's ``positions`` (sorted local positions), summed in query order."""
-        cache: dict[tuple[int, int], np.ndarray] = {}  # (term, part) -> float32 share of each position
+        """Exact float32 scores of each part's ``positions`` (sorted local positions), summed in query order.
+
+        One binary search per query term and part; the term frequencies, lengths and shares of every term at once
+        (a term's share where it is absent: 0, which adds nothing). Per term, hybrid's ~200 candidates cost ~10
+        calls on tiny arrays each: 2.0 CPU-ms a query at 1M chunks, ~0.6 batched."""
         out = []
         for number, local in enumerate(positions):
             p = self.plain[number]
             total = np.zeros(len(local), dtype=np.float32)
-            if len(local):
-                lengths = p.lengths[local]
-                for term, idf in weighted:
-                    share = cache.get((term, number))
-                    if share is None:
-                        share = np.zeros(len(local), dtype=np.float32)
-                        for hit, at in self._postings_of(term, number, local):
-                            share[hit] = shares(idf, p.tfs[at], lengths[hit], average)
-                        cache[(term, number)] = share
-                    total += share
             out.append(total)
+            idfs, found, ends = [], [], []
+            # searchsorted copies the postings to the positions' dtype if they differ (int64 here: 17 us a call)
+            needles = local.astype(p.postings.dtype)
+            for term, idf in weighted if len(local) else ():
+                for part, start, end in self.term(term).ranges:
+                    if part == number:
+                        idfs.append(idf)
+                        found.append(start + np.searchsorted(p.postings[start:end], needles))
+                        ends.append(end - 1)
+            if not found:
+                continue
+            at = np.minimum(np.stack(found), np.array(ends)[:, None])
+            tf = np.where(p.postings[at] == local, p.tfs[at], 0).astype(np.float32)
+            norm = BM25_K1 * ((1 - BM25_B) + BM25_B * p.lengths[local] / average)  # as shares() computes it
+            share = np.array(idfs, dtype=np.float32)[:, None] * (tf / (norm + tf)).astype(np.float32)
+            for row in share:  # in query order: the same float32 sums as SegmentedIndex.scores
+                total += row
         return out
 
     def scores_of(self, query: str, ids: np.ndarray, statistics: Statistics | None = None) -> np.ndarray:
@@ -270,10 +289,26 @@ class Reader:
     ) -> list[tuple[int, float]]:
         """The k best ``(chunk_id, score)`` with a score above 0, best first, ties by chunk id, among ``allowed``
         (sorted ids) if given."""
+        return self.ranked(query, k, allowed, statistics)[0]
+
+    def ranked(
+        self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Statistics | None = None
+    ) -> tuple[list[tuple[int, float]], Callable[[np.ndarray], np.ndarray]]:
+        """:meth:`top`, and a function giving any chunk ids' scores (:meth:`scores_of`'s, bit for bit) read from
+        the score array the top k was ranked from (hybrid's candidates: 2.2 CPU-ms a query at 1M by binary search
+        in the postings, one look-up of the ids a part here).
+
+        Every part is scored into its own slice of one array, then ranked once: at 1M chunks in 6 parts, one
+        selection instead of one a part cost 0.4-0.6 CPU-ms less a query (the zeroing, the floor's compare and the
+        top k of each part)."""
         weighted, average = self.weighted(query, statistics)
-        if not weighted or k <= 0:
-            return []
-        found_ids, found_scores = [], []
+        if not weighted:
+            return [], lambda ids: np.zeros(len(ids), dtype=np.float32)
+        if k <= 0:
+            return [], lambda ids: self.scores_of(query, ids, statistics)
+        offsets = self.offsets
+        scores = np.zeros(int(offsets[-1]), dtype=np.float32)
+        floor, chosen = np.float32(0), []
         for number, p in enumerate(self.plain):
             ranges = [
                 (idf, start, end)
@@ -284,33 +319,64 @@ class Reader:
             if not ranges:
                 continue
             norm = self._norm(number, average)
-            scores = np.zeros(len(p.chunk_ids), dtype=np.float32)
+            part_scores = scores[offsets[number] : offsets[number + 1]]
             for idf, start, end in ranges:  # in query order: the same float32 sums as SegmentedIndex.scores
-                docs = p.postings[start:end]
-                tf = p.tfs[start:end].astype(np.float32)
-                scores[docs] += idf * (tf / (norm[docs] + tf)).astype(np.float32)
+                _accumulate(part_scores, norm, p.postings[start:end], p.tfs[start:end], idf)
             if p.live is not None:
-                scores[p.deleted] = 0
-            positions = None if allowed is None else positions_of(p.chunk_ids, allowed)
-            if positions is None and len(scores) > 8 * k:
-                # The k-th best score of the rarest term's chunks bounds the k-th best from below: only chunks
-                # reaching it are ranked (an argpartition over 1M scores cost ~5 ms, this compare ~0.5).
-                # The sample: the postings of the rarest term that has k of them here.
-                usable = [(end - start, start, end) for _, start, end in ranges if end - start >= k]
-                if usable:
-                    _, start, end = min(usable)
-                    sample = scores[p.postings[start:end]]
-                    floor = np.partition(sample, len(sample) - k)[len(sample) - k]
-                    positions = np.flatnonzero(scores >= floor)
-            top = top_positions(scores, positions, k)
-            top = top[scores[top] > 0]
-            found_ids.append(p.chunk_ids[top])
-            found_scores.append(scores[top])
-        if not found_ids:
-            return []
-        ids, values = np.concatenate(found_ids), np.concatenate(found_scores)
+                part_scores[p.deleted] = 0
+            if allowed is not None:
+                chosen.append(offsets[number] + positions_of(p.chunk_ids, allowed))
+                continue
+            # The k-th best score of the rarest term's chunks (of those with k of them here) bounds this part's k-th
+            # best, and so the k-th best of all, from below: only chunks reaching the highest such bound are ranked
+            # (an argpartition over 1M scores cost ~5 ms, this compare ~0.5).
+            usable = [(end - start, start, end) for _, start, end in ranges if end - start >= k]
+            if usable:
+                _, start, end = min(usable)
+                sample = part_scores[p.postings[start:end]]
+                floor = max(floor, np.partition(sample, len(sample) - k)[len(sample) - k])
+        if allowed is not None:
+            positions = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+            positions = positions[scores[positions] > 0]
+        else:
+            positions = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores)
+        values = scores[positions]
+        if len(values) > k:  # every chunk tied with the k-th best stays, so that ties go by chunk id
+            keep = values >= np.partition(values, len(values) - k)[len(values) - k]
+            positions, values = positions[keep], values[keep]
+        ids = self._ids_at(positions)
         best = np.lexsort((ids, -values))[:k]
-        return [(int(ids[i]), float(values[i])) for i in best]
+        return [(int(ids[i]), float(values[i])) for i in best], lambda wanted: self._read(scores, wanted)
+
+    def _read(self, scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """The ``scores`` (one array over every part, as :meth:`ranked` fills it) of chunk ``ids``; 0 for an id not
+        held live (a chunk id deleted in one part may live in another)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.zeros(len(ids), dtype=np.float32)
+        for number, p in enumerate(self.plain):
+            if not len(p.chunk_ids) or not len(ids):
+                continue
+            at = np.minimum(np.searchsorted(p.chunk_ids, ids), len(p.chunk_ids) - 1)
+            held = p.chunk_ids[at] == ids
+            if p.live is not None:
+                held &= p.live[at]
+            out[held] = scores[self.offsets[number] + at[held]]
+        return out
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """Where each part's documents start in :meth:`top`'s one score array (and the total, last)."""
+        return np.concatenate([[0], np.cumsum([len(p.chunk_ids) for p in self.plain])]).astype(np.int64)
+
+    def _ids_at(self, positions: np.ndarray) -> np.ndarray:
+        """The chunk ids at ``positions`` (ascending) of :meth:`top`'s score array."""
+        ids = np.empty(len(positions), dtype=np.int64)
+        bounds = np.searchsorted(positions, self.offsets)
+        for number, p in enumerate(self.plain):
+            a, b = bounds[number], bounds[number + 1]
+            if b > a:
+                ids[a:b] = p.chunk_ids[positions[a:b] - self.offsets[number]]
+        return ids
 
     def _norm(self, number: int, average: float) -> np.ndarray:
         """``k1 * (1 - b + b * length / average)`` of each document of a part (float64, as :func:`shares` computes
@@ -322,6 +388,24 @@ class Reader:
                 self._norms.clear()
             cached = self._norms[key] = BM25_K1 * ((1 - BM25_B) + BM25_B * self.plain[number].lengths / average)
         return cached
+
+
+def _accumulate(scores: np.ndarray, norm: np.ndarray, docs: np.ndarray, tfs: np.ndarray, idf: np.float32) -> None:
+    """Add one term's float32 share (:func:`shares`'s value, bit for bit) to the ``scores`` of its postings ``docs``
+    (distinct positions), given the part's :meth:`Reader._norm`.
+
+    ``np.take`` and ``np.add.at`` rather than ``norm[docs]`` and ``scores[docs] += ...``: fancy indexing first copies
+    the int32 positions to intp, twice for the read-modify-write; at 1M chunks (bench/scale.py, 50 claims, ~556k
+    postings a query) the gather cost 3.9 and the scatter 4.5 of a 13.4 CPU-ms top 200 (tmp profile, numpy 2.4),
+    in a micro-benchmark of 150k postings 2.05 -> 1.12 and 6.15 -> 1.92 ns a posting. Temporaries are reused.
+    """
+    tf = tfs.astype(np.float32)
+    ratio = np.take(norm, docs)  # float64, as shares() divides
+    ratio += tf
+    np.divide(tf, ratio, out=ratio)
+    share = ratio.astype(np.float32)
+    share *= idf
+    np.add.at(scores, docs, share)  # positions are distinct within a term: one float32 add each, as += would
 
 
 def _deleted_among(p: _Plain, start: int, end: int) -> int:

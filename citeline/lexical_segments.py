@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -268,6 +268,13 @@ class SegmentedIndex(LexicalIndex):
         positions = None if allowed is None else positions_of(self.chunk_ids, allowed)
         top = top_positions(scores, positions, k)
         return [(int(self.chunk_ids[p]), float(scores[p])) for p in top if scores[p] > 0]
+
+    def ranked(
+        self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Statistics | None = None
+    ) -> tuple[list[tuple[int, float]], Callable[[np.ndarray], np.ndarray]]:
+        """:meth:`search`'s k best and a function scoring any chunk ids as :meth:`scores_of` does (hybrid fusion
+        scores only the candidates the k best do not hold): read from the scores the k best were ranked from."""
+        return self._reader.ranked(query, k, allowed, statistics)
 
     def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each of ``ids``'s frequency of each analyzed query term (ids x terms, query order) and its length in

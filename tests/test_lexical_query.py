@@ -72,3 +72,43 @@ def test_shard_wide_statistics_score_a_part_as_one_index_would() -> None:
         _same(index.search(query, 7, None, statistics), want)
         ids = index.chunk_ids[::7]
         assert index.scores_of(query, ids, statistics).tobytes() == scores[::7].tobytes()
+
+
+def test_ties_across_parts_go_by_chunk_id_whatever_part_holds_them() -> None:
+    # The same few texts in every part, ids interleaved across parts: many chunks tie at every score, and the
+    # one ranking over all parts must keep the lowest chunk ids of a tie at the k-th place, as one part would.
+    rng = random.Random(11)
+    texts = [rng.choice(["river bridge", "bridge", "river river bridge", "famine", "the treaty"]) for _ in range(300)]
+    ids = np.array(rng.sample(range(10**6), len(texts)), dtype=np.int64)
+    parts = [Part(None, Segment.build(ids[a::3], texts[a::3])) for a in range(3)]
+    index = SegmentedIndex(parts)
+    removed = np.sort(ids[:40])
+    deleted = SegmentedIndex([part.without(removed) for part in parts])
+    for segmented in (index, deleted):
+        for query in ("river bridge", "bridge", "famine treaty"):
+            for k in (1, 7, 50, 299):
+                want, _ = _full_top(segmented, query, k, None)
+                got = segmented.search(query, k)
+                assert got == sorted(want, key=lambda pair: (-pair[1], pair[0]))[: len(got)]
+                assert len(got) == min(k, len([pair for pair in want if pair[1] > 0]))
+
+
+def test_ranked_scores_the_candidates_hybrid_fusion_reads_as_scores_of_does() -> None:
+    from citeline.search import _lexical_values
+
+    index = _segmented()
+    rng = np.random.default_rng(5)
+    removed = index.parts[0].segment.chunk_ids[~index.parts[0].live]  # deleted: not held, score 0
+    allowed = np.sort(rng.choice(index.chunk_ids, 100, replace=False))
+    for query in QUERIES:
+        for subset in (None, allowed):
+            top, score = index.ranked(query, 30, subset)
+            assert top == index.search(query, 30, subset)
+            others = np.concatenate([rng.choice(index.chunk_ids, 40), removed[:5], [1, 2]])
+            ids = np.unique(np.concatenate([[chunk_id for chunk_id, _ in top], others]).astype(np.int64))
+            assert score(ids).tobytes() == index.scores_of(query, ids).tobytes()
+            assert not score(removed).any()
+        top_ids = np.array([chunk_id for chunk_id, _ in top], dtype=np.int64)
+        top_scores = np.array([value for _, value in top], dtype=np.float64)
+        glued = _lexical_values(ids, top_ids, top_scores, score)
+        assert glued.tobytes() == index.scores_of(query, ids).astype(np.float64).tobytes()
