@@ -39,6 +39,7 @@ import numpy as np
 
 from citeline.errors import IndexCorruptError
 from citeline.vectors import ivf_files
+from citeline.vectors.flat import faiss_threads
 
 #: Files of at least this many vectors carry codes. Below, the float scan is a few ms (100k: 3.2 ms p50 in
 #: bench/ann.py) and the codes would not pay for their load.
@@ -92,14 +93,17 @@ def append(path: Path, pq: Any = None) -> None:
     scratch.pq = codes.pq
     scratch.is_trained = True
     scratch_lists: Any = faiss.downcast_InvertedLists(scratch.invlists)
-    for numbers, sizes in ivf_files.list_spans(mapped):
-        ids, vectors = ivf_files.read_lists(mapped, path, numbers)
-        for number, start, size in zip(numbers.tolist(), np.cumsum(sizes) - sizes, sizes.tolist(), strict=True):
-            single.reset()
-            single.add(centroids[number : number + 1])
-            scratch.reset()
-            scratch.add_with_ids(vectors[start : start + size], ids[start : start + size])
-            codes.invlists.add_entries(number, size, scratch_lists.get_ids(0), scratch_lists.get_codes(0))
+    # One OpenMP thread: a list is a few hundred vectors, and FAISS's parallel regions per call cost more than they
+    # save on two busy cores.
+    with faiss_threads(0):
+        for numbers, sizes in ivf_files.list_spans(mapped):
+            ids, vectors = ivf_files.read_lists(mapped, path, numbers)
+            for number, start, size in zip(numbers.tolist(), np.cumsum(sizes) - sizes, sizes.tolist(), strict=True):
+                single.reset()
+                single.add(centroids[number : number + 1])
+                scratch.reset()
+                scratch.add_with_ids(vectors[start : start + size], ids[start : start + size])
+                codes.invlists.add_entries(number, size, scratch_lists.get_ids(0), scratch_lists.get_codes(0))
     codes.ntotal = int(mapped.ntotal)
     del mapped, whole  # unmaps the file
     with path.open("ab") as out:
