@@ -228,12 +228,13 @@ def add_codes(index_dir: Path) -> None:
     connection = duckdb.connect(str(index_dir / "meta.duckdb"))
     base = index_dir / str(catalog.read_meta(connection)["vector_base"])
     table_at = ivf_table.table_offset(base)
-    if table_at is None or ivf_codes.locate(base, table_at) is not None:
-        raise SystemExit(f"{base} has no id table or already has codes")
+    if table_at is None:
+        raise SystemExit(f"{base} has no id table")
     with base.open("rb") as handle:
         handle.seek(table_at)
         table = handle.read()
-    os.truncate(base, table_at)
+    old = ivf_codes.locate(base, table_at)  # codes written before: replaced
+    os.truncate(base, old[0] if old else table_at)
     ivf_codes.append(base)
     magic, count, _, residue = ivf_table._FOOTER.unpack(table[-ivf_table._FOOTER.size :])
     with base.open("ab") as out:

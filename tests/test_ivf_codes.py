@@ -44,10 +44,8 @@ def test_codes_are_what_faiss_add_writes(tmp_path: Path, small_codes: None) -> N
     written = loaded._codes.index()
     # The same quantizer and PQ, every vector added by FAISS itself (which assigns each to its list again), in the
     # file's list order: the packed blocks must be the same bytes.
-    quantizer = faiss.clone_index(loaded._ivf().quantizer)
-    reference = faiss.IndexIVFPQFastScan(
-        quantizer, DIMENSION, loaded.nlist, DIMENSION // 2, 4, faiss.METRIC_INNER_PRODUCT
-    )
+    assert written.by_residual  # codes of the residuals to each list's centroid
+    reference = ivf_codes._empty(faiss.clone_index(loaded._ivf().quantizer), DIMENSION, loaded.nlist)
     reference.pq = written.pq
     reference.is_trained = True
     in_lists = loaded._in_list_order()

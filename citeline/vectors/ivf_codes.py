@@ -51,7 +51,7 @@ NPROBE_FACTOR = 3
 #: Candidates re-ranked exactly (at least twice the k asked for).
 RERANK = 1_000
 #: Vectors the product quantizer is trained on.
-TRAIN_VECTORS = 32_768
+TRAIN_VECTORS = 65_536
 _MAGIC = b"CLIVFPQ1"
 #: FAISS's stubs lack these.
 _WRITER: Any = faiss.PyCallbackIOWriter  # type: ignore[attr-defined]
@@ -68,6 +68,7 @@ def _empty(quantizer: Any, dimension: int, nlist: int) -> Any:
     index: Any = faiss.IndexIVFPQFastScan(
         quantizer, dimension, nlist, dimension // DIMS_PER_CODE, 4, faiss.METRIC_INNER_PRODUCT
     )
+    index.by_residual = True  # FAISS's default here is False: PQ 64x4 of the vectors themselves reached recall 0.60
     index.own_fields = True
     quantizer.this.disown()
     return index
@@ -113,11 +114,17 @@ def append(path: Path, pq: Any = None) -> None:
 
 
 def _sample(mapped: Any, path: Path) -> np.ndarray:
-    """Vectors of randomly chosen lists, about :data:`TRAIN_VECTORS` of them (each list read on its own)."""
-    sizes = np.array([mapped.invlists.list_size(number) for number in range(int(mapped.nlist))], dtype=np.int64)
-    order = np.random.default_rng(1234).permutation(np.flatnonzero(sizes))
-    chosen = np.sort(order[: int(np.searchsorted(np.cumsum(sizes[order]), TRAIN_VECTORS)) + 1])
-    return np.concatenate([ivf_files.read_lists(mapped, path, np.array([number]))[1] for number in chosen])
+    """About :data:`TRAIN_VECTORS` vectors drawn uniformly from every list (one pass over the lists, a span at a
+    time). Vectors of 73 randomly chosen whole lists (32k at 1M) trained a PQ whose re-ranked recall@10 was 0.940
+    where a uniform 65k sample's was 0.960 (the 1M-chunk scale index, nprobe 648, re-rank 1,000)."""
+    share = min(1.0, TRAIN_VECTORS / max(1, int(mapped.ntotal)))
+    rng = np.random.default_rng(1234)
+    parts = [
+        vectors[rng.random(len(vectors)) < share]
+        for numbers, _ in ivf_files.list_spans(mapped)
+        for _, vectors in [ivf_files.read_lists(mapped, path, numbers)]
+    ]
+    return np.concatenate(parts) if parts else np.zeros((0, int(mapped.d)), np.float32)
 
 
 def locate(path: Path, table_at: int | None) -> tuple[int, int] | None:
