@@ -328,3 +328,37 @@ def test_tombstones_among_the_first_answer_are_asked_for_again(
     for k in (1, 10, 50):
         hits = index.search(query, k)
         assert [h for h, _ in hits] == _exact(ids[live], vectors[live], query, k)
+
+
+def test_ivf_with_codes_keeps_the_contract(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large ivf file carries fast-scan codes (``ivf_codes``; the size threshold lowered here): exact ids and
+    vectors, exact scores best first, filtered search with k allowed results, tombstones and deltas on top, and a
+    compaction that writes codes again."""
+    from citeline.vectors import ivf_codes
+
+    monkeypatch.setattr(ivf_codes, "MIN_VECTORS", 1_000)
+    monkeypatch.setattr(ivf_codes, "RERANK", 200)
+    ids, vectors = _clustered(6_000)
+    IVFIndex.build(ids[:5_000], vectors[:5_000], 32).save(tmp_path / "vectors.1.ivf.faiss")
+    base = IVFIndex.load(tmp_path / "vectors.1.ivf.faiss")
+    assert base._codes is not None
+    assert np.array_equal(base.ids(), np.sort(ids[:5_000])) and np.array_equal(base.vectors(ids[:50]), vectors[:50])
+    queries = _clustered(30, seed=9)[1]
+    assert _recall(base, ids[:5_000], vectors[:5_000], queries) >= 0.95
+    hits = base.search(queries[0], 10)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    assert np.allclose([s for _, s in hits], base.vectors([h for h, _ in hits]) @ queries[0], atol=1e-5)
+    monkeypatch.setattr(IVFIndex, "exact_filter_rows", 0)  # the selector search (float lists)
+    allowed = np.sort(ids[:5_000][::9])
+    assert _recall(base, ids[:5_000], vectors[:5_000], queries, allowed) >= 0.95
+    # Deltas and tombstones over the coded base: a removed id never comes back, added ones are found.
+    index = SegmentedVectors(base).updated(ids[5_000:], vectors[5_000:], ids[:300])
+    assert all(h not in set(ids[:300].tolist()) for q in vectors[:20] for h, _ in index.search(q, 10))
+    assert index.search(vectors[5_500], 1)[0][0] == ids[5_500]
+    merged = index.merged_delta()
+    written = base.write_updated(
+        tmp_path / "vectors.2.ivf.faiss", merged.ids, np.asarray(merged.vectors), merged.removed
+    )
+    compacted = IVFIndex.load(tmp_path / "vectors.2.ivf.faiss")
+    assert written == len(compacted) == 5_700 and compacted._codes is not None
+    assert _recall(compacted, ids[300:], vectors[300:], queries) >= 0.95

@@ -3,8 +3,10 @@
 The lists hold the float32 vectors themselves, so scores are exact inner products of the candidates, ``vectors()``
 is exact (a hash-table direct map from chunk id to list and offset), and one FAISS file is the whole index, read
 memory-mapped (``IO_FLAG_MMAP`` maps the lists: opening a 1M-vector file costs milliseconds and no resident
-memory). SQ8 or PQ codes would shrink the lists 4-16x but need the raw vectors beside them for ``vectors()`` and
-for exact scores; at 1M x 384 the raw lists are 1.5 GB on disk and only the probed lists are paged in.
+memory). At 1M x 384 the raw lists are 1.5 GB on disk and a search reads about 10 % of them (148 MB: 22-30 CPU-ms,
+memory-bound); so a file of at least ``ivf_codes.MIN_VECTORS`` also carries 4-bit fast-scan PQ codes of its lists
+(``citeline.vectors.ivf_codes``: 96 bytes a vector), which an unfiltered search scans 3x deeper and re-ranks exactly
+from the raw vectors (1M: 10.2 CPU-ms at recall@10 0.958 instead of 22.6 at 0.948).
 
 The file ends with an *id table* after FAISS's own bytes (FAISS reads what it wrote and ignores the rest): every
 id ascending, the row of its vector in the mapped file and its list, written when the file is written (a build or
@@ -28,7 +30,6 @@ than twice or less than half the trained ``nlist``.
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ import numpy as np
 
 from citeline.arrays import positions_of, positions_of_all
 from citeline.errors import IndexCorruptError
-from citeline.vectors import ivf_files
+from citeline.vectors import ivf_codes, ivf_files
 from citeline.vectors.approximate import ApproximateIndex
 from citeline.vectors.base import vector_index
 from citeline.vectors.ivf_calibration import (  # the nprobe rule and calibration, re-exported here
@@ -60,17 +61,25 @@ from citeline.vectors.ivf_calibration import (
     exact_neighbours,
     nprobe_for,
 )
+from citeline.vectors.ivf_table import (  # the id table (moved out; the tests and callers use these names here)
+    _FOOTER as _FOOTER,
+)
+from citeline.vectors.ivf_table import (
+    _append_table as _append_table,
+)
+from citeline.vectors.ivf_table import (
+    _float_rows,
+    _list_positions,
+    _mapped_region,
+    _read_table,
+    _vector_bytes,
+    _write_table,
+    table_offset,
+)
 
 #: FAISS's stubs lack these.
 _HASHTABLE: Any = faiss.DirectMap.Hashtable  # type: ignore[attr-defined]
 _NO_MAP: Any = faiss.DirectMap.NoMap  # type: ignore[attr-defined]
-#: The id table's footer (see the module docstring): magic, id count, the table's byte offset, and the residue
-#: (byte offset mod 4) every vector of the file shares; the table is the ids (int64, ascending), each one's vector
-#: row in float32 units from that residue (int64), and its list (int32).
-_TABLE_MAGIC = b"CLIVFTB1"
-_FOOTER = struct.Struct("<8sQQQ")
-_TABLE_ROW_BYTES = 8 + 8 + 4
-
 #: Lists per square root of the size.
 LISTS_PER_SQRT = 4
 #: k-means sees this many vectors per list (FAISS's default is up to 256; 40 keeps training of 1M vectors under a
@@ -101,6 +110,10 @@ class IVFIndex(ApproximateIndex):
     nprobe: int | None = None
     #: The file the lists are memory-mapped from (None for an index built in memory).
     _path: Path | None = None
+    #: The file's fast-scan codes (``ivf_codes``; None for a small file, an older one, or lists in memory), and
+    #: whether unfiltered searches use them (bench/ann.py compares both on one file).
+    _codes: ivf_codes.Codes | None = None
+    use_codes = True
 
     def __init__(self, index: Any, table: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None):
         #: Where each id's vector is, in ascending id order (vectors(), filtered nprobe): its (list, offset in the
@@ -157,6 +170,8 @@ class IVFIndex(ApproximateIndex):
         _no_prefetch(faiss.extract_index_ivf(index).invlists)
         loaded = cls(index, _read_table(path, int(index.ntotal)))
         loaded._path = path
+        if where := ivf_codes.locate(path, table_offset(path)):
+            loaded._codes = ivf_codes.Codes(path, where)
         return loaded
 
     def save(self, path: Path) -> None:
@@ -169,6 +184,8 @@ class IVFIndex(ApproximateIndex):
     ) -> tuple[np.ndarray, np.ndarray]:
         # The nprobe measured when the lists were trained (stored in the file), never below the fixed rule.
         measured = max(nprobe_for(self.nlist), int(self._ivf().nprobe))
+        if selector is None and self._codes is not None and self.use_codes:
+            return self._reranked(vector, k, ivf_codes.NPROBE_FACTOR * (self.nprobe or measured) * effort)
         nprobe = min(self.nlist, (self.nprobe or measured) * effort)
         if allowed is not None:
             nprobe = self._filtered_nprobe(vector, allowed, nprobe)
@@ -177,6 +194,16 @@ class IVFIndex(ApproximateIndex):
         if selector is not None:
             params.sel = selector
         return self._index.search(vector, k, params=params)
+
+    def _reranked(self, vector: np.ndarray, k: int, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``k`` of the codes' candidates by their exact scores (FAISS's kernel over the stored vectors,
+        gathered from the mapped file: 1,000 rows about 1 ms)."""
+        assert self._codes is not None
+        found = self._codes.candidates(vector, k, nprobe)
+        if not len(found):
+            return np.zeros((1, 0), np.float32), np.zeros((1, 0), np.int64)
+        scores, rows = faiss.knn(vector, self.vectors(found), min(k, len(found)), metric=faiss.METRIC_INNER_PRODUCT)
+        return scores, found[rows]
 
     def _filtered_nprobe(self, vector: np.ndarray, allowed: np.ndarray, nprobe: int) -> int:
         """Lists to probe so that a filtered search scores :data:`FILTERED_BUDGET` times as many *allowed*
@@ -254,12 +281,16 @@ class IVFIndex(ApproximateIndex):
             *self._kept_blocks(remove, None),
             ivf_files.Block(add_ids, ivf_files.assigned(empty.quantizer, added), lambda: added),
         ]
-        return self._written(path, empty, blocks)
+        kept = self._codes.index().pq if self._codes is not None else None  # the same centroids: the same PQ
+        return self._written(path, empty, blocks, kept)
 
     @staticmethod
-    def _written(path: Path, empty: Any, blocks: list[ivf_files.Block]) -> int:
-        """Write the lists (``ivf_files``), then the id table from where they were written."""
+    def _written(path: Path, empty: Any, blocks: list[ivf_files.Block], pq: Any = None) -> int:
+        """Write the lists (``ivf_files``), their codes if the file is large (``ivf_codes``, with ``pq`` if given),
+        then the id table from where the lists were written."""
         ids, starts, numbers = ivf_files.write(path, empty, blocks)
+        if ivf_codes.wanted(len(ids), int(empty.d)):
+            ivf_codes.append(path, pq)
         _write_table(path, ids, starts, numbers, int(starts[0] % 4) if len(starts) else 0)
         return len(ids)
 
@@ -348,29 +379,6 @@ def _trained(data: np.ndarray, nlist: int, dimension: int) -> Any:
     return index
 
 
-def _list_positions(lists: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every id of ``lists`` ascending, with its list number and offset in the list."""
-    ids, numbers, offsets = [], [], []
-    for number in range(lists.nlist):
-        if size := lists.list_size(number):
-            ids.append(faiss.rev_swig_ptr(lists.get_ids(number), size).copy())
-            numbers.append(np.full(size, number, dtype=np.int64))
-            offsets.append(np.arange(size, dtype=np.int64))
-    if not ids:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    held = np.concatenate(ids)
-    order = np.argsort(held, kind="stable")
-    return held[order], np.concatenate(numbers)[order], np.concatenate(offsets)[order]
-
-
-def _mapped_region(lists: Any) -> np.ndarray | None:
-    """The bytes of a memory-mapped file's lists (a view of FAISS's map), or None for in-memory lists."""
-    mapped: Any = faiss.downcast_InvertedLists(lists)
-    if not isinstance(mapped, faiss.OnDiskInvertedLists):
-        return None
-    return faiss.rev_swig_ptr(mapped.ptr, mapped.totsize)
-
-
 def _no_prefetch(lists: Any) -> None:
     """Turn off FAISS's prefetch threads on memory-mapped lists. ``OnDiskInvertedLists`` starts 32 threads per search
     that read every probed list ahead of the scan: the lists are read twice. On the 1M-chunk scale index (nprobe
@@ -378,85 +386,6 @@ def _no_prefetch(lists: Any) -> None:
     mapped: Any = faiss.downcast_InvertedLists(lists)
     if isinstance(mapped, faiss.OnDiskInvertedLists):
         mapped.prefetch_nthread = 0
-
-
-def _vector_bytes(
-    lists: Any, numbers: np.ndarray, offsets: np.ndarray, dimension: int
-) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """For memory-mapped lists: the mapped bytes, the byte offset of each (list, offset)'s vector in them and the
-    residue mod 4 they all share. None for in-memory lists, or if the vectors are not equally aligned."""
-    region = _mapped_region(lists)
-    if region is None or not len(numbers):
-        return None
-    mapped: Any = faiss.downcast_InvertedLists(lists)
-    # A list's codes start at its offset in the file; its ids follow its `capacity` codes.
-    list_offsets = np.array([mapped.lists.at(number).offset for number in range(mapped.nlist)], dtype=np.int64)
-    starts = list_offsets[numbers] + offsets * dimension * 4
-    residue = int(starts[0] % 4)
-    if np.any(starts % 4 != residue):
-        return None
-    return region, starts, residue
-
-
-def _float_rows(region: np.ndarray, residue: int, dimension: int) -> np.ndarray:
-    """The mapped file as overlapping float32 rows of ``dimension``, from byte ``residue`` on: row ``r`` starts at
-    byte ``residue + 4 r``, so ``vectors()`` is one numpy gather (2k ids: 0.2 ms instead of 18 ms through the lists
-    one by one)."""
-    floats = region[residue : residue + (len(region) - residue) // 4 * 4].view(np.float32)
-    rows = np.lib.stride_tricks.as_strided(floats, shape=(len(floats) - dimension + 1, dimension), strides=(4, 4))
-    rows.flags.writeable = False
-    return rows
-
-
-def _append_table(path: Path) -> None:
-    """Append the id table to a just-written IVF file (read back memory-mapped for its vectors' offsets); a file
-    whose vectors are not equally aligned gets none (readers walk its lists)."""
-    index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
-    lists = faiss.extract_index_ivf(index).invlists
-    ids, numbers, offsets = _list_positions(lists)
-    located = _vector_bytes(lists, numbers, offsets, int(index.d))
-    del lists, index  # unmaps the file
-    if located is None and len(ids):
-        return
-    starts, residue = (located[1], located[2]) if located is not None else (np.zeros(0, np.int64), 0)
-    _write_table(path, ids, starts, numbers, residue)
-
-
-def _write_table(path: Path, ids: np.ndarray, starts: np.ndarray, numbers: np.ndarray, residue: int) -> None:
-    """Append the id table: ``ids`` ascending, the byte offset of each one's vector (``starts``, all ``residue``
-    mod 4) and its list."""
-    with path.open("ab") as out:
-        table_offset = out.tell()
-        out.write(np.ascontiguousarray(ids, dtype="<i8").tobytes())
-        out.write(((np.asarray(starts, dtype=np.int64) - residue) // 4).astype("<i8").tobytes())
-        out.write(np.asarray(numbers).astype("<i4").tobytes())
-        out.write(_FOOTER.pack(_TABLE_MAGIC, len(ids), table_offset, residue))
-
-
-def _read_table(path: Path, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
-    """The id table of an IVF file, memory-mapped (ids, rows, lists, residue); None for a file without one."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            handle.seek(max(0, size - _FOOTER.size))
-            magic, stored, offset, residue = _FOOTER.unpack(handle.read(_FOOTER.size).rjust(_FOOTER.size, b"\0"))
-    except OSError as exc:
-        raise IndexCorruptError(f"{path} cannot be read ({exc})") from exc
-    if magic != _TABLE_MAGIC:
-        return None
-    if stored != count or offset + count * _TABLE_ROW_BYTES + _FOOTER.size != size or residue > 3:
-        raise IndexCorruptError(f"{path}'s id table does not match its {count:,} vectors")
-    if not count:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32), residue
-
-    def mapped(dtype: str, start: int) -> np.ndarray:
-        array = np.asarray(np.memmap(path, dtype=np.dtype(dtype), mode="r", offset=start, shape=(count,)))
-        # The table follows FAISS's bytes, so it may start off an 8-byte boundary; numpy's searchsorted then copies
-        # the whole misaligned array on every call (1.0-1.6 ms for 10 ids at 1M rows, against 0.004 ms aligned;
-        # col2's profile of vectors()). One aligned copy at open costs about 2 ms and 8 MB per array at 1M.
-        return array if start % array.dtype.itemsize == 0 else array.copy()
-
-    return mapped("<i8", offset), mapped("<i8", offset + 8 * count), mapped("<i4", offset + 16 * count), residue
 
 
 def _empty_like(source: Any) -> Any:
