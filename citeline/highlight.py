@@ -16,7 +16,9 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -146,6 +148,39 @@ def overlap_scores(query_terms: Sequence[str], sentence_terms: Sequence[Sequence
 # ---------------------------------------------------------------- highlights
 
 
+#: Per search, each chunk text's sentences and their stemmed terms (set by :func:`analysis_cache`): a collapsed
+#: search highlights its candidates to judge a shared quote, then its k results among themselves, and a deepening
+#: does it again over more hits; splitting and stemming a chunk costs ~0.1 ms, its scores (which depend on the
+#: other hits' sentences) little.
+_ANALYSED: ContextVar[dict[str, tuple[list[tuple[int, int]], list[list[str]]]] | None] = ContextVar(
+    "citeline_highlight_analysed", default=None
+)
+
+
+@contextmanager
+def analysis_cache() -> Iterator[None]:
+    """Within this block, :func:`highlight` splits and stems each distinct chunk text once (one search's scope)."""
+    token = _ANALYSED.set({})
+    try:
+        yield
+    finally:
+        _ANALYSED.reset(token)
+
+
+def _analysed(texts: Sequence[str]) -> list[tuple[list[tuple[int, int]], list[list[str]]]]:
+    """Each text's sentence spans and each sentence's stemmed terms (one stemmer call for all new texts)."""
+    cache = _ANALYSED.get()
+    known = cache if cache is not None else {}
+    new = list(dict.fromkeys(text for text in texts if text not in known))
+    if new:
+        spans = [sentences(text) for text in new]
+        words = [[_words_of(text[s:e]) for s, e in found] for text, found in zip(new, spans, strict=True)]
+        stemmed = iter(_stemmed([w for per_text in words for w in per_text]))
+        for text, found in zip(new, spans, strict=True):
+            known[text] = (found, [next(stemmed) for _ in found])
+    return [known[text] for text in texts]
+
+
 def highlight(
     hits: Sequence[SearchResult],
     query: str,
@@ -159,16 +194,17 @@ def highlight(
     With ``model_weight`` > 0 (and ``query_vector`` and ``encode``), every hit's sentences are embedded in one
     ``encode`` call and their cosine to the query blends into the score.
     """
-    per_hit = [sentences(hit.text) for hit in hits]
-    scored = score_sentences(
-        [[hit.text[s:e] for s, e in spans] for hit, spans in zip(hits, per_hit, strict=True)],
+    analysed = _analysed([hit.text for hit in hits])
+    scored = _scores(
+        [[hit.text[s:e] for s, e in spans] for hit, (spans, _) in zip(hits, analysed, strict=True)],
+        [terms for _, per_hit in analysed for terms in per_hit],
         query,
         query_vector=query_vector,
         encode=encode,
         model_weight=model_weight,
     )
     out = []
-    for hit, spans, scores in zip(hits, per_hit, scored, strict=True):
+    for hit, (spans, _), scores in zip(hits, analysed, scored, strict=True):
         chosen = pick(scores)
         found = tuple(
             Highlight(
@@ -192,8 +228,21 @@ def score_sentences(
     model_weight: float = MODEL_WEIGHT,
 ) -> list[np.ndarray]:
     """For each hit's sentence texts, each sentence's score for ``query`` (term overlap, blended with the model)."""
-    query_terms = terms(query)
     flat_terms = _stemmed([_words_of(t) for hit in texts for t in hit])
+    return _scores(texts, flat_terms, query, query_vector=query_vector, encode=encode, model_weight=model_weight)
+
+
+def _scores(
+    texts: Sequence[Sequence[str]],
+    flat_terms: Sequence[Sequence[str]],
+    query: str,
+    *,
+    query_vector: np.ndarray | None,
+    encode: Encode | None,
+    model_weight: float,
+) -> list[np.ndarray]:
+    """:func:`score_sentences` given every sentence's stemmed terms (``flat_terms``, all hits' in order)."""
+    query_terms = terms(query)
     lexical = overlap_scores(query_terms, flat_terms)
     scores = lexical
     if model_weight > 0 and encode is not None and query_vector is not None and flat_terms:
