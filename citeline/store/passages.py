@@ -185,15 +185,15 @@ def _value_reader(field: pa.Field, column: pa.Array) -> Callable[[int], Any]:
     if column.null_count == 0 or buffers[0] is None:
         valid: Callable[[int], bool] = lambda i: True  # noqa: E731
     else:
-        bits = memoryview(buffers[0])  # type: ignore[arg-type]
+        bits = memoryview(buffers[0])
 
         def valid(i: int) -> bool:
             at = base + i
             return bool(bits[at >> 3] >> (at & 7) & 1)
 
     if pa.types.is_string(kind):
-        offsets = np.frombuffer(buffers[1], dtype=np.int32)  # type: ignore[call-overload]
-        data = memoryview(buffers[2]) if buffers[2] is not None else memoryview(b"")  # type: ignore[arg-type]
+        offsets = np.frombuffer(buffers[1], dtype=np.int32)
+        data = memoryview(buffers[2]) if buffers[2] is not None else memoryview(b"")
 
         def text(i: int) -> str | None:
             if not valid(i):
@@ -202,12 +202,12 @@ def _value_reader(field: pa.Field, column: pa.Array) -> Callable[[int], Any]:
 
         return text
     if pa.types.is_timestamp(kind) and kind.tz:
-        stamps = np.frombuffer(buffers[1], dtype=np.int64)  # type: ignore[call-overload]
+        stamps = np.frombuffer(buffers[1], dtype=np.int64)
         unit = _UNIT_MICROSECONDS[kind.unit]
         return lambda i: _EPOCH + timedelta(microseconds=int(stamps[base + i]) * unit) if valid(i) else None
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
         code = "f" if pa.types.is_floating(kind) else "i" if pa.types.is_signed_integer(kind) else "u"
-        values = np.frombuffer(buffers[1], dtype=f"{code}{kind.bit_width // 8}")  # type: ignore[call-overload]
+        values = np.frombuffer(buffers[1], dtype=f"{code}{kind.bit_width // 8}")
         return lambda i: values[base + i].item() if valid(i) else None
     return lambda i: column[i].as_py()
 
