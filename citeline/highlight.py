@@ -2,8 +2,8 @@
 
 A hit is a whole chunk (up to ~250 tokens, often 1,000-1,300 characters); a reader wants the sentence that answers.
 :func:`sentences` splits a chunk into sentences with offsets (a regex splitter that knows quotes and common
-abbreviations; ~20 µs a chunk), :func:`highlight` scores each sentence against the query and returns the hits with
-their :attr:`SearchResult.highlights` set: ``document_text[h.char_start:h.char_end] == h.text``.
+abbreviations; ~115 µs a whole SciFact abstract), :func:`highlight` scores each sentence against the query and
+returns the hits with their :attr:`SearchResult.highlights` set: ``document_text[h.char_start:h.char_end] == h.text``.
 
 Scoring is by query-term overlap (stemmed, stop words aside, each term weighted by its rarity among the hits'
 sentences), optionally blended with the model's sentence-vs-query cosine. The choice is measured in
@@ -51,12 +51,17 @@ ABBREVIATIONS = _words(
     "al approx apr aug ca capt cf co col corp cpl dec dept dr eq eqs etc feb fig figs gen gov inc jan jr jul jun "
     "lt ltd maj mar mr mrs ms no nos nov oct prof ref refs rep resp rev sen sep sept sgt sr st univ vol vs"
 )
+# The leading lookahead names every alternative's first character: the regex engine then skips other positions
+# at once (90 -> 35 us a SciFact abstract, the same matches on its 5,183 abstracts and the test and seed files).
 _BOUNDARY = re.compile(
+    r"""(?=[.!?…"'”’»\n])(?:"""
     r"""(?:[.!?…]+["'”’»)\]]*|["'”’»]\s*[-—–]\s*)(?=\s+["'“‘«(\[]?[A-Z0-9À-Þ])"""  # end mark, then a capital
     r"""|[.!?]["'”’»)\]]*(?=\s*\n)"""  # end mark at a line's end
     r"""|\n\s*\n"""  # a blank line
+    r""")"""
 )
 _LAST_WORD = re.compile(r"\w[\w.]*$")  # the word before a full stop, brackets aside
+_RUN = re.compile(r"[\w.]*")
 
 
 def sentences(text: str) -> list[tuple[int, int]]:
@@ -71,7 +76,7 @@ def sentences(text: str) -> list[tuple[int, int]]:
         end = match.end()
         mark = match.group()
         if mark.startswith("."):
-            before = _LAST_WORD.search(text, start, match.start())
+            before = _last_word(text, start, match.start())
             word = before.group().lower().rstrip(".") if before else ""
             last = word.rsplit(".", 1)[-1] if word else ""
             if last in ABBREVIATIONS or (len(last) == 1 and last.isalpha()) or word in ("e.g", "i.e"):
@@ -80,6 +85,23 @@ def sentences(text: str) -> list[tuple[int, int]]:
         start = end
     _add(text, start, len(text), spans)
     return spans
+
+
+#: How far back from a full stop :func:`_last_word` looks first.
+_WORD_WINDOW = 48
+
+
+def _last_word(text: str, start: int, end: int) -> re.Match[str] | None:
+    """``_LAST_WORD.search(text, start, end)``, searched first in the last :data:`_WORD_WINDOW` characters: a search
+    from the sentence's start tries the pattern at every word of the sentence (11.7 us a full stop on SciFact, 4.2
+    with the window; the same matches).
+    A match at the window's edge may be a cut word: then the whole sentence is searched."""
+    window = max(start, end - _WORD_WINDOW)
+    found = _LAST_WORD.search(text, window, end)
+    cut = found.start() == window if found is not None else _RUN.fullmatch(text, window, end) is not None
+    if window > start and cut:
+        return _LAST_WORD.search(text, start, end)
+    return found
 
 
 def _add(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> None:
