@@ -95,11 +95,11 @@ def _last_word(text: str, start: int, end: int) -> re.Match[str] | None:
     """``_LAST_WORD.search(text, start, end)``, searched first in the last :data:`_WORD_WINDOW` characters: a search
     from the sentence's start tries the pattern at every word of the sentence (11.7 us a full stop on SciFact, 4.2
     with the window; the same matches).
-    A match at the window's edge may be a cut word: then the whole sentence is searched."""
+    When the window may have cut the word, the whole sentence is searched."""
     window = max(start, end - _WORD_WINDOW)
     found = _LAST_WORD.search(text, window, end)
-    cut = found.start() == window if found is not None else _RUN.fullmatch(text, window, end) is not None
-    if window > start and cut:
+    # The word may begin before the window only if the whole window is word characters and dots.
+    if window > start and _RUN.fullmatch(text, window, end) is not None:
         return _LAST_WORD.search(text, start, end)
     return found
 
