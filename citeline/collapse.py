@@ -30,6 +30,15 @@ queries at k=10 (onnx-int8 index, bench/collapse_cost.py, CPU time on 2 shared c
 and after in back-to-back runs) collapse adds, at the median, 5.0 ms (hybrid), 4.5 (dense) and 6.7 (lexical), of
 which the lookup is 1.8-2.1; before it added 6.3, 5.3 and 6.9. It added 17.2, 14.0 and 22.5 ms (lexical also
 encoding the query) when it ranked 3k + 10 candidates and highlighted them all.
+
+A search analyses each chunk once (:class:`WordCache` for the normalised words, ``highlight.analysis_cache`` for
+sentences and stems): the slow searches are those that deepen (collapsing left fewer than k results, so 40 hits are
+read, compared and highlighted), and they had analysed the first hits again and highlighted the results twice.
+With that, passage rows read from the mapped buffers and cheaper sentence splitting (the same results for SciFact's
+300 test queries in every mode, collapse on and off), the added p99 fell from 37 to 25 ms (lexical) and 31 to 22
+(hybrid), the added p50 staying 4.8 and 4.5 (bench/collapse_cost.py, the two versions alternated); at 1M chunks
+(bench/scale.py's index, 50 claims) the added p50 is 6.6 ms (hybrid), 4.0 (dense) and 7.7 (lexical), of which the
+rare-term lookup is 3.0, 2.0 and 5.1.
 """
 
 from __future__ import annotations
