@@ -35,8 +35,9 @@ A search analyses each chunk once (:class:`WordCache` for the normalised words, 
 sentences and stems): the slow searches are those that deepen (collapsing left fewer than k results, so 40 hits are
 read, compared and highlighted), and they had analysed the first hits again and highlighted the results twice.
 With that, passage rows read from the mapped buffers and cheaper sentence splitting (the same results for SciFact's
-300 test queries in every mode, collapse on and off), the added p99 fell from 37 to 25 ms (lexical) and 31 to 22
-(hybrid), the added p50 staying 4.8 and 4.5 (bench/collapse_cost.py, the two versions alternated); at 1M chunks
+300 test queries in every mode, collapse on and off), the added p99 fell from 33-37 to 25-32 ms (lexical) and
+31-41 to 21-22 (hybrid), while the added p50 stayed within the noise of a loaded machine: 4.5-4.8 before, 4.8-5.4
+after (lexical), 4.5 and 3.7-4.4 (hybrid) (bench/collapse_cost.py, the two versions alternated twice); at 1M chunks
 (bench/scale.py's index, 50 claims) the added p50 is 6.6 ms (hybrid), 4.0 (dense) and 7.7 (lexical), of which the
 rare-term lookup is 3.0, 2.0 and 5.1.
 """
