@@ -30,6 +30,16 @@ queries at k=10 (onnx-int8 index, bench/collapse_cost.py, CPU time on 2 shared c
 and after in back-to-back runs) collapse adds, at the median, 5.0 ms (hybrid), 4.5 (dense) and 6.7 (lexical), of
 which the lookup is 1.8-2.1; before it added 6.3, 5.3 and 6.9. It added 17.2, 14.0 and 22.5 ms (lexical also
 encoding the query) when it ranked 3k + 10 candidates and highlighted them all.
+
+A search analyses each chunk once (:class:`WordCache` for the normalised words, ``highlight.analysis_cache`` for
+sentences and stems): the slow searches are those that deepen (collapsing left fewer than k results, so 40 hits are
+read, compared and highlighted), and they had analysed the first hits again and highlighted the results twice.
+With that, passage rows read from the mapped buffers and cheaper sentence splitting (the same results for SciFact's
+300 test queries in every mode, collapse on and off), the added p99 fell from 33-37 to 25-32 ms (lexical) and
+31-41 to 21-22 (hybrid), while the added p50 stayed within the noise of a loaded machine: 4.5-4.8 before, 4.8-5.4
+after (lexical), 4.5 and 3.7-4.4 (hybrid) (bench/collapse_cost.py, the two versions alternated twice); at 1M chunks
+(bench/scale.py's index, 50 claims) the added p50 is 6.6 ms (hybrid), 4.0 (dense) and 7.7 (lexical), of which the
+rare-term lookup is 3.0, 2.0 and 5.1.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from citeline.errors import QueryError
+from citeline.highlight import analysis_cache
 from citeline.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, word_spans: re-exported, the tests name them)
     MIN_SHARED_WORDS,
     Words,
@@ -109,28 +120,47 @@ def collapsed_search(
     """
     # Each chunk's vector is read once: a deepening reads only the new hits', the lookup only the copies'. At 1M
     # chunks a vectors() call costs 1-1.5 ms CPU whatever its size (bench/collapse_cost.py --hash-bow).
+    # Each chunk's words and sentences are analysed once per search too (WordCache, highlight.analysis_cache): a
+    # deepening compares the first hits again, and the results are highlighted after the candidates were.
     vectors = _reading_once(vectors)
-    depth = k
-    while True:
-        hits = rank(depth)
-        groups = collapse(
-            hits,
-            vectors([hit.chunk_id for hit in hits]),
-            query_vector=query_vector,
-            encode=encode,
-            threshold=threshold,
-            highlight=highlight,
-        )
-        if len(groups) >= k or len(hits) < depth:
-            break
-        depth *= 4
-    results = groups[:k]
-    bare = [at for at, result in enumerate(results) if not result.highlights]
-    for at, lit in zip(bare, highlight([results[at] for at in bare]), strict=True):
-        results[at] = lit
+    words = WordCache()
+    with analysis_cache():
+        depth = k
+        while True:
+            hits = rank(depth)
+            groups = collapse(
+                hits,
+                vectors([hit.chunk_id for hit in hits]),
+                query_vector=query_vector,
+                encode=encode,
+                threshold=threshold,
+                highlight=highlight,
+                words=words,
+            )
+            if len(groups) >= k or len(hits) < depth:
+                break
+            depth *= 4
+        results = groups[:k]
+        bare = [at for at, result in enumerate(results) if not result.highlights]
+        for at, lit in zip(bare, highlight([results[at] for at in bare]), strict=True):
+            results[at] = lit
     if lookup is None or not hits:
         return results
-    return add_unranked_copies(results, hits, lookup, vectors, threshold=threshold)
+    return add_unranked_copies(results, hits, lookup, vectors, threshold=threshold, words=words)
+
+
+class WordCache:
+    """Each chunk text's :func:`text_words`, computed once, with one vocabulary (so any two compare)."""
+
+    def __init__(self) -> None:
+        self.vocabulary: dict[str, int] = {}
+        self._known: dict[str, Words] = {}
+
+    def __call__(self, text: str) -> Words:
+        found = self._known.get(text)
+        if found is None:
+            found = self._known[text] = text_words(text, self.vocabulary)
+        return found
 
 
 def _reading_once(vectors: Callable[[Sequence[int]], np.ndarray]) -> Callable[[Sequence[int]], np.ndarray]:
@@ -170,6 +200,7 @@ def add_unranked_copies(
     vectors: Callable[[Sequence[int]], np.ndarray],
     *,
     threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+    words: WordCache | None = None,
 ) -> list[SearchResult]:
     """``results`` (collapsed from the ranked ``hits``) with the copies of their quotes ranked below ``hits`` added.
 
@@ -208,7 +239,7 @@ def add_unranked_copies(
     lead_ids = [results[at].chunk_id for at in wanted]
     stored = vectors(lead_ids + new_ids)
     vector_of = dict(zip(lead_ids + new_ids, stored, strict=True))
-    vocabulary: dict[str, int] = {}
+    words = words or WordCache()
     taken: set[int] = set()
     out = list(results)
     for at, ids in zip(wanted, found, strict=True):
@@ -232,8 +263,8 @@ def add_unranked_copies(
                 extra.append(copy.as_source())
                 lead_shared = (result.char_start, result.char_end)
             else:
-                lead_words = lead_words or text_words(result.text, vocabulary)
-                shared = shared_statement(lead_words, text_words(copy.text, vocabulary))
+                lead_words = lead_words or words(result.text)
+                shared = shared_statement(lead_words, words(copy.text))
                 if shared is None:
                     continue
                 (lead_start, lead_end), (start, end) = shared
@@ -274,6 +305,7 @@ def collapse(
     encode: Encode | None,
     threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
     highlight: Highlighter | None = None,
+    words: WordCache | None = None,
 ) -> list[SearchResult]:
     """Merge ranked ``hits`` (best first; ``vectors`` their chunk vectors, row by row) that are the same passage.
 
@@ -282,9 +314,9 @@ def collapse(
     """
     if len(hits) < 2:
         return list(hits)
-    vocabulary: dict[str, int] = {}
-    words = [text_words(hit.text, vocabulary) for hit in hits]
-    quoting = quote_partners([hit.doc_id for hit in hits], [ids for _, ids in words])
+    words_of_text = words or WordCache()
+    hit_words = [words_of_text(hit.text) for hit in hits]
+    quoting = quote_partners([hit.doc_id for hit in hits], [ids for _, ids in hit_words])
     leader_vectors = np.zeros_like(vectors)
     groups: list[_Group] = []
     group_of: dict[int, int] = {}  # leader's hit -> its group
@@ -323,7 +355,7 @@ def collapse(
                     continue
                 group = groups[group_of[partner]]
                 leader = hits[group.leader]
-                shared = shared_statement(words[group.leader], words[i])
+                shared = shared_statement(hit_words[group.leader], hit_words[i])
                 if shared is None:
                     continue
                 (lead_start, lead_end), (start, end) = shared

@@ -19,6 +19,7 @@ import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 from rapidfuzz.distance import Indel
@@ -47,6 +48,13 @@ Words = tuple[str, list[int]]
 def _normalised(word: str) -> str:
     if word.isascii():
         return word.lower()
+    return _folded(word)
+
+
+@lru_cache(maxsize=65_536)
+def _folded(word: str) -> str:
+    # A chunk of a scientific paper is rarely pure ASCII (a Greek letter, a dash, a degree sign); its non-ASCII
+    # words are few and recur, so their folded forms are kept.
     return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c)).casefold()
 
 
@@ -56,7 +64,10 @@ def text_words(text: str, vocabulary: dict[str, int]) -> Words:
     One ``findall`` and a dict lookup per word (~0.1 ms a 1,200-character chunk); ``finditer`` with a span per
     word cost five times as much, and the spans are needed only for the rare pairs that share a statement.
     """
-    words = _WORD.findall(text.lower()) if text.isascii() else [_normalised(w) for w in _WORD.findall(text)]
+    if text.isascii():
+        words = _WORD.findall(text.lower())
+    else:
+        words = [w.lower() if w.isascii() else _folded(w) for w in _WORD.findall(text)]
     return text, [vocabulary.setdefault(word, len(vocabulary)) for word in words]
 
 

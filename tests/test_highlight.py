@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from citeline import SearchResult
-from citeline.highlight import Highlight, highlight, pick, sentences
+from citeline.highlight import _BOUNDARY, _LAST_WORD, Highlight, _last_word, highlight, pick, sentences
 
 LABELS = Path(__file__).resolve().parent.parent / "bench" / "data" / "scifact_highlights.jsonl"
 
@@ -141,3 +141,39 @@ def test_json_lines_carry_rank_and_highlights_and_the_passage_text_once() -> Non
     [mark] = [h for h in row["highlights"] if "Captain" in h["text"]]
     assert LONG[mark["char_start"] - 100 : mark["char_end"] - 100] == mark["text"]
     assert set(mark) == {"char_start", "char_end", "text", "score"}
+
+
+def test_sentences_find_the_word_before_a_full_stop_however_long_it_is() -> None:
+    """The word before a full stop is searched in a window first (``_last_word``): a word cut by the window, or a
+    run of dots and word characters longer than it, must give the same split as a search of the whole sentence."""
+    long_abbreviation = "x" * 60 + ".e.g"
+    cases = [
+        f"See {long_abbreviation}. Then more.",
+        "A " + "b." * 40 + " Next sentence.",
+        "An initial J" + "." * 70 + " Smith wrote.",
+        "The value was" + " " * 60 + "(Fig. 2). Next one here.",
+        "Tiny. Also tiny! And e.g. this. Or " + "word" * 20 + ". End.",
+    ]
+    for text in cases:
+        start = 0
+        for match in _BOUNDARY.finditer(text):
+            windowed = _last_word(text, start, match.start())
+            whole = _LAST_WORD.search(text, start, match.start())
+            assert (windowed and windowed.span()) == (whole and whole.span()), (text, start, match.start())
+            start = match.end()
+
+
+def test_highlights_are_the_same_with_the_per_search_analysis_cache() -> None:
+    """A collapsed search highlights with each chunk's sentences analysed once (``analysis_cache``): the same
+    highlights as without it, though scores depend on the other hits highlighted with it."""
+    from citeline.highlight import analysis_cache
+
+    hits = [
+        _hit("Troops crossed the river at dawn. The bridge was shelled. Supplies ran short.", 0, "a"),
+        _hit("Supplies ran short at the bridge. Letters reached home late.", 100, "b"),
+        _hit("The river rose. Troops waited for supplies at the bridge!", 300, "c"),
+    ]
+    plain = [highlight(hits, "supplies at the bridge"), highlight(hits[1:], "supplies at the bridge")]
+    with analysis_cache():
+        cached = [highlight(hits, "supplies at the bridge"), highlight(hits[1:], "supplies at the bridge")]
+    assert cached == plain

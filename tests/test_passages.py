@@ -131,3 +131,34 @@ def test_verify_catches_rows_files_that_are_not_the_catalogs(grown: tuple[Index,
     assert problems == [f"{segments[0].name}/{passages.ROWS_FILE} is missing; run `citeline rebuild` to restore it"]
     index.rebuild()
     assert verify.check(index.path) == {name: [] for name in verify.INVARIANTS}
+
+
+def test_a_row_read_from_the_buffers_equals_pyarrows_own_values() -> None:
+    """``_Part.row`` reads values straight from the mapped buffers: strings (with nulls and non-ASCII), integers and
+    floats (with nulls), UTC timestamps and other types must come back as ``column[i].as_py()`` gives them, in a
+    table of several batches, one of them a slice (a non-zero array offset)."""
+    from datetime import UTC, datetime, timedelta
+
+    count = 40
+    columns = {
+        "chunk_id": pa.array(range(count), pa.int64()),
+        "text": pa.array([None if i % 7 == 3 else f"Wörter {i} “quoted” é" * (i % 3) for i in range(count)]),
+        "ordinal": pa.array([None if i % 5 == 1 else i for i in range(count)], pa.int32()),
+        "size": pa.array([i * 10**9 for i in range(count)], pa.uint64()),
+        "mtime": pa.array([None if i == 2 else i / 3 for i in range(count)], pa.float64()),
+        "ratio": pa.array([i / 7 for i in range(count)], pa.float32()),
+        "flag": pa.array([i % 2 == 0 for i in range(count)]),
+        "ingested_at": pa.array(
+            [None if i == 9 else datetime(2026, 1, 1, tzinfo=UTC) + timedelta(milliseconds=i) for i in range(count)],
+            pa.timestamp("us", tz="UTC"),
+        ),
+    }
+    whole = pa.table(columns)
+    table = pa.Table.from_batches([*whole.slice(0, 13).to_batches(), *whole.slice(13).to_batches(max_chunksize=9)])
+    assert any(batch.column("text").offset for batch in table.to_batches())
+    part = passages._Part(table.column("chunk_id").to_numpy(), None, table)
+    for position in range(count):
+        row = part.row(position)
+        expected = {name: whole.column(name)[position].as_py() for name in whole.column_names}
+        assert row == expected
+        assert [type(value) for value in row.values()] == [type(value) for value in expected.values()]
