@@ -27,15 +27,18 @@ BEFORE = Fusion(weight=0.5, documents=())
 
 
 def score(index: Index, beir: Path, split: str, specs: list[str]) -> None:
-    """nDCG@10 and Recall@100 of each ``dense,doc_dense,doc_lexical`` weight triple on one split."""
+    """nDCG@10 and Recall@100 of each ``dense,doc_dense,doc_lexical[,doc_whole]`` weight spec on one split."""
     dataset = load_beir(beir, split)
     for spec in specs:
-        weight, dense, lexical = map(float, spec.split(","))
-        fusion = Fusion(weight=weight, documents=(("dense", dense), ("lexical", lexical)))
+        weight, dense, lexical, *rest = map(float, spec.split(","))
+        whole = rest[0] if rest else 0.0
+        documents = tuple((n, w) for n, w in (("dense", dense), ("lexical", lexical), ("whole", whole)) if w)
+        fusion = Fusion(weight=weight, documents=documents)
         wall, cpu = time.perf_counter(), time.process_time()
         (result,) = evaluate_index(index, dataset, ["hybrid"], fusion=fusion)
         print(
-            f"  {split:<5} depth {doc_signals.DEPTH} w_dense={weight:g} doc_dense={dense:g} doc_bm25={lexical:g}  "
+            f"  {split:<5} depth {doc_signals.DEPTH} w_dense={weight:g} doc_dense={dense:g} doc_bm25={lexical:g} "
+            f"doc_whole={whole:g}  "
             f"nDCG@10 {result.ndcg_at_10:.4f}  R@100 {result.recall_at_100:.4f}  "
             f"({time.perf_counter() - wall:.0f} s, {time.process_time() - cpu:.0f} CPU-s)",
             flush=True,

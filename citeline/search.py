@@ -155,10 +155,14 @@ def hybrid_ranking(
     allowed: np.ndarray | None = None,
     fusion: Fusion = DEFAULT_FUSION,
     rows_of: doc_signals.RowsOf | None = None,
+    corpus_documents: int | None = None,
+    vectors_of: doc_signals.VectorsOf | None = None,
 ) -> list[tuple[int, float]]:
     """The k chunks ranked by the fusion of dense and lexical relevance, as ``(chunk_id, fused score)``.
 
-    ``rows_of`` gives the candidates' documents for ``fusion.documents`` (without it they are left out).
+    ``rows_of`` gives the candidates' documents for ``fusion.documents`` (without it they are left out);
+    ``corpus_documents``: the documents the index holds (the document BM25's mean length); ``vectors_of``: where
+    the documents' whole-text vectors are read (the ``whole`` signal).
 
     See :class:`Fusion` for the candidates and what the fused score means. Every candidate's cosine is computed
     from its exact stored vector (``vectors.vectors(ids)``), not taken from the dense ranking: an approximate
@@ -195,16 +199,26 @@ def hybrid_ranking(
             # the others keep the chunk part alone, as if their documents scored the lowest.
             best = np.lexsort((ids, -values))[: doc_signals.DEPTH]
             found = doc_signals.candidate_values(
-                [name for name, _ in signals], ids[best], rows_of, lexical.chunk_ids, query, query32, vectors, lexical
+                [name for name, _ in signals],
+                ids[best],
+                rows_of,
+                lexical.chunk_ids,
+                query,
+                query32,
+                vectors,
+                lexical,
+                corpus_documents,
+                vectors_of,
             )
             values = (1 - sum(weight for _, weight in signals)) * values
             for name, weight in signals:
-                # A cosine signal is rescaled as the chunks' cosines are (their top `depth`: a reference that does
-                # not depend on how many candidates get signals); a BM25 one over its best value (floor 0).
-                dense_like = doc_signals.FLOORS[name] is None
-                reference = dense_top if dense_like else found[name]
-                floor = None if dense_like else 0.0
-                values[best] += weight * _scale(found[name], reference, fusion.normalization, floor)
+                # Each signal is put on the chunk scores' scale by quantities of the query alone (a cosine as the
+                # chunks' cosines are, by the dense top `depth`; a "unit" one is already in [0, 1]), so a chunk's
+                # fused score does not depend on which other candidates a filter let through.
+                scaled = found[name]
+                if doc_signals.SCALES[name] == "cosine":
+                    scaled = _scale(scaled, dense_top, fusion.normalization, None)
+                values[best] += weight * scaled
     else:
         raise QueryError(f"fusion method must be 'convex' or 'rrf', not {fusion.method!r}")
     order = np.lexsort((ids, -values))[:k]
@@ -245,8 +259,18 @@ def rank(
         raise QueryError(f"{mode} search needs the query's vector")
     if mode == "dense":
         return snapshot.vectors.search(query_vector, k, allowed)
+    counted = getattr(snapshot, "document_count", None) if fusion.documents else None
     return hybrid_ranking(
-        snapshot.vectors, snapshot.lexical, query, query_vector, k, allowed, fusion, document_rows(snapshot)
+        snapshot.vectors,
+        snapshot.lexical,
+        query,
+        query_vector,
+        k,
+        allowed,
+        fusion,
+        document_rows(snapshot),
+        counted() if counted is not None else None,
+        getattr(snapshot, "document_vectors", None),
     )
 
 
