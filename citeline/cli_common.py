@@ -80,7 +80,7 @@ _INGEST_OPTIONS = [
         "--document-vectors/--no-document-vectors",
         default=None,
         help="A new index also embeds each document whole (title and text, one vector more per document), a "
-        "hybrid ranking signal [default: on].",
+        "hybrid ranking signal [default: off].",
     ),
     click.option(
         "--max-file-bytes",

@@ -76,6 +76,7 @@ class Documents:
         held: np.ndarray,
         corpus_documents: int | None = None,
         vectors_of: VectorsOf | None = None,
+        probe: bool = True,
     ) -> Documents:
         """Group ``candidates`` by document and find every document's chunks (see the module docstring)."""
         rows = rows_of(candidates)
@@ -104,7 +105,7 @@ class Documents:
         # each round's ids are looked up at once (one searchsorted).
         probes = [(d, o) for d in range(len(keys)) for o in range(int(low[d]), int(high[d]) + 1)]
         open_low, open_high = list(range(len(keys))), list(range(len(keys)))
-        for step in range(WINDOW + 1):
+        for step in range(WINDOW + 1 if probe else 0):  # without probing: the candidates' own chunks
             if step:
                 open_low = [d for d in open_low if low[d] - step >= 0]
                 probes = [(d, int(low[d]) - step) for d in open_low] + [(d, int(high[d]) + step) for d in open_high]
@@ -126,6 +127,12 @@ class Documents:
         return cls(of_candidate, chunks, held, keys, corpus_documents, vectors_of)
 
 
+def depth_of(name: str) -> int | None:
+    """How many of the best candidates get signal ``name`` (None: all)."""
+    depth = DEPTHS.get(name, -1)
+    return DEPTH if depth == -1 else depth
+
+
 def _held(held: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Which of ``ids`` are in ``held`` (ascending)."""
     if not len(held):
@@ -137,20 +144,30 @@ def _held(held: np.ndarray, ids: np.ndarray) -> np.ndarray:
 Signal = Callable[[Documents, str, np.ndarray, VectorReader, Any], np.ndarray]
 #: The document signals, by name: each returns one value per document of a :class:`Documents`.
 SIGNALS: dict[str, Signal] = {}
+#: How many of the best candidates (by the chunk scores) get each signal: -1 for :data:`DEPTH`, None for all of
+#: them (a signal that needs no neighbouring chunks and costs one vector a document); see :func:`depth_of`.
+DEPTHS: dict[str, int | None] = {}
+#: Whether a signal reads a document's neighbouring chunks (:meth:`Documents.of`'s probing).
+PROBES: dict[str, bool] = {}
 #: How each signal is put on the chunk scores' scale: ``"cosine"`` (rescaled as the chunks' cosines are: by the
 #: query's dense top list) or ``"unit"`` (already in [0, 1] by quantities of the query alone: used as it is).
 #: Neither depends on the candidate set, so a filter never changes a chunk's fused score.
 SCALES: dict[str, str] = {}
 
 
-def document_signal(name: str, scale: str = "cosine") -> Callable[[Signal], Signal]:
-    """Register a document signal under ``name`` (a ``Fusion.documents`` key); ``scale``: see :data:`SCALES`."""
+def document_signal(
+    name: str, scale: str = "cosine", depth: int | None = -1, probe: bool = True
+) -> Callable[[Signal], Signal]:
+    """Register a document signal under ``name`` (a ``Fusion.documents`` key); ``scale``, ``depth`` and
+    ``probe``: see :data:`SCALES`, :data:`DEPTHS` and :data:`PROBES`."""
     if scale not in ("cosine", "unit"):
         raise ValueError(f"document signal scale must be 'cosine' or 'unit', not {scale!r}")
 
     def register(function: Signal) -> Signal:
         SIGNALS[name] = function
         SCALES[name] = scale
+        DEPTHS[name] = depth
+        PROBES[name] = probe
         return function
 
     return register
@@ -170,7 +187,7 @@ def mean_vector_cosine(
     return (sums @ np.asarray(query_vector, dtype=np.float64).ravel()) / norms
 
 
-@document_signal("whole")
+@document_signal("whole", depth=None, probe=False)
 def whole_document_cosine(
     documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: Any
 ) -> np.ndarray:
@@ -245,7 +262,8 @@ def candidate_values(
     vectors_of: VectorsOf | None = None,
 ) -> dict[str, np.ndarray]:
     """Each named signal's value for each candidate (its document's; 0 for a candidate without a row)."""
-    documents = Documents.of(candidates, rows_of, held, corpus_documents, vectors_of)
+    probe = any(PROBES.get(name, True) for name in names)
+    documents = Documents.of(candidates, rows_of, held, corpus_documents, vectors_of, probe)
     out = {}
     for name in names:
         if name not in SIGNALS:

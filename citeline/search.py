@@ -88,12 +88,14 @@ class Fusion:
 
     ``documents``: document-level signals (``citeline.doc_signals``) and their weights: with weights summing to
     ``s``, the fused score is ``(1 - s) * (weight * d + (1 - weight) * l) + sum(w_i * doc_i)`` for the best
-    ``doc_signals.DEPTH`` candidates by the chunk part (the others: the chunk part alone), each ``doc_i`` the
-    candidate's document's signal rescaled: a cosine as ``d`` is, a BM25 over the candidates' best. Chosen on
-    SciFact train (bench/results/scifact-quality-doclevel.txt): chunk dense weight 0.4, documents 0.1 and 0.1
-    (:data:`DOCUMENT_FUSION`). Not the default: the BM25 signal is rescaled over the candidates' documents, so a
-    filter or another candidate set changes a chunk's fused score (the chunk part's rescaling depends on the query
-    alone), and on SciFact test it gained 0.0001 (torch) for +14-18 % CPU.
+    candidates by the chunk part (``doc_signals.depth_of``: the best 100, or all for the ``whole`` vector; the
+    others: the chunk part alone), each ``doc_i`` the candidate's document's signal on the chunk scores' scale by
+    quantities of the query alone (a cosine as ``d`` is; the document BM25 over the query's idf bound), so a
+    filter never changes a chunk's fused score. Chosen on SciFact train (bench/results/scifact-quality-library.txt):
+    chunk dense weight 0.4 and the document BM25 at 0.3 (:data:`DEFAULT_FUSION`): train 0.8892 -> 0.8962. The
+    whole-document vector (``Index.create(document_vectors=True)``, weight ``("whole", 0.2)``) added 0.0006 on
+    train with these filter-invariant scalings (bench/results/scifact-quality-whole.txt): within the noise, for
+    +57-72 % ingest CPU on SciFact, so neither it nor the mean chunk vector (``dense``) is in the default.
 
     ``method="rrf"``: reciprocal rank fusion, ``sum 1 / (rrf_k + rank)`` over the two rankings' top
     ``max(k, depth)`` (rank from 1; a ranking that misses a candidate adds nothing).
@@ -111,9 +113,12 @@ class Fusion:
         return {**asdict(self), "documents": dict(self.documents)}
 
 
-DEFAULT_FUSION = Fusion()
-#: The document-level signals chosen on SciFact train (see :class:`Fusion`): pass it as ``fusion=`` to ``Index.rank``.
-DOCUMENT_FUSION = Fusion(weight=0.4, documents=(("dense", 0.1), ("lexical", 0.1)))
+#: The shipped hybrid setting, chosen on SciFact train (see :class:`Fusion`).
+DEFAULT_FUSION = Fusion(weight=0.4, documents=(("lexical", 0.3),))
+#: The chunk scores alone (the default before document signals: train 0.8892, test 0.7269).
+CHUNK_FUSION = Fusion()
+#: The default plus the whole-document vector, for an index created with ``document_vectors``.
+DOCUMENT_FUSION = Fusion(weight=0.4, documents=(("lexical", 0.3), ("whole", 0.2)))
 
 
 def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | None) -> np.ndarray:
@@ -195,30 +200,34 @@ def hybrid_ranking(
         ) * _scale(lexical_values, lexical_top, fusion.normalization, 0.0)
         signals = [(name, weight) for name, weight in fusion.documents if weight] if rows_of is not None else []
         if signals and rows_of is not None:
-            # Only the best candidates by the chunk scores get their documents' signals (see doc_signals.DEPTH);
-            # the others keep the chunk part alone, as if their documents scored the lowest.
-            best = np.lexsort((ids, -values))[: doc_signals.DEPTH]
-            found = doc_signals.candidate_values(
-                [name for name, _ in signals],
-                ids[best],
-                rows_of,
-                lexical.chunk_ids,
-                query,
-                query32,
-                vectors,
-                lexical,
-                corpus_documents,
-                vectors_of,
-            )
-            values = (1 - sum(weight for _, weight in signals)) * values
-            for name, weight in signals:
-                # Each signal is put on the chunk scores' scale by quantities of the query alone (a cosine as the
-                # chunks' cosines are, by the dense top `depth`; a "unit" one is already in [0, 1]), so a chunk's
-                # fused score does not depend on which other candidates a filter let through.
-                scaled = found[name]
-                if doc_signals.SCALES[name] == "cosine":
-                    scaled = _scale(scaled, dense_top, fusion.normalization, None)
-                values[best] += weight * scaled
+            # Only the best candidates by the chunk scores get a signal (doc_signals.DEPTHS: the best DEPTH, or
+            # all); the others keep the chunk part alone, as if their documents scored the lowest.
+            order = np.lexsort((ids, -values))
+            scaled_chunks = (1 - sum(weight for _, weight in signals)) * values
+            for reach in dict.fromkeys(doc_signals.depth_of(name) for name, _ in signals):
+                group = [(n, w) for n, w in signals if doc_signals.depth_of(n) == reach]
+                best = order[:reach]
+                found = doc_signals.candidate_values(
+                    [name for name, _ in group],
+                    ids[best],
+                    rows_of,
+                    lexical.chunk_ids,
+                    query,
+                    query32,
+                    vectors,
+                    lexical,
+                    corpus_documents,
+                    vectors_of,
+                )
+                for name, weight in group:
+                    # Each signal is put on the chunk scores' scale by quantities of the query alone (a cosine as
+                    # the chunks' cosines are, by the dense top `depth`; a "unit" one is already in [0, 1]), so a
+                    # chunk's fused score does not depend on which other candidates a filter let through.
+                    scaled = found[name]
+                    if doc_signals.SCALES[name] == "cosine":
+                        scaled = _scale(scaled, dense_top, fusion.normalization, None)
+                    scaled_chunks[best] += weight * scaled
+            values = scaled_chunks
     else:
         raise QueryError(f"fusion method must be 'convex' or 'rrf', not {fusion.method!r}")
     order = np.lexsort((ids, -values))[:k]

@@ -61,7 +61,7 @@ class IngestParameters(BaseModel):
         None, description="Vector index kind of a new index: auto (flat, then ivf when large), flat, ivf or hnsw."
     )
     document_vectors: bool | None = Field(
-        None, description="A new index also embeds each document whole (a hybrid ranking signal) [default: on]."
+        None, description="A new index also embeds each document whole (a hybrid ranking signal) [default: off]."
     )
     allow_removals: bool = Field(
         False,
