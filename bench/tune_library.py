@@ -7,7 +7,8 @@
 bench/tune_doclevel.py chooses among signals from cached scores; this scores weights end to end (the library's
 candidates, rescaling, document grouping and ``doc_signals.DEPTH``): choose on ``--split train``, then report
 ``--split test`` for the choice. ``--p50 N`` times ``Index.search`` (k=10, hybrid, collapse on) on N test
-claims with the settings shipped before (convex 0.5, chunks only) and the default, alternating query by query.
+claims with the settings shipped before (convex 0.5, chunks only), the default and ``DOCUMENT_FUSION`` (the
+default plus the whole-document vector: on an index without them, the mean chunk vector), alternating query by query.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def p50(index: Index, beir: Path, count: int) -> None:
         queries = [r["text"] for r in map(json.loads, handle) if r["_id"] in wanted][:count]
     after = search.rank.__defaults__
     assert after is not None
-    variants = {"before": (*after[:-1], BEFORE), "after": after}
+    variants = {"before": (*after[:-1], BEFORE), "after": after, "whole": (*after[:-1], search.DOCUMENT_FUSION)}
     for query in queries[:3]:
         index.search(query, k=10)
     walls: dict[str, list[float]] = {name: [] for name in variants}
