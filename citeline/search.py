@@ -93,9 +93,10 @@ class Fusion:
     quantities of the query alone (a cosine as ``d`` is; the document BM25 over the query's idf bound), so a
     filter never changes a chunk's fused score. Chosen on SciFact train (bench/results/scifact-quality-library.txt):
     chunk dense weight 0.4 and the document BM25 at 0.3 (:data:`DEFAULT_FUSION`): train 0.8892 -> 0.8962. The
-    whole-document vector (``Index.create(document_vectors=True)``, weight ``("whole", 0.2)``) added 0.0006 on
-    train with these filter-invariant scalings (bench/results/scifact-quality-whole.txt): within the noise, for
-    +57-72 % ingest CPU on SciFact, so neither it nor the mean chunk vector (``dense``) is in the default.
+    whole-document vector (``Index.create(document_vectors=True)``, weight ``("whole", 0.1)``) added 0.0019 on
+    train with these filter-invariant scalings (0.8981; bench/results/scifact-quality-library.txt): within the
+    noise, for +57-72 % ingest CPU and +52 % search CPU on SciFact, so neither it nor the mean chunk vector
+    (``dense``) is in the default.
 
     ``method="rrf"``: reciprocal rank fusion, ``sum 1 / (rrf_k + rank)`` over the two rankings' top
     ``max(k, depth)`` (rank from 1; a ranking that misses a candidate adds nothing).
@@ -118,7 +119,7 @@ DEFAULT_FUSION = Fusion(weight=0.4, documents=(("lexical", 0.3),))
 #: The chunk scores alone (the default before document signals: train 0.8892, test 0.7269).
 CHUNK_FUSION = Fusion()
 #: The default plus the whole-document vector, for an index created with ``document_vectors``.
-DOCUMENT_FUSION = Fusion(weight=0.4, documents=(("lexical", 0.3), ("whole", 0.2)))
+DOCUMENT_FUSION = Fusion(weight=0.4, documents=(("lexical", 0.3), ("whole", 0.1)))
 
 
 def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | None) -> np.ndarray:

@@ -196,7 +196,7 @@ def test_hybrid_without_document_signals_is_the_chunk_fusion(tmp_path, fake_embe
     assert index.rank("harbours flood moon", 20, mode="hybrid") == fused
     assert CHUNK_FUSION.documents == ()
     assert DEFAULT_FUSION.describe()["documents"] == {"lexical": 0.3}
-    assert DOCUMENT_FUSION.describe()["documents"] == {"lexical": 0.3, "whole": 0.2}
+    assert DOCUMENT_FUSION.describe()["documents"] == {"lexical": 0.3, "whole": 0.1}
     with pytest.raises(Exception, match="unknown document signal"):
         index.rank("harbours", 5, mode="hybrid", fusion=Fusion(documents=(("nope", 0.1),)))
 
