@@ -122,6 +122,12 @@ CHUNK_FUSION = Fusion()
 DOCUMENT_FUSION = Fusion(weight=0.4, documents=(("lexical", 0.3), ("whole", 0.1)))
 
 
+def fusion_for(fusion: Fusion, meta: Mapping[str, Any]) -> Fusion:
+    """The fusion a search runs: the default becomes :data:`DOCUMENT_FUSION` on an index that stores whole-document
+    vectors (``document_vectors`` in its meta), so the vectors its ingest paid for are used."""
+    return DOCUMENT_FUSION if fusion is DEFAULT_FUSION and meta.get("document_vectors") is True else fusion
+
+
 def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | None) -> np.ndarray:
     """``values`` rescaled by statistics of ``reference`` (a ranking's top scores), see :class:`Fusion`."""
     if not len(reference):
@@ -269,6 +275,7 @@ def rank(
         raise QueryError(f"{mode} search needs the query's vector")
     if mode == "dense":
         return snapshot.vectors.search(query_vector, k, allowed)
+    fusion = fusion_for(fusion, getattr(snapshot, "meta", {}))
     counted = getattr(snapshot, "document_count", None) if fusion.documents else None
     return hybrid_ranking(
         snapshot.vectors,

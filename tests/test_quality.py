@@ -210,7 +210,7 @@ def test_document_vectors_are_stored_on_first_chunks_and_read_by_the_whole_signa
     ``whole`` signal is its cosine with the query; an index without them still searches (the signal falls back to
     the mean chunk vector)."""
     from citeline.doc_signals import candidate_values
-    from citeline.search import Fusion, document_rows
+    from citeline.search import DOCUMENT_FUSION, Fusion, document_rows
 
     records = [
         {
@@ -253,6 +253,8 @@ def test_document_vectors_are_stored_on_first_chunks_and_read_by_the_whole_signa
         first = next(c for c in firsts if rows[c][:2] == rows[chunk_id][:2])
         assert whole["whole"][position] == pytest.approx(float(stored[first] @ vector), abs=1e-5)
     assert index.rank(query, 5, mode="hybrid", fusion=Fusion(documents=(("whole", 0.3),)))
+    # The default fusion uses the vectors an index stores (DOCUMENT_FUSION); one without them, the chunk fusion's.
+    assert index.rank(query, 5, mode="hybrid") == index.rank(query, 5, mode="hybrid", fusion=DOCUMENT_FUSION)
 
     old = Index.create(
         tmp_path / "old", embedder=fake_embedder, max_tokens=16, overlap_tokens=0, document_vectors=False
