@@ -7,7 +7,8 @@
 bench/tune_doclevel.py chooses among signals from cached scores; this scores weights end to end (the library's
 candidates, rescaling, document grouping and ``doc_signals.DEPTH``): choose on ``--split train``, then report
 ``--split test`` for the choice. ``--p50 N`` times ``Index.search`` (k=10, hybrid, collapse on) on N test
-claims with the settings shipped before (convex 0.5, chunks only) and the default, alternating query by query.
+claims with the settings shipped before (convex 0.5, chunks only), the default and ``DOCUMENT_FUSION`` (the
+default plus the whole-document vector: on an index without them, the mean chunk vector), alternating query by query.
 """
 
 from __future__ import annotations
@@ -27,15 +28,18 @@ BEFORE = Fusion(weight=0.5, documents=())
 
 
 def score(index: Index, beir: Path, split: str, specs: list[str]) -> None:
-    """nDCG@10 and Recall@100 of each ``dense,doc_dense,doc_lexical`` weight triple on one split."""
+    """nDCG@10 and Recall@100 of each ``dense,doc_dense,doc_lexical[,doc_whole]`` weight spec on one split."""
     dataset = load_beir(beir, split)
     for spec in specs:
-        weight, dense, lexical = map(float, spec.split(","))
-        fusion = Fusion(weight=weight, documents=(("dense", dense), ("lexical", lexical)))
+        weight, dense, lexical, *rest = map(float, spec.split(","))
+        whole = rest[0] if rest else 0.0
+        documents = tuple((n, w) for n, w in (("dense", dense), ("lexical", lexical), ("whole", whole)) if w)
+        fusion = Fusion(weight=weight, documents=documents)
         wall, cpu = time.perf_counter(), time.process_time()
         (result,) = evaluate_index(index, dataset, ["hybrid"], fusion=fusion)
         print(
-            f"  {split:<5} depth {doc_signals.DEPTH} w_dense={weight:g} doc_dense={dense:g} doc_bm25={lexical:g}  "
+            f"  {split:<5} depth {doc_signals.DEPTH} w_dense={weight:g} doc_dense={dense:g} doc_bm25={lexical:g} "
+            f"doc_whole={whole:g}  "
             f"nDCG@10 {result.ndcg_at_10:.4f}  R@100 {result.recall_at_100:.4f}  "
             f"({time.perf_counter() - wall:.0f} s, {time.process_time() - cpu:.0f} CPU-s)",
             flush=True,
@@ -49,7 +53,7 @@ def p50(index: Index, beir: Path, count: int) -> None:
         queries = [r["text"] for r in map(json.loads, handle) if r["_id"] in wanted][:count]
     after = search.rank.__defaults__
     assert after is not None
-    variants = {"before": (*after[:-1], BEFORE), "after": after}
+    variants = {"before": (*after[:-1], BEFORE), "after": after, "whole": (*after[:-1], search.DOCUMENT_FUSION)}
     for query in queries[:3]:
         index.search(query, k=10)
     walls: dict[str, list[float]] = {name: [] for name in variants}

@@ -65,6 +65,7 @@ def ingest(
     max_tokens: int | None,
     overlap_tokens: int | None,
     vector_index: str | None,
+    document_vectors: bool | None,
     max_file_bytes: int,
     wait: float | None,
     allow_removals: bool,
@@ -99,7 +100,8 @@ def ingest(
             raise click.UsageError("--source names the texts read from stdin: give PATH - (`citeline ingest -`)")
         settings = {
             "model": model, "backend": backend, "max_tokens": max_tokens, "overlap_tokens": overlap_tokens,
-            "vector_index": vector_index, "wait": wait, "dry_run": dry_run, "progress": show_progress,
+            "vector_index": vector_index, "document_vectors": document_vectors, "wait": wait, "dry_run": dry_run,
+            "progress": show_progress,
             "prefect": prefect, "dask_address": dask_address, "dask_workers": dask_workers,
             "allow_removals": allow_removals,
         }  # fmt: skip
@@ -116,6 +118,7 @@ def ingest(
             max_tokens=max_tokens,
             overlap_tokens=overlap_tokens,
             vector_index=vector_index,
+            document_vectors=document_vectors,
             max_file_bytes=max_file_bytes,
             wait=wait,
             dask_address=dask_address,
@@ -140,6 +143,7 @@ def ingest(
             max_tokens=max_tokens,
             overlap_tokens=overlap_tokens,
             vector_index=vector_index,
+            document_vectors=document_vectors,
             shards=shards,
         ) as index:
             summary = index.ingest(

@@ -76,6 +76,12 @@ _INGEST_OPTIONS = [
         "it is large, then ivf (auto) [default: auto].",
     ),
     click.option(
+        "--document-vectors/--no-document-vectors",
+        default=None,
+        help="A new index also embeds each document whole (title and text, one vector more per document), a "
+        "hybrid ranking signal [default: off].",
+    ),
+    click.option(
         "--max-file-bytes",
         type=click.IntRange(min=1),
         default=64 * 1024 * 1024,

@@ -191,4 +191,4 @@ def ingest_stdin(
 
 
 #: The ``ingest`` options that are ``Index.create``'s parameters.
-CREATE_SETTINGS = ("model", "backend", "max_tokens", "overlap_tokens", "vector_index")
+CREATE_SETTINGS = ("model", "backend", "max_tokens", "overlap_tokens", "vector_index", "document_vectors")

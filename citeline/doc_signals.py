@@ -8,10 +8,18 @@ document (:data:`SIGNALS`, filled by ``@document_signal(name)``; the weights are
 
 - ``lexical``: BM25 of the document as one text, computed from the chunk index's postings: each query term's
   frequency and the length summed over the document's chunks, the chunk index's idf (corpus-wide statistics,
-  so a sharded index scores as one), the length normalised by the mean length of the candidates' documents.
-  No second index is written. On SciFact train (bench/tune_doclevel.py) it scores as well as bm25s over whole
-  document texts (hybrid nDCG@10 0.8986 against 0.8997), while the sum of the chunks' BM25 scores lowers it.
+  so a sharded index scores as one), the length normalised by the corpus's mean document length (its chunk
+  tokens over its documents), divided by the query's bound (the sum of its terms' idf: each term's share is
+  below its idf), so that a document's value depends on the query and the corpus alone, never on which other
+  candidates a filter let through. No second index is written. On SciFact train (bench/tune_doclevel.py) it
+  scores as well as bm25s over whole document texts (hybrid nDCG@10 0.8986 against 0.8997), while the sum of
+  the chunks' BM25 scores lowers it.
 - ``dense``: the cosine of the mean of the document's chunk vectors (stored vectors: nothing is embedded).
+- ``whole``: the cosine of the document's whole-text vector (title and text embedded at once, truncated at the
+  model's window, as BEIR and MTEB encode documents), which an index created with ``document_vectors`` stores on
+  each document's first chunk (``citeline.embed_step``); a document without one (an older index) takes the
+  ``dense`` value instead. A title and lead paragraph read together say what a document is about better than
+  its chunks' mean (SciFact train, bench/results/scifact-quality-library.txt).
 
 A document's chunks are found from a candidate's row: chunk ids are ``pipeline.chunk_id_for(doc_id,
 content_hash, ordinal)`` and a document's ordinals run from 0, so its neighbours are probed outwards from the
@@ -22,7 +30,7 @@ its candidates).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +51,8 @@ WINDOW = 32
 
 #: ``(doc_id, content_hash, ordinal)`` of each chunk id asked (None for one the snapshot does not hold).
 RowsOf = Callable[[np.ndarray], list[tuple[str, str, int] | None]]
+#: The whole-document vectors stored on the chunk ids asked (documents' first chunks), by chunk id.
+VectorsOf = Callable[[np.ndarray], dict[int, np.ndarray]]
 
 
 @dataclass
@@ -52,9 +62,22 @@ class Documents:
     of_candidate: np.ndarray  #: document number of each candidate (-1: its row is missing)
     chunks: list[np.ndarray]  #: each document's chunk ids, by ordinal
     held: np.ndarray  #: the index's live chunk ids, ascending (where neighbours are looked for)
+    keys: list[tuple[str, str]] = field(default_factory=list)  #: each document's (doc_id, content_hash)
+    #: documents the index holds (the corpus's mean document length); None: unknown (the candidates' mean is used)
+    corpus_documents: int | None = None
+    #: where the documents' whole-text vectors are read (None: the index keeps none)
+    vectors_of: VectorsOf | None = None
 
     @classmethod
-    def of(cls, candidates: np.ndarray, rows_of: RowsOf, held: np.ndarray) -> Documents:
+    def of(
+        cls,
+        candidates: np.ndarray,
+        rows_of: RowsOf,
+        held: np.ndarray,
+        corpus_documents: int | None = None,
+        vectors_of: VectorsOf | None = None,
+        probe: bool = True,
+    ) -> Documents:
         """Group ``candidates`` by document and find every document's chunks (see the module docstring)."""
         rows = rows_of(candidates)
         number: dict[tuple[str, str], int] = {}
@@ -82,7 +105,7 @@ class Documents:
         # each round's ids are looked up at once (one searchsorted).
         probes = [(d, o) for d in range(len(keys)) for o in range(int(low[d]), int(high[d]) + 1)]
         open_low, open_high = list(range(len(keys))), list(range(len(keys)))
-        for step in range(WINDOW + 1):
+        for step in range(WINDOW + 1 if probe else 0):  # without probing: the candidates' own chunks
             if step:
                 open_low = [d for d in open_low if low[d] - step >= 0]
                 probes = [(d, int(low[d]) - step) for d in open_low] + [(d, int(high[d]) + step) for d in open_high]
@@ -101,7 +124,13 @@ class Documents:
             if not open_low and not open_high and step:
                 break
         chunks = [np.array(sorted(set(ids)), dtype=np.int64) for ids in members]
-        return cls(of_candidate, chunks, held)
+        return cls(of_candidate, chunks, held, keys, corpus_documents, vectors_of)
+
+
+def depth_of(name: str) -> int | None:
+    """How many of the best candidates get signal ``name`` (None: all)."""
+    depth = DEPTHS.get(name, -1)
+    return DEPTH if depth == -1 else depth
 
 
 def _held(held: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -115,16 +144,30 @@ def _held(held: np.ndarray, ids: np.ndarray) -> np.ndarray:
 Signal = Callable[[Documents, str, np.ndarray, VectorReader, Any], np.ndarray]
 #: The document signals, by name: each returns one value per document of a :class:`Documents`.
 SIGNALS: dict[str, Signal] = {}
-#: Each signal's floor for min-max rescaling (None: the candidates' lowest value; 0 for BM25, as the chunk's).
-FLOORS: dict[str, float | None] = {}
+#: How many of the best candidates (by the chunk scores) get each signal: -1 for :data:`DEPTH`, None for all of
+#: them (a signal that needs no neighbouring chunks and costs one vector a document); see :func:`depth_of`.
+DEPTHS: dict[str, int | None] = {}
+#: Whether a signal reads a document's neighbouring chunks (:meth:`Documents.of`'s probing).
+PROBES: dict[str, bool] = {}
+#: How each signal is put on the chunk scores' scale: ``"cosine"`` (rescaled as the chunks' cosines are: by the
+#: query's dense top list) or ``"unit"`` (already in [0, 1] by quantities of the query alone: used as it is).
+#: Neither depends on the candidate set, so a filter never changes a chunk's fused score.
+SCALES: dict[str, str] = {}
 
 
-def document_signal(name: str, floor: float | None = None) -> Callable[[Signal], Signal]:
-    """Register a document signal under ``name`` (a ``Fusion.documents`` key); ``floor``: see :data:`FLOORS`."""
+def document_signal(
+    name: str, scale: str = "cosine", depth: int | None = -1, probe: bool = True
+) -> Callable[[Signal], Signal]:
+    """Register a document signal under ``name`` (a ``Fusion.documents`` key); ``scale``, ``depth`` and
+    ``probe``: see :data:`SCALES`, :data:`DEPTHS` and :data:`PROBES`."""
+    if scale not in ("cosine", "unit"):
+        raise ValueError(f"document signal scale must be 'cosine' or 'unit', not {scale!r}")
 
     def register(function: Signal) -> Signal:
         SIGNALS[name] = function
-        FLOORS[name] = floor
+        SCALES[name] = scale
+        DEPTHS[name] = depth
+        PROBES[name] = probe
         return function
 
     return register
@@ -144,17 +187,41 @@ def mean_vector_cosine(
     return (sums @ np.asarray(query_vector, dtype=np.float64).ravel()) / norms
 
 
+@document_signal("whole", depth=None, probe=False)
+def whole_document_cosine(
+    documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: Any
+) -> np.ndarray:
+    """The cosine of the query with each document's stored whole-text vector (the ``dense`` value for a document
+    without one)."""
+    firsts = np.array([chunk_id_for(doc_id, content_hash, 0) for doc_id, content_hash in documents.keys], np.int64)
+    found = documents.vectors_of(firsts) if documents.vectors_of is not None and len(firsts) else {}
+    query64 = np.asarray(query_vector, dtype=np.float64).ravel()
+    values = np.zeros(len(documents.chunks))
+    missing = []
+    for number, first in enumerate(firsts.tolist()):
+        vector = found.get(first)
+        if vector is None:
+            missing.append(number)
+        else:
+            values[number] = float(np.asarray(vector, dtype=np.float64) @ query64)
+    if missing:
+        fallback = replace(documents, chunks=[documents.chunks[number] for number in missing])
+        values[missing] = mean_vector_cosine(fallback, query, query_vector, vectors, lexical)
+    return values
+
+
 def _flat(chunks: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Every document's chunk ids in one array, and where each document's start (for ``np.add.reduceat``)."""
     sizes = np.array([len(c) for c in chunks], dtype=np.int64)
     return np.concatenate(chunks), np.concatenate(([0], np.cumsum(sizes)[:-1]))
 
 
-@document_signal("lexical", floor=0.0)
+@document_signal("lexical", scale="unit")
 def document_bm25(
     documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: Any
 ) -> np.ndarray:
-    """BM25 ("lucene", the index's k1 and b) of each document as one text, from the chunk postings."""
+    """BM25 ("lucene", the index's k1 and b) of each document as one text, from the chunk postings, over the
+    query's bound (the sum of its terms' idf): in [0, 1), whatever the candidates."""
     if not documents.chunks or not hasattr(lexical, "term_frequencies"):  # a BM25 folder from before segments
         return np.zeros(len(documents.chunks))
     statistics = lexical.statistics(query)  # corpus-wide (a sharded index sums its shards')
@@ -170,13 +237,16 @@ def document_bm25(
     tfs, lengths = lexical.term_frequencies(query, every)
     doc_tfs = np.add.reduceat(tfs, starts, axis=0)
     doc_lengths = np.add.reduceat(lengths, starts)
-    average = float(doc_lengths.mean()) or 1.0
-    norm = BM25_K1 * ((1 - BM25_B) + BM25_B * doc_lengths / average)
+    if documents.corpus_documents:
+        average = statistics.total_length / documents.corpus_documents
+    else:  # a view that cannot count its documents (a remote shard): the candidates' documents' mean
+        average = float(doc_lengths.mean())
+    norm = BM25_K1 * ((1 - BM25_B) + BM25_B * doc_lengths / (average or 1.0))
     scores = np.zeros(len(documents.chunks))
     for column, idf in weighted:
         tf = doc_tfs[:, column]
         scores += idf * tf / (norm + tf)
-    return scores
+    return scores / sum(idf for _, idf in weighted)
 
 
 def candidate_values(
@@ -188,9 +258,12 @@ def candidate_values(
     query_vector: np.ndarray,
     vectors: VectorReader,
     lexical: Any,
+    corpus_documents: int | None = None,
+    vectors_of: VectorsOf | None = None,
 ) -> dict[str, np.ndarray]:
     """Each named signal's value for each candidate (its document's; 0 for a candidate without a row)."""
-    documents = Documents.of(candidates, rows_of, held)
+    probe = any(PROBES.get(name, True) for name in names)
+    documents = Documents.of(candidates, rows_of, held, corpus_documents, vectors_of, probe)
     out = {}
     for name in names:
         if name not in SIGNALS:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from citeline.errors import CitelineError
-from citeline.search import DEFAULT_FUSION, MODES, Fusion
+from citeline.search import DEFAULT_FUSION, MODES, Fusion, fusion_for
 
 if TYPE_CHECKING:
     from citeline.index import Index
@@ -327,5 +327,5 @@ def evaluate_beir(
                 "chunks_embedded": run.chunks_embedded,
             },
             results=results,
-            fusion=fusion.describe(),
+            fusion=fusion_for(fusion, index.meta).describe(),  # what hybrid ran with on this index
         )

@@ -67,24 +67,27 @@ class Index:
         embedder: Embedder | None = None,
         vector_index: str | None = None,
         shards: int | None = None,
+        document_vectors: bool | None = None,
     ) -> Index:
         """Create an index at ``path``, or open it if it exists and was built with the same settings.
 
         Settings left as None take the existing index's values, or for a new index the defaults: the bundled
         all-MiniLM-L6-v2 on torch, chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector
         index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one). ``shards``: a root
-        of that many shards (``citeline.shards``; an existing root is opened with or without it)."""
+        of that many shards (``citeline.shards``; an existing root is opened with or without it). ``document_vectors``:
+        also embed each document whole (``citeline.doc_signals``; default ``chunking.DOCUMENT_VECTORS``)."""
         if (shards is not None or (Path(path) / SHARDS_MANIFEST).exists()) and Index.sharded:
             return Index.sharded.create(
                 path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
-                embedder=embedder, vector_index=vector_index, shards=shards
+                embedder=embedder, vector_index=vector_index, shards=shards, document_vectors=document_vectors
             )  # fmt: skip
         index_dir, kind = Path(path), kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here
         check_requested(max_tokens, overlap_tokens)
         if not catalog.db_path(index_dir).exists():
             embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend or "torch")
             max_tokens, overlap_tokens = chunking.resolve_settings(max_tokens, overlap_tokens, embedder.max_seq_length)
-            meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION, EMBED_TEXT)
+            whole = chunking.DOCUMENT_VECTORS if document_vectors is None else document_vectors
+            meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION, EMBED_TEXT, whole)
             if generation.create(index_dir, meta):
                 return cls(index_dir, meta, embedder)
             # another process created it meanwhile (checked under the writer lock): open theirs, checked below
@@ -198,8 +201,7 @@ class Index:
         progress: bool = False,
         dry_run: bool = False,
     ) -> RunSummary:
-        """Index texts that are not files, as one run, incrementally by id (``citeline ingest -``; see
-        :mod:`citeline.texts`)."""
+        """Index texts that are not files as one run, incrementally by id (``citeline ingest -``, citeline.texts)."""
         from citeline import texts as texts_module
 
         documents = texts_module.documents_of(texts, ids, metadata, source, titles)
@@ -266,8 +268,7 @@ class Index:
         allowed: np.ndarray | None = None,
         fusion: plan.Fusion = plan.DEFAULT_FUSION,
     ) -> list[tuple[int, float]]:
-        """The ranking behind :meth:`search`: ``(chunk_id, score)`` pairs, best first, without provenance;
-        ``allowed`` chunk ids restrict the candidates, ``fusion`` overrides the hybrid settings (for tuning)."""
+        """:meth:`search`'s ranking, ``(chunk_id, score)`` best first; ``allowed`` restricts, ``fusion`` tunes it."""
         return plan.rank_query(self.snapshot(), query, k, mode, allowed, fusion, self.encode_query)
 
     def snapshot(self) -> ReadSnapshot:
@@ -291,8 +292,7 @@ class Index:
         return listing.read_documents(self.path, Filters.from_value(filters), limit)
 
     def document(self, doc_id: str) -> dict[str, Any]:
-        """One document: its :meth:`documents` record, its ``text`` (what passage offsets index into) and its
-        chunks' ``spans`` (chunk_id, ordinal, char_start, char_end, page)."""
+        """A :meth:`documents` record with its ``text`` and its chunks' ``spans`` (chunk_id, ordinal, offsets, page)."""
         return listing.read_document(self.path, doc_id)
 
     def document_text(self, doc_id: str) -> str:

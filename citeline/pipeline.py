@@ -10,21 +10,18 @@ the ledger and the commit protocol live in ``citeline.store``.
 
 from __future__ import annotations
 
-import bisect
-import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
-
-import numpy as np
+from typing import Any
 
 from citeline import freshness
-from citeline.chunking import Chunker, embed_text
 from citeline.discovery import Discovery, resolve_roots, scan
+
+# The chunk and embed steps (re-exported: the flow and texts.py call them as pipeline.chunk_documents / embed).
+from citeline.embed_step import EMBED_PROGRESS_STEP, Target, chunk_documents, embed, embed_chunks  # noqa: F401
 from citeline.errors import SettingsError
-from citeline.ids import chunk_id_for
 from citeline.planning import (
     CHARS_PER_CHUNK,
     COMMIT_EVERY,
@@ -40,8 +37,8 @@ from citeline.planning import (
 )
 from citeline.progress import Reporter, announced_writer_lock, default_reporter
 from citeline.runs import close_interrupted, dry_run_summary, record_failure, summarize
-from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile, display_path, parse_source, text_hash
-from citeline.store import catalog, generation, ledger
+from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile, display_path, parse_source
+from citeline.store import generation, ledger
 from citeline.store.ledger import RunSummary
 from citeline.store.rows import ChunkRows, documents_table
 
@@ -49,34 +46,8 @@ from citeline.store.rows import ChunkRows, documents_table
 #: batch, because per-task overhead (about 11 ms) and the server's handling of bursts make per-item tasks slow.
 FILES_PER_BATCH = 500
 CHUNKS_PER_BATCH = 2000
-#: Texts per encode call when progress is reported: 32 chunks take a few seconds with torch on 2 cores, so the
-#: bar moves every few seconds (256 froze it for ~40 s); with texts sorted by length it costs no CPU (below).
-EMBED_PROGRESS_STEP = 32
 #: Per-file failures written to the log one line each; the rest are counted (all of them are in the ledger).
 LOGGED_FAILURES = 20
-
-
-class Target(Protocol):
-    """What the pipeline needs of the index it writes to (:class:`citeline.Index` is one)."""
-
-    @property
-    def path(self) -> Path:
-        """The index directory."""
-        ...
-
-    @property
-    def dimension(self) -> int:
-        """Length of the index's vectors."""
-        ...
-
-    @property
-    def chunker(self) -> Chunker:
-        """The chunker with the index's settings."""
-        ...
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Embed texts with the index's model."""
-        ...
 
 
 # ---------------------------------------------------------------- the steps
@@ -117,102 +88,6 @@ def plan(index_dir: Path, roots: Sequence[str], discovery: Discovery, parsed: Pa
     documents of files read again or vanished are loaded (``freshness.plan``: file-level planning).
     """
     return freshness.plan(index_dir, roots, discovery, parsed)
-
-
-#: Documents chunked per call of the (multi-threaded) chunker when progress is reported: small enough that the
-#: bar moves every second or two, large enough to keep every CPU busy.
-CHUNK_PROGRESS_STEP = 256
-
-
-def chunk_documents(
-    documents: Sequence[Document], chunker: Chunker, *, advance: Callable[[int], None] | None = None
-) -> ChunkRows:
-    """Chunk every document; vectors are left empty for :func:`embed` to fill. ``advance(n)`` is called as
-    documents are done (progress)."""
-    rows = ChunkRows.empty()
-    step = CHUNK_PROGRESS_STEP if advance is not None else max(len(documents), 1)
-    all_spans: list[Any] = []
-    for start in range(0, len(documents), step):
-        part = documents[start : start + step]
-        all_spans.extend(chunker.split_many([(document.text, document.format == "markdown") for document in part]))
-        if advance is not None:
-            advance(len(part))
-    headers = chunker.embed_text == "title + chunk"
-    for document, spans in zip(documents, all_spans, strict=True):
-        content_hash = document.content_hash
-        title = (document.title or "").strip() if headers else ""
-        page_starts: list[int] = document.metadata.get("page_starts") or []
-        for span in spans:
-            rows.chunk_id.append(chunk_id_for(document.doc_id, content_hash, span.ordinal))
-            rows.doc_id.append(document.doc_id)
-            rows.ordinal.append(span.ordinal)
-            rows.char_start.append(span.char_start)
-            rows.char_end.append(span.char_end)
-            rows.text.append(span.text)
-            embedded = embed_text(title, span.text)
-            rows.embed_text.append(embedded)
-            # The embedding cache's key: the hash of what the model reads, so a chunk is reused only with its title.
-            rows.text_hash.append(text_hash(embedded))
-            # Pages are 1-based; page_starts[i] is the character offset where page i+1 begins.
-            rows.page.append(bisect.bisect_right(page_starts, span.char_start) if page_starts else None)
-    return rows
-
-
-def embed_chunks(
-    rows: ChunkRows,
-    encode: Callable[[list[str]], np.ndarray],
-    dimension: int,
-    *,
-    cache: dict[str, np.ndarray] | None = None,
-    batch_size: int = 256,
-    progress: bool = False,
-    reporter: Reporter | None = None,
-) -> tuple[int, int]:
-    """Fill ``rows.vectors``, embedding each distinct text once and reusing cached vectors.
-
-    Returns ``(embedded, reused)`` chunk counts. With a ``reporter`` (or ``progress``: a bar), the ``embed``
-    stage counts the texts to embed and advances every :data:`EMBED_PROGRESS_STEP` of them.
-    """
-    from citeline.progress import Bar
-
-    cache = dict(cache or {})
-    if progress and reporter is None:
-        reporter = Bar()
-    text_of = dict(zip(rows.text_hash, rows.embed_text or rows.text, strict=True))
-    # Shortest first: each encode call then pads little. 512 texts of 20-180 words, torch, 2 cores: 32 per call
-    # sorted by length took 49-52 CPU s, 256 per call unsorted 55 CPU s, 32 unsorted 62 CPU s.
-    missing = sorted(dict.fromkeys(h for h in rows.text_hash if h not in cache), key=lambda h: len(text_of[h]))
-    if reporter is not None:
-        reporter.stage("embed", len(missing))
-        batch_size = min(batch_size, EMBED_PROGRESS_STEP)
-        if missing:
-            encode([" "])  # load the model before the first batch, so the bar's rate is not the loading time
-    for start in range(0, len(missing), batch_size):
-        batch = missing[start : start + batch_size]
-        vectors = encode([text_of[h] for h in batch])
-        cache.update(zip(batch, vectors, strict=True))
-        if reporter is not None:
-            reporter.advance(len(batch))
-    rows.vectors = (
-        np.stack([cache[h] for h in rows.text_hash]).astype(np.float32)
-        if len(rows)
-        else np.zeros((0, dimension), dtype=np.float32)
-    )
-    newly_embedded = set(missing)
-    embedded = sum(1 for h in rows.text_hash if h in newly_embedded)
-    return embedded, len(rows) - embedded
-
-
-def embed(
-    target: Target, rows: ChunkRows, *, progress: bool = False, reporter: Reporter | None = None
-) -> tuple[int, int]:
-    """Fill ``rows.vectors`` with the target's model, reusing vectors of identical chunk text already in the index.
-
-    Returns ``(embedded, reused)``.
-    """
-    with contextlib.closing(catalog.connect(target.path, read_only=True)) as connection:
-        cache = catalog.cached_vectors(connection, rows.text_hash, target.dimension)
-    return embed_chunks(rows, target.encode, target.dimension, cache=cache, progress=progress, reporter=reporter)
 
 
 @dataclass

@@ -88,12 +88,15 @@ class Fusion:
 
     ``documents``: document-level signals (``citeline.doc_signals``) and their weights: with weights summing to
     ``s``, the fused score is ``(1 - s) * (weight * d + (1 - weight) * l) + sum(w_i * doc_i)`` for the best
-    ``doc_signals.DEPTH`` candidates by the chunk part (the others: the chunk part alone), each ``doc_i`` the
-    candidate's document's signal rescaled: a cosine as ``d`` is, a BM25 over the candidates' best. Chosen on
-    SciFact train (bench/results/scifact-quality-doclevel.txt): chunk dense weight 0.4, documents 0.1 and 0.1
-    (:data:`DOCUMENT_FUSION`). Not the default: the BM25 signal is rescaled over the candidates' documents, so a
-    filter or another candidate set changes a chunk's fused score (the chunk part's rescaling depends on the query
-    alone), and on SciFact test it gained 0.0001 (torch) for +14-18 % CPU.
+    candidates by the chunk part (``doc_signals.depth_of``: the best 100, or all for the ``whole`` vector; the
+    others: the chunk part alone), each ``doc_i`` the candidate's document's signal on the chunk scores' scale by
+    quantities of the query alone (a cosine as ``d`` is; the document BM25 over the query's idf bound), so a
+    filter never changes a chunk's fused score. Chosen on SciFact train (bench/results/scifact-quality-library.txt):
+    chunk dense weight 0.4 and the document BM25 at 0.3 (:data:`DEFAULT_FUSION`): train 0.8892 -> 0.8962. The
+    whole-document vector (``Index.create(document_vectors=True)``, weight ``("whole", 0.1)``) added 0.0019 on
+    train with these filter-invariant scalings (0.8981; bench/results/scifact-quality-library.txt): within the
+    noise, for +57-72 % ingest CPU and +52 % search CPU on SciFact, so neither it nor the mean chunk vector
+    (``dense``) is in the default.
 
     ``method="rrf"``: reciprocal rank fusion, ``sum 1 / (rrf_k + rank)`` over the two rankings' top
     ``max(k, depth)`` (rank from 1; a ranking that misses a candidate adds nothing).
@@ -111,9 +114,18 @@ class Fusion:
         return {**asdict(self), "documents": dict(self.documents)}
 
 
-DEFAULT_FUSION = Fusion()
-#: The document-level signals chosen on SciFact train (see :class:`Fusion`): pass it as ``fusion=`` to ``Index.rank``.
-DOCUMENT_FUSION = Fusion(weight=0.4, documents=(("dense", 0.1), ("lexical", 0.1)))
+#: The shipped hybrid setting, chosen on SciFact train (see :class:`Fusion`).
+DEFAULT_FUSION = Fusion(weight=0.4, documents=(("lexical", 0.3),))
+#: The chunk scores alone (the default before document signals: train 0.8892, test 0.7269).
+CHUNK_FUSION = Fusion()
+#: The default plus the whole-document vector, for an index created with ``document_vectors``.
+DOCUMENT_FUSION = Fusion(weight=0.4, documents=(("lexical", 0.3), ("whole", 0.1)))
+
+
+def fusion_for(fusion: Fusion, meta: Mapping[str, Any]) -> Fusion:
+    """The fusion a search runs: the default becomes :data:`DOCUMENT_FUSION` on an index that stores whole-document
+    vectors (``document_vectors`` in its meta), so the vectors its ingest paid for are used."""
+    return DOCUMENT_FUSION if fusion is DEFAULT_FUSION and meta.get("document_vectors") is True else fusion
 
 
 def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | None) -> np.ndarray:
@@ -155,10 +167,14 @@ def hybrid_ranking(
     allowed: np.ndarray | None = None,
     fusion: Fusion = DEFAULT_FUSION,
     rows_of: doc_signals.RowsOf | None = None,
+    corpus_documents: int | None = None,
+    vectors_of: doc_signals.VectorsOf | None = None,
 ) -> list[tuple[int, float]]:
     """The k chunks ranked by the fusion of dense and lexical relevance, as ``(chunk_id, fused score)``.
 
-    ``rows_of`` gives the candidates' documents for ``fusion.documents`` (without it they are left out).
+    ``rows_of`` gives the candidates' documents for ``fusion.documents`` (without it they are left out);
+    ``corpus_documents``: the documents the index holds (the document BM25's mean length); ``vectors_of``: where
+    the documents' whole-text vectors are read (the ``whole`` signal).
 
     See :class:`Fusion` for the candidates and what the fused score means. Every candidate's cosine is computed
     from its exact stored vector (``vectors.vectors(ids)``), not taken from the dense ranking: an approximate
@@ -195,20 +211,34 @@ def hybrid_ranking(
         ) * _scale(lexical_values, lexical_top, fusion.normalization, 0.0)
         signals = [(name, weight) for name, weight in fusion.documents if weight] if rows_of is not None else []
         if signals and rows_of is not None:
-            # Only the best candidates by the chunk scores get their documents' signals (see doc_signals.DEPTH);
-            # the others keep the chunk part alone, as if their documents scored the lowest.
-            best = np.lexsort((ids, -values))[: doc_signals.DEPTH]
-            found = doc_signals.candidate_values(
-                [name for name, _ in signals], ids[best], rows_of, lexical.chunk_ids, query, query32, vectors, lexical
-            )
-            values = (1 - sum(weight for _, weight in signals)) * values
-            for name, weight in signals:
-                # A cosine signal is rescaled as the chunks' cosines are (their top `depth`: a reference that does
-                # not depend on how many candidates get signals); a BM25 one over its best value (floor 0).
-                dense_like = doc_signals.FLOORS[name] is None
-                reference = dense_top if dense_like else found[name]
-                floor = None if dense_like else 0.0
-                values[best] += weight * _scale(found[name], reference, fusion.normalization, floor)
+            # Only the best candidates by the chunk scores get a signal (doc_signals.DEPTHS: the best DEPTH, or
+            # all); the others keep the chunk part alone, as if their documents scored the lowest.
+            order = np.lexsort((ids, -values))
+            scaled_chunks = (1 - sum(weight for _, weight in signals)) * values
+            for reach in dict.fromkeys(doc_signals.depth_of(name) for name, _ in signals):
+                group = [(n, w) for n, w in signals if doc_signals.depth_of(n) == reach]
+                best = order[:reach]
+                found = doc_signals.candidate_values(
+                    [name for name, _ in group],
+                    ids[best],
+                    rows_of,
+                    lexical.chunk_ids,
+                    query,
+                    query32,
+                    vectors,
+                    lexical,
+                    corpus_documents,
+                    vectors_of,
+                )
+                for name, weight in group:
+                    # Each signal is put on the chunk scores' scale by quantities of the query alone (a cosine as
+                    # the chunks' cosines are, by the dense top `depth`; a "unit" one is already in [0, 1]), so a
+                    # chunk's fused score does not depend on which other candidates a filter let through.
+                    scaled = found[name]
+                    if doc_signals.SCALES[name] == "cosine":
+                        scaled = _scale(scaled, dense_top, fusion.normalization, None)
+                    scaled_chunks[best] += weight * scaled
+            values = scaled_chunks
     else:
         raise QueryError(f"fusion method must be 'convex' or 'rrf', not {fusion.method!r}")
     order = np.lexsort((ids, -values))[:k]
@@ -265,8 +295,19 @@ def rank(
         raise QueryError(f"{mode} search needs the query's vector")
     if mode == "dense":
         return snapshot.vectors.search(query_vector, k, allowed)
+    fusion = fusion_for(fusion, getattr(snapshot, "meta", {}))
+    counted = getattr(snapshot, "document_count", None) if fusion.documents else None
     return hybrid_ranking(
-        snapshot.vectors, snapshot.lexical, query, query_vector, k, allowed, fusion, document_rows(snapshot)
+        snapshot.vectors,
+        snapshot.lexical,
+        query,
+        query_vector,
+        k,
+        allowed,
+        fusion,
+        document_rows(snapshot),
+        counted() if counted is not None else None,
+        getattr(snapshot, "document_vectors", None),
     )
 
 

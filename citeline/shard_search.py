@@ -272,6 +272,17 @@ class ShardedSnapshot(ReadSnapshot):
         """``(doc_id, content_hash, ordinal)`` of each chunk id, from the shard that holds it."""
         return self._from_holders(chunk_ids, lambda part, ids: part.chunk_documents(ids))
 
+    def document_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Whole-document vectors stored on these chunk ids, from the shards that hold them (a remote shard's view
+        has none: the signal falls back to the mean chunk vector)."""
+        return self._from_holders(chunk_ids, lambda part, ids: getattr(part, "document_vectors", lambda ids: {})(ids))
+
+    def document_count(self) -> int | None:
+        """Documents of every shard (None when a shard's view cannot count them: a remote one)."""
+        counts: list[int | None] = [getattr(part, "document_count", lambda: None)() for part in self.parts]
+        known = [count for count in counts if count is not None]
+        return sum(known) if len(known) == len(counts) else None
+
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
         """The sorted chunk ids ``filters`` lets through in any shard, or None when it restricts nothing."""
         found = self._fan_out(lambda part: part.allowed_chunk_ids(filters), self.parts)

@@ -343,6 +343,7 @@ def ingest_flow(
     max_tokens: int | None = None,
     overlap_tokens: int | None = None,
     vector_index: str | None = None,
+    document_vectors: bool | None = None,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     wait: float | None = None,
     dask_address: str | None = None,
@@ -358,7 +359,8 @@ def ingest_flow(
 ) -> dict[str, Any]:
     """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.
 
-    ``vector_index`` is the vector index kind of a new index (auto, flat, ivf, hnsw; see ``citeline.vectors``).
+    ``vector_index`` is the vector index kind of a new index (auto, flat, ivf, hnsw; see ``citeline.vectors``);
+    ``document_vectors``: a new index also embeds each document whole (``citeline.doc_signals``).
     ``wait`` bounds the seconds to wait for another writer (default: as long as it takes). ``dask_address``
     (``tcp://host:8786``) or ``dask_workers`` (a local cluster) spread parsing and embedding over Dask
     workers, which must see ``paths`` and ``index_path`` at the same locations. ``files_per_batch`` and
@@ -382,6 +384,7 @@ def ingest_flow(
         max_tokens=max_tokens,
         overlap_tokens=overlap_tokens,
         vector_index=vector_index,
+        document_vectors=document_vectors,
         shards=shards,
     ) as index:
         # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this

@@ -61,6 +61,9 @@ class IngestParameters(BaseModel):
     vector_index: Literal["auto", "flat", "ivf", "hnsw"] | None = Field(
         None, description="Vector index kind of a new index: auto (flat, then ivf when large), flat, ivf or hnsw."
     )
+    document_vectors: bool | None = Field(
+        None, description="A new index also embeds each document whole (a hybrid ranking signal) [default: off]."
+    )
     allow_removals: bool = Field(
         False,
         description="Let this run remove the documents of a root that came back empty, or more than "

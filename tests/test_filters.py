@@ -345,3 +345,20 @@ def test_cli_bad_filters_are_one_line_errors(cli_index, flags, message) -> None:
     result = CliRunner().invoke(cli, ["search", QUERY, "--index", index_path, *flags])
     assert result.exit_code != 0
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_document_signals_keep_a_filtered_chunks_fused_score(tmp_path, fake_embedder) -> None:
+    """With document signals on (the BM25 one over the query's idf bound and the corpus's mean document length, the
+    cosine ones as the chunks' cosines), a filter that keeps half the documents gives each kept chunk the fused
+    score it has unfiltered: no signal is rescaled over the candidate set."""
+    from citeline.search import Fusion
+
+    index, _ = _big_corpus(tmp_path, fake_embedder)
+    query = "soldiers river families"
+    fusion = Fusion(weight=0.4, documents=(("lexical", 0.3), ("whole", 0.2), ("dense", 0.1)))
+    allowed = index.snapshot().allowed_chunk_ids(Filters.from_value({"meta": {"parity": 1}}))
+    assert allowed is not None and 0 < len(allowed) < len(index.snapshot().vectors)
+    unfiltered = dict(index.rank(query, 400, mode="hybrid", fusion=fusion))
+    filtered = index.rank(query, 20, mode="hybrid", fusion=fusion, allowed=allowed)
+    assert len(filtered) == 20
+    assert [score for _, score in filtered] == pytest.approx([unfiltered[c] for c, _ in filtered], abs=1e-6)

@@ -145,7 +145,8 @@ def test_every_document_signal_gives_one_value_per_document(tmp_path, fake_embed
 
 def test_document_bm25_equals_bm25_over_the_joined_chunks(tmp_path, fake_embedder) -> None:
     """The document BM25 computed from the chunk postings is BM25 over the document's chunk texts joined, with the
-    chunk index's idf and the candidates' mean document length (checked against a direct computation)."""
+    chunk index's idf and the corpus's mean document length, over the sum of the query terms' idf (checked against
+    a direct computation): the same whichever candidates ask."""
     from citeline.doc_signals import Documents, document_bm25
     from citeline.lexical import BM25_B, BM25_K1, analyze
     from citeline.lexical_query import idf_of
@@ -154,38 +155,117 @@ def test_document_bm25_equals_bm25_over_the_joined_chunks(tmp_path, fake_embedde
     index = long_documents_index(tmp_path, fake_embedder)
     snapshot = index.snapshot()
     ids = np.asarray(snapshot.lexical.chunk_ids)
-    documents = Documents.of(ids, document_rows(snapshot), ids)
+    documents = Documents.of(ids, document_rows(snapshot), ids, snapshot.document_count())
+    assert snapshot.document_count() == 3
     query = "harbours flood moon"
     got = document_bm25(documents, query, np.zeros(1), snapshot.vectors, snapshot.lexical)
+    # One document's candidates alone: its value does not change (query-only rescaling, corpus-wide length).
+    first = ids[documents.of_candidate == 0][:1]
+    alone = Documents.of(first, document_rows(snapshot), ids, snapshot.document_count())
+    assert document_bm25(alone, query, np.zeros(1), snapshot.vectors, snapshot.lexical) == pytest.approx(got[:1])
     with catalog.connect(index.path, read_only=True) as connection:
         chunk_ids, texts = catalog.lexical_texts(connection)
     text_of = dict(zip(chunk_ids.tolist(), texts, strict=True))
     terms = analyze([query])[0]
     chunk_terms = {c: analyze([t])[0] for c, t in text_of.items()}
     joined = [[term for c in chunks.tolist() for term in chunk_terms[c]] for chunks in documents.chunks]
-    average = np.mean([len(words) for words in joined])
+    average = sum(len(words) for words in chunk_terms.values()) / 3  # the corpus's chunk tokens over its documents
     expected = []
     for words in joined:
-        score = 0.0
+        score = bound = 0.0
         for term in terms:
             frequency = sum(term in chunk_terms[c] for c in chunk_terms)
             tf = words.count(term)
             norm = BM25_K1 * (1 - BM25_B + BM25_B * len(words) / average)
-            score += float(idf_of(len(chunk_terms), frequency)) * tf / (norm + tf)
-        expected.append(score)
+            idf = float(idf_of(len(chunk_terms), frequency))
+            score += idf * tf / (norm + tf)
+            bound += idf if frequency else 0.0
+        expected.append(score / bound)
     assert got == pytest.approx(expected, rel=1e-5)
 
 
 def test_hybrid_without_document_signals_is_the_chunk_fusion(tmp_path, fake_embedder) -> None:
-    """The default ranks by the chunk scores alone; ``DOCUMENT_FUSION`` (chosen on train) adds the documents' over
-    the same candidates (a setting eval reports)."""
-    from citeline.search import DEFAULT_FUSION, DOCUMENT_FUSION, Fusion
+    """The default (chosen on train) adds the document BM25 to the chunk scores over the same candidates (a setting
+    eval reports); ``CHUNK_FUSION`` ranks by the chunk scores alone."""
+    from citeline.search import CHUNK_FUSION, DEFAULT_FUSION, DOCUMENT_FUSION, Fusion
 
     index = long_documents_index(tmp_path, fake_embedder)
     plain = index.rank("harbours flood moon", 20, mode="hybrid", fusion=Fusion(weight=0.4))
-    fused = index.rank("harbours flood moon", 20, mode="hybrid", fusion=DOCUMENT_FUSION)
+    fused = index.rank("harbours flood moon", 20, mode="hybrid", fusion=DEFAULT_FUSION)
     assert {c for c, _ in plain} == {c for c, _ in fused}
-    assert DEFAULT_FUSION.documents == ()
-    assert DOCUMENT_FUSION.describe()["documents"] == {"dense": 0.1, "lexical": 0.1}
+    assert index.rank("harbours flood moon", 20, mode="hybrid") == fused
+    assert CHUNK_FUSION.documents == ()
+    assert DEFAULT_FUSION.describe()["documents"] == {"lexical": 0.3}
+    assert DOCUMENT_FUSION.describe()["documents"] == {"lexical": 0.3, "whole": 0.1}
     with pytest.raises(Exception, match="unknown document signal"):
         index.rank("harbours", 5, mode="hybrid", fusion=Fusion(documents=(("nope", 0.1),)))
+
+
+# ---------------------------------------------------------------- whole-document vectors (document_vectors)
+
+
+def test_document_vectors_are_stored_on_first_chunks_and_read_by_the_whole_signal(tmp_path, fake_embedder) -> None:
+    """An index created with ``document_vectors`` stores each document's title + text vector on its first chunk
+    (embedded with the chunks; a text equal to a chunk's is embedded once), the rows files carry it, and the
+    ``whole`` signal is its cosine with the query; an index without them still searches (the signal falls back to
+    the mean chunk vector)."""
+    from citeline.doc_signals import candidate_values
+    from citeline.search import DOCUMENT_FUSION, Fusion, document_rows
+
+    records = [
+        {
+            "_id": "long",
+            "title": "Tides",
+            "text": "The moon pulls the sea. " * 4 + "Harbours flood at spring tide. " * 4,
+        },
+        {"_id": "short", "title": "", "text": "Sand dunes move."},
+    ]
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records))
+    calls: list[list[str]] = []
+    encode = fake_embedder.encode
+    fake_embedder.encode = lambda texts, **kw: (calls.append(list(texts)), encode(texts, **kw))[1]
+    index = Index.create(
+        tmp_path / "ix", embedder=fake_embedder, max_tokens=16, overlap_tokens=0, document_vectors=True
+    )
+    assert index.meta["document_vectors"] is True
+    run = index.ingest([corpus])
+    assert run.added == 2
+    snapshot = index.snapshot()
+    ids = np.asarray(snapshot.lexical.chunk_ids)
+    rows = snapshot.chunk_documents(ids.tolist())
+    firsts = [chunk_id for chunk_id, row in rows.items() if row[2] == 0]
+    stored = snapshot.document_vectors(ids.tolist())
+    assert sorted(stored) == sorted(firsts) and len(firsts) == 2
+    for chunk_id in firsts:
+        document = index.document(rows[chunk_id][0])
+        text = f"{document['title']} {document['text']}".strip()
+        assert np.allclose(stored[chunk_id], encode([text])[0], atol=1e-6)
+    embedded = [text for call in calls for text in call]
+    assert embedded.count("Sand dunes move.") == 1  # the one-chunk document's text is its chunk's: embedded once
+    query = "moon harbours"
+    vector = index.encode_query(query)
+    whole = candidate_values(
+        ["whole", "dense"], ids, document_rows(snapshot), ids, query, vector, snapshot.vectors, snapshot.lexical,
+        None, snapshot.document_vectors,
+    )  # fmt: skip
+    for position, chunk_id in enumerate(ids.tolist()):
+        first = next(c for c in firsts if rows[c][:2] == rows[chunk_id][:2])
+        assert whole["whole"][position] == pytest.approx(float(stored[first] @ vector), abs=1e-5)
+    assert index.rank(query, 5, mode="hybrid", fusion=Fusion(documents=(("whole", 0.3),)))
+    # The default fusion uses the vectors an index stores (DOCUMENT_FUSION); one without them, the chunk fusion's.
+    assert index.rank(query, 5, mode="hybrid") == index.rank(query, 5, mode="hybrid", fusion=DOCUMENT_FUSION)
+
+    old = Index.create(
+        tmp_path / "old", embedder=fake_embedder, max_tokens=16, overlap_tokens=0, document_vectors=False
+    )
+    old.ingest([corpus])
+    old_snapshot = old.snapshot()
+    old_ids = np.asarray(old_snapshot.lexical.chunk_ids)
+    assert old_snapshot.document_vectors(old_ids.tolist()) == {}
+    fallback = candidate_values(
+        ["whole", "dense"], old_ids, document_rows(old_snapshot), old_ids, query, vector, old_snapshot.vectors,
+        old_snapshot.lexical, None, old_snapshot.document_vectors,
+    )  # fmt: skip
+    assert fallback["whole"] == pytest.approx(fallback["dense"])
+    assert old.search(query, k=3)

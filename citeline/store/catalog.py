@@ -70,13 +70,35 @@ CREATE TABLE IF NOT EXISTS chunks (
 """
 
 
-def create_schema(connection: duckdb.DuckDBPyConnection, dimension: int) -> None:
-    """Create the tables of a new index (idempotent); the ledger's table comes from ``ledger.create_table``."""
+def create_schema(connection: duckdb.DuckDBPyConnection, dimension: int, document_vectors: bool = False) -> None:
+    """Create the tables of a new index (idempotent); the ledger's table comes from ``ledger.create_table``.
+    ``document_vectors``: the chunks table also holds each document's whole-text vector on its first chunk."""
     connection.execute(_SCHEMA.format(dim=int(dimension)))
+    if document_vectors:
+        connection.execute(f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS {DOCUMENT_VECTOR} FLOAT[]")
+
+
+#: The chunks column of whole-document vectors (``document_vectors`` indexes; NULL but on a document's first chunk).
+DOCUMENT_VECTOR = "document_vector"
+
+
+def keeps_document_vectors(connection: duckdb.DuckDBPyConnection) -> bool:
+    """Whether this index's chunks table has the :data:`DOCUMENT_VECTOR` column."""
+    found = connection.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'chunks' AND column_name = ?",
+        [DOCUMENT_VECTOR],
+    ).fetchall()
+    return bool(found[0][0])
 
 
 def new_meta(
-    embedder: Any, max_tokens: int, overlap_tokens: int, vector_index: str, chunker_version: int, embed_text: str
+    embedder: Any,
+    max_tokens: int,
+    overlap_tokens: int,
+    vector_index: str,
+    chunker_version: int,
+    embed_text: str,
+    document_vectors: bool = False,
 ) -> dict[str, Any]:
     """``index_meta`` of a new, empty index (generation 0) for an embedder (a ``citeline.embedding.Embedder``)."""
     return {
@@ -90,6 +112,7 @@ def new_meta(
         "overlap_tokens": overlap_tokens,
         "chunker_version": chunker_version,
         "embed_text": embed_text,
+        "document_vectors": document_vectors,
         "vector_index": vector_index,
         "generation": 0,
         "vector_count": 0,
@@ -196,7 +219,8 @@ def checkpoint(connection: duckdb.DuckDBPyConnection) -> None:
 def _insert_arrow(connection: duckdb.DuckDBPyConnection, table_name: str, rows: pa.Table) -> None:
     connection.register("_citeline_rows", rows)
     try:
-        connection.execute(f"INSERT INTO {table_name} SELECT * FROM _citeline_rows")
+        # By name: chunk rows without the optional document_vector column leave it NULL.
+        connection.execute(f"INSERT INTO {table_name} BY NAME SELECT * FROM _citeline_rows")
     finally:
         connection.unregister("_citeline_rows")
 
@@ -323,6 +347,21 @@ def cached_vectors(
     return dict(zip(table.column("text_hash").to_pylist(), vectors, strict=True))
 
 
+def stored_document_vectors(
+    connection: duckdb.DuckDBPyConnection, chunk_ids: Sequence[int]
+) -> dict[int, tuple[str, str, np.ndarray]]:
+    """``(title, text, whole-document vector)`` of the documents whose first chunk is one of ``chunk_ids`` and
+    holds a vector (an index without the column: none), so a document stored again unchanged is not embedded again."""
+    if not chunk_ids or not keeps_document_vectors(connection):
+        return {}
+    rows = connection.execute(
+        f"SELECT c.chunk_id, d.title, d.text, c.{DOCUMENT_VECTOR} FROM chunks c JOIN documents d USING (doc_id) "
+        f"WHERE c.chunk_id = ANY(?) AND c.{DOCUMENT_VECTOR} IS NOT NULL",
+        [list(chunk_ids)],
+    ).fetchall()
+    return {int(c): (title, text, np.asarray(vector, dtype=np.float32)) for c, title, text, vector in rows}
+
+
 def counts(connection: duckdb.DuckDBPyConnection) -> tuple[int, int]:
     """``(documents, chunks)`` rows."""
     documents = connection.execute("SELECT count(*) FROM documents").fetchall()[0][0]
@@ -341,7 +380,7 @@ def document_text(connection: duckdb.DuckDBPyConnection, doc_id: str) -> str | N
 _PASSAGES_SQL = """
 SELECT c.chunk_id, c.doc_id, c.ordinal, c.char_start, c.char_end, c.text, c.text_hash, c.page, c.run_id,
     d.doc_id AS document_doc_id, d.source_root, d.source_id, d.source_file, d.path, d.title, d.format,
-    d.content_hash, d.metadata, d.size_bytes, d.mtime, d.run_id AS document_run_id, d.ingested_at
+    d.content_hash, d.metadata, d.size_bytes, d.mtime, d.run_id AS document_run_id, d.ingested_at{extra}
 FROM chunks c LEFT JOIN documents d ON d.doc_id = c.doc_id
 {where}ORDER BY c.chunk_id
 """
@@ -352,11 +391,12 @@ def passage_batches(
 ) -> pa.RecordBatchReader:
     """The passage rows of all chunks (or of ``ids``), ascending chunk id, as a stream of Arrow batches (a
     segment's rows file is written from it without holding the rows in memory)."""
+    extra = f", c.{DOCUMENT_VECTOR}" if keeps_document_vectors(connection) else ""
     if ids is None:
-        return connection.sql(_PASSAGES_SQL.format(where="")).to_arrow_reader(batch_rows)
+        return connection.sql(_PASSAGES_SQL.format(where="", extra=extra)).to_arrow_reader(batch_rows)
     connection.register("_citeline_wanted", pa.table({"chunk_id": np.asarray(ids, dtype=np.int64)}))
     where = "WHERE c.chunk_id IN (SELECT chunk_id FROM _citeline_wanted) "
-    reader = connection.sql(_PASSAGES_SQL.format(where=where)).to_arrow_reader(batch_rows)
+    reader = connection.sql(_PASSAGES_SQL.format(where=where, extra=extra)).to_arrow_reader(batch_rows)
 
     def batches() -> Iterator[pa.RecordBatch]:
         # The ids stay registered until the stream is read to its end.

@@ -156,7 +156,7 @@ def create(index_dir: Path, meta: dict[str, Any]) -> bool:
         staged.unlink(missing_ok=True)
         connection = catalog.create_file(staged)
         try:
-            catalog.create_schema(connection, int(meta["dimension"]))
+            catalog.create_schema(connection, int(meta["dimension"]), bool(meta.get("document_vectors")))
             ledger.create_table(connection)
             meta.update(publish_derived(index_dir, 0, connection, meta))
             catalog.write_meta(connection, meta)

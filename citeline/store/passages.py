@@ -220,6 +220,7 @@ class Passages:
         self._parts = list(parts)
         self._connection: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.Lock()
+        self._documents: int | None = None
 
     @classmethod
     def open_segments(cls, index_dir: Path, lexical: SegmentedIndex) -> Passages:
@@ -298,6 +299,23 @@ class Passages:
                 )
         return found
 
+    def document_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The whole-document vector stored on each of ``chunk_ids`` (documents' first chunks) that has one: an
+        index without the ``document_vector`` column, or a chunk without a vector, is left out."""
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        found: dict[int, np.ndarray] = {}
+        for part in self._parts:
+            where = _matching(part, wanted)
+            if not len(where) or "document_vector" not in part.rows.column_names:
+                continue
+            batches, starts = part._batches
+            numbers = np.searchsorted(starts, where, side="right") - 1
+            for position, number in zip(where.tolist(), numbers.tolist(), strict=True):
+                value = batches[number].column("document_vector")[position - int(starts[number])]
+                if value.is_valid:
+                    found[int(part.chunk_ids[position])] = value.values.to_numpy(zero_copy_only=False)
+        return found
+
     def _query(self, sql: str, params: list[Any]) -> dict[str, np.ndarray]:
         # Per part: the matching rows, then only the live ones (the SQL cannot see a segment's deletions); the
         # columns come back ordered by chunk id. DuckDB scans the memory-mapped Arrow rows in place, reading only
@@ -342,6 +360,13 @@ class Passages:
         if "source_id" not in columns:
             return []
         return list(zip(columns["chunk_id"].tolist(), [str(value) for value in columns["source_id"]], strict=True))
+
+    def document_count(self) -> int:
+        """Live documents (their ordinal-0 chunks), counted once (a generation's rows do not change): the document
+        BM25 signal's mean document length is the corpus's, not the candidates' (``citeline.doc_signals``)."""
+        if self._documents is None:
+            self._documents = len(self._query("SELECT chunk_id FROM {rows} WHERE ordinal = 0", [])["chunk_id"])
+        return self._documents
 
     def close(self) -> None:
         """Close the connection filters ran on."""

@@ -26,6 +26,16 @@ def vectors_to_arrow(vectors: np.ndarray) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(flat, dim)
 
 
+def document_vectors_to_arrow(vectors: np.ndarray, held: Sequence[bool]) -> pa.ListArray:
+    """Rows of ``vectors`` as a variable-length list column (DuckDB ``FLOAT[]``), NULL where ``held`` is false:
+    a NULL list holds no values, so only documents' first chunks pay for their vector."""
+    kept = np.ascontiguousarray(vectors[np.asarray(held, dtype=bool)], dtype=np.float32)
+    sizes = np.where(held, vectors.shape[1], 0)
+    offsets = pa.array(np.concatenate(([0], np.cumsum(sizes))).astype(np.int32))
+    mask = pa.array([not h for h in held], type=pa.bool_())
+    return pa.ListArray.from_arrays(offsets, pa.array(kept.ravel(), type=pa.float32()), mask=mask)
+
+
 def arrow_to_vectors(column: pa.ChunkedArray | pa.Array, dimension: int) -> np.ndarray:
     """The inverse of :func:`vectors_to_arrow`."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
@@ -50,6 +60,12 @@ class ChunkRows:
     vectors: np.ndarray
     #: What the model embeds for each chunk (not stored: ``text_hash`` is its hash); empty means ``text``.
     embed_text: list[str] = field(default_factory=list)
+    #: With the index's ``document_vectors``: per row, its document's whole text on the document's first chunk
+    #: (None on the others; not stored); empty: the index keeps no document vectors.
+    document_text: list[str | None] = field(default_factory=list)
+    #: The whole-document vector of each row with a ``document_text`` (NaN rows elsewhere), stored in the
+    #: ``document_vector`` column (``FLOAT[]``: NULL on the other rows, which then take no space).
+    document_vectors: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.chunk_id)
@@ -70,11 +86,21 @@ class ChunkRows:
         vectors = [part.vectors for part in parts if len(part)]
         if vectors:
             merged.vectors = np.concatenate(vectors).astype(np.float32)
+        if any(part.document_text for part in parts):
+            nothing = np.full((1, dimension), np.nan, dtype=np.float32)
+            for part in parts:
+                merged.document_text.extend(part.document_text or [None] * len(part))
+            merged.document_vectors = np.concatenate(
+                [
+                    part.document_vectors if part.document_vectors is not None else np.repeat(nothing, len(part), 0)
+                    for part in parts
+                ]
+            ).astype(np.float32)
         return merged
 
     def to_arrow(self, run_id: str) -> pa.Table:
-        """The rows as an Arrow table in the ``chunks`` column order."""
-        return pa.table(
+        """The rows as an Arrow table in the ``chunks`` column order (``document_vector`` last, when kept)."""
+        table = pa.table(
             {
                 "chunk_id": pa.array(self.chunk_id, type=pa.int64()),
                 "doc_id": pa.array(self.doc_id, type=pa.string()),
@@ -88,6 +114,10 @@ class ChunkRows:
                 "run_id": pa.array([run_id] * len(self.chunk_id), type=pa.string()),
             }
         )
+        if self.document_vectors is None:
+            return table
+        held = [text is not None for text in self.document_text]
+        return table.append_column("document_vector", document_vectors_to_arrow(self.document_vectors, held))
 
 
 def documents_table(documents: Sequence[Document], run_id: str, ingested_at: str) -> pa.Table:

@@ -169,6 +169,14 @@ class ReadSnapshot:
         """``(doc_id, content_hash, ordinal)`` of each chunk id held (hybrid's document signals)."""
         return self.passages.chunk_documents(chunk_ids)
 
+    def document_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Whole-document vectors stored on these chunk ids (documents' first chunks; ``document_vectors``)."""
+        return self.passages.document_vectors(chunk_ids)
+
+    def document_count(self) -> int | None:
+        """Documents this generation holds (the document BM25 signal's mean length)."""
+        return self.passages.document_count()
+
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
         """The sorted chunk ids of this generation that ``filters`` (a ``citeline.filters.Filters``) lets through,
         or None when it restricts nothing."""
