@@ -137,6 +137,7 @@ class RemoteShard:
     def __init__(self, placement: Placement, number: int, shard_dir: str):
         self.placement, self.number, self.shard_dir = placement, number, shard_dir
         self.moved = False  #: the worker lost this generation: the next query opens the shard again
+        self._documents: int | None = None
         info = placement.run(number, open_shard, shard_dir)
         self.meta: dict[str, Any] = info["meta"]
         self.generation: int = info["generation"]
@@ -162,6 +163,17 @@ class RemoteShard:
     def chunk_documents(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
         """``(doc_id, content_hash, ordinal)`` of the chunk ids this shard holds (document-level signals)."""
         return self.call("chunk_documents", list(chunk_ids))
+
+    def document_count(self) -> int | None:
+        """Documents the shard holds at this generation (the document BM25's corpus mean length), asked once: a
+        generation's rows do not change."""
+        if self._documents is None:
+            self._documents = self.call("document_count")
+        return self._documents
+
+    def document_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Whole-document vectors stored on the chunk ids this shard holds (``document_vectors`` indexes)."""
+        return self.call("document_vectors", list(chunk_ids))
 
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
         """The shard's chunk ids ``filters`` lets through (None: all; no filters: no task)."""

@@ -273,13 +273,12 @@ class ShardedSnapshot(ReadSnapshot):
         return self._from_holders(chunk_ids, lambda part, ids: part.chunk_documents(ids))
 
     def document_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """Whole-document vectors stored on these chunk ids, from the shards that hold them (a remote shard's view
-        has none: the signal falls back to the mean chunk vector)."""
-        return self._from_holders(chunk_ids, lambda part, ids: getattr(part, "document_vectors", lambda ids: {})(ids))
+        """Whole-document vectors stored on these chunk ids, from the shards that hold them (local or remote)."""
+        return self._from_holders(chunk_ids, lambda part, ids: part.document_vectors(ids))
 
     def document_count(self) -> int | None:
-        """Documents of every shard (None when a shard's view cannot count them: a remote one)."""
-        counts: list[int | None] = [getattr(part, "document_count", lambda: None)() for part in self.parts]
+        """Documents of every shard (each shard's count at its generation, asked of its worker if remote)."""
+        counts: list[int | None] = self._fan_out(lambda part: part.document_count(), self.parts)
         known = [count for count in counts if count is not None]
         return sum(known) if len(known) == len(counts) else None
 

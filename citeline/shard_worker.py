@@ -109,6 +109,8 @@ OPERATIONS: dict[str, Callable[..., Any]] = {
     ),
     "term_frequencies": lambda view, query, ids: view.lexical.term_frequencies(query, ids),
     "chunk_documents": lambda view, ids: view.chunk_documents(ids),
+    "document_count": lambda view: view.document_count(),
+    "document_vectors": lambda view, ids: view.document_vectors(ids),
     "passage_rows": lambda view, ids: view.passage_rows(ids),
     "doc_ids": lambda view, ids: view.doc_ids(ids),
     "allowed": lambda view, filters: view.allowed_chunk_ids(filters),
