@@ -373,6 +373,7 @@ class Query:
     filters: Filters = field(default_factory=Filters)
     collapse: bool = True
     collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
+    fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
 
     @classmethod
     def of(
@@ -414,7 +415,7 @@ def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, mo
         nonlocal ranking
         if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
             deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth
-            ranking = (deep, rank(snapshot, request.text, vector, deep, request.mode, allowed))
+            ranking = (deep, rank(snapshot, request.text, vector, deep, request.mode, allowed, request.fusion))
         hits = ranking[1][:depth]
         fetched.update(
             (hit.chunk_id, hit) for hit in fetch_passages(snapshot, [h for h in hits if h[0] not in fetched], model)

@@ -1,0 +1,38 @@
+"""The hybrid search's costs at scale, kept result-identical: the document count a reader needs for the document
+BM25 signal comes from the mapped rows (no SQL, no DuckDB), and is the catalog's count after removals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from citeline import Index
+
+_TEXT = "Harbours flood at spring tide when the moon pulls the sea. " * 6
+
+
+def _index(tmp_path: Path, fake_embedder) -> Index:  # type: ignore[no-untyped-def]
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder, max_tokens=16, overlap_tokens=0)
+    index.add_texts([f"{_TEXT} Document {n}." for n in range(6)], ids=[f"d{n}" for n in range(6)])
+    return index
+
+
+def test_document_count_is_the_catalogs_after_removals_and_needs_no_duckdb(tmp_path: Path, fake_embedder) -> None:
+    index = _index(tmp_path, fake_embedder)
+    assert index.snapshot().document_count() == index.status().documents == 6
+    by_source = {row["source_id"]: row["doc_id"] for row in index.documents()}
+    index.remove(doc_ids=[by_source["d1"], by_source["d4"]])  # tombstones in the first segment: its live mask counts
+    index.add_texts([_TEXT + " Changed."], ids=["d2"])  # a replaced document counts once
+    reader = Index.open(tmp_path / "ix", embedder=fake_embedder)
+    snapshot = reader.snapshot()
+    assert snapshot.passages._connection is None
+    assert snapshot.document_count() == reader.status().documents == 4
+    assert snapshot.passages._connection is None  # counted without the in-memory DuckDB the filters use
+    filtered = snapshot.passages._query("SELECT chunk_id FROM {rows} WHERE ordinal = 0", [])["chunk_id"]
+    assert len(filtered) == 4  # the SQL count it replaced
+
+
+def test_hybrid_search_needs_no_duckdb(tmp_path: Path, fake_embedder) -> None:
+    _index(tmp_path, fake_embedder)
+    reader = Index.open(tmp_path / "ix", embedder=fake_embedder)
+    assert reader.search("spring tide", k=3, mode="hybrid")
+    assert reader.snapshot().passages._connection is None
