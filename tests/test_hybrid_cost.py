@@ -36,3 +36,15 @@ def test_hybrid_search_needs_no_duckdb(tmp_path: Path, fake_embedder) -> None:
     reader = Index.open(tmp_path / "ix", embedder=fake_embedder)
     assert reader.search("spring tide", k=3, mode="hybrid")
     assert reader.snapshot().passages._connection is None
+
+
+def test_first_chunks_reads_the_column_buffers_with_offsets_nulls_and_deletions() -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from citeline.store.passages import _first_chunks, _Part
+
+    column = pa.chunked_array([pa.array([0, 1, None, 0], pa.int32()).slice(1), pa.array([2, 0, 0], pa.int32())])
+    rows = pa.table({"ordinal": column})  # ordinals 1, None, 0 | 2, 0, 0 (the first chunk at an offset)
+    assert _first_chunks(_Part(np.arange(6), None, rows)) == 3
+    assert _first_chunks(_Part(np.arange(6), np.array([1, 1, 0, 1, 1, 0], bool), rows)) == 1

@@ -381,10 +381,17 @@ class Passages:
 
 
 def _first_chunks(part: _Part) -> int:
-    # The live rows of ``part`` whose ordinal is 0, one record batch at a time (zero-copy views of the map).
+    # The live rows of ``part`` whose ordinal is 0, one record batch at a time, read from the column's buffers
+    # (views of the map): pyarrow's to_numpy imports pandas (0.4 CPU-s of a reader's first hybrid search at 1M).
     count, start = 0, 0
     for chunk in part.rows.column("ordinal").chunks:
-        first = chunk.to_numpy(zero_copy_only=False) == 0
+        validity, data = chunk.buffers()[:2]
+        width = chunk.type.bit_width // 8
+        values = np.frombuffer(data, dtype=f"i{width}", count=len(chunk), offset=chunk.offset * width)
+        first = values == 0
+        if chunk.null_count and validity is not None:
+            bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+            first &= bits[chunk.offset : chunk.offset + len(chunk)].astype(bool)
         if part.live is not None:
             first &= part.live[start : start + len(chunk)]
         count += int(np.count_nonzero(first))
