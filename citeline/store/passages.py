@@ -290,13 +290,12 @@ class Passages:
                 continue
             batches, starts = part._batches
             numbers = np.searchsorted(starts, where, side="right") - 1
+            names = batches[0].schema.names if batches else []
+            columns = [names.index(name) for name in ("doc_id", "content_hash", "ordinal")]
             for position, number in zip(where.tolist(), numbers.tolist(), strict=True):
-                batch, offset = batches[number], position - int(starts[number])
-                found[int(part.chunk_ids[position])] = (
-                    batch.column("doc_id")[offset].as_py(),
-                    batch.column("content_hash")[offset].as_py(),
-                    batch.column("ordinal")[offset].as_py(),
-                )
+                # the row's values read by part._readers (from the buffers: ~1 us a value; as_py ~9 us)
+                readers, offset = part._readers[number], position - int(starts[number])
+                found[int(part.chunk_ids[position])] = tuple(readers[c][1](offset) for c in columns)  # type: ignore[assignment]
         return found
 
     def document_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
