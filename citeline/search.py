@@ -142,12 +142,13 @@ def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | N
     return (values - low) / (high - low) if high > low else values - low
 
 
-#: Whether hybrid search runs its dense ranking on a thread beside the lexical one (FAISS and numpy release the
-#: GIL), so that with an idle core a hybrid search waits for the longer of the two rankings, not their sum. At 1M
-#: chunks (bench/scale.py's index after its 1% update, 50 claims x 2, alternating, machine load ~9 on 2 cores) it
-#: cost nothing: CPU 74.3 ms a search on, 73.3 off; wall p50 212 and 217 ms (no core was idle). An earlier
-#: measurement under ~20 busy processes found it slower (p50 389 ms on, 342 off) when the dense leg still spun
-#: FAISS's OpenMP threads (vectors/segments.py).
+#: Whether hybrid search overlaps its two legs: an IVF base with fast-scan codes has its code scan (one GIL-free FAISS
+#: call) started on a pool thread while this thread ranks the lexical leg (:func:`_prefetched`); other vectors run
+#: their whole search on the pool. Results are the same either way. At 1M chunks (bench/scale.py's index after its
+#: 1% update, 30 claims, load average ~4 on 2 cores) the scan ran inside the lexical leg's span (scan 0.6-19.6 ms,
+#: 8.3 CPU-ms; lexical 0.3-26.7 ms, 11.5 CPU-ms from the hybrid's start), both stretched by the other processes on
+#: the cores: with no idle core, 150 interleaved searches measured wall p50 58.4 ms (prefetch), 56.1 (whole dense leg
+#: on the pool), 54.4 (one thread), CPU 53.3, 52.5, 50.4 ms. With an idle core the scan's ~10 ms leave the wall.
 PARALLEL_HYBRID = True
 _POOL: list[ThreadPoolExecutor] = []
 
