@@ -295,7 +295,7 @@ class Passages:
             for position, number in zip(where.tolist(), numbers.tolist(), strict=True):
                 # the row's values read by part._readers (from the buffers: ~1 us a value; as_py ~9 us)
                 readers, offset = part._readers[number], position - int(starts[number])
-                found[int(part.chunk_ids[position])] = tuple(readers[c][1](offset) for c in columns)  # type: ignore[assignment]
+                found[int(part.chunk_ids[position])] = tuple(readers[c][1](offset) for c in columns)
         return found
 
     def document_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
