@@ -142,13 +142,14 @@ def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | N
     return (values - low) / (high - low) if high > low else values - low
 
 
-#: Whether hybrid search overlaps its two legs: an IVF base with fast-scan codes has its code scan (one GIL-free FAISS
-#: call) started on a pool thread while this thread ranks the lexical leg (:func:`_prefetched`); other vectors run
-#: their whole search on the pool. Results are the same either way. At 1M chunks (bench/scale.py's index after its
-#: 1% update, 30 claims, load average ~4 on 2 cores) the scan ran inside the lexical leg's span (scan 0.6-19.6 ms,
-#: 8.3 CPU-ms; lexical 0.3-26.7 ms, 11.5 CPU-ms from the hybrid's start), both stretched by the other processes on
-#: the cores: with no idle core, 150 interleaved searches measured wall p50 58.4 ms (prefetch), 56.1 (whole dense leg
-#: on the pool), 54.4 (one thread), CPU 53.3, 52.5, 50.4 ms. With an idle core the scan's ~10 ms leave the wall.
+#: Whether hybrid search runs its dense ranking on a thread beside the lexical one (FAISS and numpy release the
+#: GIL), so that with an idle core a hybrid search waits for the longer of the two rankings, not their sum. At 1M
+#: chunks (bench/scale.py's index after its 1% update, fast-scan codes, 50 claims x 3 interleaved, collapse on,
+#: load average ~2 on 2 cores): wall p50 43.3 ms on, 49.9 off, CPU 52.0 and 49.2 ms. Starting only the code scan
+#: (the one long GIL-free FAISS call) on the thread and the rest of the dense leg after the lexical one on this
+#: thread measured 47.1 ms wall, 52.8 CPU (load ~4: 58.4 against 56.1 on and 54.4 off): the scan did overlap the
+#: lexical leg (0.4-15.4 ms against 0.2-22.5 from the hybrid's start), but the re-rank and the delta scans (~5 ms)
+#: no longer did, so the whole leg stays on the thread.
 PARALLEL_HYBRID = True
 _POOL: list[ThreadPoolExecutor] = []
 
@@ -182,9 +183,7 @@ def hybrid_ranking(
     index's scores are estimates, and a chunk only the lexical ranking found has no dense score at all.
     """
     depth = max(k, fusion.depth)
-    pending = None
-    if PARALLEL_HYBRID and not _prefetched(vectors, query_vector, depth, allowed):
-        pending = _pool().submit(vectors.search, query_vector, depth, allowed)
+    pending = _pool().submit(vectors.search, query_vector, depth, allowed) if PARALLEL_HYBRID else None
     # The lexical top `depth` and, below, the BM25 scores of the candidates it does not hold, read from the scores
     # the top was ranked from (a segmented index's ranked(): at 1M chunks 0.6 CPU-ms a query, against 2.0 for
     # scoring them by binary search in the postings and 2.9 for scoring all ~370 candidates that way).
@@ -246,17 +245,6 @@ def hybrid_ranking(
         raise QueryError(f"fusion method must be 'convex' or 'rrf', not {fusion.method!r}")
     order = np.lexsort((ids, -values))[:k]
     return [(int(ids[i]), float(values[i])) for i in order]
-
-
-def _prefetched(vectors: VectorReader, query_vector: np.ndarray, depth: int, allowed: np.ndarray | None) -> bool:
-    """Start the dense leg's GIL-free part (an IVF base's code scan: ``SegmentedVectors.prefetch``) on the pool, so
-    the lexical leg runs meanwhile and the dense leg, run after it on this thread, finds it done; False where the
-    vectors cannot (then the whole dense leg goes to the pool). Why not the whole leg on the pool: its Python and
-    its many short FAISS calls take and give back the GIL the lexical leg holds; each wait for it can last the
-    interpreter's switch interval (5 ms), and at 1M chunks the two legs on two threads took as long as one after
-    the other (CPU 51.0, wall 52.8 ms a hybrid search, an idle second core)."""
-    start = getattr(vectors, "prefetch", None)
-    return bool(start(query_vector, depth, allowed, _pool().submit)) if start is not None else False
 
 
 def _lexical_values(

@@ -50,11 +50,11 @@ def test_first_chunks_reads_the_column_buffers_with_offsets_nulls_and_deletions(
     assert _first_chunks(_Part(np.arange(6), np.array([1, 1, 0, 1, 1, 0], bool), rows)) == 1
 
 
-def test_hybrid_with_the_code_scan_prefetched_is_the_one_thread_hybrid(
+def test_hybrid_on_two_threads_is_the_one_thread_hybrid_on_an_ivf_index_with_codes(
     tmp_path: Path, fake_embedder, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
-    """On an ivf index with fast-scan codes, hybrid search starts the code scan on the pool and ranks the lexical
-    leg meanwhile: the same results as ranking both legs on one thread, and the scan it started is the one used."""
+    """The dense leg on the pool's thread beside the lexical one (``PARALLEL_HYBRID``) changes no result, with
+    either fusion, on the index shape of the 1M benchmark (an ivf base searched through its fast-scan codes)."""
     import random
 
     from citeline import search as plan
@@ -62,41 +62,17 @@ def test_hybrid_with_the_code_scan_prefetched_is_the_one_thread_hybrid(
 
     monkeypatch.setattr(ivf_codes, "MIN_VECTORS", 1_000)
     monkeypatch.setattr(ivf_codes, "RERANK", 200)
-    words = [
-        "harbour",
-        "flood",
-        "tide",
-        "moon",
-        "sea",
-        "storm",
-        "ship",
-        "port",
-        "river",
-        "dune",
-        "sand",
-        "wind",
-        "rain",
-        "grain",
-        "mill",
-        "wage",
-        "army",
-    ]
+    words = ["harbour", "flood", "tide", "moon", "sea", "storm", "ship", "port", "river", "dune", "sand", "wind"]
     rng = random.Random(3)
     texts = [" ".join(rng.choice(words) for _ in range(12)) + f" item{n}." for n in range(1_500)]
     index = Index.create(tmp_path / "ix", embedder=fake_embedder, vector_index="ivf")
     index.add_texts(texts, ids=[str(n) for n in range(len(texts))])
     reader = Index.open(tmp_path / "ix", embedder=fake_embedder)
     base = reader.snapshot().vectors.base
-    codes = getattr(base, "inner", base)._codes
-    assert codes is not None
-    started = []
-    prefetch = codes.prefetch
-    monkeypatch.setattr(codes, "prefetch", lambda *args: started.append(1) or prefetch(*args))
-    for query in ("harbour flood", "storm ship wage", "moon tide sea river"):
+    assert getattr(base, "inner", base)._codes is not None
+    for query in ("harbour flood", "storm ship sand", "moon tide sea river"):
         for fusion in (plan.DEFAULT_FUSION, plan.CHUNK_FUSION):
             monkeypatch.setattr(plan, "PARALLEL_HYBRID", True)
             overlapped = reader.rank(query, 20, mode="hybrid", fusion=fusion)
-            assert started and not codes._started  # started on the pool, then taken by the dense leg
             monkeypatch.setattr(plan, "PARALLEL_HYBRID", False)
             assert reader.rank(query, 20, mode="hybrid", fusion=fusion) == overlapped
-            started.clear()

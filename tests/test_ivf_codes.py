@@ -147,33 +147,3 @@ def test_damaged_codes_are_one_clear_error(tmp_path: Path, small_codes: None) ->
     loaded = IVFIndex.load(path)  # the codes are read on the first unfiltered search
     with pytest.raises(IndexCorruptError, match="codes cannot be read"):
         loaded.search(vectors[0], 5)
-
-
-def test_a_prefetched_code_scan_is_the_search_it_started(tmp_path: Path, small_codes: None) -> None:
-    """Hybrid search starts the dense leg's code scan on a pool's thread (``prefetch``) and searches later: the
-    search takes that scan's result (the same call, so the same hits), through the segments' tombstones too."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from citeline.vectors.segments import Delta, SegmentedVectors
-
-    ids, vectors = _clustered(20_000)
-    path = tmp_path / "vectors.1.ivf.faiss"
-    IVFIndex.build(ids[:19_000], vectors[:19_000], DIMENSION).save(path)
-    base = IVFIndex.load(path)
-    delta = Delta.build(ids[19_000:], vectors[19_000:], ids[:40], DIMENSION)  # tombstones in the base
-    segmented = SegmentedVectors(base, [delta])
-    assert base._codes is not None and len(segmented.tombstones) == 40
-    with ThreadPoolExecutor(1) as pool:
-        for query in _clustered(10, seed=11)[1]:
-            for index, prefetch in (
-                (base, lambda q, k: base.prefetch(q, k, pool.submit)),
-                (segmented, lambda q, k: segmented.prefetch(q, k, None, pool.submit)),
-            ):
-                expected = index.search(query, 50)
-                assert prefetch(query, 50) and len(base._codes._started) == 1
-                assert index.search(query, 50) == expected
-                assert not base._codes._started  # the search took the scan it started
-        assert not segmented.prefetch(query, 50, np.sort(ids[::3]), pool.submit)  # filtered: the float scan
-        for number in range(ivf_codes.PREFETCHED + 3):  # never searched for: at most PREFETCHED kept
-            base.prefetch(query + number, 50, pool.submit)
-        assert len(base._codes._started) == ivf_codes.PREFETCHED

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
@@ -86,11 +86,6 @@ class AutoIndex:
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The inner kind's search."""
         return self.inner.search(query, k, allowed)
-
-    def prefetch(self, query: np.ndarray, k: int, submit: Any) -> bool:
-        """The inner kind's prefetch, if it has one (``IVFIndex.prefetch``)."""
-        start = getattr(self.inner, "prefetch", None)
-        return bool(start(query, k, submit)) if start is not None else False
 
     def vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """The exact stored vectors of ``ids``."""

@@ -182,9 +182,11 @@ class IVFIndex(ApproximateIndex):
     def _search(
         self, vector: np.ndarray, k: int, selector: Any, allowed: np.ndarray | None, effort: int
     ) -> tuple[np.ndarray, np.ndarray]:
+        # The nprobe measured when the lists were trained (stored in the file), never below the fixed rule.
+        measured = max(nprobe_for(self.nlist), int(self._ivf().nprobe))
         if selector is None and self._codes is not None and self.use_codes:
-            return self._reranked(vector, k, ivf_codes.NPROBE_FACTOR * self._nprobe() * effort)
-        nprobe = min(self.nlist, self._nprobe() * effort)
+            return self._reranked(vector, k, ivf_codes.NPROBE_FACTOR * (self.nprobe or measured) * effort)
+        nprobe = min(self.nlist, (self.nprobe or measured) * effort)
         if allowed is not None:
             nprobe = self._filtered_nprobe(vector, allowed, nprobe)
         params = faiss.SearchParametersIVF()
@@ -192,20 +194,6 @@ class IVFIndex(ApproximateIndex):
         if selector is not None:
             params.sel = selector
         return self._index.search(vector, k, params=params)
-
-    def _nprobe(self) -> int:
-        # The nprobe measured when the lists were trained (stored in the file), never below the fixed rule.
-        return self.nprobe or max(nprobe_for(self.nlist), int(self._ivf().nprobe))
-
-    def prefetch(self, query: np.ndarray, k: int, submit: ivf_codes.Submit) -> bool:
-        """Start the code scan an unfiltered ``search(query, k)`` begins with on ``submit`` (a pool's thread), so
-        the caller can do other work meanwhile (``ivf_codes.Codes.prefetch``); False (nothing started) for lists
-        without codes."""
-        if self._codes is None or not self.use_codes or not len(self) or k <= 0:
-            return False
-        vector = np.ascontiguousarray(np.asarray(query, dtype=np.float32).reshape(1, -1))
-        self._codes.prefetch(vector, min(k, len(self)), ivf_codes.NPROBE_FACTOR * self._nprobe(), submit)
-        return True
 
     def _reranked(self, vector: np.ndarray, k: int, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
         """The best ``k`` of the codes' candidates by their exact scores (FAISS's kernel over the stored vectors,

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +57,6 @@ _MAGIC = b"CLIVFPQ1"
 _WRITER: Any = faiss.PyCallbackIOWriter  # type: ignore[attr-defined]
 _READER: Any = faiss.PyCallbackIOReader  # type: ignore[attr-defined]
 _FOOTER = struct.Struct("<8sQQ")
-#: Prefetched code searches a file keeps waiting for their caller (one a concurrent hybrid search).
-PREFETCHED = 16
-#: How a prefetch runs its scan (``ThreadPoolExecutor.submit``).
-Submit = Callable[..., "Future[np.ndarray]"]
 
 
 def wanted(count: int, dimension: int) -> bool:
@@ -156,8 +150,6 @@ class Codes:
         self._path, self._where = path, where
         self._lock = threading.Lock()
         self._index: Any = None
-        #: Searches started by :meth:`prefetch` and not yet taken by :meth:`candidates`, by (query, count, nprobe).
-        self._started: dict[tuple[bytes, int, int], Future[np.ndarray]] = {}
 
     def index(self) -> Any:
         """The ``IndexIVFPQFastScan`` (loaded once)."""
@@ -186,36 +178,9 @@ class Codes:
         return index
 
     def candidates(self, vector: np.ndarray, k: int, nprobe: int) -> np.ndarray:
-        """The ids of the best ``max(RERANK, 2 k)`` by the codes (``vector``: one row), ``nprobe`` lists deep: the
-        search :meth:`prefetch` started for the same arguments if there is one, else one run here."""
-        count = max(RERANK, 2 * k)
-        with self._lock:
-            started = self._started.pop((vector.tobytes(), count, nprobe), None)
-        if started is not None:
-            return started.result()
-        return self._search(vector, count, nprobe)
-
-    def prefetch(self, vector: np.ndarray, k: int, nprobe: int, submit: Submit) -> None:
-        """Start :meth:`candidates`'s search for these arguments with ``submit`` (a thread pool's): the FAISS scan
-        holds no GIL, so a hybrid search ranks its lexical leg meanwhile, and its dense leg later finds the result
-        (the same call, so the same ids). At most :data:`PREFETCHED` are kept: a search that never came for its
-        result (its caller failed) does not hold memory."""
+        """The ids of the best ``max(RERANK, 2 k)`` by the codes (``vector``: one row), ``nprobe`` lists deep."""
         index = self.index()
-        key = (vector.tobytes(), max(RERANK, 2 * k), nprobe)
-        with self._lock:
-            if key in self._started:
-                return
-            while len(self._started) >= PREFETCHED:
-                self._started.pop(next(iter(self._started)))
-            self._started[key] = submit(self._scan, index, np.array(vector, dtype=np.float32), key[1], nprobe)
-
-    def _search(self, vector: np.ndarray, count: int, nprobe: int) -> np.ndarray:
-        return self._scan(self.index(), vector, count, nprobe)
-
-    @staticmethod
-    def _scan(index: Any, vector: np.ndarray, count: int, nprobe: int) -> np.ndarray:
         params = faiss.SearchParametersIVF()
         params.nprobe = min(int(index.nlist), nprobe)
-        with faiss_threads(0):  # one query: one OpenMP thread (on a pool's thread too: the setting is per thread)
-            _, found = index.search(vector, count, params=params)
+        _, found = index.search(vector, max(RERANK, 2 * k), params=params)
         return found[0][found[0] >= 0]

@@ -46,7 +46,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import faiss
 import numpy as np
@@ -234,7 +233,8 @@ class SegmentedVectors:
             return _arrays(self.base.search(vector, k, allowed))
         if allowed is not None:
             return _arrays(self.base.search(vector, k, np.setdiff1d(allowed, dead, assume_unique=True)))
-        if self._overfetch_limit() < len(dead):
+        inner = getattr(self.base, "inner", self.base)  # auto: the kind it holds now
+        if len(dead) > OVERFETCH_MAX * OVERFETCH_FACTOR.get(inner.kind, 1):
             return _arrays(self.base.search(vector, k, self._base_live))
         # First ask for the tombstones expected among the top k (twice that) plus a margin; only if fewer than k
         # live results remain (and the base had more to give) ask again with every tombstone. Either way the
@@ -242,30 +242,13 @@ class SegmentedVectors:
         # last one is below k live ones. At 1M chunks with 9,876 tombstones, asking k + 9,876 of the ivf base
         # cost 9.7 CPU-ms a query more than k + 16 (FAISS's deeper heap and 10k tuples), and a
         # FAISS IDSelectorNot(IDSelectorBatch(tombstones)) 8.2 CPU-ms more (bench/ann.py --index, an earlier run).
-        for depth in dict.fromkeys((self._first_depth(k), k + len(dead))):
+        expected = -(-2 * k * len(dead) // max(len(self.base), 1)) + OVERFETCH_MARGIN
+        for depth in dict.fromkeys((k + min(len(dead), expected), k + len(dead))):
             found, scores = _arrays(self.base.search(vector, depth))
             keep = ~_within(found, dead)  # dead is sorted: no hash set of its 10k ids a query
             if np.count_nonzero(keep) >= k or len(found) < depth:
                 break
         return found[keep][:k], scores[keep][:k]
-
-    def _overfetch_limit(self) -> int:
-        inner = getattr(self.base, "inner", self.base)  # auto: the kind it holds now
-        return OVERFETCH_MAX * OVERFETCH_FACTOR.get(inner.kind, 1)
-
-    def _first_depth(self, k: int) -> int:
-        # How deep the base is asked first: k plus the tombstones expected among the top k (see _search_base).
-        dead = len(self.tombstones)
-        return k + min(dead, -(-2 * k * dead // max(len(self.base), 1)) + OVERFETCH_MARGIN) if dead else k
-
-    def prefetch(self, query: np.ndarray, k: int, allowed: np.ndarray | None, submit: Any) -> bool:
-        """Start what an unfiltered :meth:`search` would ask the base first on ``submit`` (a pool's thread), where
-        the base's kind can (``IVFIndex.prefetch``: its code scan); the search itself then finds it done. False:
-        nothing was started."""
-        start = getattr(self.base, "prefetch", None)
-        if start is None or allowed is not None or k <= 0 or len(self.tombstones) > self._overfetch_limit():
-            return False
-        return bool(start(np.ascontiguousarray(query, dtype=np.float32).reshape(-1), self._first_depth(k), submit))
 
     def vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """The exact stored vectors of ``ids``, one row per id, in the order given (``KeyError`` for an absent id)."""
