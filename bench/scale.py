@@ -23,7 +23,8 @@ are what is measured:
               ``Index.open(path, embedder=...)`` and runs one default search (hybrid, collapse on: what
               ``citeline search`` does), since the ``citeline`` CLI cannot load this embedder; (b) the real
               ``citeline search --mode lexical --no-collapse`` CLI, which needs no model
-  latency     in-process p50/p99 of 100 SciFact queries per mode (dense, lexical, hybrid), collapse on and off
+  latency     in-process p50/p99 (wall and CPU ms) of 100 SciFact queries per mode (dense, lexical, hybrid with the
+              default fusion and with CHUNK_FUSION), collapse on and off
   recall      recall@10 of dense search against exact brute-force numpy search over the stored vectors
   disk        size of the index directory
 
@@ -58,7 +59,6 @@ sys.path.insert(0, str(BENCH))
 import _synthetic as synthetic  # noqa: E402
 
 STEPS = ("ingest", "rerun", "update1", "delete1", "update1pct", "cold", "latency", "recall", "disk")
-MODES = ("dense", "lexical", "hybrid")
 CHUNKS_PER_RECORD = 2.2  # what the generator is calibrated to (see bench/_synthetic.py)
 COLD_QUERY = "Macrophages respond to hypoxia by changing gene expression in tumours"
 QUERIES = synthetic.SCIFACT / "queries.jsonl"
@@ -209,24 +209,69 @@ def load_queries(count: int) -> list[str]:
     return queries
 
 
+def _search_with(index: Any, fusion_name: str) -> Any:
+    """``index.search`` for the latency table, hybrid with the named fusion (``DEFAULT_FUSION``, ``CHUNK_FUSION``):
+    through ``Query.fusion`` where the checkout has it, else (an older checkout) by its ``rank``'s default."""
+    from dataclasses import fields, replace
+
+    from citeline import search as plan
+
+    fusion = getattr(plan, fusion_name)
+    if fusion_name == "DEFAULT_FUSION":
+        return index.search
+    if any(f.name == "fusion" for f in fields(plan.Query)):
+
+        def search(query: str, k: int, mode: str, collapse: bool) -> Any:
+            request = replace(plan.Query.of(query, k, mode=mode, collapse=collapse), fusion=fusion)
+            return plan.search(index.snapshot(), request, index.encode_query, index.meta["model"])
+
+        return search
+
+    def patched(query: str, k: int, mode: str, collapse: bool) -> Any:
+        saved = plan.rank.__defaults__
+        plan.rank.__defaults__ = (*saved[:-1], fusion)  # type: ignore[index]
+        try:
+            return index.search(query, k=k, mode=mode, collapse=collapse)
+        finally:
+            plan.rank.__defaults__ = saved
+
+    return patched
+
+
+#: The latency table's rows: (label, mode, the hybrid fusion's name in ``citeline.search``).
+LATENCY_MODES = (
+    ("dense", "dense", "DEFAULT_FUSION"),
+    ("lexical", "lexical", "DEFAULT_FUSION"),
+    ("hybrid", "hybrid", "DEFAULT_FUSION"),
+    ("hybrid CHUNK_FUSION", "hybrid", "CHUNK_FUSION"),
+)
+
+
 def child_latency(spec: dict[str, Any]) -> dict[str, Any]:
-    """Open the index, time the first search, then p50/p99 per mode with collapse on and off."""
+    """Open the index, time the first search, then p50/p99 per mode with collapse on and off: wall ms and CPU ms
+    (``time.process_time``: every thread of the process, so the dense leg's thread counts), the default hybrid
+    fusion and ``CHUNK_FUSION`` (the chunk scores alone)."""
     mark = _usage()
     index = _open_index(spec)
     queries = load_queries(spec["queries"])
     index.search(queries[0], k=10, mode="hybrid")  # loads the snapshot: the reader's open cost
     figures: dict[str, Any] = {"open_and_first_search": _since(mark), "latency_ms": {}, "chunks": index.status().chunks}
-    for mode in MODES:
+    for label, mode, fusion_name in LATENCY_MODES:
+        search = _search_with(index, fusion_name)
         for collapse in (True, False):
-            times = []
+            times, cpu_times = [], []
             for query in queries:
-                start = time.perf_counter()
-                index.search(query, k=10, mode=mode, collapse=collapse)
+                start, cpu = time.perf_counter(), time.process_time()
+                search(query, k=10, mode=mode, collapse=collapse)
+                cpu_times.append((time.process_time() - cpu) * 1000)
                 times.append((time.perf_counter() - start) * 1000)
-            figures["latency_ms"][f"{mode} collapse={'on' if collapse else 'off'}"] = {
+            figures["latency_ms"][f"{label} collapse={'on' if collapse else 'off'}"] = {
                 "p50": float(np.percentile(times, 50)),
                 "p99": float(np.percentile(times, 99)),
                 "mean": float(np.mean(times)),
+                "cpu_p50": float(np.percentile(cpu_times, 50)),
+                "cpu_p99": float(np.percentile(cpu_times, 99)),
+                "cpu_mean": float(np.mean(cpu_times)),
             }
     return figures
 
@@ -599,9 +644,13 @@ def render(figures: dict[str, Any], args: argparse.Namespace) -> str:
                 f"  import citeline + open + first search: {first['op_wall_s']:.2f} s wall, "
                 f"{first['op_cpu_s']:.2f} CPU-s"
             )
-            lines.append(f"  {'mode':<26}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}")
+            lines.append(
+                f"  {'mode':<40}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}{'CPU p50':>9}{'CPU p99':>9}{'CPU mean':>9}"
+            )
             for name, t in s["latency_ms"].items():
-                lines.append(f"  {name:<26}{t['p50']:>9.1f}{t['p99']:>9.1f}{t['mean']:>9.1f}")
+                keys = ("cpu_p50", "cpu_p99", "cpu_mean")
+                cpu = "".join(f"{t[key]:>9.1f}" if key in t else " " * 9 for key in keys)
+                lines.append(f"  {name:<40}{t['p50']:>9.1f}{t['p99']:>9.1f}{t['mean']:>9.1f}{cpu}")
         else:
             lines.append("  FAILED")
     if "recall" in steps:

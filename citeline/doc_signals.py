@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from hashlib import blake2b
 from typing import Any
 
 import numpy as np
@@ -82,49 +83,57 @@ class Documents:
         rows = rows_of(candidates)
         number: dict[tuple[str, str], int] = {}
         ordinals: list[list[int]] = []
+        members: list[list[int]] = []  # a document's candidates are its chunks whatever the probing finds (a
+        # chunk whose id is not the hash of its row, as in a damaged catalog, is still counted once)
         of_candidate = np.full(len(candidates), -1, dtype=np.int64)
-        for position, row in enumerate(rows):
+        for position, (row, candidate) in enumerate(zip(rows, candidates.tolist(), strict=True)):
             if row is None:
                 continue
             key = (row[0], row[1])
-            if key not in number:
-                number[key] = len(ordinals)
+            d = number.get(key)
+            if d is None:
+                d = number[key] = len(ordinals)
                 ordinals.append([])
-            of_candidate[position] = number[key]
-            ordinals[number[key]].append(int(row[2]))
+                members.append([])
+            of_candidate[position] = d
+            ordinals[d].append(int(row[2]))
+            members[d].append(candidate)
         keys = list(number)
-        low = np.array([min(found) for found in ordinals], dtype=np.int64)
-        high = np.array([max(found) for found in ordinals], dtype=np.int64)
-        # A document's candidates are its chunks whatever the probing finds (a chunk whose id is not the hash of its
-        # row, as in a damaged catalog, is still counted once).
-        members: list[list[int]] = [[] for _ in keys]
-        for position, d in enumerate(of_candidate.tolist()):
-            if d >= 0:
-                members[d].append(int(candidates[position]))
+        low = [min(found) for found in ordinals]
+        high = [max(found) for found in ordinals]
+        # Each document's id prefix hashed once (ids.chunk_id_for hashes "doc_id\0content_hash\0ordinal"); a
+        # probe copies the hasher and adds its ordinal: the same ids (about 430 probes a query at 1M chunks).
+        hashers = [blake2b(f"{doc_id}\0{content_hash}\0".encode(), digest_size=8) for doc_id, content_hash in keys]
         # Every ordinal between a document's candidates, then one more on each side per round while it is held:
         # each round's ids are looked up at once (one searchsorted).
-        probes = [(d, o) for d in range(len(keys)) for o in range(int(low[d]), int(high[d]) + 1)]
+        probes = [(d, o) for d in range(len(keys)) for o in range(low[d], high[d] + 1)]
         open_low, open_high = list(range(len(keys))), list(range(len(keys)))
         for step in range(WINDOW + 1 if probe else 0):  # without probing: the candidates' own chunks
             if step:
                 open_low = [d for d in open_low if low[d] - step >= 0]
-                probes = [(d, int(low[d]) - step) for d in open_low] + [(d, int(high[d]) + step) for d in open_high]
+                probes = [(d, low[d] - step) for d in open_low] + [(d, high[d] + step) for d in open_high]
             if not probes:
                 break
-            ids = np.array([chunk_id_for(keys[d][0], keys[d][1], o) for d, o in probes], dtype=np.int64)
-            found_mask = _held(held, ids)
-            for (d, _), chunk_id, ok in zip(probes, ids.tolist(), found_mask.tolist(), strict=True):
+            ids = np.fromiter((_probe(hashers[d], o) for d, o in probes), dtype=np.int64, count=len(probes))
+            found_mask = _held(held, ids).tolist()
+            for (d, _), chunk_id, ok in zip(probes, ids.tolist(), found_mask, strict=True):
                 if ok:
                     members[d].append(chunk_id)
             if step:
-                hit_low = {d for (d, o), ok in zip(probes, found_mask.tolist(), strict=True) if ok and o < low[d]}
-                hit_high = {d for (d, o), ok in zip(probes, found_mask.tolist(), strict=True) if ok and o > high[d]}
-                open_low = [d for d in open_low if d in hit_low]
-                open_high = [d for d in open_high if d in hit_high]
+                below = len(open_low)  # the low side's probes come first
+                open_low = [d for d, ok in zip(open_low, found_mask[:below], strict=True) if ok]
+                open_high = [d for d, ok in zip(open_high, found_mask[below:], strict=True) if ok]
             if not open_low and not open_high and step:
                 break
         chunks = [np.array(sorted(set(ids)), dtype=np.int64) for ids in members]
         return cls(of_candidate, chunks, held, keys, corpus_documents, vectors_of)
+
+
+def _probe(hasher: Any, ordinal: int) -> int:
+    """``ids.chunk_id_for`` of a document's ``hasher`` (its id prefix hashed) and ``ordinal``."""
+    digest = hasher.copy()
+    digest.update(str(ordinal).encode())
+    return int.from_bytes(digest.digest(), "big") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 def depth_of(name: str) -> int | None:

@@ -34,7 +34,7 @@ import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -209,7 +209,7 @@ class Reader:
 
     def query_terms(self, query: str) -> list[int]:
         """The analyzed query's term hashes, in query order (a repeated term counts again, as in bm25s)."""
-        return [int(h) for h in term_hashes(analyze([query])[0])]
+        return list(_query_terms(query))
 
     def statistics(self, query: str) -> Statistics:
         """This index's share of the corpus-wide statistics ``query`` is scored with."""
@@ -388,6 +388,13 @@ class Reader:
                 self._norms.clear()
             cached = self._norms[key] = BM25_K1 * ((1 - BM25_B) + BM25_B * self.plain[number].lengths / average)
         return cached
+
+
+@lru_cache(maxsize=64)
+def _query_terms(query: str) -> tuple[int, ...]:
+    # A hybrid search analyses its query three times here (the lexical leg, the document BM25's statistics and its
+    # term frequencies): the analyzer's stemming is pure, so the last queries' terms are kept.
+    return tuple(int(h) for h in term_hashes(analyze([query])[0]))
 
 
 def _accumulate(scores: np.ndarray, norm: np.ndarray, docs: np.ndarray, tfs: np.ndarray, idf: np.float32) -> None:

@@ -144,10 +144,12 @@ def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | N
 
 #: Whether hybrid search runs its dense ranking on a thread beside the lexical one (FAISS and numpy release the
 #: GIL), so that with an idle core a hybrid search waits for the longer of the two rankings, not their sum. At 1M
-#: chunks (bench/scale.py's index after its 1% update, 50 claims x 2, alternating, machine load ~9 on 2 cores) it
-#: cost nothing: CPU 74.3 ms a search on, 73.3 off; wall p50 212 and 217 ms (no core was idle). An earlier
-#: measurement under ~20 busy processes found it slower (p50 389 ms on, 342 off) when the dense leg still spun
-#: FAISS's OpenMP threads (vectors/segments.py).
+#: chunks (bench/scale.py's index after its 1% update, fast-scan codes, 50 claims x 3 interleaved, collapse on,
+#: load average ~2 on 2 cores): wall p50 43.3 ms on, 49.9 off, CPU 52.0 and 49.2 ms. Starting only the code scan
+#: (the one long GIL-free FAISS call) on the thread and the rest of the dense leg after the lexical one on this
+#: thread measured 47.1 ms wall, 52.8 CPU (load ~4: 58.4 against 56.1 on and 54.4 off): the scan did overlap the
+#: lexical leg (0.4-15.4 ms against 0.2-22.5 from the hybrid's start), but the re-rank and the delta scans (~5 ms)
+#: no longer did, so the whole leg stays on the thread.
 PARALLEL_HYBRID = True
 _POOL: list[ThreadPoolExecutor] = []
 
@@ -373,6 +375,7 @@ class Query:
     filters: Filters = field(default_factory=Filters)
     collapse: bool = True
     collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
+    fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
 
     @classmethod
     def of(
@@ -414,7 +417,7 @@ def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, mo
         nonlocal ranking
         if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
             deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth
-            ranking = (deep, rank(snapshot, request.text, vector, deep, request.mode, allowed))
+            ranking = (deep, rank(snapshot, request.text, vector, deep, request.mode, allowed, request.fusion))
         hits = ranking[1][:depth]
         fetched.update(
             (hit.chunk_id, hit) for hit in fetch_passages(snapshot, [h for h in hits if h[0] not in fetched], model)
