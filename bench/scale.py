@@ -24,7 +24,7 @@ are what is measured:
               ``citeline search`` does), since the ``citeline`` CLI cannot load this embedder; (b) the real
               ``citeline search --mode lexical --no-collapse`` CLI, which needs no model
   latency     in-process p50/p99 (wall and CPU ms) of 100 SciFact queries per mode (dense, lexical, hybrid with the
-              default fusion and with CHUNK_FUSION), collapse on and off
+              default fusion and with DOCUMENT_BM25_FUSION), collapse on and off
   recall      recall@10 of dense search against exact brute-force numpy search over the stored vectors
   disk        size of the index directory
 
@@ -210,8 +210,9 @@ def load_queries(count: int) -> list[str]:
 
 
 def _search_with(index: Any, fusion_name: str) -> Any:
-    """``index.search`` for the latency table, hybrid with the named fusion (``DEFAULT_FUSION``, ``CHUNK_FUSION``):
-    through ``Query.fusion`` where the checkout has it, else (an older checkout) by its ``rank``'s default."""
+    """``index.search`` for the latency table, hybrid with the named fusion (``DEFAULT_FUSION``,
+    ``DOCUMENT_BM25_FUSION``): through ``Query.fusion`` where the checkout has it, else (an older checkout) by its
+    ``rank``'s default."""
     from dataclasses import fields, replace
 
     from citeline import search as plan
@@ -243,14 +244,14 @@ LATENCY_MODES = (
     ("dense", "dense", "DEFAULT_FUSION"),
     ("lexical", "lexical", "DEFAULT_FUSION"),
     ("hybrid", "hybrid", "DEFAULT_FUSION"),
-    ("hybrid CHUNK_FUSION", "hybrid", "CHUNK_FUSION"),
+    ("hybrid DOCUMENT_BM25_FUSION", "hybrid", "DOCUMENT_BM25_FUSION"),
 )
 
 
 def child_latency(spec: dict[str, Any]) -> dict[str, Any]:
     """Open the index, time the first search, then p50/p99 per mode with collapse on and off: wall ms and CPU ms
     (``time.process_time``: every thread of the process, so the dense leg's thread counts), the default hybrid
-    fusion and ``CHUNK_FUSION`` (the chunk scores alone)."""
+    fusion and ``DOCUMENT_BM25_FUSION`` (the opt-in document BM25)."""
     mark = _usage()
     index = _open_index(spec)
     queries = load_queries(spec["queries"])

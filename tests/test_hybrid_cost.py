@@ -71,7 +71,7 @@ def test_hybrid_on_two_threads_is_the_one_thread_hybrid_on_an_ivf_index_with_cod
     base = reader.snapshot().vectors.base
     assert getattr(base, "inner", base)._codes is not None
     for query in ("harbour flood", "storm ship sand", "moon tide sea river"):
-        for fusion in (plan.DEFAULT_FUSION, plan.CHUNK_FUSION):
+        for fusion in (plan.DEFAULT_FUSION, plan.DOCUMENT_BM25_FUSION):
             monkeypatch.setattr(plan, "PARALLEL_HYBRID", True)
             overlapped = reader.rank(query, 20, mode="hybrid", fusion=fusion)
             monkeypatch.setattr(plan, "PARALLEL_HYBRID", False)

@@ -185,17 +185,17 @@ def test_document_bm25_equals_bm25_over_the_joined_chunks(tmp_path, fake_embedde
 
 
 def test_hybrid_without_document_signals_is_the_chunk_fusion(tmp_path, fake_embedder) -> None:
-    """The default (chosen on train) adds the document BM25 to the chunk scores over the same candidates (a setting
-    eval reports); ``CHUNK_FUSION`` ranks by the chunk scores alone."""
-    from citeline.search import CHUNK_FUSION, DEFAULT_FUSION, DOCUMENT_FUSION, Fusion
+    """``DOCUMENT_BM25_FUSION`` adds the document BM25 to the chunk scores over the same candidates (a setting eval
+    reports); the default (chosen on train) and ``CHUNK_FUSION`` rank by the chunk scores alone."""
+    from citeline.search import CHUNK_FUSION, DEFAULT_FUSION, DOCUMENT_BM25_FUSION, DOCUMENT_FUSION, Fusion
 
     index = long_documents_index(tmp_path, fake_embedder)
     plain = index.rank("harbours flood moon", 20, mode="hybrid", fusion=Fusion(weight=0.4))
-    fused = index.rank("harbours flood moon", 20, mode="hybrid", fusion=DEFAULT_FUSION)
+    fused = index.rank("harbours flood moon", 20, mode="hybrid", fusion=DOCUMENT_BM25_FUSION)
     assert {c for c, _ in plain} == {c for c, _ in fused}
-    assert index.rank("harbours flood moon", 20, mode="hybrid") == fused
-    assert CHUNK_FUSION.documents == ()
-    assert DEFAULT_FUSION.describe()["documents"] == {"lexical": 0.3}
+    assert index.rank("harbours flood moon", 20, mode="hybrid") == plain
+    assert CHUNK_FUSION.documents == () and DEFAULT_FUSION.documents == ()
+    assert DOCUMENT_BM25_FUSION.describe()["documents"] == {"lexical": 0.3}
     assert DOCUMENT_FUSION.describe()["documents"] == {"lexical": 0.3, "whole": 0.1}
     with pytest.raises(Exception, match="unknown document signal"):
         index.rank("harbours", 5, mode="hybrid", fusion=Fusion(documents=(("nope", 0.1),)))
