@@ -188,18 +188,32 @@ def quote_partners(docs: Sequence[str], words: Sequence[list[int]]) -> dict[int,
 #: Up to this many hits, :func:`quote_partners` pairs them through Python sets of shingles: for a k=10 search's
 #: hits that costs 0.24-0.39 ms, the numpy pairing 0.31-0.34 (SciFact, 100 test queries, hybrid).
 SMALL_HITS = 16
+_MULTIPLIER = np.int64(1_000_003)
 
 
 def _quote_partners_few(docs: Sequence[str], words: Sequence[list[int]]) -> dict[int, list[int]]:
     """:func:`quote_partners` for a few hits: every pair's shared shingles counted with set intersections."""
-    shingles = [
-        set(zip(*(ids[offset:] for offset in range(SHINGLE)), strict=False)) if len(ids) >= MIN_SHARED_WORDS else set()
-        for ids in words
-    ]
+    # Every hit's shingles hashed at once with numpy (the polynomial hash of quote_partners; int64 arithmetic wraps
+    # around), then one set of ints per hit, rather than sets of word tuples; and a hit is intersected pair by pair
+    # only if it shares two shingles with the union of the hits above it. For the hits of SciFact's 300 test queries
+    # x 3 modes x collapse on/off (10 each, the same partners): 0.29 ms a search, the tuple sets 0.36 (best of 7).
+    lengths = [len(ids) for ids in words]
+    ids = np.fromiter(itertools.chain.from_iterable(words), np.int64, count=sum(lengths))
+    hashed = np.zeros(max(len(ids) - SHINGLE + 1, 0), np.int64)
+    for offset in range(SHINGLE):
+        hashed = hashed * _MULTIPLIER + ids[offset : offset + len(hashed)]
+    every = hashed.tolist()
+    shingles, at = [], 0
+    for length in lengths:
+        shingles.append(set(every[at : at + length - SHINGLE + 1]) if length >= MIN_SHARED_WORDS else set())
+        at += length
     partners: dict[int, list[int]] = {}
+    above = set(shingles[0])
     for later in range(1, len(docs)):
-        if not shingles[later]:
+        if len(shingles[later] & above) < MIN_SHARED_SHINGLES:
+            above |= shingles[later]
             continue
+        above |= shingles[later]
         for earlier in range(later):
             if docs[earlier] != docs[later] and (len(shingles[earlier] & shingles[later]) >= MIN_SHARED_SHINGLES):
                 partners.setdefault(later, []).append(earlier)
