@@ -118,16 +118,23 @@ def shared_statement(a: Words, b: Words) -> tuple[tuple[int, int], tuple[int, in
         if matched >= MIN_SHARED_WORDS and matched >= MIN_DENSITY * span and (best is None or matched > best[0]):
             best = (matched, (a0, a1 + size - 1), (b0, b1 + size - 1))
 
+    # Trimming a chain only lowers its matches, so a chain with fewer than MIN_SHARED_WORDS (or than the best so
+    # far) is dropped without closing it: most chains of two unrelated passages are a few common words apart, and
+    # closing each cost a third of an alignment.
+    total = 0
     for block in Indel.opcodes(a_ids, b_ids).as_matching_blocks():
         if not block.size:
             continue
         if chain:
             a_end, b_end = chain[-1][0] + chain[-1][2], chain[-1][1] + chain[-1][2]
             if block.a - a_end > MAX_GAP or block.b - b_end > MAX_GAP:
-                close()
-                chain = []
+                if total >= MIN_SHARED_WORDS and (best is None or total > best[0]):
+                    close()
+                chain, total = [], 0
         chain.append((block.a, block.b, block.size))
-    close()
+        total += block.size
+    if total >= MIN_SHARED_WORDS and (best is None or total > best[0]):
+        close()
     if best is None:
         return None
     _, (a_first, a_last), (b_first, b_last) = best
