@@ -147,7 +147,8 @@ class RareTermLookup:
         # term's row in the key each chunk's idf weights are summed in the terms' order (the same float sums as the
         # first version's bincount). Only the chunks that hold enough of the weight are then mapped to index
         # positions: mapping every posting (a gather from an 8 MB array at 1M chunks) cost more than the sort.
-        rows = len(chosen)
+        row_bits = max(int(len(chosen) - 1).bit_length(), 1)
+        row_mask = (1 << row_bits) - 1
         found_text, found_position, found_score = [], [], []
         for p, mapping, (at, hit) in zip(reader.plain, maps, located, strict=True):
             inside = np.flatnonzero(hit[chosen])
@@ -157,12 +158,19 @@ class RareTermLookup:
             lengths = ends - starts
             # The postings of all chosen terms in one gather: start of each term's run, plus 0, 1, 2, ...
             offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-            size = len(p.chunk_ids)
-            pair = np.repeat(texts_of[inside] * size, lengths) + p.postings[offsets]
-            pair_of, row_of = np.divmod(np.sort(pair * rows + np.repeat(inside, lengths)), rows)
+            # The key's fields packed in bits (text, position, row: at most ~10 + 20 + 9 of 63 bits at 1M chunks),
+            # so that splitting them again is a shift and a mask rather than np.divmod's integer divisions, and
+            # sorted by timsort ("stable"), which merges the keys' ascending runs (each term's postings) rather than
+            # sorting them afresh: the lookups of 50 claims x 3 modes at 1M chunks (a median 61k postings in lexical
+            # mode) cost 3.07 -> 2.82 and 3.58 -> 3.31 ms a call (two runs, the versions alternated call by call;
+            # the same chunks). The keys are distinct, so any sort gives the same order and the same float sums.
+            size_bits = max(int(len(p.chunk_ids) - 1).bit_length(), 1)
+            pair = np.repeat(texts_of[inside].astype(np.int64) << size_bits, lengths) | p.postings[offsets]
+            keys = np.sort((pair << row_bits) | np.repeat(inside, lengths), kind="stable")
+            pair_of, row_of = keys >> row_bits, keys & row_mask
             new_pair = np.r_[True, pair_of[1:] != pair_of[:-1]]
             scores = np.bincount(np.cumsum(new_pair) - 1, weights=idf[row_of])
-            text, local = np.divmod(pair_of[new_pair], size)
+            text, local = pair_of[new_pair] >> size_bits, pair_of[new_pair] & ((1 << size_bits) - 1)
             good = scores >= min_share * totals[text]
             where = mapping[local[good]]
             live = where >= 0
