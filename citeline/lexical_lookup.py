@@ -98,7 +98,7 @@ class RareTermLookup:
         for per_text in words:
             hashes = set(map(cache.__getitem__, per_text))
             hashes.discard(None)
-            found = np.fromiter(hashes, dtype=np.uint64, count=len(hashes))  # type: ignore[arg-type]
+            found = np.fromiter(hashes, dtype=np.uint64, count=len(hashes))
             found.sort()
             out.append(found)
         return out
