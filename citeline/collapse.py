@@ -51,8 +51,8 @@ main tree and this code run at the same time (the same neighbours' load on 2 sha
 went from 4.08-4.13 to 3.51-3.66 ms (hybrid), 3.63-4.45 to 3.29-3.58 (dense) and 4.39-4.40 to 3.61-3.66 (lexical),
 the added p99 from 18.8-27.5 to 14.5-19.3 ms (the p99 searches are those that deepen: 7 of 300 in lexical mode, 21 ms
 against 3.4 without collapse). At 1M chunks (50 claims, side by side, three runs, --repeat 3, 3 and 5; 50 queries
-make +-1.5 ms of noise) the added p50 went from 6.0-9.4 to 4.7-6.8 ms (hybrid), 4.2-6.1 to 4.5-5.6 (dense) and 7.6-9.7 to 6.7-9.0 (lexical);
-the rare-term lookup is still most of it (4-5 ms in hybrid and lexical).
+make +-1.5 ms of noise) the added p50 went from 6.0-9.4 to 4.7-6.8 ms (hybrid), 4.2-6.1 to 4.5-5.6 (dense) and
+7.6-9.7 to 6.7-9.0 (lexical); the rare-term lookup is still most of it (4-5 ms in hybrid and lexical).
 """
 
 from __future__ import annotations
