@@ -40,6 +40,19 @@ With that, passage rows read from the mapped buffers and cheaper sentence splitt
 after (lexical), 4.5 and 3.7-4.4 (hybrid) (bench/collapse_cost.py, the two versions alternated twice); at 1M chunks
 (bench/scale.py's index, 50 claims) the added p50 is 6.6 ms (hybrid), 4.0 (dense) and 7.7 (lexical), of which the
 rare-term lookup is 3.0, 2.0 and 5.1.
+
+Then the per-search constants were cut, every decision kept (the same JSON for SciFact's 300 test queries x 3 modes x
+collapse on and off; tests/data/quotes' precision and recall unchanged): words are the hashes of their normalised
+forms, split with ``str.translate`` in ASCII text (no per-search vocabulary); shingle sets come from numpy hashes and
+are intersected pair by pair only past one check against the hits above; an alignment does not close chains too short
+to count (29 -> 18 us a pair); the lookup analyses each word once per reader and packs its posting keys in bits;
+documents are read from the mapped buffers; stems are kept across searches. bench/collapse_cost.py --repeat 3 with the
+main tree and this code run at the same time (the same neighbours' load on 2 shared cores), two runs: the added p50
+went from 4.08-4.13 to 3.51-3.66 ms (hybrid), 3.63-4.45 to 3.29-3.58 (dense) and 4.39-4.40 to 3.61-3.66 (lexical),
+the added p99 from 18.8-27.5 to 14.5-19.3 ms (the p99 searches are those that deepen: 7 of 300 in lexical mode, 21 ms
+against 3.4 without collapse). At 1M chunks (50 claims, side by side, three runs, --repeat 3, 3 and 5; 50 queries
+make +-1.5 ms of noise) the added p50 went from 6.0-9.4 to 4.7-6.8 ms (hybrid), 4.2-6.1 to 4.5-5.6 (dense) and
+7.6-9.7 to 6.7-9.0 (lexical); the rare-term lookup is still most of it (4-5 ms in hybrid and lexical).
 """
 
 from __future__ import annotations
@@ -150,16 +163,15 @@ def collapsed_search(
 
 
 class WordCache:
-    """Each chunk text's :func:`text_words`, computed once, with one vocabulary (so any two compare)."""
+    """Each chunk text's :func:`text_words`, computed once per search."""
 
     def __init__(self) -> None:
-        self.vocabulary: dict[str, int] = {}
         self._known: dict[str, Words] = {}
 
     def __call__(self, text: str) -> Words:
         found = self._known.get(text)
         if found is None:
-            found = self._known[text] = text_words(text, self.vocabulary)
+            found = self._known[text] = text_words(text)
         return found
 
 

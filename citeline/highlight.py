@@ -144,11 +144,26 @@ def _words_of(text: str) -> list[str]:
     return [w for w in _TERM.findall(text.casefold()) if w not in STOP_WORDS]
 
 
+#: Stems of words seen before (at most :data:`STEM_CACHE`): a search's hits hold ~1,000 distinct words, nearly all
+#: seen in earlier searches, and stemming them (with the set and dict around it) was a fifth of highlighting.
+_STEMS: dict[str, str] = {}
+STEM_CACHE = 200_000
+
+
 def _stemmed(texts: Sequence[list[str]]) -> list[list[str]]:
-    """Stem many word lists with one call of the stemmer over their distinct words (6x faster than a call each)."""
-    distinct = list({word for words in texts for word in words})
-    stem = dict(zip(distinct, _stemmer().stemWords(distinct), strict=True))
-    return [[stem[word] for word in words] for words in texts]
+    """Stem many word lists: the words not stemmed before, with one call of the stemmer (6x faster than a call each).
+
+    Shared by threads: entries are only added (a full cache is replaced by a new one), and a stem never changes.
+    """
+    global _STEMS
+    stems = _STEMS
+    new = list({word for words in texts for word in words if word not in stems})
+    if new:
+        if len(stems) + len(new) > STEM_CACHE:
+            stems = {}
+        stems.update(zip(new, _stemmer().stemWords(new), strict=True))
+        _STEMS = stems
+    return [[stems[word] for word in words] for words in texts]
 
 
 def overlap_scores(query_terms: Sequence[str], sentence_terms: Sequence[Sequence[str]]) -> np.ndarray:

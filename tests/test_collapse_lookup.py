@@ -103,3 +103,24 @@ def test_lookup_equals_its_definition(seed: int, k: int, terms: int, min_share: 
         found = index.sharing_rare_terms(queries, k, terms=terms, min_share=min_share, allowed=restrict)
         assert found == [direct(index, analyzed, every, q, k, terms, min_share, restrict) for q in queries]
     assert any(found), "the lookups find chunks"
+
+
+def test_lookup_analyses_words_as_the_lexical_index_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Words are analysed once each and kept (a full cache is replaced): the terms stay analyze()'s, ASCII or not.
+    import citeline.lexical_lookup as lookup_module
+    from citeline.lexical import TOKEN_PATTERN
+
+    texts = [
+        "".join(chr(c) for c in range(128)) * 2,
+        'The soldiers\' "mud" -- e.g. x1 1x a_b _ Running runners RAN',
+        "Café naïve Ünïcode words and the same words again: running",
+    ]
+    for text in texts:
+        assert lookup_module._words(text) == set(TOKEN_PATTERN.findall(text.lower()))
+    index, *_ = corpus(0)
+    lookup = lookup_module.RareTermLookup(index._lookup.reader)
+    expected = [np.array(sorted(set(term_hashes(words).tolist())), dtype=np.uint64) for words in analyze(texts)]
+    monkeypatch.setattr(lookup_module, "HASH_CACHE", 20)  # every call overflows the cache
+    for _ in range(2):
+        got = lookup._text_hashes(texts)
+        assert [found.tolist() for found in got] == [found.tolist() for found in expected]

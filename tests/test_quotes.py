@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 from collapse_eval import collapsed_pair, evaluate, load, mangled
 
-from citeline.collapse import shared_statement, words_of
+from citeline.collapse import shared_statement, word_spans, words_of
 
 DATA = Path(__file__).resolve().parent / "data" / "quotes"
 
@@ -54,3 +54,21 @@ def test_stock_phrases_do_not_make_a_shared_statement() -> None:
     b = "Soldiers said on Monday that the garrison had not been paid, and the defence ministry did not reply."
     assert shared_statement(*words_of(a, b)) is None
     assert collapsed_pair(a, b) is None
+
+
+ASCII_SAMPLES = [
+    "".join(chr(c) for c in range(128)) * 2,
+    "He said: \"We can't keep going -- not now,\" (Cpl. O'Neil, 3rd_batch) x1 1x _ __init__ A.B.C",
+    "Tabs\tand\nnewlines\r\nand\x0bvertical\x0cfeeds",
+]
+
+
+def test_ascii_words_are_the_regex_words() -> None:
+    # text_words splits ASCII text with str.translate: the same words as the regex that finds their spans.
+    from citeline.quotes import _WORD, text_words
+
+    for text in ASCII_SAMPLES:
+        assert text_words(text)[1] == [hash(word) for word in _WORD.findall(text.lower())]
+        assert len(text_words(text)[1]) == len(word_spans(text))
+    folded = text_words("Café “Straße” ÉCOLE naïve")[1]
+    assert folded == [hash(word) for word in ("cafe", "strasse", "ecole", "naive")]
