@@ -93,8 +93,18 @@ def test_a_stale_or_unreadable_meta_json_is_not_used(tmp_path: Path, monkeypatch
         assert Index.open(tmp_path / "index", embedder=HashEmbedder()).search("wages", k=5, collapse=False)
 
 
-#: What a one-index search must not import: DuckDB (meta.json), the shards modules and the writing pipeline.
-NOT_ON_THE_SEARCH_PATH = ("duckdb", "citeline.shards", "citeline.shard_search", "citeline.pipeline")
+#: What a one-index search must not import: DuckDB (meta.json), the shards modules, the writing pipeline, the full
+#: build of a generation and the vector kinds a small index does not use.
+NOT_ON_THE_SEARCH_PATH = (
+    "duckdb",
+    "citeline.shards",
+    "citeline.shard_search",
+    "citeline.pipeline",
+    "citeline.store.full_build",
+    "citeline.vectors.ivf",
+    "citeline.vectors.ivf_build",
+    "citeline.vectors.hnsw",
+)
 
 _CLI_SEARCH = """
 import json, sys
@@ -142,3 +152,25 @@ def test_unique_is_numpy_unique() -> None:
             values = rng.integers(0, 20, size).astype(dtype)
             assert np.array_equal(unique(values), np.unique(values))
             assert unique(values).dtype == np.unique(values).dtype
+
+
+_KINDS_ON_USE = """
+import sys
+from citeline.vectors import kind_of
+assert kind_of("flat").kind == "flat" and "citeline.vectors.ivf" not in sys.modules
+try:
+    kind_of("annoy")
+except Exception as exc:
+    print(exc)
+from citeline.vectors import KINDS
+print(sorted(KINDS))
+"""
+
+
+def test_vector_kinds_load_on_first_use() -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", _KINDS_ON_USE], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    error, kinds = done.stdout.splitlines()
+    assert error == "unknown vector index kind 'annoy'; this citeline has auto, flat, hnsw, ivf"
+    assert kinds == "['auto', 'flat', 'hnsw', 'ivf']"

@@ -60,7 +60,6 @@ from citeline.store.files import (
     known_checksum,
     rename_into_place,
 )
-from citeline.store.full_build import publish_derived
 from citeline.store.lexical_files import (
     DELTA,
     bm25_path,
@@ -158,6 +157,8 @@ def create(index_dir: Path, meta: dict[str, Any]) -> bool:
         try:
             catalog.create_schema(connection, int(meta["dimension"]), bool(meta.get("document_vectors")))
             ledger.create_table(connection)
+            from citeline.store.full_build import publish_derived  # (not on a reader's path: it loads the ivf build)
+
             meta.update(publish_derived(index_dir, 0, connection, meta))
             catalog.write_meta(connection, meta)
             catalog.checkpoint(connection)
@@ -197,6 +198,8 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
                 generation += 1
                 derived = publish_incremental(index_dir, generation, connection, meta, removed, changes.chunks)
                 if derived is None:
+                    from citeline.store.full_build import publish_derived
+
                     derived = publish_derived(index_dir, generation, connection, meta)
                 meta = {**meta, "generation": generation, **derived}
                 catalog.write_meta(connection, {"generation": generation, **derived})
@@ -278,6 +281,8 @@ def rebuild(index_dir: Path) -> int:
         generation = int(meta["generation"])
         with _transaction(connection, index_dir, generation):
             removed = checks.remove_duplicate_rows(connection)
+            from citeline.store.full_build import publish_derived
+
             derived = publish_derived(index_dir, generation, connection, meta)
             catalog.write_meta(connection, derived)
         try:

@@ -29,7 +29,8 @@ import numpy as np
 
 from citeline.vectors.base import VectorIndex, vector_index
 from citeline.vectors.flat import FlatIndex
-from citeline.vectors.ivf import IVFIndex
+
+# citeline.vectors.ivf is imported where used: a search of a small index does not load the ivf modules.
 
 #: From this many vectors on, ``auto`` builds an IVF index (see the module docstring).
 IVF_MIN_VECTORS = 50_000
@@ -39,7 +40,11 @@ _IVF_TAG = b"IwFl"
 
 def kind_for(n: int) -> type[VectorIndex]:
     """The kind ``auto`` uses for ``n`` vectors."""
-    return cast("type[VectorIndex]", IVFIndex if n >= IVF_MIN_VECTORS else FlatIndex)
+    if n < IVF_MIN_VECTORS:
+        return cast("type[VectorIndex]", FlatIndex)
+    from citeline.vectors.ivf import IVFIndex
+
+    return cast("type[VectorIndex]", IVFIndex)
 
 
 @vector_index("auto")
@@ -70,7 +75,11 @@ class AutoIndex:
                 tag = handle.read(4)
         except OSError:
             tag = b""
-        return cls(cast(VectorIndex, IVFIndex.load(path) if tag == _IVF_TAG else FlatIndex.load(path)))
+        if tag != _IVF_TAG:
+            return cls(cast(VectorIndex, FlatIndex.load(path)))
+        from citeline.vectors.ivf import IVFIndex
+
+        return cls(cast(VectorIndex, IVFIndex.load(path)))
 
     def save(self, path: Path) -> None:
         """Write the inner kind's file."""
