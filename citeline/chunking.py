@@ -139,6 +139,17 @@ def resolve_settings(max_tokens: int | None, overlap_tokens: int | None, model_m
     return max_tokens, overlap_tokens
 
 
+def new_settings(
+    max_tokens: int | None, overlap_tokens: int | None, model_max_tokens: int, document_vectors: bool | None
+) -> dict[str, Any]:
+    """A new index's chunking settings as ``catalog.new_meta``'s keywords: :func:`resolve_settings`, this chunker's
+    version and embedded text, and ``document_vectors`` (:data:`DOCUMENT_VECTORS` unless given)."""
+    max_tokens, overlap_tokens = resolve_settings(max_tokens, overlap_tokens, model_max_tokens)
+    whole = DOCUMENT_VECTORS if document_vectors is None else document_vectors
+    settings = {"max_tokens": max_tokens, "overlap_tokens": overlap_tokens, "document_vectors": whole}
+    return {**settings, "chunker_version": CHUNKER_VERSION, "embed_text": EMBED_TEXT}
+
+
 def check_same_chunking(index_dir: object, meta: dict, max_tokens: int | None, overlap_tokens: int | None) -> None:
     """Refuse chunk settings other than those the existing index ``meta`` was built with (None: the index's own)."""
     have = {"max_tokens": meta["max_tokens"], "overlap_tokens": meta["overlap_tokens"]}

@@ -11,27 +11,24 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from citeline import chunking
 from citeline import search as plan
-from citeline.chunking import CHUNKER_VERSION, EMBED_TEXT, Chunker, check_requested, check_same_chunking
 from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
+from citeline.defaults import COMMIT_EVERY, DEFAULT_MAX_FILE_BYTES, DEFAULT_REMOVAL_THRESHOLD, DEFAULT_SOURCE
 from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
-from citeline.errors import IndexMismatchError
 from citeline.filters import Filters
-from citeline.planning import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD
 from citeline.results import SearchResult
-from citeline.sources import DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE
-from citeline.store import catalog, generation
+from citeline.store import catalog, generation, vector_files
 from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
 from citeline.store.snapshot import MetaRead, ReadSnapshot, open_meta
-from citeline.store.verify import VerifyReport, verify
 from citeline.vectors import NEW_INDEX_KIND, kind_of
 
-if TYPE_CHECKING:  # pipeline, texts and removal load where used: a cold search skips them (about 0.025 CPU-s)
+if TYPE_CHECKING:  # writing, chunking and verify load where used: a cold search skips them (bench/search.py)
+    from citeline.chunking import Chunker
     from citeline.removal import RemovalSummary
+    from citeline.store.verify import VerifyReport
 
 DEFAULT_INDEX_DIR = "index"
 SHARDS_MANIFEST = "shards.json"  #: in a sharded index's root (``citeline.shards``)
@@ -82,20 +79,19 @@ class Index:
                 embedder=embedder, vector_index=vector_index, shards=shards, document_vectors=document_vectors
             )  # fmt: skip
         index_dir, kind = Path(path), kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here
-        check_requested(max_tokens, overlap_tokens)
+        from citeline import chunking
+
+        chunking.check_requested(max_tokens, overlap_tokens)
         if not catalog.db_path(index_dir).exists():
             embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend or "torch")
-            max_tokens, overlap_tokens = chunking.resolve_settings(max_tokens, overlap_tokens, embedder.max_seq_length)
-            whole = chunking.DOCUMENT_VECTORS if document_vectors is None else document_vectors
-            meta = catalog.new_meta(embedder, max_tokens, overlap_tokens, kind, CHUNKER_VERSION, EMBED_TEXT, whole)
+            settings = chunking.new_settings(max_tokens, overlap_tokens, embedder.max_seq_length, document_vectors)
+            meta = catalog.new_meta(embedder, vector_index=kind, **settings)
             if generation.create(index_dir, meta):
                 return cls(index_dir, meta, embedder)
             # another process created it meanwhile (checked under the writer lock): open theirs, checked below
         index = cls.open(index_dir, model=model, backend=backend, embedder=embedder)
-        have_kind = generation.vector_kind(index.meta).kind
-        if vector_index and kind != have_kind:
-            raise IndexMismatchError(f"{index_dir} has a {have_kind} vector index, not {kind}; omit --vector-index")
-        check_same_chunking(index_dir, index.meta, max_tokens, overlap_tokens)
+        vector_files.check_same_kind(index_dir, index.meta, vector_index and kind)
+        chunking.check_same_chunking(index_dir, index.meta, max_tokens, overlap_tokens)
         return index
 
     @classmethod
@@ -142,6 +138,8 @@ class Index:
     @cached_property
     def chunker(self) -> Chunker:
         """The chunker with this index's settings."""
+        from citeline.chunking import Chunker
+
         return Chunker.of_index(self.embedder.tokenizer_file, self.meta)
 
     @property
@@ -227,6 +225,8 @@ class Index:
 
     def verify(self) -> VerifyReport:
         """Check the index's invariants (``citeline.store.verify``): checksums, ids, vectors, counts, exact offsets."""
+        from citeline.store.verify import verify
+
         return verify(self.path)
 
     def rebuild(self, *, wait: float | None = None) -> VerifyReport:

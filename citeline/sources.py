@@ -17,13 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from citeline.defaults import DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE  # noqa: F401  (re-exported)
 from citeline.errors import SourceError
-
-#: The source name of texts that are not files (``Index.add_texts``, ``citeline ingest -``).
-DEFAULT_SOURCE = "texts"
-
-#: Files larger than this are refused rather than read into memory (override per call).
-DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -93,8 +93,8 @@ def test_a_stale_or_unreadable_meta_json_is_not_used(tmp_path: Path, monkeypatch
         assert Index.open(tmp_path / "index", embedder=HashEmbedder()).search("wages", k=5, collapse=False)
 
 
-#: What a one-index search must not import: DuckDB (meta.json), the shards modules, the writing pipeline, the full
-#: build of a generation and the vector kinds a small index does not use.
+#: What a one-index search must not import: DuckDB (meta.json), the shards modules, the writing pipeline (planning,
+#: sources, chunking), verify, the full build of a generation and the vector kinds a small index does not use.
 NOT_ON_THE_SEARCH_PATH = (
     "duckdb",
     "citeline.shards",
@@ -104,6 +104,11 @@ NOT_ON_THE_SEARCH_PATH = (
     "citeline.vectors.ivf",
     "citeline.vectors.ivf_build",
     "citeline.vectors.hnsw",
+    "citeline.chunking",
+    "citeline.planning",
+    "citeline.sources",
+    "citeline.discovery",
+    "citeline.store.verify",
 )
 
 _CLI_SEARCH = """

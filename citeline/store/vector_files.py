@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from citeline.errors import IndexCorruptError
+from citeline.errors import IndexCorruptError, IndexMismatchError
 from citeline.store import catalog
 from citeline.store.files import artifact_bytes, artifact_checksum, known_checksum, publish
 from citeline.vectors import DEFAULT_KIND, VectorIndex, kind_of, segments
@@ -36,6 +36,13 @@ QUICK_CHECKSUM_BYTES = 4 * 1024 * 1024
 def vector_kind(meta: dict[str, Any]) -> type[VectorIndex]:
     """The vector index kind an index uses (indexes built before kinds were recorded are flat)."""
     return kind_of(str(meta.get("vector_index", DEFAULT_KIND)))
+
+
+def check_same_kind(index_dir: Path, meta: dict[str, Any], requested: str | None) -> None:
+    """Refuse a requested kind (None: any) other than the one the index at ``index_dir`` has."""
+    have = vector_kind(meta).kind
+    if requested and requested != have:
+        raise IndexMismatchError(f"{index_dir} has a {have} vector index, not {requested}; omit --vector-index")
 
 
 def vectors_path(index_dir: Path, generation: int, kind: type[VectorIndex]) -> Path:
