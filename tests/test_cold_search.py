@@ -109,6 +109,7 @@ NOT_ON_THE_SEARCH_PATH = (
     "citeline.sources",
     "citeline.discovery",
     "citeline.store.verify",
+    "numpy.ma",  # (np.unique and np.union1d import it: citeline.arrays.unique instead)
 )
 
 _CLI_SEARCH = """
@@ -121,13 +122,16 @@ try:
     cli(["search", "wages", "-k", "2", "--index", sys.argv[1]])
 except SystemExit as exc:
     assert not exc.code, exc.code
-print(json.dumps(sorted(name for name in sys.modules if name.startswith(("duckdb", "citeline")))))
+print(json.dumps(sorted(name for name in sys.modules if name.startswith(("duckdb", "citeline", "numpy.ma")))))
 """
 
 
 def test_a_cold_cli_search_imports_neither_duckdb_nor_the_shards(tmp_path: Path) -> None:
     docs = _notes(tmp_path / "docs", ["river", "garrison"])
-    Index.create(tmp_path / "index", embedder=HashEmbedder()).ingest([docs])
+    index = Index.create(tmp_path / "index", embedder=HashEmbedder())
+    index.ingest([docs])
+    index.ingest([_notes(docs, ["mill"])])  # an update: a vector delta segment, read with the base
+    assert index.meta["generation"] == 2 and _cached(index.path)["vector_deltas"]  # type: ignore[index]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     done = subprocess.run(
         [sys.executable, "-c", _CLI_SEARCH, str(tmp_path / "index")], env=env, capture_output=True, text=True

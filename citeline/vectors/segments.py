@@ -50,7 +50,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from citeline.arrays import positions_of, top_k
+from citeline.arrays import positions_of, top_k, unique
 from citeline.errors import IndexCorruptError
 from citeline.vectors.base import VectorIndex
 from citeline.vectors.flat import faiss_threads
@@ -151,7 +151,8 @@ class SegmentedVectors:
             live[positions_of(delta.ids, removed_later)] = False
             self._live[number] = live
             self._delta_dead[number] = len(live) - int(np.count_nonzero(live))
-            removed_later = np.union1d(removed_later, delta.removed)
+            # (np.union1d's np.unique imports numpy.ma: 0.06-0.09 CPU-s of a cold search of an index with deltas)
+            removed_later = unique(np.concatenate([removed_later, delta.removed]))
         base_ids = base.ids()
         self._dead = positions_of(base_ids, removed_later)  # positions of the base's tombstones in base.ids()
         self.tombstones = np.sort(base_ids[self._dead])
