@@ -278,7 +278,7 @@ def rank_query(
     """:func:`rank` for a query text (``Index.rank``): the mode checked, ``allowed`` made sorted and unique (as
     the rankings expect), the query embedded unless the mode is lexical."""
     if allowed is not None:
-        allowed = np.unique(np.asarray(allowed, dtype=np.int64))
+        allowed = unique(np.asarray(allowed, dtype=np.int64))
     mode = validate_mode(mode)
     vector = None if mode == "lexical" else encode_query(query)
     return rank(snapshot, query, vector, k, mode, allowed, fusion)

@@ -193,7 +193,7 @@ class SegmentedVectors:
             return []
         vector = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
         if allowed is not None:
-            allowed = np.unique(np.asarray(allowed, dtype=np.int64))
+            allowed = unique(np.asarray(allowed, dtype=np.int64))
         parts = [self._search_base(vector, k, allowed)]
         # One query on one thread: faiss.knn over a 12k-row delta cost 14.6 CPU-ms on FAISS's two OpenMP threads
         # (the idle one spins), 2.3 on one (1M-chunk scale index, 50 queries).
