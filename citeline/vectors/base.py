@@ -1,9 +1,9 @@
 """The ``VectorIndex`` protocol and the registry of kinds (the kinds themselves import this module).
 
-A kind is one module and one registry line: decorate its class with ``@vector_index("name")`` and import the
-module below. ``tests/test_vector_contract.py`` runs every registered kind through the same contract (exact ids,
-exact stored vectors, filtered search returning k results whenever k allowed ids exist, copy-on-write updates,
-save/load round trips).
+A kind is one module and one registry line: decorate its class with ``@vector_index("name")`` and name its module
+in ``citeline.vectors.KIND_MODULES`` (imported on the kind's first use). ``tests/test_vector_contract.py`` runs
+every registered kind through the same contract (exact ids, exact stored vectors, filtered search returning k
+results whenever k allowed ids exist, copy-on-write updates, save/load round trips).
 
 The index directory layer (``citeline.store.generation``) decides *where* a kind's file lives and publishes it
 crash-safely; a kind only knows how to build, write, read and search its own file.
