@@ -151,7 +151,7 @@ class SegmentedVectors:
             live[positions_of(delta.ids, removed_later)] = False
             self._live[number] = live
             self._delta_dead[number] = len(live) - int(np.count_nonzero(live))
-            # (np.union1d's np.unique imports numpy.ma: 0.06-0.09 CPU-s of a cold search of an index with deltas)
+            # (np.union1d calls np.unique, which imports numpy.ma: 0.018-0.039 CPU-s, 5 runs, on its first call)
             removed_later = unique(np.concatenate([removed_later, delta.removed]))
         base_ids = base.ids()
         self._dead = positions_of(base_ids, removed_later)  # positions of the base's tombstones in base.ids()
