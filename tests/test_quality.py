@@ -30,7 +30,7 @@ def test_embed_text_puts_the_title_before_the_chunk_once() -> None:
 
 
 def test_chunks_are_embedded_with_their_title_and_keep_their_offsets(tmp_path, fake_embedder, monkeypatch) -> None:
-    monkeypatch.setattr("citeline.index.EMBED_TEXT", "title + chunk")  # the setting, not the default (see chunking)
+    monkeypatch.setattr("citeline.chunking.EMBED_TEXT", "title + chunk")  # the setting, not the default (see chunking)
     corpus = tmp_path / "docs.jsonl"
     text = "Snow becomes ice. " * 6 + "Meltwater lubricates the glacier bed."
     corpus.write_text(json.dumps({"_id": "1", "title": "Glaciers", "text": text}) + "\n")
@@ -48,7 +48,7 @@ def test_chunks_are_embedded_with_their_title_and_keep_their_offsets(tmp_path, f
 
 def test_an_index_made_before_headers_keeps_embedding_chunks_alone(tmp_path, fake_embedder, monkeypatch) -> None:
     """An index whose meta has no embed_text (built before the setting) never mixes the two kinds of vector."""
-    monkeypatch.setattr("citeline.index.EMBED_TEXT", "title + chunk")
+    monkeypatch.setattr("citeline.chunking.EMBED_TEXT", "title + chunk")
     corpus = tmp_path / "docs.jsonl"
     text = "Snow becomes ice. " * 6 + "Meltwater lubricates the glacier bed."
     corpus.write_text(json.dumps({"_id": "1", "title": "Glaciers", "text": text}) + "\n")
