@@ -6,14 +6,15 @@ A run used to parse every file to compare content hashes, so an unchanged re-run
 parse: 1.86 CPU-s at 100k chunks (46 JSONL files of 1,000 records), about ten times that at 1M. Then it loaded
 every stored document's fingerprint and key into Python (about 25 µs a document: most of a one-document update
 at 1M chunks, 454,545 documents). Now both questions are asked in SQL per file: the files' stat goes to DuckDB
-as one Arrow table, a file comes back with its document count and whether all its documents are fresh, and
+as one Arrow table, a file comes back with its document count and whether it is fresh, and
 the plan loads only the documents of files that were read or vanished (:func:`plan`).
 
-A file is skipped only when every document stored from it recorded the file's current size and modification
-time, and the file had been left alone for :data:`SETTLED_SECONDS` when they were indexed (a file written in the
-same tick as it was read, on a filesystem with coarse timestamps, could change again without its time moving:
-git's "racy" case). A skipped file's documents count as unchanged; one that failed to parse has no stored
-documents and is read again. ``touch`` a file to make the next run read it.
+A file is skipped only when the catalog's ``files`` table (``citeline.store.file_stats``) holds its current size
+and modification time, written by the last run that read it whole, and the file had been left alone for
+:data:`SETTLED_SECONDS` when that run started (a file written in the same tick as it was read, on a filesystem with
+coarse timestamps, could change again without its time moving: git's "racy" case). A skipped file's documents
+count as unchanged; one that failed to parse, wholly or in one record, is not recorded and is read again (its
+error reported again). ``touch`` a file to make the next run read it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pyarrow as pa
 from citeline.discovery import Discovery
 from citeline.planning import ParsedBatch, Plan, plan_changes
 from citeline.sources import SourceFile
-from citeline.store import catalog
+from citeline.store import catalog, file_stats
 from citeline.store import documents as stored_documents
 
 #: How long a file must have been unmodified when it was indexed for its time and size to vouch for it.
@@ -36,7 +37,7 @@ SETTLED_SECONDS = 2.0
 
 
 def found_files(files: Sequence[SourceFile]) -> pa.Table:
-    """Each file's ``root``, ``source_file``, ``size`` and ``mtime``: the table ``documents.fresh_files`` joins
+    """Each file's ``root``, ``source_file``, ``size`` and ``mtime``: the table ``file_stats.fresh_files`` joins
     against the catalog. A file that cannot be stat'ed is left out (never fresh: parsing reads and reports it)."""
     stats: list[tuple[SourceFile, int, float]] = []
     for source in files:
@@ -65,7 +66,7 @@ def unchanged_files(
         return ParsedBatch(), list(files)
     found = found_files(files)
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
-        rows = stored_documents.fresh_files(connection, found, SETTLED_SECONDS)
+        rows = file_stats.fresh_files(connection, found, SETTLED_SECONDS)
     fresh = {(root, source_file): documents for root, source_file, documents, is_fresh in rows if is_fresh}
     batch = ParsedBatch(fresh_files=sorted(fresh), fresh_documents=sum(fresh.values()))
     to_read = [source for source in files if (source.root, source.source_id) not in fresh]

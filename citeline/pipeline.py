@@ -39,6 +39,7 @@ from citeline.progress import Reporter, announced_writer_lock, default_reporter
 from citeline.runs import close_interrupted, dry_run_summary, record_failure, summarize
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, Document, SourceFile, display_path, parse_source
 from citeline.store import generation, ledger
+from citeline.store.file_stats import FileStat
 from citeline.store.ledger import RunSummary
 from citeline.store.rows import ChunkRows, documents_table
 
@@ -76,6 +77,9 @@ def parse_files(
         batch.kept_doc_ids.extend(parsed.kept_doc_ids)
         if not parsed.complete:
             batch.incomplete.append((source.root, source.source_id))
+        elif parsed.documents and not parsed.errors:
+            first = parsed.documents[0]  # every document of a file carries the stat it was read at
+            batch.read_files.append(FileStat(source.root, source.source_id, first.size_bytes, first.mtime))
         if advance is not None:
             advance(1)
     return batch
@@ -97,6 +101,8 @@ class CommitBatch:
     remove_doc_ids: list[str]
     documents: list[Document]
     rows: ChunkRows
+    #: files read whole this run, whose stat this commit records (a run's last commit: ``Plan.read_files``)
+    files: list[FileStat] = field(default_factory=list)
 
 
 def commit_batch(index_dir: Path, batch: CommitBatch, run: RunSummary) -> int:
@@ -106,13 +112,14 @@ def commit_batch(index_dir: Path, batch: CommitBatch, run: RunSummary) -> int:
         remove_doc_ids=batch.remove_doc_ids,
         documents=documents_table(batch.documents, run.run_id, run.started_at),
         chunks=batch.rows.to_arrow(run.run_id),
+        files=batch.files,
     )
     return generation.commit(index_dir, changes, run)
 
 
 def commit(index_dir: Path, plan: Plan, rows: ChunkRows, run: RunSummary) -> int:
     """Write a whole plan whose documents it holds (``plan.to_index``) as one new generation; returns it."""
-    return commit_batch(index_dir, CommitBatch(plan.remove_doc_ids, plan.to_index, rows), run)
+    return commit_batch(index_dir, CommitBatch(plan.remove_doc_ids, plan.to_index, rows, plan.read_files), run)
 
 
 def load_documents(work: Work, max_file_bytes: int, advance: Callable[[int], None] | None = None) -> Embedded:
@@ -341,7 +348,8 @@ def _commit_in_batches(
         reporter.stage("commit")
         removals = replaced + (planned.vanished_doc_ids if last else [])
         row = summary if last else replace(summary, removed=0, errors=list(summary.errors))
-        committed.append(replace(steps.commit(target, CommitBatch(removals, documents, rows), row)))
+        read_files = planned.read_files if last else []
+        committed.append(replace(steps.commit(target, CommitBatch(removals, documents, rows, read_files), row)))
         del outputs, documents, rows  # before the next group's are made
     reporter.info(
         f"committed generation {committed[-1].generation}: run {committed[-1].run_id} "

@@ -18,6 +18,7 @@ from citeline.defaults import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD  # noqa: F
 from citeline.discovery import Discovery
 from citeline.errors import RemovalRefusedError
 from citeline.sources import Document, SourceFile
+from citeline.store.file_stats import FileStat
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class ParsedBatch:
     fresh_files: list[tuple[str, str]] = field(default_factory=list)
     #: how many stored documents those files hold
     fresh_documents: int = 0
+    #: the files read whole, without an error, and the stat they were read at (``citeline.store.file_stats``:
+    #: the run's last commit records it, so the next run need not read them)
+    read_files: list[FileStat] = field(default_factory=list)
 
     @classmethod
     def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
@@ -89,6 +93,7 @@ class ParsedBatch:
         self.incomplete.extend(batch.incomplete)
         self.fresh_files.extend(batch.fresh_files)
         self.fresh_documents += batch.fresh_documents
+        self.read_files.extend(batch.read_files)
 
     @property
     def document_count(self) -> int:
@@ -99,7 +104,15 @@ class ParsedBatch:
         """This batch with every document reduced to its key (what a parse task sends back to the flow)."""
         keys = [DocumentKey.of(document) for document in self.documents] + self.keys
         return ParsedBatch(
-            [], self.errors, self.kept_doc_ids, self.incomplete, keys, 0, self.fresh_files, self.fresh_documents
+            [],
+            self.errors,
+            self.kept_doc_ids,
+            self.incomplete,
+            keys,
+            0,
+            self.fresh_files,
+            self.fresh_documents,
+            self.read_files,
         )
 
 
@@ -124,6 +137,8 @@ class Plan:
     pending: list[DocumentKey] = field(default_factory=list)
     #: ids of stored documents that get a new version (removed in the commit that inserts it)
     replaced: set[str] = field(default_factory=set)
+    #: the files read whole this run (``ParsedBatch.read_files``), recorded by the run's last commit
+    read_files: list[FileStat] = field(default_factory=list)
 
     @property
     def removed(self) -> int:
@@ -201,6 +216,7 @@ def plan_changes(
         vanished_by_root=vanished_by_root,
         pending=pending,
         replaced=set(updated_ids),
+        read_files=list(parsed.read_files),
     )
 
 
@@ -286,10 +302,12 @@ def work_batches(plan: Plan, files: Sequence[SourceFile], commit_every: int, chu
     ``files``' order, discovery's) holding its pending documents. A file is never split: one larger than a group
     is a group of its own.
 
-    Never splitting a file is what makes an interrupted run safe to skip files by (``citeline.freshness``): a file
-    is fresh when every document stored from it has its size and time, so a file whose documents were committed in
-    part (say 40 of a JSONL file's 100 new records, before a kill) would look fresh and its other 60 would never be
-    indexed. All of a file's documents, held or pending, go into one piece, hence one commit."""
+    Never splitting a file kept an interrupted run safe to skip files by when freshness was read off the
+    documents' own stat (a file whose documents were committed in part, say 40 of a JSONL file's 100 new records
+    before a kill, would have looked fresh and its other 60 never been indexed). The files table
+    (``citeline.store.file_stats``) is written only by a run's last commit, so it no longer depends on this; an
+    index written before that table still does until its next commit, and one commit per file keeps a file's
+    documents of one run in one generation. All of a file's documents, held or pending, go into one piece."""
     held: dict[tuple[str, str], Work] = {}
     for document in plan.to_index:
         piece = held.setdefault((document.source_root, document.source_file or document.source_id), Work())

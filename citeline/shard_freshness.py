@@ -26,8 +26,7 @@ from citeline import freshness
 from citeline.discovery import Discovery
 from citeline.planning import ParsedBatch, Plan
 from citeline.sources import SourceFile
-from citeline.store import catalog
-from citeline.store import documents as stored_documents
+from citeline.store import catalog, file_stats
 
 
 def skipping_is_safe(manifest_runs: Sequence[dict[str, Any]], recorded: Sequence[int], now: Sequence[int]) -> bool:
@@ -69,7 +68,7 @@ def unchanged_files(shard_dirs: Sequence[Path], files: Sequence[SourceFile]) -> 
             continue
         with contextlib.closing(catalog.connect(directory, read_only=True)) as connection:
             generations[number] = int(catalog.read_meta(connection)["generation"])
-            rows = stored_documents.fresh_files(connection, found, freshness.SETTLED_SECONDS) if files else []
+            rows = file_stats.fresh_files(connection, found, freshness.SETTLED_SECONDS) if files else []
         for root, source_file, documents, is_fresh in rows:
             if is_fresh:
                 fresh.setdefault((root, source_file), {})[number] = documents

@@ -104,8 +104,12 @@ def _write_text(path: Path, text: str) -> None:
 
 def route(parsed: ParsedBatch, shards: int) -> list[ParsedBatch]:
     """Each shard's part of the parsed documents. Errors and incomplete files go to every shard: they keep the
-    stored documents of the files they name, wherever those live."""
-    parts = [ParsedBatch(errors=list(parsed.errors), incomplete=list(parsed.incomplete)) for _ in range(shards)]
+    stored documents of the files they name, wherever those live. So do the files read whole: each shard records
+    their stat, and drops the rows of those it holds no document of (``file_stats.forget_orphans``)."""
+    parts = [
+        ParsedBatch(errors=list(parsed.errors), incomplete=list(parsed.incomplete), read_files=list(parsed.read_files))
+        for _ in range(shards)
+    ]
     for document in parsed.documents:
         parts[shard_of(document.doc_id, shards)].documents.append(document)
     for doc_id in parsed.kept_doc_ids:

@@ -1,5 +1,6 @@
 """The catalog: ``meta.duckdb``, the source of truth. Every SQL statement citeline runs lives here, except the
-filter ``WHERE`` builder (``citeline.filters``), the runs table's (``citeline.store.ledger``), the consistency
+filter ``WHERE`` builder (``citeline.filters``), the runs table's (``citeline.store.ledger``), the files table's
+(``citeline.store.file_stats``: each source file's stat as a run last read it, for freshness), the consistency
 queries of ``verify`` and ``rebuild`` (``citeline.store.checks``) and the queries readers run on the passage rows
 files, not on the catalog (``citeline.store.passages``). Row shapes (Arrow tables) are in
 ``citeline.store.rows``.

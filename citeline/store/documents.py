@@ -139,27 +139,6 @@ def document_in(index_dir: Path, doc_id: str) -> dict[str, Any]:
     return record
 
 
-def fresh_files(
-    connection: duckdb.DuckDBPyConnection, found: pa.Table, settled_seconds: float
-) -> list[tuple[str, str, int, bool]]:
-    """Per file of ``found`` (columns ``root``, ``source_file``, ``size``, ``mtime``: the files a run found and
-    their stat) that has stored documents: ``(root, source_file, documents, fresh)``, where ``fresh`` says every
-    document stored from it recorded this size and modification time, and the file had been left alone for
-    ``settled_seconds`` when it was indexed (``citeline.freshness``). One row per file, computed in SQL: the
-    documents themselves never come to Python."""
-    connection.register("citeline_found_files", found)
-    try:
-        return connection.execute(
-            "SELECT f.root, f.source_file, count(*) AS documents, coalesce(bool_and(d.size_bytes = f.size "
-            "AND d.mtime = f.mtime AND f.mtime < epoch(d.ingested_at) - ?), false) AS fresh "
-            "FROM citeline_found_files f JOIN documents d ON d.source_root = f.root AND d.source_file = f.source_file "
-            "GROUP BY f.root, f.source_file",
-            [settled_seconds],
-        ).fetchall()
-    finally:
-        connection.unregister("citeline_found_files")
-
-
 def documents_to_plan(
     connection: duckdb.DuckDBPyConnection, roots: Sequence[str], fresh: Sequence[tuple[str, str]]
 ) -> tuple[dict[str, tuple[str, str, str]], dict[str, int]]:

@@ -52,7 +52,7 @@ from citeline.arrays import positions_of
 from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexRepairedWarning, IndexWriteError
 from citeline.lexical import settings_problems
 from citeline.lexical_segments import Part, Segment, SegmentedIndex, read_segments
-from citeline.store import catalog, checks, ledger, passages
+from citeline.store import catalog, checks, file_stats, ledger, passages
 from citeline.store.files import (
     _remove,
     artifact_bytes,
@@ -175,6 +175,9 @@ class Changes:
     remove_doc_ids: Sequence[str]
     documents: pa.Table
     chunks: pa.Table
+    #: files read whole by the run, whose stat the catalog records (``file_stats.record``); not a change of the
+    #: searchable index, so recording them alone publishes no new generation
+    files: Sequence[file_stats.FileStat] = ()
 
     def __bool__(self) -> bool:
         return bool(self.remove_doc_ids) or bool(self.documents.num_rows) or bool(self.chunks.num_rows)
@@ -192,6 +195,7 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
         meta = catalog.read_meta(connection)
         generation = int(meta["generation"])
         with _transaction(connection, index_dir, generation):
+            file_stats.ensure(connection)  # before the changes: an older index's table is filled from its rows
             if changes:
                 removed = catalog.chunk_ids_of_documents(connection, changes.remove_doc_ids)
                 catalog.apply_changes(connection, changes.remove_doc_ids, changes.documents, changes.chunks)
@@ -203,6 +207,9 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
                     derived = publish_derived(index_dir, generation, connection, meta)
                 meta = {**meta, "generation": generation, **derived}
                 catalog.write_meta(connection, {"generation": generation, **derived})
+            if changes.files or changes.remove_doc_ids:
+                file_stats.record(connection, changes.files, run.started_at)
+                file_stats.forget_orphans(connection)
             run.generation = generation
             run.finished_at = ledger.utc_now()
             ledger.record_run(connection, run)

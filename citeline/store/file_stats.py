@@ -1,0 +1,151 @@
+"""The ``files`` table of the catalog: each source file's size and modification time as the last run that read it
+whole saw them, and when that run started. It is what file-level freshness (``citeline.freshness``) compares a
+found file's stat with; this module owns the table and every statement on it.
+
+Why a table of its own: freshness used to ask whether every *document* stored from a file recorded the file's
+current stat. A run rewrites only the documents whose content changed, so once some records of a JSONL file
+changed, its other documents kept the older stat and the file was read again on every later run: after a 1 %
+update of a 1M-chunk index (most of its 455 files edited somewhere) an unchanged re-run cost 24.6 CPU-s and a
+one-document update 26.3, against 0.92 and 1.49 before it (``bench/results/scale-1M-steps-8fae746.txt``). A
+touched file whose documents were all unchanged was read again forever for the same reason. The file's own row,
+written for every file a run read whole, is right in both cases.
+
+A row is written (:func:`record`) in the transaction of a run's last commit, for the files that run parsed with
+no error: a run that dies earlier records nothing and the next one reads those files again, and a file with a
+failed record keeps being read (and its error reported) until it parses. ``checked_at`` is the run's start, before
+any file was read, so ``mtime < checked_at - settled`` says the file had been left alone long enough before it
+was read (git's "racy" case). Rows of files with no stored documents are dropped in the same transaction
+(:func:`forget_orphans`).
+
+Indexes written before the table get it on their next commit (:func:`ensure`), filled from the documents' own
+stat where every document of a file agrees, which is exactly what the old rule accepted; until then (a read-only
+check of such an index) the old rule answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, NamedTuple
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    import duckdb
+
+TABLE = "files"
+
+_CREATE = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    source_root VARCHAR NOT NULL,
+    source_file VARCHAR NOT NULL,
+    size BIGINT NOT NULL,
+    mtime DOUBLE NOT NULL,
+    checked_at DOUBLE NOT NULL,
+    PRIMARY KEY (source_root, source_file)
+)
+"""
+
+# The documents' stat where every document of a file recorded the same one: the files the old rule called fresh
+# (given the settling test, applied to the earliest ingestion of the file's documents) keep being fresh.
+_SEED = f"""
+INSERT INTO {TABLE}
+SELECT source_root, source_file, min(size_bytes), min(mtime), min(epoch(ingested_at))
+FROM documents
+GROUP BY source_root, source_file
+HAVING count(size_bytes) = count(*) AND count(mtime) = count(*)
+   AND min(size_bytes) = max(size_bytes) AND min(mtime) = max(mtime)
+"""
+
+
+class FileStat(NamedTuple):
+    """A file a run read whole, and the stat it read it at."""
+
+    source_root: str
+    source_file: str  #: relative to the root, as documents record it
+    size: int
+    mtime: float
+
+
+def exists(connection: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the catalog has the table (indexes written before it do not, until their next commit)."""
+    rows = connection.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'", [TABLE]
+    ).fetchall()
+    return bool(rows[0][0])
+
+
+def ensure(connection: duckdb.DuckDBPyConnection) -> None:
+    """Create the table if the catalog lacks it, filled from the documents' stat (inside a writer's
+    transaction: an index written before the table gets it with its next commit)."""
+    if exists(connection):
+        return
+    connection.execute(_CREATE)
+    connection.execute(_SEED)
+
+
+def record(connection: duckdb.DuckDBPyConnection, files: Sequence[FileStat], started_at: str) -> None:
+    """Upsert the stat of ``files``, read whole by a run that started at ``started_at`` (ISO 8601)."""
+    if not files:
+        return
+    checked_at = datetime.fromisoformat(started_at).timestamp()
+    rows = pa.table(
+        {
+            "source_root": pa.array([f.source_root for f in files], pa.string()),
+            "source_file": pa.array([f.source_file for f in files], pa.string()),
+            "size": pa.array([f.size for f in files], pa.int64()),
+            "mtime": pa.array([f.mtime for f in files], pa.float64()),
+            "checked_at": pa.array([checked_at] * len(files), pa.float64()),
+        }
+    )
+    connection.register("citeline_file_stats", rows)
+    try:
+        # A file may appear twice when a run lists it under two roots' views of one path: the last stat wins.
+        connection.execute(
+            f"INSERT OR REPLACE INTO {TABLE} SELECT source_root, source_file, last(size), last(mtime), "
+            "last(checked_at) FROM citeline_file_stats GROUP BY source_root, source_file"
+        )
+    finally:
+        connection.unregister("citeline_file_stats")
+
+
+def forget_orphans(connection: duckdb.DuckDBPyConnection) -> None:
+    """Drop the rows of files no stored document comes from (removed, vanished, or never stored)."""
+    connection.execute(
+        f"DELETE FROM {TABLE} WHERE NOT EXISTS (SELECT 1 FROM documents d "
+        f"WHERE d.source_root = {TABLE}.source_root AND d.source_file = {TABLE}.source_file)"
+    )
+
+
+def fresh_files(
+    connection: duckdb.DuckDBPyConnection, found: pa.Table, settled_seconds: float
+) -> list[tuple[str, str, int, bool]]:
+    """Per file of ``found`` (columns ``root``, ``source_file``, ``size``, ``mtime``: the files a run found and
+    their stat) that has stored documents: ``(root, source_file, documents, fresh)``, where ``fresh`` says the
+    file's row holds this size and modification time and the file had been left alone for ``settled_seconds``
+    when that run started. One row per file, computed in SQL: the documents never come to Python.
+
+    Without the table (an index no writer has touched since it was added) the old rule answers: every document
+    stored from the file recorded this stat, and the file had settled when each was indexed."""
+    if exists(connection):
+        sql = (
+            "SELECT f.root, f.source_file, count(*) AS documents, "
+            "coalesce(any_value(s.size = f.size AND s.mtime = f.mtime AND f.mtime < s.checked_at - ?), false) "
+            "FROM citeline_found_files f "
+            "JOIN documents d ON d.source_root = f.root AND d.source_file = f.source_file "
+            f"LEFT JOIN {TABLE} s ON s.source_root = f.root AND s.source_file = f.source_file "
+            "GROUP BY f.root, f.source_file"
+        )
+    else:
+        sql = (
+            "SELECT f.root, f.source_file, count(*) AS documents, coalesce(bool_and(d.size_bytes = f.size "
+            "AND d.mtime = f.mtime AND f.mtime < epoch(d.ingested_at) - ?), false) AS fresh "
+            "FROM citeline_found_files f JOIN documents d ON d.source_root = f.root AND d.source_file = f.source_file "
+            "GROUP BY f.root, f.source_file"
+        )
+    connection.register("citeline_found_files", found)
+    try:
+        rows = connection.execute(sql, [settled_seconds]).fetchall()
+        return [(root, source_file, int(n), bool(fresh)) for root, source_file, n, fresh in rows]
+    finally:
+        connection.unregister("citeline_found_files")
