@@ -51,10 +51,21 @@ class Freshness:
     generations: list[int]
     #: every file the run found
     files: list[SourceFile] = field(default_factory=list)
+    #: per shard, the files it holds documents of whose recorded stat is not the current one: a shard whose
+    #: stale files the run reads must record their stat (:meth:`must_record`), even with nothing else to do
+    stale: list[set[tuple[str, str]]] = field(default_factory=list)
 
     def read_all(self) -> Freshness:
         """The same, with every file to be read (when :func:`skipping_is_safe` says no)."""
-        return Freshness([], [0] * len(self.per_shard), list(self.files), self.generations, self.files)
+        return Freshness([], [0] * len(self.per_shard), list(self.files), self.generations, self.files, self.stale)
+
+    def must_record(self, read: ParsedBatch) -> list[bool]:
+        """Per shard, whether a file ``read`` parsed whole is stale in it. Such a shard runs even when its
+        documents are all unchanged, so that its ``files`` row gets the new stat: otherwise a file edited in
+        one record (or touched) would stay stale in the shards holding its other records, and be read again on
+        every run."""
+        read_keys = {(stat.source_root, stat.source_file) for stat in read.read_files}
+        return [bool(read_keys & stale) for stale in self.stale] or [False] * len(self.per_shard)
 
 
 def unchanged_files(shard_dirs: Sequence[Path], files: Sequence[SourceFile]) -> Freshness:
@@ -63,6 +74,7 @@ def unchanged_files(shard_dirs: Sequence[Path], files: Sequence[SourceFile]) -> 
     found = freshness.found_files(files)
     fresh: dict[tuple[str, str], dict[int, int]] = {}
     stale: set[tuple[str, str]] = set()
+    stale_in: list[set[tuple[str, str]]] = [set() for _ in shard_dirs]
     for number, directory in enumerate(shard_dirs):
         if not catalog.db_path(directory).exists():
             continue
@@ -74,13 +86,14 @@ def unchanged_files(shard_dirs: Sequence[Path], files: Sequence[SourceFile]) -> 
                 fresh.setdefault((root, source_file), {})[number] = documents
             else:
                 stale.add((root, source_file))
+                stale_in[number].add((root, source_file))
     skipped = sorted(key for key in fresh if key not in stale)
     for key in skipped:
         for number, documents in fresh[key].items():
             per_shard[number] += documents
     unread = set(skipped)
     to_read = [source for source in files if (source.root, source.source_id) not in unread]
-    return Freshness(skipped, per_shard, to_read, generations, list(files))
+    return Freshness(skipped, per_shard, to_read, generations, list(files), stale_in)
 
 
 def with_fresh(parts: list[ParsedBatch], skipped: list[tuple[str, str]], per_shard: Sequence[int]) -> None:

@@ -287,6 +287,7 @@ class ShardedIndex(Index):
                 with_fresh(parts, fresh.skipped, fresh.per_shard)
                 reporter.stage("plan")
                 plan, idle = merged_plan(self.shard_dirs, roots, discovery, parts)
+                idle = [nothing and not record for nothing, record in zip(idle, fresh.must_record(parsed), strict=True)]
                 reporter.info(
                     f"plan: {plan.added} added, {plan.updated} updated, {plan.unchanged} unchanged, {plan.removed} "
                     f"removed (documents), over {self.manifest.shards} shards"

@@ -387,3 +387,17 @@ def test_an_unchanged_rerun_reads_no_file_and_a_changed_file_is_read_alone(
     assert read == ["f2.jsonl"]
     assert (run.added, run.updated, run.unchanged, run.removed) == (0, 1, 40, 7)
     assert len(index.documents()) == 41 and index.verify().ok
+    # A file edited in one record: the shards holding its other records are idle, but still record its new stat,
+    # so the next run reads nothing (it used to read the file on every run: citeline.store.file_stats).
+    records = [{"id": f"4-{r}", "text": f"File 4 record {r} about topic {r % 3}."} for r in range(8)]
+    records[3]["text"] = "File 4 record 3 was edited."
+    (corpus / "f4.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    for name in ("f2.jsonl", "f4.jsonl"):  # f2, written a moment ago, was too new to be trusted: settle it too
+        os.utime(corpus / name, (old + 10, old + 10))
+    read.clear()
+    run = index.ingest([corpus], parallel="serial")
+    assert sorted(read) == ["f2.jsonl", "f4.jsonl"] and (run.updated, run.unchanged) == (1, 40)
+    read.clear()
+    run = index.ingest([corpus], parallel="serial")
+    assert read == [] and (run.updated, run.unchanged) == (0, 41)
+    assert index.verify().ok
