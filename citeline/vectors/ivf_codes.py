@@ -13,8 +13,8 @@ centroid), scanned with FAISS's SIMD kernel, re-ranked from the exact vectors (C
     432      7.6 (0.944)    re-rank 2000: 21.9 (0.950); FAISS's k > 1024 path is 3x slower
     648      9.7 (0.960)    re-rank 4000: 33.6 (0.976)
 
-So a search probes :data:`NPROBE_FACTOR` times the calibrated nprobe and re-ranks :data:`RERANK`: 3x less CPU than
-the float scan at higher recall (its ceiling at nprobe 648 is 0.97). A filtered search keeps the float scan with
+So a search probes :data:`NPROBE_FACTOR` times the calibrated nprobe and re-ranks :data:`RERANK` (both raised
+since, see there): less CPU than the float scan at higher recall. A filtered search keeps the float scan with
 its id selector (exact scores inside the scan, and FAISS's fast-scan search takes no selector).
 
 The codes are an ``IndexIVFPQFastScan`` in FAISS's own serialization, written after the lists and before the id
@@ -46,10 +46,19 @@ from citeline.vectors.flat import faiss_threads
 MIN_VECTORS = 200_000
 #: Dimensions per 4-bit sub-quantizer (384 -> 192 sub-quantizers, 96 bytes a vector); see the module docstring.
 DIMS_PER_CODE = 2
-#: A code search probes this many times the nprobe the float scan would (the calibrated nprobe).
-NPROBE_FACTOR = 3
-#: Candidates re-ranked exactly (at least twice the k asked for).
-RERANK = 1_000
+#: A code search probes this many times the nprobe the float scan would (the calibrated nprobe), and re-ranks
+#: this many candidates exactly (at least twice the k asked for). 3 and 1,000 measured 0.962 on one 1M scale index
+#: and 0.933 on a rebuild of it (100 claims, 2026-12-04; the calibration's stored-vector queries find 0.97 at
+#: nprobe 216 where these claims find 0.942 even with the float scan). On the rebuild, CPU-ms a dense rank and
+#: recall@10 (``bench/codes_grid.py``):
+#:
+#:     lists scanned  re-rank 1000   2000          3000          5000
+#:     648            12.2 (0.933)   13.4 (0.944)  14.7 (0.950)  17.7 (0.955)
+#:     1296           15.1 (0.944)   16.9 (0.959)  18.9 (0.965)  21.3 (0.969)
+#:
+#: 6 and 2,000: the cheapest setting with a margin over 0.95.
+NPROBE_FACTOR = 6
+RERANK = 2_000
 #: Vectors the product quantizer is trained on.
 TRAIN_VECTORS = 65_536
 _MAGIC = b"CLIVFPQ1"
