@@ -56,9 +56,13 @@ DIMS_PER_CODE = 2
 #:     648            12.2 (0.933)   13.4 (0.944)  14.7 (0.950)  17.7 (0.955)
 #:     1296           15.1 (0.944)   16.9 (0.959)  18.9 (0.965)  21.3 (0.969)
 #:
-#: 6 and 2,000: the cheapest setting with a margin over 0.95.
-NPROBE_FACTOR = 6
-RERANK = 2_000
+#:     1080 (x5)      re-rank 2000: 14.1 (0.952), 2500: 14.9 (0.956); 864 (x4): 14.1 (0.948), 16.0 (0.952)
+#:
+#: 5 and 2,500 keep a margin over 0.95 at the least cost to hybrid search: its p50 with collapse on (50 claims,
+#: ``bench/scale.py --child latency``, three interleaved runs at load about 1.5) was 24.7 / 22.8 / 24.7 ms at 3 and
+#: 1,000, 29.1 / 25.5 / 26.8 at 5 and 2,500, 32.3 / 23.9 / 27.2 at 6 and 2,000.
+NPROBE_FACTOR = 5
+RERANK = 2_500
 #: Vectors the product quantizer is trained on.
 TRAIN_VECTORS = 65_536
 _MAGIC = b"CLIVFPQ1"
