@@ -55,6 +55,7 @@ from citeline.vectors.ivf_calibration import (
     NPROBE_MIN as NPROBE_MIN,
 )
 from citeline.vectors.ivf_calibration import (
+    QUERY_NPROBE_FACTOR,
     calibrated,
     calibrated_nprobe,
     calibration_sample,
@@ -186,7 +187,7 @@ class IVFIndex(ApproximateIndex):
         measured = max(nprobe_for(self.nlist), int(self._ivf().nprobe))
         if selector is None and self._codes is not None and self.use_codes:
             return self._reranked(vector, k, ivf_codes.NPROBE_FACTOR * (self.nprobe or measured) * effort)
-        nprobe = min(self.nlist, (self.nprobe or measured) * effort)
+        nprobe = min(self.nlist, (self.nprobe or measured * QUERY_NPROBE_FACTOR) * effort)
         if allowed is not None:
             nprobe = self._filtered_nprobe(vector, allowed, nprobe)
         params = faiss.SearchParametersIVF()

@@ -19,6 +19,7 @@ __all__ = [
     "CALIBRATION_RECALL",
     "NPROBE_FRACTION",
     "NPROBE_MIN",
+    "QUERY_NPROBE_FACTOR",
     "calibrated",
     "calibrated_nprobe",
     "calibration_sample",
@@ -45,6 +46,12 @@ def nprobe_for(nlist: int) -> int:
 #: queries, which are further from the stored vectors than stored vectors are from each other.
 CALIBRATION_QUERIES = 64
 CALIBRATION_RECALL = 0.97
+#: The float scan probes this many times the measured nprobe. Stored vectors as queries overstate what real queries
+#: find: on bench/scale.py indexes rebuilt 2026-12-04 (100 claims, recall@10 against exact, dense CPU-ms a rank),
+#: 100k (1,013 lists, measured 128): x1 0.927 (3.2), x1.5 0.945 (4.3), x2 0.961 (5.7), x3 0.980 (7.5); 1M (2,147
+#: lists, measured 216): x1 0.942, x2 0.961. Large files search their codes instead (``ivf_codes.NPROBE_FACTOR``,
+#: chosen against the measured nprobe on its own); a filtered search starts from this nprobe too.
+QUERY_NPROBE_FACTOR = 2
 
 
 def calibrated_nprobe(index: Any, ids: np.ndarray, data: np.ndarray, k: int = 10) -> int:
