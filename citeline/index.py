@@ -267,9 +267,14 @@ class Index:
         mode: str = plan.DEFAULT_MODE,
         allowed: np.ndarray | None = None,
         fusion: plan.Fusion = plan.DEFAULT_FUSION,
+        dense_document_weight: float | None = None,
     ) -> list[tuple[int, float]]:
-        """:meth:`search`'s ranking, ``(chunk_id, score)`` best first; ``allowed`` restricts, ``fusion`` tunes it."""
-        return plan.rank_query(self.snapshot(), query, k, mode, allowed, fusion, self.encode_query)
+        """:meth:`search`'s ranking, ``(chunk_id, score)`` best first; ``allowed`` restricts, ``fusion`` tunes
+        hybrid, ``dense_document_weight`` dense mode's document stage (None: ``search.DENSE_DOCUMENT_WEIGHT``; 0:
+        the chunk cosines alone)."""
+        return plan.rank_query(
+            self.snapshot(), query, k, mode, allowed, fusion, self.encode_query, dense_document_weight
+        )
 
     def snapshot(self) -> ReadSnapshot:
         """The view searches run on, reloaded after every commit (see ``citeline.store.snapshot``)."""

@@ -164,6 +164,10 @@ class RemoteShard:
         """``(doc_id, content_hash, ordinal)`` of the chunk ids this shard holds (document-level signals)."""
         return self.call("chunk_documents", list(chunk_ids))
 
+    def chunk_lengths(self, chunk_ids: Sequence[int]) -> dict[int, int]:
+        """The length in characters of the chunk ids this shard holds (dense mode's document centroids)."""
+        return self.call("chunk_lengths", list(chunk_ids))
+
     def document_count(self) -> int | None:
         """Documents the shard holds at this generation (the document BM25's corpus mean length), asked once: a
         generation's rows do not change."""

@@ -4,6 +4,8 @@ collapse) runs on a sharded index unchanged and ranks exactly as on one index ov
 
 - **Dense**: every shard returns its own top k (restricted to its allowed ids); the merge keeps the k best by
   score, ties by chunk id, as one index orders them (``arrays.top_k``). Cosines compare across shards as they are.
+  Dense mode's document stage (``search.dense_ranking``) runs over the merged views: its candidates are the merged
+  top, and each document's chunks, vectors and lengths are read from the one shard that holds the document.
 - **Lexical**: BM25's idf and average length are corpus-wide, so each query costs two rounds: every shard counts
   its live documents, their length and the query terms' document frequencies
   (``SegmentedIndex.statistics``), and then scores its own chunks with the sums (``scores(query, statistics)``).
@@ -271,6 +273,10 @@ class ShardedSnapshot(ReadSnapshot):
     def chunk_documents(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
         """``(doc_id, content_hash, ordinal)`` of each chunk id, from the shard that holds it."""
         return self._from_holders(chunk_ids, lambda part, ids: part.chunk_documents(ids))
+
+    def chunk_lengths(self, chunk_ids: Sequence[int]) -> dict[int, int]:
+        """Each chunk id's length in characters, from the shard that holds it (local or remote)."""
+        return self._from_holders(chunk_ids, lambda part, ids: part.chunk_lengths(ids))
 
     def document_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """Whole-document vectors stored on these chunk ids, from the shards that hold them (local or remote)."""

@@ -109,6 +109,7 @@ OPERATIONS: dict[str, Callable[..., Any]] = {
     ),
     "term_frequencies": lambda view, query, ids: view.lexical.term_frequencies(query, ids),
     "chunk_documents": lambda view, ids: view.chunk_documents(ids),
+    "chunk_lengths": lambda view, ids: view.chunk_lengths(ids),
     "document_count": lambda view: view.document_count(),
     "document_vectors": lambda view, ids: view.document_vectors(ids),
     "passage_rows": lambda view, ids: view.passage_rows(ids),

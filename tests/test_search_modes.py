@@ -173,3 +173,55 @@ def test_verify_reports_and_rebuild_restores_a_missing_bm25_folder(seeded: Index
     assert any(issubclass(w.category, IndexRepairedWarning) and "bm25.1" in str(w.message) for w in caught)
     assert reopened.verify().ok
     assert reopened.search("garrison", k=1, mode="lexical")
+
+
+def test_dense_mode_blends_each_chunk_with_its_documents_length_weighted_centroid(tmp_path, fake_embedder) -> None:
+    # A short document split into a lone title chunk and a body chunk: the title alone matches the query best, but
+    # dense mode scores it (1 - w) * cosine + w * cosine(query, the document's length-weighted mean chunk vector),
+    # so the unrelated body pulls it below a one-chunk document that matches throughout.
+    from citeline import search
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    body = (
+        "Harvest records from the orchard list apples, pears and plums picked by hand each autumn morning. The cider"
+        " press ran late into the night while the barn filled with crates of fruit and the dogs slept."
+    )
+    (docs / "a.md").write_text(f"# Solar panel efficiency\n\n{body}\n")
+    (docs / "b.md").write_text("# Panel notes\n\nSolar panel efficiency, tested.\n")
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder, max_tokens=42, overlap_tokens=0)
+    index.ingest([docs])
+    snapshot = index.snapshot()
+    ids = snapshot.lexical.chunk_ids.tolist()
+    rows = snapshot.passage_rows(ids)
+    by_document: dict[str, list[int]] = {}
+    for chunk_id in ids:
+        by_document.setdefault(rows[chunk_id]["source_id"], []).append(chunk_id)
+    title, body_chunk = sorted(by_document["a.md"], key=lambda c: rows[c]["ordinal"])
+    assert rows[title]["text"] == "# Solar panel efficiency" and len(by_document["b.md"]) == 1
+    (other,) = by_document["b.md"]
+
+    query = "solar panel efficiency"
+    q = index.encode_query(query).astype(np.float64)
+
+    def centroid_cosine(chunk_ids: list[int]) -> float:
+        lengths = np.array([rows[c]["char_end"] - rows[c]["char_start"] for c in chunk_ids], dtype=np.float64)
+        assert lengths.tolist() == [len(rows[c]["text"]) for c in chunk_ids]
+        mean = (snapshot.vectors.vectors(chunk_ids).astype(np.float64) * lengths[:, None]).sum(axis=0)
+        return float(mean @ q / np.linalg.norm(mean))
+
+    w = search.DENSE_DOCUMENT_WEIGHT
+    assert w == 0.3
+    cosine = {c: float(snapshot.vectors.vectors([c])[0].astype(np.float64) @ q) for c in ids}
+    expected = {c: (1 - w) * cosine[c] + w * centroid_cosine(by_document[rows[c]["source_id"]]) for c in ids}
+
+    plain = index.rank(query, 3, mode="dense", dense_document_weight=0)
+    assert [c for c, _ in plain][:2] == [title, other]  # by cosine alone the lone title wins
+    assert [score for _, score in plain] == pytest.approx([cosine[c] for c, _ in plain], abs=1e-6)
+    ranked = index.rank(query, 3, mode="dense")
+    assert [c for c, _ in ranked] == sorted(ids, key=lambda c: -expected[c]) == [other, title, body_chunk]
+    assert [score for _, score in ranked] == pytest.approx([expected[c] for c, _ in ranked], abs=1e-6)
+    # The same scores through the query plan, and whatever k or a filter to the title's document lets through.
+    assert [hit.chunk_id for hit in index.search(query, k=2, mode="dense", collapse=False)] == [other, title]
+    alone = index.rank(query, 1, mode="dense", allowed=np.array(sorted(by_document["a.md"]), dtype=np.int64))
+    assert alone == [(title, dict(ranked)[title])]  # bit for bit: a filter does not change a chunk's score

@@ -297,8 +297,26 @@ class Passages:
     def chunk_documents(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
         """``(doc_id, content_hash, ordinal)`` of each live chunk id held: three columns read from the maps (the
         hybrid document signals group ~400 candidates a query with it; whole rows cost 0.35 ms each)."""
+        return self._columns(chunk_ids, ("doc_id", "content_hash", "ordinal"))
+
+    def chunk_lengths(self, chunk_ids: Sequence[int]) -> dict[int, int]:
+        """Each live chunk id's length in characters (``char_end - char_start``), read from the maps as
+        :meth:`chunk_documents` reads its columns (the dense stage's length-weighted document centroids)."""
         wanted = np.asarray(chunk_ids, dtype=np.int64)
-        found: dict[int, tuple[str, str, int]] = {}
+        found: dict[int, int] = {}
+        for part in self._parts:
+            where = _matching(part, wanted)
+            if len(where):
+                # Vectorised over the mapped buffers: reading the two values per chunk as chunk_documents does cost
+                # 2.4 of the stage's 7 CPU-ms a SciFact query (~500 chunks).
+                lengths = _integers(part, "char_end", where) - _integers(part, "char_start", where)
+                found.update(zip(part.chunk_ids[where].tolist(), lengths.tolist(), strict=True))
+        return found
+
+    def _columns(self, chunk_ids: Sequence[int], wanted_names: tuple[str, ...]) -> dict[int, tuple[Any, ...]]:
+        # The values of ``wanted_names`` of each live chunk id held, by chunk id.
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        found: dict[int, tuple[Any, ...]] = {}
         for part in self._parts:
             where = _matching(part, wanted)
             if not len(where):
@@ -306,7 +324,7 @@ class Passages:
             batches, starts = part._batches
             numbers = np.searchsorted(starts, where, side="right") - 1
             names = batches[0].schema.names if batches else []
-            columns = [names.index(name) for name in ("doc_id", "content_hash", "ordinal")]
+            columns = [names.index(name) for name in wanted_names]
             for position, number in zip(where.tolist(), numbers.tolist(), strict=True):
                 # the row's values read by part._readers (from the buffers: ~1 us a value; as_py ~9 us)
                 readers, offset = part._readers[number], position - int(starts[number])
@@ -411,6 +429,27 @@ def _first_chunks(part: _Part) -> int:
         count += int(np.count_nonzero(first))
         start += len(chunk)
     return count
+
+
+def _integers(part: _Part, name: str, where: np.ndarray) -> np.ndarray:
+    # Integer column ``name`` of ``part`` at positions ``where`` (int64; a null reads 0), from the buffers of each
+    # record batch the positions fall in (views of the map, as _first_chunks reads them).
+    batches, starts = part._batches
+    numbers = np.searchsorted(starts, where, side="right") - 1
+    out = np.zeros(len(where), dtype=np.int64)
+    for number in np.unique(numbers).tolist():
+        chosen = numbers == number
+        column = batches[number].column(name)
+        validity, data = column.buffers()[:2]
+        width = column.type.bit_width // 8
+        values = np.frombuffer(data, dtype=f"i{width}", count=len(column), offset=column.offset * width)
+        at = where[chosen] - int(starts[number])
+        read = values[at].astype(np.int64)
+        if column.null_count and validity is not None:
+            bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+            read[~bits[column.offset + at].astype(bool)] = 0
+        out[chosen] = read
+    return out
 
 
 def _matching(part: _Part, wanted: np.ndarray) -> np.ndarray:

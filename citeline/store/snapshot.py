@@ -169,6 +169,10 @@ class ReadSnapshot:
         """``(doc_id, content_hash, ordinal)`` of each chunk id held (hybrid's document signals)."""
         return self.passages.chunk_documents(chunk_ids)
 
+    def chunk_lengths(self, chunk_ids: Sequence[int]) -> dict[int, int]:
+        """Each chunk id's length in characters (``char_end - char_start``; dense mode's document centroids)."""
+        return self.passages.chunk_lengths(chunk_ids)
+
     def document_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """Whole-document vectors stored on these chunk ids (documents' first chunks; ``document_vectors``)."""
         return self.passages.document_vectors(chunk_ids)
