@@ -44,9 +44,7 @@ class Index:
     def __init__(
         self, path: Path, meta: dict[str, Any], embedder: Embedder | None = None, read: MetaRead | None = None
     ):
-        self.path = path  # (use Index.open or Index.create: this constructor trusts that meta was validated)
-        self.meta = meta
-        self._embedder = embedder
+        self.path, self.meta, self._embedder = path, meta, embedder  # (Index.open/create validated meta)
         self._snapshot: ReadSnapshot | MetaRead | None = read  # Index.open's: the first snapshot maps it if current
 
     #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.shards`` registers it; read last).
@@ -269,12 +267,9 @@ class Index:
         fusion: plan.Fusion = plan.DEFAULT_FUSION,
         dense_document_weight: float | None = None,
     ) -> list[tuple[int, float]]:
-        """:meth:`search`'s ranking, ``(chunk_id, score)`` best first; ``allowed`` restricts, ``fusion`` tunes
-        hybrid, ``dense_document_weight`` dense mode's document stage (None: ``search.DENSE_DOCUMENT_WEIGHT``; 0:
-        the chunk cosines alone)."""
-        return plan.rank_query(
-            self.snapshot(), query, k, mode, allowed, fusion, self.encode_query, dense_document_weight
-        )
+        """:meth:`search`'s ranking, ``(chunk_id, score)`` best first; ``dense_document_weight`` 0: cosines alone."""
+        snapshot, weight = self.snapshot(), dense_document_weight
+        return plan.rank_query(snapshot, query, k, mode, allowed, fusion, self.encode_query, weight)
 
     def snapshot(self) -> ReadSnapshot:
         """The view searches run on, reloaded after every commit (see ``citeline.store.snapshot``)."""

@@ -4,7 +4,7 @@ collapse) runs on a sharded index unchanged and ranks exactly as on one index ov
 
 - **Dense**: every shard returns its own top k (restricted to its allowed ids); the merge keeps the k best by
   score, ties by chunk id, as one index orders them (``arrays.top_k``). Cosines compare across shards as they are.
-  Dense mode's document stage (``search.dense_ranking``) runs over the merged views: its candidates are the merged
+  Dense mode's document stage (``dense_stage.dense_ranking``) runs over the merged views: its candidates are the merged
   top, and each document's chunks, vectors and lengths are read from the one shard that holds the document.
 - **Lexical**: BM25's idf and average length are corpus-wide, so each query costs two rounds: every shard counts
   its live documents, their length and the query terms' document frequencies
