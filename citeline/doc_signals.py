@@ -197,13 +197,7 @@ def mean_vector_cosine(
     documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: Any
 ) -> np.ndarray:
     """The cosine of the query with the mean of each document's chunk vectors (normalised)."""
-    if not documents.chunks:
-        return np.zeros(0)
-    every, starts = _flat(documents.chunks)
-    sums = np.add.reduceat(np.asarray(vectors.vectors(every), dtype=np.float64), starts, axis=0)
-    norms = np.linalg.norm(sums, axis=1)
-    norms[norms == 0] = 1.0
-    return (sums @ np.asarray(query_vector, dtype=np.float64).ravel()) / norms
+    return _centroid_cosine(documents, query_vector, vectors, weighted=False)
 
 
 @document_signal("dense_length")
@@ -212,11 +206,19 @@ def length_weighted_vector_cosine(
 ) -> np.ndarray:
     """The cosine of the query with the mean of each document's chunk vectors weighted by the chunks' lengths in
     characters (normalised; the plain mean when ``documents.lengths_of`` is None)."""
+    return _centroid_cosine(documents, query_vector, vectors, weighted=True)
+
+
+def _centroid_cosine(
+    documents: Documents, query_vector: np.ndarray, vectors: VectorReader, *, weighted: bool
+) -> np.ndarray:
+    # The cosine of the query with each document's sum of chunk vectors (each weighted by its chunk's length when
+    # ``weighted`` and the lengths are known), normalised.
     if not documents.chunks:
         return np.zeros(0)
     every, starts = _flat(documents.chunks)
     stacked = np.asarray(vectors.vectors(every), dtype=np.float64)
-    if documents.lengths_of is not None:
+    if weighted and documents.lengths_of is not None:
         lengths = documents.lengths_of(every.tolist())
         weights = np.fromiter((max(lengths.get(i, 0), 0) for i in every.tolist()), np.float64, count=len(every))
         stacked *= weights[:, None]

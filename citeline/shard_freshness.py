@@ -65,7 +65,7 @@ class Freshness:
         one record (or touched) would stay stale in the shards holding its other records, and be read again on
         every run."""
         read_keys = {(stat.source_root, stat.source_file) for stat in read.read_files}
-        return [bool(read_keys & stale) for stale in self.stale] or [False] * len(self.per_shard)
+        return [bool(read_keys & stale) for stale in self.stale]
 
 
 def unchanged_files(shard_dirs: Sequence[Path], files: Sequence[SourceFile]) -> Freshness:
@@ -73,7 +73,6 @@ def unchanged_files(shard_dirs: Sequence[Path], files: Sequence[SourceFile]) -> 
     per_shard, generations = [0] * len(shard_dirs), [0] * len(shard_dirs)
     found = freshness.found_files(files)
     fresh: dict[tuple[str, str], dict[int, int]] = {}
-    stale: set[tuple[str, str]] = set()
     stale_in: list[set[tuple[str, str]]] = [set() for _ in shard_dirs]
     for number, directory in enumerate(shard_dirs):
         if not catalog.db_path(directory).exists():
@@ -85,8 +84,8 @@ def unchanged_files(shard_dirs: Sequence[Path], files: Sequence[SourceFile]) -> 
             if is_fresh:
                 fresh.setdefault((root, source_file), {})[number] = documents
             else:
-                stale.add((root, source_file))
                 stale_in[number].add((root, source_file))
+    stale = set().union(*stale_in)
     skipped = sorted(key for key in fresh if key not in stale)
     for key in skipped:
         for number, documents in fresh[key].items():

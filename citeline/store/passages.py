@@ -297,7 +297,21 @@ class Passages:
     def chunk_documents(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
         """``(doc_id, content_hash, ordinal)`` of each live chunk id held: three columns read from the maps (the
         hybrid document signals group ~400 candidates a query with it; whole rows cost 0.35 ms each)."""
-        return self._columns(chunk_ids, ("doc_id", "content_hash", "ordinal"))
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        found: dict[int, tuple[str, str, int]] = {}
+        for part in self._parts:
+            where = _matching(part, wanted)
+            if not len(where):
+                continue
+            batches, starts = part._batches
+            numbers = np.searchsorted(starts, where, side="right") - 1
+            names = batches[0].schema.names if batches else []
+            columns = [names.index(name) for name in ("doc_id", "content_hash", "ordinal")]
+            for position, number in zip(where.tolist(), numbers.tolist(), strict=True):
+                # the row's values read by part._readers (from the buffers: ~1 us a value; as_py ~9 us)
+                readers, offset = part._readers[number], position - int(starts[number])
+                found[int(part.chunk_ids[position])] = tuple(readers[c][1](offset) for c in columns)
+        return found
 
     def chunk_lengths(self, chunk_ids: Sequence[int]) -> dict[int, int]:
         """Each live chunk id's length in characters (``char_end - char_start``), read from the maps as
@@ -311,24 +325,6 @@ class Passages:
                 # 2.4 of the stage's 7 CPU-ms a SciFact query (~500 chunks).
                 lengths = _integers(part, "char_end", where) - _integers(part, "char_start", where)
                 found.update(zip(part.chunk_ids[where].tolist(), lengths.tolist(), strict=True))
-        return found
-
-    def _columns(self, chunk_ids: Sequence[int], wanted_names: tuple[str, ...]) -> dict[int, tuple[Any, ...]]:
-        # The values of ``wanted_names`` of each live chunk id held, by chunk id.
-        wanted = np.asarray(chunk_ids, dtype=np.int64)
-        found: dict[int, tuple[Any, ...]] = {}
-        for part in self._parts:
-            where = _matching(part, wanted)
-            if not len(where):
-                continue
-            batches, starts = part._batches
-            numbers = np.searchsorted(starts, where, side="right") - 1
-            names = batches[0].schema.names if batches else []
-            columns = [names.index(name) for name in wanted_names]
-            for position, number in zip(where.tolist(), numbers.tolist(), strict=True):
-                # the row's values read by part._readers (from the buffers: ~1 us a value; as_py ~9 us)
-                readers, offset = part._readers[number], position - int(starts[number])
-                found[int(part.chunk_ids[position])] = tuple(readers[c][1](offset) for c in columns)
         return found
 
     def document_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
@@ -417,13 +413,10 @@ def _first_chunks(part: _Part) -> int:
     # (views of the map): pyarrow's to_numpy imports pandas (0.4 CPU-s of a reader's first hybrid search at 1M).
     count, start = 0, 0
     for chunk in part.rows.column("ordinal").chunks:
-        validity, data = chunk.buffers()[:2]
-        width = chunk.type.bit_width // 8
-        values = np.frombuffer(data, dtype=f"i{width}", count=len(chunk), offset=chunk.offset * width)
+        values, valid = _int_column(chunk)
         first = values == 0
-        if chunk.null_count and validity is not None:
-            bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
-            first &= bits[chunk.offset : chunk.offset + len(chunk)].astype(bool)
+        if valid is not None:
+            first &= valid
         if part.live is not None:
             first &= part.live[start : start + len(chunk)]
         count += int(np.count_nonzero(first))
@@ -439,17 +432,24 @@ def _integers(part: _Part, name: str, where: np.ndarray) -> np.ndarray:
     out = np.zeros(len(where), dtype=np.int64)
     for number in np.unique(numbers).tolist():
         chosen = numbers == number
-        column = batches[number].column(name)
-        validity, data = column.buffers()[:2]
-        width = column.type.bit_width // 8
-        values = np.frombuffer(data, dtype=f"i{width}", count=len(column), offset=column.offset * width)
+        values, valid = _int_column(batches[number].column(name))
         at = where[chosen] - int(starts[number])
         read = values[at].astype(np.int64)
-        if column.null_count and validity is not None:
-            bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
-            read[~bits[column.offset + at].astype(bool)] = 0
+        if valid is not None:
+            read[~valid[at]] = 0
         out[chosen] = read
     return out
+
+
+def _int_column(column: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    # A signed integer Arrow array's values as a view of its buffer, and its validity as booleans (None: no nulls).
+    validity, data = column.buffers()[:2]
+    width = column.type.bit_width // 8
+    values = np.frombuffer(data, dtype=f"i{width}", count=len(column), offset=column.offset * width)
+    if not column.null_count or validity is None:
+        return values, None
+    bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+    return values, bits[column.offset : column.offset + len(column)].astype(bool)
 
 
 def _matching(part: _Part, wanted: np.ndarray) -> np.ndarray:
