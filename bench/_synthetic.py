@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -242,3 +243,10 @@ class HashBowEmbedder:
         vectors[empty] = 1.0
         norms[empty] = np.sqrt(self.dimension)
         return (vectors / norms).astype(np.float32)
+
+
+def open_index(path: Path, hash_bow: bool = False) -> Any:
+    """``Index.open(path)``, with :class:`HashBowEmbedder` for bench/scale.py's model-free indexes (``hash_bow``)."""
+    from citeline import Index
+
+    return Index.open(path, embedder=HashBowEmbedder()) if hash_bow else Index.open(path)

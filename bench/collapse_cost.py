@@ -184,12 +184,9 @@ def main() -> None:
     parser.add_argument("--hash-bow", action="store_true", help="bench/scale.py's embedder (for its indexes)")
     parser.add_argument("--claims", action="store_true", help="the first SciFact claims, as bench/scale.py")
     ARGS = parser.parse_args()
-    if ARGS.hash_bow:
-        from _synthetic import HashBowEmbedder  # bench/ is on sys.path when this file runs as a script
+    from _synthetic import open_index  # bench/ is on sys.path when this file runs as a script
 
-        index = Index.open(ARGS.index, embedder=HashBowEmbedder())
-    else:
-        index = Index.open(ARGS.index)
+    index = open_index(ARGS.index, ARGS.hash_bow)
     queries = (first_claims if ARGS.claims else test_queries)(ARGS.scifact, ARGS.queries)
     start, start_cpu = time.perf_counter(), time.process_time()
     vectors = {query: index.encode_query(query) for query in queries}

@@ -164,14 +164,23 @@ def peak(values: np.ndarray, top: int = 10) -> np.ndarray:
     return ranked[:, 0] - ranked[:, 1:].mean(axis=1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def replay_setup(
+    description: str, extra: Callable[[argparse.ArgumentParser], None] | None = None
+) -> tuple[argparse.Namespace, Index, Corpus]:
+    """A replay script's command line (``--beir``, ``--index``, and ``extra``'s options), its index and corpus."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--beir", type=Path, required=True)
     parser.add_argument("--index", type=Path, required=True)
+    if extra is not None:
+        extra(parser)
     args = parser.parse_args()
-    started, cpu = time.perf_counter(), time.process_time()
     index = Index.open(args.index)
-    corpus = Corpus(index, args.beir)
+    return args, index, Corpus(index, args.beir)
+
+
+def main() -> None:
+    started, cpu = time.perf_counter(), time.process_time()
+    args, index, corpus = replay_setup(__doc__.splitlines()[0])
     print(f"# index {args.index} (backend {index.meta['backend']}): {len(corpus.chunk_ids)} chunks of")
     print(f"# {len(corpus.doc_ids)} documents; title alone as chunk 0: {int(corpus.title_alone.sum())}")
     splits = [Split(index, corpus, args.beir, name) for name in ("train", "test")]

@@ -212,10 +212,15 @@ def length_weighted_vector_cosine(
 def _centroid_cosine(
     documents: Documents, query_vector: np.ndarray, vectors: VectorReader, *, weighted: bool
 ) -> np.ndarray:
-    # The cosine of the query with each document's sum of chunk vectors (each weighted by its chunk's length when
-    # ``weighted`` and the lengths are known), normalised.
+    # The cosine of the query with each document's centroid (see centroids).
     if not documents.chunks:
         return np.zeros(0)
+    return centroids(documents, vectors, weighted=weighted) @ np.asarray(query_vector, dtype=np.float64).ravel()
+
+
+def centroids(documents: Documents, vectors: VectorReader, *, weighted: bool = True) -> np.ndarray:
+    """Each document's sum of chunk vectors (each weighted by its chunk's length when ``weighted`` and the lengths
+    are known), normalised to unit length: documents x dimension, float64."""
     every, starts = _flat(documents.chunks)
     stacked = np.asarray(vectors.vectors(every), dtype=np.float64)
     if weighted and documents.lengths_of is not None:
@@ -223,9 +228,9 @@ def _centroid_cosine(
         weights = np.fromiter((max(lengths.get(i, 0), 0) for i in every.tolist()), np.float64, count=len(every))
         stacked *= weights[:, None]
     sums = np.add.reduceat(stacked, starts, axis=0)
-    norms = np.linalg.norm(sums, axis=1)
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (sums @ np.asarray(query_vector, dtype=np.float64).ravel()) / norms
+    return sums / norms
 
 
 @document_signal("whole", depth=None, probe=False)
