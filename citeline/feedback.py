@@ -40,17 +40,16 @@ def moved_query(
     held: np.ndarray,
     vectors: VectorReader,
     lengths_of: doc_signals.LengthsOf | None = None,
-) -> np.ndarray:
+) -> np.ndarray | None:
     """``normalise(query + beta * centroid)`` of the document holding ``chunk_id`` (float32, like query vectors);
-    the query unchanged when the chunk's row is missing. ``held``: the index's live chunk ids, ascending (where the
-    document's chunks are looked for, as the document signals look for them)."""
-    query = np.asarray(query_vector, dtype=np.float32).ravel()
+    None when the chunk's row is missing (a damaged catalog: the first fusion stands). ``held``: the index's live
+    chunk ids, ascending (where the document's chunks are looked for, as the document signals look for them)."""
+    query = np.asarray(query_vector, dtype=np.float64).ravel()
     documents = doc_signals.Documents.of(
         np.array([chunk_id], dtype=np.int64), rows_of, held, vectors_of=None, lengths_of=lengths_of
     )
     if not documents.chunks or documents.of_candidate[0] < 0:
-        return query
-    centroid = doc_signals.centroids(documents, vectors)[0]
-    moved = query.astype(np.float64) + beta * centroid
+        return None
+    moved = query + beta * doc_signals.centroids(documents, vectors)[0]
     norm = float(np.linalg.norm(moved))
-    return (moved / norm).astype(np.float32) if norm > 0 else query
+    return (moved / norm).astype(np.float32) if norm > 0 else None

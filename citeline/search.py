@@ -240,11 +240,14 @@ def hybrid_ranking(
         lexical_part = _scale(lexical_values, lexical_top[: fusion.depth], fusion.normalization, 0.0)
         values = fusion.weight * _scale(dense_values, dense_top, fusion.normalization, None)
         values += (1 - fusion.weight) * lexical_part
+        moved = None
         if fusion.feedback and rows_of is not None:
             first = int(ids[np.lexsort((ids, -values))[0]])
-            query32 = feedback_stage.moved_query(
+            moved = feedback_stage.moved_query(
                 query32, first, fusion.feedback, rows_of, lexical.chunk_ids, vectors, lengths_of
             )
+        if moved is not None:  # None: no feedback, or the first chunk's row is missing (the first fusion stands)
+            query32 = moved
             # Rescaled over the first dense top as before, less the chunks tied with its last one: which of a tie
             # across the depth-th place a search keeps is arbitrary (FAISS's heap; a sharded index's merge), and
             # tied first cosines are not tied moved ones. The top is the best candidate's (one the first list missed

@@ -59,11 +59,11 @@ def test_moved_query_is_the_normalised_sum_with_the_documents_length_weighted_ce
     vectors = snapshot.vectors.vectors(tides).astype(np.float64)
     centroid = (vectors * np.array([lengths[int(c)] for c in tides])[:, None]).sum(axis=0)
     expected = query + 0.25 * centroid / np.linalg.norm(centroid)
+    assert moved is not None and moved.dtype == np.float32
     assert moved == pytest.approx(expected / np.linalg.norm(expected), abs=1e-6)
-    assert moved.dtype == np.float32
-    # A chunk the index does not hold leaves the query as it is.
-    missing = moved_query(query, 12345, 0.25, document_rows(snapshot), ids, snapshot.vectors, snapshot.chunk_lengths)
-    assert missing == pytest.approx(query)
+    # A chunk the index does not hold moves nothing (hybrid_ranking keeps the first fusion).
+    rows = document_rows(snapshot)
+    assert moved_query(query, 12345, 0.25, rows, ids, snapshot.vectors, snapshot.chunk_lengths) is None
 
 
 def test_feedback_rescores_the_same_candidates_with_the_moved_query(tmp_path, fake_embedder) -> None:
@@ -82,6 +82,7 @@ def test_feedback_rescores_the_same_candidates_with_the_moved_query(tmp_path, fa
     moved = moved_query(
         query, first, 0.5, document_rows(snapshot), snapshot.lexical.chunk_ids, snapshot.vectors, snapshot.chunk_lengths
     )
+    assert moved is not None
     vectors = snapshot.vectors.vectors(ids)
     dense_top = [c for c, _ in snapshot.vectors.search(query, 8)]
     first_cos = dict(zip(ids.tolist(), (vectors @ query).astype(np.float64).tolist(), strict=True))
