@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from citeline.arrays import unique
 from citeline.errors import IndexCorruptError
 from citeline.lexical import LexicalIndex
 from citeline.lexical_segments import SegmentedIndex
@@ -430,7 +431,7 @@ def _integers(part: _Part, name: str, where: np.ndarray) -> np.ndarray:
     batches, starts = part._batches
     numbers = np.searchsorted(starts, where, side="right") - 1
     out = np.zeros(len(where), dtype=np.int64)
-    for number in np.unique(numbers).tolist():
+    for number in unique(numbers).tolist():  # not np.unique: it imports numpy.ma on a cold search
         chosen = numbers == number
         values, valid = _int_column(batches[number].column(name))
         at = where[chosen] - int(starts[number])
