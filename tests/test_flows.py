@@ -110,7 +110,17 @@ async def what_the_ui_shows(flow_run_id: Any) -> dict[str, Any]:
         flow_run = await client.read_flow_run(flow_run_id)
         await asyncio.sleep(2)  # logs are sent in batches, about every 2 s
         logs = await client.read_logs(LogFilter(flow_run_id={"any_": [flow_run_id]}), limit=200)
-        task_runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id={"any_": [flow_run_id]}))
+        # Task runs reach the server as events, after the flow run ends: under load a quick task's run (a shard
+        # with nothing to do) was missing from the first read (CI, ff8ad29). Read until two reads a second apart
+        # agree and every run is final, for at most 30 s.
+        task_runs: list[Any] = []
+        for _ in range(30):
+            again = await client.read_task_runs(flow_run_filter=FlowRunFilter(id={"any_": [flow_run_id]}))
+            settled = {run.id for run in again} == {run.id for run in task_runs}
+            task_runs = again
+            if task_runs and settled and all(run.state is not None and run.state.is_final() for run in task_runs):
+                break
+            await asyncio.sleep(1)
         states = await client.read_flow_run_states(flow_run_id)
         artifacts = await client.read_artifacts(
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
