@@ -110,17 +110,7 @@ async def what_the_ui_shows(flow_run_id: Any) -> dict[str, Any]:
         flow_run = await client.read_flow_run(flow_run_id)
         await asyncio.sleep(2)  # logs are sent in batches, about every 2 s
         logs = await client.read_logs(LogFilter(flow_run_id={"any_": [flow_run_id]}), limit=200)
-        # Task runs reach the server as events, after the flow run ends: under load a quick task's run (a shard
-        # with nothing to do) was missing from the first read (CI, ff8ad29). Read until two reads a second apart
-        # agree and every run is final, for at most 30 s.
-        task_runs: list[Any] = []
-        for _ in range(30):
-            again = await client.read_task_runs(flow_run_filter=FlowRunFilter(id={"any_": [flow_run_id]}))
-            settled = {run.id for run in again} == {run.id for run in task_runs}
-            task_runs = again
-            if task_runs and settled and all(run.state is not None and run.state.is_final() for run in task_runs):
-                break
-            await asyncio.sleep(1)
+        task_runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id={"any_": [flow_run_id]}))
         states = await client.read_flow_run_states(flow_run_id)
         artifacts = await client.read_artifacts(
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
@@ -506,8 +496,10 @@ def test_a_served_sharded_run_shows_one_task_per_shard_and_ranks_like_the_plain_
     assert index.runs(1)[0].status == "succeeded" and index.verify().ok
     names = sorted(task_run.name for task_run in served_sharded["task_runs"])
     documents = [part.status().documents for part in index.shards]
+    # A shard with nothing to do runs no task (ShardedIndex.ingest skips idle shards): the seeds' 4 documents are
+    # routed by their ids, which hold the seeds folder's path, so one shard gets none in about 1 run of 8.
     assert names == sorted(
-        [f"shard-{n:03d} [{count} documents]" for n, count in enumerate(documents)] + ["prepare query model"]
+        [f"shard-{n:03d} [{count} documents]" for n, count in enumerate(documents) if count] + ["prepare query model"]
     ), names
     assert all(task_run.state.is_completed() for task_run in served_sharded["task_runs"])
     info = [log.message for log in served_sharded["logs"]]
