@@ -5,9 +5,9 @@ default) and off, interleaved in one process on one index.
     python bench/feedback_cost.py --index /tmp/scale1m/1M/index --hash-bow --queries 50   # bench/scale.py's 1M index
 
 Queries: SciFact's test claims (the first ``--queries``). Each search runs ``--repeat`` times in a row and the least
-time counts (the neighbours' load only ever adds). Times are CPU (``time.process_time``) and wall, in ms, with the
-query's encoding (encoded once per query and setting pair, outside the timing, then the same vector for both: the
-model call is the same with the stage on or off) printed apart.
+time counts (the neighbours' load only ever adds). Times are CPU (``time.process_time``) and wall, in ms; the
+query's encoding is printed apart (each query is encoded once, outside the timing, and both settings search with
+that vector: the model call is the same with the stage on or off).
 """
 
 from __future__ import annotations

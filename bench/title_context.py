@@ -21,17 +21,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_q18 import Corpus, Split, hybrid_documents, replay_setup
+from tune_q18 import Split, hybrid_documents, replay_setup
 
 from citeline.baseline import document_texts, document_vectors
 
 STAGE = 0.3  #: dense_stage.DENSE_DOCUMENT_WEIGHT
-
-
-def centroids(corpus: Corpus, vectors: np.ndarray) -> np.ndarray:
-    """Length-weighted mean chunk vector of each document, normalised (the dense stage's centroid)."""
-    sums = np.add.reduceat(vectors * corpus.length[:, None], corpus.starts, axis=0)
-    return sums / np.linalg.norm(sums, axis=1, keepdims=True)
 
 
 def main() -> None:
@@ -39,7 +33,8 @@ def main() -> None:
     args, index, corpus = replay_setup(__doc__.splitlines()[0])
     ids, texts = document_texts(args.beir / "corpus.jsonl")
     whole = document_vectors(args.beir / "corpus.jsonl", texts, index.embedder).astype(np.float64)
-    whole = whole[[ids.index(d) for d in corpus.doc_ids]] if ids != corpus.doc_ids else whole
+    position = {doc_id: i for i, doc_id in enumerate(ids)}
+    whole = whole[[position[d] for d in corpus.doc_ids]]
     shipped = corpus.vectors.astype(np.float64)
     titled = shipped.copy()
     titled[corpus.title_alone] = whole[corpus.doc_of[corpus.title_alone]]
@@ -57,7 +52,7 @@ def main() -> None:
             cos = q @ vectors.T
             best = corpus.reduce_max(cos)
             print(split.row(f"{label}: dense best chunk", best))
-            staged = (1 - STAGE) * best + STAGE * (q @ centroids(corpus, vectors).T)
+            staged = (1 - STAGE) * best + STAGE * (q @ corpus.mean_vectors(corpus.length, vectors).T)
             print(split.row(f"{label}: dense + document stage {STAGE}", staged))
             for weight in (0.4, 0.5):
                 print(split.row(f"{label}: hybrid {weight}", hybrid_documents(split, weight, cos)), flush=True)

@@ -70,14 +70,6 @@ def rescored(split: Split, weight: float, first_cosines: np.ndarray, moved: np.n
     return np.where(candidates, weight * d + (1 - weight) * lex, -1e9)
 
 
-def moved_cosines(split: Split, feedback: np.ndarray, beta: float, vectors: np.ndarray, by_document: np.ndarray):
-    """Cosines of every chunk with ``normalise(q + beta * mean(centroids of the feedback chunks' documents))``."""
-    q = split.query_vectors.astype(np.float64)
-    moved = q + beta * by_document[split.corpus.doc_of[feedback]].mean(axis=1)
-    moved /= np.linalg.norm(moved, axis=1, keepdims=True)
-    return moved @ vectors.T
-
-
 def bootstrap(a: np.ndarray, b: np.ndarray, rounds: int = 2000) -> tuple[float, float, float]:
     """Mean paired difference b - a over queries and its 95 % bootstrap interval."""
     rng = np.random.default_rng(18)
@@ -122,7 +114,7 @@ def main() -> None:
         top = best_chunks(corpus, base, 2)
         for depth in (1, 2):
             for beta in (0.25, 0.5, 0.75):
-                cos = moved_cosines(split, top[:, :depth], beta, vectors, centroids)
+                cos = rocchio(split, top[:, :depth], beta, vectors, centroids)
                 for weight in (0.4, 0.45, 0.5):
                     for how, scores in (
                         ("search", fused_chunks(split, weight, cos)),

@@ -68,9 +68,10 @@ class Corpus:
         """Each document's best chunk score (queries x documents)."""
         return np.maximum.reduceat(scores, self.starts, axis=1)
 
-    def mean_vectors(self, weights: np.ndarray | None = None) -> np.ndarray:
-        """Each document's normalised mean chunk vector (``weights``: per chunk)."""
-        v = self.vectors.astype(np.float64)
+    def mean_vectors(self, weights: np.ndarray | None = None, vectors: np.ndarray | None = None) -> np.ndarray:
+        """Each document's normalised mean chunk vector (``weights``: per chunk; ``vectors``: other chunk vectors
+        than the stored ones, in the same order)."""
+        v = (self.vectors if vectors is None else vectors).astype(np.float64)
         if weights is not None:
             v = v * weights[:, None]
         sums = np.add.reduceat(v, self.starts, axis=0)

@@ -242,7 +242,7 @@ def hybrid_ranking(
         values += (1 - fusion.weight) * lexical_part
         moved = None
         if fusion.feedback and rows_of is not None:
-            first = int(ids[np.lexsort((ids, -values))[0]])
+            first = int(ids[np.argmax(values)])  # ids ascend: a tie goes to the lowest id, as the ranking orders it
             moved = feedback_stage.moved_query(
                 query32, first, fusion.feedback, rows_of, lexical.chunk_ids, vectors, lengths_of
             )
