@@ -242,7 +242,10 @@ def hybrid_ranking(
         values += (1 - fusion.weight) * lexical_part
         moved = None
         if fusion.feedback and rows_of is not None:
-            first = int(ids[np.argmax(values)])  # ids ascend: a tie goes to the lowest id, as the ranking orders it
+            # The lowest id among the candidates within FIRST_TIE of the best: float32 cosines differ in their last
+            # bit between a plain and a sharded index (BLAS blocking), and a near-tie must not flip the document fed
+            # back (ids ascend).
+            first = int(ids[np.flatnonzero(values >= values.max() - feedback_stage.FIRST_TIE)[0]])
             moved = feedback_stage.moved_query(
                 query32, first, fusion.feedback, rows_of, lexical.chunk_ids, vectors, lengths_of
             )
