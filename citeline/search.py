@@ -251,11 +251,12 @@ def hybrid_ranking(
             )
         if moved is not None:  # None: no feedback, or the first chunk's row is missing (the first fusion stands)
             query32 = moved
-            # Rescaled over the first dense top as before, less the chunks tied with its last one: which of a tie
-            # across the depth-th place a search keeps is arbitrary (FAISS's heap; a sharded index's merge), and
-            # tied first cosines are not tied moved ones. The top is the best candidate's (one the first list missed
-            # may now lead).
-            above = dense_at[dense_top > dense_top.min()] if len(dense_top) else dense_at
+            # Rescaled over the first dense top as before, less the chunks tied with its last one when it is full:
+            # which of a tie across the depth-th place a search keeps is arbitrary (FAISS's heap; a sharded index's
+            # merge), and tied first cosines are not tied moved ones. A shorter list holds every allowed chunk, so
+            # no tie crosses its end. The top is the best candidate's (one the first list missed may now lead).
+            full = len(dense_top) >= fusion.depth
+            above = dense_at[dense_top > dense_top.min()] if full else dense_at
             dense_values = (candidate_vectors @ query32).astype(np.float64)
             dense_top = dense_values[above if len(above) else dense_at]
             if fusion.normalization == "minmax":

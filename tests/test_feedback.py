@@ -85,6 +85,7 @@ def test_feedback_rescores_the_same_candidates_with_the_moved_query(tmp_path, fa
     assert moved is not None
     vectors = snapshot.vectors.vectors(ids)
     dense_top = [c for c, _ in snapshot.vectors.search(query, 8)]
+    assert len(dense_top) == 8  # a full list: a tie at its last place is left out of the scale
     first_cos = dict(zip(ids.tolist(), (vectors @ query).astype(np.float64).tolist(), strict=True))
     floor = min(first_cos[c] for c in dense_top)
     above = [c for c in dense_top if first_cos[c] > floor]  # a tie at the depth-th place is left out
@@ -96,6 +97,16 @@ def test_feedback_rescores_the_same_candidates_with_the_moved_query(tmp_path, fa
     for chunk_id, score in fed:
         expected = 0.6 * (cos[chunk_id] - low) / (high - low) + 0.4 * bm25[chunk_id] / best_bm25
         assert score == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_dense_list_shorter_than_the_depth_scales_over_all_of_it(tmp_path, fake_embedder) -> None:
+    """A corpus smaller than the fusion's depth: every chunk is in the first dense list, none is left out of the
+    moved cosines' scale, so every fused score stays in [0, 1], as the chunk fusion's do."""
+    index = corpus_index(tmp_path, fake_embedder)
+    assert len(index.snapshot().vectors) < DEFAULT_FUSION.depth
+    ranking = index.rank(QUERY, 100, mode="hybrid")
+    assert len(ranking) == len(index.snapshot().vectors)
+    assert all(0.0 <= score <= 1.0 for _, score in ranking)
 
 
 def test_feedback_top_results_do_not_depend_on_k_and_a_filtered_ranking_holds_allowed_chunks_only(
