@@ -30,9 +30,10 @@ FEEDBACK = 0.25
 #: The second fusion's dense weight (``Fusion.feedback_weight``'s default): the moved query's cosines are better
 #: evidence than the first ones, so they weigh more than the first fusion's 0.4.
 FEEDBACK_WEIGHT = 0.5
-#: Fused scores this close to the best count as tied for the first document (a float32 cosine's last bit moves a
-#: fused score by about 1e-7).
-FIRST_TIE = 1e-6
+#: Scores this close count as tied: fused scores for the first document, first cosines for the dense list's last
+#: place. A float32 cosine's last bit (about 6e-8 near 0.5) differs between a plain and a sharded index: their
+#: candidate matrices differ in shape, so BLAS blocks the product differently.
+TIE = 1e-6
 
 
 def moved_query(

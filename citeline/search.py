@@ -242,21 +242,21 @@ def hybrid_ranking(
         values += (1 - fusion.weight) * lexical_part
         moved = None
         if fusion.feedback and rows_of is not None:
-            # The lowest id among the candidates within FIRST_TIE of the best: float32 cosines differ in their last
+            # The lowest id among the candidates within TIE of the best: float32 cosines differ in their last
             # bit between a plain and a sharded index (BLAS blocking), and a near-tie must not flip the document fed
             # back (ids ascend).
-            first = int(ids[np.flatnonzero(values >= values.max() - feedback_stage.FIRST_TIE)[0]])
+            first = int(ids[np.flatnonzero(values >= values.max() - feedback_stage.TIE)[0]])
             moved = feedback_stage.moved_query(
                 query32, first, fusion.feedback, rows_of, lexical.chunk_ids, vectors, lengths_of
             )
         if moved is not None:  # None: no feedback, or the first chunk's row is missing (the first fusion stands)
             query32 = moved
-            # Rescaled over the first dense top as before, less the chunks tied with its last one when it is full:
-            # which of a tie across the depth-th place a search keeps is arbitrary (FAISS's heap; a sharded index's
-            # merge), and tied first cosines are not tied moved ones. A shorter list holds every allowed chunk, so
-            # no tie crosses its end. The top is the best candidate's (one the first list missed may now lead).
+            # Rescaled over the first dense top as before, less the chunks tied (within TIE) with its last one when it
+            # is full: which of a tie across the depth-th place a search keeps is arbitrary (FAISS's heap; a sharded
+            # index's merge), and tied first cosines are not tied moved ones. A shorter list holds every allowed
+            # chunk, so no tie crosses its end. The top is the best candidate's (one the first list missed may lead).
             full = len(dense_top) >= fusion.depth
-            above = dense_at[dense_top > dense_top.min()] if full else dense_at
+            above = dense_at[dense_top > dense_top.min() + feedback_stage.TIE] if full else dense_at
             dense_values = (candidate_vectors @ query32).astype(np.float64)
             dense_top = dense_values[above if len(above) else dense_at]
             if fusion.normalization == "minmax":
