@@ -24,8 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_q18 import Split, hybrid_documents, replay_setup
 
 from citeline.baseline import document_texts, document_vectors
-
-STAGE = 0.3  #: dense_stage.DENSE_DOCUMENT_WEIGHT
+from citeline.dense_stage import DENSE_DOCUMENT_WEIGHT as STAGE
 
 
 def main() -> None:
