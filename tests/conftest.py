@@ -15,16 +15,18 @@ import numpy as np
 import pytest
 
 # Prefect reads these at import time; a shared ~/.prefect would hand back cached task results from other runs.
-_PREFECT_HOME = tempfile.mkdtemp(prefix="citeline-prefect-")
-atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)  # one per session; do not pile them up in /tmp
-os.environ.setdefault("PREFECT_HOME", _PREFECT_HOME)
+# One folder per session, made only where none is set: the crash trials' children import this module and are
+# killed before atexit runs, so a folder of their own was left behind by each (about 40 a CI run, 1,175 seen).
+if "PREFECT_HOME" not in os.environ:
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="citeline-prefect-")
+    atexit.register(shutil.rmtree, os.environ["PREFECT_HOME"], ignore_errors=True)
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from citeline.embedding import resolve_model_path  # noqa: E402
+from citeline.embedding import resolve_model_path
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = REPO / "seeds"
