@@ -78,6 +78,14 @@ def bootstrap(a: np.ndarray, b: np.ndarray, rounds: int = 2000) -> tuple[float, 
     return float(diff.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def compared(split: Split, label: str, docs: np.ndarray, against: np.ndarray) -> str:
+    """``split.row`` of document scores ``docs``, with the mean paired nDCG@10 difference from the per-query
+    ``against`` and its 95 % bootstrap interval."""
+    nd, _ = split.score_documents(docs)
+    mean, low, high = bootstrap(against, nd)
+    return split.row(label, docs) + f"  d {mean:+.4f} [{low:+.4f}, {high:+.4f}]"
+
+
 def main() -> None:
     started, cpu = time.perf_counter(), time.process_time()
     args, index, corpus = replay_setup(
@@ -121,10 +129,7 @@ def main() -> None:
                         ("rescore", rescored(split, weight, split.cosines, cos)),
                     ):
                         label = f"fused top{depth} centroid beta={beta} {how} -> hybrid {weight}"
-                        docs = corpus.reduce_max(scores)
-                        nd, _ = split.score_documents(docs)
-                        mean, low, high = bootstrap(shipped_nd, nd)
-                        print(split.row(label, docs) + f"  d {mean:+.4f} [{low:+.4f}, {high:+.4f}]", flush=True)
+                        print(compared(split, label, corpus.reduce_max(scores), shipped_nd), flush=True)
     print(f"\n# {time.perf_counter() - started:.0f} s wall, {time.process_time() - cpu:.0f} CPU-s")
 
 
