@@ -138,7 +138,7 @@ def test_a_last_bit_apart_in_the_dense_lists_tied_last_cosines_changes_no_score(
     want = index.rank(QUERY, 100, mode="hybrid", fusion=fusion)
     reader = index.snapshot().vectors
     dense = reader.search(index.encode_query(QUERY), 8)
-    tied = [c for c, score in dense if abs(score - dense[-1][1]) <= 1e-6]
+    tied = [c for c, score in dense if abs(score - dense[-1][1]) <= TIE]
     assert len(dense) == 8 and len(tied) >= 2  # a full list with a tie at its last place
     stored = type(reader).vectors
 
