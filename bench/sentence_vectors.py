@@ -28,8 +28,8 @@ import duckdb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_prf import best_chunks, compared
-from tune_q18 import SCALE_DEPTH, Corpus, Split, replay_setup, scaled_chunks
+from tune_prf import best_chunks, compared, moved_queries, moved_scaled
+from tune_q18 import Corpus, Split, replay_setup, scaled_chunks
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
 
@@ -69,22 +69,25 @@ class Sentences:
 
 
 def hybrid(
-    split: Split, corpus: Corpus, sentences: Sentences, centroids: np.ndarray, a: float, w1: float, w2: float
+    split: Split,
+    corpus: Corpus,
+    sentences: Sentences,
+    vectors: np.ndarray,
+    centroids: np.ndarray,
+    a: float,
+    w1: float,
+    w2: float,
 ) -> np.ndarray:
-    """Document scores of the shipped two-pass ranking with chunk cosines blended with best-sentence cosines."""
+    """Document scores of the shipped two-pass ranking with chunk cosines blended with best-sentence cosines
+    (``vectors``: the chunk vectors as float64)."""
     cosines = (1 - a) * split.cosines + a * sentences.best(split.query_vectors) if a else split.cosines
     d, lex, candidates = scaled_chunks(split, cosines)
     first = np.where(candidates, w1 * d + (1 - w1) * lex, -1e9)
-    fed_back = centroids[corpus.doc_of[best_chunks(corpus, first, 1)[:, 0]]]
-    moved_query = split.query_vectors.astype(np.float64) + 0.25 * fed_back
-    moved_query /= np.linalg.norm(moved_query, axis=1, keepdims=True)
-    moved = moved_query @ corpus.vectors.astype(np.float64).T
+    moved_query = moved_queries(split, best_chunks(corpus, first, 1), 0.25, vectors, centroids)
+    moved = moved_query @ vectors.T
     if a:
         moved = (1 - a) * moved + a * sentences.best(moved_query)
-    order = np.argsort(-cosines, axis=1)[:, :SCALE_DEPTH]  # rescaled over the first dense top 200, as shipped
-    top = np.take_along_axis(moved, order, axis=1)
-    low, high = top.min(axis=1, keepdims=True), top.max(axis=1, keepdims=True)
-    return corpus.reduce_max(np.where(candidates, w2 * (moved - low) / (high - low) + (1 - w2) * lex, -1e9))
+    return corpus.reduce_max(np.where(candidates, w2 * moved_scaled(cosines, moved) + (1 - w2) * lex, -1e9))
 
 
 def main() -> None:
@@ -97,7 +100,7 @@ def main() -> None:
     print(f"# index {args.index} (backend {index.meta['backend']}): {len(corpus.chunk_ids)} chunks")
     print(f"# {sentences.count} sentences ({one} chunks of one sentence); vectors {sentences.cost}")
     print("# columns: nDCG@10 all, relevant documents of 1 chunk, 2, >=3 chunks; then Recall@100; d: against shipped")
-    centroids = corpus.mean_vectors(corpus.length)
+    vectors, centroids = corpus.vectors.astype(np.float64), corpus.mean_vectors(corpus.length)
     for name in ("train", "test"):
         split = Split(index, corpus, args.beir, name)
         print(split.row("dense: best chunk", corpus.reduce_max(split.cosines)))
@@ -108,12 +111,12 @@ def main() -> None:
                     f"dense: chunk and best sentence, a={a}", corpus.reduce_max((1 - a) * split.cosines + a * best)
                 )
             )
-        shipped = hybrid(split, corpus, sentences, centroids, 0.0, 0.4, 0.5)
+        shipped = hybrid(split, corpus, sentences, vectors, centroids, 0.0, 0.4, 0.5)
         shipped_nd, _ = split.score_documents(shipped)
         print(split.row("hybrid: shipped (DEFAULT_FUSION)", shipped))
         for a in (0.15, 0.25, 0.35, 0.5):
             for w1, w2 in ((0.4, 0.5), (0.4, 0.6), (0.5, 0.5), (0.5, 0.6)):
-                docs = hybrid(split, corpus, sentences, centroids, a, w1, w2)
+                docs = hybrid(split, corpus, sentences, vectors, centroids, a, w1, w2)
                 print(compared(split, f"hybrid: a={a} w={w1}/{w2}", docs, shipped_nd), flush=True)
     print(f"\n# {time.perf_counter() - started:.0f} s wall, {time.process_time() - cpu:.0f} CPU-s")
 

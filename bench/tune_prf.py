@@ -47,27 +47,39 @@ def best_chunks(corpus: Corpus, chunk_scores: np.ndarray, depth: int) -> np.ndar
     return out
 
 
-def rocchio(
+def moved_queries(
     split: Split, feedback: np.ndarray, beta: float, vectors: np.ndarray, by_document: np.ndarray | None = None
 ) -> np.ndarray:
-    """Cosines of every chunk with ``normalise(q + beta * mean(feedback))``; ``feedback`` holds chunk indexes,
+    """Each query's ``normalise(q + beta * mean(feedback))``; ``feedback`` holds chunk indexes (queries x depth),
     mapped to their documents' centroids when ``by_document`` is given."""
     q = split.query_vectors.astype(np.float64)
     rows = vectors[feedback] if by_document is None else by_document[split.corpus.doc_of[feedback]]
     moved = q + beta * rows.mean(axis=1)
     moved /= np.linalg.norm(moved, axis=1, keepdims=True)
-    return moved @ vectors.T
+    return moved
+
+
+def rocchio(
+    split: Split, feedback: np.ndarray, beta: float, vectors: np.ndarray, by_document: np.ndarray | None = None
+) -> np.ndarray:
+    """Cosines of every chunk with the moved queries (:func:`moved_queries`)."""
+    return moved_queries(split, feedback, beta, vectors, by_document) @ vectors.T
+
+
+def moved_scaled(first_cosines: np.ndarray, moved: np.ndarray) -> np.ndarray:
+    """Cosines with the moved query, min-max rescaled over the first dense top 200's new values, as the library's
+    second fusion rescales them."""
+    order = np.argsort(-first_cosines, axis=1)[:, :SCALE_DEPTH]
+    top = np.take_along_axis(moved, order, axis=1)
+    low, high = top.min(axis=1, keepdims=True), top.max(axis=1, keepdims=True)
+    return (moved - low) / (high - low)
 
 
 def rescored(split: Split, weight: float, first_cosines: np.ndarray, moved: np.ndarray) -> np.ndarray:
     """Chunk scores of the second fusion over the *first* pass's candidates (no second search): cosines with the
-    moved query, rescaled over the first dense top 200's new values, BM25 as before."""
+    moved query (:func:`moved_scaled`), BM25 as before."""
     _, lex, candidates = scaled_chunks(split, first_cosines)
-    order = np.argsort(-first_cosines, axis=1)[:, :SCALE_DEPTH]
-    top = np.take_along_axis(moved, order, axis=1)
-    low, high = top.min(axis=1, keepdims=True), top.max(axis=1, keepdims=True)
-    d = (moved - low) / (high - low)
-    return np.where(candidates, weight * d + (1 - weight) * lex, -1e9)
+    return np.where(candidates, weight * moved_scaled(first_cosines, moved) + (1 - weight) * lex, -1e9)
 
 
 def bootstrap(a: np.ndarray, b: np.ndarray, rounds: int = 2000) -> tuple[float, float, float]:
@@ -81,9 +93,9 @@ def bootstrap(a: np.ndarray, b: np.ndarray, rounds: int = 2000) -> tuple[float, 
 def compared(split: Split, label: str, docs: np.ndarray, against: np.ndarray) -> str:
     """``split.row`` of document scores ``docs``, with the mean paired nDCG@10 difference from the per-query
     ``against`` and its 95 % bootstrap interval."""
-    nd, _ = split.score_documents(docs)
+    nd, rc = split.score_documents(docs)
     mean, low, high = bootstrap(against, nd)
-    return split.row(label, docs) + f"  d {mean:+.4f} [{low:+.4f}, {high:+.4f}]"
+    return split.line(label, nd, rc) + f"  d {mean:+.4f} [{low:+.4f}, {high:+.4f}]"
 
 
 def main() -> None:

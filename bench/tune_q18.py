@@ -108,7 +108,10 @@ class Split:
 
     def row(self, label: str, scores: np.ndarray) -> str:
         """One printed line: nDCG@10 overall and per group, Recall@100."""
-        nd, rc = self.score_documents(scores)
+        return self.line(label, *self.score_documents(scores))
+
+    def line(self, label: str, nd: np.ndarray, rc: np.ndarray) -> str:
+        """:meth:`row`'s line from per-query nDCG@10 and Recall@100 already computed."""
         groups = "".join(f"{nd[m].mean():9.4f}" for m in self.groups.values())
         return f"  {self.name:5s} {label:58s}{groups}  R@100 {rc.mean():.4f}"
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_prf import best_chunks, compared, rocchio
+from tune_prf import best_chunks, compared, moved_scaled, rocchio
 from tune_q18 import SCALE_DEPTH, Corpus, Split, replay_setup, scaled_chunks
 
 from citeline.evaluate import load_beir
@@ -41,15 +41,15 @@ def fused(
     return np.where(candidates, (dense * d + lexical * lex) / (dense + lexical), -1e9)
 
 
-def ranking(split: Split, corpus: Corpus, a: np.ndarray, b: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """Document scores of the shipped two-pass hybrid ranking with per-query list multipliers."""
+def ranking(
+    split: Split, corpus: Corpus, a: np.ndarray, b: np.ndarray, vectors: np.ndarray, centroids: np.ndarray
+) -> np.ndarray:
+    """Document scores of the shipped two-pass hybrid ranking with per-query list multipliers (``vectors``: the
+    chunk vectors as float64)."""
     d, lex, candidates = scaled_chunks(split)
     first = fused(d, lex, candidates, 0.4, a, b)
-    moved = rocchio(split, best_chunks(corpus, first, 1), 0.25, corpus.vectors.astype(np.float64), centroids)
-    order = np.argsort(-split.cosines, axis=1)[:, :SCALE_DEPTH]  # rescaled over the first dense top 200, as shipped
-    top = np.take_along_axis(moved, order, axis=1)
-    low, high = top.min(axis=1, keepdims=True), top.max(axis=1, keepdims=True)
-    return corpus.reduce_max(fused((moved - low) / (high - low), lex, candidates, 0.5, a, b))
+    moved = rocchio(split, best_chunks(corpus, first, 1), 0.25, vectors, centroids)
+    return corpus.reduce_max(fused(moved_scaled(split.cosines, moved), lex, candidates, 0.5, a, b))
 
 
 def main() -> None:
@@ -58,7 +58,7 @@ def main() -> None:
     reader = index.snapshot().lexical._reader  # the segmented index's query reader: each query term's idf
     print(f"# index {args.index} (backend {index.meta['backend']}): {len(corpus.chunk_ids)} chunks")
     print("# columns: nDCG@10 all, relevant documents of 1 chunk, 2, >=3 chunks; then Recall@100; d: against shipped")
-    centroids = corpus.mean_vectors(corpus.length)
+    vectors, centroids = corpus.vectors.astype(np.float64), corpus.mean_vectors(corpus.length)
     for name in ("train", "test"):
         split = Split(index, corpus, args.beir, name)
         queries = load_beir(args.beir, name).queries
@@ -71,7 +71,7 @@ def main() -> None:
             f"-{np.percentile(lexical, 75):.3f}); dense span median {np.median(dense):.3f}"
         )
         ones = np.ones(len(split.queries))
-        shipped = ranking(split, corpus, ones, ones, centroids)
+        shipped = ranking(split, corpus, ones, ones, vectors, centroids)
         shipped_nd, _ = split.score_documents(shipped)
         print(split.row("shipped (DEFAULT_FUSION)", shipped))
         lexical, dense = lexical / np.median(lexical), dense / np.median(dense)
@@ -81,7 +81,7 @@ def main() -> None:
                 ("dense", dense**gamma, ones),
                 ("both", dense**gamma, lexical**gamma),
             ):
-                docs = ranking(split, corpus, a, b, centroids)
+                docs = ranking(split, corpus, a, b, vectors, centroids)
                 print(compared(split, f"strength {which} gamma={gamma}", docs, shipped_nd), flush=True)
     print(f"\n# {time.perf_counter() - started:.0f} s wall, {time.process_time() - cpu:.0f} CPU-s")
 
