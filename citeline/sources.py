@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -305,9 +306,24 @@ def parse_html(source: SourceFile, data: bytes) -> list[Document]:
     ]
 
 
+#: The Latin ligatures of Unicode's alphabetic presentation forms (U+FB00-FB06), each to its letters (its NFKC).
+#: A PDF's font often sets ff, fi, fl, ffi and ffl as one glyph (LaTeX does by default), and pypdf extracts the
+#: glyph as that one code point (py-pdf/pypdf#2046): "signiﬁcant" is then another word than "significant" to BM25,
+#: five word pieces to the model, and not what a reader types or copies. On SciFact with every ff/fi/fl so written,
+#: hybrid nDCG@10 fell 0.004-0.008 and dense 0.005-0.013; expanded, it is SciFact's own again
+#: (``bench/unicode_normalisation.py``, README "Retrieval quality").
+_LIGATURES = str.maketrans({chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)})
+
+
+def expand_ligatures(text: str) -> str:
+    """``text`` with each Latin ligature character (U+FB00-FB06: ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) written as its letters."""
+    return text.translate(_LIGATURES)
+
+
 @parser(".pdf")
 def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
-    """PDF text by pypdf, pages joined by blank lines; ``metadata["page_starts"]`` maps offsets to pages."""
+    """PDF text by pypdf, pages joined by blank lines, ligatures written as their letters (:func:`expand_ligatures`);
+    ``metadata["page_starts"]`` maps offsets to pages."""
     import io
 
     import pypdf
@@ -317,8 +333,8 @@ def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             raise SourceError(source.path, "PDF is encrypted; decrypt it first")
-        pages = [page.extract_text() or "" for page in reader.pages]
-        info_title = reader.metadata.title if reader.metadata else None
+        pages = [expand_ligatures(page.extract_text() or "") for page in reader.pages]
+        info_title = expand_ligatures(reader.metadata.title or "") if reader.metadata else None
     except SourceError:
         raise
     except (PyPdfError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError, OSError) as exc:

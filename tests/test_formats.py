@@ -95,6 +95,25 @@ def test_pdf_chunks_carry_page_numbers(tmp_path: Path, fake_embedder) -> None:
     assert pages == {1, 2}
 
 
+def test_pdf_ligatures_are_written_as_their_letters(tmp_path: Path, fake_embedder) -> None:
+    # Helvetica's built-in encoding has the fi and fl glyphs at octal 256 and 257, and pypdf extracts them as the
+    # ligature characters U+FB01 and U+FB02 (py-pdf/pypdf#2046), as it does a LaTeX PDF's.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    pdf = docs / "report.pdf"
+    pdf.write_bytes(minimal_pdf([r"A signi\256cant \257ow of of\256ce \256les", r"Second page: the \256nal \257oor"]))
+    (doc,) = parse(source(pdf))
+    assert doc.text == "A significant flow of office files\n\nSecond page: the final floor"
+    assert doc.text[doc.metadata["page_starts"][1] :].startswith("Second page")
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder, max_tokens=8, overlap_tokens=0)
+    index.ingest([docs])
+    hits = index.search("significant office final floor", k=10, mode="lexical")
+    assert {hit.page for hit in hits} == {1, 2}
+    for hit in hits:
+        assert doc.text[hit.char_start : hit.char_end] == hit.text and "\ufb01" not in hit.text
+    assert index.verify().ok
+
+
 def test_jsonl_records_become_documents(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(

@@ -1,0 +1,197 @@
+"""Issue 18, query normalisation: Unicode NFKC before the analyzer and the model, on SciFact train (choose) and test.
+
+    python bench/unicode_normalisation.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact-int8 \\
+        --cache /tmp/lig-int8.npy > bench/results/scifact-unicode-normalisation.txt   # and the torch index
+
+What is indexed and searched is text as a parser left it. PDF text extraction leaves typographic ligatures as
+their own code points (pypdf extracts "ﬁ", U+FB01, for the two letters fi: py-pdf/pypdf#2046), and other sources
+bring full-width digits, superscripts and the micro sign. The analyzer's words and the model's word pieces then
+differ from what a reader types: BM25 sees "signiﬁcantly" as another word than "significantly", and the model's
+tokenizer cuts it into five pieces. NFKC (Unicode's compatibility composition) writes each such character as the
+letters it stands for and leaves every other text as it is.
+
+1. **SciFact as it is** (10 ligatures, a few hundred other compatibility characters in 13,081 chunks): the shipped
+   analysis against NFKC before it, for BM25 (documents and queries) and the model's input (the chunks whose text
+   NFKC changes are embedded again, and every query). Lexical, dense (with its document stage) and hybrid (the
+   shipped two-pass ``DEFAULT_FUSION``, replayed as ``bench/tune_strength.py`` does).
+2. **SciFact as PDF extraction leaves it**: every lower-case ff, ffi, ffl, fi, fl in the titles and texts written
+   as its ligature (U+FB00-FB04); chunks keep their bounds; the claims stay as typed. The shipped analysis of that
+   text (every changed chunk embedded again: ``--cache`` keeps those vectors) against NFKC, which maps the
+   ligatures back (its rows are section 1's NFKC rows), and against what ``citeline.sources.parse_pdf`` does
+   since: the ligatures expanded to their letters in the PDF's text (``expand_ligatures``), which is SciFact as it
+   is but for its own 10 ligatures (chunk bounds are kept; the parser's text would be chunked a few characters
+   longer).
+
+Paired bootstrap intervals are against the shipped analysis of SciFact as it is. Run by hand; not part of CI.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+import unicodedata
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tune_prf import best_chunks, compared, moved_scaled, rocchio
+from tune_q18 import Corpus, Split, replay_setup, scaled_chunks
+
+from citeline.evaluate import load_beir
+from citeline.lexical import BM25_B, BM25_K1, BM25_METHOD, ENGLISH_STOPWORDS, TOKEN_PATTERN, _bm25s, _stemmer
+from citeline.sources import expand_ligatures
+from citeline.store.catalog import lexical_texts
+
+#: Lower-case letter runs PDF fonts set as one glyph, longest first (U+FB00-FB04).
+LIGATURES = (("ffi", "\ufb03"), ("ffl", "\ufb04"), ("ff", "\ufb00"), ("fi", "\ufb01"), ("fl", "\ufb02"))
+DENSE_DOCUMENT_WEIGHT = 0.3  #: citeline.dense_stage's
+
+
+def ligated(text: str) -> str:
+    """``text`` with its lower-case ff, ffi, ffl, fi, fl written as ligatures, as PDF text extraction leaves them."""
+    for letters, ligature in LIGATURES:
+        text = text.replace(letters, ligature)
+    return text
+
+
+def nfkc(text: str) -> str:
+    """Unicode's compatibility composition (the normalisation measured here)."""
+    return unicodedata.normalize("NFKC", text)
+
+
+def analyze(texts: Sequence[str], normalise: Callable[[str], str] | None) -> list[list[str]]:
+    """:func:`citeline.lexical.analyze`, with ``normalise`` applied to each text first."""
+    words = [
+        [w for w in TOKEN_PATTERN.findall((normalise(t) if normalise else t).lower()) if w not in ENGLISH_STOPWORDS]
+        for t in texts
+    ]
+    distinct = list(dict.fromkeys(w for ws in words for w in ws))
+    stem = dict(zip(distinct, _stemmer().stemWords(distinct), strict=True))
+    return [[stem[w] for w in ws] for ws in words]
+
+
+def bm25_matrix(texts: list[str], queries: list[str], normalise: Callable[[str], str] | None) -> np.ndarray:
+    """Every query's BM25 score of every text (the shipped variant and parameters, one bm25s index)."""
+    retriever = _bm25s().BM25(method=BM25_METHOD, k1=BM25_K1, b=BM25_B)
+    retriever.index(analyze(texts, normalise), show_progress=False)
+    vocab = retriever.vocab_dict
+    out = np.zeros((len(queries), len(texts)))
+    for i, terms in enumerate(analyze(queries, normalise)):
+        for term in terms:  # a repeated query term counts again, as bm25s scores it
+            if term in vocab:
+                out[i] += retriever.get_scores_from_ids([vocab[term]])
+    return out
+
+
+def variant(split: Split, bm25: np.ndarray, query_vectors: np.ndarray, vectors: np.ndarray) -> Split:
+    """``split`` with other BM25 scores, query vectors and chunk vectors."""
+    other = copy.copy(split)
+    other.bm25, other.query_vectors = bm25, query_vectors.astype(np.float32)
+    other.cosines = (other.query_vectors @ vectors.T.astype(np.float32)).astype(np.float64)
+    return other
+
+
+def rankings(split: Split, corpus: Corpus, vectors: np.ndarray) -> dict[str, np.ndarray]:
+    """Document scores of the three modes as the library ranks them (chunk ``vectors`` as float64)."""
+    centroids = corpus.mean_vectors(corpus.length, vectors=vectors)
+    d, lex, candidates = scaled_chunks(split)
+    first = np.where(candidates, 0.4 * d + 0.6 * lex, -1e9)
+    moved = rocchio(split, best_chunks(corpus, first, 1), 0.25, vectors, centroids)
+    hybrid = np.where(candidates, 0.5 * moved_scaled(split.cosines, moved) + 0.5 * lex, -1e9)
+    centroid_cosines = split.query_vectors.astype(np.float64) @ centroids.T
+    weight = DENSE_DOCUMENT_WEIGHT
+    dense = (1 - weight) * split.cosines + weight * centroid_cosines[:, corpus.doc_of]
+    return {
+        "lexical": corpus.reduce_max(split.bm25),
+        "dense": corpus.reduce_max(dense),
+        "hybrid": corpus.reduce_max(hybrid),
+    }
+
+
+def main() -> None:
+    started, cpu = time.perf_counter(), time.process_time()
+    args, index, corpus = replay_setup(
+        __doc__.splitlines()[0],
+        lambda parser: parser.add_argument("--cache", type=Path, required=True, help="ligated chunks' vectors (.npy)"),
+    )
+    print(f"# index {args.index} (backend {index.meta['backend']}): {len(corpus.chunk_ids)} chunks")
+    connection = duckdb.connect(str(index.path / "meta.duckdb"), read_only=True)
+    ids, texts = lexical_texts(connection)
+    rows = dict(connection.execute("SELECT chunk_id, text FROM chunks").fetchall())
+    connection.close()
+    lexical = [texts[i] for i in np.searchsorted(ids, corpus.chunk_ids)]  # what BM25 indexes, in corpus order
+    embedded = [rows[int(c)] for c in corpus.chunk_ids]  # what the model read (the index's embed_text: "chunk")
+    if index.meta.get("embed_text", "chunk") != "chunk":
+        raise SystemExit("this replay expects an index whose model embeds the chunk alone")
+
+    stored = corpus.vectors.astype(np.float64)
+    changed = [i for i, t in enumerate(embedded) if nfkc(t) != t]
+    vectors_nfkc = stored.copy()
+    if changed:
+        vectors_nfkc[changed] = index.encode([nfkc(embedded[i]) for i in changed])
+    lig_changed = [i for i, t in enumerate(embedded) if ligated(t) != t]
+    if args.cache.exists():
+        lig_vectors = np.load(args.cache)
+        print(f"# the ligated chunks' vectors: read from {args.cache}")
+    else:
+        began, began_cpu = time.perf_counter(), time.process_time()
+        lig_vectors = index.encode([ligated(embedded[i]) for i in lig_changed])
+        np.save(args.cache, lig_vectors)
+        took = f"{time.perf_counter() - began:.0f} s wall, {time.process_time() - began_cpu:.0f} CPU-s"
+        print(f"# embedded {len(lig_changed)} ligated chunks in {took}")
+    vectors_lig = stored.copy()
+    vectors_lig[lig_changed] = lig_vectors
+    expanded = [i for i, t in enumerate(embedded) if expand_ligatures(t) != t]
+    vectors_expanded = stored.copy()
+    if expanded:
+        vectors_expanded[expanded] = index.encode([expand_ligatures(embedded[i]) for i in expanded])
+    characters = sum(1 for t in lexical for ch in t if nfkc(ch) != ch)
+    print(f"# chunks whose embedded text NFKC changes: {len(changed)}; ", end="")
+    print(f"compatibility characters in BM25 texts: {characters}")
+    print(f"# chunks with a ligature once ff/ffi/ffl/fi/fl are ligated: {len(lig_changed)}; ", end="")
+    print(f"with one as is: {len(expanded)}")
+    print("# columns: nDCG@10 all, relevant documents of 1 chunk, 2, >=3 chunks; then Recall@100; d: against shipped")
+
+    for name in ("train", "test"):
+        split = Split(index, corpus, args.beir, name)
+        queries = load_beir(args.beir, name).queries
+        claims = [queries[q] for q in split.queries]
+        fold = [i for i, q in enumerate(claims) if nfkc(q) != q]
+        print(f"# {name}: {len(claims)} claims, {len(fold)} of them changed by NFKC")
+        bm25_shipped = bm25_matrix(lexical, claims, None)
+        drift = float(np.abs(bm25_shipped - split.bm25).max())
+        print(f"# {name}: replayed BM25 against the index's own: largest difference {drift:.2e}")
+        q_nfkc = split.query_vectors.copy()
+        if fold:
+            q_nfkc[fold] = np.asarray([index.encode_query(nfkc(claims[i])) for i in fold])
+        cases = {
+            "as is, shipped analysis": (bm25_shipped, split.query_vectors, stored),
+            "as is, NFKC": (bm25_matrix(lexical, claims, nfkc), q_nfkc, vectors_nfkc),
+            "PDF ligatures, shipped analysis": (
+                bm25_matrix([ligated(t) for t in lexical], claims, None),
+                split.query_vectors,
+                vectors_lig,
+            ),
+            "PDF ligatures, expanded by the parser": (
+                bm25_matrix([expand_ligatures(ligated(t)) for t in lexical], claims, None),
+                split.query_vectors,
+                vectors_expanded,
+            ),
+        }
+        base: dict[str, np.ndarray] = {}
+        for label, (bm25, query_vectors, vectors) in cases.items():
+            ranked = rankings(variant(split, bm25, query_vectors, vectors), corpus, vectors)
+            for mode, docs in ranked.items():
+                if mode not in base:
+                    base[mode] = split.score_documents(docs)[0]
+                print(compared(split, f"{mode:8s}{label}", docs, base[mode]), flush=True)
+        print("#   (PDF ligatures with NFKC: the 'as is, NFKC' rows, since NFKC maps every ligature back)")
+    print(f"\n# {time.perf_counter() - started:.0f} s wall, {time.process_time() - cpu:.0f} CPU-s")
+
+
+if __name__ == "__main__":
+    main()
