@@ -311,7 +311,7 @@ def parse_html(source: SourceFile, data: bytes) -> list[Document]:
 #: glyph as that one code point (py-pdf/pypdf#2046): "signiﬁcant" is then another word than "significant" to BM25,
 #: five word pieces to the model, and not what a reader types or copies. On SciFact with every ff/fi/fl so written,
 #: hybrid nDCG@10 fell 0.004-0.008 and dense 0.005-0.013; expanded, it is SciFact's own again
-#: (``bench/unicode_normalisation.py``, README "Retrieval quality").
+#: (``bench/normalisation.py``, README "Retrieval quality").
 _LIGATURES = str.maketrans({chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)})
 
 
