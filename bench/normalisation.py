@@ -42,17 +42,20 @@ import duckdb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_prf import best_chunks, compared, moved_scaled, rocchio
-from tune_q18 import Corpus, Split, replay_setup, scaled_chunks
+from tune_lexical import Bm25, analyze_with, query_weights
+from tune_prf import compared
+from tune_q18 import Corpus, Split, replay_setup
+from tune_strength import ranking
 
+from citeline import Index
+from citeline.dense_stage import DENSE_DOCUMENT_WEIGHT
 from citeline.evaluate import load_beir
-from citeline.lexical import BM25_B, BM25_K1, BM25_METHOD, ENGLISH_STOPWORDS, TOKEN_PATTERN, _bm25s, _stemmer
+from citeline.lexical import BM25_B, BM25_K1, TOKEN_PATTERN
 from citeline.sources import expand_ligatures
 from citeline.store.catalog import lexical_texts
 
 #: Lower-case letter runs PDF fonts set as one glyph, longest first (U+FB00-FB04).
 LIGATURES = (("ffi", "\ufb03"), ("ffl", "\ufb04"), ("ff", "\ufb00"), ("fi", "\ufb01"), ("fl", "\ufb02"))
-DENSE_DOCUMENT_WEIGHT = 0.3  #: citeline.dense_stage's
 
 
 def ligated(text: str) -> str:
@@ -87,17 +90,13 @@ def with_digits(text: str) -> list[str]:
     return TOKEN_PATTERN.findall(text) + DIGIT.findall(text)
 
 
-def analyze(
-    texts: Sequence[str], normalise: Callable[[str], str] | None, words_of: Callable[[str], list[str]] = shipped_words
-) -> list[list[str]]:
-    """:func:`citeline.lexical.analyze`, with ``normalise`` applied to each text first and ``words_of`` finding the
-    words of the lower-cased text."""
-    words = [
-        [w for w in words_of((normalise(t) if normalise else t).lower()) if w not in ENGLISH_STOPWORDS] for t in texts
-    ]
-    distinct = list(dict.fromkeys(w for ws in words for w in ws))
-    stem = dict(zip(distinct, _stemmer().stemWords(distinct), strict=True))
-    return [[stem[w] for w in ws] for ws in words]
+def bm25_texts(index: Index, corpus: Corpus) -> list[str]:
+    """What BM25 indexes for each chunk (title and chunk: ``citeline.store.catalog.lexical_texts``), in the
+    corpus's order."""
+    connection = duckdb.connect(str(index.path / "meta.duckdb"), read_only=True)
+    ids, texts = lexical_texts(connection)
+    connection.close()
+    return [texts[i] for i in np.searchsorted(ids, corpus.chunk_ids)]
 
 
 def bm25_matrix(
@@ -106,16 +105,14 @@ def bm25_matrix(
     normalise: Callable[[str], str] | None,
     words_of: Callable[[str], list[str]] = shipped_words,
 ) -> np.ndarray:
-    """Every query's BM25 score of every text (the shipped variant and parameters, one bm25s index)."""
-    retriever = _bm25s().BM25(method=BM25_METHOD, k1=BM25_K1, b=BM25_B)
-    retriever.index(analyze(texts, normalise, words_of), show_progress=False)
-    vocab = retriever.vocab_dict
-    out = np.zeros((len(queries), len(texts)))
-    for i, terms in enumerate(analyze(queries, normalise, words_of)):
-        for term in terms:  # a repeated query term counts again, as bm25s scores it
-            if term in vocab:
-                out[i] += retriever.get_scores_from_ids([vocab[term]])
-    return out
+    """Every query's BM25 score of every text (the shipped variant and parameters, one bm25s index), with
+    ``normalise`` applied to each text first and ``words_of`` finding the words of the lower-cased text."""
+
+    def analyze(items: Sequence[str]) -> list[list[str]]:
+        return analyze_with(words_of, [normalise(t) for t in items] if normalise else items)
+
+    bm25 = Bm25(analyze(texts), k1=BM25_K1, b=BM25_B)
+    return np.array([bm25.scores(query_weights(terms)) for terms in analyze(queries)])
 
 
 def variant(split: Split, bm25: np.ndarray, query_vectors: np.ndarray, vectors: np.ndarray) -> Split:
@@ -127,19 +124,17 @@ def variant(split: Split, bm25: np.ndarray, query_vectors: np.ndarray, vectors: 
 
 
 def rankings(split: Split, corpus: Corpus, vectors: np.ndarray) -> dict[str, np.ndarray]:
-    """Document scores of the three modes as the library ranks them (chunk ``vectors`` as float64)."""
+    """Document scores of the three modes as the library ranks them (chunk ``vectors`` as float64; hybrid:
+    ``bench/tune_strength.py``'s replay of ``DEFAULT_FUSION`` with no per-query multipliers)."""
     centroids = corpus.mean_vectors(corpus.length, vectors=vectors)
-    d, lex, candidates = scaled_chunks(split)
-    first = np.where(candidates, 0.4 * d + 0.6 * lex, -1e9)
-    moved = rocchio(split, best_chunks(corpus, first, 1), 0.25, vectors, centroids)
-    hybrid = np.where(candidates, 0.5 * moved_scaled(split.cosines, moved) + 0.5 * lex, -1e9)
+    ones = np.ones(len(split.queries))
     centroid_cosines = split.query_vectors.astype(np.float64) @ centroids.T
     weight = DENSE_DOCUMENT_WEIGHT
     dense = (1 - weight) * split.cosines + weight * centroid_cosines[:, corpus.doc_of]
     return {
         "lexical": corpus.reduce_max(split.bm25),
         "dense": corpus.reduce_max(dense),
-        "hybrid": corpus.reduce_max(hybrid),
+        "hybrid": ranking(split, corpus, ones, ones, vectors, centroids),
     }
 
 
@@ -150,12 +145,8 @@ def main() -> None:
         lambda parser: parser.add_argument("--cache", type=Path, required=True, help="ligated chunks' vectors (.npy)"),
     )
     print(f"# index {args.index} (backend {index.meta['backend']}): {len(corpus.chunk_ids)} chunks")
-    connection = duckdb.connect(str(index.path / "meta.duckdb"), read_only=True)
-    ids, texts = lexical_texts(connection)
-    rows = dict(connection.execute("SELECT chunk_id, text FROM chunks").fetchall())
-    connection.close()
-    lexical = [texts[i] for i in np.searchsorted(ids, corpus.chunk_ids)]  # what BM25 indexes, in corpus order
-    embedded = [rows[int(c)] for c in corpus.chunk_ids]  # what the model read (the index's embed_text: "chunk")
+    lexical = bm25_texts(index, corpus)
+    embedded = corpus.texts  # what the model read (the index's embed_text: "chunk")
     if index.meta.get("embed_text", "chunk") != "chunk":
         raise SystemExit("this replay expects an index whose model embeds the chunk alone")
 

@@ -21,17 +21,15 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyphen
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from normalisation import bm25_matrix, rankings, variant
+from normalisation import bm25_matrix, bm25_texts, rankings, variant
 from tune_prf import compared
 from tune_q18 import Split, replay_setup
 
 from citeline.evaluate import load_beir
-from citeline.store.catalog import lexical_texts
 
 #: A line-end break: letters, a hyphen and a newline, then a lower-case letter.
 BROKEN = re.compile(r"(\w*[a-z])-\n([a-z]\w*)")
@@ -80,10 +78,7 @@ def main() -> None:
     args, index, corpus = replay_setup(
         __doc__.splitlines()[0], lambda parser: parser.add_argument("--width", type=int, default=55)
     )
-    connection = duckdb.connect(str(index.path / "meta.duckdb"), read_only=True)
-    ids, texts = lexical_texts(connection)
-    connection.close()
-    lexical = [texts[i] for i in np.searchsorted(ids, corpus.chunk_ids)]
+    lexical = bm25_texts(index, corpus)
     hyphenator = pyphen.Pyphen(lang="en_US", left=2, right=3)
     broken = [set_in_lines(text, args.width, hyphenator) for text in lexical]
     vocabulary: dict[int, set[str]] = collections.defaultdict(set)

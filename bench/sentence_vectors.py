@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import duckdb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,14 +36,11 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
 class Sentences:
     """Every chunk's sentences, embedded, and which chunk each belongs to (chunks in the corpus's order)."""
 
-    def __init__(self, corpus: Corpus, index_path: Path, embed: Callable[[list[str]], np.ndarray], cache: Path | None):
-        connection = duckdb.connect(str(index_path / "meta.duckdb"), read_only=True)
-        text_of = dict(connection.execute("SELECT chunk_id, text FROM chunks").fetchall())
-        connection.close()
+    def __init__(self, corpus: Corpus, embed: Callable[[list[str]], np.ndarray], cache: Path | None):
         texts: list[str] = []
         owner: list[int] = []
-        for position, chunk_id in enumerate(corpus.chunk_ids):
-            parts = [s for s in SENTENCE_END.split(text_of[int(chunk_id)]) if s.strip()]
+        for position, text in enumerate(corpus.texts):
+            parts = [s for s in SENTENCE_END.split(text) if s.strip()]
             texts += parts
             owner += [position] * len(parts)
         self.count = len(texts)
@@ -95,7 +91,7 @@ def main() -> None:
     args, index, corpus = replay_setup(
         __doc__.splitlines()[0], lambda parser: parser.add_argument("--cache", type=Path, help="sentence vectors")
     )
-    sentences = Sentences(corpus, index.path, index.embedder.encode, args.cache)
+    sentences = Sentences(corpus, index.embedder.encode, args.cache)
     one = int((sentences.per_chunk == 1).sum())
     print(f"# index {args.index} (backend {index.meta['backend']}): {len(corpus.chunk_ids)} chunks")
     print(f"# {sentences.count} sentences ({one} chunks of one sentence); vectors {sentences.cost}")

@@ -36,9 +36,11 @@ from citeline.search import Fusion
 WORDS_1 = re.compile(r"(?u)\b\w+\b")
 
 
-def analyze_with(pattern: re.Pattern[str], texts: Sequence[str]) -> list[list[str]]:
-    """:func:`citeline.lexical.analyze` with another token pattern."""
-    words = [[w for w in pattern.findall(text.lower()) if w not in ENGLISH_STOPWORDS] for text in texts]
+def analyze_with(pattern: re.Pattern[str] | Callable[[str], list[str]], texts: Sequence[str]) -> list[list[str]]:
+    """:func:`citeline.lexical.analyze` with another token pattern, or a function finding the words of the
+    lower-cased text."""
+    words_of = pattern.findall if isinstance(pattern, re.Pattern) else pattern
+    words = [[w for w in words_of(text.lower()) if w not in ENGLISH_STOPWORDS] for text in texts]
     distinct = list(dict.fromkeys(w for ws in words for w in ws))
     stem = dict(zip(distinct, _stemmer().stemWords(distinct), strict=True))
     return [[stem[w] for w in ws] for ws in words]

@@ -35,7 +35,7 @@ SCALE_DEPTH = 200  #: Fusion.depth: the dense top list the cosines are rescaled 
 
 
 class Corpus:
-    """Every chunk of the index: vector, document, ordinal, length; chunks in (document, ordinal) order."""
+    """Every chunk of the index: vector, document, ordinal, text, length; chunks in (document, ordinal) order."""
 
     def __init__(self, index: Index, beir: Path):
         chunks = CorpusChunks(index, beir / "corpus.jsonl")
@@ -52,7 +52,8 @@ class Corpus:
         self.chunk_ids = np.array([r[0] for r in rows], dtype=np.int64)
         self.doc_of = np.array([position[d] for d in self.ids])
         self.ordinal = np.array([r[1] for r in rows])
-        self.length = np.array([len(r[3]) for r in rows], dtype=np.float64)
+        self.texts: list[str] = [r[3] for r in rows]  #: each chunk's own text (what embed_text "chunk" embeds)
+        self.length = np.array([len(t) for t in self.texts], dtype=np.float64)
         self.vectors = np.asarray([r[2] for r in rows], dtype=np.float32)
         self.count = np.bincount(self.doc_of)
         self.starts = np.r_[0, np.cumsum(self.count)][:-1]
