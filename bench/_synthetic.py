@@ -192,7 +192,7 @@ _CACHE_LIMIT = 200_000  # bounds the word -> bucket cache (SciFact's vocabulary 
 
 
 def _tokenizer_file() -> str:
-    from citeline.embedding import resolve_model_path
+    from citeline.model.embedding import resolve_model_path
 
     return str(Path(resolve_model_path("all-MiniLM-L6-v2")) / "tokenizer.json")
 

@@ -78,8 +78,8 @@ def inputs(corpus: Path, limit: int) -> dict[str, tuple[list[str], bool]]:
 
 def make_chunker(kind: str, max_tokens: int, overlap: int):  # type: ignore[no-untyped-def]
     """The current chunker, or version 1 rebuilt from semantic-text-splitter exactly as it was configured."""
-    from citeline.chunking import Chunker
-    from citeline.embedding import resolve_model_path
+    from citeline.model.chunking import Chunker
+    from citeline.model.embedding import resolve_model_path
 
     tokenizer = str(Path(resolve_model_path("all-MiniLM-L6-v2")) / "tokenizer.json")
     chunker = Chunker(tokenizer, max_tokens=max_tokens, overlap_tokens=overlap, model_max_tokens=256)

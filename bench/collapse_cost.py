@@ -15,8 +15,8 @@ each of those searches runs N times in a row and the least time counts (the neig
 Figures are CPU time (``time.process_time``: the machine is shared, so wall time mostly measures the neighbours)
 and wall time, in ms. "added" is the per-query difference on - off.
 
-By stage: the collapsed searches' time inside ranking, passages, highlights, :func:`citeline.collapse.collapse`
-and :func:`citeline.collapse.add_unranked_copies` (and its lexical lookups), against the same stages with collapse
+By stage: the collapsed searches' time inside ranking, passages, highlights, :func:`citeline.query.collapse.collapse`
+and :func:`citeline.query.collapse.add_unranked_copies` (and its lexical lookups), against the same stages with collapse
 off. ``--profile MODE`` prints cProfile's top functions of that mode's collapsed searches.
 """
 
@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-import citeline.collapse
-import citeline.search as plan
+import citeline.query.collapse
+import citeline.query.plan as plan
 from citeline import Index
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,9 +80,9 @@ def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _timed_lookup(find: Callable[..., Any], passages: Callable[..., Any], *more: Any) -> citeline.collapse.Lookup:
+def _timed_lookup(find: Callable[..., Any], passages: Callable[..., Any], *more: Any) -> citeline.query.collapse.Lookup:
     timed = [_timed("lookup: documents", function) for function in more]
-    return citeline.collapse.Lookup(_timed("lookup: lexical", find), _timed("lookup: passages", passages), *timed)
+    return citeline.query.collapse.Lookup(_timed("lookup: lexical", find), _timed("lookup: passages", passages), *timed)
 
 
 @contextmanager
@@ -92,8 +92,8 @@ def stages() -> Iterator[None]:
         (plan, "rank"),
         (plan, "fetch_passages"),
         (plan, "highlight"),
-        (citeline.collapse, "collapse"),
-        (citeline.collapse, "add_unranked_copies"),
+        (citeline.query.collapse, "collapse"),
+        (citeline.query.collapse, "add_unranked_copies"),
     ]
     saved = [(module, name, getattr(module, name)) for module, name in patched if hasattr(module, name)]
     for module, name, function in saved:

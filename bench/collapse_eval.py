@@ -5,7 +5,7 @@
 The set (tests/data/quotes, original text) holds 31 pairs of passages from two invented outlets reporting the same
 quote or statement, printed differently (quote marks, punctuation, case, accents, inserted and dropped words,
 another attribution, other sentence splits), and 31 pairs on the same topic sharing many words but no quote. Each
-pair is run through :func:`citeline.collapse.collapse` as two hits of a search for the A passage's first quote (or
+pair is run through :func:`citeline.query.collapse.collapse` as two hits of a search for the A passage's first quote (or
 first sentence), with highlights set as the query plan will set them. A pair that comes back as one result is a
 collapse. Reported: precision, recall, and how much of each labelled quote the shared span covers (its words).
 Each positive pair is also run with its B passage in NFD form with no-break spaces and curly quotes.
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from citeline.collapse import collapse, word_spans
-from citeline.highlight import highlight, terms
-from citeline.search import SearchResult
+from citeline.query.collapse import collapse, word_spans
+from citeline.query.highlight import highlight, terms
+from citeline.query.plan import SearchResult
 
 REPO = Path(__file__).resolve().parent.parent
 _QUOTED = re.compile(r"(?:^|(?<=\s))[\"“'‘«]([^\"”'’»]{20,})")

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from citeline import Index
-from citeline.search import chunk_vectors
+from citeline.query.plan import chunk_vectors
 
 QUERIES = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "scifact" / "queries.jsonl"
 

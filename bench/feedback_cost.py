@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _synthetic import open_index  # type: ignore[import-not-found]
 from collapse_cost import test_queries  # type: ignore[import-not-found]
 
-from citeline import search as plan
+from citeline.query import plan
 
 
 def main() -> None:

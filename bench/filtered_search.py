@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from citeline import search
+from citeline.query import plan as search
 from citeline.store import build_faiss
 
 

@@ -3,7 +3,7 @@
     python bench/header_vectors.py --index /tmp/quality/base --out /tmp/quality/header-vectors.npy [--backend onnx]
 
 Reads every chunk of an index built with ``embed_text = "chunk"`` and its document's title, and encodes
-``citeline.chunking.embed_text(title, chunk)`` only where that differs from the chunk text (on SciFact the first
+``citeline.model.chunking.embed_text(title, chunk)`` only where that differs from the chunk text (on SciFact the first
 chunk of a document already starts with its title, so only later chunks change); the other vectors are the index's
 own. Writes the vectors in chunk-id order (``catalog.lexical_texts``' order). ``--backend onnx`` encodes with the
 fp32 ONNX export of the model (vectors within cosine 0.9999 of torch's, tested in tests/test_embedding.py) at
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from citeline import Index
-from citeline.chunking import embed_text
-from citeline.embedding import SentenceTransformerEmbedder
+from citeline.model.chunking import embed_text
+from citeline.model.embedding import SentenceTransformerEmbedder
 from citeline.store import catalog
 
 

@@ -26,8 +26,8 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from citeline.highlight import highlight, sentences
-from citeline.search import SearchResult
+from citeline.query.highlight import highlight, sentences
+from citeline.query.plan import SearchResult
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parent.parent / "shared" / "benchmarks" / "scifact" / "corpus.jsonl"
@@ -68,7 +68,7 @@ def main() -> None:
             if doc["_id"] in wanted:
                 texts[doc["_id"]] = doc["text"]
 
-    from citeline.embedding import SentenceTransformerEmbedder
+    from citeline.model.embedding import SentenceTransformerEmbedder
 
     encoder = SentenceTransformerEmbedder().query_encoder
     encoder.encode(["warm up"])

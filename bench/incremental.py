@@ -34,11 +34,11 @@ sys.path.insert(0, str(REPO / "tests"))
 from conftest import HashEmbedder  # noqa: E402
 
 from citeline import Index  # noqa: E402
-from citeline.ids import chunk_id_for  # noqa: E402
-from citeline.sources import text_hash  # noqa: E402
+from citeline.sources.parsers import text_hash  # noqa: E402
 from citeline.store import generation, ledger  # noqa: E402
 from citeline.store.locks import writer_lock  # noqa: E402
 from citeline.store.rows import ChunkRows  # noqa: E402
+from citeline.util.ids import chunk_id_for  # noqa: E402
 
 SCIFACT = REPO.parent / "shared" / "benchmarks" / "scifact" / "corpus.jsonl"
 

@@ -17,7 +17,7 @@ letters it stands for and leaves every other text as it is.
 2. **SciFact as PDF extraction leaves it**: every lower-case ff, ffi, ffl, fi, fl in the titles and texts written
    as its ligature (U+FB00-FB04); chunks keep their bounds; the claims stay as typed. The shipped analysis of that
    text (every changed chunk embedded again: ``--cache`` keeps those vectors) against NFKC, which maps the
-   ligatures back (its rows are section 1's NFKC rows), and against what ``citeline.sources.parse_pdf`` does
+   ligatures back (its rows are section 1's NFKC rows), and against what ``citeline.sources.parsers.parse_pdf`` does
    since: the ligatures expanded to their letters in the PDF's text (``expand_ligatures``), which is SciFact as it
    is but for its own 10 ligatures (chunk bounds are kept; the parser's text would be chunked a few characters
    longer).
@@ -48,10 +48,10 @@ from tune_q18 import Corpus, Split, replay_setup
 from tune_strength import ranking
 
 from citeline import Index
-from citeline.dense_stage import DENSE_DOCUMENT_WEIGHT
-from citeline.evaluate import load_beir
-from citeline.lexical import BM25_B, BM25_K1, TOKEN_PATTERN
-from citeline.sources import expand_ligatures
+from citeline.eval.beir import load_beir
+from citeline.lexical.analyzer import BM25_B, BM25_K1, TOKEN_PATTERN
+from citeline.query.dense_stage import DENSE_DOCUMENT_WEIGHT
+from citeline.sources.parsers import expand_ligatures
 from citeline.store.catalog import lexical_texts
 
 #: Lower-case letter runs PDF fonts set as one glyph, longest first (U+FB00-FB04).
@@ -76,7 +76,7 @@ DIGIT = re.compile(r"(?u)\b\d\b")
 
 
 def shipped_words(text: str) -> list[str]:
-    """The shipped analyzer's words of lower-cased ``text`` (``citeline.lexical.TOKEN_PATTERN``)."""
+    """The shipped analyzer's words of lower-cased ``text`` (``citeline.lexical.analyzer.TOKEN_PATTERN``)."""
     return TOKEN_PATTERN.findall(text)
 
 

@@ -29,7 +29,7 @@ from normalisation import bm25_matrix, bm25_texts, rankings, variant
 from tune_prf import compared
 from tune_q18 import Split, replay_setup
 
-from citeline.evaluate import load_beir
+from citeline.eval.beir import load_beir
 
 #: A line-end break: letters, a hyphen and a newline, then a lower-case letter.
 BROKEN = re.compile(r"(\w*[a-z])-\n([a-z]\w*)")

@@ -215,7 +215,7 @@ def _search_with(index: Any, fusion_name: str) -> Any:
     ``rank``'s default."""
     from dataclasses import fields, replace
 
-    from citeline import search as plan
+    from citeline.query import plan
 
     fusion = getattr(plan, fusion_name)
     if fusion_name == "DEFAULT_FUSION":
@@ -239,7 +239,7 @@ def _search_with(index: Any, fusion_name: str) -> Any:
     return patched
 
 
-#: The latency table's rows: (label, mode, the hybrid fusion's name in ``citeline.search``).
+#: The latency table's rows: (label, mode, the hybrid fusion's name in ``citeline.query.plan``).
 LATENCY_MODES = (
     ("dense", "dense", "DEFAULT_FUSION"),
     ("lexical", "lexical", "DEFAULT_FUSION"),
@@ -352,7 +352,7 @@ with open(sys.argv[3], "w") as out:
 def cold_searches(index_dir: Path, *, repeats: int, timeout: float, work: Path) -> dict[str, Any]:
     """Median wall and CPU, max RSS of ``repeats`` cold searches of each kind, each in a new process."""
     cli = Path(sys.executable).parent / "citeline"
-    cli_command = [str(cli)] if cli.exists() else [sys.executable, "-m", "citeline.cli"]
+    cli_command = [str(cli)] if cli.exists() else [sys.executable, "-m", "citeline.cli.main"]
     result_file = work / "result-cold.json"
     kinds = {
         "python script: Index.open(embedder=HashBow) + search (hybrid, collapse)": [

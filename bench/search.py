@@ -6,8 +6,8 @@ Without ``--index`` it builds an index of ``seeds/`` in a temporary folder. Cold
 ``citeline search`` process each time (the query path imports no Prefect, torch, transformers, bm25s, scipy or
 pandas) and report its wall time, CPU time (user+sys, from wait4) and peak RSS; in-process timings run every query
 once per mode after one warm-up query (``--cold-only`` skips them). Where a cold search spends its time:
-``python -X importtime -m citeline.cli search QUERY --index DIR`` and ``python -m cProfile -s cumtime -m
-citeline.cli ...``. Run by hand; not part of CI.
+``python -X importtime -m citeline.cli.main search QUERY --index DIR`` and ``python -m cProfile -s cumtime -m
+citeline.cli.main ...``. Run by hand; not part of CI.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def build(beir: Path, out: Path, shards: int) -> tuple[Index, Index]:
     from conftest import HashEmbedder  # type: ignore[import-not-found]
 
     from citeline import Index
-    from citeline.shards import ShardedIndex
+    from citeline.sharding.index import ShardedIndex
 
     if not (out / "sharded").exists():
         corpus = beir / "corpus.jsonl"
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--splits", nargs="+", default=["test", "train"])
     args = parser.parse_args()
-    from citeline.evaluate import load_beir
+    from citeline.eval.beir import load_beir
 
     started = time.perf_counter()
     plain, sharded = build(args.beir, args.out, args.shards)

@@ -56,8 +56,8 @@ def latency(root: Path, build: Path | None, shards: int, count: int) -> dict[str
     from _synthetic import HashBowEmbedder
 
     from citeline import Index
-    from citeline.lexical import LexicalIndex
-    from citeline.shard_search import MergedLexical
+    from citeline.lexical.analyzer import LexicalIndex
+    from citeline.sharding.search import MergedLexical
 
     per_shard = MergedLexical.ranked
     figures: dict[str, object] = {"root": str(root), "shards": shards}
@@ -105,7 +105,8 @@ def rerun_child(root: Path, docs: Path, checkout: str) -> None:
     sys.path.insert(0, str(REPO / "bench"))
     from _synthetic import HashBowEmbedder
 
-    from citeline import Index, pipeline
+    from citeline import Index
+    from citeline.ingest import pipeline
 
     read = []
     real = pipeline.parse_source
@@ -142,7 +143,7 @@ def rerun(root: Path, before: str, shards: int = 4, per_file: int = 100) -> None
             lines = source.readlines()
         for start in range(0, len(lines), per_file):
             (docs / f"part-{start // per_file:03d}.jsonl").write_text("".join(lines[start : start + per_file]))
-        old = time.time() - 60  # settled files (citeline.freshness.SETTLED_SECONDS)
+        old = time.time() - 60  # settled files (citeline.ingest.freshness.SETTLED_SECONDS)
         for path in docs.iterdir():
             os.utime(path, (old, old))
         index = Index.create(root / "index", embedder=HashBowEmbedder(), shards=shards)
@@ -207,7 +208,7 @@ def main() -> None:
             }
             searchers = {"": index}
             if cluster is not None and shards is not None and args.dask_search:
-                # the same root searched as tasks on the workers (citeline.shard_remote)
+                # the same root searched as tasks on the workers (citeline.sharding.remote)
                 searchers["dask_"] = Index.open(
                     index.path, embedder=index.embedder, dask_address=cluster.scheduler_address
                 )

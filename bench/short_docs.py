@@ -7,7 +7,7 @@ One of the maintainers' held-out collections is short technical abstracts of und
 mode once scored below plain whole-document encoding and hybrid beat the plain RRF row by only +0.008. This script
 keeps the SciFact documents that an index of the whole corpus (``--chunked``) split into at most two chunks (1,904
 of 5,183), keeps the qrels that point at them (train and test), writes that as a BEIR directory, and scores every
-mode with its baseline rows on both splits (``citeline.evaluate.evaluate_beir``; a given ``--index`` is reused),
+mode with its baseline rows on both splits (``citeline.eval.beir.evaluate_beir``; a given ``--index`` is reused),
 then hybrid with the feedback stage off, so its share shows.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import duckdb
 
-from citeline.evaluate import evaluate_beir
-from citeline.search import DEFAULT_FUSION
+from citeline.eval.beir import evaluate_beir
+from citeline.query.plan import DEFAULT_FUSION
 
 
 def write_subset(beir: Path, chunked: Path, out: Path, most: int = 2) -> int:

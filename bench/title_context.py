@@ -23,8 +23,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_q18 import Split, hybrid_documents, replay_setup
 
-from citeline.baseline import document_texts, document_vectors
-from citeline.dense_stage import DENSE_DOCUMENT_WEIGHT as STAGE
+from citeline.eval.baseline import document_texts, document_vectors
+from citeline.query.dense_stage import DENSE_DOCUMENT_WEIGHT as STAGE
 
 
 def main() -> None:

@@ -6,10 +6,10 @@
 
 all-MiniLM-L6-v2 was trained on texts of up to 128 word pieces, and smaller chunks lift dense mode on train
 (``bench/results/scifact-quality-chunk-size.txt``: 0.8462 at 254 tokens, 0.8570 at 128) but lower BM25, whose
-evidence for one abstract is then split across chunks. The document BM25 signal (``citeline.doc_signals``) scores
+evidence for one abstract is then split across chunks. The document BM25 signal (``citeline.query.doc_signals``) scores
 the whole document's terms, so hybrid might keep the smaller chunks' dense gain without the lexical loss. Each
 ``--index`` is a SciFact index made with ``citeline ingest ... --max-tokens N --overlap-tokens M`` (onnx-int8);
-each row is ``citeline.evaluate.evaluate_beir``, hybrid, with the fusion named. Run by hand; not part of CI.
+each row is ``citeline.eval.beir.evaluate_beir``, hybrid, with the fusion named. Run by hand; not part of CI.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from citeline import Index
-from citeline.evaluate import evaluate_beir
-from citeline.search import DEFAULT_FUSION, Fusion
+from citeline.eval.beir import evaluate_beir
+from citeline.query.plan import DEFAULT_FUSION, Fusion
 
 FUSIONS = {
     "DEFAULT_FUSION (shipped)": DEFAULT_FUSION,

@@ -4,12 +4,12 @@
         > bench/results/scifact-quality-doclevel.txt
 
 A hybrid candidate (the union of the dense and the lexical top ``CANDIDATES`` chunks, as ``citeline eval`` asks
-``citeline.search.hybrid_ranking``) gets four signals, each rescaled as the shipped fusion rescales its two:
+``citeline.query.plan.hybrid_ranking``) gets four signals, each rescaled as the shipped fusion rescales its two:
 
 - ``d``: the chunk's cosine, min-max over the dense top 200 (shipped);
 - ``l``: the chunk's BM25 over the query's best BM25 (shipped);
 - ``dd``: its document's dense score: the cosine of the mean of the document's chunk vectors (costs no
-  embedding), or of the whole-document vector ``citeline.baseline`` encodes (an upper bound: it costs a second
+  embedding), or of the whole-document vector ``citeline.eval.baseline`` encodes (an upper bound: it costs a second
   embedding pass), or the best chunk cosine; min-max over the candidates' documents;
 - ``ld``: its document's lexical score: the sum of its chunks' BM25 (computable from the chunk index), or BM25
   over the whole document text (a second index), over the best such score among the candidates' documents.
@@ -32,9 +32,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from tune_quality import Data, top
 
-from citeline.baseline import document_texts, document_vectors
-from citeline.evaluate import ndcg, recall
-from citeline.lexical import LexicalIndex, analyze
+from citeline.eval.baseline import document_texts, document_vectors
+from citeline.eval.beir import ndcg, recall
+from citeline.lexical.analyzer import LexicalIndex, analyze
 
 CANDIDATES = 300  #: each list's depth: citeline eval asks 3 chunks per wanted document (100)
 REFERENCE = 200  #: the shipped fusion depth: the rescaling's reference

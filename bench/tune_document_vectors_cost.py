@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from citeline import Index
-from citeline.embedding import SentenceTransformerEmbedder
+from citeline.model.embedding import SentenceTransformerEmbedder
 
 
 class Counting:

@@ -5,7 +5,7 @@ signal can be tuned without a second embedding pass:
     cp -r /tmp/qual2/base /tmp/qual3/whole
     python bench/tune_fill_document_vectors.py --beir ../shared/benchmarks/scifact --index /tmp/qual3/whole
 
-What a new index with ``document_vectors`` stores at ingest (``citeline.embed_step``) is the same vector: the
+What a new index with ``document_vectors`` stores at ingest (``citeline.ingest.embed_step``) is the same vector: the
 texts are equal up to the first 4,000 characters and the model reads only the first 256 tokens of either.
 Writes the catalog column and the meta flag, then rebuilds the derived files (the rows files carry the column).
 """
@@ -20,10 +20,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from citeline import Index
-from citeline.baseline import document_texts, document_vectors
-from citeline.ids import chunk_id_for
+from citeline.eval.baseline import document_texts, document_vectors
 from citeline.store import catalog
 from citeline.store.rows import document_vectors_to_arrow
+from citeline.util.ids import chunk_id_for
 
 
 def main() -> None:

@@ -30,14 +30,14 @@ from typing import Any
 import numpy as np
 from tune_quality import Data, Scorer, Setting, catalog_connection, line
 
-from citeline.lexical import ENGLISH_STOPWORDS, LexicalIndex, _stemmer, analyze
-from citeline.search import Fusion
+from citeline.lexical.analyzer import ENGLISH_STOPWORDS, LexicalIndex, _stemmer, analyze
+from citeline.query.plan import Fusion
 
 WORDS_1 = re.compile(r"(?u)\b\w+\b")
 
 
 def analyze_with(pattern: re.Pattern[str] | Callable[[str], list[str]], texts: Sequence[str]) -> list[list[str]]:
-    """:func:`citeline.lexical.analyze` with another token pattern, or a function finding the words of the
+    """:func:`citeline.lexical.analyzer.analyze` with another token pattern, or a function finding the words of the
     lower-cased text."""
     words_of = pattern.findall if isinstance(pattern, re.Pattern) else pattern
     words = [[w for w in words_of(text.lower()) if w not in ENGLISH_STOPWORDS] for text in texts]

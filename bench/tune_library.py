@@ -1,4 +1,4 @@
-"""Score hybrid fusion settings through the library itself (``citeline.evaluate.evaluate_index``), and time them.
+"""Score hybrid fusion settings through the library itself (``citeline.eval.beir.evaluate_index``), and time them.
 
     python bench/tune_library.py --beir ../shared/benchmarks/scifact --index /tmp/qual2/base --split train \\
         0.4,0.1,0.1 0.4,0.0,0.0 ...      # chunk dense weight, document dense weight, document BM25 weight
@@ -19,10 +19,11 @@ import statistics
 import time
 from pathlib import Path
 
-import citeline.search as search
-from citeline import Index, doc_signals
-from citeline.evaluate import evaluate_index, load_beir
-from citeline.search import Fusion
+import citeline.query.plan as search
+from citeline import Index
+from citeline.eval.beir import evaluate_index, load_beir
+from citeline.query import doc_signals
+from citeline.query.plan import Fusion
 
 BEFORE = Fusion(weight=0.5, documents=())
 

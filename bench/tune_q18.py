@@ -5,7 +5,7 @@
 
 Reads every chunk vector, ordinal and text from the index's ``meta.duckdb``, embeds the queries with the index's
 own query encoder, scores every chunk by cosine (exact) and by BM25 (the index's lexical ``scores_of``), then
-replays ``citeline.search.hybrid_ranking``'s convex fusion in numpy (candidates: both rankings' top 300, as
+replays ``citeline.query.plan.hybrid_ranking``'s convex fusion in numpy (candidates: both rankings' top 300, as
 ``citeline eval``'s first k; cosines min-max over the dense top 200, BM25 over its best with floor 0) and ranks
 documents by their best chunk as ``citeline eval`` does. Section 0 checks the replay against the library's numbers.
 Sections:
@@ -28,7 +28,7 @@ import duckdb
 import numpy as np
 
 from citeline import Index
-from citeline.evaluate import CorpusChunks, load_beir, ndcg, recall
+from citeline.eval.beir import CorpusChunks, load_beir, ndcg, recall
 
 CANDIDATES = 300  #: citeline eval's first k (3 chunks for each of the 100 documents it ranks)
 SCALE_DEPTH = 200  #: Fusion.depth: the dense top list the cosines are rescaled by

@@ -6,7 +6,7 @@
 The index must hold the dataset's corpus (``citeline eval --beir DIR --index DIR`` builds it). Settings that need
 no re-embedding are varied in-process over that one index: query vectors (the index's own query encoder), every
 chunk's cosine and each BM25 variant's chunk scores are computed once per query, and each setting re-ranks them
-with numpy exactly as ``citeline.search.hybrid_ranking`` does (checked: the shipped setting's figures equal
+with numpy exactly as ``citeline.query.plan.hybrid_ranking`` does (checked: the shipped setting's figures equal
 ``citeline eval``'s). Every choice is the best mean nDCG@10 on ``train``; ``test`` is printed beside it and never
 used to choose. ``--compare`` scores a second index (e.g. one built without contextual chunk headers) with the
 chosen settings. Run by hand; not part of CI.
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from citeline import Index
-from citeline.evaluate import CorpusChunks, baseline_results, load_beir, ndcg, recall
-from citeline.lexical import LexicalIndex, analyze
-from citeline.search import DEFAULT_FUSION, Fusion
+from citeline.eval.beir import CorpusChunks, baseline_results, load_beir, ndcg, recall
+from citeline.lexical.analyzer import LexicalIndex, analyze
+from citeline.query.plan import DEFAULT_FUSION, Fusion
 from citeline.store import catalog
 
 CHUNK_DEPTH = 400  #: chunks ranked per query: enough for 100 documents on SciFact (about 2.5 chunks a document)
@@ -115,7 +115,7 @@ def peakedness(normalized_top: np.ndarray) -> float:
 def chunk_ranking(
     mode: str, cos: np.ndarray, lex: np.ndarray, fusion: Fusion, adaptive: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Positions and scores of the best ``CHUNK_DEPTH`` chunks, as ``citeline.search.rank`` ranks them."""
+    """Positions and scores of the best ``CHUNK_DEPTH`` chunks, as ``citeline.query.plan.rank`` ranks them."""
     if mode == "dense":
         positions = top(cos, CHUNK_DEPTH)
         return positions, cos[positions]
@@ -256,7 +256,7 @@ def main() -> None:
         f"train {len(data.train.queries)} queries, test {len(data.test.queries)} queries"
     )
 
-    print("baselines (whole documents, the index's model; citeline.baseline):")
+    print("baselines (whole documents, the index's model; citeline.eval.baseline):")
     for split_name, split in () if args.no_baseline else (("train", data.train), ("test", data.test)):
         for result in baseline_results(split, list(split.queries), data.index.embedder):
             figures = f"nDCG@10 {result.ndcg_at_10:.4f}  R@100 {result.recall_at_100:.4f}"

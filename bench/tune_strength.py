@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_prf import best_chunks, compared, moved_scaled, rocchio
 from tune_q18 import SCALE_DEPTH, Corpus, Split, replay_setup, scaled_chunks
 
-from citeline.evaluate import load_beir
+from citeline.eval.beir import load_beir
 
 GAMMAS = (0.25, 0.5, 1.0)
 

@@ -8,7 +8,7 @@ min-max over the candidates' documents (bench/tune_doclevel.py's, which reached 
 vectors) is replaced by quantities of the query alone. Scored here from cached scores (as tune_doclevel.py does:
 every candidate gets the signals, documents by their best chunk):
 
-- ``whole``: the cosine of the whole-document vector (``citeline.baseline``'s cache: what ``document_vectors``
+- ``whole``: the cosine of the whole-document vector (``citeline.eval.baseline``'s cache: what ``document_vectors``
   stores), ``cand`` min-max over the candidates' documents (not filter-invariant), ``chunk`` rescaled as the
   chunks' cosines (the dense top 200's min..max: the library's ``cosine`` scale), ``raw`` the cosine as is;
 - ``ld``: the document BM25 from the chunk postings (corpus mean document length), ``cand`` over the candidates'
@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from tune_doclevel import CANDIDATES, REFERENCE, Signals, _maxscale, _minmax, line
 from tune_quality import Data, top
 
-from citeline.baseline import document_texts, document_vectors
-from citeline.lexical import analyze
+from citeline.eval.baseline import document_texts, document_vectors
+from citeline.lexical.analyzer import analyze
 
 
 def document_bm25(data: Data, docs: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, float]]:

@@ -24,18 +24,19 @@ from citeline.errors import (
     SourceError,
 )
 from citeline.index import Index
-from citeline.results import SearchResult
+from citeline.query.results import SearchResult
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
 
 
 class _ShardedOnFirstUse:
-    """``Index.sharded`` until ``citeline.shards`` is imported: the first read imports it, and its import replaces
+    """``Index.sharded`` until ``citeline.sharding.index`` is imported: the first read imports it, and its import
+    replaces
     this with ``ShardedIndex``. A one-index search never reads it (``Index.open`` looks for ``shards.json`` first), so
     it skips the shards modules and the writing pipeline they import (about 0.035 CPU-s of a cold search)."""
 
     def __get__(self, instance: object, owner: type) -> type:
-        from citeline.shards import ShardedIndex
+        from citeline.sharding.index import ShardedIndex
 
         return ShardedIndex
 
@@ -44,9 +45,9 @@ Index.sharded = _ShardedOnFirstUse()  # type: ignore[assignment]
 
 
 def __getattr__(name: str) -> object:
-    """``from citeline import ShardedIndex`` imports ``citeline.shards`` then."""
+    """``from citeline import ShardedIndex`` imports ``citeline.sharding.index`` then."""
     if name == "ShardedIndex":
-        from citeline.shards import ShardedIndex
+        from citeline.sharding.index import ShardedIndex
 
         return ShardedIndex
     raise AttributeError(f"module 'citeline' has no attribute {name!r}")

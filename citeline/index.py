@@ -1,5 +1,5 @@
 """``Index``: the one front class. It holds an index directory's settings and its model, and delegates: writing
-to :mod:`citeline.pipeline`, the directory to :mod:`citeline.store`, reading to :mod:`citeline.search`."""
+to :mod:`citeline.ingest.pipeline`, the directory to :mod:`citeline.store`, reading to :mod:`citeline.query.plan`."""
 
 from __future__ import annotations
 
@@ -11,27 +11,33 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from citeline import search as plan
-from citeline.collapse import DEFAULT_COLLAPSE_THRESHOLD
-from citeline.defaults import COMMIT_EVERY, DEFAULT_MAX_FILE_BYTES, DEFAULT_REMOVAL_THRESHOLD, DEFAULT_SOURCE
-from citeline.embedding import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder, check_embedder, prepare_queries
-from citeline.filters import Filters
-from citeline.results import SearchResult
+from citeline.ingest.defaults import COMMIT_EVERY, DEFAULT_MAX_FILE_BYTES, DEFAULT_REMOVAL_THRESHOLD, DEFAULT_SOURCE
+from citeline.model.embedding import (
+    DEFAULT_MODEL,
+    Embedder,
+    SentenceTransformerEmbedder,
+    check_embedder,
+    prepare_queries,
+)
+from citeline.query import plan
+from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
+from citeline.query.results import SearchResult
 from citeline.store import catalog, generation, vector_files
 from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
+from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
 from citeline.store.snapshot import MetaRead, ReadSnapshot, open_meta
 from citeline.vectors import NEW_INDEX_KIND, kind_of
 
 if TYPE_CHECKING:  # writing, chunking and verify load where used: a search skips them (0.02-0.03 CPU-s, bytecode)
-    from citeline.chunking import Chunker
-    from citeline.removal import RemovalSummary
+    from citeline.ingest.removal import RemovalSummary
+    from citeline.model.chunking import Chunker
     from citeline.store.verify import VerifyReport
 
 DEFAULT_INDEX_DIR = "index"
-SHARDS_MANIFEST = "shards.json"  #: in a sharded index's root (``citeline.shards``)
+SHARDS_MANIFEST = "shards.json"  #: in a sharded index's root (``citeline.sharding.index``)
 
 
 class Index:
@@ -47,7 +53,7 @@ class Index:
         self.path, self.meta, self._embedder = path, meta, embedder  # (Index.open/create validated meta)
         self._snapshot: ReadSnapshot | MetaRead | None = read  # Index.open's: the first snapshot maps it if current
 
-    #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.shards`` registers it; read last).
+    #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.sharding.index`` registers it; read last).
     sharded: ClassVar[type[Index] | None] = None
 
     @classmethod
@@ -69,15 +75,16 @@ class Index:
         Settings left as None take the existing index's values, or for a new index the defaults: the bundled
         all-MiniLM-L6-v2 on torch, chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector
         index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one). ``shards``: a root
-        of that many shards (``citeline.shards``; an existing root is opened with or without it). ``document_vectors``:
-        also embed each document whole (``citeline.doc_signals``; default ``chunking.DOCUMENT_VECTORS``)."""
+        of that many shards (``citeline.sharding.index``; an existing root is opened with or without it).
+        ``document_vectors``:
+        also embed each document whole (``citeline.query.doc_signals``; default ``chunking.DOCUMENT_VECTORS``)."""
         if (shards is not None or (Path(path) / SHARDS_MANIFEST).exists()) and Index.sharded:
             return Index.sharded.create(
                 path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
                 embedder=embedder, vector_index=vector_index, shards=shards, document_vectors=document_vectors
             )  # fmt: skip
         index_dir, kind = Path(path), kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here
-        from citeline import chunking
+        from citeline.model import chunking
 
         chunking.check_requested(max_tokens, overlap_tokens)
         if not catalog.db_path(index_dir).exists():
@@ -136,7 +143,7 @@ class Index:
     @cached_property
     def chunker(self) -> Chunker:
         """The chunker with this index's settings."""
-        from citeline.chunking import Chunker
+        from citeline.model.chunking import Chunker
 
         return Chunker.of_index(self.embedder.tokenizer_file, self.meta)
 
@@ -173,7 +180,7 @@ class Index:
         ones (under ``paths``) removed, failed files reported in the ledger (``pipeline.run``). ``wait`` bounds the
         wait for another writer. A root that comes back empty or would lose over ``removal_threshold`` of its
         documents raises :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` writes nothing."""
-        from citeline import pipeline
+        from citeline.ingest import pipeline
 
         options = pipeline.Options(
             max_file_bytes=max_file_bytes, wait=wait, progress=progress, allow_removals=allow_removals,
@@ -197,8 +204,9 @@ class Index:
         progress: bool = False,
         dry_run: bool = False,
     ) -> RunSummary:
-        """Index texts that are not files as one run, incrementally by id (``citeline ingest -``, citeline.texts)."""
-        from citeline import texts as texts_module
+        """Index texts that are not files as one run, incrementally by id (``citeline ingest -``,
+        citeline.ingest.texts)."""
+        from citeline.ingest import texts as texts_module
 
         documents = texts_module.documents_of(texts, ids, metadata, source, titles)
         return texts_module.add_texts(self, documents, source, wait=wait, progress=progress, dry_run=dry_run)
@@ -212,8 +220,9 @@ class Index:
         dry_run: bool = False,
         wait: float | None = None,
     ) -> RemovalSummary:
-        """Remove documents by source path, source or id as one run (``citeline remove``; :mod:`citeline.removal`)."""
-        from citeline import removal
+        """Remove documents by source path, source or id as one run (``citeline remove``;
+        :mod:`citeline.ingest.removal`)."""
+        from citeline.ingest import removal
 
         return removal.remove(self, paths, source, doc_ids, dry_run=dry_run, wait=wait)
 
@@ -247,10 +256,11 @@ class Index:
     ) -> list[SearchResult]:
         """The ``k`` passages most relevant to ``query``, best first, each with its provenance.
 
-        ``mode``: ``"hybrid"`` (default; fused, :class:`citeline.search.Fusion`), ``"dense"`` or ``"lexical"``
+        ``mode``: ``"hybrid"`` (default; fused, :class:`citeline.query.plan.Fusion`), ``"dense"`` or ``"lexical"``
         (BM25). ``filters`` (``source``, ``path_glob``, ``ingested_after``/``_before``, ``meta``: see
-        ``citeline.filters``) apply before ranking, so k results come back whenever k matching passages exist.
-        ``collapse`` merges near-duplicates and shared quotes of documents into one result (``citeline.collapse``).
+        ``citeline.store.filters``) apply before ranking, so k results come back whenever k matching passages exist.
+        ``collapse`` merges near-duplicates and shared quotes of documents into one result
+        (``citeline.query.collapse``).
         """
         request = plan.Query.of(
             query, k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold

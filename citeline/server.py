@@ -27,16 +27,16 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from citeline.embedding import Embedder
 from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError, SettingsError
-from citeline.formats import normalize
 from citeline.index import Index
 from citeline.integrations import search as locked_search
-from citeline.results import SearchResult
-from citeline.search import DEFAULT_MODE
-from citeline.shard_remote import ShardWorkers
+from citeline.model.embedding import Embedder
+from citeline.query.plan import DEFAULT_MODE
+from citeline.query.results import SearchResult
+from citeline.sharding.remote import ShardWorkers
 from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
+from citeline.util.formats import normalize
 
 __all__ = ["create_app", "filters_from_params", "model_of", "serve"]
 

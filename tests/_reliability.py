@@ -37,7 +37,7 @@ if str(TESTS) not in sys.path:
 from conftest import HashEmbedder  # noqa: E402
 
 from citeline import Index  # noqa: E402
-from citeline.search import fetch_passages  # noqa: E402
+from citeline.query.plan import fetch_passages  # noqa: E402
 from citeline.store import catalog, files, generation  # noqa: E402
 
 FILES = 60
@@ -191,7 +191,8 @@ def _install_slow_steps(pause: float) -> None:
     """Wrap the pipeline's steps and the commit protocol's publish step to print a marker and take a little time,
     so random kills land inside each: one wrapper per pipeline step, and one per stage of publishing an artifact
     (staged under its temporary name; renamed into place), whatever the artifact."""
-    from citeline import lexical_segments, pipeline
+    from citeline.ingest import pipeline
+    from citeline.lexical import segments as lexical_segments
     from citeline.vectors import segments
 
     lexical_segments.MERGE_WIDTH, lexical_segments.COMPACT_DELETED = WRITER_MERGE_WIDTH, WRITER_COMPACT_DELETED

@@ -61,7 +61,7 @@ def removed_paths(docs: Path) -> list[Path]:
 
 def worker_remove(index_dir: Path, docs: Path, pause: float) -> None:
     """Remove :func:`removed_paths` with the commit's stages announced and slowed."""
-    from citeline import removal
+    from citeline.ingest import removal
 
     _install_slow_steps(pause)
     select = removal.select

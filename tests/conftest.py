@@ -26,7 +26,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from citeline.embedding import resolve_model_path
+from citeline.model.embedding import resolve_model_path
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = REPO / "seeds"

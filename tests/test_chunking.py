@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from citeline.chunking import CHUNKER_VERSION, Chunker
-from citeline.embedding import resolve_model_path
+from citeline.model.chunking import CHUNKER_VERSION, Chunker
+from citeline.model.embedding import resolve_model_path
 
 TOKENIZER = str(Path(resolve_model_path("all-MiniLM-L6-v2")) / "tokenizer.json")
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.cli import cli
+from citeline.cli.main import cli
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The commands of citeline.cli_extra (documents, show, serve's wiring, --format), run through click on a real
+"""The commands of citeline.cli.extra (documents, show, serve's wiring, --format), run through click on a real
 index."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.cli import cli
-from citeline.cli_common import emit_search, format_option, resolve_format
-from citeline.cli_extra import AROUND_CHARS
+from citeline.cli.common import emit_search, format_option, resolve_format
+from citeline.cli.extra import AROUND_CHARS
+from citeline.cli.main import cli
 
 
 @pytest.fixture(scope="module")

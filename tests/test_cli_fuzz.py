@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from citeline import Index
-from citeline.cli import cli
+from citeline.cli.main import cli
 
 EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(

@@ -10,7 +10,7 @@ import onnx
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
-from citeline.onnx_models import mapped_file, model_file, onnx_file_name, optimized_file, write_mapped_copy
+from citeline.model.onnx import mapped_file, model_file, onnx_file_name, optimized_file, write_mapped_copy
 
 
 def _tiny_export(export_dir: Path) -> Path:

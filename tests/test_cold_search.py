@@ -15,8 +15,8 @@ import pytest
 from conftest import REPO, HashEmbedder
 
 from citeline import Index
-from citeline.arrays import unique
 from citeline.store import catalog, connection, generation, meta_cache
+from citeline.util.arrays import unique
 
 
 def _notes(folder: Path, names: list[str]) -> Path:
@@ -97,19 +97,19 @@ def test_a_stale_or_unreadable_meta_json_is_not_used(tmp_path: Path, monkeypatch
 #: sources, chunking), verify, the full build of a generation and the vector kinds a small index does not use.
 NOT_ON_THE_SEARCH_PATH = (
     "duckdb",
-    "citeline.shards",
-    "citeline.shard_search",
-    "citeline.pipeline",
+    "citeline.sharding.index",
+    "citeline.sharding.search",
+    "citeline.ingest.pipeline",
     "citeline.store.full_build",
     "citeline.vectors.ivf",
     "citeline.vectors.ivf_build",
     "citeline.vectors.hnsw",
-    "citeline.chunking",
-    "citeline.planning",
-    "citeline.sources",
-    "citeline.discovery",
+    "citeline.model.chunking",
+    "citeline.ingest.planning",
+    "citeline.sources.parsers",
+    "citeline.sources.discovery",
     "citeline.store.verify",
-    "numpy.ma",  # (np.unique and np.union1d import it: citeline.arrays.unique instead)
+    "numpy.ma",  # (np.unique and np.union1d import it: citeline.util.arrays.unique instead)
 )
 
 _CLI_SEARCH = """
@@ -117,7 +117,7 @@ import json, sys
 import citeline.index
 from conftest import HashEmbedder
 citeline.index.SentenceTransformerEmbedder = lambda *args, **kwargs: HashEmbedder()
-from citeline.cli import cli
+from citeline.cli.main import cli
 try:
     cli(["search", "wages", "-k", "2", "--index", *sys.argv[1:]])
 except SystemExit as exc:
@@ -133,7 +133,7 @@ def _cold_cli_search(index_dir: Path, *options: str) -> set[str]:
     )
     assert done.returncode == 0, done.stderr
     loaded = set(json.loads(done.stdout.splitlines()[-1]))
-    assert "citeline.render" in loaded and "citeline.search" in loaded  # it did search and print
+    assert "citeline.cli.render" in loaded and "citeline.query.plan" in loaded  # it did search and print
     return loaded
 
 

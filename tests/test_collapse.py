@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from conftest import HashEmbedder
 
 from citeline import Index, QueryError, SearchResult
-from citeline.cli import cli
-from citeline.collapse import collapse
+from citeline.cli.main import cli
+from citeline.query.collapse import collapse
 
 QUOTE = (
     "We were not afraid of the enemy across the river. We were afraid of what was happening to our families "
@@ -231,7 +231,7 @@ VOSS = (
 @pytest.mark.slow
 def test_a_rewritten_quote_in_the_seed_reports_is_one_result_with_each_outlets_own_span(tmp_path, seeds_dir) -> None:
     """The rewrite re-punctuates the quote, contracts "would not", splits it with another attribution."""
-    from citeline.highlight import highlight
+    from citeline.query.highlight import highlight
 
     index = Index.create(tmp_path / "ix")
     index.ingest([seeds_dir])
@@ -340,7 +340,7 @@ def test_a_copy_outside_the_filters_is_not_added(buried_copy) -> None:
 
 
 def test_the_rare_term_lookup_finds_chunks_repeating_a_sentence() -> None:
-    from citeline.lexical_segments import SegmentedIndex
+    from citeline.lexical.segments import SegmentedIndex
 
     notes = [f"Note {i}: the Varno bridge and the valley farms, report number {i}." for i in range(20)]
     lexical = SegmentedIndex.build(np.arange(22) * 10, [MARTEN_WIRE, MARTEN_REWRITE, *notes])

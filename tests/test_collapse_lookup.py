@@ -1,4 +1,4 @@
-"""Collapse's lookup of copies of a quote (citeline.lexical_lookup): the chunks sharing a text's rare terms, over
+"""Collapse's lookup of copies of a quote (citeline.lexical.lookup): the chunks sharing a text's rare terms, over
 segments with deletions, equal the definition computed directly, chunk for chunk."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from citeline.lexical import analyze
-from citeline.lexical_lookup import MIN_SHARED_TERMS, RARE_AT_MOST, RARE_FLOOR
-from citeline.lexical_query import term_hashes
-from citeline.lexical_segments import Part, Segment, SegmentedIndex
+from citeline.lexical.analyzer import analyze
+from citeline.lexical.lookup import MIN_SHARED_TERMS, RARE_AT_MOST, RARE_FLOOR
+from citeline.lexical.query import term_hashes
+from citeline.lexical.segments import Part, Segment, SegmentedIndex
 
 WORDS = [f"w{n}x" for n in range(400)]
 
@@ -107,8 +107,8 @@ def test_lookup_equals_its_definition(seed: int, k: int, terms: int, min_share: 
 
 def test_lookup_analyses_words_as_the_lexical_index_does(monkeypatch: pytest.MonkeyPatch) -> None:
     # Words are analysed once each and kept (a full cache is replaced): the terms stay analyze()'s, ASCII or not.
-    import citeline.lexical_lookup as lookup_module
-    from citeline.lexical import TOKEN_PATTERN
+    import citeline.lexical.lookup as lookup_module
+    from citeline.lexical.analyzer import TOKEN_PATTERN
 
     texts = [
         "".join(chr(c) for c in range(128)) * 2,

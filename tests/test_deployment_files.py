@@ -29,10 +29,12 @@ from prefect.schedules import Cron
 from prefect.states import Failed
 
 from citeline import SourceError
-from citeline.cli import cli
-from flows import ingest as flow_module
-from flows import serve
-from flows.ingest import dask_task_runner, ingest_flow, transient_failure
+from citeline.cli.main import cli
+from citeline.orchestration import ingest as flow_module
+from citeline.orchestration import serve
+from citeline.orchestration.ingest import dask_task_runner, ingest_flow, transient_failure
+from flows import ingest as flows_ingest
+from flows import serve as flows_serve
 
 REPO = Path(__file__).resolve().parent.parent
 _DEFAULTED = re.compile(r"\$\{(\w+):-([^}]*)\}")
@@ -230,7 +232,7 @@ def _long_options(params: list[click.Parameter]) -> set[str]:
 
 def test_python_m_flows_serve_and_flows_ingest_are_the_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
     # One option table: the flows' entry points run the CLI's own commands.
-    for module, command in ((serve, "schedule"), (flow_module, "ingest")):
+    for module, command in ((flows_serve, "schedule"), (flows_ingest, "ingest")):
         with pytest.raises(SystemExit) as exited:
             module.main(["--help"])
         assert exited.value.code == 0
@@ -247,7 +249,7 @@ def test_citeline_schedule_options_are_deployment_parameters() -> None:
 
 
 def test_cli_does_not_import_prefect() -> None:
-    code = "import sys, citeline.cli; sys.exit(any(m.split('.')[0] in ('prefect', 'flows') for m in sys.modules))"
+    code = "import sys, citeline.cli.main; sys.exit(any(m.split('.')[0] in ('prefect', 'flows') for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
 
 
@@ -314,7 +316,7 @@ def test_only_transient_failures_are_retried(error: Exception, retried: bool) ->
 def test_run_form_describes_every_parameter_and_offers_backend_as_a_choice() -> None:
     from prefect.utilities.callables import parameter_schema
 
-    from citeline.embedding import BACKENDS
+    from citeline.model.embedding import BACKENDS
 
     schema = parameter_schema(ingest_flow.fn).model_dump()["properties"]
     assert set(schema) == set(flow_module.IngestParameters.model_fields)
@@ -380,7 +382,16 @@ def test_ingest_prefect_user_errors_are_one_line(tmp_path: Path) -> None:
     # A real process: what the user sees on the terminal, Prefect's console handler included.
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(
-        [sys.executable, "-m", "citeline.cli", "ingest", "--prefect", "nosuchdir", "--index", str(tmp_path / "ix")],
+        [
+            sys.executable,
+            "-m",
+            "citeline.cli.main",
+            "ingest",
+            "--prefect",
+            "nosuchdir",
+            "--index",
+            str(tmp_path / "ix"),
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -419,8 +430,9 @@ def test_pipeline_reports_each_stage_with_counts_and_seconds(
 
 
 def test_a_run_waiting_for_another_writer_names_it(tmp_path: Path, seeds_dir: Path, fake_embedder: Any) -> None:
-    from citeline import Index, IndexLockedError, pipeline
-    from citeline.progress import Reporter
+    from citeline import Index, IndexLockedError
+    from citeline.ingest import pipeline
+    from citeline.ingest.progress import Reporter
     from citeline.store import locks
 
     class Recorder(Reporter):
@@ -445,7 +457,7 @@ def test_a_run_waiting_for_another_writer_names_it(tmp_path: Path, seeds_dir: Pa
 
 
 def test_progress_fraction_moves_through_the_stages() -> None:
-    from citeline.progress import STAGE_WEIGHTS, Reporter
+    from citeline.ingest.progress import STAGE_WEIGHTS, Reporter
 
     reporter = Reporter()
     seen = [reporter.fraction()]

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from citeline.embedding import (
+from citeline.model.embedding import (
     OnnxEncoder,
     SentenceTransformerEmbedder,
     ensure_onnx_model,

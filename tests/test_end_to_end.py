@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from citeline import Index
-from citeline.cli import cli
+from citeline.cli.main import cli
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ def seeds_index(tmp_path_factory, seeds_dir_session: Path) -> Path:
     """The seeds ingested by the Prefect flow (ephemeral Prefect API), with the real model."""
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.ingest import ingest_flow
+    from citeline.orchestration.ingest import ingest_flow
 
     index_path = tmp_path_factory.mktemp("seeds") / "index"
     with prefect_test_harness(server_startup_timeout=90):
@@ -54,7 +54,7 @@ def test_flow_index_answers_with_passages_from_both_articles(seeds_index: Path, 
 def test_rerunning_the_flow_changes_nothing(seeds_index: Path, seeds_dir_session: Path) -> None:
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.ingest import ingest_flow
+    from citeline.orchestration.ingest import ingest_flow
 
     before = Index.open(seeds_index).status()
     with prefect_test_harness(server_startup_timeout=90):

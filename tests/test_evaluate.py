@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from citeline.cli import cli
-from citeline.evaluate import (
+from citeline.cli.main import cli
+from citeline.eval.beir import (
     DatasetError,
     documents_by_best_chunk,
     evaluate_beir,

@@ -1,4 +1,5 @@
-"""Hybrid search's feedback stage (``citeline.feedback``): the query vector moved toward the first fused document's
+"""Hybrid search's feedback stage (``citeline.query.feedback``): the query vector moved toward the first fused
+document's
 length-weighted centroid, the same candidates fused again. Real DuckDB and FAISS files, the hashing embedder."""
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import pytest
 
 from citeline import Index
 from citeline.errors import QueryError
-from citeline.feedback import FEEDBACK, FEEDBACK_WEIGHT, TIE, moved_query
-from citeline.filters import Filters
-from citeline.search import DEFAULT_FUSION, Fusion, document_rows
+from citeline.query.feedback import FEEDBACK, FEEDBACK_WEIGHT, TIE, moved_query
+from citeline.query.plan import DEFAULT_FUSION, Fusion, document_rows
+from citeline.store.filters import Filters
 
 QUERY = "harbours flood tide"
 

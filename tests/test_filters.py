@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from conftest import HashEmbedder
 
 from citeline import Index, QueryError, SearchResult
-from citeline.cli import cli
-from citeline.filters import Filters
+from citeline.cli.main import cli
+from citeline.store.filters import Filters
 from citeline.store.passages import Passages
 from citeline.vectors import flat
 from citeline.vectors.flat import FlatIndex
@@ -276,7 +276,7 @@ def test_k_results_come_back_when_the_filter_excludes_the_best_thousands(tmp_pat
     # the unfiltered ones of the odd records.
     from dataclasses import replace
 
-    from citeline.search import DEFAULT_FUSION
+    from citeline.query.plan import DEFAULT_FUSION
 
     chunk_fusion = replace(DEFAULT_FUSION, feedback=0.0)
     allowed = index.snapshot().allowed_chunk_ids(Filters.from_value({"meta": {"parity": 1}}))
@@ -362,7 +362,7 @@ def test_document_signals_keep_a_filtered_chunks_fused_score(tmp_path, fake_embe
     """With document signals on (the BM25 one over the query's idf bound and the corpus's mean document length, the
     cosine ones as the chunks' cosines), a filter that keeps half the documents gives each kept chunk the fused
     score it has unfiltered: no signal is rescaled over the candidate set."""
-    from citeline.search import Fusion
+    from citeline.query.plan import Fusion
 
     index, _ = _big_corpus(tmp_path, fake_embedder)
     query = "soldiers river families"

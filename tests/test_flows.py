@@ -126,7 +126,7 @@ def served(prefect_api: str, tmp_path_factory: pytest.TempPathFactory, seeds_dir
     from prefect.runner import Runner
     from prefect.settings import PREFECT_LOGGING_LEVEL, temporary_settings
 
-    from flows.serve import build_deployment
+    from citeline.orchestration.serve import build_deployment
 
     index_dir = tmp_path_factory.mktemp("served") / "index"
     deployment = build_deployment(
@@ -186,8 +186,8 @@ def test_triggered_run_shows_info_lines_named_task_runs_and_artifacts(
 ) -> None:
     import logging as logging_levels
 
-    from citeline.embedding import SentenceTransformerEmbedder, onnx_file_name, onnx_model_dir
-    from flows.ingest import index_key
+    from citeline.model.embedding import SentenceTransformerEmbedder, onnx_file_name, onnx_model_dir
+    from citeline.orchestration.ingest import index_key
 
     index_dir = str(served["index"].resolve())
     info = [log.message for log in served["logs"] if log.level == logging_levels.INFO]
@@ -230,7 +230,7 @@ def test_dask_cluster_builds_the_same_index_as_the_default_runner(
 ) -> None:
     import distributed
 
-    from flows.ingest import ingest_flow
+    from citeline.orchestration.ingest import ingest_flow
 
     index_dir = tmp_path / "dask-index"
     started = time.perf_counter()
@@ -250,7 +250,11 @@ def test_dask_cluster_builds_the_same_index_as_the_default_runner(
         )
         # The batches ran on the workers: they imported the flow's module and opened the index there.
         opened = client.run(
-            lambda: len(sys.modules["flows.ingest"]._open_indexes) if "flows.ingest" in sys.modules else 0
+            lambda: (
+                len(sys.modules["citeline.orchestration.ingest"]._open_indexes)
+                if "citeline.orchestration.ingest" in sys.modules
+                else 0
+            )
         )
     print(f"Dask flow run (2-worker LocalCluster, model loaded per worker): {time.perf_counter() - started:.1f} s")
     assert summary["status"] == "succeeded" and summary["added"] == SEED_FILES
@@ -275,8 +279,8 @@ def small_index(tmp_path: Path, seeds_dir: Path, fake_embedder: Any) -> Path:
 def test_transient_discover_failure_is_retried(
     prefect_api: str, small_index: Path, seeds_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citeline import pipeline as ingest
-    from flows import ingest as flow_module
+    from citeline.ingest import pipeline as ingest
+    from citeline.orchestration import ingest as flow_module
 
     real_discover, calls = ingest.scan, []
 
@@ -297,8 +301,8 @@ def test_transient_discover_failure_is_retried(
 def test_run_that_fails_for_good_keeps_the_last_generation(
     prefect_api: str, small_index: Path, seeds_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citeline import pipeline as ingest
-    from flows import ingest as flow_module
+    from citeline.ingest import pipeline as ingest
+    from citeline.orchestration import ingest as flow_module
 
     calls = []
 
@@ -323,7 +327,7 @@ def test_run_that_fails_for_good_keeps_the_last_generation(
 def test_flow_refuses_a_second_writer_when_told_not_to_wait(
     prefect_api: str, small_index: Path, seeds_dir: Path
 ) -> None:
-    from flows.ingest import ingest_flow
+    from citeline.orchestration.ingest import ingest_flow
 
     with locks.writer_lock(small_index), pytest.raises(IndexLockedError, match="another process is writing"):
         ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index), wait=0)
@@ -334,7 +338,7 @@ def test_flow_run_fails_with_the_refusal_when_a_root_comes_back_empty(
     prefect_api: str, small_index: Path, tmp_path: Path, seeds_dir: Path, fake_embedder: Any
 ) -> None:
     from citeline.errors import RemovalRefusedError
-    from flows.ingest import ingest_flow
+    from citeline.orchestration.ingest import ingest_flow
 
     empty = tmp_path / "seeds"
     shutil.copytree(seeds_dir, empty)
@@ -355,7 +359,7 @@ def test_flow_run_fails_with_the_refusal_when_a_root_comes_back_empty(
 def test_a_waiting_run_says_who_holds_the_lock_in_its_log_and_state(
     prefect_api: str, small_index: Path, seeds_dir: Path
 ) -> None:
-    from flows.ingest import ingest_flow
+    from citeline.orchestration.ingest import ingest_flow
 
     with locks.writer_lock(small_index):
         state = ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index), wait=1, return_state=True)
@@ -413,7 +417,7 @@ def test_ctrl_c_stops_schedule_cleanly(prefect_api: str, tmp_path: Path, seeds_d
     command = [
         sys.executable,
         "-m",
-        "citeline.cli",
+        "citeline.cli.main",
         "schedule",
         str(seeds_dir),
         "--cron",
@@ -462,7 +466,7 @@ def served_sharded(
     from prefect.runner import Runner
     from prefect.settings import PREFECT_LOGGING_LEVEL, temporary_settings
 
-    from flows.serve import build_deployment
+    from citeline.orchestration.serve import build_deployment
 
     index_dir = tmp_path_factory.mktemp("served-sharded") / "index"
     deployment = build_deployment(
@@ -513,7 +517,7 @@ def test_a_served_sharded_run_shows_one_task_per_shard_and_ranks_like_the_plain_
 
 def _with_embedder(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> None:
     # The flow opens the index by path (with its model); a test index's model is the HashEmbedder.
-    from flows import ingest as flow_module
+    from citeline.orchestration import ingest as flow_module
 
     class TestIndex:
         @staticmethod
@@ -529,8 +533,8 @@ def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
     from test_shards import _same_ranking
 
     from citeline import ShardedIndex
-    from citeline.shards import Manifest, ShardsFailedError, shard_dir
-    from flows.ingest import ingest_flow
+    from citeline.orchestration.ingest import ingest_flow
+    from citeline.sharding.index import Manifest, ShardsFailedError, shard_dir
 
     _with_embedder(monkeypatch, fake_embedder)
     corpus = tmp_path / "docs"
@@ -571,8 +575,8 @@ def test_shard_workers_pin_a_sharded_flow_run_to_its_workers(
     import distributed
 
     from citeline import SettingsError
-    from citeline.shards import Manifest
-    from flows.ingest import IngestParameters, ingest_flow
+    from citeline.orchestration.ingest import IngestParameters, ingest_flow
+    from citeline.sharding.index import Manifest
 
     _with_embedder(monkeypatch, fake_embedder)
     corpus = tmp_path / "docs"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from citeline import Index, SourceError
-from citeline.discovery import discover
-from citeline.sources import SourceFile, parse
+from citeline.sources.discovery import discover
+from citeline.sources.parsers import SourceFile, parse
 
 
 def source(path: Path) -> SourceFile:
@@ -181,7 +181,7 @@ def test_discover_skips_hidden_and_unsupported_and_refuses_missing_roots(tmp_pat
 def test_any_parser_giving_unstorable_text_fails_that_file_alone(tmp_path: Path, monkeypatch) -> None:
     # A library may hand back a lone surrogate (a broken ToUnicode map in a PDF): DuckDB and JSON cannot store
     # it, so the file fails with a SourceError instead of the whole run failing at commit.
-    from citeline import sources
+    from citeline.sources import parsers as sources
 
     def lonely(source: SourceFile, data: bytes) -> list[sources.Document]:
         return [sources.Document(source.root, source.source_id, source.path, "t", "bad \udc80 text", "text")]
@@ -197,7 +197,7 @@ def test_any_parser_giving_unstorable_text_fails_that_file_alone(tmp_path: Path,
 
 
 def test_parse_source_reports_whole_file_problems_without_raising(tmp_path: Path) -> None:
-    from citeline.sources import parse_source
+    from citeline.sources.parsers import parse_source
 
     missing = tmp_path / "gone.md"
     parsed = parse_source(source(missing))

@@ -1,4 +1,4 @@
-"""Files whose size and modification time are what was indexed are not read again (citeline.freshness)."""
+"""Files whose size and modification time are what was indexed are not read again (citeline.ingest.freshness)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import HashEmbedder
 
-from citeline import Index, pipeline
+from citeline import Index
+from citeline.ingest import pipeline
 
 
 def _write(folder: Path, name: str, text: str, age: float = 3600.0) -> Path:

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_formats import minimal_pdf
 
-from citeline.chunking import Chunker
 from citeline.errors import SourceError
-from citeline.sources import Document, SourceFile, parse, supported_suffixes
+from citeline.model.chunking import Chunker
+from citeline.sources.parsers import Document, SourceFile, parse, supported_suffixes
 
 SAMPLES = {
     ".txt": b"A title\n\nSome text about rivers and bridges.\n",

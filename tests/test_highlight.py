@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from citeline import SearchResult
-from citeline.highlight import _BOUNDARY, _LAST_WORD, Highlight, _last_word, highlight, pick, sentences
+from citeline.query.highlight import _BOUNDARY, _LAST_WORD, Highlight, _last_word, highlight, pick, sentences
 
 LABELS = Path(__file__).resolve().parent.parent / "bench" / "data" / "scifact_highlights.jsonl"
 
@@ -83,7 +83,7 @@ def test_the_labelled_set_has_forty_claims() -> None:
     assert len(rows) == 40 and all(row["evidence"] for row in rows)
 
 
-# ---------------------------------------------------------------- rendering (citeline.render)
+# ---------------------------------------------------------------- rendering (citeline.cli.render)
 
 LONG = (
     "The ferry left the harbour at dawn with two hundred passengers on board and a crew of twelve. "
@@ -99,7 +99,7 @@ def _rendered_hit() -> SearchResult:
 
 
 def test_human_output_shows_the_highlight_in_context_not_the_whole_chunk() -> None:
-    from citeline.render import human
+    from citeline.cli.render import human
 
     result = _rendered_hit()
     text = human([result], color=False, width=200)
@@ -112,7 +112,7 @@ def test_human_output_shows_the_highlight_in_context_not_the_whole_chunk() -> No
 
 
 def test_human_output_emphasises_the_span_in_colour_only_when_asked(monkeypatch) -> None:
-    from citeline.render import human, use_color
+    from citeline.cli.render import human, use_color
 
     result = _rendered_hit()
     styled = human([result], color=True, width=200)
@@ -130,7 +130,7 @@ def test_human_output_emphasises_the_span_in_colour_only_when_asked(monkeypatch)
 
 
 def test_json_lines_carry_rank_and_highlights_and_the_passage_text_once() -> None:
-    from citeline.render import json_lines
+    from citeline.cli.render import json_lines
 
     result = _rendered_hit()
     merged = SearchResult(**{**result.__dict__, "sources": (result.as_source(),)})
@@ -166,7 +166,7 @@ def test_sentences_find_the_word_before_a_full_stop_however_long_it_is() -> None
 def test_highlights_are_the_same_with_the_per_search_analysis_cache() -> None:
     """A collapsed search highlights with each chunk's sentences analysed once (``analysis_cache``): the same
     highlights as without it, though scores depend on the other hits highlighted with it."""
-    from citeline.highlight import analysis_cache
+    from citeline.query.highlight import analysis_cache
 
     hits = [
         _hit("Troops crossed the river at dawn. The bridge was shelled. Supplies ran short.", 0, "a"),

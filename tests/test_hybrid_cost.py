@@ -57,7 +57,7 @@ def test_hybrid_on_two_threads_is_the_one_thread_hybrid_on_an_ivf_index_with_cod
     either fusion, on the index shape of the 1M benchmark (an ivf base searched through its fast-scan codes)."""
     import random
 
-    from citeline import search as plan
+    from citeline.query import plan
     from citeline.vectors import ivf_codes
 
     monkeypatch.setattr(ivf_codes, "MIN_VECTORS", 1_000)

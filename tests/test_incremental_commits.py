@@ -12,9 +12,11 @@ import pytest
 from _reliability import SEGMENT_STAGES, run_kill_trials
 from conftest import HashEmbedder
 
-from citeline import Index, lexical_merge, lexical_segments
-from citeline.lexical import LexicalIndex
-from citeline.lexical_segments import Part, Segment, SegmentedIndex, merge_plan
+from citeline import Index
+from citeline.lexical import merge as lexical_merge
+from citeline.lexical import segments as lexical_segments
+from citeline.lexical.analyzer import LexicalIndex
+from citeline.lexical.segments import Part, Segment, SegmentedIndex, merge_plan
 from citeline.store import catalog, generation
 
 WORDS = ["river", "bridge", "soldier", "letter", "harvest", "winter", "archive", "garrison", "famine", "treaty"]

@@ -213,7 +213,7 @@ class CrashAfter(Exception):
 def crash_after_commits(monkeypatch, commits: int, *, killed: bool) -> None:
     """Make the pipeline's commits fail after ``commits`` of them; ``killed``: the writer dies without recording
     the failure (as with SIGKILL), so the run's row stays ``running``."""
-    from citeline import pipeline
+    from citeline.ingest import pipeline
 
     done = {"commits": 0}
     real = pipeline.commit_batch
@@ -293,7 +293,7 @@ def test_removals_are_judged_over_the_whole_run_before_any_commit(tmp_path, fake
 
 
 def test_a_file_that_changes_before_it_is_parsed_again_is_reported(tmp_path, fake_embedder) -> None:
-    from citeline import pipeline
+    from citeline.ingest import pipeline
 
     docs = many_docs(tmp_path / "docs")
     records = docs / "records.jsonl"
@@ -317,7 +317,7 @@ def test_a_file_that_changes_before_it_is_parsed_again_is_reported(tmp_path, fak
 
 
 def test_progress_moves_forward_through_the_commits(tmp_path, fake_embedder) -> None:
-    from citeline.progress import Reporter
+    from citeline.ingest.progress import Reporter
 
     fractions: list[float] = []
 
@@ -330,7 +330,7 @@ def test_progress_moves_forward_through_the_commits(tmp_path, fake_embedder) -> 
 
     docs = many_docs(tmp_path / "docs")
     index = new_index(tmp_path, fake_embedder)
-    from citeline import pipeline
+    from citeline.ingest import pipeline
 
     pipeline.run(index, [docs], pipeline.Options(commit_every=2, reporter=Recording(), prepare_queries=False))
     assert len(fractions) > 20 and fractions == sorted(fractions) and fractions[-1] <= 1.0
@@ -339,8 +339,8 @@ def test_progress_moves_forward_through_the_commits(tmp_path, fake_embedder) -> 
 def test_the_cli_and_the_flow_default_to_the_pipelines_commit_every() -> None:
     import click
 
-    from citeline import pipeline
-    from citeline.cli_common import ingest_options
+    from citeline.cli.common import ingest_options
+    from citeline.ingest import pipeline
 
     command = ingest_options(click.command()(lambda **options: None))
     defaults = {param.name: param.default for param in command.params}

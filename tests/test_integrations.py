@@ -12,10 +12,10 @@ from langchain_core.documents import Document
 from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, TextNode
 
 from citeline import Index, QueryError
-from citeline.formats import iso_utc
 from citeline.integrations import PROVENANCE_KEYS, provenance
 from citeline.integrations.langchain import CitelineRetriever as LangChainRetriever
 from citeline.integrations.llamaindex import CitelineRetriever as LlamaIndexRetriever
+from citeline.util.formats import iso_utc
 
 QUERY = "soldiers defect when pay stops"
 

@@ -1,4 +1,4 @@
-"""BM25 queries that do not rank every chunk (citeline.lexical_query): the top k and the scores of given chunks are
+"""BM25 queries that do not rank every chunk (citeline.lexical.query): the top k and the scores of given chunks are
 those of scoring every posting (``SegmentedIndex.scores``), bit for bit, with deletions, filters and shard-wide
 statistics."""
 
@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from citeline.lexical import top_positions
-from citeline.lexical_segments import Part, Segment, SegmentedIndex, Statistics
+from citeline.lexical.analyzer import top_positions
+from citeline.lexical.segments import Part, Segment, SegmentedIndex, Statistics
 
 WORDS = ["river", "bridge", "soldier", "letter", "harvest", "winter", "archive", "garrison", "famine", "treaty"]
 WORDS += ["ledger", "monastery", "plague", "siege", "the", "of", "running", "runs", "zebra", "quartz"]
@@ -94,7 +94,7 @@ def test_ties_across_parts_go_by_chunk_id_whatever_part_holds_them() -> None:
 
 
 def test_ranked_scores_the_candidates_hybrid_fusion_reads_as_scores_of_does() -> None:
-    from citeline.search import _lexical_values
+    from citeline.query.plan import _lexical_values
 
     index = _segmented()
     rng = np.random.default_rng(5)

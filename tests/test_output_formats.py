@@ -1,4 +1,4 @@
-"""citeline.formats: every output format, the one timestamp form, and real records from a real index."""
+"""citeline.util.formats: every output format, the one timestamp form, and real records from a real index."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.formats import FORMATS, format_record, format_records, iso_utc, normalize, search_records
+from citeline.util.formats import FORMATS, format_record, format_records, iso_utc, normalize, search_records
 
 RECORDS = [
     {"id": 1, "name": 'a, "quoted"\tname', "score": 0.123456789, "tags": ["x", "y"], "ok": True, "gone": None},

@@ -12,8 +12,8 @@ import pytest
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.filters import Filters
 from citeline.store import passages, verify
+from citeline.store.filters import Filters
 from citeline.store.snapshot import ReadSnapshot
 
 

@@ -10,9 +10,9 @@ import pytest
 from test_evaluate import make_beir
 
 from citeline import Index
-from citeline.baseline import document_texts, rrf
-from citeline.chunking import embed_text
-from citeline.evaluate import baseline_results, evaluate_beir, load_beir
+from citeline.eval.baseline import document_texts, rrf
+from citeline.eval.beir import baseline_results, evaluate_beir, load_beir
+from citeline.model.chunking import embed_text
 from citeline.store import catalog
 
 
@@ -30,7 +30,9 @@ def test_embed_text_puts_the_title_before_the_chunk_once() -> None:
 
 
 def test_chunks_are_embedded_with_their_title_and_keep_their_offsets(tmp_path, fake_embedder, monkeypatch) -> None:
-    monkeypatch.setattr("citeline.chunking.EMBED_TEXT", "title + chunk")  # the setting, not the default (see chunking)
+    monkeypatch.setattr(
+        "citeline.model.chunking.EMBED_TEXT", "title + chunk"
+    )  # the setting, not the default (see chunking)
     corpus = tmp_path / "docs.jsonl"
     text = "Snow becomes ice. " * 6 + "Meltwater lubricates the glacier bed."
     corpus.write_text(json.dumps({"_id": "1", "title": "Glaciers", "text": text}) + "\n")
@@ -48,7 +50,7 @@ def test_chunks_are_embedded_with_their_title_and_keep_their_offsets(tmp_path, f
 
 def test_an_index_made_before_headers_keeps_embedding_chunks_alone(tmp_path, fake_embedder, monkeypatch) -> None:
     """An index whose meta has no embed_text (built before the setting) never mixes the two kinds of vector."""
-    monkeypatch.setattr("citeline.chunking.EMBED_TEXT", "title + chunk")
+    monkeypatch.setattr("citeline.model.chunking.EMBED_TEXT", "title + chunk")
     corpus = tmp_path / "docs.jsonl"
     text = "Snow becomes ice. " * 6 + "Meltwater lubricates the glacier bed."
     corpus.write_text(json.dumps({"_id": "1", "title": "Glaciers", "text": text}) + "\n")
@@ -90,7 +92,7 @@ def test_eval_reports_the_baseline_rows(tmp_path: Path, fake_embedder, monkeypat
     assert [r.mode for r in plain.results] == ["hybrid"]
 
 
-# ---------------------------------------------------------------- document-level signals (citeline.doc_signals)
+# ---------------------------------------------------------------- document-level signals (citeline.query.doc_signals)
 
 
 def long_documents_index(tmp_path: Path, fake_embedder) -> Index:
@@ -114,8 +116,8 @@ def long_documents_index(tmp_path: Path, fake_embedder) -> Index:
 def test_every_document_signal_gives_one_value_per_document(tmp_path, fake_embedder) -> None:
     """The contract of the registry: each signal returns a finite value per document of the candidates, the same
     for every candidate of one document, and a document's chunks are all found from any one of them."""
-    from citeline.doc_signals import SIGNALS, candidate_values
-    from citeline.search import document_rows
+    from citeline.query.doc_signals import SIGNALS, candidate_values
+    from citeline.query.plan import document_rows
 
     index = long_documents_index(tmp_path, fake_embedder)
     snapshot = index.snapshot()
@@ -147,10 +149,10 @@ def test_document_bm25_equals_bm25_over_the_joined_chunks(tmp_path, fake_embedde
     """The document BM25 computed from the chunk postings is BM25 over the document's chunk texts joined, with the
     chunk index's idf and the corpus's mean document length, over the sum of the query terms' idf (checked against
     a direct computation): the same whichever candidates ask."""
-    from citeline.doc_signals import Documents, document_bm25
-    from citeline.lexical import BM25_B, BM25_K1, analyze
-    from citeline.lexical_query import idf_of
-    from citeline.search import document_rows
+    from citeline.lexical.analyzer import BM25_B, BM25_K1, analyze
+    from citeline.lexical.query import idf_of
+    from citeline.query.doc_signals import Documents, document_bm25
+    from citeline.query.plan import document_rows
 
     index = long_documents_index(tmp_path, fake_embedder)
     snapshot = index.snapshot()
@@ -190,7 +192,7 @@ def test_hybrid_without_document_signals_is_the_chunk_fusion(tmp_path, fake_embe
     alone."""
     from dataclasses import replace
 
-    from citeline.search import CHUNK_FUSION, DEFAULT_FUSION, DOCUMENT_BM25_FUSION, DOCUMENT_FUSION, Fusion
+    from citeline.query.plan import CHUNK_FUSION, DEFAULT_FUSION, DOCUMENT_BM25_FUSION, DOCUMENT_FUSION, Fusion
 
     index = long_documents_index(tmp_path, fake_embedder)
     plain = index.rank("harbours flood moon", 20, mode="hybrid", fusion=Fusion(weight=0.4))
@@ -213,8 +215,8 @@ def test_document_vectors_are_stored_on_first_chunks_and_read_by_the_whole_signa
     (embedded with the chunks; a text equal to a chunk's is embedded once), the rows files carry it, and the
     ``whole`` signal is its cosine with the query; an index without them still searches (the signal falls back to
     the mean chunk vector)."""
-    from citeline.doc_signals import candidate_values
-    from citeline.search import DOCUMENT_FUSION, Fusion, document_rows
+    from citeline.query.doc_signals import candidate_values
+    from citeline.query.plan import DOCUMENT_FUSION, Fusion, document_rows
 
     records = [
         {

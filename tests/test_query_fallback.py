@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from citeline.embedding import SentenceTransformerEmbedder
+from citeline.model.embedding import SentenceTransformerEmbedder
 
 
 def test_torch_fallback_without_an_onnx_export_warns_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

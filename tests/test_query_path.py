@@ -36,7 +36,7 @@ HEAVY = (
 # Runs the console script's entry point in a fresh interpreter, then reports which heavy packages got imported.
 PROBE = """
 import json, sys
-from citeline.cli import main
+from citeline.cli.main import main
 index, heavy_names = sys.argv[1], set(sys.argv[2].split(","))
 sys.argv = ["citeline", "search", "wages of soldiers", "--index", index, "--json"]
 try:
@@ -44,7 +44,7 @@ try:
 except SystemExit as exit:
     assert not exit.code, exit.code
 heavy = sorted({name.split(".")[0] for name in sys.modules} & heavy_names)
-# numpy.ma: np.unique imports it (0.03 CPU-s); the query path uses citeline.arrays.unique instead.
+# numpy.ma: np.unique imports it (0.03 CPU-s); the query path uses citeline.util.arrays.unique instead.
 heavy += sorted({"numpy.ma"} & set(sys.modules))
 print("HEAVY " + json.dumps(heavy))
 """

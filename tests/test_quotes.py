@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 from collapse_eval import collapsed_pair, evaluate, load, mangled
 
-from citeline.collapse import shared_statement, word_spans, words_of
+from citeline.query.collapse import shared_statement, word_spans, words_of
 
 DATA = Path(__file__).resolve().parent / "data" / "quotes"
 
@@ -65,7 +65,7 @@ ASCII_SAMPLES = [
 
 def test_ascii_words_are_the_regex_words() -> None:
     # text_words splits ASCII text with str.translate: the same words as the regex that finds their spans.
-    from citeline.quotes import _WORD, text_words
+    from citeline.query.quotes import _WORD, text_words
 
     for text in ASCII_SAMPLES:
         assert text_words(text)[1] == [hash(word) for word in _WORD.findall(text.lower())]

@@ -12,7 +12,7 @@ import pytest
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.lexical_segments import SEGMENT_ARRAYS, Segment, SegmentedIndex, load
+from citeline.lexical.segments import SEGMENT_ARRAYS, Segment, SegmentedIndex, load
 from citeline.store import catalog, full_build, generation
 from citeline.store.lexical_files import bm25_path
 from citeline.vectors import flat_files, ivf_build

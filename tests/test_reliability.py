@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from conftest import HashEmbedder
 
 from citeline import Index, IndexCorruptError, IndexRepairedWarning
-from citeline.cli import cli
+from citeline.cli.main import cli
 from citeline.store import catalog, generation, locks
 
 #: At least 20 kills, spread over every step (the harness cycles through its ten stages, three kills each).

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.cli import cli
+from citeline.cli.main import cli
 from citeline.errors import IndexNotFoundError, QueryError, SettingsError, SourceError
+from citeline.ingest.texts import read_jsonl
 from citeline.store import catalog
 from citeline.store.verify import check
-from citeline.texts import read_jsonl
 
 
 def _write(docs: Path) -> None:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from conftest import LEGACY, HashEmbedder
 
 from citeline import Index
-from citeline.cli import cli
+from citeline.cli.main import cli
 from citeline.errors import (
     IndexLockedError,
     IndexMismatchError,
@@ -123,8 +123,8 @@ def test_the_cli_refuses_in_one_line_and_offers_allow_removals_and_dry_run(tmp_p
 
 
 def test_documents_under_a_folder_that_failed_are_kept() -> None:
-    from citeline.discovery import Discovery, Problem
-    from citeline.pipeline import ParsedBatch, plan_changes
+    from citeline.ingest.pipeline import ParsedBatch, plan_changes
+    from citeline.sources.discovery import Discovery, Problem
 
     stored = {"a": ("/r", "sub/a.md", "h1"), "b": ("/r", "sub/deeper/b.md", "h2"), "c": ("/r", "c.md", "h3")}
     discovery = Discovery(
@@ -468,7 +468,7 @@ def test_two_first_runs_with_different_chunk_sizes_the_loser_is_refused(tmp_path
 def test_a_damaged_onnx_file_in_the_model_cache_is_exported_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citeline import embedding
+    from citeline.model import embedding
 
     embedder = embedding.SentenceTransformerEmbedder(backend="onnx")
     cached = embedding.onnx_model_dir(embedder.model_path)

@@ -12,10 +12,11 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citeline import Index, IndexRepairedWarning, QueryError, lexical_segments
-from citeline.cli import cli
-from citeline.lexical import LexicalIndex, analyze
-from citeline.search import Fusion
+from citeline import Index, IndexRepairedWarning, QueryError
+from citeline.cli.main import cli
+from citeline.lexical import segments as lexical_segments
+from citeline.lexical.analyzer import LexicalIndex, analyze
+from citeline.query.plan import Fusion
 from citeline.store import generation
 
 SEEDS = Path(__file__).resolve().parent.parent / "seeds"
@@ -49,7 +50,7 @@ def test_analyzer_gives_bm25s_tokenizer_terms(texts: list[str]) -> None:
     import bm25s
     from bm25s.stopwords import STOPWORDS_EN
 
-    from citeline.lexical import ENGLISH_STOPWORDS, _stemmer
+    from citeline.lexical.analyzer import ENGLISH_STOPWORDS, _stemmer
 
     assert frozenset(STOPWORDS_EN) == ENGLISH_STOPWORDS
     texts = texts + ANALYZER_TEXTS + [path.read_text() for path in sorted(SEEDS.glob("*.md"))]
@@ -179,7 +180,7 @@ def test_dense_mode_blends_each_chunk_with_its_documents_length_weighted_centroi
     # A short document split into a lone title chunk and a body chunk: the title alone matches the query best, but
     # dense mode scores it (1 - w) * cosine + w * cosine(query, the document's length-weighted mean chunk vector),
     # so the unrelated body pulls it below a one-chunk document that matches throughout.
-    from citeline import search
+    from citeline.query import plan as search
 
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -19,7 +19,7 @@ import uvicorn
 from conftest import REPO, HashEmbedder
 
 from citeline import Index, IndexStatus, RunSummary, SearchResult
-from citeline.results import Source
+from citeline.query.results import Source
 from citeline.server import DocumentRecord, create_app, filters_from_params
 from citeline.store.documents import DOCUMENT_FIELDS
 

@@ -27,8 +27,8 @@ from conftest import HashEmbedder
 from test_shards import _same_ranking
 
 from citeline import Index, ShardedIndex
-from citeline.evaluate import load_beir
-from citeline.shards import Manifest, ShardsFailedError
+from citeline.eval.beir import load_beir
+from citeline.sharding.index import Manifest, ShardsFailedError
 
 distributed = pytest.importorskip("distributed")
 pytestmark = pytest.mark.slow

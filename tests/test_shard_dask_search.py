@@ -1,5 +1,5 @@
-"""Searching a sharded index as Dask tasks on the workers that hold the shards (citeline.shard_remote,
-citeline.shard_worker), on a LocalCluster of 2 worker processes: the same results as the threads path in every
+"""Searching a sharded index as Dask tasks on the workers that hold the shards (citeline.sharding.remote,
+citeline.sharding.worker), on a LocalCluster of 2 worker processes: the same results as the threads path in every
 mode, with filters and collapse; a new run is seen (the manifest's generation set changed); shards pinned to
 workers run there, and a pinned worker that is gone is one line naming the shard and the worker.
 
@@ -20,9 +20,9 @@ from test_shards import SCIFACT, _queries
 
 from citeline import Index, ShardedIndex
 from citeline.errors import IndexNotFoundError, SettingsError
-from citeline.shard_remote import DaskShards, ShardWorkerGoneError, parse_shard_workers
-from citeline.shard_worker import snapshot
-from citeline.shards import Manifest, ShardsFailedError
+from citeline.sharding.index import Manifest, ShardsFailedError
+from citeline.sharding.remote import DaskShards, ShardWorkerGoneError, parse_shard_workers
+from citeline.sharding.worker import snapshot
 
 distributed = pytest.importorskip("distributed")
 pytestmark = pytest.mark.slow
@@ -81,7 +81,7 @@ def test_dask_search_gives_the_threads_results_in_every_mode_with_filters_and_co
                 assert _results(remote, query, mode=mode, **options) == want
                 assert want  # the filter keeps half of every shard
     # The document-level signals read term counts and chunk rows on the workers: the same fused scores.
-    from citeline.search import DOCUMENT_FUSION
+    from citeline.query.plan import DOCUMENT_FUSION
 
     for query in _queries(8):
         want_ranked = local.rank(query, 10, mode="hybrid", fusion=DOCUMENT_FUSION)
@@ -165,7 +165,7 @@ def test_shard_workers_are_checked_and_a_plain_index_refuses_dask(tmp_path: Path
 
 
 def test_a_worker_answers_at_the_generation_asked_or_says_the_shard_moved(tmp_path: Path) -> None:
-    from citeline import shard_worker
+    from citeline.sharding import worker as shard_worker
 
     index = Index.create(tmp_path / "idx", embedder=HashEmbedder(), shards=2)
     docs = tmp_path / "docs"

@@ -1,4 +1,4 @@
-"""Sharded indexes (citeline.shards): routing, the manifest, every command on a root, and the central promise:
+"""Sharded indexes (citeline.sharding.index): routing, the manifest, every command on a root, and the central promise:
 a sharded index ranks exactly as one index over the same documents, in every mode, with filters and collapse."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from citeline import Index, ShardedIndex
 from citeline.errors import IndexMismatchError
-from citeline.shards import Manifest, shard_dir, shard_of
+from citeline.sharding.index import Manifest, shard_dir, shard_of
 
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "scifact"
 MODES = ("dense", "lexical", "hybrid")
@@ -223,7 +223,7 @@ def test_processes_and_a_dask_local_cluster_build_the_same_index(tmp_path: Path,
 def test_cli_shards_flag_is_checked(tmp_path: Path, seeds_dir: Path) -> None:
     from click.testing import CliRunner
 
-    from citeline.cli import cli
+    from citeline.cli.main import cli
 
     runner = CliRunner()
     result = runner.invoke(cli, ["ingest", str(seeds_dir), "--index", str(tmp_path / "bad"), "--shards", "0"])
@@ -240,7 +240,7 @@ def test_cli_ingest_seeds_with_two_shards_gives_the_plain_top_5(tmp_path: Path, 
     status, runs, verify, rebuild and search on the root."""
     from click.testing import CliRunner
 
-    from citeline.cli import cli
+    from citeline.cli.main import cli
 
     runner = CliRunner()
     plain, sharded = str(tmp_path / "plain"), str(tmp_path / "sharded")
@@ -355,12 +355,12 @@ def test_the_removal_guard_and_dry_run_decide_over_all_shards(tmp_path: Path, fa
 def test_an_unchanged_rerun_reads_no_file_and_a_changed_file_is_read_alone(
     tmp_path: Path, fake_embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The root decides file freshness over every shard's catalog before parsing (citeline.shard_freshness): an
+    """The root decides file freshness over every shard's catalog before parsing (citeline.sharding.freshness): an
     unchanged re-run parses nothing; a rewritten JSONL file, whose records live in several shards, is read alone."""
     import os
     import time
 
-    from citeline import pipeline
+    from citeline.ingest import pipeline
 
     corpus = tmp_path / "docs"
     corpus.mkdir()

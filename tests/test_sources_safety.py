@@ -19,8 +19,8 @@ import duckdb
 import pytest
 
 from citeline import Index, SourceError
-from citeline.discovery import Discovery, is_under, resolve_roots, scan
-from citeline.sources import SourceFile, display_path, doc_id_for, parse, parse_source
+from citeline.sources.discovery import Discovery, is_under, resolve_roots, scan
+from citeline.sources.parsers import SourceFile, display_path, doc_id_for, parse, parse_source
 
 WORKTREE = str(Path(__file__).resolve().parents[1])
 
@@ -44,7 +44,7 @@ def scan_unprivileged(roots: list[Path]) -> dict:
     """``scan(roots)`` as a user the permission bits apply to; the Discovery comes back as plain data."""
     script = (
         "import dataclasses, json, sys\n"
-        "from citeline.discovery import scan\n"
+        "from citeline.sources.discovery import scan\n"
         "print(json.dumps(dataclasses.asdict(scan(sys.argv[1:]))))\n"
     )
     command = [sys.executable, "-c", script, *map(str, roots)]

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.cli import cli
-from citeline.search import CHUNK_FUSION
+from citeline.cli.main import cli
+from citeline.query.plan import CHUNK_FUSION
 from citeline.store import catalog, generation
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -4,9 +4,8 @@ import time
 sys.path.insert(0, "/work/wt-quality/bench")
 from pathlib import Path
 
-from tune_quality import Data, Scorer, Setting, line
-
 from citeline.search import Fusion
+from tune_quality import Data, Scorer, Setting, line
 
 w, c = time.perf_counter(), time.process_time()
 data = Data(Path("/work/shared/benchmarks/scifact"), Path("/tmp/quality/base"), Path("/tmp/quality/header-vectors.npy"))

@@ -12,12 +12,12 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from citeline.formats import normalize
+from citeline.util.formats import normalize
 
 if TYPE_CHECKING:
-    from citeline.filters import Filters
     from citeline.index import Index
-    from citeline.results import SearchResult
+    from citeline.query.results import SearchResult
+    from citeline.store.filters import Filters
 
 __all__ = ["PROVENANCE_KEYS", "provenance", "search"]
 

@@ -22,11 +22,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'citeline.integrations.langchain needs langchain-core: pip install "citeline[langchain]"'
     ) from exc
 
-from citeline.embedding import Embedder
 from citeline.index import Index
 from citeline.integrations import provenance, search
-from citeline.results import SearchResult
-from citeline.search import DEFAULT_MODE
+from citeline.model.embedding import Embedder
+from citeline.query.plan import DEFAULT_MODE
+from citeline.query.results import SearchResult
 
 __all__ = ["CitelineRetriever", "to_document"]
 

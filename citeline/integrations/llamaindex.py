@@ -23,12 +23,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'citeline.integrations.llamaindex needs llama-index-core: pip install "citeline[llamaindex]"'
     ) from exc
 
-from citeline.embedding import Embedder
-from citeline.filters import Filters
 from citeline.index import Index
 from citeline.integrations import provenance, search
-from citeline.results import SearchResult
-from citeline.search import DEFAULT_MODE
+from citeline.model.embedding import Embedder
+from citeline.query.plan import DEFAULT_MODE
+from citeline.query.results import SearchResult
+from citeline.store.filters import Filters
 
 __all__ = ["LLM_METADATA_KEYS", "CitelineRetriever", "to_node"]
 

@@ -1,5 +1,5 @@
 """The catalog: ``meta.duckdb``, the source of truth. Every SQL statement citeline runs lives here, except the
-filter ``WHERE`` builder (``citeline.filters``), the runs table's (``citeline.store.ledger``), the files table's
+filter ``WHERE`` builder (``citeline.store.filters``), the runs table's (``citeline.store.ledger``), the files table's
 (``citeline.store.file_stats``: each source file's stat as a run last read it, for freshness), the consistency
 queries of ``verify`` and ``rebuild`` (``citeline.store.checks``) and the queries readers run on the passage rows
 files, not on the catalog (``citeline.store.passages``). Row shapes (Arrow tables) are in
@@ -101,7 +101,7 @@ def new_meta(
     embed_text: str,
     document_vectors: bool = False,
 ) -> dict[str, Any]:
-    """``index_meta`` of a new, empty index (generation 0) for an embedder (a ``citeline.embedding.Embedder``)."""
+    """``index_meta`` of a new, empty index (generation 0) for an embedder (a ``citeline.model.embedding.Embedder``)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "model": embedder.model_name,

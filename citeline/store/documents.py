@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from citeline.errors import IndexNotFoundError, QueryError
-from citeline.formats import iso_utc
 from citeline.store import catalog
+from citeline.util.formats import iso_utc
 
 if TYPE_CHECKING:
     import duckdb
 
-    from citeline.filters import Filters
+    from citeline.store.filters import Filters
 
 
 #: The keys of each :func:`documents` record, in order (``document`` adds ``text`` and ``spans``).

@@ -1,5 +1,5 @@
 """The ``files`` table of the catalog: each source file's size and modification time as the last run that read it
-whole saw them, and when that run started. It is what file-level freshness (``citeline.freshness``) compares a
+whole saw them, and when that run started. It is what file-level freshness (``citeline.ingest.freshness``) compares a
 found file's stat with; this module owns the table and every statement on it.
 
 Why a table of its own: freshness used to ask whether every *document* stored from a file recorded the file's

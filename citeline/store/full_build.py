@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from citeline.lexical_merge import write_merged
-from citeline.lexical_segments import Part, Segment
+from citeline.lexical.merge import write_merged
+from citeline.lexical.segments import Part, Segment
 from citeline.store import catalog, passages
 from citeline.store.files import _remove, artifact_bytes, artifact_checksum, known_checksum, publish
 from citeline.store.lexical_files import SEGMENT, new_segment_name, publish_lexical

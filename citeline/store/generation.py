@@ -5,7 +5,8 @@ Layout of an index directory::
     meta.duckdb                 the catalog (store.catalog) and the ledger (store.ledger)
     vectors.<gen>.<suffix>      a vector base written by generation <gen> (a ``citeline.vectors`` kind; flat: .faiss)
     vdelta.<gen>/               a vector delta segment written by generation <gen> (``citeline.vectors.segments``)
-    bm25.<gen>/                 the BM25 folder of a generation (``citeline.lexical``): which segments, deletions
+    bm25.<gen>/                 the BM25 folder of a generation (``citeline.lexical.analyzer``): which segments,
+    deletions
     seg.<gen>.<k>/              an immutable lexical segment, written by generation <gen>, listed by later ones
     db.lock                     store.locks (the writer lock is on the directory itself)
 
@@ -47,11 +48,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from citeline import lexical_segments
-from citeline.arrays import positions_of
 from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexRepairedWarning, IndexWriteError
-from citeline.lexical import settings_problems
-from citeline.lexical_segments import Part, Segment, SegmentedIndex, read_segments
+from citeline.lexical import segments as lexical_segments
+from citeline.lexical.analyzer import settings_problems
+from citeline.lexical.segments import Part, Segment, SegmentedIndex, read_segments
 from citeline.store import catalog, checks, file_stats, ledger, passages
 from citeline.store.files import (
     _remove,
@@ -75,6 +75,7 @@ from citeline.store.vector_files import (
     vector_problems,
     vectors_path,
 )
+from citeline.util.arrays import positions_of
 
 if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
     import duckdb

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from citeline.lexical_merge import write_merged
-from citeline.lexical_segments import Part, Segment, SegmentedIndex, live_parts, merge_plan
+from citeline.lexical.merge import write_merged
+from citeline.lexical.segments import Part, Segment, SegmentedIndex, live_parts, merge_plan
 from citeline.store import catalog, passages
 from citeline.store.files import known_checksum, publish
 

@@ -1,6 +1,6 @@
 """Passage rows: what a search result and a filter read about a chunk, beside each lexical segment.
 
-Each lexical segment folder (``seg.<g>.<k>/``, :mod:`citeline.lexical_segments`) holds ``rows.arrow``: an Arrow IPC
+Each lexical segment folder (``seg.<g>.<k>/``, :mod:`citeline.lexical.segments`) holds ``rows.arrow``: an Arrow IPC
 file with one row per chunk of the segment, in the segment's order (ascending chunk id), carrying the chunk's row
 (text included) joined with its document's (``catalog.PASSAGE_COLUMNS``). The file is written with the segment, in
 the same staged folder, so it is published, checksummed, merged, compacted and removed with it, and the deletions a
@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from citeline.arrays import unique
 from citeline.errors import IndexCorruptError
-from citeline.lexical import LexicalIndex
-from citeline.lexical_segments import SegmentedIndex
+from citeline.lexical.analyzer import LexicalIndex
+from citeline.lexical.segments import SegmentedIndex
 from citeline.store import catalog
+from citeline.util.arrays import unique
 
 if TYPE_CHECKING:
     import duckdb
 
-    from citeline.filters import Filters
+    from citeline.store.filters import Filters
 
 ROWS_FILE = "rows.arrow"
 _UNIT_MICROSECONDS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0.001}
@@ -392,7 +392,7 @@ class Passages:
 
     def document_count(self) -> int:
         """Live documents (their ordinal-0 chunks), counted once (a generation's rows do not change): the document
-        BM25 signal's mean document length is the corpus's, not the candidates' (``citeline.doc_signals``).
+        BM25 signal's mean document length is the corpus's, not the candidates' (``citeline.query.doc_signals``).
 
         Counted with numpy over the mapped ``ordinal`` column and the segments' live masks, not by SQL: at 1M
         chunks the SQL count cost 94-142 CPU-ms (0.6 s wall under load) on each reader's first hybrid search and

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from citeline.sources import Document
+    from citeline.sources.parsers import Document
 
 
 def vectors_to_arrow(vectors: np.ndarray) -> pa.FixedSizeListArray:

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from citeline import lexical_segments
 from citeline.errors import IndexCorruptError, IndexMismatchError
-from citeline.lexical_segments import SegmentedIndex
+from citeline.lexical import segments as lexical_segments
+from citeline.lexical.segments import SegmentedIndex
 from citeline.store import catalog, generation, meta_cache, passages
 from citeline.store.generation import bm25_path, load_vectors
 from citeline.store.locks import database_lock
@@ -182,7 +182,7 @@ class ReadSnapshot:
         return self.passages.document_count()
 
     def allowed_chunk_ids(self, filters: Any) -> np.ndarray | None:
-        """The sorted chunk ids of this generation that ``filters`` (a ``citeline.filters.Filters``) lets through,
+        """The sorted chunk ids of this generation that ``filters`` (a ``citeline.store.filters.Filters``) lets through,
         or None when it restricts nothing."""
         return self.passages.allowed(filters)
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from citeline import lexical_segments
 from citeline.errors import IndexCorruptError
-from citeline.lexical import LexicalIndex
+from citeline.lexical import segments as lexical_segments
+from citeline.lexical.analyzer import LexicalIndex
 from citeline.store import catalog, checks, ledger, passages
 from citeline.store.generation import (
     bm25_path,

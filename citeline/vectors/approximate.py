@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 import faiss
 import numpy as np
 
-from citeline.arrays import positions_of, top_k
 from citeline.errors import IndexCorruptError
+from citeline.util.arrays import positions_of, top_k
 from citeline.vectors.flat import faiss_threads
 
 #: A filtered search whose allowed set has at most this many rows scores them exactly with numpy. bench/ann.py at

@@ -10,8 +10,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from citeline.arrays import positions_of, positions_of_all, top_k
 from citeline.errors import IndexCorruptError
+from citeline.util.arrays import positions_of, positions_of_all, top_k
 from citeline.vectors.base import vector_index
 
 #: Below this many vectors a query is scanned on one thread: splitting a single query's scan of a small flat

@@ -19,8 +19,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from citeline.arrays import positions_of, positions_of_all
 from citeline.errors import IndexCorruptError
+from citeline.util.arrays import positions_of, positions_of_all
 from citeline.vectors.approximate import ApproximateIndex
 from citeline.vectors.base import vector_index
 

@@ -50,8 +50,8 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from citeline.arrays import positions_of, top_k, unique
 from citeline.errors import IndexCorruptError
+from citeline.util.arrays import positions_of, top_k, unique
 from citeline.vectors.base import VectorIndex
 from citeline.vectors.flat import faiss_threads
 

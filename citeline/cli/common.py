@@ -1,0 +1,295 @@
+"""What the ``citeline`` commands share: option tables (the ingestion settings are one table, used by ``ingest``,
+``schedule``, ``python -m flows.ingest`` and ``python -m flows.serve``), filter options, output formats, and
+one-line errors."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from citeline.errors import CitelineError, SettingsError
+from citeline.model.embedding import BACKENDS
+from citeline.util.formats import FORMATS, format_record, format_records, search_records
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class PathType(click.Path):
+    """``click.Path`` that reports a path it cannot even look at (a NUL byte) as a usage error, not a traceback."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Check for a NUL byte, then convert as ``click.Path`` does."""
+        if isinstance(value, str) and "\0" in value:
+            self.fail(f"{value!r} contains a NUL character", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+index_option = click.option(
+    "--index",
+    "index_path",
+    default="index",
+    envvar="CITELINE_INDEX",
+    show_default=True,
+    type=PathType(file_okay=False),
+    help="Index directory (env CITELINE_INDEX).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
+wait_option = click.option(
+    "--wait", type=float, default=None, help="Seconds to wait for another writer [default: forever]."
+)
+shards_option = click.option(
+    "--shards",
+    type=click.IntRange(min=1),
+    default=None,
+    help="A new index of N shards (documents routed by a hash of their id; each shard a complete index, ingested in "
+    "parallel: processes, or Dask with --dask-address/--dask-workers) [default: unsharded, or the index's own].",
+)
+# The settings of an ingestion run, shared by `ingest` and `schedule` (parameters of Index.create and the flow).
+_INGEST_OPTIONS = [
+    click.option(
+        "--model", default=None, help="Model name or local model folder [default: the index's, or all-MiniLM-L6-v2]."
+    ),
+    click.option(
+        "--backend",
+        type=click.Choice(BACKENDS),
+        default=None,
+        help="Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) [default: torch].",
+    ),
+    click.option(
+        "--max-tokens",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Chunk size in model tokens [default: model limit].",
+    ),
+    click.option(
+        "--overlap-tokens", type=click.IntRange(min=0), default=None, help="Token overlap between chunks [default: 32]."
+    ),
+    click.option(
+        "--vector-index",
+        type=click.Choice(["auto", "flat", "ivf", "hnsw"]),
+        default=None,
+        help="Vector index of a new index: exact (flat), inverted lists (ivf), a graph (hnsw), or flat until "
+        "it is large, then ivf (auto) [default: auto].",
+    ),
+    click.option(
+        "--document-vectors/--no-document-vectors",
+        default=None,
+        help="A new index also embeds each document whole (title and text, one vector more per document), a "
+        "hybrid ranking signal [default: off].",
+    ),
+    click.option(
+        "--max-file-bytes",
+        type=click.IntRange(min=1),
+        default=64 * 1024 * 1024,
+        show_default=True,
+        help="Skip larger files.",
+    ),
+    wait_option,
+    click.option(
+        "--allow-removals",
+        is_flag=True,
+        help="Let this run remove the documents of a root that came back empty, or more than "
+        "--removal-threshold of a root's documents.",
+    ),
+    click.option(
+        "--removal-threshold",
+        type=click.FloatRange(0.0, 1.0),
+        default=0.5,
+        show_default=True,
+        help="Share of a root's documents a run may remove without --allow-removals.",
+    ),
+    click.option("--dry-run", is_flag=True, help="Print what the run would add, update and remove; write nothing."),
+    click.option(
+        "--commit-every",
+        type=click.IntRange(min=1),
+        default=20_000,  # pipeline.COMMIT_EVERY (cli_common imports no pipeline: it loads at every command)
+        show_default=True,
+        help="Commit about this many chunks at a time: bounds the run's memory; a crash loses at most that much.",
+    ),
+    click.option(
+        "--dask-address",
+        default=None,
+        help="With --prefect: parse and embed on this Dask scheduler (tcp://HOST:8786); on a sharded index: run the "
+        "shards there.",
+    ),
+    click.option(
+        "--dask-workers",
+        type=click.IntRange(min=1),
+        default=None,
+        help="With --prefect: parse and embed on a local Dask cluster of N processes; on a sharded index: run the "
+        "shards there.",
+    ),
+]
+
+shard_workers_option = click.option(
+    "--shard-workers",
+    default=None,
+    help="On a sharded index with --dask-address: pin shards to the workers that hold their disks, SHARD=WORKER "
+    "by address or name (0=tcp://10.0.0.5:8786,1=worker-b); a pinned shard runs only there, and fails in one line "
+    "when that worker is gone [default: any worker; the shards on a filesystem every worker sees].",
+)
+search_dask_option = click.option(
+    "--dask-address",
+    default=None,
+    help="On a sharded index: run each shard's part of the search as a task on this Dask scheduler's worker that "
+    "holds the shard (tcp://HOST:8786) [default: threads in this process].",
+)
+
+
+def ingest_options(func: F) -> F:
+    """Add the ingestion settings' options to a command."""
+    for option in reversed(_INGEST_OPTIONS):
+        func = option(func)
+    return func
+
+
+def user_errors(func: F) -> F:
+    """Turn citeline's typed errors into a one-line message and exit status 1, never a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SettingsError as exc:  # the library's own usage errors: exit 2 (other ValueErrors are bugs)
+            raise click.UsageError(str(exc)) from exc
+        except CitelineError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except BrokenPipeError:  # `citeline ... | head`: click's own handler exits quietly
+            raise
+        except OSError as exc:  # permissions, a full disk, a path that is a file: the user can fix these
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise click.ClickException(f"{where}{exc.strerror or exc}") from exc
+        except Exception as exc:  # DuckDB's errors: the library reports damage where it reads; this is the last resort
+            duckdb = sys.modules.get("duckdb")  # not imported: not DuckDB's (a search may never load it)
+            if duckdb is None or not isinstance(exc, duckdb.Error):
+                raise
+            raise click.ClickException(f"the index's database failed: {str(exc).splitlines()[0]}") from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+class OneLineErrors(click.Group):
+    """A group whose errors, usage errors included, print as one ``Error: ...`` line (exit 1, or 2 for usage)."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the command; in standalone mode, report click's errors on one line instead of a usage block."""
+        if not standalone_mode:
+            return super().main(args, prog_name, standalone_mode=False, **extra)
+        try:
+            result = super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            message = " ".join(exc.format_message().split())
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see `{ctx.command_path} --help`)" if isinstance(exc, click.UsageError) and ctx else ""
+            click.echo(f"Error: {message}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    # One line per warning on stderr, without the file and line of the code that raised it.
+    click.echo(f"warning: {message}", err=True)
+
+
+def where_filter(values: tuple[str, ...]) -> dict[str, str | list[str]]:
+    """``--where key=value`` options as the ``meta`` filter dict; a key given twice matches either value."""
+    meta: dict[str, str | list[str]] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--where")
+        if key in meta:
+            previous = meta[key]
+            meta[key] = [*previous, value] if isinstance(previous, list) else [previous, value]
+        else:
+            meta[key] = value
+    return meta
+
+
+_FILTER_OPTIONS = [
+    click.option("--source", multiple=True, help="Only this ingested folder or file (or a source id); repeatable."),
+    click.option("--path", "path_glob", multiple=True, metavar="GLOB",
+                 help="Only documents whose source id or path matches GLOB, e.g. '*.md'; repeatable."),
+    click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
+                 help="Only documents whose metadata KEY equals VALUE; repeatable (keys AND, a repeated key ORs)."),
+    click.option("--ingested-after", metavar="DATE", help="Only documents ingested at or after DATE (ISO 8601)."),
+    click.option("--ingested-before", metavar="DATE", help="Only documents ingested before DATE (ISO 8601)."),
+]  # fmt: skip
+
+
+def filter_options(func: F) -> F:
+    """Add the filter options (``--source``, ``--path``, ``--where``, ``--ingested-after/-before``) to a command."""
+    for option in reversed(_FILTER_OPTIONS):
+        func = option(func)
+    return func
+
+
+def filters_from(
+    source: tuple[str, ...],
+    path_glob: tuple[str, ...],
+    where: tuple[str, ...],
+    ingested_after: str | None,
+    ingested_before: str | None,
+) -> dict[str, Any]:
+    """The filter options as the ``filters=`` dict of the Python API (keys left out when not given)."""
+    values = {
+        "source": list(source), "path_glob": list(path_glob), "meta": where_filter(where),
+        "ingested_after": ingested_after, "ingested_before": ingested_before,
+    }  # fmt: skip
+    return {key: value for key, value in values.items() if value}
+
+
+format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Output format: an aligned table, a JSON array, JSON lines, CSV or TSV (--json is --format jsonl).",
+)
+
+#: The columns of ``search --format table`` (csv and tsv carry every field; json and jsonl whole records).
+SEARCH_TABLE_COLUMNS = ("rank", "score", "source_id", "ordinal", "char_start", "char_end", "page", "title", "text")
+DOCUMENT_TABLE_COLUMNS = ("doc_id", "source_id", "title", "format", "chunks", "pages", "ingested_at", "run_id")
+RUN_TABLE_COLUMNS = (
+    "run_id", "status", "started_at", "generation", "added", "updated", "unchanged", "removed", "failed",
+    "chunks_embedded", "chunks_reused",
+)  # fmt: skip
+#: Table cells wider than this wrap (passage texts, titles).
+TABLE_CELL_WIDTH = 60
+
+
+def resolve_format(fmt: str | None, as_json: bool, default: str | None = None) -> str | None:
+    """The output format of a command given ``--format`` and the ``--json`` shortcut (``jsonl``, what ``--json``
+    printed so far, so scripts keep working); ``default`` when neither is given."""
+    if as_json and fmt not in (None, "jsonl"):
+        raise click.UsageError(f"--json means --format jsonl; it cannot be combined with --format {fmt}")
+    return "jsonl" if as_json else (fmt or default)
+
+
+def emit_records(records: Sequence[Mapping[str, Any]], fmt: str, table_columns: Sequence[str] | None = None) -> None:
+    """Print records in ``fmt``; ``table_columns`` picks the columns of a table."""
+    columns = table_columns if fmt == "table" else None
+    click.echo(format_records(records, fmt, columns=columns, max_col_width=TABLE_CELL_WIDTH), nl=False)
+
+
+def emit_search(results: Sequence[Any], fmt: str) -> None:
+    """Print search results (``SearchResult`` objects) in ``fmt``, each record with its ``rank``."""
+    emit_records(search_records(results), fmt, SEARCH_TABLE_COLUMNS)
+
+
+def emit_record(record: Mapping[str, Any], fmt: str) -> None:
+    """Print one record (``status``) in ``fmt``."""
+    click.echo(format_record(record, fmt), nl=False)

@@ -1,0 +1,195 @@
+"""The ``citeline`` commands that read an index for people and other programs (``serve``, ``documents``, ``show``),
+and the ones that manage what is in it beside ``ingest`` (``remove``, and ``ingest -``'s stdin half)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from citeline.cli.common import (
+    DOCUMENT_TABLE_COLUMNS,
+    PathType,
+    emit_records,
+    filter_options,
+    filters_from,
+    format_option,
+    index_option,
+    json_option,
+    resolve_format,
+    search_dask_option,
+    shard_workers_option,
+    user_errors,
+    wait_option,
+)
+
+#: Characters ``show --around`` prints on each side of the offset.
+AROUND_CHARS = 300
+
+
+@click.command()
+@index_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port to listen on.")
+@search_dask_option
+@shard_workers_option
+@user_errors
+def serve(index_path: str, host: str, port: int, dask_address: str | None, shard_workers: str | None) -> None:
+    """Serve the index over HTTP (read-only): GET /search, /documents, /documents/ID, /status, /runs, /health.
+
+    The OpenAPI schema is at /openapi.json and interactive docs at /docs. The server never takes the writer
+    lock, so `citeline ingest` can run beside it; each query sees the newest committed generation.
+    """
+    from citeline.server import serve as run_server
+
+    run_server(index_path, host=host, port=port, dask_address=dask_address, shard_workers=shard_workers)
+
+
+@click.command()
+@index_option
+@filter_options
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N documents [default: all].")
+@format_option
+@json_option
+@user_errors
+def documents(
+    index_path: str,
+    source: tuple[str, ...],
+    path_glob: tuple[str, ...],
+    where: tuple[str, ...],
+    ingested_after: str | None,
+    ingested_before: str | None,
+    limit: int | None,
+    fmt: str | None,
+    as_json: bool,
+) -> None:
+    """List the documents in the index: id, source, title, format, chunks, pages, ingested_at, run, metadata."""
+    from citeline.index import Index
+
+    filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
+    output = resolve_format(fmt, as_json, default="table")
+    assert output is not None
+    rows = Index.open(index_path, repair=False).documents(filters=filters, limit=limit)
+    if not rows and output == "table":
+        click.echo("no documents" + (" match the filters" if filters else " (see `citeline ingest`)"), err=True)
+        return
+    emit_records(rows, output, DOCUMENT_TABLE_COLUMNS)
+
+
+@click.command()
+@click.argument("doc_id")
+@index_option
+@click.option(
+    "--chunk", type=click.IntRange(min=0), default=None, metavar="N", help="Only chunk N (its ordinal) of the document."
+)
+@click.option(
+    "--around",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="CHAR",
+    help=f"Only the text around character offset CHAR ({AROUND_CHARS} characters each side).",
+)
+@json_option
+@user_errors
+def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as_json: bool) -> None:
+    """Print a document's text (or one chunk, or the text around an offset) with its provenance."""
+    from citeline.index import Index
+
+    if chunk is not None and around is not None:
+        raise click.UsageError("give --chunk or --around, not both")
+    doc = Index.open(index_path, repair=False).document(doc_id)
+    text: str = doc["text"]
+    start, end = 0, len(text)
+    if chunk is not None:
+        spans = [span for span in doc["spans"] if span["ordinal"] == chunk]
+        if not spans:
+            raise click.ClickException(f"document {doc_id} has chunks 0 to {len(doc['spans']) - 1}, not {chunk}")
+        start, end = spans[0]["char_start"], spans[0]["char_end"]
+    elif around is not None:
+        if around > len(text):
+            raise click.ClickException(
+                f"document {doc_id} has {len(text)} characters; --around {around} is past the end"
+            )
+        start, end = max(0, around - AROUND_CHARS), min(len(text), around + AROUND_CHARS)
+    if as_json:
+        excerpt = {**{key: value for key, value in doc.items() if key != "text"}, "char_start": start,
+                   "char_end": end, "text": text[start:end]}  # fmt: skip
+        click.echo(json.dumps(excerpt, ensure_ascii=False))
+        return
+    pages = f", {doc['pages']} pages" if doc["pages"] else ""
+    click.echo(click.style(doc["source_path"], fg="cyan") + f"  [chars {start}-{end} of {len(text)}]")
+    click.echo(f"  title: {doc['title']}")
+    click.echo(f"  id {doc['doc_id']}, {doc['format']}, {doc['chunks']} chunks{pages}, content {doc['content_hash']}")
+    click.echo(f"  ingested {doc['ingested_at']} by run {doc['run_id']}")
+    if doc["metadata"]:
+        click.echo(f"  metadata: {json.dumps(doc['metadata'], ensure_ascii=False)}")
+    click.echo()
+    click.echo(text[start:end])
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=PathType())
+@index_option
+@click.option("--source", multiple=True, help="Remove every document of this source (as the --source filter selects).")
+@click.option("--doc", "doc_ids", multiple=True, metavar="DOC_ID", help="Remove the document with this id; repeatable.")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; write nothing.")
+@wait_option
+@json_option
+@user_errors
+def remove(
+    paths: tuple[str, ...],
+    index_path: str,
+    source: tuple[str, ...],
+    doc_ids: tuple[str, ...],
+    dry_run: bool,
+    wait: float | None,
+    as_json: bool,
+) -> None:
+    """Remove documents from the index: those whose source path is PATH or lies under the folder PATH, of a
+    --source, or with a --doc id. Recorded as a run (`citeline runs`); a later `ingest` of their folder adds them
+    back if their files are still there."""
+    from citeline.index import Index
+
+    summary = Index.open(index_path, repair=not dry_run).remove(
+        paths, source=source, doc_ids=doc_ids, dry_run=dry_run, wait=wait
+    )
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), ensure_ascii=False))
+        return
+    for document in summary.documents:
+        click.echo(f"{'would remove' if dry_run else 'removed'} {document['doc_id']}  {document['source_path']}")
+    count = f"{summary.removed} document{'s' * (summary.removed != 1)}"
+    if dry_run:
+        click.echo(f"dry run, nothing written: would remove {count} from {index_path}", err=True)
+    else:
+        click.echo(f"run {summary.run_id}: removed {count}; generation {summary.generation}", err=True)
+
+
+def ingest_stdin(
+    paths: tuple[str, ...], index_path: str, source: str | None, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """`citeline ingest -`: texts as JSON lines on stdin (``citeline.ingest.texts.read_jsonl``) into
+    ``Index.add_texts``.
+    ``settings`` are the ``ingest`` options; those that only apply to folders must be left at their defaults."""
+    from citeline.dry_runs import index_for_run
+    from citeline.ingest.texts import DEFAULT_SOURCE, read_jsonl
+
+    if paths != ("-",):
+        raise click.UsageError("`-` (texts as JSON lines on stdin) cannot be combined with other PATHS")
+    for name in ("prefect", "dask_address", "dask_workers", "allow_removals"):
+        if settings[name]:
+            raise click.UsageError(f"--{name.replace('_', '-')} applies to folders, not to `ingest -`")
+    records = read_jsonl(sys.stdin.buffer)  # all read and checked before the index is touched
+    create = {key: settings[key] for key in CREATE_SETTINGS}
+    with index_for_run(index_path, dry_run=settings["dry_run"], **create) as index:
+        run = index.add_texts(
+            records["texts"], records["ids"], records["metadata"], source or DEFAULT_SOURCE, titles=records["titles"],
+            wait=settings["wait"], progress=settings["progress"], dry_run=settings["dry_run"],
+        )  # fmt: skip
+    return run.to_dict()
+
+
+#: The ``ingest`` options that are ``Index.create``'s parameters.
+CREATE_SETTINGS = ("model", "backend", "max_tokens", "overlap_tokens", "vector_index", "document_vectors")

@@ -1,0 +1,138 @@
+"""How search results look to people and to programs.
+
+:func:`human` prints, per result, the highlighted sentence(s) with a little context and the span emphasised, the
+source and offsets, and for a collapsed result every source with its own copy of the shared words; ``full=True``
+prints the whole chunk. Colour and bold only reach a terminal: never with ``NO_COLOR`` set or when the output is
+not a tty. :func:`json_lines` gives one JSON object per result with ``rank``, ``highlights`` and ``metadata``, and the
+passage text once (each source's offsets say where its copy is; ``citeline show`` prints any of them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import click
+
+from citeline.query.results import SearchResult
+from citeline.util.formats import search_records
+
+#: Characters of context shown on each side of a highlight.
+CONTEXT_CHARS = 90
+#: Characters shown of a passage that has no highlight.
+PREVIEW_CHARS = 300
+#: Characters shown of each source's copy of the shared words.
+SHARED_CHARS = 160
+
+
+def use_color(stream: Any = None) -> bool:
+    """Whether to style output: a terminal, and no ``NO_COLOR`` (https://no-color.org) in the environment."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def human(
+    results: Sequence[SearchResult], *, full: bool = False, color: bool | None = None, width: int | None = None
+) -> str:
+    """The results as text for a reader (``color=None``: decide with :func:`use_color`)."""
+    color = use_color() if color is None else color
+    width = width or min(shutil.get_terminal_size((100, 20)).columns, 110)
+
+    def style(text: str, **kwargs: Any) -> str:
+        return click.style(text, **kwargs) if color else text
+
+    lines: list[str] = []
+    for rank, result in enumerate(results, 1):
+        page = f", page {result.page}" if result.page else ""
+        lines.append(
+            style(f"{rank:>2}. {result.score:.3f}  ", bold=True)
+            + style(result.source_path, fg="cyan")
+            + f"  [chars {result.char_start}-{result.char_end}, chunk {result.ordinal}{page}]"
+        )
+        if result.title:
+            lines.append(f"    {result.title}")
+        for line in _wrap(_passage(result, full, style), width - 6):
+            lines.append(f"    │ {line}")
+        if len(result.sources) > 1:
+            lines.append(f"    the same passage is in {len(result.sources)} sources:")
+            for source in result.sources:
+                where_page = f", page {source.page}" if source.page else ""
+                lines.append(
+                    f"      {source.score:.3f}  "
+                    + style(source.source_path, fg="cyan")
+                    + f"  [chars {source.shared_start}-{source.shared_end} in chunk {source.ordinal}"
+                    f" (chars {source.char_start}-{source.char_end}){where_page}]"
+                )
+                start, end = source.shared_start, source.shared_end
+                if start is not None and end is not None and (start, end) != (source.char_start, source.char_end):
+                    shared = " ".join(source.text[start - source.char_start : end - source.char_start].split())
+                    if len(shared) > SHARED_CHARS:
+                        shared = shared[: SHARED_CHARS - 1].rsplit(" ", 1)[0] + " …"
+                    lines.append(f"        “{shared}”")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _passage(result: SearchResult, full: bool, style: Any) -> str:
+    """The text shown for a result: its highlights in context (or the whole chunk), the highlights emphasised."""
+    text = result.text
+    marks = sorted((h.char_start - result.char_start, h.char_end - result.char_start) for h in result.highlights)
+    marks = [(max(0, s), min(len(text), e)) for s, e in marks if e > 0 and s < len(text)]
+    if not marks:
+        if full or len(text) <= PREVIEW_CHARS:
+            return text
+        return text[:PREVIEW_CHARS].rsplit(" ", 1)[0] + " …"
+    pieces: list[str] = []
+    cursor = 0 if full else None
+    for start, end in marks:
+        if cursor is None:  # the first highlight: a little context before it
+            cursor = _word_start(text, max(0, start - CONTEXT_CHARS))
+            if cursor > 0:
+                pieces.append("… ")
+        elif not full and start - cursor > 2 * CONTEXT_CHARS:  # a long stretch between two highlights
+            pieces.append(text[cursor : _word_end(text, cursor + CONTEXT_CHARS)] + " … ")
+            cursor = _word_start(text, start - CONTEXT_CHARS)
+        pieces.append(text[cursor:start])
+        pieces.append(style(text[start:end], bold=True, fg="yellow"))
+        cursor = end
+    assert cursor is not None
+    stop = len(text) if full else _word_end(text, min(len(text), cursor + CONTEXT_CHARS))
+    pieces.append(text[cursor:stop])
+    if stop < len(text):
+        pieces.append(" …")
+    return "".join(pieces)
+
+
+def _word_start(text: str, at: int) -> int:
+    """``at``, moved forward to the start of a word (so context does not begin mid-word)."""
+    if at <= 0:
+        return 0
+    space = text.find(" ", at)
+    return at if space < 0 else space + 1
+
+
+def _word_end(text: str, at: int) -> int:
+    """``at``, moved back to the end of a word."""
+    if at >= len(text):
+        return len(text)
+    space = text.rfind(" ", 0, at)
+    return at if space < 0 else space
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Wrap ``text`` (whitespace collapsed) to ``width``; ANSI codes count as characters, which only shortens lines."""
+    return textwrap.wrap(" ".join(text.split()), max(width, 20)) or [""]
+
+
+def json_lines(results: Sequence[SearchResult]) -> Iterator[str]:
+    """One JSON object per result, one line each (the CLI's ``--json`` format)."""
+    for record in search_records(results):
+        yield json.dumps(record, ensure_ascii=False)

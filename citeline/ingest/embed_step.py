@@ -1,0 +1,174 @@
+"""The chunk and embed steps of the pipeline (``citeline.ingest.pipeline`` re-exports them): documents into chunk rows,
+and the rows' vectors, each distinct text embedded once.
+
+With an index's ``document_vectors`` setting (``Chunker.document_vectors``), each document's first chunk row also
+carries the text of the whole document (title and text, :func:`document_text`) and :func:`embed_chunks` fills
+its vector in the same encode batches as the chunks' (``citeline.query.doc_signals``'s ``whole`` signal reads it).
+A document text equal to a chunk's embedded text (a one-chunk document without a title) is embedded once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from citeline.ingest.progress import Reporter
+from citeline.model.chunking import Chunker, embed_text
+from citeline.sources.parsers import Document, text_hash
+from citeline.store import catalog
+from citeline.store.rows import ChunkRows
+from citeline.util.ids import chunk_id_for
+
+#: Texts per encode call when progress is reported: 32 chunks take a few seconds with torch on 2 cores, so the
+#: bar moves every few seconds (256 froze it for ~40 s); with texts sorted by length it costs no CPU (below).
+EMBED_PROGRESS_STEP = 32
+
+
+class Target(Protocol):
+    """What the pipeline needs of the index it writes to (:class:`citeline.Index` is one)."""
+
+    @property
+    def path(self) -> Path:
+        """The index directory."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Length of the index's vectors."""
+        ...
+
+    @property
+    def chunker(self) -> Chunker:
+        """The chunker with the index's settings."""
+        ...
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Embed texts with the index's model."""
+        ...
+
+
+#: Documents chunked per call of the (multi-threaded) chunker when progress is reported: small enough that the
+#: bar moves every second or two, large enough to keep every CPU busy.
+CHUNK_PROGRESS_STEP = 256
+
+#: Characters of a document's text kept for its whole-document vector: the model reads its first 256 tokens
+#: (about 1,100 characters of English; 15 characters a token would still fill them), so a long report's text is
+#: not tokenized whole only to be truncated.
+DOCUMENT_TEXT_CHARS = 4_000
+
+
+def document_text(title: str | None, text: str) -> str:
+    """What the model embeds for a whole document: ``title + " " + text`` (as BEIR, MTEB and
+    ``citeline.eval.baseline`` do), cut to :data:`DOCUMENT_TEXT_CHARS`; the encoder truncates it at its window."""
+    return f"{(title or '').strip()} {text}".strip()[:DOCUMENT_TEXT_CHARS]
+
+
+def chunk_documents(
+    documents: Sequence[Document], chunker: Chunker, *, advance: Callable[[int], None] | None = None
+) -> ChunkRows:
+    """Chunk every document; vectors are left empty for :func:`embed` to fill. ``advance(n)`` is called as
+    documents are done (progress)."""
+    rows = ChunkRows.empty()
+    step = CHUNK_PROGRESS_STEP if advance is not None else max(len(documents), 1)
+    all_spans: list[Any] = []
+    for start in range(0, len(documents), step):
+        part = documents[start : start + step]
+        all_spans.extend(chunker.split_many([(document.text, document.format == "markdown") for document in part]))
+        if advance is not None:
+            advance(len(part))
+    headers = chunker.embed_text == "title + chunk"
+    whole = getattr(chunker, "document_vectors", False)
+    for document, spans in zip(documents, all_spans, strict=True):
+        content_hash = document.content_hash
+        title = (document.title or "").strip() if headers else ""
+        page_starts: list[int] = document.metadata.get("page_starts") or []
+        for span in spans:
+            rows.chunk_id.append(chunk_id_for(document.doc_id, content_hash, span.ordinal))
+            rows.doc_id.append(document.doc_id)
+            rows.ordinal.append(span.ordinal)
+            rows.char_start.append(span.char_start)
+            rows.char_end.append(span.char_end)
+            rows.text.append(span.text)
+            embedded = embed_text(title, span.text)
+            rows.embed_text.append(embedded)
+            # The embedding cache's key: the hash of what the model reads, so a chunk is reused only with its title.
+            rows.text_hash.append(text_hash(embedded))
+            # Pages are 1-based; page_starts[i] is the character offset where page i+1 begins.
+            rows.page.append(bisect.bisect_right(page_starts, span.char_start) if page_starts else None)
+            if whole:
+                rows.document_text.append(document_text(document.title, document.text) if span.ordinal == 0 else None)
+    return rows
+
+
+def embed_chunks(
+    rows: ChunkRows,
+    encode: Callable[[list[str]], np.ndarray],
+    dimension: int,
+    *,
+    cache: dict[str, np.ndarray] | None = None,
+    batch_size: int = 256,
+    progress: bool = False,
+    reporter: Reporter | None = None,
+) -> tuple[int, int]:
+    """Fill ``rows.vectors``, embedding each distinct text once and reusing cached vectors.
+
+    Returns ``(embedded, reused)`` chunk counts. With a ``reporter`` (or ``progress``: a bar), the ``embed``
+    stage counts the texts to embed and advances every :data:`EMBED_PROGRESS_STEP` of them.
+    """
+    from citeline.ingest.progress import Bar
+
+    cache = dict(cache or {})
+    if progress and reporter is None:
+        reporter = Bar()
+    text_of = dict(zip(rows.text_hash, rows.embed_text or rows.text, strict=True))
+    # Whole-document texts share the cache (keyed by the hash of what the model reads) and the encode batches.
+    document_hashes = [text_hash(text) if text else None for text in rows.document_text]
+    text_of.update((h, text) for h, text in zip(document_hashes, rows.document_text, strict=True) if h and text)
+    # Shortest first: each encode call then pads little. 512 texts of 20-180 words, torch, 2 cores: 32 per call
+    # sorted by length took 49-52 CPU s, 256 per call unsorted 55 CPU s, 32 unsorted 62 CPU s.
+    wanted = [*rows.text_hash, *(h for h in document_hashes if h)]
+    missing = sorted(dict.fromkeys(h for h in wanted if h not in cache), key=lambda h: len(text_of[h]))
+    if reporter is not None:
+        reporter.stage("embed", len(missing))
+        batch_size = min(batch_size, EMBED_PROGRESS_STEP)
+        if missing:
+            encode([" "])  # load the model before the first batch, so the bar's rate is not the loading time
+    for start in range(0, len(missing), batch_size):
+        batch = missing[start : start + batch_size]
+        vectors = encode([text_of[h] for h in batch])
+        cache.update(zip(batch, vectors, strict=True))
+        if reporter is not None:
+            reporter.advance(len(batch))
+    rows.vectors = (
+        np.stack([cache[h] for h in rows.text_hash]).astype(np.float32)
+        if len(rows)
+        else np.zeros((0, dimension), dtype=np.float32)
+    )
+    if rows.document_text:
+        nothing = np.full(dimension, np.nan, dtype=np.float32)
+        rows.document_vectors = np.stack([cache[h] if h else nothing for h in document_hashes]).astype(np.float32)
+    newly_embedded = set(missing)
+    embedded = sum(1 for h in rows.text_hash if h in newly_embedded)
+    return embedded, len(rows) - embedded
+
+
+def embed(
+    target: Target, rows: ChunkRows, *, progress: bool = False, reporter: Reporter | None = None
+) -> tuple[int, int]:
+    """Fill ``rows.vectors`` with the target's model, reusing vectors of identical chunk text already in the index.
+
+    Returns ``(embedded, reused)``.
+    """
+    with contextlib.closing(catalog.connect(target.path, read_only=True)) as connection:
+        hashes = rows.text_hash + [text_hash(text) for text in rows.document_text if text]
+        cache = catalog.cached_vectors(connection, hashes, target.dimension)
+        # A document stored again with the same text and title (its metadata changed) keeps its vector.
+        firsts = [chunk_id for chunk_id, text in zip(rows.chunk_id, rows.document_text, strict=False) if text]
+        for title, text, vector in catalog.stored_document_vectors(connection, firsts).values():
+            cache.setdefault(text_hash(document_text(title, text)), vector)
+    return embed_chunks(rows, target.encode, target.dimension, cache=cache, progress=progress, reporter=reporter)

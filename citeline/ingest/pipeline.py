@@ -1,0 +1,368 @@
+"""The ingestion pipeline: discover ─► parse ─► plan ─► chunk ─► embed ─► commit, and the one :func:`run` that
+strings the steps together.
+
+:meth:`citeline.Index.ingest` calls :func:`run` with the default :class:`Steps` (everything in this process); the
+Prefect flow (``flows/ingest.py``) calls the same :func:`run` with a :class:`Steps` subclass that runs each step as
+a Prefect task and the parse and chunk/embed batches on its task runner (threads, or Dask workers). Steps take and
+return plain data, so they can be tested, retried or shipped to a worker on their own. No SQL here: the catalog,
+the ledger and the commit protocol live in ``citeline.store``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from citeline.errors import SettingsError
+from citeline.ingest import freshness
+
+# The chunk and embed steps (re-exported: the flow and texts.py call them as pipeline.chunk_documents / embed).
+from citeline.ingest.embed_step import EMBED_PROGRESS_STEP, Target, chunk_documents, embed, embed_chunks  # noqa: F401
+from citeline.ingest.planning import (
+    CHARS_PER_CHUNK,
+    COMMIT_EVERY,
+    DEFAULT_REMOVAL_THRESHOLD,
+    FileError,
+    ParsedBatch,
+    Plan,
+    Work,
+    plan_changes,  # noqa: F401  (re-exported: tests and callers import it from here)
+    refuse_removals,
+    removal_problems,
+    work_batches,
+)
+from citeline.ingest.progress import Reporter, announced_writer_lock, default_reporter
+from citeline.ingest.runs import close_interrupted, dry_run_summary, record_failure, summarize
+from citeline.sources.discovery import Discovery, resolve_roots, scan
+from citeline.sources.parsers import DEFAULT_MAX_FILE_BYTES, Document, SourceFile, display_path, parse_source
+from citeline.store import generation, ledger
+from citeline.store.file_stats import FileStat
+from citeline.store.ledger import RunSummary
+from citeline.store.rows import ChunkRows, documents_table
+
+#: Files per parse batch and chunks per chunk/embed batch (about 1,000 characters a chunk): one Prefect task per
+#: batch, because per-task overhead (about 11 ms) and the server's handling of bursts make per-item tasks slow.
+FILES_PER_BATCH = 500
+CHUNKS_PER_BATCH = 2000
+#: Per-file failures written to the log one line each; the rest are counted (all of them are in the ledger).
+LOGGED_FAILURES = 20
+
+
+# ---------------------------------------------------------------- the steps
+
+
+def parse_files(
+    files: Sequence[SourceFile],
+    *,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    advance: Callable[[int], None] | None = None,
+) -> ParsedBatch:
+    """Parse each file; a file (or a JSONL record) that fails becomes a :class:`FileError` and the rest go on.
+    ``advance(1)`` is called after each file (progress)."""
+    batch = ParsedBatch()
+    for source in files:
+        try:
+            parsed = parse_source(source, max_file_bytes=max_file_bytes)
+        except Exception as exc:  # a parser library's own failure must not stop the run
+            batch.errors.append(FileError(display_path(source.path), f"{type(exc).__name__}: {exc}"))
+            batch.incomplete.append((source.root, source.source_id))
+            if advance is not None:
+                advance(1)
+            continue
+        batch.documents.extend(parsed.documents)
+        batch.errors.extend(FileError(display_path(error.path), error.reason) for error in parsed.errors)
+        batch.kept_doc_ids.extend(parsed.kept_doc_ids)
+        if not parsed.complete:
+            batch.incomplete.append((source.root, source.source_id))
+        elif parsed.documents and not parsed.errors:
+            first = parsed.documents[0]  # every document of a file carries the stat it was read at
+            batch.read_files.append(FileStat(source.root, source.source_id, first.size_bytes, first.mtime))
+        if advance is not None:
+            advance(1)
+    return batch
+
+
+def plan(index_dir: Path, roots: Sequence[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
+    """Which parsed documents are new or changed, and which stored ones vanished from ``roots``.
+
+    The caller holds the writer lock from plan to commit, so the index cannot change in between. Only the
+    documents of files read again or vanished are loaded (``freshness.plan``: file-level planning).
+    """
+    return freshness.plan(index_dir, roots, discovery, parsed)
+
+
+@dataclass
+class CommitBatch:
+    """What one commit of a run writes: stored documents to remove, and documents with their chunk rows."""
+
+    remove_doc_ids: list[str]
+    documents: list[Document]
+    rows: ChunkRows
+    #: files read whole this run, whose stat this commit records (a run's last commit: ``Plan.read_files``)
+    files: list[FileStat] = field(default_factory=list)
+
+
+def commit_batch(index_dir: Path, batch: CommitBatch, run: RunSummary) -> int:
+    """Write ``batch`` as one new generation (``store.generation.commit``) with ``run``'s ledger row; returns
+    the generation."""
+    changes = generation.Changes(
+        remove_doc_ids=batch.remove_doc_ids,
+        documents=documents_table(batch.documents, run.run_id, run.started_at),
+        chunks=batch.rows.to_arrow(run.run_id),
+        files=batch.files,
+    )
+    return generation.commit(index_dir, changes, run)
+
+
+def commit(index_dir: Path, plan: Plan, rows: ChunkRows, run: RunSummary) -> int:
+    """Write a whole plan whose documents it holds (``plan.to_index``) as one new generation; returns it."""
+    return commit_batch(index_dir, CommitBatch(plan.remove_doc_ids, plan.to_index, rows, plan.read_files), run)
+
+
+def load_documents(work: Work, max_file_bytes: int, advance: Callable[[int], None] | None = None) -> Embedded:
+    """The documents of a chunk/embed batch: those it holds, and the planned ones of its files, parsed again. A
+    planned document its file no longer yields (the file changed or broke during the run) is an error of the
+    run; its stored version, if any, stays. Returns an :class:`Embedded` without rows yet."""
+    documents = list(work.documents)
+    errors: list[FileError] = []
+    for source in work.files:
+        wanted = work.wanted[source.path]
+        parsed = parse_files([source], max_file_bytes=max_file_bytes, advance=advance)
+        found = [document for document in parsed.documents if document.doc_id in wanted]
+        documents.extend(found)
+        missing = len(wanted - {document.doc_id for document in found})
+        if missing:
+            errors.append(
+                FileError(
+                    display_path(source.path),
+                    f"{missing} documents planned from it were gone when it was parsed again (it changed during the "
+                    "run); the next run indexes them",
+                )
+            )
+    return Embedded(documents, ChunkRows.empty(), 0, 0, errors)
+
+
+# ---------------------------------------------------------------- how the steps run
+
+
+def batches(items: Sequence[Any], size: int) -> list[list[Any]]:
+    """``items`` in consecutive batches of ``size``."""
+    return [list(items[start : start + size]) for start in range(0, len(items), size)]
+
+
+@dataclass
+class Embedded:
+    """What a chunk/embed batch produced: its documents, their chunk rows (vectors filled), the (embedded,
+    reused) chunk counts, and the planned documents it could not find again."""
+
+    documents: list[Document]
+    rows: ChunkRows
+    embedded: int
+    reused: int
+    errors: list[FileError] = field(default_factory=list)
+
+
+class Steps:
+    """How :func:`run` executes each step: here, in this process. Subclasses (the Prefect flow's) override the
+    methods to run a step elsewhere; each method must return what the default returns. :func:`run` sets
+    ``reporter`` before the first step; steps advance it as they go."""
+
+    reporter: Reporter = Reporter()
+
+    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
+        """Find the files under ``paths``, and what could not be read."""
+        return scan(paths)
+
+    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[ParsedBatch]:
+        """Parse every batch of files, yielding results in order as they come (here: file by file, so no more
+        than one file's documents wait before :func:`run` keeps or lets go of their texts)."""
+        for files in file_batches:
+            for source in files:
+                yield parse_files([source], max_file_bytes=max_file_bytes, advance=self.reporter.advance)
+
+    def plan(self, target: Target, roots: list[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
+        """Decide what is new, changed, unchanged and vanished."""
+        return plan(target.path, roots, discovery, parsed)
+
+    def chunk_embed(self, target: Target, work: list[Work], max_file_bytes: int) -> list[Embedded]:
+        """Chunk and embed the batches of one commit (here: all at once, which lets chunking use every CPU and
+        gives one progress bar per stage), parsing again the files whose documents the plan let go."""
+        files = sum(len(item.files) for item in work)
+        if files:
+            self.reporter.stage("parse", files)
+        loaded = [load_documents(item, max_file_bytes, self.reporter.advance) for item in work]
+        documents = [document for item in loaded for document in item.documents]
+        self.reporter.stage("chunk", len(documents))
+        rows = chunk_documents(documents, target.chunker, advance=self.reporter.advance)
+        embedded, reused = embed(target, rows, reporter=self.reporter)
+        return [Embedded(documents, rows, embedded, reused, [error for item in loaded for error in item.errors])]
+
+    def commit(self, target: Target, batch: CommitBatch, run: RunSummary) -> RunSummary:
+        """Publish one new generation and the run's ledger row."""
+        commit_batch(target.path, batch, run)
+        return run
+
+
+@dataclass(frozen=True)
+class Options:
+    """The settings of one run (the CLI's and the flow's parameters of the same names)."""
+
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    wait: float | None = None
+    progress: bool = False
+    files_per_batch: int = FILES_PER_BATCH
+    chunks_per_batch: int = CHUNKS_PER_BATCH
+    #: about this many chunks per commit: what a run holds in memory, and what a crash can lose
+    commit_every: int = COMMIT_EVERY
+    #: let the run remove documents :func:`removal_problems` objects to (the CLI's --allow-removals)
+    allow_removals: bool = False
+    removal_threshold: float = DEFAULT_REMOVAL_THRESHOLD
+    #: plan only: return what the run would do, write nothing (not even the ledger)
+    dry_run: bool = False
+    #: Who hears about the run's progress [default: a bar when ``progress``, else log lines only].
+    reporter: Reporter | None = field(default=None, compare=False)
+    #: Prepare the target's query encoder after the commit (``target.prepare_queries()``, if it has one), as a
+    #: stage of its own: searches then start fast. The Prefect flow does it in a task of its own instead.
+    prepare_queries: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.removal_threshold <= 1.0:
+            raise SettingsError(f"removal_threshold must be between 0 and 1, not {self.removal_threshold}")
+        if self.max_file_bytes < 1:
+            raise SettingsError(f"max_file_bytes must be at least 1, not {self.max_file_bytes}")
+        if self.commit_every < 1:
+            raise SettingsError(f"commit_every must be at least 1 chunk, not {self.commit_every}")
+
+
+def run(
+    target: Target,
+    paths: Sequence[str | os.PathLike[str]],
+    options: Options | None = None,
+    steps: Steps | None = None,
+) -> RunSummary:
+    """Bring the index up to date with the files under ``paths``; returns the run's ledger row.
+
+    Holds the index's writer lock from discovery to the last commit (``options.wait`` bounds the wait for another
+    writer). Parsing keeps each document's key (id, hash, file) but at most ``options.commit_every`` chunks' worth
+    of texts; the plan (and the removal guard) covers the whole run before anything is written; then the new and
+    changed documents are parsed again where needed, chunked, embedded and committed about ``commit_every``
+    chunks at a time, each commit a generation. The run's one ledger row reads ``running`` until the last commit
+    (which also removes the vanished documents) records its outcome; a crash leaves the index at its last commit,
+    consistent, and the next run (which marks the row ``interrupted``) embeds only what was not committed.
+
+    A run that fails is recorded in the ledger as failed at the generation it reached. A run that would remove
+    what :func:`removal_problems` objects to raises :class:`RemovalRefusedError` (recorded as ``refused``, with
+    nothing changed) unless ``options.allow_removals``. With ``options.dry_run`` it stops after planning and
+    returns what it would do (status ``dry-run``, the objections as errors), writing nothing.
+    """
+    options = options or Options()
+    steps = steps or Steps()
+    reporter = steps.reporter = options.reporter or default_reporter(options.progress)
+    try:
+        committed = _run_locked(target, paths, options, steps, reporter)
+        prepare = getattr(target, "prepare_queries", None)
+        if options.prepare_queries and prepare is not None:
+            reporter.stage("query model")  # outside the lock: readers need it, writers do not
+            prepare()
+        return committed
+    finally:
+        reporter.finish()
+
+
+def _run_locked(
+    target: Target, paths: Sequence[str | os.PathLike[str]], options: Options, steps: Steps, reporter: Reporter
+) -> RunSummary:
+    run_id, started_at = ledger.new_run_id(), ledger.utc_now()
+    roots = resolve_roots(paths)  # a root that cannot be resolved is one SourceError line
+    committed: list[RunSummary] = []  # the run's last committed ledger row, if it committed any
+    with announced_writer_lock(target.path, options.wait, reporter):
+        try:
+            reporter.stage("discover")
+            discovery = steps.discover(paths)
+            files = discovery.files
+            reporter.info(f"discovered {len(files)} files under {', '.join(roots)}")
+            for problem in discovery.errors[:LOGGED_FAILURES]:
+                reporter.info(f"could not read {problem.path}: {problem.reason} (its documents are kept)")
+            # Files of the same size and time are not read again, and their documents never leave the catalog.
+            parsed, to_read = freshness.unchanged_files(target.path, roots, files)
+            reporter.stage("parse", len(to_read))
+            for batch in steps.parse(batches(to_read, options.files_per_batch), options.max_file_bytes):
+                parsed.absorb(batch, hold_chars=options.commit_every * CHARS_PER_CHUNK)
+            _report_parsed(reporter, len(files), parsed)
+            reporter.stage("plan")
+            planned = steps.plan(target, roots, discovery, parsed)
+            del parsed  # the plan holds what is still needed
+            reporter.info(
+                f"plan: {planned.added} added, {planned.updated} updated, {planned.unchanged} unchanged, "
+                f"{planned.removed} removed (documents)"
+            )
+            objections = [] if options.allow_removals else removal_problems(planned, options.removal_threshold)
+            if options.dry_run:
+                return dry_run_summary(target.path, run_id, started_at, planned, objections)
+            if objections:
+                raise refuse_removals(objections)
+            summary = summarize(run_id, started_at, planned)
+            return _commit_in_batches(target, options, steps, reporter, planned, files, summary, committed)
+        except BaseException as exc:
+            record_failure(target.path, run_id, started_at, roots, exc, committed[-1] if committed else None)
+            raise
+
+
+def _commit_in_batches(
+    target: Target,
+    options: Options,
+    steps: Steps,
+    reporter: Reporter,
+    planned: Plan,
+    files: Sequence[SourceFile],
+    summary: RunSummary,
+    committed: list[RunSummary],
+) -> RunSummary:
+    # Each group of about commit_every chunks is chunked, embedded and committed as a generation; the ledger row
+    # says "running" (with the counts so far) until the last commit, which removes what vanished.
+    groups = work_batches(planned, files, options.commit_every, options.chunks_per_batch) or [[]]
+    close_interrupted(target.path)
+    summary.added = summary.updated = summary.chunks_embedded = summary.chunks_reused = 0
+    for number, group in enumerate(groups, 1):
+        last = number == len(groups)
+        reporter.part(number, len(groups))
+        outputs = steps.chunk_embed(target, group, options.max_file_bytes) if group else []
+        documents = [document for output in outputs for document in output.documents]
+        rows = ChunkRows.concat([output.rows for output in outputs], target.dimension)
+        replaced = [document.doc_id for document in documents if document.doc_id in planned.replaced]
+        summary.errors += [{"path": e.path, "reason": e.reason} for output in outputs for e in output.errors]
+        summary.updated += len(replaced)
+        summary.added += len(documents) - len(replaced)
+        embedded, reused = sum(output.embedded for output in outputs), sum(output.reused for output in outputs)
+        summary.chunks_embedded += embedded
+        summary.chunks_reused += reused
+        summary.failed = len(summary.errors)
+        summary.status = ("partial" if summary.errors else "succeeded") if last else "running"
+        reporter.info(
+            f"chunks: {len(rows)} made from {len(documents)} documents, {embedded} embedded, {reused} reused"
+            + (f" (commit {number} of {len(groups)})" if len(groups) > 1 else "")
+        )
+        reporter.stage("commit")
+        removals = replaced + (planned.vanished_doc_ids if last else [])
+        row = summary if last else replace(summary, removed=0, errors=list(summary.errors))
+        read_files = planned.read_files if last else []
+        committed.append(replace(steps.commit(target, CommitBatch(removals, documents, rows, read_files), row)))
+        del outputs, documents, rows  # before the next group's are made
+    reporter.info(
+        f"committed generation {committed[-1].generation}: run {committed[-1].run_id} "
+        f"{committed[-1].status}, {planned.removed} documents removed"
+    )
+    return committed[-1]
+
+
+def _report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch) -> None:
+    # One line for the counts, one per failed file (up to LOGGED_FAILURES; the ledger has them all).
+    documents = parsed.document_count
+    reporter.info(f"parsed {files} files: {documents} documents, {len(parsed.errors)} failed")
+    for error in parsed.errors[:LOGGED_FAILURES]:
+        reporter.info(f"failed {error.path}: {error.reason}")
+    if len(parsed.errors) > LOGGED_FAILURES:
+        reporter.info(f"... and {len(parsed.errors) - LOGGED_FAILURES} more failed files (see `citeline runs`)")

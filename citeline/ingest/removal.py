@@ -1,0 +1,142 @@
+"""Removing documents explicitly (``Index.remove``, ``citeline remove``): by source path, by source, or by id.
+
+A removal is a run like any ingest: it holds the writer lock, commits one new generation through the commit
+protocol (``store.generation.commit``: the same transaction, artifacts and kill points as an ingest, with an
+empty insert), and leaves a row in the run ledger (``citeline runs``) whose ``roots`` name what was asked
+(``remove path /abs/dir``, ``remove source texts``, ``remove doc 0123abcd...``) and whose ``removed`` counts the
+documents.
+
+**Removal, not exclusion.** A removed document leaves the index; nothing remembers it. The next ``ingest`` of its
+root adds it back if its file is still there, because an ingest makes the index match the files (and texts come
+back when they are added again). An exclusion list would be a second source of truth that every ingest, filter and
+listing must consult, and it would make "what is indexed" differ from "what is under the root" in a way no file
+shows; to keep a file out for good, move it out of the root.
+
+**All or nothing.** Every selector must match at least one document: a path, source or id that matches nothing
+(a typo, an id from another index) is one error naming it, and nothing is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from citeline.errors import QueryError, SettingsError
+from citeline.ingest.pipeline import Target, record_failure
+from citeline.ingest.progress import announced_writer_lock, default_reporter
+from citeline.sources.parsers import display_path
+from citeline.store import catalog, generation, ledger
+from citeline.store.filters import Filters
+from citeline.store.ledger import RunSummary
+from citeline.store.rows import ChunkRows, documents_table
+
+
+class Writer(Target, Protocol):
+    """What a removal or an ``add_texts`` run needs of its index (:class:`citeline.Index` is one): a pipeline
+    target whose ``meta["generation"]`` the run keeps up to date."""
+
+    meta: dict[str, Any]
+
+
+@dataclass
+class RemovalSummary(RunSummary):
+    """A removal's ledger row, and the documents it removed (or, in a dry run, would remove): ``doc_id``,
+    ``source_path`` and ``title`` each. The ledger keeps the counts and the selectors, not this list."""
+
+    documents: list[dict[str, str]] = field(default_factory=list)
+
+
+def _strings(name: str, values: str | os.PathLike[str] | Sequence[Any] | None) -> list[str]:
+    # One value or a list of them, as text; a value that is not text (or is empty) is a SettingsError naming it.
+    if values is None:
+        return []
+    items = [values] if isinstance(values, str | os.PathLike) else list(values)
+    out = []
+    for item in items:
+        text = os.fspath(item) if isinstance(item, os.PathLike) else item
+        if not isinstance(text, str) or not text.strip() or "\0" in text:
+            raise SettingsError(f"remove: {name} must be non-empty text without NUL characters, not {item!r}")
+        out.append(text)
+    return out
+
+
+def selectors(
+    paths: Sequence[str | os.PathLike[str]] | str | None,
+    source: Sequence[str] | str | None,
+    doc_ids: Sequence[str] | str | None,
+) -> list[tuple[str, str, str, list[Any]]]:
+    """The selectors of a removal: ``(kind, shown value, WHERE condition, params)`` each, in the order given."""
+    out: list[tuple[str, str, str, list[Any]]] = []
+    for path in _strings("paths", paths):
+        resolved = str(Path(path).expanduser().resolve())  # not strict: the file may be gone already
+        out.append(("path", resolved, catalog.PATH_CONDITION, [resolved, path, resolved.rstrip(os.sep) + os.sep]))
+    for value in _strings("source", source):
+        condition, params = Filters.from_value({"source": value}).to_sql()
+        out.append(("source", value, condition, params))
+    for doc_id in _strings("doc_ids", doc_ids):
+        out.append(("doc", doc_id, catalog.IDS_CONDITION, [[doc_id]]))
+    if not out:
+        raise SettingsError("remove what? give PATH..., --source S or --doc DOC_ID (paths=, source=, doc_ids=)")
+    return out
+
+
+def select(index_dir: Path, chosen: list[tuple[str, str, str, list[Any]]]) -> list[dict[str, str]]:
+    """The documents the selectors match (each once, by path); raises :class:`QueryError` naming every selector
+    that matches nothing."""
+    found: dict[str, dict[str, str]] = {}
+    unmatched = []
+    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
+        for kind, shown, condition, params in chosen:
+            rows = catalog.damage_reported(catalog.select_documents, connection, condition, params)
+            if not rows:
+                unmatched.append(f"{'--' if kind != 'path' else ''}{kind} {display_path(shown)}")
+            for doc_id, _root, _file, _hash, path, title in rows:
+                found.setdefault(doc_id, {"doc_id": doc_id, "source_path": path, "title": title})
+    if unmatched:
+        raise QueryError(
+            f"nothing removed: no document in {index_dir} matches {', '.join(unmatched)}; "
+            "list what is indexed with `citeline documents`"
+        )
+    return sorted(found.values(), key=lambda record: (record["source_path"], record["doc_id"]))
+
+
+def remove(
+    target: Writer,
+    paths: Sequence[str | os.PathLike[str]] | str | None = None,
+    source: Sequence[str] | str | None = None,
+    doc_ids: Sequence[str] | str | None = None,
+    *,
+    dry_run: bool = False,
+    wait: float | None = None,
+) -> RemovalSummary:
+    """Remove the documents the selectors match as one run (see the module's docstring); with ``dry_run``, return
+    what would go and write nothing (no lock, no ledger row)."""
+    chosen, index_dir = selectors(paths, source, doc_ids), target.path
+    run_id, started_at = ledger.new_run_id(), ledger.utc_now()
+    roots = [f"remove {kind} {shown}" for kind, shown, _, _ in chosen]
+    if dry_run:
+        documents = select(index_dir, chosen)
+        meta = generation.read_meta(index_dir)
+        return RemovalSummary(run_id, started_at, None, "dry-run", roots, int(meta["generation"]),
+                              removed=len(documents), documents=documents)  # fmt: skip
+    reporter = default_reporter(False)
+    with announced_writer_lock(index_dir, wait, reporter):
+        try:
+            documents = select(index_dir, chosen)  # under the lock: what is removed is what was selected
+            run = RemovalSummary(run_id, started_at, None, "succeeded", roots, None, removed=len(documents),
+                                 documents=documents)  # fmt: skip
+            changes = generation.Changes(
+                remove_doc_ids=[record["doc_id"] for record in documents],
+                documents=documents_table([], run_id, started_at),
+                chunks=ChunkRows.empty(target.dimension).to_arrow(run_id),
+            )
+            target.meta["generation"] = generation.commit(index_dir, changes, run)
+        except BaseException as exc:
+            if not isinstance(exc, QueryError):  # a selector matching nothing is the user's typo, not a run
+                record_failure(index_dir, run_id, started_at, roots, exc)
+            raise
+    return run

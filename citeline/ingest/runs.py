@@ -1,0 +1,83 @@
+"""The ledger rows of an ingestion run (:func:`citeline.ingest.pipeline.run`): the row a run commits with, the row of a
+dry run, of a run that failed or was refused, and the closing of runs a crash interrupted. The SQL is
+``store.ledger``'s; this module decides what the rows say.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from citeline.errors import RemovalRefusedError
+from citeline.ingest.planning import FileError, Plan
+from citeline.store import catalog, generation, ledger
+from citeline.store.ledger import RunSummary
+
+
+def summarize(run_id: str, started_at: str, plan: Plan) -> RunSummary:
+    """The ledger row for a run about to commit ``plan``."""
+    return RunSummary(
+        run_id=run_id,
+        started_at=started_at,
+        finished_at=None,
+        status="partial" if plan.errors else "succeeded",
+        roots=plan.roots,
+        generation=None,
+        added=plan.added,
+        updated=plan.updated,
+        unchanged=plan.unchanged,
+        removed=plan.removed,
+        failed=len(plan.errors),
+        errors=[{"path": e.path, "reason": e.reason} for e in plan.errors],
+    )
+
+
+def close_interrupted(index_dir: Path) -> None:
+    """Mark the ledger rows of runs that died between two of their commits as ``interrupted`` (the caller holds
+    the writer lock, so no run of this index is going on)."""
+    with contextlib.closing(catalog.connect(index_dir, read_only=False)) as connection:
+        ledger.mark_interrupted(connection)
+
+
+def record_failure(
+    index_dir: Path,
+    run_id: str,
+    started_at: str,
+    roots: list[str],
+    error: BaseException,
+    committed: RunSummary | None = None,
+) -> None:
+    """Record a run that failed (status ``refused`` for a :class:`RemovalRefusedError`, with one error per root);
+    the index stays at the run's last commit, whose row (``committed``, if any) keeps its counts."""
+    errors = [{"path": "", "reason": f"{type(error).__name__}: {error}"}]
+    if isinstance(error, RemovalRefusedError) and error.problems:
+        errors = [{"path": path, "reason": reason} for path, reason in error.problems]
+    run = RunSummary(run_id=run_id, started_at=started_at, finished_at=None, status="", roots=roots, generation=None)
+    if committed is not None:
+        run = replace(committed, errors=committed.errors + errors)
+    else:
+        run.errors = errors
+    run.finished_at = ledger.utc_now()
+    run.status = "refused" if isinstance(error, RemovalRefusedError) else "failed"
+    run.failed = len(run.errors) if committed is not None else 0
+    try:
+        run.generation = int(generation.read_meta(index_dir)["generation"])
+        generation.record(index_dir, run)
+    except Exception:  # the original error matters more than the ledger row
+        pass
+
+
+def dry_run_summary(
+    index_dir: Path, run_id: str, started_at: str, plan: Plan, objections: Sequence[FileError]
+) -> RunSummary:
+    """What a run of ``plan`` would record, without recording it (status ``dry-run``; the generation stays)."""
+    summary = summarize(run_id, started_at, plan)
+    summary.status = "dry-run"
+    summary.generation = int(generation.read_meta(index_dir)["generation"])
+    summary.errors += [
+        {"path": problem.path, "reason": f"would be refused without --allow-removals: {problem.reason}"}
+        for problem in objections
+    ]
+    return summary

@@ -1,0 +1,196 @@
+"""The chunks that share a text's rare terms: collapse's lookup of copies of a quote that ranked below the hits
+(``SegmentedIndex.sharing_rare_terms``, ``citeline.query.collapse.add_unranked_copies``).
+
+For each text, its :data:`RARE_TERMS` rarest terms that another chunk may hold (in 2 to :data:`RARE_AT_MOST` of
+the chunks) weigh their idf; a chunk holding at least ``min_share`` of that weight is a match, and the k heaviest
+come back. A copy carries the text's rare words, which most chunks do not.
+
+Every posting of the chosen terms is read (one gather per segment); per segment the postings are keyed by (text,
+the chunk's position in the segment, the term's row) and sorted, the idf weights summed per chunk in the terms'
+order, and only the chunks that reach ``min_share`` are mapped to index positions. The first version mapped every
+posting to its index position first (a random gather from an 8 MB array at 1M chunks) and summed with
+``np.unique``'s stable argsort (4.5 ms for 53k keys, a plain sort 0.6): at 1M chunks (bench/scale.py's index, whose
+"rare" terms hold up to 4,860 postings each; a call looks up a search's ten highlights, a median 16,500 postings in
+hybrid mode, 53,000 in lexical whose highlights are longer) a call cost 5.3 ms CPU (hybrid), 3.7 (dense) and 10.5
+(lexical), now 3.6, 2.8 and 6.8; on SciFact (13k chunks, ~900 postings) both cost ~1.9 ms, mostly analysis and
+fixed costs. The results are the same, chunk for chunk (the same float sums in the same order;
+``tests/test_collapse_lookup.py`` checks them against the definition). Reading only the rarest terms' postings
+(a chunk holding none of the terms whose idf passes ``1 - min_share`` of the weight cannot match) and binary
+searches for the others was tried: it read a fifth of the postings but its per-term searches cost as much.
+
+Term hashes are kept per lookup (:data:`HASH_CACHE` of them): blake2b costs ~3 us a term, and a search's
+highlights hold ~200 distinct terms, most of them seen before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from citeline.lexical.analyzer import TOKEN_PATTERN, analyze
+from citeline.lexical.query import Reader, term_hashes
+from citeline.util.arrays import positions_of
+
+#: A text with fewer usable terms than this finds nothing (too few words to single a chunk out).
+MIN_SHARED_TERMS = 3
+#: Terms in more than this share of the chunks are left out (their postings are long and single nothing out): on
+#: SciFact (13,081 chunks, the highlights of 100 test queries' 10 results a call) a call cost 2.5 ms CPU at 0.02,
+#: 2.4 at 0.01, 1.3 at 0.005 (the first version).
+RARE_AT_MOST = 0.005
+#: ... unless the index is small (then every term's postings are short anyway).
+RARE_FLOOR = 50
+#: How many of a text's rarest usable terms are weighed.
+RARE_TERMS = 8
+#: Distinct terms whose hashes a lookup keeps.
+HASH_CACHE = 100_000
+
+
+#: For ASCII text, where ``\w`` is ``[A-Za-z0-9_]``: every other character to a space, capitals to lower case.
+_ASCII_LETTERS = frozenset(chr(c) for c in range(128) if chr(c).isalnum() or chr(c) == "_")
+_ASCII_WORDS = str.maketrans({c: (chr(c).lower() if chr(c).isalnum() or chr(c) == "_" else " ") for c in range(128)})
+
+
+def _words(text: str) -> set[str]:
+    """The distinct words of ``text`` as :func:`citeline.lexical.analyzer.analyze` finds them before stop words and
+    stems.
+
+    ``TOKEN_PATTERN`` finds runs of two or more word characters; in ASCII text (most highlights) ``translate`` and
+    ``split`` find the same runs at a third of the cost (a search's ten highlights: 0.11 ms against 0.33).
+    """
+    if text.isascii():
+        words = set(text.translate(_ASCII_WORDS).split())
+        words.difference_update(_ASCII_LETTERS)  # single characters are not tokens
+        return words
+    return set(TOKEN_PATTERN.findall(text.lower()))
+
+
+class RareTermLookup:
+    """Lookups of chunks sharing texts' rare terms over one generation's :class:`Reader` (its parts and maps)."""
+
+    def __init__(self, reader: Reader):
+        self.reader = reader
+        self._hashes: dict[str, int | None] = {}
+
+    def _text_hashes(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's sorted distinct term hashes, as :func:`citeline.lexical.analyzer.analyze` would name its terms.
+
+        Kept per lowercased word (a stop word as None): a word seen before is neither stemmed nor hashed again. A
+        search's ten highlights cost 0.99 ms when analysed and then hashed per stemmed term (SciFact, 300 test
+        queries, lexical), ~0.2 this way. The cache is shared by threads: entries are only added, and a full cache
+        is replaced by a new one holding these texts' words.
+        """
+        cache = self._hashes
+        words = [_words(text) for text in texts]
+        every = set().union(*words)
+        new = list(every.difference(cache))
+        if new:
+            # Each new word analysed alone: one token (it matched TOKEN_PATTERN), its stem, or none for a stop word.
+            terms = analyze(new)
+            distinct = list({term for per_word in terms for term in per_word})
+            hash_of = dict(zip(distinct, term_hashes(distinct).tolist(), strict=True))
+            if len(cache) + len(new) > HASH_CACHE:
+                cache = {word: cache[word] for word in every if word in cache}
+            cache.update(
+                (word, hash_of[per_word[0]] if per_word else None) for word, per_word in zip(new, terms, strict=True)
+            )
+            self._hashes = cache
+        out = []
+        for per_text in words:
+            hashes = set(map(cache.__getitem__, per_text))
+            hashes.discard(None)
+            found = np.fromiter(hashes, dtype=np.uint64, count=len(hashes))
+            found.sort()
+            out.append(found)
+        return out
+
+    def find(
+        self,
+        texts: Sequence[str],
+        k: int,
+        *,
+        terms: int = RARE_TERMS,
+        min_share: float = 0.5,
+        allowed: np.ndarray | None = None,
+    ) -> list[list[int]]:
+        """For each text, at most k live chunk ids holding the most idf weight of its ``terms`` rarest terms (and at
+        least ``min_share`` of it), best first (ties by position); ``allowed`` (sorted ids) restricts them."""
+        reader = self.reader
+        count, maps = len(reader.chunk_ids), reader.maps
+        out: list[list[int]] = [[] for _ in texts]
+        owned = self._text_hashes(texts)
+        owner = np.repeat(np.arange(len(owned)), [len(h) for h in owned])
+        hashes = np.concatenate(owned) if owned else np.zeros(0, np.uint64)
+        # Document frequencies from the postings' bounds (deleted documents included: a ranking of rarity only).
+        located = []
+        frequency = np.zeros(len(hashes), dtype=np.int64)
+        for p in reader.plain:
+            at = np.minimum(np.searchsorted(p.terms, hashes), max(len(p.terms) - 1, 0))
+            hit = p.terms[at] == hashes if len(p.terms) else np.zeros(len(hashes), dtype=bool)
+            frequency += np.where(hit, p.indptr[at + 1] - p.indptr[at], 0)
+            located.append((at, hit))
+        # A term one chunk alone holds (a name in the text's own attribution, say) cannot lead to another chunk, and
+        # a common one singles nothing out.
+        usable = (frequency > 1) & (frequency <= max(RARE_AT_MOST * count, RARE_FLOOR))
+        order = np.lexsort((frequency, owner))
+        order = order[usable[order]]
+        rank_in_text = np.arange(len(order)) - np.searchsorted(owner[order], owner[order])
+        chosen = order[rank_in_text < terms]
+        enough = np.bincount(owner[chosen], minlength=len(owned)) >= MIN_SHARED_TERMS
+        chosen = chosen[enough[owner[chosen]]]
+        if not len(chosen):
+            return out
+        idf = np.log1p((count - frequency[chosen] + 0.5) / (frequency[chosen] + 0.5))
+        texts_of = owner[chosen]
+        totals = np.bincount(texts_of, weights=idf, minlength=len(owned))
+        # Per part, one key per posting: (text, the chunk's position in the part, the term's row in chosen), sorted.
+        # A plain sort costs an eighth of np.unique's stable argsort (53k keys: 0.6 ms against 4.5), and with the
+        # term's row in the key each chunk's idf weights are summed in the terms' order (the same float sums as the
+        # first version's bincount). Only the chunks that hold enough of the weight are then mapped to index
+        # positions: mapping every posting (a gather from an 8 MB array at 1M chunks) cost more than the sort.
+        row_bits = max(int(len(chosen) - 1).bit_length(), 1)
+        row_mask = (1 << row_bits) - 1
+        found_text, found_position, found_score = [], [], []
+        for p, mapping, (at, hit) in zip(reader.plain, maps, located, strict=True):
+            inside = np.flatnonzero(hit[chosen])
+            if not len(inside):
+                continue
+            starts, ends = p.indptr[at[chosen[inside]]], p.indptr[at[chosen[inside]] + 1]
+            lengths = ends - starts
+            # The postings of all chosen terms in one gather: start of each term's run, plus 0, 1, 2, ...
+            offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+            # The key's fields packed in bits (text, position, row: at most ~10 + 20 + 9 of 63 bits at 1M chunks),
+            # so that splitting them again is a shift and a mask rather than np.divmod's integer divisions, and
+            # sorted by timsort ("stable"), which merges the keys' ascending runs (each term's postings) rather than
+            # sorting them afresh: the lookups of 50 claims x 3 modes at 1M chunks (a median 61k postings in lexical
+            # mode) cost 3.07 -> 2.82 and 3.58 -> 3.31 ms a call (two runs, the versions alternated call by call;
+            # the same chunks). The keys are distinct, so any sort gives the same order and the same float sums.
+            size_bits = max(int(len(p.chunk_ids) - 1).bit_length(), 1)
+            pair = np.repeat(texts_of[inside].astype(np.int64) << size_bits, lengths) | p.postings[offsets]
+            keys = np.sort((pair << row_bits) | np.repeat(inside, lengths), kind="stable")
+            pair_of, row_of = keys >> row_bits, keys & row_mask
+            new_pair = np.r_[True, pair_of[1:] != pair_of[:-1]]
+            scores = np.bincount(np.cumsum(new_pair) - 1, weights=idf[row_of])
+            text, local = pair_of[new_pair] >> size_bits, pair_of[new_pair] & ((1 << size_bits) - 1)
+            good = scores >= min_share * totals[text]
+            where = mapping[local[good]]
+            live = where >= 0
+            found_text.append(text[good][live])
+            found_position.append(where[live])
+            found_score.append(scores[good][live])
+        if not found_text:
+            return out
+        text, positions = np.concatenate(found_text), np.concatenate(found_position)
+        scores = np.concatenate(found_score)
+        good = np.ones(len(text), dtype=bool)
+        if allowed is not None:
+            keep = np.zeros(count, dtype=bool)
+            keep[positions_of(reader.chunk_ids, allowed)] = True
+            good &= keep[positions]
+        text, positions, scores = text[good], positions[good], scores[good]
+        best = np.lexsort((positions, -scores, text))
+        text, positions = text[best], positions[best]
+        keep_best = np.arange(len(text)) - np.searchsorted(text, text) < k
+        for t, position in zip(text[keep_best].tolist(), positions[keep_best].tolist(), strict=True):
+            out[t].append(int(reader.chunk_ids[position]))
+        return out

@@ -1,0 +1,444 @@
+"""The ingestion flow: :func:`citeline.ingest.pipeline.run`, with each step a Prefect task.
+
+The flow holds no logic of its own: it runs the same ``pipeline.run`` as :meth:`citeline.Index.ingest`, with
+:class:`PrefectSteps`, whose methods run each step as a task, and then the same :meth:`citeline.Index.prepare_queries`
+(searches start fast). Tasks only call :mod:`citeline.ingest.pipeline` functions; they take paths and plain data (never
+a
+loaded model), so they can run on Dask workers. Work is batched — one task per few hundred files or chunks — because
+Prefect's per-task overhead and its server's handling of task bursts make per-chunk tasks slow.
+
+What an operator sees in the Prefect UI: a flow run named after the index and its roots; task runs named by stage
+and batch (``chunk+embed [batch 3/12, 412 documents]``); the run logger's INFO lines per stage (files discovered,
+parsed, failed with reasons, chunks made, embedded, reused, documents removed, seconds); a progress artifact
+(``<key>-progress``) updated while the run goes; the report (``<key>-report``) and a table of failed files
+(``<key>-failures``), where ``<key>`` is :func:`index_key` of the index path. A run that waits for another writer
+says so in its log and in its state message, with the holder's pid and start time.
+
+Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` (a running scheduler) or
+``dask_workers`` (a local cluster of that many processes) is given; discovery, planning and the commit stay in the
+flow's own process, which holds the index's writer lock for the whole run.
+
+A sharded root (``shards``, or an index with a ``shards.json``) runs :meth:`citeline.sharding.index.ShardedIndex.ingest`
+instead, each shard's run a task (citeline/orchestration/shards.py); a failed shard fails the flow run with one line naming it.
+
+Run it with ``citeline ingest --prefect PATH...`` (``python -m flows.ingest PATH...`` is the same command); serve it
+on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/serve.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+# PREFECT_HOME etc. are the caller's to set (see PREFECT-NOTES.md). Log level: Prefect's default (INFO), so the
+# UI shows each run's lines; `citeline ingest --prefect` keeps the console quiet unless -v.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+from prefect import Task, flow, get_run_logger, task, unmapped
+from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import TaskRun
+from prefect.context import FlowRunContext
+from prefect.futures import as_completed
+from prefect.states import State
+from prefect.task_runners import TaskRunner
+from prefect.tasks import exponential_backoff
+
+from citeline.dry_runs import index_for_run
+from citeline.errors import SettingsError
+from citeline.index import Index
+from citeline.ingest import pipeline
+from citeline.orchestration.parameters import Backend, IngestParameters
+from citeline.orchestration.reporting import (
+    BatchReporter,
+    FlowReporter,
+    index_key,
+    live_reporters,
+    report_artifacts,
+    terminal_bar,
+)
+from citeline.orchestration.shards import SHARD_OPTIONS, ShardTasks
+from citeline.sharding.index import ShardedIndex
+from citeline.sources.discovery import Discovery
+from citeline.sources.parsers import DEFAULT_MAX_FILE_BYTES, SourceFile
+from citeline.store.ledger import RunSummary
+
+RETRIES = 3  # after 2, 4 and 8 seconds
+
+#: Timeouts: a hung network read must not hang a run forever (a timed-out task is retried like any I/O error).
+#: Only the tasks that run on the flow's main thread get one: there Prefect interrupts a blocking call, while in
+#: the task runner's worker threads it cannot (and logs a warning per task run saying so). The mapped parse and
+#: chunk+embed batches are bounded by the flow's timeout, which includes the wait for another writer (bound
+#: that per run with `wait`). A batch of 2,000 chunks takes about 6 minutes with torch on 2 cores.
+DISCOVER_TIMEOUT = 30 * 60
+PLAN_TIMEOUT = 30 * 60
+COMMIT_TIMEOUT = 60 * 60
+PREPARE_TIMEOUT = 30 * 60
+FLOW_TIMEOUT = 12 * 60 * 60
+
+
+# OSErrors a retry cannot fix: the user must change something first.
+_PERMANENT_OS_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+
+
+def transient_failure(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Retry condition: retry I/O hiccups (network filesystems, timeouts), never bad input or bugs.
+
+    Retrying is safe for every task it is set on: they only read files and the index, and return data.
+    """
+    try:
+        state.result()
+    except _PERMANENT_OS_ERRORS:
+        return False
+    except OSError:  # includes TimeoutError (a task's own timeout too) and ConnectionError
+        return True
+    except Exception:
+        return False
+    return False
+
+
+def _retrying(**options: Any) -> Any:
+    # The decorator of the tasks that are safe to retry.
+    return task(
+        cache_policy=NO_CACHE,
+        retries=RETRIES,
+        retry_delay_seconds=exponential_backoff(backoff_factor=2),
+        retry_condition_fn=transient_failure,
+        **options,
+    )
+
+
+def _task_parameters() -> dict[str, Any]:
+    from prefect.runtime import task_run
+
+    return dict(task_run.parameters)
+
+
+def _batch_name(stage: str, unit: str) -> Any:
+    def name() -> str:
+        parameters = _task_parameters()
+        work = parameters.get("work")
+        items = len(parameters.get("files") or []) if work is None else work.documents_planned
+        return f"{stage} [batch {parameters['batch']}/{parameters['batches']}, {items:,} {unit}]"
+
+    return name
+
+
+def _flow_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    parameters = flow_run.parameters
+    roots = ", ".join(parameters.get("paths") or [])
+    name = f"{parameters.get('index_path', 'index')} <- {roots}"
+    return name if len(name) <= 120 else name[:117] + "..."
+
+
+# One Index (and so one loaded model) per process and index path: Dask workers load the model once and keep
+# it across batches and runs; in the flow's own process the flow registers the Index it opened.
+_open_indexes: dict[str, Index] = {}
+
+
+def _index(index_path: str) -> Index:
+    index = _open_indexes.get(index_path)
+    if index is None:
+        index = _open_indexes[index_path] = Index.open(index_path)
+    return index
+
+
+@_retrying(
+    timeout_seconds=DISCOVER_TIMEOUT, task_run_name=lambda: f"discover [{', '.join(_task_parameters()['paths'])}]"
+)
+def discover_task(paths: list[str]) -> Discovery:
+    """Find the files to ingest, and what could not be read (retried: network filesystems fail transiently)."""
+    return pipeline.Steps().discover(paths)
+
+
+@_retrying(task_run_name=_batch_name("parse", "files"))
+def parse_task(files: list[SourceFile], max_file_bytes: int, batch: int = 1, batches: int = 1) -> pipeline.ParsedBatch:
+    """Parse a batch of files; bad files become reported errors, not task failures. Only the documents' keys go
+    back to the flow (the chunk+embed tasks parse the files of the documents to index again), so the flow's
+    process never holds the corpus."""
+    parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes)
+    get_run_logger().info(f"parsed {len(files)} files: {len(parsed.documents)} documents, {len(parsed.errors)} failed")
+    return parsed.without_texts()
+
+
+@_retrying(timeout_seconds=PLAN_TIMEOUT, task_run_name="plan")
+def plan_task(index_path: str, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch) -> pipeline.Plan:
+    """Decide what is new, changed, unchanged and vanished."""
+    return pipeline.plan(_index(index_path).path, roots, discovery, parsed)
+
+
+@_retrying(task_run_name=_batch_name("chunk+embed", "documents"))
+def chunk_embed_task(
+    index_path: str, work: pipeline.Work, max_file_bytes: int, batch: int = 1, batches: int = 1
+) -> pipeline.Embedded:
+    """Parse again the files of a batch's documents, chunk and embed them; returns the documents, rows and counts."""
+    started = time.monotonic()
+    index = _index(index_path)
+    done = pipeline.load_documents(work, max_file_bytes)
+    done.rows = pipeline.chunk_documents(done.documents, index.chunker)
+    reporter = BatchReporter(index_path, batch)
+    done.embedded, done.reused = pipeline.embed(index, done.rows, reporter=reporter)
+    reporter.finish()
+    get_run_logger().info(
+        f"batch {batch}/{batches}: {len(done.documents)} documents, {len(done.rows)} chunks made, {done.embedded} "
+        f"embedded, {done.reused} reused in {time.monotonic() - started:.1f} s"
+    )
+    return done
+
+
+@task(cache_policy=NO_CACHE, timeout_seconds=COMMIT_TIMEOUT, task_run_name="commit")
+def commit_task(index_path: str, batch: pipeline.CommitBatch, run: RunSummary) -> RunSummary:
+    """Publish one new generation of the run and its ledger row.
+
+    Not retried: once its transaction has committed, running it again would insert the same documents twice.
+    A commit that fails rolls back, so the index stays at the run's last commit and the next run redoes the rest.
+    """
+    run.generation = pipeline.commit_batch(_index(index_path).path, batch, run)
+    return run
+
+
+@task(cache_policy=NO_CACHE, timeout_seconds=PREPARE_TIMEOUT, task_run_name="prepare query model")
+def prepare_queries_task(index_path: str) -> None:
+    """Export the ONNX query model (once per model), as :meth:`Index.ingest` does, so searches start fast."""
+    logger = get_run_logger()
+    started = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            _index(index_path).prepare_queries()
+        except Exception as exc:  # the index is committed; a slow first search is no reason to fail the run
+            warnings.warn(f"could not prepare the query model ({exc}); searches will start slowly", stacklevel=1)
+    for warning in caught:
+        logger.warning(str(warning.message))
+    logger.info(f"query model ready in {time.monotonic() - started:.1f} s")
+
+
+class PrefectSteps(pipeline.Steps):
+    """The pipeline's steps as Prefect tasks; the parse and chunk/embed batches are mapped on ``runner``.
+
+    Discovery, plan and commit run in the flow's own process, which holds the writer lock.
+    """
+
+    def __init__(self, index_dir: str, runner: TaskRunner[Any]):
+        self.index_dir = index_dir
+        self.runner = runner
+
+    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
+        return discover_task([os.fspath(path) for path in paths])
+
+    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[pipeline.ParsedBatch]:
+        parameters = {
+            "files": file_batches,
+            "max_file_bytes": unmapped(max_file_bytes),
+            "batch": list(range(1, len(file_batches) + 1)),
+            "batches": unmapped(len(file_batches)),
+        }
+        sizes = [len(files) for files in file_batches]
+        yield from self._map(parse_task, parameters, sizes)
+
+    def plan(
+        self, target: pipeline.Target, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch
+    ) -> pipeline.Plan:
+        return plan_task(self.index_dir, roots, discovery, parsed)
+
+    def chunk_embed(self, target: pipeline.Target, work: list[pipeline.Work], max_file_bytes: int) -> list[Any]:
+        # One stage for parsing again, chunking and embedding, counted in thousandths of a batch.
+        self.reporter.stage("embed", 1000 * len(work))
+        parameters = {
+            "index_path": unmapped(self.index_dir),
+            "work": work,
+            "max_file_bytes": unmapped(max_file_bytes),
+            "batch": list(range(1, len(work) + 1)),
+            "batches": unmapped(len(work)),
+        }
+        return self._map(chunk_embed_task, parameters, None)
+
+    def commit(self, target: pipeline.Target, batch: pipeline.CommitBatch, run: RunSummary) -> RunSummary:
+        return commit_task(self.index_dir, batch, run)
+
+    def _map(self, batch_task: Task[..., Any], parameters: dict[str, Any], sizes: list[int] | None) -> list[Any]:
+        # One task run per batch on the runner; results in order (raises if a batch failed for good). Progress
+        # advances as each batch finishes (by its size, or as a whole batch of the chunk+embed stage).
+        futures = self.runner.map(batch_task, parameters)
+        position = {future.task_run_id: number for number, future in enumerate(futures)}
+        for future in as_completed(list(futures)):
+            number = position[future.task_run_id]  # finished, or failed for good: result() below raises then
+            if sizes is None and isinstance(self.reporter, FlowReporter):
+                self.reporter.batch_progress(number + 1, 1.0)
+            elif sizes is not None:
+                self.reporter.advance(sizes[number])
+        return list(futures.result())
+
+
+def dask_task_runner(dask_address: str | None = None, dask_workers: int | None = None) -> TaskRunner[Any] | None:
+    """The Dask task runner for a scheduler address or a local cluster of ``dask_workers`` processes, or None.
+
+    Local workers are processes with one thread each (the model is not thread-parallel; each worker loads it
+    once); distributed limits their BLAS/OpenMP threads to one by default.
+    """
+    if dask_address and dask_workers:
+        raise SettingsError("give either dask_address (an existing cluster) or dask_workers (a local one), not both")
+    if dask_workers is not None and dask_workers < 1:
+        raise SettingsError(f"dask_workers must be at least 1, not {dask_workers}")
+    if not dask_address and not dask_workers:
+        return None
+    from prefect_dask import DaskTaskRunner  # imported only when asked for: distributed is slow to import
+
+    if dask_address:
+        return DaskTaskRunner(address=dask_address)
+    return DaskTaskRunner(
+        cluster_class="distributed.LocalCluster",
+        cluster_kwargs={"n_workers": dask_workers, "threads_per_worker": 1, "processes": True},
+    )
+
+
+@contextlib.contextmanager
+def _fan_out(runner: TaskRunner[Any] | None) -> Iterator[TaskRunner[Any]]:
+    # The task runner for the mapped batches. A flow has one task runner, but plan and commit must run here,
+    # in the process holding the writer lock; so the batches go through a started Dask runner's map (what
+    # Task.map calls on the flow's runner) and everything else through the flow's own runner.
+    if runner is None:
+        context = FlowRunContext.get()
+        assert context is not None and context.task_runner is not None, "only called inside the flow"
+        yield context.task_runner
+        return
+    # Prefect's log handler would send the cluster's start-up and shutdown chatter (dozens of INFO lines).
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+    with runner:
+        yield runner
+
+
+def _register(index_dir: str, index: Index, key: str) -> FlowReporter:
+    # The flow's Index and reporter, for tasks in this process. Module-level functions, not globals named in the
+    # flow's body: Dask pickles the flow function by value with the globals it names (a live reporter holds locks).
+    _open_indexes[index_dir] = index
+    reporter = live_reporters[index_dir] = FlowReporter(key, index_dir, bar=terminal_bar["on"])
+    return reporter
+
+
+def _unregister(index_dir: str) -> None:
+    live_reporters.pop(index_dir, None)
+
+
+def _documented(function: Any) -> Any:
+    # The docstring's Args are what Prefect shows beside each parameter in the UI's run form: IngestParameters'
+    # descriptions, so there is one text for each.
+    function.__doc__ = (
+        "Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.\n\nArgs:\n"
+        + "".join(f"    {name}: {field.description}\n" for name, field in IngestParameters.model_fields.items())
+    )
+    return function
+
+
+# The function keeps the flow's name: a served deployment's entrypoint is this module's attribute of that name.
+@flow(name="citeline-ingest", flow_run_name=_flow_run_name, timeout_seconds=FLOW_TIMEOUT, validate_parameters=True)
+@_documented
+def ingest_flow(
+    paths: list[str],
+    index_path: str = "index",
+    model: str | None = None,
+    backend: Backend | None = None,
+    max_tokens: int | None = None,
+    overlap_tokens: int | None = None,
+    vector_index: str | None = None,
+    document_vectors: bool | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    wait: float | None = None,
+    dask_address: str | None = None,
+    dask_workers: int | None = None,
+    files_per_batch: int = pipeline.FILES_PER_BATCH,
+    chunks_per_batch: int = pipeline.CHUNKS_PER_BATCH,
+    commit_every: int = pipeline.COMMIT_EVERY,
+    allow_removals: bool = False,
+    removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
+    dry_run: bool = False,
+    shards: int | None = None,
+    shard_workers: dict[int, str] | str | None = None,
+) -> dict[str, Any]:
+    """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.
+
+    ``vector_index`` is the vector index kind of a new index (auto, flat, ivf, hnsw; see ``citeline.vectors``);
+    ``document_vectors``: a new index also embeds each document whole (``citeline.query.doc_signals``).
+    ``wait`` bounds the seconds to wait for another writer (default: as long as it takes). ``dask_address``
+    (``tcp://host:8786``) or ``dask_workers`` (a local cluster) spread parsing and embedding over Dask
+    workers, which must see ``paths`` and ``index_path`` at the same locations. ``files_per_batch`` and
+    ``chunks_per_batch`` size the mapped tasks (about 1,000 characters a chunk); ``commit_every`` chunks are
+    committed at a time (a generation each; the run's ledger row says ``running`` until the last). A root that
+    comes back empty, or would lose more than ``removal_threshold`` of its documents, fails the flow run with
+    :class:`citeline.RemovalRefusedError` (recorded in the ledger as refused) unless ``allow_removals``;
+    ``dry_run`` returns what the run would do and writes nothing. On a sharded root, ``shard_workers`` pins
+    shards' tasks to the Dask workers that hold their disks (``{0: "tcp://10.0.0.5:8786"}`` or ``"0=ADDRESS,1=NAME"``;
+    ``citeline.sharding.remote``).
+    """
+    settings = IngestParameters.parse(**{name: value for name, value in locals().items()})
+    dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
+    # A dry run where no index exists plans in an empty one in a temporary folder (citeline.dry_runs).
+    with index_for_run(
+        settings.index_path,
+        dry_run=dry_run,
+        create=Index.create,
+        model=model,
+        backend=backend,
+        max_tokens=max_tokens,
+        overlap_tokens=overlap_tokens,
+        vector_index=vector_index,
+        document_vectors=document_vectors,
+        shards=shards,
+    ) as index:
+        # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
+        # Index, which for a new index has loaded its model already.
+        index_dir = str(index.path.resolve())
+        key = index_key(str(Path(settings.index_path).resolve()))  # the index asked for, even in a dry run
+        reporter = _register(index_dir, index, key)
+        options = pipeline.Options(
+            max_file_bytes=max_file_bytes,
+            wait=wait,
+            files_per_batch=files_per_batch,
+            chunks_per_batch=chunks_per_batch,
+            commit_every=commit_every,
+            allow_removals=allow_removals,
+            removal_threshold=removal_threshold,
+            dry_run=dry_run,
+            reporter=reporter,
+            prepare_queries=False,  # its own task below, visible in the UI
+        )
+        try:
+            with _fan_out(dask_runner) as fan_out:
+                if isinstance(index, ShardedIndex):  # each shard's run a task (citeline/orchestration/shards.py)
+                    run = index.ingest(
+                        paths,
+                        **{name: getattr(options, name) for name in SHARD_OPTIONS},
+                        parallel="threads",  # the shards' tasks share this process's model, unless on Dask
+                        dask_address=dask_address,
+                        dask_workers=dask_workers,
+                        shard_workers=shard_workers,  # checked against the shard count before any work
+                        run_jobs=ShardTasks(fan_out, shard_workers),
+                    )
+                else:
+                    run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
+        finally:
+            _unregister(index_dir)
+        if run.status != "dry-run":
+            prepare_queries_task(index_dir)
+        report_artifacts(run, key, index_dir, reporter.seconds)
+        return run.to_dict()
+
+
+def run_from_cli(*, progress: bool = False, **parameters: Any) -> dict[str, Any]:
+    """``citeline ingest --prefect``: validate the parameters (one-line errors, before Prefect starts), then run
+    the flow in this process, with a terminal bar when ``progress``."""
+    IngestParameters.parse(**parameters)
+    terminal_bar["on"] = progress
+    try:
+        return ingest_flow(**parameters)
+    finally:
+        terminal_bar["on"] = False

@@ -1,0 +1,168 @@
+"""What a flow run shows an operator besides its task runs: the pipeline's lines through Prefect's run logger, a
+progress artifact, the waiting-for-a-writer state message, and the report and failures artifacts keyed per index.
+Split from ``flows/ingest.py``; no task or flow is defined here."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from uuid import UUID
+
+from prefect import get_run_logger
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+from prefect.context import FlowRunContext
+from prefect.states import Running
+
+from citeline.ingest.progress import Bar, Reporter
+from citeline.store.ledger import RunSummary
+
+#: Seconds between updates of the progress artifact (each is one API call).
+PROGRESS_UPDATE_SECONDS = 2.0
+
+# The reporter of each index's run in this process, for batch tasks running here (threads) to report into.
+live_reporters: dict[str, FlowReporter] = {}
+
+
+def index_key(index_path: str | os.PathLike[str]) -> str:
+    """The artifact key prefix of an index: ``citeline-`` and its absolute path in lowercase and dashes
+    (``/data/index`` -> ``citeline-data-index``); long paths end in a hash, so keys stay short and distinct."""
+    absolute = os.path.abspath(os.fspath(index_path))
+    slug = re.sub(r"[^a-z0-9]+", "-", absolute.lower()).strip("-") or "root"
+    if len(slug) > 60:
+        slug = f"{slug[-48:].strip('-')}-{hashlib.blake2b(absolute.encode(), digest_size=4).hexdigest()}"
+    return f"citeline-{slug}"
+
+
+class BatchReporter(Reporter):
+    """Inside a chunk+embed task: the batch's embedding progress, forwarded to the flow's reporter."""
+
+    # Inside a chunk+embed task: forwards the batch's embedding progress to the flow's reporter when the flow
+    # runs in this process (thread runner); on a Dask worker there is none and the flow counts finished batches.
+    def __init__(self, index_path: str, batch: int):
+        super().__init__()
+        self.flow = live_reporters.get(index_path)
+        self.batch = batch
+
+    def on_advance(self, count: int) -> None:
+        if self.flow is not None and self.total:
+            self.flow.batch_progress(self.batch, self.done / self.total)
+
+    def on_stage_end(self, name: str, seconds: float) -> None:
+        pass  # the task logs its own summary line
+
+
+class ConsoleBar(Bar):
+    """The terminal bar of `citeline ingest --prefect`."""
+
+    # The terminal bar of `citeline ingest --prefect`: the lines go to Prefect's logger, not a second time here.
+    def emit(self, level: int, message: str) -> None:
+        pass
+
+
+class FlowReporter(Reporter):
+    """The pipeline's reporter inside the flow: lines to Prefect's run logger, a progress artifact updated at
+    most every :data:`PROGRESS_UPDATE_SECONDS`, the waiting-for-a-writer message in the flow run's state, and
+    optionally a terminal bar (``citeline ingest --prefect`` on a terminal)."""
+
+    def __init__(self, key: str, index_dir: str, bar: bool = False):
+        super().__init__()
+        self.logger = get_run_logger()
+        self.bar = ConsoleBar() if bar else None
+        self._batches: dict[int, float] = {}
+        self._last_update = 0.0
+        self.artifact_id: UUID | None = None
+        try:
+            self.artifact_id = create_progress_artifact(  # type: ignore[assignment]  # sync here: not in async code
+                0.0, key=f"{key}-progress", description=f"citeline ingestion into {index_dir}"
+            )
+        except Exception as exc:  # progress is a courtesy: never fail a run for it
+            self.logger.warning(f"could not create the progress artifact: {exc}")
+
+    def emit(self, level: int, message: str) -> None:
+        self.logger.log(level, message)
+
+    def waiting(self, message: str) -> None:
+        super().waiting(message)
+        set_state_message(message)
+
+    def on_stage(self, name: str, total: int | None) -> None:
+        self._batches.clear()
+        if self.bar is not None:
+            self.bar.stage(name, total)
+        self._update(force=True)
+
+    def on_advance(self, count: int) -> None:
+        if self.bar is not None:
+            self.bar.advance(count)
+        self._update()
+
+    def batch_progress(self, batch: int, fraction: float) -> None:
+        """Batch ``batch`` of the current stage is ``fraction`` done (from a task, or when it finishes)."""
+        with self._lock:
+            self._batches[batch] = max(self._batches.get(batch, 0.0), fraction)
+            units = round(sum(self._batches.values()) * 1000)
+            if units > self.done:
+                self.advance(units - self.done)
+
+    def finish(self) -> None:
+        super().finish()
+        if self.bar is not None:
+            self.bar.finish()
+        self._update(force=True)
+
+    def _update(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.artifact_id is None or (not force and now - self._last_update < PROGRESS_UPDATE_SECONDS):
+            return
+        self._last_update = now
+        stage = self.current or "done"
+        try:
+            update_progress_artifact(
+                self.artifact_id,
+                round(100 * self.fraction(), 1),
+                description=f"{stage}: {self.done:,}/{self.total or '?'}",
+            )
+        except Exception as exc:
+            self.logger.debug(f"could not update the progress artifact: {exc}")
+
+
+def set_state_message(message: str) -> None:
+    # The flow run's state message (the UI shows it beside "Running"), so a run waiting on a lock says why.
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            client.set_flow_run_state(context.flow_run.id, Running(message=message), force=True)
+    except Exception as exc:
+        get_run_logger().debug(f"could not set the state message: {exc}")
+
+
+# `citeline ingest --prefect` on a terminal: the flow (in this process) also draws a bar. A plain flag: tasks are
+# pickled by value for Dask workers, with the module globals they reach, and a threading.local cannot be.
+terminal_bar = {"on": False}
+
+
+def report_artifacts(run: RunSummary, key: str, index_dir: str, seconds: dict[str, float]) -> None:
+    # The run's report and its failed files as artifacts keyed per index, naming the index's path.
+    timing = ", ".join(f"{stage} {value:.1f} s" for stage, value in seconds.items())
+    create_markdown_artifact(
+        key=f"{key}-report",
+        markdown=f"# citeline run into `{index_dir}`\n\n{run.to_markdown()}\n\nStages: {timing}\n",
+        description=f"citeline run {run.run_id} into {index_dir}",
+    )
+    failures = [{"path": error["path"], "reason": error["reason"]} for error in run.errors] or [
+        {"path": "(none)", "reason": "every file was ingested"}
+    ]
+    create_table_artifact(
+        key=f"{key}-failures", table=failures, description=f"files run {run.run_id} could not ingest into {index_dir}"
+    )

@@ -1,0 +1,399 @@
+"""Near-duplicate collapse: one result per passage, listing every document it occurs in.
+
+After ranking, hits from *different* documents that carry the same passage become one result: the best-scored
+hit is kept and :attr:`SearchResult.sources` lists every source, each with its own chunk offsets and the offsets
+of the part it shares. Two hits carry the same passage when
+
+1. their chunk vectors are near-identical: cosine >= ``threshold`` (the same article syndicated twice, a record
+   ingested from two exports, a page saved as HTML and PDF); or
+2. they report the same quote or statement (``citeline.query.quotes``: at least 10 normalised words aligned, tolerant of
+   re-punctuation, inserted and dropped words), and the shared words are why both hits matched: they overlap a
+   hit's highlight when highlights are set, else their vector is at least as close to the query as the hit's (a
+   common footer or disclaimer never merges two otherwise unrelated hits).
+
+Rule 2 exists because a chunk is ~250 tokens of context around a quote: in the seed articles the two chunks that
+quote Corporal Drury have a cosine of only 0.67 with the real model, lower than the 0.76 of two chunks of theirs
+that quote nobody in common, so no chunk-level threshold separates "same passage" from "same topic"; and outlets
+that rewrite each other's copy re-punctuate, re-attribute and split the quote differently, so identical word runs
+are often shorter than a sentence.
+
+Grouping is greedy in rank order: a hit joins the first better-ranked group whose leader it duplicates and which
+holds no passage of the same document yet, so results stay in score order and the kept passage is the best one.
+
+A copy need not rank near its original: the ranking scores it by the query, and a rewrite that wraps a short quote
+in other news can rank below hundreds of passages that merely share the query's words. So after collapsing the k
+best hits, each result's highlighted sentences are looked up in the lexical index by their rarest terms
+(:func:`add_unranked_copies`, :data:`LOOKUP_DEPTH` chunks each) and the matches pass the same two rules. That lookup
+replaces ranking 3k + 10 candidates: a collapsed search ranks k hits (deeper only when collapsing merged some) and
+highlights only its k results; a deepening reads only the new hits' passages and vectors. On SciFact's 300 test
+queries at k=10 (onnx-int8 index, bench/collapse_cost.py, CPU time on 2 shared cores under load ~15, the code before
+and after in back-to-back runs) collapse adds, at the median, 5.0 ms (hybrid), 4.5 (dense) and 6.7 (lexical), of
+which the lookup is 1.8-2.1; before it added 6.3, 5.3 and 6.9. It added 17.2, 14.0 and 22.5 ms (lexical also
+encoding the query) when it ranked 3k + 10 candidates and highlighted them all.
+
+A search analyses each chunk once (:class:`WordCache` for the normalised words, ``highlight.analysis_cache`` for
+sentences and stems): the slow searches are those that deepen (collapsing left fewer than k results, so 40 hits are
+read, compared and highlighted), and they had analysed the first hits again and highlighted the results twice.
+With that, passage rows read from the mapped buffers and cheaper sentence splitting (the same results for SciFact's
+300 test queries in every mode, collapse on and off), the added p99 fell from 33-37 to 25-32 ms (lexical) and
+31-41 to 21-22 (hybrid), while the added p50 stayed within the noise of a loaded machine: 4.5-4.8 before, 4.8-5.4
+after (lexical), 4.5 and 3.7-4.4 (hybrid) (bench/collapse_cost.py, the two versions alternated twice); at 1M chunks
+(bench/scale.py's index, 50 claims) the added p50 is 6.6 ms (hybrid), 4.0 (dense) and 7.7 (lexical), of which the
+rare-term lookup is 3.0, 2.0 and 5.1.
+
+Then the per-search constants were cut, every decision kept (the same JSON for SciFact's 300 test queries x 3 modes x
+collapse on and off; tests/data/quotes' precision and recall unchanged): words are the hashes of their normalised
+forms, split with ``str.translate`` in ASCII text (no per-search vocabulary); shingle sets come from numpy hashes and
+are intersected pair by pair only past one check against the hits above; an alignment does not close chains too short
+to count (29 -> 18 us a pair); the lookup analyses each word once per reader and packs its posting keys in bits;
+documents are read from the mapped buffers; stems are kept across searches. bench/collapse_cost.py --repeat 3 with the
+main tree and this code run at the same time (the same neighbours' load on 2 shared cores), two runs: the added p50
+went from 4.08-4.13 to 3.51-3.66 ms (hybrid), 3.63-4.45 to 3.29-3.58 (dense) and 4.39-4.40 to 3.61-3.66 (lexical),
+the added p99 from 18.8-27.5 to 14.5-19.3 ms (the p99 searches are those that deepen: 7 of 300 in lexical mode, 21 ms
+against 3.4 without collapse). At 1M chunks (50 claims, side by side, three runs, --repeat 3, 3 and 5; 50 queries
+make +-1.5 ms of noise) the added p50 went from 6.0-9.4 to 4.7-6.8 ms (hybrid), 4.2-6.1 to 4.5-5.6 (dense) and
+7.6-9.7 to 6.7-9.0 (lexical); the rare-term lookup is still most of it (4-5 ms in hybrid and lexical).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from citeline.errors import QueryError
+from citeline.query.highlight import analysis_cache
+from citeline.query.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, word_spans: re-exported, the tests name them)
+    MIN_SHARED_WORDS,
+    Words,
+    quote_partners,
+    shared_statement,
+    text_words,
+    word_spans,
+    words_of,
+)
+from citeline.query.results import SearchResult
+
+#: Chunks whose vectors have at least this cosine are the same passage. Measured with the real model:
+#: formatting variants of one seed chunk (reflowed whitespace, case, curly quotes and no punctuation) score
+#: 0.965-1.0 on torch and onnx-int8, the same chunk with its last paragraph dropped or its opening sentence
+#: reworded 0.94-0.95; different passages score far lower: 0.76 at most between the two seed articles' chunks, and
+#: among SciFact's top-30 hits for 200 queries (84,554 pairs of distinct papers, bench/collapse_threshold.py) the
+#: highest is 0.939, with 5 pairs above 0.9 and none at 0.95. So 0.95 merges copies of one passage and never two
+#: papers; lower it (--collapse-threshold 0.9) to also merge lightly edited versions.
+DEFAULT_COLLAPSE_THRESHOLD = 0.95
+
+
+#: Chunks the lexical lookup of a result's highlighted sentences brings (:func:`add_unranked_copies`): a chunk's own
+#: text and the overlapping neighbour of its document take two; the rest leaves room for two copies per result per
+#: query (more copies rank among the hits themselves, where the deepening finds them all).
+LOOKUP_DEPTH = 4
+#: The least share of the idf weight of a highlight's rarest terms a chunk must hold to be looked at as a copy. On
+#: tests/data/quotes (each pair's A highlighted for its quote, looked up among the set's 124 passages) 0.5 and 0.6
+#: find 30 of the 31 B copies, 0.7 29, 0.8 27; on SciFact (100 test queries, k=10, hybrid) the matches from other
+#: documents that must be fetched and aligned fall from 3.7 a query at 0.5 to 1.8 at 0.6 (0.75 at 0.7), none a copy.
+LOOKUP_MIN_SHARE = 0.6
+
+
+Encode = Callable[[list[str]], np.ndarray]
+Highlighter = Callable[[Sequence[SearchResult]], list[SearchResult]]
+
+
+def validate_threshold(threshold: object) -> float:
+    """Check a collapse threshold: a cosine in (0, 1]."""
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float | np.floating):
+        raise QueryError(f"collapse_threshold must be a number between 0 and 1, not {threshold!r}")
+    if not 0 < float(threshold) <= 1:
+        raise QueryError(
+            f"collapse_threshold must be above 0 and at most 1 (a cosine), got {threshold}; "
+            f"{DEFAULT_COLLAPSE_THRESHOLD} keeps only near-identical passages together"
+        )
+    return float(threshold)
+
+
+def collapsed_search(
+    k: int,
+    rank: Callable[[int], list[SearchResult]],
+    vectors: Callable[[Sequence[int]], np.ndarray],
+    *,
+    highlight: Highlighter,
+    query_vector: np.ndarray | None = None,
+    encode: Encode | None = None,
+    threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+    lookup: Lookup | None = None,
+) -> list[SearchResult]:
+    """The k best collapsed results. ``rank(n)`` returns the n best hits; ``vectors(ids)`` their chunk vectors;
+    ``highlight(hits)`` sets their highlights.
+
+    Ranks k hits, and deeper (four times, then again) only while collapsing leaves fewer than k results and more
+    hits exist; with a ``lookup``, copies of a result's quote ranked below the hits join its sources too
+    (:func:`add_unranked_copies`). Only the k results are highlighted, as a search without collapse does (the
+    highlights of other hits are computed only if a shared statement needs checking against them).
+    """
+    # Each chunk's vector is read once: a deepening reads only the new hits', the lookup only the copies'. At 1M
+    # chunks a vectors() call costs 1-1.5 ms CPU whatever its size (bench/collapse_cost.py --hash-bow).
+    # Each chunk's words and sentences are analysed once per search too (WordCache, highlight.analysis_cache): a
+    # deepening compares the first hits again, and the results are highlighted after the candidates were.
+    vectors = _reading_once(vectors)
+    words = WordCache()
+    with analysis_cache():
+        depth = k
+        while True:
+            hits = rank(depth)
+            groups = collapse(
+                hits,
+                vectors([hit.chunk_id for hit in hits]),
+                query_vector=query_vector,
+                encode=encode,
+                threshold=threshold,
+                highlight=highlight,
+                words=words,
+            )
+            if len(groups) >= k or len(hits) < depth:
+                break
+            depth *= 4
+        results = groups[:k]
+        bare = [at for at, result in enumerate(results) if not result.highlights]
+        for at, lit in zip(bare, highlight([results[at] for at in bare]), strict=True):
+            results[at] = lit
+    if lookup is None or not hits:
+        return results
+    return add_unranked_copies(results, hits, lookup, vectors, threshold=threshold, words=words)
+
+
+class WordCache:
+    """Each chunk text's :func:`text_words`, computed once per search."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, Words] = {}
+
+    def __call__(self, text: str) -> Words:
+        found = self._known.get(text)
+        if found is None:
+            found = self._known[text] = text_words(text)
+        return found
+
+
+def _reading_once(vectors: Callable[[Sequence[int]], np.ndarray]) -> Callable[[Sequence[int]], np.ndarray]:
+    """``vectors`` that remembers what it read and asks only for ids it has not read yet."""
+    known: dict[int, np.ndarray] = {}
+
+    def read(ids: Sequence[int]) -> np.ndarray:
+        missing = [chunk_id for chunk_id in dict.fromkeys(ids) if chunk_id not in known]
+        if missing or not len(ids):
+            fresh = vectors(missing)
+            if not len(ids):
+                return fresh
+            known.update(zip(missing, fresh, strict=True))
+        return np.stack([known[chunk_id] for chunk_id in ids])
+
+    return read
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Where :func:`add_unranked_copies` looks for copies of a result's quote that ranked below the candidates.
+
+    ``find(texts, n)``: for each text, the ids of the n chunks that match it best lexically, within the search's
+    filters; ``documents(ids)``: each chunk's document id; ``passages(ids)``: those chunks as hits (rows and
+    provenance; their scores are not used).
+    """
+
+    find: Callable[[Sequence[str], int], list[list[int]]]
+    passages: Callable[[Sequence[int]], list[SearchResult]]
+    documents: Callable[[Sequence[int]], list[str]]
+
+
+def add_unranked_copies(
+    results: Sequence[SearchResult],
+    hits: Sequence[SearchResult],
+    lookup: Lookup,
+    vectors: Callable[[Sequence[int]], np.ndarray],
+    *,
+    threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+    words: WordCache | None = None,
+) -> list[SearchResult]:
+    """``results`` (collapsed from the ranked ``hits``) with the copies of their quotes ranked below ``hits`` added.
+
+    The query's ranking scores a copy by the query, not by the quote, so a copy whose other words say little about
+    the query (a long rewrite around a short quote) can rank below every candidate while hundreds of passages that
+    merely share the query's words rank above it. Each result's highlighted sentences (the words that answered the
+    query, and what a shared quote must overlap) go to ``lookup.find``, which returns the :data:`LOOKUP_DEPTH` best
+    lexical matches: a copy carries the sentence's rare words, which most passages do not. A match that was not
+    among the ``hits`` joins the result's sources under the same rules as :func:`collapse`: a chunk vector cosine
+    of at least ``threshold`` with the result's, or a shared statement (:func:`shared_statement`) overlapping the
+    result's highlights; one document per result, one result per chunk. Its ``score`` is the last hit's, an upper
+    bound of its own (it ranked below every hit).
+    """
+    ranked = {hit.chunk_id for hit in hits}
+    wanted = [at for at, result in enumerate(results) if result.highlights]
+    if not wanted:
+        return list(results)
+    found = lookup.find([" ".join(h.text for h in results[at].highlights) for at in wanted], LOOKUP_DEPTH)
+    new_ids = sorted({chunk_id for ids in found for chunk_id in ids if chunk_id not in ranked})
+    if not new_ids:
+        return list(results)
+    # Most matches are the overlapping neighbours of the results' own chunks: their documents are read first (0.1
+    # ms), and only the other chunks' rows (a passage fetch costs ~1.5 ms, mostly fixed).
+    document_of = dict(zip(new_ids, lookup.documents(new_ids), strict=True))
+    new_ids = sorted(
+        {
+            chunk_id
+            for result, ids in zip((results[at] for at in wanted), found, strict=True)
+            for chunk_id in ids
+            if chunk_id in document_of and document_of[chunk_id] not in {s.doc_id for s in result.sources}
+        }
+    )
+    if not new_ids:
+        return list(results)
+    copies = {copy.chunk_id: copy for copy in lookup.passages(new_ids)}
+    lead_ids = [results[at].chunk_id for at in wanted]
+    stored = vectors(lead_ids + new_ids)
+    vector_of = dict(zip(lead_ids + new_ids, stored, strict=True))
+    words = words or WordCache()
+    taken: set[int] = set()
+    out = list(results)
+    for at, ids in zip(wanted, found, strict=True):
+        result = out[at]
+        docs = {source.doc_id for source in result.sources}
+        lead_words: Words | None = None
+        lead = result.sources[0]
+        # What of the leader's chunk its sources share; a leader alone shares nothing yet (an empty span, widened).
+        lead_shared: tuple[int, int] = (result.char_end, result.char_start)
+        if len(result.sources) > 1:
+            lead_shared = (
+                result.char_start if lead.shared_start is None else lead.shared_start,
+                result.char_end if lead.shared_end is None else lead.shared_end,
+            )
+        extra = []
+        for chunk_id in ids:
+            copy = copies.get(chunk_id)
+            if copy is None or chunk_id in ranked or chunk_id in taken or copy.doc_id in docs:
+                continue
+            if float(vector_of[chunk_id] @ vector_of[result.chunk_id]) >= threshold:
+                extra.append(copy.as_source())
+                lead_shared = (result.char_start, result.char_end)
+            else:
+                lead_words = lead_words or words(result.text)
+                shared = shared_statement(lead_words, words(copy.text))
+                if shared is None:
+                    continue
+                (lead_start, lead_end), (start, end) = shared
+                lead_start, lead_end = result.char_start + lead_start, result.char_start + lead_end
+                if not any(h.char_start < lead_end and lead_start < h.char_end for h in result.highlights):
+                    continue  # shared words elsewhere than what answered the query (a footer, a disclaimer)
+                extra.append(copy.as_source(shared_start=copy.char_start + start, shared_end=copy.char_start + end))
+                lead_shared = (min(lead_shared[0], lead_start), max(lead_shared[1], lead_end))
+            taken.add(chunk_id)
+            docs.add(copy.doc_id)
+        if not extra:
+            continue
+        floor = hits[-1].score
+        sources = [replace(lead, shared_start=lead_shared[0], shared_end=lead_shared[1]), *result.sources[1:]]
+        out[at] = replace(result, sources=tuple(sources + [replace(s, score=floor) for s in extra]))
+    return out
+
+
+@dataclass
+class _Group:
+    leader: int
+    docs: set[str]
+    members: list[tuple[int, int, int]] = field(default_factory=list)  # (hit, shared_start, shared_end)
+    #: what of the leader's chunk the members share, in document offsets; None until a quote joins
+    lead_shared: tuple[int, int] | None = None
+    lead_whole: bool = False  #: a near-duplicate chunk joined, so the leader's whole chunk is shared
+
+    def add_quote(self, start: int, end: int) -> None:
+        old = self.lead_shared or (start, end)
+        self.lead_shared = (min(old[0], start), max(old[1], end))
+
+
+def collapse(
+    hits: Sequence[SearchResult],
+    vectors: np.ndarray,
+    *,
+    query_vector: np.ndarray | None,
+    encode: Encode | None,
+    threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+    highlight: Highlighter | None = None,
+    words: WordCache | None = None,
+) -> list[SearchResult]:
+    """Merge ranked ``hits`` (best first; ``vectors`` their chunk vectors, row by row) that are the same passage.
+
+    Returns one result per group, in rank order, each with every source of its group in ``sources``. Hits without
+    highlights get them from ``highlight`` (all at once) when a shared statement must be checked against them.
+    """
+    if len(hits) < 2:
+        return list(hits)
+    words_of_text = words or WordCache()
+    hit_words = [words_of_text(hit.text) for hit in hits]
+    quoting = quote_partners([hit.doc_id for hit in hits], [ids for _, ids in hit_words])
+    leader_vectors = np.zeros_like(vectors)
+    groups: list[_Group] = []
+    group_of: dict[int, int] = {}  # leader's hit -> its group
+    lit: list[SearchResult] = []
+
+    def relevant(i: int, start: int, end: int) -> bool:
+        """Are the shared words of hit ``i`` (document offsets) why it matched the query?"""
+        hit = hits[i]
+        if not hit.highlights and highlight is not None:
+            if not lit:
+                lit.extend(highlight(hits))
+            hit = lit[i]
+        if hit.highlights:
+            return any(h.char_start < end and start < h.char_end for h in hit.highlights)
+        if encode is None or query_vector is None:
+            return False  # nothing to judge by (a search always sets highlights)
+        shared = np.asarray(encode([hit.text[start - hit.char_start : end - hit.char_start]])[0], np.float32)
+        # The cosine of the hit itself, not hit.score: fused (hybrid) scores are not cosines.
+        return float(shared @ query_vector) >= float(vectors[i] @ query_vector)
+
+    for i, hit in enumerate(hits):
+        joined = False
+        if groups:
+            similar = np.flatnonzero(leader_vectors[: len(groups)] @ vectors[i] >= threshold)
+            for near in similar:
+                group = groups[near]
+                if hit.doc_id not in group.docs:
+                    group.members.append((i, hit.char_start, hit.char_end))
+                    group.docs.add(hit.doc_id)
+                    group.lead_whole = True
+                    joined = True
+                    break
+        if not joined:
+            for partner in quoting.get(i, ()):
+                if partner not in group_of or hit.doc_id in groups[group_of[partner]].docs:
+                    continue
+                group = groups[group_of[partner]]
+                leader = hits[group.leader]
+                shared = shared_statement(hit_words[group.leader], hit_words[i])
+                if shared is None:
+                    continue
+                (lead_start, lead_end), (start, end) = shared
+                lead_start, lead_end = leader.char_start + lead_start, leader.char_start + lead_end
+                start, end = hit.char_start + start, hit.char_start + end
+                if not (relevant(group.leader, lead_start, lead_end) or relevant(i, start, end)):
+                    continue  # the shared words are not what the hits matched on (a footer, a disclaimer)
+                group.members.append((i, start, end))
+                group.add_quote(lead_start, lead_end)
+                group.docs.add(hit.doc_id)
+                joined = True
+                break
+        if not joined:
+            leader_vectors[len(groups)] = vectors[i]
+            group_of[i] = len(groups)
+            groups.append(_Group(i, {hit.doc_id}))
+    return [_merged(hits, group) for group in groups]
+
+
+def _merged(hits: Sequence[SearchResult], group: _Group) -> SearchResult:
+    leader = hits[group.leader]
+    if not group.members:
+        return leader
+    if group.lead_whole or group.lead_shared is None:
+        sources = [leader.as_source()]
+    else:
+        sources = [leader.as_source(shared_start=group.lead_shared[0], shared_end=group.lead_shared[1])]
+    sources += [hits[i].as_source(shared_start=start, shared_end=end) for i, start, end in group.members]
+    return replace(leader, sources=tuple(sources))

@@ -1,0 +1,112 @@
+"""What a search returns: passages with their provenance (:class:`SearchResult`), and every place a passage occurs
+(:class:`Source`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Highlight:
+    """A span of the document that answers the query: ``document_text[char_start:char_end] == text``."""
+
+    char_start: int
+    char_end: int
+    text: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The highlight as JSON-ready data."""
+        return {"char_start": self.char_start, "char_end": self.char_end, "text": self.text, "score": self.score}
+
+
+@dataclass(frozen=True)
+class Source:
+    """One place a passage occurs: ``document_text[char_start:char_end] == text`` in document ``doc_id``.
+
+    ``shared_start:shared_end`` is the part of this source's chunk that the other sources of the result share:
+    the whole chunk for near-duplicate chunks, the quoted passage when documents quote the same words.
+    """
+
+    doc_id: str
+    source_path: str
+    source_id: str
+    title: str
+    chunk_id: int
+    ordinal: int
+    char_start: int
+    char_end: int
+    text: str
+    score: float
+    content_hash: str
+    run_id: str
+    ingested_at: str
+    page: int | None = None
+    shared_start: int | None = None
+    shared_end: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The source as JSON-ready data."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One passage and where it comes from: ``document_text[char_start:char_end] == text``.
+
+    ``sources`` lists every document the passage occurs in, this result's own first: one entry, or several when
+    near-duplicate passages of different documents were collapsed into this result (see ``citeline.query.collapse``).
+    """
+
+    text: str
+    score: float
+    doc_id: str
+    source_path: str
+    source_id: str
+    title: str
+    ordinal: int
+    char_start: int
+    char_end: int
+    content_hash: str
+    run_id: str
+    ingested_at: str
+    model: str
+    chunk_id: int
+    page: int | None = None
+    sources: tuple[Source, ...] = field(default=())
+    #: the sentence(s) of ``text`` that best answer the query, in document offsets (see ``citeline.query.highlight``)
+    highlights: tuple[Highlight, ...] = field(default=())
+    #: the document's metadata (JSONL record fields, HTML author and date, PDF pages, ...)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data."""
+        return asdict(self)
+
+    def as_source(self, *, shared_start: int | None = None, shared_end: int | None = None) -> Source:
+        """This result's own passage as a :class:`Source`."""
+        return Source(
+            doc_id=self.doc_id,
+            source_path=self.source_path,
+            source_id=self.source_id,
+            title=self.title,
+            chunk_id=self.chunk_id,
+            ordinal=self.ordinal,
+            char_start=self.char_start,
+            char_end=self.char_end,
+            text=self.text,
+            score=self.score,
+            content_hash=self.content_hash,
+            run_id=self.run_id,
+            ingested_at=self.ingested_at,
+            page=self.page,
+            shared_start=self.char_start if shared_start is None else shared_start,
+            shared_end=self.char_end if shared_end is None else shared_end,
+        )
+
+
+def result_json(result: SearchResult) -> str:
+    """One JSON object on one line (the CLI's ``--json`` format)."""
+    return json.dumps(result.to_dict(), ensure_ascii=False)

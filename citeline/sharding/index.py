@@ -1,0 +1,443 @@
+"""Sharded indexes: one index root holding a manifest (``shards.json``) and N shard directories, each a complete
+citeline index (its own DuckDB, vectors, lexical segments, generations and writer lock).
+
+- **Routing**: a document lives in shard ``blake2b-64(doc_id) mod N`` (:func:`shard_of`). The doc id is
+  ``citeline.sources.parsers.doc_id_of``: a hash of the source root and the file (and the record, for JSONL), never of
+  the content, so a changed document stays in its shard and a re-run commits only in the shards whose documents
+  changed (the others find everything unchanged and commit no new generation).
+- **Ingestion** (:meth:`ShardedIndex.ingest`): discovery and parsing once, here; each shard's documents then go
+  through ``pipeline.run`` (plan, chunk, embed, commit) under that shard's own writer lock, the shards in
+  parallel: worker processes (``parallel="processes"``), threads, or the workers of a Dask cluster
+  (``dask_address`` or ``dask_workers``; shards on a filesystem every worker sees). The removal guard is decided
+  once over all shards. The root's own writer lock serializes sharded runs.
+- **Consistency**: every shard commits atomically (``store.generation``), so a crash or a killed worker leaves
+  every shard at a committed generation; the manifest then records each shard's generation after the run (and
+  the run), published crash-safely through ``store.files.publish``. A re-run redoes only the shards that did not
+  commit. A query reads one committed generation per shard (:mod:`citeline.sharding.search`): while a run is
+  committing, some shards may already show it and others not yet, each document whole at one version.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from citeline.errors import CitelineError, IndexCorruptError, IndexMismatchError, IndexNotFoundError, SettingsError
+from citeline.index import SHARDS_MANIFEST, Index
+from citeline.ingest import pipeline
+from citeline.ingest.planning import ParsedBatch, Plan, refuse_removals, removal_problems
+from citeline.ingest.progress import Reporter, announced_writer_lock, default_reporter
+from citeline.model.embedding import Embedder, SentenceTransformerEmbedder
+from citeline.sharding.freshness import Freshness, merged_plan, skipping_is_safe, unchanged_files, with_fresh
+from citeline.sharding.remote import DaskShards, ShardWorkers, parse_shard_workers
+from citeline.sharding.reports import ShardedStatus, each_shard, merged_report, merged_status, not_here
+from citeline.sharding.runs import ShardJob, execute, idle_run
+from citeline.sharding.search import ShardedSnapshot
+from citeline.sharding.worker import shard_check, shard_status
+from citeline.sources.discovery import Discovery, resolve_roots, scan
+from citeline.sources.parsers import DEFAULT_MAX_FILE_BYTES
+from citeline.store import catalog, files, ledger
+from citeline.store.filters import Filters
+from citeline.store.ledger import RunSummary
+from citeline.store.locks import writer_lock
+from citeline.store.snapshot import ReadSnapshot
+from citeline.store.verify import VerifyReport
+
+MANIFEST_FORMAT = 1
+ROUTING = "blake2b-64(doc_id) mod shards"
+#: Runs the manifest keeps (each shard's own ledger keeps all of its runs).
+RUNS_KEPT = 200
+#: How a run's shard jobs are run: each job's summary, or the exception that stopped it, in order.
+RunJobs = Callable[[list[ShardJob]], list[RunSummary | BaseException]]
+
+
+def shard_of(doc_id: str, shards: int) -> int:
+    """The shard a document lives in: its id's 64-bit BLAKE2b hash modulo the number of shards (stable across
+    processes and machines, unlike Python's ``hash``)."""
+    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "big") % shards
+
+
+def shard_dir(root: Path, number: int) -> Path:
+    """Where shard ``number`` of ``root`` lives."""
+    return root / f"shard-{number:03d}"
+
+
+@dataclass
+class Manifest:
+    """``shards.json``: the number of shards, the routing rule, each shard's generation after the last run, and
+    the last runs (each with the generation set it left)."""
+
+    shards: int
+    generations: list[int]
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    routing: str = ROUTING
+    format: int = MANIFEST_FORMAT
+
+    @classmethod
+    def read(cls, root: Path) -> Manifest:
+        """Read ``root``'s manifest; a damaged one is one :class:`IndexCorruptError` line."""
+        path = root / SHARDS_MANIFEST
+        try:
+            data = json.loads(path.read_text())
+            manifest = cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        except (OSError, ValueError, TypeError) as exc:
+            raise IndexCorruptError(f"{path} cannot be read ({exc}); restore it from a backup") from exc
+        if manifest.format != MANIFEST_FORMAT or manifest.routing != ROUTING or manifest.shards < 1:
+            raise IndexMismatchError(f"{path} is a shard manifest this citeline does not read (format, routing)")
+        return manifest
+
+    def write(self, root: Path) -> None:
+        """Publish the manifest crash-safely (a crash leaves the old one or the new one)."""
+        text = json.dumps(asdict(self), indent=1)
+        files.publish("shards-manifest", root / SHARDS_MANIFEST, lambda path: _write_text(path, text))
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def route(parsed: ParsedBatch, shards: int) -> list[ParsedBatch]:
+    """Each shard's part of the parsed documents. Errors and incomplete files go to every shard: they keep the
+    stored documents of the files they name, wherever those live. So do the files read whole: each shard records
+    their stat, and drops the rows of those it holds no document of (``file_stats.forget_orphans``)."""
+    parts = [
+        ParsedBatch(errors=list(parsed.errors), incomplete=list(parsed.incomplete), read_files=list(parsed.read_files))
+        for _ in range(shards)
+    ]
+    for document in parsed.documents:
+        parts[shard_of(document.doc_id, shards)].documents.append(document)
+    for doc_id in parsed.kept_doc_ids:
+        parts[shard_of(doc_id, shards)].kept_doc_ids.append(doc_id)
+    return parts
+
+
+def merge_runs(run_id: str, started_at: str, roots: list[str], plan: Plan, outcomes: Sequence[Any]) -> RunSummary:
+    """The run's ledger row from every shard's (failed shards named in its errors)."""
+    summary = pipeline.summarize(run_id, started_at, plan)
+    summary.finished_at = ledger.utc_now()
+    summary.roots = roots
+    done = [outcome for outcome in outcomes if isinstance(outcome, RunSummary)]
+    summary.chunks_embedded = sum(run.chunks_embedded for run in done)
+    summary.chunks_reused = sum(run.chunks_reused for run in done)
+    failed = [(number, outcome) for number, outcome in enumerate(outcomes) if not isinstance(outcome, RunSummary)]
+    summary.errors += [{"path": f"shard-{n:03d}", "reason": f"{type(e).__name__}: {e}"} for n, e in failed]
+    if failed:
+        summary.status = "failed"
+    return summary
+
+
+class ShardsFailedError(CitelineError):
+    """Some shards of a run failed; the others' commits stand (one line naming each failed shard)."""
+
+    def __init__(self, root: Path, failed: Sequence[tuple[int, BaseException]], shards: int):
+        self.shards = [number for number, _ in failed]
+        reasons = "; ".join(f"{shard_dir(root, n).name}: {type(e).__name__}: {_one_line(e)}" for n, e in failed)
+        super().__init__(
+            f"{len(failed)} of {shards} shards of {root} failed ({reasons}); the other shards' commits stand: run "
+            "the same ingest again to finish"
+        )
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or "no message"
+
+
+class ShardedIndex(Index):
+    """A sharded index root, with :class:`Index`'s vocabulary (see the module docstring); ``generation`` is the
+    sum of the shards' generations, which grows whenever any shard commits."""
+
+    def __init__(
+        self,
+        root: Path,
+        manifest: Manifest,
+        shards: list[Index],
+        embedder: Embedder | None = None,
+        dask: DaskShards | None = None,
+    ):
+        super().__init__(root, shards[0].meta if shards else dask.meta(shard_dir(root, 0)) if dask else {}, embedder)
+        self.manifest = manifest
+        self.shards = shards
+        self.dask = dask  #: searches run as tasks on the Dask workers that hold the shards (``shard_remote``)
+        self._sharded_snapshot: ShardedSnapshot | None = None
+
+    @classmethod
+    def create(  # type: ignore[override]
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        shards: int | None = None,
+        embedder: Embedder | None = None,
+        **settings: Any,
+    ) -> ShardedIndex:
+        """Create a root of ``shards`` shards with :meth:`Index.create`'s ``settings``, or open an existing root
+        (which must have that many shards, when given)."""
+        root = Path(path)
+        if (root / SHARDS_MANIFEST).exists():
+            manifest = Manifest.read(root)
+            if shards is not None and shards != manifest.shards:
+                raise IndexMismatchError(
+                    f"{root} has {manifest.shards} shards, not {shards}; leave out --shards (an index cannot be "
+                    "resharded: ingest into a new --index directory)"
+                )
+            parts = [Index.create(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
+            return cls(root, manifest, parts, embedder)
+        if catalog.db_path(root).exists():
+            raise IndexMismatchError(
+                f"{root} is an unsharded index; leave out --shards, or use a new --index directory"
+            )
+        if shards is None or shards < 1:
+            raise SettingsError(f"shards must be at least 1, not {shards}")
+        with writer_lock(root):
+            first = Index.create(shard_dir(root, 0), embedder=embedder, **settings)
+            embedder = first.embedder if embedder is None else embedder
+            parts = [first] + [
+                Index.create(shard_dir(root, n), embedder=embedder, **settings) for n in range(1, shards)
+            ]
+            manifest = Manifest(shards, [int(part.meta["generation"]) for part in parts])
+            manifest.write(root)  # last: a crash before it leaves shard folders that the next create reuses
+        return cls(root, manifest, parts, embedder)
+
+    @classmethod
+    def open(  # type: ignore[override]
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Embedder | None = None,
+        dask_address: str | None = None,
+        shard_workers: ShardWorkers = None,
+        **settings: Any,
+    ) -> ShardedIndex:
+        """Open a sharded root; every shard is opened (and checked, and repaired) as :meth:`Index.open` does.
+
+        With ``dask_address``, searches run as tasks on that cluster's workers, each shard's part on the worker
+        that holds it (``shard_workers`` pins shards to workers: ``citeline.sharding.remote``). A client that does not
+        see the shards' folders (each on its worker's own disk) reads only the manifest and searches; the other
+        commands run where the shards are."""
+        root = Path(path)
+        if not (root / SHARDS_MANIFEST).exists():
+            raise SettingsError(f"{root} is not a sharded index: --dask-address and --shard-workers search shards")
+        manifest = Manifest.read(root)
+        dask = DaskShards(dask_address, manifest.shards, shard_workers) if dask_address else None
+        if dask is not None and not all(catalog.db_path(shard_dir(root, n)).exists() for n in range(manifest.shards)):
+            return cls(root, manifest, [], embedder, dask)
+        parts = [Index.open(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
+        return cls(root, manifest, parts, embedder, dask)
+
+    def _local(self, command: str) -> list[Index]:
+        """The shards opened here; one line when this client sees only the manifest (``shard_reports.not_here``)."""
+        if not self.shards:
+            raise not_here(self.path, command)
+        return self.shards
+
+    @property
+    def shard_dirs(self) -> list[Path]:
+        """The shards' directories, by number."""
+        return [shard_dir(self.path, n) for n in range(self.manifest.shards)]
+
+    # ---------------------------------------------------------------- writing
+
+    def ingest(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        progress: bool = False,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        wait: float | None = None,
+        allow_removals: bool = False,
+        removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
+        dry_run: bool = False,
+        parallel: str = "processes",
+        dask_address: str | None = None,
+        dask_workers: int | None = None,
+        shard_workers: ShardWorkers = None,
+        commit_every: int = pipeline.COMMIT_EVERY,
+        reporter: Reporter | None = None,
+        run_jobs: RunJobs | None = None,
+        prepare_queries: bool = True,
+    ) -> RunSummary:
+        """:meth:`Index.ingest` over the shards, run in ``parallel`` (``"processes"``, ``"threads"`` or
+        ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes), each
+        shard's job on the worker ``shard_workers`` pins it to (``citeline.sharding.remote``), if any.
+
+        ``run_jobs`` replaces how the shards' jobs run (the Prefect flow runs each as a task: ``citeline/orchestration/shards.py``);
+        it returns each job's summary or the exception that stopped it, in order. ``prepare_queries=False``: the
+        caller prepares the query model itself (the flow does, in a task of its own). A shard that fails is named in
+        the run's ledger row and in the :class:`ShardsFailedError` raised once the others' commits are recorded.
+        """
+        pipeline.Options(max_file_bytes=max_file_bytes, removal_threshold=removal_threshold)  # checks both
+        shard_workers = parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work
+        run_id, started_at, roots = ledger.new_run_id(), ledger.utc_now(), resolve_roots(paths)
+        reporter = reporter or default_reporter(progress)
+        local = not (dask_address or dask_workers)  # with run_jobs too: the flow's shards on its own threads
+        try:
+            with announced_writer_lock(self.path, wait, reporter):
+                reporter.stage("discover")
+                discovery = scan(paths)
+                reporter.info(f"discovered {len(discovery.files)} files under {', '.join(roots)}")
+                fresh = self._unchanged_files(discovery)
+                reporter.stage("parse", len(fresh.to_read))
+                parsed = pipeline.parse_files(fresh.to_read, max_file_bytes=max_file_bytes, advance=reporter.advance)
+                parts = route(parsed, self.manifest.shards)
+                with_fresh(parts, fresh.skipped, fresh.per_shard)
+                reporter.stage("plan")
+                plan, idle = merged_plan(self.shard_dirs, roots, discovery, parts)
+                idle = [nothing and not record for nothing, record in zip(idle, fresh.must_record(parsed), strict=True)]
+                reporter.info(
+                    f"plan: {plan.added} added, {plan.updated} updated, {plan.unchanged} unchanged, {plan.removed} "
+                    f"removed (documents), over {self.manifest.shards} shards"
+                )
+                objections = [] if allow_removals else removal_problems(plan, removal_threshold)
+                if dry_run:
+                    summary = pipeline.summarize(run_id, started_at, plan)
+                    summary.status, summary.generation = "dry-run", self.generation()
+                    summary.errors += [{"path": p.path, "reason": f"would be refused: {p.reason}"} for p in objections]
+                    return summary
+                if objections:
+                    raise refuse_removals(objections)
+                reporter.stage("shards", len(parts))
+                # The removal guard was decided over all shards above, so no shard second-guesses it on its share.
+                options = {
+                    "max_file_bytes": max_file_bytes, "wait": wait, "allow_removals": True, "commit_every": commit_every
+                }  # fmt: skip
+                shared = None if isinstance(self._embedder, SentenceTransformerEmbedder) else self._embedder
+                if local and parallel != "processes":
+                    shared = self.embedder  # one model for every shard of this process
+                # absolute paths and resolved roots: a Dask worker may run in another directory
+                jobs = [
+                    ShardJob(str(directory.absolute()), roots, discovery, part, options, shared)
+                    for directory, part in zip(self.shard_dirs, parts, strict=True)
+                ]
+                # A shard with nothing to index or remove would commit nothing: its job is not started (a DuckDB
+                # open costs 25-35 CPU-ms, and a shard's no-op run opened it five times).
+                busy = [job for job, nothing in zip(jobs, idle, strict=True) if not nothing]
+                done = iter(
+                    execute(busy, parallel, dask_address, dask_workers, shard_workers)
+                    if run_jobs is None
+                    else run_jobs(busy)
+                )
+                outcomes = [
+                    idle_run(run_id, generation) if nothing else next(done)
+                    for nothing, generation in zip(idle, fresh.generations, strict=True)
+                ]
+                reporter.advance(len(jobs))
+                summary = merge_runs(run_id, started_at, roots, plan, outcomes)
+                summary.generation = self._record(summary, outcomes, idle, fresh.generations)
+                reporter.info(f"shard generations {self.manifest.generations}: {summary.status}")
+        finally:
+            reporter.finish()
+        failed = [(n, outcome) for n, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]
+        if failed:
+            raise ShardsFailedError(self.path, failed, len(jobs)) from failed[0][1]
+        if prepare_queries:
+            self.prepare_queries()
+        return summary
+
+    def _unchanged_files(self, discovery: Discovery) -> Freshness:
+        # The files no shard needs read (``citeline.sharding.freshness``), while the last run finished everywhere.
+        self.manifest = Manifest.read(self.path)
+        fresh = unchanged_files(self.shard_dirs, discovery.files)
+        if skipping_is_safe(self.manifest.runs, self.manifest.generations, fresh.generations):
+            return fresh
+        return fresh.read_all()
+
+    def _record(self, summary: RunSummary, outcomes: Sequence[Any], idle: list[bool], before: list[int]) -> int:
+        """Write the manifest: each shard's committed generation now (an idle shard's is the one it had), and the
+        run; returns their sum."""
+        now = zip(self.shards, idle, before, strict=True)
+        generations = [was if nothing else int(part.status().generation) for part, nothing, was in now]
+        self.manifest = Manifest.read(self.path)  # under the root's writer lock: the last writer's runs kept
+        shard_runs = [
+            outcome.run_id if isinstance(outcome, RunSummary) and outcome.run_id else None for outcome in outcomes
+        ]
+        self.manifest.generations = generations
+        entry = {**summary.to_dict(), "generation": sum(generations), "generations": generations}
+        self.manifest.runs = [*self.manifest.runs, {**entry, "shard_runs": shard_runs}][-RUNS_KEPT:]
+        self.manifest.write(self.path)
+        return sum(generations)
+
+    def rebuild(self, *, wait: float | None = None) -> VerifyReport:
+        """Rebuild every shard's derived files from its DuckDB (:meth:`Index.rebuild`), then verify."""
+        with writer_lock(self.path, wait=wait):
+            for part in self._local("rebuild"):
+                part.rebuild(wait=wait)
+            self.manifest = Manifest.read(self.path)
+            self.manifest.generations = [int(part.status().generation) for part in self.shards]
+            self.manifest.write(self.path)
+        return self.verify()
+
+    def verify(self) -> VerifyReport:
+        """Every shard's invariants, and the root's own: every document in the shard its id routes to, and each
+        shard at the generation the manifest recorded (a run stopped part way: run it again). Asked of the shards'
+        Dask workers by a client that sees only the manifest (``shard_reports``)."""
+        shards = self.manifest.shards
+
+        def local(number: int, part: Index) -> tuple[VerifyReport, list[str]]:
+            docs = [d["doc_id"] for d in part.documents()]
+            return part.verify(), [doc_id for doc_id in docs if shard_of(doc_id, shards) != number]
+
+        remote = functools.partial(shard_check, shards=shards, route=shard_of)
+        checked = each_shard(self.path, self.shards, self.dask, "verify", local, remote)
+        self.manifest = Manifest.read(self.path)  # another process may have run since this one opened the root
+        names = [directory.name for directory in self.shard_dirs]
+        return merged_report(self.path, names, checked, self.manifest.generations)
+
+    # ---------------------------------------------------------------- reading
+
+    def snapshot(self) -> ReadSnapshot:
+        """One committed generation of every shard, read as one snapshot (see ``citeline.sharding.search``)."""
+        if self._sharded_snapshot is None or not self._sharded_snapshot.is_current():
+            if self._sharded_snapshot is not None:
+                self._sharded_snapshot.close()
+            if self.dask is not None:
+                self._sharded_snapshot = self.dask.snapshot(self.path, self.shard_dirs, self._recorded)
+            else:
+                self._sharded_snapshot = ShardedSnapshot(self.path, self.shard_dirs)
+        return self._sharded_snapshot
+
+    def _recorded(self) -> list[int]:
+        # The generation set the manifest records: a Dask view is current while it stays the same.
+        return Manifest.read(self.path).generations
+
+    def generation(self) -> int:
+        """The sum of the shards' current generations."""
+        return sum(int(part.status().generation) for part in self._local("ingest"))
+
+    def status(self) -> ShardedStatus:
+        """The shards' counts added up, the model, the generations, and the last run of the root (asked of the
+        shards' Dask workers by a client that sees only the manifest)."""
+        statuses = each_shard(self.path, self.shards, self.dask, "status", lambda _, part: part.status(), shard_status)
+        runs = self.runs(1)  # reads the manifest again
+        return merged_status(self.path, statuses, runs[0] if runs else None, self.manifest.generations)
+
+    def runs(self, limit: int = 20) -> list[RunSummary]:
+        """The root's runs, newest first (each shard's own ledger has its part of every run)."""
+        names = {f.name for f in fields(RunSummary)}
+        self.manifest = Manifest.read(self.path)  # another process may have run since this one opened the root
+        recent = list(reversed(self.manifest.runs))[:limit]
+        return [RunSummary(**{key: value for key, value in run.items() if key in names}) for run in recent]
+
+    def documents(
+        self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """:meth:`Index.documents` over every shard, in the same order (by source root, source id, doc id)."""
+        found = [record for part in self._local("documents") for record in part.documents(filters, None)]
+        found.sort(key=lambda r: (str(r.get("source_root", "")), str(r.get("source_id", "")), r["doc_id"]))
+        return found if limit is None else found[:limit]
+
+    def document(self, doc_id: str) -> dict[str, Any]:
+        """One document, read from the shard its id routes to."""
+        try:
+            return self._local("documents")[shard_of(doc_id, self.manifest.shards)].document(doc_id)
+        except IndexNotFoundError:
+            raise IndexNotFoundError(
+                f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents`"
+            ) from None
+
+
+Index.sharded = ShardedIndex

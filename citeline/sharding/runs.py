@@ -1,0 +1,157 @@
+"""Running shards' pipelines: one :class:`ShardJob` per shard (plain data, so it travels to worker processes and
+Dask workers), :func:`run_shard` (``pipeline.run`` with the run's discovery and the shard's parsed documents, under
+the shard's own writer lock) and :func:`execute` (the jobs in worker processes, threads, in turn, or on Dask)."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from citeline.errors import SettingsError
+from citeline.index import Index
+from citeline.ingest import pipeline
+from citeline.ingest.planning import ParsedBatch
+from citeline.model.embedding import Embedder
+from citeline.sharding.remote import ShardWorkers
+from citeline.sources.discovery import Discovery
+from citeline.sources.parsers import SourceFile
+from citeline.store import ledger
+from citeline.store.ledger import RunSummary
+
+PARALLEL = ("processes", "threads", "serial")
+
+
+class PreparsedSteps(pipeline.Steps):
+    """A shard's pipeline steps: discovery and parsing were done once for every shard; the rest runs here."""
+
+    def __init__(self, discovery: Discovery, parsed: ParsedBatch):
+        self.discovery = discovery
+        self.parsed = parsed
+
+    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
+        """The run's discovery (every shard plans against all files found)."""
+        return self.discovery
+
+    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[ParsedBatch]:
+        """This shard's documents of the files the run reads (and every file's errors, which keep their stored
+        documents). The run leaves out files whose size and time are what was indexed (``citeline.ingest.freshness``):
+        their documents stay in the catalog unplanned, so passing them on would insert them a second time."""
+        to_read = {(source.root, source.source_id) for files in file_batches for source in files}
+        documents = [d for d in self.parsed.documents if (d.source_root, d.source_file or d.source_id) in to_read]
+        # Files the root left unread (``citeline.sharding.freshness``) that this shard would read: it holds none of
+        # their documents, or they changed since the root looked. Either way they are not planned here (their
+        # stored documents stay as they are; a changed file is read by the next run), never taken as vanished.
+        unread = [key for key in self.parsed.fresh_files if key in to_read]
+        yield replace(self.parsed, documents=documents, fresh_files=unread, fresh_documents=0)
+
+
+@dataclass
+class ShardJob:
+    """One shard's part of a run: what a worker needs (plain data: it travels to processes and Dask workers)."""
+
+    shard_dir: str
+    paths: list[str]
+    discovery: Discovery
+    parsed: ParsedBatch
+    options: dict[str, Any]
+    embedder: Embedder | None = None  #: None: the worker loads the index's model (once per process)
+
+
+_worker_embedders: dict[tuple[str, str], Embedder] = {}
+
+
+def run_shard(job: ShardJob) -> RunSummary:
+    """Run one shard's pipeline (under its own writer lock); a worker process keeps its model across shards."""
+    embedder = job.embedder
+    if embedder is None:
+        index = Index.open(job.shard_dir)
+        key = (index.meta["model"], index.meta["backend"])
+        if key not in _worker_embedders:
+            _worker_embedders[key] = index.embedder
+        index._embedder = _worker_embedders[key]
+    else:
+        index = Index.open(job.shard_dir, embedder=embedder)
+    options = pipeline.Options(**job.options, prepare_queries=False)
+    return pipeline.run(index, job.paths, options, PreparsedSteps(job.discovery, job.parsed))
+
+
+def idle_run(run_id: str, generation: int) -> RunSummary:
+    """The outcome of a shard with nothing to do in run ``run_id``: not started, still at ``generation`` (no row
+    in the shard's own ledger: the manifest's row of the run has the counts)."""
+    return RunSummary(
+        run_id="", started_at=ledger.utc_now(), finished_at=ledger.utc_now(), status="succeeded", roots=[],
+        generation=generation,
+    )  # fmt: skip
+
+
+def execute(
+    jobs: list[ShardJob],
+    parallel: str = "processes",
+    dask_address: str | None = None,
+    dask_workers: int | None = None,
+    shard_workers: ShardWorkers = None,
+) -> list[RunSummary | BaseException]:
+    """Run the jobs (in parallel as asked); each job's summary, or the exception that stopped it. On Dask, each
+    shard's job runs where ``shard_workers`` pins it (``citeline.sharding.remote.Placement``)."""
+    if not jobs:
+        return []
+    if dask_address or dask_workers:
+        return _execute_dask(jobs, dask_address, dask_workers, shard_workers)
+    if parallel not in PARALLEL:
+        raise SettingsError(f"parallel must be one of {', '.join(PARALLEL)}, not {parallel!r}")
+    if parallel == "serial" or len(jobs) == 1:
+        return [_outcome(run_shard, job) for job in jobs]
+    executor: Executor
+    if parallel == "threads":
+        executor = ThreadPoolExecutor(max_workers=len(jobs))
+    else:  # spawn: forking a process that has started torch's or FAISS's thread pools can hang the child
+        workers = min(len(jobs), os.cpu_count() or 1)
+        executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    with executor:
+        futures = [executor.submit(run_shard, job) for job in jobs]
+        return [_outcome(future.result) for future in futures]
+
+
+def _execute_dask(
+    jobs: list[ShardJob], address: str | None, workers: int | None, shard_workers: ShardWorkers
+) -> list[RunSummary | BaseException]:
+    from distributed import Client, LocalCluster
+
+    from citeline.sharding.remote import Placement
+
+    with contextlib.ExitStack() as stack:
+        if address:
+            client = stack.enter_context(Client(address))
+        else:
+            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1))
+            client = stack.enter_context(Client(cluster))
+        # pure=False and a key of this run's own: a re-run must run again, never meet an earlier run's result (a
+        # failed run's erred task can linger on the scheduler for a moment after its client lets go)
+        token = uuid.uuid4().hex[:8]
+        placement = Placement(client, None, shard_workers)  # checked against the shard count by the caller
+        with ThreadPoolExecutor(max_workers=len(jobs)) as waiting:  # each wait checks its pinned worker is there
+            futures = [
+                waiting.submit(
+                    placement.run, _number(job), run_shard, job, key=f"citeline-shard-{job.shard_dir}-{token}"
+                )
+                for job in jobs
+            ]
+            return [_outcome(future.result) for future in futures]
+
+
+def _number(job: ShardJob) -> int:
+    # shard-003 -> 3 (the directory names are citeline.sharding.index.shard_dir's)
+    return int(job.shard_dir.rstrip("/").rsplit("-", 1)[-1])
+
+
+def _outcome(call: Callable[..., RunSummary], *args: Any) -> RunSummary | BaseException:
+    try:
+        return call(*args)
+    except Exception as exc:  # one shard's failure is reported with the others' outcomes
+        return exc

@@ -1,0 +1,239 @@
+"""Discovery: find the files under the roots a user ingests, and report everything that could not be read.
+
+A root is a directory (searched recursively, hidden entries skipped) or a single file. What lies below a root
+fails alone: an unreadable folder, a name that is not UTF-8, a broken or looping link, a link leaving the root
+all become :class:`Problem` entries of the :class:`Discovery`, and the folders whose contents are unknown this run
+are listed so the planner keeps what is stored under them.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from citeline.errors import SourceError
+from citeline.sources.parsers import PARSERS, SourceFile, display_path, is_valid_text, supported_suffixes
+
+
+def is_under(path: str, folders: Iterable[str]) -> bool:
+    """True when ``path`` is one of ``folders`` or lies below one (by path components, not string prefix).
+
+    The planner's test for "this stored document is in a folder this run could not read": ``/a/bc`` is not
+    under ``/a/b``.
+    """
+    for folder in folders:
+        if folder == os.sep or path == folder or path.startswith(folder.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An item discovery could not take: ``path`` is printable (see :func:`display_path`), ``reason`` one line."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class Discovery:
+    """Everything a scan of the roots found, including what it could not read.
+
+    ``files`` are the supported files to parse. ``errors`` are per-item problems (an unreadable folder, a name
+    that is not UTF-8, a broken or looping link, a link leaving its root); each belongs in the run's ledger and
+    makes the run partial. ``unreadable_dirs`` and ``unreadable_roots`` are paths whose contents are unknown this
+    run: every stored document under them must be kept. ``empty_roots`` are directory roots that were read and
+    hold no supported file (an unmounted share looks like this): removing their documents needs an explicit
+    choice. ``skipped`` are links not followed because their target is indexed already under another path
+    (not errors; worth a log line).
+    """
+
+    roots: list[str] = field(default_factory=list)
+    files: list[SourceFile] = field(default_factory=list)
+    errors: list[Problem] = field(default_factory=list)
+    unreadable_dirs: list[str] = field(default_factory=list)
+    unreadable_roots: list[str] = field(default_factory=list)
+    empty_roots: list[str] = field(default_factory=list)
+    skipped: list[Problem] = field(default_factory=list)
+
+    def contents_unknown(self, path: str) -> bool:
+        """True when ``path`` (absolute) lies in a root or folder this scan could not read: keep what is stored."""
+        return is_under(path, self.unreadable_roots) or is_under(path, self.unreadable_dirs)
+
+
+def resolve_root(root: str | os.PathLike[str]) -> Path:
+    """One root as an absolute, resolved path; a root that cannot be used raises :class:`SourceError`.
+
+    The user named the root, so a typo, a missing folder, a link loop or a name that is not UTF-8 stops the run
+    with one line rather than silently ingesting nothing.
+    """
+    shown = display_path(root)
+    try:
+        path = Path(root).expanduser().resolve(strict=True)
+    except FileNotFoundError:
+        raise SourceError(shown, "no such file or directory") from None
+    except RuntimeError as exc:  # Python 3.11: "Could not determine home directory", "Symlink loop from ..."
+        reason = "symbolic link loop" if "loop" in str(exc).lower() else "unknown user in ~ path"
+        raise SourceError(shown, reason) from None
+    except ValueError as exc:  # an embedded NUL byte
+        raise SourceError(shown, f"invalid path ({exc})") from None
+    except OSError as exc:
+        reason = "symbolic link loop" if exc.errno == errno.ELOOP else f"cannot resolve: {exc.strerror or exc}"
+        raise SourceError(shown, reason) from None
+    if not is_valid_text(str(path)):
+        raise SourceError(display_path(path), "path is not valid UTF-8; rename it")
+    return path
+
+
+def resolve_roots(roots: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """Roots as absolute, resolved paths: the scope a run's removals are limited to."""
+    return [str(resolve_root(root)) for root in roots]
+
+
+def scan(roots: Iterable[str | os.PathLike[str]]) -> Discovery:
+    """Find the supported files under each root and report everything that could not be read.
+
+    A root may be a directory (searched recursively, hidden entries skipped) or a single file. A root that does
+    not exist or cannot be resolved, or a file root with an unsupported suffix, raises :class:`SourceError`.
+    Everything below a root fails alone into :attr:`Discovery.errors`. Symbolic links: see :class:`_RootWalk`.
+    """
+    discovery = Discovery()
+    for root in roots:
+        root_path = resolve_root(root)
+        discovery.roots.append(str(root_path))
+        if root_path.is_file():
+            if root_path.suffix.lower() not in PARSERS:
+                raise SourceError(
+                    str(root_path),
+                    f"unsupported file type {root_path.suffix or '(none)'}; "
+                    f"citeline reads {', '.join(supported_suffixes())}",
+                )
+            discovery.files.append(SourceFile(str(root_path), str(root_path), root_path.name))
+        elif root_path.is_dir():
+            _RootWalk(str(root_path), discovery).run()
+        else:
+            raise SourceError(str(root_path), "not a regular file or directory")
+    discovery.files.sort(key=lambda f: (f.root, f.source_id))
+    return discovery
+
+
+def discover(roots: Iterable[str | os.PathLike[str]]) -> list[SourceFile]:
+    """The supported files under each root (see :func:`scan`, which also reports what could not be read)."""
+    return scan(roots).files
+
+
+class _RootWalk:
+    """Walks one directory root without ever raising for what lies below it.
+
+    Symbolic-link policy: the real tree is walked first, without following links. Then each link (not hidden)
+    is resolved: a link whose target stays inside the root is followed, unless that file or folder was already
+    found under another path (then it is reported in ``skipped``, indexed once); its files keep the link's
+    path as their source id. A link leaving the root, a broken link, a link loop (``a -> b -> a``) and a folder
+    link to its own ancestor are errors, never followed. Each real folder is listed at most once, so no tree of
+    links can make the walk loop or grow exponentially.
+    """
+
+    def __init__(self, root: str, discovery: Discovery) -> None:
+        self.root = root
+        self.out = discovery
+        self.seen_real: set[str] = set()  # real paths of folders listed and files taken
+        self.links: deque[tuple[str, str, str]] = deque()  # (path as seen, source id, real parent folder)
+
+    def run(self) -> None:
+        found_before = len(self.out.files)
+        self.walk(self.root, "", self.root)
+        while self.links:
+            self.follow(*self.links.popleft())
+        if self.root not in self.out.unreadable_roots and len(self.out.files) == found_before:
+            self.out.empty_roots.append(self.root)
+
+    def error(self, path: str, reason: str) -> None:
+        self.out.errors.append(Problem(display_path(path), reason))
+
+    def walk(self, top: str, top_id: str, top_real: str) -> None:
+        """List ``top`` and everything below it (an explicit stack: a 10,000-deep tree must not overflow)."""
+        stack = [(top, top_id, top_real)]
+        while stack:
+            folder, folder_id, folder_real = stack.pop()
+            self.seen_real.add(folder_real)
+            try:
+                with os.scandir(folder) as listing:
+                    entries = sorted(listing, key=lambda e: e.name)
+            except OSError as exc:
+                self.error(folder, f"cannot read folder: {exc.strerror or exc}; its indexed documents are kept")
+                (self.out.unreadable_roots if folder == self.root else self.out.unreadable_dirs).append(folder)
+                continue
+            subfolders = []
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue  # hidden files and folders (.git, .venv) are never documents
+                source_id = f"{folder_id}/{entry.name}" if folder_id else entry.name
+                try:
+                    is_link = entry.is_symlink()
+                    is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+                    is_file = not is_link and not is_dir and entry.is_file(follow_symlinks=False)
+                except OSError as exc:
+                    self.error(entry.path, f"cannot inspect: {exc.strerror or exc}; its indexed documents are kept")
+                    if is_valid_text(entry.path):  # a name that is not UTF-8 was never stored: nothing to keep
+                        self.out.unreadable_dirs.append(entry.path)
+                    continue
+                wanted = is_link or is_dir or (is_file and _suffix(entry.name) in PARSERS)
+                if not wanted:
+                    continue
+                if not is_valid_text(entry.name):
+                    self.error(entry.path, "name is not valid UTF-8; rename it to index it")
+                elif is_link:
+                    self.links.append((entry.path, source_id, folder_real))
+                elif is_dir:
+                    subfolders.append((entry.path, source_id, os.path.join(folder_real, entry.name)))
+                else:
+                    self.seen_real.add(os.path.join(folder_real, entry.name))
+                    self.out.files.append(SourceFile(self.root, entry.path, source_id))
+            stack.extend(reversed(subfolders))
+
+    def follow(self, link: str, source_id: str, parent_real: str) -> None:
+        """Apply the link policy to one link found by :meth:`walk`."""
+        try:
+            target = os.path.realpath(link, strict=True)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self.error(link, "symbolic link loop; not followed")
+            elif isinstance(exc, FileNotFoundError):
+                self.error(link, f"broken symbolic link (its target {display_path(_readlink(link))} does not exist)")
+            else:
+                self.error(link, f"cannot follow symbolic link: {exc.strerror or exc}")
+            return
+        if not is_under(target, [self.root]):
+            self.error(link, f"symbolic link leaves the root (to {display_path(target)}); not followed")
+            return
+        if not is_valid_text(target):
+            self.error(link, "symbolic link target's name is not valid UTF-8; not followed")
+            return
+        if os.path.isdir(target):
+            if is_under(parent_real, [target]):
+                self.error(link, f"symbolic link loop: points to its own parent folder {display_path(target)}")
+            elif target in self.seen_real:
+                self.out.skipped.append(Problem(display_path(link), f"same folder as {target}, indexed there"))
+            else:
+                self.walk(link, source_id, target)
+        elif os.path.isfile(target) and _suffix(link) in PARSERS:
+            if target in self.seen_real:
+                self.out.skipped.append(Problem(display_path(link), f"same file as {target}, indexed there"))
+            else:
+                self.seen_real.add(target)
+                self.out.files.append(SourceFile(self.root, link, source_id))
+
+
+def _suffix(name: str) -> str:
+    return os.path.splitext(name)[1].lower()
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
