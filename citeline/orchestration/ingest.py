@@ -19,7 +19,8 @@ Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` 
 flow's own process, which holds the index's writer lock for the whole run.
 
 A sharded root (``shards``, or an index with a ``shards.json``) runs :meth:`citeline.sharding.index.ShardedIndex.ingest`
-instead, each shard's run a task (citeline/orchestration/shards.py); a failed shard fails the flow run with one line naming it.
+instead, each shard's run a task (citeline/orchestration/shards.py); a failed shard fails the flow run with
+one line naming it.
 
 Run it with ``citeline ingest --prefect PATH...`` (``python -m flows.ingest PATH...`` is the same command); serve it
 on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/serve.py).

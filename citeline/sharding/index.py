@@ -265,7 +265,8 @@ class ShardedIndex(Index):
         ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes), each
         shard's job on the worker ``shard_workers`` pins it to (``citeline.sharding.remote``), if any.
 
-        ``run_jobs`` replaces how the shards' jobs run (the Prefect flow runs each as a task: ``citeline/orchestration/shards.py``);
+        ``run_jobs`` replaces how the shards' jobs run (the Prefect flow runs each as a task:
+        ``citeline/orchestration/shards.py``);
         it returns each job's summary or the exception that stopped it, in order. ``prepare_queries=False``: the
         caller prepares the query model itself (the flow does, in a task of its own). A shard that fails is named in
         the run's ledger row and in the :class:`ShardsFailedError` raised once the others' commits are recorded.
