@@ -58,7 +58,8 @@ def test_readme_is_a_front_door() -> None:
     assert len(text.splitlines()) <= 200
     first = _code_blocks(text)[0]
     assert first[:2] == [
-        'pip install torch==2.13.0 && pip install -e . && citeline ingest seeds && citeline search "why did soldiers defect"',
+        "pip install torch==2.13.0 && pip install -e . && citeline ingest seeds"
+        ' && citeline search "why did soldiers defect"',
         'pip install torch==2.13.0 && pip install -e ".[dev]" && pytest',
     ]
     assert "../shared" not in text  # nothing outside a clone
