@@ -136,7 +136,7 @@ def format_records(
         return out.getvalue()
     if not rows:
         return ""
-    # Imported here: 6 ms on top of a cold `citeline search` (rich.table would be 30 ms, see the README).
+    # Imported here: 6 ms on top of a cold `citeline search` (rich.table would be 30 ms; docs/dependencies.md).
     from tabulate import tabulate
 
     widths = [max_col_width] * len(header) if max_col_width else None
