@@ -4,6 +4,7 @@ come first, and the quickstart's commands run."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -96,3 +97,19 @@ def test_quickstart_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert "defections-at-the-river-garrison.md" in outputs["search why did soldiers defect"]
     json_lines = [line for key, out in outputs.items() if "--json" in key for line in out.splitlines()]
     assert json_lines and all(json.loads(line)["source_path"] for line in json_lines)
+
+
+def test_docstring_links_point_at_headings() -> None:
+    """Every ``docs/PAGE.md#anchor`` the code names is a heading of that page (as mkdocs makes its anchors)."""
+    from markdown.extensions.toc import slugify
+
+    named = {
+        (page, anchor)
+        for path in [*(ROOT / "citeline").rglob("*.py"), *(ROOT / "flows").rglob("*.py")]
+        for page, anchor in re.findall(r"docs/([\w/]+\.md)(?:#([\w-]+))?", path.read_text(encoding="utf-8"))
+    }
+    assert named
+    for page, anchor in sorted(named):
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        headings = {slugify(line.lstrip("#").strip(), "-") for line in text.splitlines() if line.startswith("#")}
+        assert not anchor or anchor in headings, f"docs/{page}#{anchor}: no such heading"
