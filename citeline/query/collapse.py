@@ -52,13 +52,9 @@ from citeline.query.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, 
 )
 from citeline.query.results import SearchResult
 
-#: Chunks whose vectors have at least this cosine are the same passage. Measured with the real model:
-#: formatting variants of one seed chunk (reflowed whitespace, case, curly quotes and no punctuation) score
-#: 0.965-1.0 on torch and onnx-int8, the same chunk with its last paragraph dropped or its opening sentence
-#: reworded 0.94-0.95; different passages score far lower: 0.76 at most between the two seed articles' chunks, and
-#: among SciFact's top-30 hits for 200 queries (84,554 pairs of distinct papers, bench/collapse_threshold.py) the
-#: highest is 0.939, with 5 pairs above 0.9 and none at 0.95. So 0.95 merges copies of one passage and never two
-#: papers; lower it (--collapse-threshold 0.9) to also merge lightly edited versions.
+#: Chunks whose vectors have at least this cosine are the same passage: copies of one passage score 0.94-1.0, two
+#: distinct SciFact papers 0.939 at most (docs/quality.md#choices-measured-in-the-code). Lower it
+#: (--collapse-threshold 0.9) to also merge lightly edited versions.
 DEFAULT_COLLAPSE_THRESHOLD = 0.95
 
 
@@ -66,10 +62,8 @@ DEFAULT_COLLAPSE_THRESHOLD = 0.95
 #: text and the overlapping neighbour of its document take two; the rest leaves room for two copies per result per
 #: query (more copies rank among the hits themselves, where the deepening finds them all).
 LOOKUP_DEPTH = 4
-#: The least share of the idf weight of a highlight's rarest terms a chunk must hold to be looked at as a copy. On
-#: tests/data/quotes (each pair's A highlighted for its quote, looked up among the set's 124 passages) 0.5 and 0.6
-#: find 30 of the 31 B copies, 0.7 29, 0.8 27; on SciFact (100 test queries, k=10, hybrid) the matches from other
-#: documents that must be fetched and aligned fall from 3.7 a query at 0.5 to 1.8 at 0.6 (0.75 at 0.7), none a copy.
+#: The least share of the idf weight of a highlight's rarest terms a chunk must hold to be looked at as a copy:
+#: 0.6 finds as many copies as 0.5 for half the fetches (docs/quality.md#choices-measured-in-the-code).
 LOOKUP_MIN_SHARE = 0.6
 
 
