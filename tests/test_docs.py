@@ -113,3 +113,17 @@ def test_docstring_links_point_at_headings() -> None:
         text = (ROOT / "docs" / page).read_text(encoding="utf-8")
         headings = {slugify(line.lstrip("#").strip(), "-") for line in text.splitlines() if line.startswith("#")}
         assert not anchor or anchor in headings, f"docs/{page}#{anchor}: no such heading"
+
+
+def test_every_dependency_is_explained() -> None:
+    """docs/dependencies.md names each package of pyproject.toml (and says why it is there)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    requirements = [
+        *project["dependencies"],
+        *(r for extra in project["optional-dependencies"].values() for r in extra),
+    ]
+    page = (ROOT / "docs" / "dependencies.md").read_text(encoding="utf-8").lower()
+    names = {re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0].lower() for requirement in requirements}
+    assert sorted(name for name in names if name not in page) == []
