@@ -188,8 +188,11 @@ def test_filters_from_params() -> None:
     assert filters_from_params(["a"], ["*.md"], ["x=1", "x=2", "y=3"], "2026-01-01") == {
         "source": ["a"],
         "path_glob": ["*.md"],
-        "meta": {"x": ["1", "2"], "y": "3"},
+        "meta": {"x": {"=": ["1", "2"]}, "y": {"=": ["3"]}},
         "ingested_after": "2026-01-01",
+    }
+    assert filters_from_params(where=["year>=2021", "author~mara", "tag in a,b"]) == {
+        "meta": {"year": {">=": "2021"}, "author": {"~": ["mara"]}, "tag": {"=": ["a", "b"]}}
     }
 
 

@@ -41,8 +41,17 @@ class Document:
     source_file: str = ""
     size_bytes: int = 0
     mtime: float = 0.0
-    #: the record's own id for a document that is one record of a file (JSONL); ``None`` for a whole file
+    #: the record's own id for a document that is one record of a file (JSONL, CSV); ``None`` for a whole file
     record_id: str | None = None
+    #: what citeline records about the file for itself (``encoding``, ``pages``): stored with the document and shown
+    #: by ``citeline show`` and ``citeline documents``, but never part of ``metadata``, so no ``meta`` filter and no
+    #: search result's metadata sees it
+    properties: dict[str, Any] = field(default_factory=dict)
+    #: where the indexed text begins: ``text[:chunks_from]`` (a Markdown file's YAML front matter) is kept in the
+    #: stored text, so offsets stay those of the file, but no chunk covers it
+    chunks_from: int = 0
+    #: the character offset where each page begins (PDF), giving each chunk its page; used while chunking, not stored
+    page_starts: list[int] = field(default_factory=list)
 
     @property
     def content_hash(self) -> str:
@@ -69,8 +78,9 @@ def doc_id_for(source_root: str, source_id: str) -> str:
     return hashlib.sha256(f"{source_root}\0{source_id}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-#: A file path containing this (any case) could equal ``another.jsonl#record``: such files get unambiguous ids.
-_AMBIGUOUS = ".jsonl#"
+#: A file path containing one of these (any case) could equal ``another.jsonl#record`` (or a CSV or TSV file's
+#: record): such files get unambiguous ids.
+_AMBIGUOUS = (".jsonl#", ".csv#", ".tsv#")
 
 
 def doc_id_of(source_root: str, source_file: str, record_id: str | None = None) -> str:
@@ -79,11 +89,13 @@ def doc_id_of(source_root: str, source_file: str, record_id: str | None = None) 
     The legacy key ``root NUL file#record`` is ambiguous only when a file path contains ``.jsonl#``: the file
     ``x.jsonl#1.txt`` and record ``1.txt`` of ``x.jsonl`` had the same key, and so had record ``b.jsonl#c`` of
     ``a.jsonl`` and record ``c`` of ``a.jsonl#b.jsonl``. Every other file and record keeps its legacy id, so
-    existing indexes re-index nothing. A file whose path contains ``.jsonl#`` (and each record of such a file)
+    existing indexes re-index nothing. A file whose path contains ``.jsonl#`` (or ``.csv#``, ``.tsv#``: the record
+    formats added later; files with those in their path were indexed with the legacy key before and are re-indexed
+    once under the new one), and each record of such a file,
     instead hashes ``citeline-doc-v2 NUL root NUL file [NUL record]``: a path holds no NUL, so root and file
     are delimited exactly, and the leading tag never starts a legacy key (roots are absolute, starting ``/``).
     """
-    if _AMBIGUOUS not in source_file.lower():
+    if not any(marker in source_file.lower() for marker in _AMBIGUOUS):
         return doc_id_for(source_root, source_file if record_id is None else f"{source_file}#{record_id}")
     parts = ["citeline-doc-v2", source_root, source_file] + ([] if record_id is None else [record_id])
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -116,7 +128,8 @@ def is_valid_text(value: str) -> bool:
 
 @dataclass
 class Parsed:
-    """What parsing one file gave: its documents, and the problems that failed single records or the whole file.
+    """What parsing one file gave: its documents, and the problems that failed single records or the whole file
+    (or why it was skipped: an empty file is no document and no failure).
 
     ``errors`` are :class:`SourceError` s naming the file (and the line, for a record). ``kept_doc_ids`` are the
     ids of records that failed but whose id is known: the stored version of each must be kept. ``complete`` is
@@ -128,6 +141,8 @@ class Parsed:
     errors: list[SourceError] = field(default_factory=list)
     kept_doc_ids: list[str] = field(default_factory=list)
     complete: bool = True
+    #: why the file was skipped rather than parsed (``"empty file"``): not an error, and no document of it remains
+    skipped: str | None = None
 
     def fail_record(self, error: SourceError, doc_id: str | None) -> None:
         """Record one failed record: its stored version is kept by id, or the file marked incomplete."""
@@ -147,9 +162,13 @@ def unstorable_field(document: Document) -> str | None:
     if not is_valid_text(document.source_id) or (document.record_id and not is_valid_text(document.record_id)):
         return "id holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
     try:
-        json.dumps(document.metadata, ensure_ascii=False).encode("utf-8")
+        json.dumps([document.metadata, document.properties], ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         return "metadata holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
     except (TypeError, ValueError) as exc:
         return f"metadata cannot be stored as JSON ({exc})"
     return None
+
+
+class EmptySource(SourceError):
+    """The file holds nothing but whitespace (or nothing): skipped and counted, not a failure."""

@@ -22,6 +22,7 @@ from citeline.sources import (
 )
 from citeline.sources.document import (
     Document,
+    EmptySource,
     Parsed,
     SourceFile,
     display_path,
@@ -31,18 +32,19 @@ from citeline.sources.document import (
     text_hash,
     unstorable_field,
 )
+from citeline.sources.encoding import is_blank
 from citeline.sources.formats.pdf import expand_ligatures
-from citeline.sources.registry import PARSERS, Parser, decode_text, first_line_title, parser, supported_suffixes
+from citeline.sources.registry import PARSERS, Parser, first_line_title, parser, supported_suffixes
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_SOURCE",
     "PARSERS",
     "Document",
+    "EmptySource",
     "Parsed",
     "Parser",
     "SourceFile",
-    "decode_text",
     "display_path",
     "doc_id_for",
     "doc_id_of",
@@ -61,11 +63,13 @@ __all__ = [
 def parse_source(source: SourceFile, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Parsed:
     """Read and parse one file; bad input never raises, it comes back in :attr:`Parsed.errors`.
 
-    A problem with the file (unreadable, too large, not UTF-8, no text) fails the file: no documents,
-    ``complete`` False. A problem with one record of a JSONL file fails that record alone. Every document is
-    checked last for text that cannot be stored (a lone surrogate in its text, title, id or metadata), whatever
-    its parser. Exceptions other than :class:`SourceError` (a parser library's own bug) still propagate, so the
-    fuzz tests see them; the pipeline turns them into a file error.
+    A problem with the file (unreadable, too large, binary, in no text encoding, no text) fails the file: no
+    documents, ``complete`` False. An empty file (no bytes, or only whitespace, however encoded) is no failure:
+    :attr:`Parsed.skipped` says so, and it has no documents (what was stored from it before is gone from it, so it
+    is removed like a file's deleted text). A problem with one record of a JSONL file fails that record alone.
+    Every document is checked last for text that cannot be stored (a lone surrogate in its text, title, id or
+    metadata), whatever its parser. Exceptions other than :class:`SourceError` (a parser library's own bug) still
+    propagate, so the fuzz tests see them; the pipeline turns them into a file error.
     """
     path = Path(source.path)
     parse_file = PARSERS.get(path.suffix.lower())
@@ -83,7 +87,11 @@ def parse_source(source: SourceFile, *, max_file_bytes: int = DEFAULT_MAX_FILE_B
             data = path.read_bytes()
         except OSError as exc:
             raise SourceError(source.path, f"cannot read file: {exc.strerror or exc}") from exc
+        if is_blank(data):
+            raise EmptySource(source.path, "file is empty or only whitespace")
         result = parse_file(source, data)
+    except EmptySource:
+        return Parsed(skipped="empty file")
     except SourceError as exc:
         return Parsed(errors=[exc], complete=False)
     parsed = result if isinstance(result, Parsed) else Parsed(documents=result)
@@ -109,7 +117,8 @@ def parse(source: SourceFile, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -
     """Read and parse one file into documents, all or nothing: the first problem raises :class:`SourceError`.
 
     The whole-file contract of earlier versions (a caller that treats a failed file as "keep everything stored
-    from it" stays safe). :func:`parse_source` is the per-record form the pipeline uses.
+    from it" stays safe). :func:`parse_source` is the per-record form the pipeline uses. An empty file gives no
+    documents.
     """
     parsed = parse_source(source, max_file_bytes=max_file_bytes)
     if parsed.errors:

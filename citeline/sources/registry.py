@@ -2,14 +2,13 @@
 
 A format is one module of :mod:`citeline.sources.formats` holding one function decorated with ``@parser(".ext")``;
 :mod:`citeline.sources.parsers` imports them all and reads a file through the registry. The helpers here are what
-several formats share (decoding text, a title from the first line).
+several formats share (a title from the first line); decoding text is :mod:`citeline.sources.encoding`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from citeline.errors import SourceError
 from citeline.sources.document import Document, Parsed, SourceFile
 
 Parser = Callable[[SourceFile, bytes], "list[Document] | Parsed"]
@@ -30,19 +29,6 @@ def parser(*suffixes: str) -> Callable[[Parser], Parser]:
 def supported_suffixes() -> tuple[str, ...]:
     """The file suffixes citeline can parse."""
     return tuple(sorted(PARSERS))
-
-
-def decode_text(source: SourceFile, data: bytes) -> str:
-    """Decode UTF-8 strictly (a leading BOM is dropped); refuse binary and empty content."""
-    if b"\0" in data[:8192]:
-        raise SourceError(source.path, "looks like a binary file (contains NUL bytes)")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise SourceError(source.path, f"not valid UTF-8 at byte {exc.start} (re-save the file as UTF-8)") from exc
-    if not text.strip():
-        raise SourceError(source.path, "file is empty or only whitespace")
-    return text
 
 
 def first_line_title(text: str, fallback: str) -> str:

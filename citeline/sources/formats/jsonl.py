@@ -14,7 +14,8 @@ from citeline.sources.document import (
     is_valid_text,
     unstorable_field,
 )
-from citeline.sources.registry import decode_text, first_line_title, parser
+from citeline.sources.encoding import decode
+from citeline.sources.registry import first_line_title, parser
 
 
 @parser(".jsonl")
@@ -31,7 +32,8 @@ def parse_jsonl(source: SourceFile, data: bytes) -> Parsed:
     the first record is kept: the first occurrence is what a reader of the file finds first, and keeping it
     (rather than refusing all) leaves the id searchable while the file is fixed.
     """
-    text = decode_text(source, data)
+    decoded = decode(source, data)
+    text = decoded.text
     parsed = Parsed()
     first_line: dict[str, int] = {}
 
@@ -96,6 +98,7 @@ def parse_jsonl(source: SourceFile, data: bytes) -> Parsed:
             metadata,
             source_file=source.source_id,
             record_id=record_id,
+            properties={"encoding": decoded.encoding},
         )
         problem = unstorable_field(document)
         if problem is not None:

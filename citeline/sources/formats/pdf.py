@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 from citeline.errors import SourceError
 from citeline.sources.document import Document, SourceFile
+from citeline.sources.metadata import present
 from citeline.sources.registry import first_line_title, parser
 
 #: The Latin ligatures of Unicode's alphabetic presentation forms (U+FB00-FB06), each to its letters (its NFKC).
@@ -26,8 +28,12 @@ def expand_ligatures(text: str) -> str:
 
 @parser(".pdf")
 def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
-    """PDF text by pypdf, pages joined by blank lines, ligatures written as their letters (:func:`expand_ligatures`);
-    ``metadata["page_starts"]`` maps offsets to pages."""
+    """PDF text by pypdf, pages joined by blank lines, ligatures written as their letters (:func:`expand_ligatures`).
+
+    ``page_starts`` maps offsets to pages (while chunking); the page count is the ``pages`` property; the document
+    info (title, author, subject, keywords, creator, producer, creation and modification dates) is the metadata
+    (:func:`document_info`).
+    """
     import io
 
     import pypdf
@@ -38,7 +44,7 @@ def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
         if reader.is_encrypted:
             raise SourceError(source.path, "PDF is encrypted; decrypt it first")
         pages = [expand_ligatures(page.extract_text() or "") for page in reader.pages]
-        info_title = expand_ligatures(reader.metadata.title or "") if reader.metadata else None
+        metadata = document_info(reader)
     except SourceError:
         raise
     except (PyPdfError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError, OSError) as exc:
@@ -53,15 +59,31 @@ def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
     text = "\n\n".join(parts)
     if not text.strip():
         raise SourceError(source.path, "PDF has no extractable text (scanned images need OCR first)")
-    title = (info_title or "").strip() or first_line_title(text, Path(source.path).stem)
-    return [
-        Document(
-            source.root,
-            source.source_id,
-            source.path,
-            title[:200],
-            text,
-            "pdf",
-            {"page_starts": page_starts, "pages": len(pages)},
-        )
-    ]
+    title = str(metadata.get("title") or "").strip() or first_line_title(text, Path(source.path).stem)
+    document = Document(source.root, source.source_id, source.path, title[:200], text, "pdf", metadata)
+    document.page_starts = page_starts
+    document.properties["pages"] = len(pages)
+    return [document]
+
+
+#: The document info entries kept, by the name the metadata gives them.
+_INFO = {"title": "/Title", "author": "/Author", "subject": "/Subject", "keywords": "/Keywords",
+         "creator": "/Creator", "producer": "/Producer"}  # fmt: skip
+
+
+def document_info(reader: Any) -> dict[str, Any]:
+    """A PDF's document info as metadata: its text entries (ligatures expanded), ``created`` and ``modified`` as
+    ISO date-times. A date pypdf cannot read is left out rather than failing the file."""
+    info = reader.metadata
+    if info is None:
+        return {}
+    fields: dict[str, Any] = {}
+    for name, key in _INFO.items():
+        value = info[key] if key in info else None  # noqa: SIM401  ([] resolves an indirect object; get() does not)
+        fields[name] = expand_ligatures(str(value)).strip() if isinstance(value, str) else None
+    for name, attribute in (("created", "creation_date"), ("modified", "modification_date")):
+        try:
+            fields[name] = getattr(info, attribute)
+        except (ValueError, TypeError, AttributeError, OverflowError):  # "D:2021" typos, out-of-range fields
+            fields[name] = None
+    return present(fields)
