@@ -8,6 +8,7 @@ number and ``date`` as a date (``citeline.store.filters``).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from datetime import date, datetime, time
 from typing import Any
@@ -34,3 +35,20 @@ def json_value(value: Any) -> Any:
 def present(fields: Mapping[str, Any]) -> dict[str, Any]:
     """``fields`` without the empty ones (None, empty text or list), each through :func:`json_value`."""
     return {k: json_value(v) for k, v in fields.items() if v is not None and v != "" and v != []}
+
+
+_INTEGER = re.compile(r"[+-]?(0|[1-9]\d*)")
+_DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+)([eE][+-]?\d+)?|[+-]?\d+[eE][+-]?\d+")
+
+
+def typed_text(value: str) -> Any:
+    """A value that arrives as text (a CSV cell, a reStructuredText field) typed: ``"2021"`` the number 2021,
+    ``"4.5"`` the number 4.5, anything else (``"007"``, a code with a leading zero, included) the text itself,
+    stripped. Dates stay text: an ISO date is already what a date is stored as."""
+    text = value.strip()
+    if _INTEGER.fullmatch(text) and len(text) < 19:  # beyond 64 bits a number stops being exact in DuckDB's DOUBLE
+        return int(text)
+    if _DECIMAL.fullmatch(text):
+        number = float(text)
+        return number if math.isfinite(number) else text
+    return text

@@ -3,4 +3,4 @@
 Importing this package fills the registry; adding a format is one module here and its name in the import below.
 """
 
-from citeline.sources.formats import html, jsonl, markdown, pdf, text  # noqa: F401  (each registers its @parser)
+from citeline.sources.formats import delimited, docx, html, jsonl, markdown, pdf, rst, text  # noqa: F401  (each registers its @parser)
