@@ -263,6 +263,7 @@ def test_rows_written_before_properties_keep_their_page_count() -> None:
     legacy = json.dumps({"page_starts": [0, 40], "pages": 2})
     assert stored_metadata.split(legacy, "pdf") == ({}, {"pages": 2})
     assert stored_metadata.split(json.dumps({"pages": 7}), "jsonl") == ({"pages": 7}, {})  # a record's own field
+    assert stored_metadata.split(stored_metadata.stored({"_citeline": "mine", "a": 1}, {})) == ({"a": 1}, {})
     assert stored_metadata.split(stored_metadata.stored({"a": 1}, {"encoding": "cp1252"})) == (
         {"a": 1},
         {"encoding": "cp1252"},

@@ -53,6 +53,8 @@ def decode(source: SourceFile, data: bytes) -> Decoded:
     without a UTF-16/32 mark) or bytes that fit no text encoding.
     """
     decoded = _decode(source, data)
+    if "\0" in decoded.text[:8192]:  # UTF-16 or UTF-32 text holding NUL characters: binary data with a mark
+        raise SourceError(source.path, "looks like a binary file (contains NUL characters)")
     if not decoded.text.strip():
         raise EmptySource(source.path, "file is empty or only whitespace")
     return decoded

@@ -20,8 +20,12 @@ _LEGACY_PROPERTIES = ("pages", "page_starts")
 
 
 def stored(metadata: Mapping[str, Any], properties: Mapping[str, Any]) -> str:
-    """The JSON text stored for a document's ``metadata`` and ``properties``."""
-    value = {**metadata, PROPERTIES_KEY: dict(properties)} if properties else dict(metadata)
+    """The JSON text stored for a document's ``metadata`` and ``properties``.
+
+    The key is reserved: a metadata field of that name (a JSONL record's ``_citeline``) is not stored, since a reader
+    would take it for citeline's own."""
+    reserved = properties or PROPERTIES_KEY in metadata
+    value = {**metadata, PROPERTIES_KEY: dict(properties)} if reserved else dict(metadata)
     return json.dumps(value, ensure_ascii=False)
 
 
