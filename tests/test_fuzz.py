@@ -126,6 +126,26 @@ def test_random_text_raises_only_source_error(suffix: str, text: str) -> None:
     check_documents(parse_bytes(suffix, text.encode("utf-8")))
 
 
+#: Characters that make YAML, CSV and reStructuredText structure, so random text hits their edge cases often.
+STRUCTURE = st.text(alphabet=":-[]{}&*!|>'\",#\t\n =.`_abc12é😀\r\\", max_size=600)
+
+
+@FUZZ
+@given(front=STRUCTURE, body=STRUCTURE)
+def test_random_front_matter_raises_only_source_error(front: str, body: str) -> None:
+    for document in parse_bytes(".md", f"---\n{front}\n---\n{body}".encode()):
+        check_documents([document])
+        assert 0 <= document.chunks_from <= len(document.text)
+        assert document.text[document.chunks_from :].strip()  # a document always has text to chunk
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".rst"])
+@FUZZ
+@given(text=STRUCTURE)
+def test_structured_random_text_raises_only_source_error(suffix: str, text: str) -> None:
+    check_documents(parse_bytes(suffix, text.encode("utf-8")))
+
+
 @pytest.fixture(scope="module")
 def chunkers() -> list[Chunker]:
     from conftest import HashEmbedder
