@@ -9,7 +9,6 @@ results come back whenever k allowed chunks match. Everything a search reads com
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,7 @@ from citeline.query.dense_stage import (
 from citeline.query.dense_stage import dense_ranking, document_rows
 from citeline.query.highlight import highlight
 from citeline.query.results import SearchResult
+from citeline.store import metadata as stored_metadata
 from citeline.store.filters import Filters
 from citeline.store.snapshot import ReadSnapshot
 from citeline.util.arrays import positions_of, unique
@@ -389,7 +389,7 @@ def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model:
             model=model,
             chunk_id=chunk_id,
             page=row["page"],
-            metadata=json.loads(row["metadata"]) if row["metadata"] else {},
+            metadata=stored_metadata.split(row["metadata"], row["format"])[0],
         )
         results.append(replace(result, sources=(result.as_source(),)))
     return results

@@ -78,7 +78,7 @@ class SearchResult:
     sources: tuple[Source, ...] = field(default=())
     #: the sentence(s) of ``text`` that best answer the query, in document offsets (see ``citeline.query.highlight``)
     highlights: tuple[Highlight, ...] = field(default=())
-    #: the document's metadata (JSONL record fields, HTML author and date, PDF pages, ...)
+    #: the document's metadata (front matter, PDF document info, HTML meta tags, JSONL and CSV record fields, ...)
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

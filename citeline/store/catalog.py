@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from citeline.errors import IndexCorruptError
 from citeline.store import ledger
+from citeline.store import metadata as stored_metadata
 from citeline.store.connection import DB_FILE, connect, create_file, db_path  # noqa: F401  (re-exported)
 from citeline.store.rows import arrow_to_vectors
 
@@ -326,7 +327,7 @@ def described(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> 
     rows = connection.execute(
         "SELECT doc_id, title, metadata FROM documents WHERE doc_id = ANY(?)", [list(doc_ids)]
     ).fetchall()
-    return {doc_id: (title, json.loads(metadata) if metadata else {}) for doc_id, title, metadata in rows}
+    return {doc_id: (title, stored_metadata.split(metadata)[0]) for doc_id, title, metadata in rows}
 
 
 def cached_vectors(

@@ -6,7 +6,6 @@ catalog's tables through a connection the caller opened with ``catalog.connect``
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ import pyarrow as pa
 
 from citeline.errors import IndexNotFoundError, QueryError
 from citeline.store import catalog
+from citeline.store import metadata as stored_metadata
 from citeline.util.formats import iso_utc
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ DOCUMENT_FIELDS = (
     "format",
     "chunks",
     "pages",
+    "encoding",
     "size_bytes",
     "content_hash",
     "run_id",
@@ -56,7 +57,9 @@ def documents(
     """The documents ``filters`` selects (the same filters as search), ordered by source and path, at most
     ``limit``; each a dict with the keys of :data:`DOCUMENT_FIELDS`.
 
-    ``pages`` is the page count of paged formats (PDF), else None; ``metadata`` the document's metadata dict.
+    ``pages`` is the page count of paged formats (PDF), else None; ``encoding`` the text encoding a file was read
+    in (``utf-8``, ``cp1252``; None where there was none to find, as in a PDF); ``metadata`` the document's
+    metadata dict (front matter, document info, meta tags, record fields).
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise QueryError(f"limit must be a whole number of at least 1, got {limit!r}")
@@ -110,8 +113,8 @@ def read_document(index_dir: Path, doc_id: str) -> dict[str, Any]:
 def _document_record(row: tuple[Any, ...]) -> dict[str, Any]:
     (doc_id, path, source_id, source_root, title, fmt, chunks, size_bytes, content_hash, run_id, ingested_at,
      metadata) = row  # fmt: skip
-    meta = json.loads(metadata) if metadata else {}
-    pages = meta.get("pages") if isinstance(meta, dict) else None
+    meta, properties = stored_metadata.split(metadata, fmt)
+    pages = properties.get("pages")
     return {
         "doc_id": doc_id,
         "source_path": path,
@@ -121,6 +124,7 @@ def _document_record(row: tuple[Any, ...]) -> dict[str, Any]:
         "format": fmt,
         "chunks": int(chunks),
         "pages": pages if isinstance(pages, int) else None,
+        "encoding": properties.get("encoding"),
         "size_bytes": size_bytes,
         "content_hash": content_hash,
         "run_id": run_id,
