@@ -59,7 +59,7 @@ WINDOW = 32
 #: ``(doc_id, content_hash, ordinal)`` of each chunk id asked (None for one the snapshot does not hold).
 RowsOf = Callable[[np.ndarray], list[tuple[str, str, int] | None]]
 #: The whole-document vectors stored on the chunk ids asked (documents' first chunks), by chunk id.
-VectorsOf = Callable[[np.ndarray], dict[int, np.ndarray]]
+VectorsOf = Callable[[Sequence[int]], dict[int, np.ndarray]]
 #: The length in characters of the chunk ids asked that the snapshot holds, by chunk id.
 LengthsOf = Callable[[Sequence[int]], dict[int, int]]
 
@@ -241,7 +241,7 @@ def whole_document_cosine(
     """The cosine of the query with each document's stored whole-text vector (the ``dense`` value for a document
     without one)."""
     firsts = np.array([chunk_id_for(doc_id, content_hash, 0) for doc_id, content_hash in documents.keys], np.int64)
-    found = documents.vectors_of(firsts) if documents.vectors_of is not None and len(firsts) else {}
+    found = documents.vectors_of(firsts.tolist()) if documents.vectors_of is not None and len(firsts) else {}
     query64 = np.asarray(query_vector, dtype=np.float64).ravel()
     values = np.zeros(len(documents.chunks))
     missing = []
