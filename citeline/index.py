@@ -21,6 +21,7 @@ from citeline.model.embedding import (
 )
 from citeline.query import plan
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
+from citeline.query.readers import SnapshotReader
 from citeline.query.results import SearchResult
 from citeline.store import catalog, generation, vector_files
 from citeline.store import documents as listing
@@ -281,7 +282,7 @@ class Index:
         snapshot, weight = self.snapshot(), dense_document_weight
         return plan.rank_query(snapshot, query, k, mode, allowed, fusion, self.encode_query, weight)
 
-    def snapshot(self) -> ReadSnapshot:
+    def snapshot(self) -> SnapshotReader:
         """The view searches run on, reloaded after every commit (see ``citeline.store.snapshot``)."""
         self._snapshot = ReadSnapshot.current(self._snapshot, self.path)
         return self._snapshot

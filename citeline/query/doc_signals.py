@@ -18,7 +18,7 @@ document (:data:`SIGNALS`, filled by ``@document_signal(name)``; the weights are
 - ``dense_length``: the same with each chunk vector weighted by the chunk's length in characters (``char_end -
   char_start``, read from the passage rows by :attr:`Documents.lengths_of`), so a short chunk (a title left alone
   as chunk 0) counts for its share of the text. Dense mode's document stage
-  (``citeline.query.dense_stage.dense_ranking``)
+  (``citeline.query.dense_stage.DenseDocument``)
   blends it into each chunk's cosine: on SciFact it is the centroid that gains (bench/results/scifact-quality-q18.txt,
   section 1: train 0.8319 -> 0.8441 at weight 0.3 where the plain mean gives 0.8335).
 - ``whole``: the cosine of the document's whole-text vector (title and text embedded at once, truncated at the

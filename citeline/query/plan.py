@@ -66,7 +66,7 @@ MODES = ("hybrid", "dense", "lexical")
 DEFAULT_MODE = "hybrid"
 
 EncodeQuery = Callable[[str], np.ndarray]
-#: A collapsed search ranks this many times k hits at once (collapsed_search's first deepening), then slices.
+#: A collapsed search ranks this many times k hits at once (search's first deepening), then slices.
 COLLAPSE_FIRST_DEPTH = 4
 
 

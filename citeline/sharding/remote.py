@@ -134,7 +134,7 @@ class Placement:
 
 
 class RemoteShard:
-    """One shard held by a Dask worker, with :class:`ReadSnapshot`'s reading vocabulary (what the merge reads)."""
+    """One shard held by a Dask worker: a ``citeline.query.readers.SnapshotReader`` whose reads run on that worker."""
 
     def __init__(self, placement: Placement, number: int, shard_dir: str):
         self.placement, self.number, self.shard_dir = placement, number, shard_dir
