@@ -21,7 +21,6 @@ from citeline.model.embedding import (
 )
 from citeline.query import plan
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
-from citeline.query.readers import SnapshotReader
 from citeline.query.results import SearchResult
 from citeline.store import catalog, generation, vector_files
 from citeline.store import documents as listing
@@ -35,6 +34,7 @@ from citeline.vectors import NEW_INDEX_KIND, kind_of
 if TYPE_CHECKING:  # writing, chunking and verify load where used: a search skips them (0.02-0.03 CPU-s, bytecode)
     from citeline.ingest.removal import RemovalSummary
     from citeline.model.chunking import Chunker
+    from citeline.query.readers import SnapshotReader
     from citeline.store.verify import VerifyReport
 
 DEFAULT_INDEX_DIR = "index"

@@ -5,7 +5,7 @@ cosine blended with the cosine of its document's length-weighted mean chunk vect
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,8 +29,7 @@ DENSE_DOCUMENT_DEPTH = 50
 
 
 @stage("dense_document")
-@dataclass(frozen=True)
-class DenseDocument:
+class DenseDocument(NamedTuple):
     """Dense mode's document stage: each candidate's cosine blended with its document's length-weighted centroid's
     at ``weight`` (:data:`DENSE_DOCUMENT_WEIGHT`), ``(1 - weight) * cosine + weight * cosine(query, centroid)``.
 
@@ -60,4 +59,4 @@ class DenseDocument:
             reads.lexical,
             lengths_of=reads.lengths_of,
         )["dense_length"]
-        return replace(candidates, values=(1 - self.weight) * cosines + self.weight * centroids)
+        return candidates._replace(values=(1 - self.weight) * cosines + self.weight * centroids)

@@ -20,7 +20,7 @@ query instead of re-scoring the candidates gains about as much and costs a full 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -63,8 +63,7 @@ def moved_query(
 
 
 @stage("feedback")
-@dataclass(frozen=True)
-class Feedback:
+class Feedback(NamedTuple):
     """The feedback stage after the convex fusion: the query moved toward the first fused document's centroid
     (``beta``), the candidates' cosines computed again with it and fused again at dense weight ``weight``."""
 
@@ -100,4 +99,4 @@ class Feedback:
             dense_top = np.append(dense_top, dense_values.max())
         dense_part = scale(dense_values, dense_top, found.normalization, None)
         values = self.weight * dense_part + (1 - self.weight) * found.lexical_part
-        return replace(candidates, values=values, query_vector=moved, evidence=replace(found, dense_top=dense_top))
+        return candidates._replace(values=values, query_vector=moved, evidence=found._replace(dense_top=dense_top))

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,7 +40,6 @@ from citeline.query.dense_stage import (
 from citeline.query.dense_stage import DenseDocument
 from citeline.query.feedback import Feedback
 from citeline.query.highlight import analysis_cache, highlight
-from citeline.query.readers import SnapshotReader
 from citeline.query.results import SearchResult
 from citeline.query.stages import (
     Candidates,
@@ -57,6 +56,9 @@ from citeline.query.stages import document_rows as document_rows  # re-exported:
 from citeline.store.filters import Filters
 from citeline.util.arrays import unique
 from citeline.util.formats import iso_utc
+
+if TYPE_CHECKING:  # annotations only: a search does not import the Protocols
+    from citeline.query.readers import SnapshotReader
 
 #: Upper bound on k; larger requests are clamped (a result list longer than this is not a search result).
 MAX_K = 10_000

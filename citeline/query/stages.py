@@ -12,17 +12,18 @@ dense mode ``citeline.query.dense_stage.DenseDocument``. A stage reads the index
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
 from citeline.errors import QueryError
 from citeline.query import doc_signals
-from citeline.query.readers import LexicalReader, SnapshotReader
 from citeline.util.arrays import positions_of
 from citeline.util.registry import registering
-from citeline.vectors import VectorReader
+
+if TYPE_CHECKING:  # annotations only: a search does not import the Protocols
+    from citeline.query.readers import LexicalReader, SnapshotReader
+    from citeline.vectors import VectorReader
 
 __all__ = [
     "STAGES",
@@ -55,8 +56,7 @@ def _unknown_documents() -> int | None:
     return None
 
 
-@dataclass(frozen=True)
-class Reads:
+class Reads(NamedTuple):
     """Where the stages read: the vector and BM25 indexes, and the documents' rows, counts, vectors and lengths
     (each optional: a stage that needs one it lacks leaves the candidates as they are)."""
 
@@ -81,8 +81,7 @@ class Reads:
         )
 
 
-@dataclass(frozen=True)
-class StageQuery:
+class StageQuery(NamedTuple):
     """The query a stage re-ranks for: its text, the number of results asked and where to read."""
 
     text: str
@@ -90,8 +89,7 @@ class StageQuery:
     reads: Reads
 
 
-@dataclass(frozen=True)
-class Legs:
+class Legs(NamedTuple):
     """Hybrid's two rankings, each its top ``max(k, depth)``, best first."""
 
     dense_ids: np.ndarray  #: the dense ranking's chunk ids (int64)
@@ -100,8 +98,7 @@ class Legs:
     lexical_scores: Callable[[np.ndarray], np.ndarray]  #: the BM25 score of any chunk ids (``LexicalReader.ranked``)
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(NamedTuple):
     """What the convex fusion measured of its candidates, which the stages after it re-use."""
 
     vectors: np.ndarray  #: the candidates' stored vectors, row by row
@@ -112,8 +109,7 @@ class Evidence:
     normalization: str
 
 
-@dataclass(frozen=True)
-class Candidates:
+class Candidates(NamedTuple):
     """The chunks a ranking scores: their ids, their scores so far (float64, one per id) and the query vector
     (float32; the feedback stage moves it)."""
 
@@ -191,8 +187,7 @@ def _legs(candidates: Candidates) -> Legs:
 
 
 @stage("convex")
-@dataclass(frozen=True)
-class ConvexFusion:
+class ConvexFusion(NamedTuple):
     """``weight * d + (1 - weight) * l`` over the legs' union (``Fusion``'s ``convex`` method). Every candidate's
     cosine is computed from its exact stored vector, not taken from the dense ranking: an approximate index's
     scores are estimates, and a chunk only the lexical ranking found has no dense score at all."""
@@ -213,12 +208,11 @@ class ConvexFusion:
         values = self.weight * scale(dense_values, dense_top, self.normalization, None)
         values += (1 - self.weight) * lexical_part
         found = Evidence(candidate_vectors, dense_at, dense_top, lexical_part, self.depth, self.normalization)
-        return replace(candidates, values=values, evidence=found)
+        return candidates._replace(values=values, evidence=found)
 
 
 @stage("rrf")
-@dataclass(frozen=True)
-class RrfFusion:
+class RrfFusion(NamedTuple):
     """Reciprocal rank fusion, ``sum 1 / (rrf_k + rank)`` over the legs (``Fusion``'s ``rrf`` method)."""
 
     rrf_k: float
@@ -232,12 +226,11 @@ class RrfFusion:
                 fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (self.rrf_k + rank)
         ids = np.fromiter(fused, dtype=np.int64, count=len(fused))
         values = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
-        return replace(candidates, ids=ids, values=values)
+        return candidates._replace(ids=ids, values=values)
 
 
 @stage("documents")
-@dataclass(frozen=True)
-class DocumentSignals:
+class DocumentSignals(NamedTuple):
     """Document-level signals (``citeline.query.doc_signals``) added to the convex fusion's scores at their
     weights (``Fusion.documents``; see ``Fusion`` for the formula)."""
 
@@ -279,4 +272,4 @@ class DocumentSignals:
                 if doc_signals.SCALES[name] == "cosine":
                     scaled = scale(scaled, found.dense_top, found.normalization, None)
                 scaled_chunks[best] += weight * scaled
-        return replace(candidates, values=scaled_chunks)
+        return candidates._replace(values=scaled_chunks)
