@@ -92,8 +92,8 @@ def stages() -> Iterator[None]:
         (plan, "rank"),
         (plan, "fetch_passages"),
         (plan, "highlight"),
-        (citeline.query.collapse, "collapse"),
-        (citeline.query.collapse, "add_unranked_copies"),
+        (plan, "collapse"),  # the plan's loop calls collapse's functions by the names it imported
+        (plan, "add_unranked_copies"),
     ]
     saved = [(module, name, getattr(module, name)) for module, name in patched if hasattr(module, name)]
     for module, name, function in saved:

@@ -4,7 +4,7 @@
         > bench/results/scifact-quality-doclevel.txt
 
 A hybrid candidate (the union of the dense and the lexical top ``CANDIDATES`` chunks, as ``citeline eval`` asks
-``citeline.query.plan.hybrid_ranking``) gets four signals, each rescaled as the shipped fusion rescales its two:
+``citeline.query.stages`` (the hybrid stages)) gets four signals, each rescaled as the shipped fusion rescales its two:
 
 - ``d``: the chunk's cosine, min-max over the dense top 200 (shipped);
 - ``l``: the chunk's BM25 over the query's best BM25 (shipped);

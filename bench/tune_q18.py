@@ -5,7 +5,7 @@
 
 Reads every chunk vector, ordinal and text from the index's ``meta.duckdb``, embeds the queries with the index's
 own query encoder, scores every chunk by cosine (exact) and by BM25 (the index's lexical ``scores_of``), then
-replays ``citeline.query.plan.hybrid_ranking``'s convex fusion in numpy (candidates: both rankings' top 300, as
+replays ``citeline.query.stages.ConvexFusion`` in numpy (candidates: both rankings' top 300, as
 ``citeline eval``'s first k; cosines min-max over the dense top 200, BM25 over its best with floor 0) and ranks
 documents by their best chunk as ``citeline eval`` does. Section 0 checks the replay against the library's numbers.
 Sections:
@@ -126,7 +126,7 @@ def top_mask(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 def scaled_chunks(split: Split, cosines: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The min-max rescaled cosines and BM25 scores and the candidate mask, as hybrid_ranking computes them."""
+    """The min-max rescaled cosines and BM25 scores and the candidate mask, as ``stages.ConvexFusion`` computes them."""
     cos = split.cosines if cosines is None else cosines
     candidates = top_mask(cos, CANDIDATES) | (top_mask(split.bm25, CANDIDATES) & (split.bm25 > 0))
     ranked = -np.sort(-cos, axis=1)

@@ -6,7 +6,7 @@
 The index must hold the dataset's corpus (``citeline eval --beir DIR --index DIR`` builds it). Settings that need
 no re-embedding are varied in-process over that one index: query vectors (the index's own query encoder), every
 chunk's cosine and each BM25 variant's chunk scores are computed once per query, and each setting re-ranks them
-with numpy exactly as ``citeline.query.plan.hybrid_ranking`` does (checked: the shipped setting's figures equal
+with numpy exactly as ``citeline.query.stages`` (the hybrid stages) does (checked: the shipped setting's figures equal
 ``citeline eval``'s). Every choice is the best mean nDCG@10 on ``train``; ``test`` is printed beside it and never
 used to choose. ``--compare`` scores a second index (e.g. one built without contextual chunk headers) with the
 chosen settings. Run by hand; not part of CI.

@@ -34,6 +34,7 @@ from citeline.vectors import NEW_INDEX_KIND, kind_of
 if TYPE_CHECKING:  # writing, chunking and verify load where used: a search skips them (0.02-0.03 CPU-s, bytecode)
     from citeline.ingest.removal import RemovalSummary
     from citeline.model.chunking import Chunker
+    from citeline.query.readers import SnapshotReader
     from citeline.store.verify import VerifyReport
 
 DEFAULT_INDEX_DIR = "index"
@@ -281,7 +282,7 @@ class Index:
         snapshot, weight = self.snapshot(), dense_document_weight
         return plan.rank_query(snapshot, query, k, mode, allowed, fusion, self.encode_query, weight)
 
-    def snapshot(self) -> ReadSnapshot:
+    def snapshot(self) -> SnapshotReader:
         """The view searches run on, reloaded after every commit (see ``citeline.store.snapshot``)."""
         self._snapshot = ReadSnapshot.current(self._snapshot, self.path)
         return self._snapshot

@@ -62,7 +62,7 @@ def test_moved_query_is_the_normalised_sum_with_the_documents_length_weighted_ce
     expected = query + 0.25 * centroid / np.linalg.norm(centroid)
     assert moved is not None and moved.dtype == np.float32
     assert moved == pytest.approx(expected / np.linalg.norm(expected), abs=1e-6)
-    # A chunk the index does not hold moves nothing (hybrid_ranking keeps the first fusion).
+    # A chunk the index does not hold moves nothing (the feedback stage keeps the first fusion).
     rows = document_rows(snapshot)
     assert moved_query(query, 12345, 0.25, rows, ids, snapshot.vectors, snapshot.chunk_lengths) is None
 

@@ -94,7 +94,7 @@ def test_ties_across_parts_go_by_chunk_id_whatever_part_holds_them() -> None:
 
 
 def test_ranked_scores_the_candidates_hybrid_fusion_reads_as_scores_of_does() -> None:
-    from citeline.query.plan import _lexical_values
+    from citeline.query.stages import lexical_values as _lexical_values
 
     index = _segmented()
     rng = np.random.default_rng(5)

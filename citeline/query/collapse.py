@@ -40,7 +40,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from citeline.errors import QueryError
-from citeline.query.highlight import analysis_cache
 from citeline.query.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, word_spans: re-exported, the tests name them)
     MIN_SHARED_WORDS,
     Words,
@@ -83,56 +82,6 @@ def validate_threshold(threshold: object) -> float:
     return float(threshold)
 
 
-def collapsed_search(
-    k: int,
-    rank: Callable[[int], list[SearchResult]],
-    vectors: Callable[[Sequence[int]], np.ndarray],
-    *,
-    highlight: Highlighter,
-    query_vector: np.ndarray | None = None,
-    encode: Encode | None = None,
-    threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
-    lookup: Lookup | None = None,
-) -> list[SearchResult]:
-    """The k best collapsed results. ``rank(n)`` returns the n best hits; ``vectors(ids)`` their chunk vectors;
-    ``highlight(hits)`` sets their highlights.
-
-    Ranks k hits, and deeper (four times, then again) only while collapsing leaves fewer than k results and more
-    hits exist; with a ``lookup``, copies of a result's quote ranked below the hits join its sources too
-    (:func:`add_unranked_copies`). Only the k results are highlighted, as a search without collapse does (the
-    highlights of other hits are computed only if a shared statement needs checking against them).
-    """
-    # Each chunk's vector is read once: a deepening reads only the new hits', the lookup only the copies'. At 1M
-    # chunks a vectors() call costs 1-1.5 ms CPU whatever its size (bench/collapse_cost.py --hash-bow).
-    # Each chunk's words and sentences are analysed once per search too (WordCache, highlight.analysis_cache): a
-    # deepening compares the first hits again, and the results are highlighted after the candidates were.
-    vectors = _reading_once(vectors)
-    words = WordCache()
-    with analysis_cache():
-        depth = k
-        while True:
-            hits = rank(depth)
-            groups = collapse(
-                hits,
-                vectors([hit.chunk_id for hit in hits]),
-                query_vector=query_vector,
-                encode=encode,
-                threshold=threshold,
-                highlight=highlight,
-                words=words,
-            )
-            if len(groups) >= k or len(hits) < depth:
-                break
-            depth *= 4
-        results = groups[:k]
-        bare = [at for at, result in enumerate(results) if not result.highlights]
-        for at, lit in zip(bare, highlight([results[at] for at in bare]), strict=True):
-            results[at] = lit
-    if lookup is None or not hits:
-        return results
-    return add_unranked_copies(results, hits, lookup, vectors, threshold=threshold, words=words)
-
-
 class WordCache:
     """Each chunk text's :func:`text_words`, computed once per search."""
 
@@ -146,7 +95,7 @@ class WordCache:
         return found
 
 
-def _reading_once(vectors: Callable[[Sequence[int]], np.ndarray]) -> Callable[[Sequence[int]], np.ndarray]:
+def reading_once(vectors: Callable[[Sequence[int]], np.ndarray]) -> Callable[[Sequence[int]], np.ndarray]:
     """``vectors`` that remembers what it read and asks only for ids it has not read yet."""
     known: dict[int, np.ndarray] = {}
 

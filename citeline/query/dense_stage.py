@@ -1,16 +1,16 @@
-"""Dense mode's document stage: each candidate chunk's cosine blended with the cosine of its document's
-length-weighted mean chunk vector (the ``dense_length`` signal of :mod:`citeline.query.doc_signals`), and the grouping
-of
-chunk ids into documents that the document signals of hybrid search share (:func:`document_rows`). Split from
-``citeline.query.plan``, which calls it for ``mode="dense"``.
+"""Dense mode's document stage (:class:`DenseDocument`, a ``citeline.query.stages`` stage): each candidate chunk's
+cosine blended with the cosine of its document's length-weighted mean chunk vector (the ``dense_length`` signal of
+:mod:`citeline.query.doc_signals`). The query plan runs it for ``mode="dense"``.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from citeline.query import doc_signals
-from citeline.store.snapshot import ReadSnapshot
+from citeline.query.stages import Candidates, StageQuery, stage
 
 #: Dense mode scores each candidate chunk ``(1 - w) * cosine + w * cosine(query, its document's centroid)``, the
 #: centroid being the mean of the document's chunk vectors weighted by their lengths in characters, normalised
@@ -25,16 +25,10 @@ DENSE_DOCUMENT_WEIGHT = 0.3
 DENSE_DOCUMENT_DEPTH = 50
 
 
-def dense_ranking(
-    snapshot: ReadSnapshot,
-    query_vector: np.ndarray,
-    k: int,
-    allowed: np.ndarray | None = None,
-    weight: float | None = None,
-) -> list[tuple[int, float]]:
-    """Dense mode's ranking, ``(chunk_id, score)`` best first: the top ``max(k, DENSE_DOCUMENT_DEPTH)`` chunks by
-    cosine, each re-scored with its document's length-weighted centroid at ``weight`` (None:
-    :data:`DENSE_DOCUMENT_WEIGHT`; 0: the cosines alone).
+@stage("dense_document")
+class DenseDocument(NamedTuple):
+    """Dense mode's document stage: each candidate's cosine blended with its document's length-weighted centroid's
+    at ``weight`` (:data:`DENSE_DOCUMENT_WEIGHT`), ``(1 - weight) * cosine + weight * cosine(query, centroid)``.
 
     A chunk's score depends on the query and its document alone (the centroid is computed from the document's
     chunks, found as the hybrid document signals find them: every chunk of a document of up to
@@ -42,37 +36,24 @@ def dense_ranking(
     document-level, so a document's chunks are allowed or not together. Cosines are computed from the stored
     vectors, as hybrid's are.
     """
-    weight = DENSE_DOCUMENT_WEIGHT if weight is None else float(weight)
-    vectors = snapshot.vectors
-    if not weight:
-        return vectors.search(query_vector, k, allowed)
-    hits = vectors.search(query_vector, max(k, DENSE_DOCUMENT_DEPTH), allowed)
-    if not hits:
-        return []
-    ids = np.fromiter((chunk_id for chunk_id, _ in hits), dtype=np.int64, count=len(hits))
-    query32 = np.asarray(query_vector, dtype=np.float32).ravel()
-    cosines = (vectors.vectors(ids) @ query32).astype(np.float64)
-    centroids = doc_signals.candidate_values(
-        ["dense_length"],
-        ids,
-        document_rows(snapshot),
-        snapshot.lexical.chunk_ids,
-        "",
-        query32,
-        vectors,
-        snapshot.lexical,
-        lengths_of=snapshot.chunk_lengths,
-    )["dense_length"]
-    values = (1 - weight) * cosines + weight * centroids
-    order = np.lexsort((ids, -values))[:k]
-    return [(int(ids[i]), float(values[i])) for i in order]
 
+    weight: float = DENSE_DOCUMENT_WEIGHT
 
-def document_rows(snapshot: ReadSnapshot) -> doc_signals.RowsOf:
-    """``(doc_id, content_hash, ordinal)`` of chunk ids in ``snapshot`` (the document signals' grouping)."""
-
-    def rows_of(ids: np.ndarray) -> list[tuple[str, str, int] | None]:
-        found = snapshot.chunk_documents(ids.tolist())
-        return [found.get(int(chunk_id)) for chunk_id in ids]
-
-    return rows_of
+    def rerank(self, query: StageQuery, candidates: Candidates) -> Candidates:
+        """The candidates (the dense ranking's top ``max(k, DENSE_DOCUMENT_DEPTH)``) re-scored."""
+        reads, ids, query32 = query.reads, candidates.ids, candidates.query_vector
+        if reads.rows_of is None:
+            return candidates
+        cosines = (reads.vectors.vectors(ids) @ query32).astype(np.float64)
+        centroids = doc_signals.candidate_values(
+            ["dense_length"],
+            ids,
+            reads.rows_of,
+            reads.lexical.chunk_ids,
+            "",
+            query32,
+            reads.vectors,
+            reads.lexical,
+            lengths_of=reads.lengths_of,
+        )["dense_length"]
+        return candidates._replace(values=(1 - self.weight) * cosines + self.weight * centroids)

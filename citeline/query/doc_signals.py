@@ -17,7 +17,7 @@ document (:data:`SIGNALS`, filled by ``@document_signal(name)``; the weights are
 - ``dense_length``: the same with each chunk vector weighted by the chunk's length in characters (``char_end -
   char_start``, read from the passage rows by :attr:`Documents.lengths_of`), so a short chunk (a title left alone
   as chunk 0) counts for its share of the text. Dense mode's document stage
-  (``citeline.query.dense_stage.dense_ranking``)
+  (``citeline.query.dense_stage.DenseDocument``)
   blends it into each chunk's cosine: weighting by length is what gains, the plain mean does not
   (docs/quality.md#more-fusion-and-dense-ideas-measured).
 - ``whole``: the cosine of the document's whole-text vector (title and text embedded at once, truncated at the
@@ -58,7 +58,7 @@ WINDOW = 32
 #: ``(doc_id, content_hash, ordinal)`` of each chunk id asked (None for one the snapshot does not hold).
 RowsOf = Callable[[np.ndarray], list[tuple[str, str, int] | None]]
 #: The whole-document vectors stored on the chunk ids asked (documents' first chunks), by chunk id.
-VectorsOf = Callable[[np.ndarray], dict[int, np.ndarray]]
+VectorsOf = Callable[[Sequence[int]], dict[int, np.ndarray]]
 #: The length in characters of the chunk ids asked that the snapshot holds, by chunk id.
 LengthsOf = Callable[[Sequence[int]], dict[int, int]]
 
@@ -240,7 +240,7 @@ def whole_document_cosine(
     """The cosine of the query with each document's stored whole-text vector (the ``dense`` value for a document
     without one)."""
     firsts = np.array([chunk_id_for(doc_id, content_hash, 0) for doc_id, content_hash in documents.keys], np.int64)
-    found = documents.vectors_of(firsts) if documents.vectors_of is not None and len(firsts) else {}
+    found = documents.vectors_of(firsts.tolist()) if documents.vectors_of is not None and len(firsts) else {}
     query64 = np.asarray(query_vector, dtype=np.float64).ravel()
     values = np.zeros(len(documents.chunks))
     missing = []

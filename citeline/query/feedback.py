@@ -16,9 +16,12 @@ docs/quality.md#hybrids-feedback-stage.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from citeline.query import doc_signals
+from citeline.query.stages import Candidates, StageQuery, scale, stage
 from citeline.vectors import VectorReader
 
 #: How far the query vector moves toward the first document's centroid (``Fusion.feedback``'s default).
@@ -53,3 +56,43 @@ def moved_query(
     moved = query + beta * doc_signals.centroids(documents, vectors)[0]
     norm = float(np.linalg.norm(moved))
     return (moved / norm).astype(np.float32) if norm > 0 else None
+
+
+@stage("feedback")
+class Feedback(NamedTuple):
+    """The feedback stage after the convex fusion: the query moved toward the first fused document's centroid
+    (``beta``), the candidates' cosines computed again with it and fused again at dense weight ``weight``."""
+
+    beta: float
+    weight: float = FEEDBACK_WEIGHT
+
+    def rerank(self, query: StageQuery, candidates: Candidates) -> Candidates:
+        """The candidates fused again with the moved query (unchanged when the first chunk's row is missing)."""
+        reads, found = query.reads, candidates.evidence
+        if reads.rows_of is None or found is None:
+            return candidates
+        ids, values = candidates.ids, candidates.values
+        # The lowest id among the candidates within TIE of the best: float32 cosines differ in their last
+        # bit between a plain and a sharded index (BLAS blocking), and a near-tie must not flip the document fed
+        # back (ids ascend).
+        first = int(ids[np.flatnonzero(values >= values.max() - TIE)[0]])
+        moved = moved_query(
+            candidates.query_vector, first, self.beta, reads.rows_of, reads.lexical.chunk_ids, reads.vectors,
+            reads.lengths_of,
+        )  # fmt: skip
+        if moved is None:  # the first chunk's row is missing: the first fusion stands
+            return candidates
+        # Rescaled over the first dense top as before, less the chunks tied (within TIE) with its last one when it
+        # is full: which of a tie across the depth-th place a search keeps is arbitrary (FAISS's heap; a sharded
+        # index's merge), and tied first cosines are not tied moved ones. A shorter list holds every allowed
+        # chunk, so no tie crosses its end. The top is the best candidate's (one the first list missed may lead).
+        dense_at, dense_top = found.dense_at, found.dense_top
+        full = len(dense_top) >= found.depth
+        above = dense_at[dense_top > dense_top.min() + TIE] if full else dense_at
+        dense_values = (found.vectors @ moved).astype(np.float64)
+        dense_top = dense_values[above if len(above) else dense_at]
+        if found.normalization == "minmax":
+            dense_top = np.append(dense_top, dense_values.max())
+        dense_part = scale(dense_values, dense_top, found.normalization, None)
+        values = self.weight * dense_part + (1 - self.weight) * found.lexical_part
+        return candidates._replace(values=values, query_vector=moved, evidence=found._replace(dense_top=dense_top))

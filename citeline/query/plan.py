@@ -1,10 +1,11 @@
 """The query plan: validate ─► filters to allowed ids ─► rank (dense, lexical or hybrid) ─► passages ─► highlights
-─► collapse.
+─► collapse, ranking deeper while collapsing leaves fewer than k results (:func:`search`).
 
 Every ranking returns ``(chunk_id, score)`` pairs, best first, and takes ``allowed``: ``None`` for the whole index,
 or a sorted int64 array of the chunk ids a search may return. Candidates are restricted *before* ranking, so k
-results come back whenever k allowed chunks match. Everything a search reads comes from one
-:class:`~citeline.store.snapshot.ReadSnapshot`, so filters, ranking and provenance see the same generation.
+results come back whenever k allowed chunks match. A mode's ranking is its candidates passed through its stages
+(:func:`stages_for`; ``citeline.query.stages``). Everything a search reads comes from one
+:class:`~citeline.query.readers.SnapshotReader`, so filters, ranking and provenance see the same generation.
 """
 
 from __future__ import annotations
@@ -13,19 +14,20 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from citeline.errors import QueryError
-from citeline.lexical.analyzer import LexicalIndex
-from citeline.query import doc_signals
 from citeline.query import feedback as feedback_stage
 from citeline.query.collapse import (
     DEFAULT_COLLAPSE_THRESHOLD,
     LOOKUP_MIN_SHARE,
     Lookup,
-    collapsed_search,
+    WordCache,
+    add_unranked_copies,
+    collapse,
+    reading_once,
     validate_threshold,
 )
 from citeline.query.dense_stage import (  # re-exported: callers and tests import them from here
@@ -34,15 +36,29 @@ from citeline.query.dense_stage import (  # re-exported: callers and tests impor
 from citeline.query.dense_stage import (
     DENSE_DOCUMENT_WEIGHT as DENSE_DOCUMENT_WEIGHT,
 )
-from citeline.query.dense_stage import dense_ranking, document_rows
-from citeline.query.highlight import highlight
+from citeline.query.dense_stage import DenseDocument
+from citeline.query.feedback import Feedback
+from citeline.query.highlight import analysis_cache, highlight
 from citeline.query.results import SearchResult
+from citeline.query.stages import (
+    Candidates,
+    ConvexFusion,
+    DocumentSignals,
+    Legs,
+    Reads,
+    RrfFusion,
+    Stage,
+    StageQuery,
+    ranked,
+)
+from citeline.query.stages import document_rows as document_rows  # re-exported: tests import it from here
 from citeline.store import metadata as stored_metadata
 from citeline.store.filters import Filters
-from citeline.store.snapshot import ReadSnapshot
-from citeline.util.arrays import positions_of, unique
+from citeline.util.arrays import unique
 from citeline.util.formats import iso_utc
-from citeline.vectors import VectorReader
+
+if TYPE_CHECKING:  # annotations only: a search does not import the Protocols
+    from citeline.query.readers import SnapshotReader
 
 #: Upper bound on k; larger requests are clamped (a result list longer than this is not a search result).
 MAX_K = 10_000
@@ -52,7 +68,7 @@ MODES = ("hybrid", "dense", "lexical")
 DEFAULT_MODE = "hybrid"
 
 EncodeQuery = Callable[[str], np.ndarray]
-#: A collapsed search ranks this many times k hits at once (collapsed_search's first deepening), then slices.
+#: A collapsed search ranks this many times k hits at once (search's first deepening), then slices.
 COLLAPSE_FIRST_DEPTH = 4
 
 
@@ -150,20 +166,6 @@ def fusion_for(fusion: Fusion, meta: Mapping[str, Any]) -> Fusion:
     return DOCUMENT_FUSION if fusion is DEFAULT_FUSION and meta.get("document_vectors") is True else fusion
 
 
-def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | None) -> np.ndarray:
-    """``values`` rescaled by statistics of ``reference`` (a ranking's top scores), see :class:`Fusion`."""
-    if not len(reference):
-        return np.zeros_like(values)
-    if how == "zscore":
-        spread = float(reference.std())
-        return (values - float(reference.mean())) / spread if spread > 0 else values - float(reference.mean())
-    if how != "minmax":
-        raise QueryError(f"fusion normalization must be 'minmax' or 'zscore', not {how!r}")
-    low = float(reference.min()) if floor is None else floor
-    high = float(reference.max())
-    return (values - low) / (high - low) if high > low else values - low
-
-
 #: Whether hybrid search runs its dense ranking on a thread beside the lexical one (FAISS and numpy release the
 #: GIL), so a hybrid search waits for the longer ranking, not their sum: at 1M chunks wall p50 43.3 ms on, 49.9 off
 #: (docs/performance.md#choices-measured-in-the-code).
@@ -177,138 +179,49 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL[0]
 
 
-def hybrid_ranking(
-    vectors: VectorReader,
-    lexical: LexicalIndex,
-    query: str,
-    query_vector: np.ndarray,
-    k: int,
-    allowed: np.ndarray | None = None,
-    fusion: Fusion = DEFAULT_FUSION,
-    rows_of: doc_signals.RowsOf | None = None,
-    corpus_documents: int | None = None,
-    vectors_of: doc_signals.VectorsOf | None = None,
-    lengths_of: doc_signals.LengthsOf | None = None,
-) -> list[tuple[int, float]]:
-    """The k chunks ranked by the fusion of dense and lexical relevance, as ``(chunk_id, fused score)``.
+def stages_for(mode: str, fusion: Fusion, dense_document_weight: float | None = None) -> list[Stage]:
+    """The ranking stages of a mode (``citeline.query.stages``), in the order they run: hybrid's fusion (convex,
+    then the feedback stage and the document signals when set; or rrf), dense mode's document stage (unless its
+    weight is 0), none for lexical mode."""
+    if mode == "lexical":
+        return []
+    if mode == "dense":
+        weight = DENSE_DOCUMENT_WEIGHT if dense_document_weight is None else float(dense_document_weight)
+        return [DenseDocument(weight)] if weight else []
+    if fusion.method == "rrf":
+        return [RrfFusion(fusion.rrf_k)]
+    if fusion.method != "convex":
+        raise QueryError(f"fusion method must be 'convex' or 'rrf', not {fusion.method!r}")
+    stages: list[Stage] = [ConvexFusion(fusion.weight, fusion.depth, fusion.normalization)]
+    if fusion.feedback:
+        stages.append(Feedback(fusion.feedback, fusion.feedback_weight))
+    if fusion.documents:
+        stages.append(DocumentSignals(fusion.documents))
+    return stages
 
-    ``rows_of`` gives the candidates' documents for ``fusion.documents`` (without it they are left out);
-    ``corpus_documents``: the documents the index holds (the document BM25's mean length); ``vectors_of``: where
-    the documents' whole-text vectors are read (the ``whole`` signal); ``lengths_of``: the chunks' lengths (the
-    ``dense_length`` signal).
 
-    See :class:`Fusion` for the candidates and what the fused score means. Every candidate's cosine is computed
-    from its exact stored vector (``vectors.vectors(ids)``), not taken from the dense ranking: an approximate
-    index's scores are estimates, and a chunk only the lexical ranking found has no dense score at all.
-    """
-    depth = max(k, fusion.depth)
+def hybrid_candidates(
+    reads: Reads, query: str, query_vector: np.ndarray, depth: int, allowed: np.ndarray | None
+) -> Candidates:
+    """Hybrid's candidates: the union of the dense and the lexical ranking's top ``depth`` (:class:`Legs`)."""
+    vectors, lexical = reads.vectors, reads.lexical
     pending = _pool().submit(vectors.search, query_vector, depth, allowed) if PARALLEL_HYBRID else None
     # The lexical top `depth` and, below, the BM25 scores of the candidates it does not hold, read from the scores
     # the top was ranked from (a segmented index's ranked(): at 1M chunks 0.6 CPU-ms a query, against 2.0 for
     # scoring them by binary search in the postings and 2.9 for scoring all ~370 candidates that way).
     top_lexical, lexical_scores = lexical.ranked(query, depth, allowed)
     dense = pending.result() if pending is not None else vectors.search(query_vector, depth, allowed)
-    if fusion.method == "rrf":
-        fused: dict[int, float] = {}
-        for ranking in (dense, top_lexical):
-            for rank, (chunk_id, _) in enumerate(ranking, 1):
-                fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (fusion.rrf_k + rank)
-        ids = np.fromiter(fused, dtype=np.int64, count=len(fused))
-        values = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
-    elif fusion.method == "convex":
-        dense_ids = np.fromiter((c for c, _ in dense), dtype=np.int64, count=len(dense))
-        lexical_ids = np.fromiter((c for c, _ in top_lexical), dtype=np.int64, count=len(top_lexical))
-        lexical_top = np.fromiter((s for _, s in top_lexical), dtype=np.float64, count=len(top_lexical))
-        ids = unique(np.concatenate([dense_ids, lexical_ids]))
-        if not len(ids):
-            return []
-        query32 = np.asarray(query_vector, dtype=np.float32).ravel()
-        candidate_vectors = vectors.vectors(ids)
-        dense_values = (candidate_vectors @ query32).astype(np.float64)
-        lexical_values = _lexical_values(ids, lexical_ids, lexical_top, lexical_scores)
-        dense_at = positions_of(ids, dense_ids[: fusion.depth])
-        dense_top = dense_values[dense_at]
-        lexical_part = _scale(lexical_values, lexical_top[: fusion.depth], fusion.normalization, 0.0)
-        values = fusion.weight * _scale(dense_values, dense_top, fusion.normalization, None)
-        values += (1 - fusion.weight) * lexical_part
-        moved = None
-        if fusion.feedback and rows_of is not None:
-            # The lowest id among the candidates within TIE of the best: float32 cosines differ in their last
-            # bit between a plain and a sharded index (BLAS blocking), and a near-tie must not flip the document fed
-            # back (ids ascend).
-            first = int(ids[np.flatnonzero(values >= values.max() - feedback_stage.TIE)[0]])
-            moved = feedback_stage.moved_query(
-                query32, first, fusion.feedback, rows_of, lexical.chunk_ids, vectors, lengths_of
-            )
-        if moved is not None:  # None: no feedback, or the first chunk's row is missing (the first fusion stands)
-            query32 = moved
-            # Rescaled over the first dense top as before, less the chunks tied (within TIE) with its last one when it
-            # is full: which of a tie across the depth-th place a search keeps is arbitrary (FAISS's heap; a sharded
-            # index's merge), and tied first cosines are not tied moved ones. A shorter list holds every allowed
-            # chunk, so no tie crosses its end. The top is the best candidate's (one the first list missed may lead).
-            full = len(dense_top) >= fusion.depth
-            above = dense_at[dense_top > dense_top.min() + feedback_stage.TIE] if full else dense_at
-            dense_values = (candidate_vectors @ query32).astype(np.float64)
-            dense_top = dense_values[above if len(above) else dense_at]
-            if fusion.normalization == "minmax":
-                dense_top = np.append(dense_top, dense_values.max())
-            dense_part = _scale(dense_values, dense_top, fusion.normalization, None)
-            values = fusion.feedback_weight * dense_part + (1 - fusion.feedback_weight) * lexical_part
-        signals = [(name, weight) for name, weight in fusion.documents if weight] if rows_of is not None else []
-        if signals and rows_of is not None:
-            # Only the best candidates by the chunk scores get a signal (doc_signals.DEPTHS: the best DEPTH, or
-            # all); the others keep the chunk part alone, as if their documents scored the lowest.
-            order = np.lexsort((ids, -values))
-            scaled_chunks = (1 - sum(weight for _, weight in signals)) * values
-            for reach in dict.fromkeys(doc_signals.depth_of(name) for name, _ in signals):
-                group = [(n, w) for n, w in signals if doc_signals.depth_of(n) == reach]
-                best = order[:reach]
-                found = doc_signals.candidate_values(
-                    [name for name, _ in group],
-                    ids[best],
-                    rows_of,
-                    lexical.chunk_ids,
-                    query,
-                    query32,
-                    vectors,
-                    lexical,
-                    corpus_documents,
-                    vectors_of,
-                    lengths_of,
-                )
-                for name, weight in group:
-                    # Each signal is put on the chunk scores' scale by quantities of the query alone (a cosine as
-                    # the chunks' cosines are, by the dense top `depth`; a "unit" one is already in [0, 1]), so a
-                    # chunk's fused score does not depend on which other candidates a filter let through.
-                    scaled = found[name]
-                    if doc_signals.SCALES[name] == "cosine":
-                        scaled = _scale(scaled, dense_top, fusion.normalization, None)
-                    scaled_chunks[best] += weight * scaled
-            values = scaled_chunks
-    else:
-        raise QueryError(f"fusion method must be 'convex' or 'rrf', not {fusion.method!r}")
-    order = np.lexsort((ids, -values))[:k]
-    return [(int(ids[i]), float(values[i])) for i in order]
-
-
-def _lexical_values(
-    ids: np.ndarray, top_ids: np.ndarray, top_scores: np.ndarray, score: Callable[[np.ndarray], np.ndarray]
-) -> np.ndarray:
-    """The BM25 score of each of ``ids`` (sorted, distinct; float64): read from the lexical top (``top_ids``,
-    ``top_scores``) where it holds the id, the others' from ``score`` (every lexical kind's top k scores are its
-    ``scores_of``'s, bit for bit: tests/test_lexical_query.py)."""
-    values = np.zeros(len(ids), dtype=np.float64)
-    known = np.zeros(len(ids), dtype=bool)
-    at = np.searchsorted(ids, top_ids)  # every top id is among ids
-    values[at], known[at] = top_scores, True
-    rest = np.flatnonzero(~known)
-    if len(rest):
-        values[rest] = score(ids[rest])
-    return values
+    dense_ids = np.fromiter((c for c, _ in dense), dtype=np.int64, count=len(dense))
+    lexical_ids = np.fromiter((c for c, _ in top_lexical), dtype=np.int64, count=len(top_lexical))
+    lexical_top = np.fromiter((s for _, s in top_lexical), dtype=np.float64, count=len(top_lexical))
+    ids = unique(np.concatenate([dense_ids, lexical_ids]))
+    legs = Legs(dense_ids, lexical_ids, lexical_top, lexical_scores)
+    query32 = np.asarray(query_vector, dtype=np.float32).ravel()
+    return Candidates(ids, np.zeros(len(ids)), query32, legs)
 
 
 def rank_query(
-    snapshot: ReadSnapshot,
+    snapshot: SnapshotReader,
     query: str,
     k: int,
     mode: str,
@@ -327,7 +240,7 @@ def rank_query(
 
 
 def rank(
-    snapshot: ReadSnapshot,
+    snapshot: SnapshotReader,
     query: str,
     query_vector: np.ndarray | None,
     k: int,
@@ -337,31 +250,31 @@ def rank(
     dense_document_weight: float | None = None,
 ) -> list[tuple[int, float]]:
     """The ranking of one mode over a snapshot: ``(chunk_id, score)`` pairs, best first, without provenance.
-    ``fusion``: hybrid's setting; ``dense_document_weight``: dense mode's (:func:`dense_ranking`)."""
+    ``fusion``: hybrid's setting; ``dense_document_weight``: dense mode's (:class:`DenseDocument`).
+
+    The mode's candidates (dense: the vector index's top ``max(k, DENSE_DOCUMENT_DEPTH)``; hybrid: both
+    rankings' top ``max(k, fusion.depth)``) pass through the mode's stages (:func:`stages_for`); without a stage,
+    the index's own top k is the ranking."""
     if mode == "lexical":
         return snapshot.lexical.search(query, k, allowed)
     if query_vector is None:
         raise QueryError(f"{mode} search needs the query's vector")
+    fusion = fusion_for(fusion, snapshot.meta)
+    stages = stages_for(mode, fusion, dense_document_weight)
+    if not stages:
+        return snapshot.vectors.search(query_vector, k, allowed)
+    reads = Reads.of(snapshot)
     if mode == "dense":
-        return dense_ranking(snapshot, query_vector, k, allowed, dense_document_weight)
-    fusion = fusion_for(fusion, getattr(snapshot, "meta", {}))
-    counted = getattr(snapshot, "document_count", None) if fusion.documents else None
-    return hybrid_ranking(
-        snapshot.vectors,
-        snapshot.lexical,
-        query,
-        query_vector,
-        k,
-        allowed,
-        fusion,
-        document_rows(snapshot),
-        counted() if counted is not None else None,
-        getattr(snapshot, "document_vectors", None),
-        getattr(snapshot, "chunk_lengths", None),
-    )
+        hits = reads.vectors.search(query_vector, max(k, DENSE_DOCUMENT_DEPTH), allowed)
+        ids = np.fromiter((chunk_id for chunk_id, _ in hits), dtype=np.int64, count=len(hits))
+        values = np.fromiter((score for _, score in hits), dtype=np.float64, count=len(hits))
+        candidates = Candidates(ids, values, np.asarray(query_vector, dtype=np.float32).ravel())
+    else:
+        candidates = hybrid_candidates(reads, query, query_vector, max(k, fusion.depth), allowed)
+    return ranked(stages, StageQuery(query, k, reads), candidates, k)
 
 
-def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model: str) -> list[SearchResult]:
+def fetch_passages(snapshot: SnapshotReader, hits: list[tuple[int, float]], model: str) -> list[SearchResult]:
     """Join hits with their chunk and document rows in ``snapshot``, keeping the hits' order."""
     if not hits:
         return []
@@ -438,48 +351,86 @@ class Query:
         )
 
 
-def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:
-    """Run the whole plan for ``request`` on one snapshot (see the module docstring)."""
+class _Hits:
+    """The ranking's best hits as passages, at the depth the plan asks: a deeper ranking runs only when the one
+    held is full and shallower than asked, and each passage is read once (a deepening reads only the new ones)."""
+
+    def __init__(self, snapshot: SnapshotReader, request: Query, vector: np.ndarray | None, allowed: Any, model: str):
+        self.snapshot, self.request, self.vector, self.allowed, self.model = snapshot, request, vector, allowed, model
+        self.ranking: tuple[int, list[tuple[int, float]]] | None = None  # the deepest ranking so far, its depth
+        self.fetched: dict[int, SearchResult] = {}  # passages already read, by chunk id
+
+    def __call__(self, depth: int) -> list[SearchResult]:
+        # A collapsed search that merged hits ranks deeper (4k, then 16k, ...). An IVF search or a hybrid one (depth
+        # 200 anyway) costs the same for 4k hits as for k, so the first ranking is already 4k deep and a deepening
+        # only slices it: at 1M chunks 15 of 50 dense searches ranked twice (bench/scale.py).
+        request, ranking = self.request, self.ranking
+        if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
+            deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth
+            found = rank(self.snapshot, request.text, self.vector, deep, request.mode, self.allowed, request.fusion)
+            ranking = self.ranking = (deep, found)
+        hits = ranking[1][:depth]
+        fresh = [hit for hit in hits if hit[0] not in self.fetched]
+        self.fetched.update((hit.chunk_id, hit) for hit in fetch_passages(self.snapshot, fresh, self.model))
+        return [_scored(self.fetched[chunk_id], score) for chunk_id, score in hits if chunk_id in self.fetched]
+
+
+def search(snapshot: SnapshotReader, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:
+    """Run the whole plan for ``request`` on one snapshot (see the module docstring).
+
+    Collapsed, the plan ranks k hits and deeper (four times, then again) only while collapsing leaves fewer than k
+    results and more hits exist; copies of a result's quote ranked below the hits then join its sources too
+    (``collapse.add_unranked_copies``). Only the k results are highlighted, as a search without collapse does (the
+    highlights of other hits are computed only if a shared statement needs checking against them).
+    """
     allowed = snapshot.allowed_chunk_ids(request.filters)
     # Lexical search needs no model, collapsing included: it compares stored chunk vectors, and checks shared words
     # against highlights rather than the query's vector.
     vector = encode_query(request.text) if request.mode != "lexical" else None
-
-    ranking: tuple[int, list[tuple[int, float]]] | None = None  # the deepest ranking so far, and the depth asked
-    fetched: dict[int, SearchResult] = {}  # passages already read, by chunk id: a deepening reads only the new ones
-
-    def ranked(depth: int) -> list[SearchResult]:
-        # A collapsed search that merged hits ranks deeper (collapsed_search: 4k, then 16k, ...); the first ranking is
-        # already 4k deep, which costs an IVF or hybrid search what k does
-        # (docs/performance.md#choices-measured-in-the-code).
-        nonlocal ranking
-        if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
-            deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth
-            ranking = (deep, rank(snapshot, request.text, vector, deep, request.mode, allowed, request.fusion))
-        hits = ranking[1][:depth]
-        fetched.update(
-            (hit.chunk_id, hit) for hit in fetch_passages(snapshot, [h for h in hits if h[0] not in fetched], model)
-        )
-        return [_scored(fetched[chunk_id], score) for chunk_id, score in hits if chunk_id in fetched]
+    hits_at = _Hits(snapshot, request, vector, allowed, model)
 
     def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:
         return highlight(hits, request.text, query_vector=vector)
 
     if not request.collapse:
-        return highlighted(ranked(request.k))
+        return highlighted(hits_at(request.k))
+
+    k = request.k
+    encode = None if vector is None else lambda texts: np.stack([encode_query(text) for text in texts])
+    # Each chunk's vector is read once: a deepening reads only the new hits', the lookup only the copies'. At 1M
+    # chunks a vectors() call costs 1-1.5 ms CPU whatever its size (bench/collapse_cost.py --hash-bow).
+    # Each chunk's words and sentences are analysed once per search too (WordCache, highlight.analysis_cache): a
+    # deepening compares the first hits again, and the results are highlighted after the candidates were.
+    vectors = reading_once(snapshot.vectors.vectors)
+    words = WordCache()
+    with analysis_cache():
+        depth = k
+        while True:
+            hits = hits_at(depth)
+            groups = collapse(
+                hits,
+                vectors([hit.chunk_id for hit in hits]),
+                query_vector=vector,
+                encode=encode,
+                threshold=request.collapse_threshold,
+                highlight=highlighted,
+                words=words,
+            )
+            if len(groups) >= k or len(hits) < depth:
+                break
+            depth *= 4
+        results = groups[:k]
+        bare = [at for at, result in enumerate(results) if not result.highlights]
+        for at, lit in zip(bare, highlighted([results[at] for at in bare]), strict=True):
+            results[at] = lit
+    if not hits:
+        return results
 
     def find(texts: Sequence[str], n: int) -> list[list[int]]:
         return snapshot.lexical.sharing_rare_terms(texts, n, min_share=LOOKUP_MIN_SHARE, allowed=allowed)
 
-    return collapsed_search(
-        request.k,
-        ranked,
-        snapshot.vectors.vectors,
-        highlight=highlighted,
-        query_vector=vector,
-        encode=None if vector is None else lambda texts: np.stack([encode_query(text) for text in texts]),
-        threshold=request.collapse_threshold,
-        lookup=Lookup(
-            find, lambda ids: fetch_passages(snapshot, [(chunk_id, 0.0) for chunk_id in ids], model), snapshot.doc_ids
-        ),
-    )
+    def passages(ids: Sequence[int]) -> list[SearchResult]:
+        return fetch_passages(snapshot, [(chunk_id, 0.0) for chunk_id in ids], model)
+
+    lookup = Lookup(find, passages, snapshot.doc_ids)
+    return add_unranked_copies(results, hits, lookup, vectors, threshold=request.collapse_threshold, words=words)

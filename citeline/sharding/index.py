@@ -46,7 +46,6 @@ from citeline.store import catalog, files, ledger
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
-from citeline.store.snapshot import ReadSnapshot
 from citeline.store.verify import VerifyReport
 
 MANIFEST_FORMAT = 1
@@ -390,7 +389,7 @@ class ShardedIndex(Index):
 
     # ---------------------------------------------------------------- reading
 
-    def snapshot(self) -> ReadSnapshot:
+    def snapshot(self) -> ShardedSnapshot:
         """One committed generation of every shard, read as one snapshot (see ``citeline.sharding.search``)."""
         if self._sharded_snapshot is None or not self._sharded_snapshot.is_current():
             if self._sharded_snapshot is not None:

@@ -22,8 +22,10 @@ from typing import Any, TypeVar
 import numpy as np
 
 from citeline.errors import CitelineError, SettingsError
+from citeline.query.readers import SnapshotReader
 from citeline.sharding.search import ShardedSnapshot
 from citeline.sharding.worker import ShardMovedError, open_shard, shard_call
+from citeline.store.snapshot import ReadSnapshot
 
 T = TypeVar("T")
 #: How often a task's wait checks that a pinned shard's worker is still there (seconds).
@@ -132,7 +134,7 @@ class Placement:
 
 
 class RemoteShard:
-    """One shard held by a Dask worker, with :class:`ReadSnapshot`'s reading vocabulary (what the merge reads)."""
+    """One shard held by a Dask worker: a ``citeline.query.readers.SnapshotReader`` whose reads run on that worker."""
 
     def __init__(self, placement: Placement, number: int, shard_dir: str):
         self.placement, self.number, self.shard_dir = placement, number, shard_dir
@@ -208,6 +210,10 @@ class RemoteVectors:
         """The shard's top k (on its worker)."""
         return self.shard.call("dense", query, k, allowed)
 
+    def ids(self) -> np.ndarray:
+        """Every id held, ascending: the shard's chunk ids (its vectors and BM25 index hold the same chunks)."""
+        return self.shard.lexical.chunk_ids
+
     def vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """The stored vectors of ``ids``."""
         return self.shard.call("vectors", np.asarray(ids, dtype=np.int64))
@@ -226,16 +232,24 @@ class RemoteLexical:
         """The shard's share of the corpus-wide statistics of ``query``."""
         return self.shard.call("statistics", query)
 
-    def search(self, query: str, k: int, allowed: np.ndarray | None, statistics: Any) -> list[tuple[int, float]]:
-        """The shard's pruned top k under the corpus-wide ``statistics``."""
+    def search(
+        self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Any = None
+    ) -> list[tuple[int, float]]:
+        """The shard's pruned top k under the corpus-wide ``statistics`` (None: the shard's own)."""
         return self.shard.call("lexical", query, k, allowed, statistics)
+
+    def ranked(
+        self, query: str, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[list[tuple[int, float]], Callable[[np.ndarray], np.ndarray]]:
+        """The shard's top k and a function scoring any of its chunk ids, under the shard's own statistics."""
+        return self.search(query, k, allowed), lambda ids: self.scores_of(query, ids)
 
     def scores(self, query: str, statistics: Any) -> np.ndarray:
         """Every chunk's score (chunk_ids order)."""
         return self.shard.call("scores", query, statistics)
 
-    def scores_of(self, query: str, ids: np.ndarray, statistics: Any) -> np.ndarray:
-        """The scores of ``ids`` (hybrid candidates)."""
+    def scores_of(self, query: str, ids: np.ndarray, statistics: Any = None) -> np.ndarray:
+        """The scores of ``ids`` (hybrid candidates; ``statistics`` None: the shard's own)."""
         return self.shard.call("scores_of", query, np.asarray(ids, dtype=np.int64), statistics)
 
     def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -267,6 +281,12 @@ class DaskShardedSnapshot(ShardedSnapshot):
         if any(getattr(part, "moved", False) for part in self.parts):
             return False
         return self.read_recorded() == self.recorded
+
+
+def _readers_conform(local: ReadSnapshot, threaded: ShardedSnapshot, remote: RemoteShard) -> list[SnapshotReader]:
+    """Never called: mypy checks here that the three readers implement the read interfaces
+    (``citeline.query.readers``), so a read declared there names every reader that must write it."""
+    return [local, threaded, remote]
 
 
 class DaskShards:

@@ -4,15 +4,16 @@ collapse) runs on a sharded index unchanged and ranks exactly as on one index ov
 
 - **Dense**: every shard returns its own top k (restricted to its allowed ids); the merge keeps the k best by
   score, ties by chunk id, as one index orders them (``arrays.top_k``). Cosines compare across shards as they are.
-  Dense mode's document stage (``dense_stage.dense_ranking``) runs over the merged views: its candidates are the merged
+  Dense mode's document stage (``dense_stage.DenseDocument``) runs over the merged views: its candidates are the merged
   top, and each document's chunks, vectors and lengths are read from the one shard that holds the document.
 - **Lexical**: BM25's idf and average length are corpus-wide, so each query costs two rounds: every shard counts
   its live documents, their length and the query terms' document frequencies
   (``SegmentedIndex.statistics``), and then scores its own chunks with the sums (``scores(query, statistics)``).
   Lexical search and hybrid fusion merge each shard's top k (:meth:`MergedLexical.ranked`); hybrid reads its
   candidates' scores from the shards that hold them, never a concatenation of every shard's scores.
-- **Hybrid**: ``search.hybrid_ranking`` runs over the merged views (:class:`MergedVectors`, :class:`MergedLexical`):
-  its candidates, reference depth and rescaling see the corpus-wide rankings, never one shard's.
+- **Hybrid**: the fusion stages (``citeline.query.stages``) run over the merged views (:class:`MergedVectors`,
+  :class:`MergedLexical`): its candidates, reference depth and rescaling see the corpus-wide rankings, never one
+  shard's.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ import numpy as np
 from citeline.errors import IndexMismatchError
 from citeline.lexical.analyzer import LexicalIndex
 from citeline.lexical.segments import SegmentedIndex, Statistics
+from citeline.query.readers import LexicalReader, SnapshotReader
 from citeline.store.snapshot import ReadSnapshot
 from citeline.util.arrays import top_k
 from citeline.vectors.base import VectorReader
-from citeline.vectors.segments import SegmentedVectors
 
 T = TypeVar("T")
 
@@ -117,7 +118,7 @@ class MergedVectors:
 class MergedLexical(LexicalIndex):
     """The shards' BM25 indexes as one, scored with corpus-wide statistics (see the module docstring)."""
 
-    def __init__(self, parts: Sequence[LexicalIndex], owners: _Owners, fan_out: Callable[..., list[Any]]):
+    def __init__(self, parts: Sequence[LexicalReader], owners: _Owners, fan_out: Callable[..., list[Any]]):
         super().__init__(None, owners.ids)
         for part in parts:  # a shard read on a Dask worker (citeline.sharding.remote) is checked there
             if isinstance(part, LexicalIndex) and not isinstance(part, SegmentedIndex):
@@ -224,12 +225,13 @@ class MergedLexical(LexicalIndex):
         return found
 
 
-class ShardedSnapshot(ReadSnapshot):
-    """One committed generation of every shard, read as one snapshot (what ``citeline.query.plan`` reads)."""
+class ShardedSnapshot:
+    """One committed generation of every shard, read as one snapshot: a ``citeline.query.readers.SnapshotReader``
+    over shards that are themselves snapshot readers (what ``citeline.query.plan`` reads)."""
 
     def __init__(
-        self, root: Path, shard_dirs: Sequence[Path], open_shard: Callable[[Path], Any] = ReadSnapshot
-    ):  # no ReadSnapshot.__init__: no DuckDB of its own
+        self, root: Path, shard_dirs: Sequence[Path], open_shard: Callable[[Path], SnapshotReader] = ReadSnapshot
+    ):  # no DuckDB of its own
         """``open_shard`` opens one shard's view: a local :class:`ReadSnapshot`, or a shard read by the Dask
         worker that holds it (``citeline.sharding.remote``); the merge is the same."""
         self.index_dir = root
@@ -240,9 +242,7 @@ class ShardedSnapshot(ReadSnapshot):
         self.generations = [part.generation for part in self.parts]
         self.generation = sum(self.generations)
         owners = _Owners([part.lexical.chunk_ids for part in self.parts])
-        self.vectors = cast(
-            SegmentedVectors, MergedVectors([part.vectors for part in self.parts], owners, self._fan_out)
-        )
+        self.vectors = MergedVectors([part.vectors for part in self.parts], owners, self._fan_out)
         self.lexical = MergedLexical([part.lexical for part in self.parts], owners, self._fan_out)
         self.owners = owners
 
@@ -253,7 +253,7 @@ class ShardedSnapshot(ReadSnapshot):
         return list(self._pool.map(function, items))
 
     def _from_holders(
-        self, chunk_ids: Sequence[int], read: Callable[[ReadSnapshot, list[int]], dict[int, T]]
+        self, chunk_ids: Sequence[int], read: Callable[[SnapshotReader, list[int]], dict[int, T]]
     ) -> dict[int, T]:
         # ``read`` each shard's share of ``chunk_ids`` from that shard, the answers merged by chunk id.
         shares = [(number, ids.tolist()) for number, (_, ids) in enumerate(self.owners.split(chunk_ids)) if len(ids)]

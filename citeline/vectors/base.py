@@ -18,6 +18,7 @@ from typing import ClassVar, Protocol, TypeVar
 import numpy as np
 
 from citeline.errors import CitelineError
+from citeline.util.registry import registering
 
 __all__ = ["DEFAULT_KIND", "KINDS", "NEW_INDEX_KIND", "VectorIndex", "VectorReader", "kind_of", "vector_index"]
 
@@ -117,12 +118,7 @@ T = TypeVar("T")
 
 def vector_index(name: str) -> Callable[[T], T]:
     """Register a :class:`VectorIndex` class under ``name`` (like ``@parser`` for source formats)."""
-
-    def register(cls: T) -> T:
-        KINDS[name] = cls  # type: ignore[assignment]
-        return cls
-
-    return register
+    return registering(KINDS, name)
 
 
 def kind_of(name: str) -> type[VectorIndex]:
