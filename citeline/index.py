@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from citeline.errors import PartialRunError
 from citeline.ingest.options import DEFAULT_SOURCE, DEFAULTS, IngestOptions
 from citeline.model.embedding import (
     DEFAULT_MODEL,
@@ -202,7 +203,11 @@ class Index:
         from citeline.ingest import pipeline
 
         settings = given_settings(locals(), options)
-        run = pipeline.run(self, paths, IngestOptions.of(options, **settings))
+        try:
+            run = pipeline.run(self, paths, IngestOptions.of(options, **settings))
+        except PartialRunError as partial:  # strict: its commits stand
+            self.meta["generation"] = partial.run.generation
+            raise
         self.meta["generation"] = run.generation
         return run
 
