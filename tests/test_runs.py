@@ -136,6 +136,8 @@ def test_strict_exits_3_on_a_partial_run_and_keeps_what_it_indexed(tmp_path: Pat
     assert strict.exit_code == 3, strict.output
     assert "partial" in strict.output and "records.jsonl" in strict.output
     assert "Exit status" in CliRunner().invoke(cli, ["ingest", "--help"]).output
+    as_json = CliRunner().invoke(cli, ["ingest", str(docs), "--index", str(index), "--strict", "--json"])
+    assert as_json.exit_code == 3 and json.loads(as_json.output.splitlines()[-1])["status"] == "partial"
     assert {d["source_id"] for d in Index.open(index).documents()} >= {"good.md", "more.md"}
 
 
@@ -188,3 +190,15 @@ def test_ctrl_c_commits_what_was_embedded_and_the_ledger_says_interrupted(tmp_pa
     embedder.armed = False
     finished = index.ingest([docs])
     assert finished.status == "succeeded" and finished.added == 121 - len(kept) and finished.removed == 0
+
+
+def test_a_sharded_run_selects_counts_and_keeps_excluded_documents_too(
+    tmp_path: Path, fake_embedder: HashEmbedder
+) -> None:
+    docs = mixed_folder(tmp_path / "docs")
+    index = Index.create(tmp_path / "index", embedder=fake_embedder, shards=2)
+    first = index.ingest([docs], parallel="serial")
+    assert (first.added, first.unsupported, first.excluded) == (3, 2, 4)
+    again = index.ingest([docs], parallel="serial", exclude=["*.md"])
+    assert (again.removed, again.excluded) == (0, 6)
+    assert len(index.documents()) == 3

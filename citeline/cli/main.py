@@ -121,8 +121,7 @@ def ingest(
         )  # fmt: skip
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
-        return
-    if dry_run:
+    elif dry_run:
         click.echo(
             f"dry run, nothing written: would add {summary['added']}, update {summary['updated']}, remove "
             f"{summary['removed']}, keep {summary['unchanged']} unchanged; {summary['failed']} failed; "
@@ -130,23 +129,27 @@ def ingest(
         )
         for error in summary["errors"]:
             click.echo(f"  {error['path']}: {error['reason']}", err=True)
-        return
+    else:
+        _print_run(summary, index_path, verbose)
+    if summary["status"] == "partial" and run["strict"]:
+        sys.exit(3)
+
+
+def _print_run(summary: dict[str, Any], index_path: str, verbose: bool) -> None:
+    # The run's one line, the skipped files' counts, and each failed file on stderr.
     click.echo(
         f"run {summary['run_id']} {summary['status']}: {summary['added']} added, {summary['updated']} updated, "
         f"{summary['unchanged']} unchanged, {summary['removed']} removed, {summary['failed']} failed; "
         f"{summary['chunks_embedded']} chunks embedded, {summary['chunks_reused']} reused; "
         f"generation {summary['generation']} in {index_path}"
     )
-    skipped = summary.get("unsupported", 0) + summary.get("excluded", 0)
-    if skipped:
+    if summary.get("unsupported", 0) + summary.get("excluded", 0):
         click.echo(
             f"  {summary['unsupported']} files skipped as unsupported, {summary['excluded']} excluded"
             + ("" if verbose else " (-v lists them)")
         )
     for error in summary["errors"]:
         click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)
-    if summary["status"] == "partial" and run["strict"]:
-        sys.exit(3)
 
 
 def _run_ingest(
@@ -161,30 +164,30 @@ def _run_ingest(
     shard_workers: str | None,
     create: dict[str, Any],
 ) -> dict[str, Any]:
-    # One ingest of folders and files, in-process or through the Prefect flow; a strict run that ended partial
-    # returns its summary (the command prints it, then exits with status 3).
+    # One ingest of folders and files, in-process or through the Prefect flow (whose run then ends Failed when
+    # strict and partial); a strict run that ended partial returns its summary, which the command prints before
+    # it exits with status 3.
     from citeline.errors import PartialRunError
 
-    settings = {**run, "strict": False}  # partial or not is decided on the summary, which is printed either way
-    if prefect:
-        from citeline.orchestration.ingest import run_from_cli
+    try:
+        if prefect:
+            from citeline.orchestration.ingest import run_from_cli
 
-        parameters = {**create, **settings, "include": list(run["include"]), "exclude": list(run["exclude"])}
-        try:
+            parameters = {**create, **run, "include": list(run["include"]), "exclude": list(run["exclude"])}
             return run_from_cli(
                 progress=progress, paths=list(paths), index_path=index_path, dask_address=dask_address,
                 dask_workers=dask_workers, shards=shards, shard_workers=shard_workers, **parameters,
             )  # fmt: skip
-        except PartialRunError as partial:
-            return dict(partial.run.to_dict())
-    from citeline.dry_runs import index_for_run
-    from citeline.index import SHARDS_MANIFEST
+        from citeline.dry_runs import index_for_run
+        from citeline.index import SHARDS_MANIFEST
 
-    sharded = shards is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
-    on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
-    on_shards |= {"shard_workers": shard_workers} if shard_workers else {}
-    with index_for_run(index_path, dry_run=run["dry_run"], shards=shards, **create) as index:
-        return index.ingest(paths, progress=progress, **settings, **on_shards).to_dict()
+        sharded = shards is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
+        on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
+        on_shards |= {"shard_workers": shard_workers} if shard_workers else {}
+        with index_for_run(index_path, dry_run=run["dry_run"], shards=shards, **create) as index:
+            return index.ingest(paths, progress=progress, **run, **on_shards).to_dict()
+    except PartialRunError as partial:
+        return dict(partial.run.to_dict())
 
 
 def _log_to_console(verbose: bool, prefect: bool) -> None:

@@ -285,6 +285,7 @@ class ShardedIndex(Index):
                 reporter.stage("discover")
                 discovery = scan(paths, Selection.of(run_options))
                 reporter.info(f"discovered {len(discovery.files)} files under {', '.join(roots)}")
+                pipeline.report_skipped(reporter, discovery)
                 fresh = self._unchanged_files(discovery)
                 reporter.stage("parse", len(fresh.to_read))
                 parsed = pipeline.parse_files(fresh.to_read, max_file_bytes=max_file_bytes, advance=reporter.advance)
@@ -299,7 +300,7 @@ class ShardedIndex(Index):
                 )
                 objections = [] if run_options.allow_removals else removal_problems(plan, run_options.removal_threshold)
                 if dry_run:
-                    summary = pipeline.summarize(run_id, started_at, plan)
+                    summary = pipeline.with_skipped(pipeline.summarize(run_id, started_at, plan), discovery)
                     summary.status, summary.generation = "dry-run", self.generation()
                     summary.errors += [{"path": p.path, "reason": f"would be refused: {p.reason}"} for p in objections]
                     return summary
@@ -331,7 +332,7 @@ class ShardedIndex(Index):
                     for nothing, generation in zip(idle, fresh.generations, strict=True)
                 ]
                 reporter.advance(len(jobs))
-                summary = merge_runs(run_id, started_at, roots, plan, outcomes)
+                summary = pipeline.with_skipped(merge_runs(run_id, started_at, roots, plan, outcomes), discovery)
                 summary.generation = self._record(summary, outcomes, idle, fresh.generations)
                 reporter.info(f"shard generations {self.manifest.generations}: {summary.status}")
         finally:
