@@ -417,6 +417,7 @@ def ingest_flow(
             reporter=reporter,
             prepare_queries=False,  # its own task below, visible in the UI
         )
+        strict_failure: PartialRunError | None = None
         try:
             with _fan_out(dask_runner) as fan_out:
                 if isinstance(index, ShardedIndex):  # each shard's run a task (citeline/orchestration/shards.py)
@@ -432,9 +433,7 @@ def ingest_flow(
                 else:
                     run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
         except PartialRunError as partial:  # strict: the commits stand, the flow run fails naming the files
-            _warn_failures(partial.run)
-            report_artifacts(partial.run, key, index_dir, reporter.seconds)
-            raise
+            run, strict_failure = partial.run, partial
         finally:
             _unregister(index_dir)
         if run.status != "dry-run":
@@ -443,6 +442,9 @@ def ingest_flow(
         report_artifacts(run, key, index_dir, reporter.seconds)
         if run.status == "partial":
             _warn_failures(run)
+        if strict_failure is not None:
+            raise strict_failure
+        if run.status == "partial":
             return Completed(message=partial_message(run), data=run.to_dict())  # type: ignore[return-value]
         return run.to_dict()
 
