@@ -79,12 +79,12 @@ class IngestOptions:
     )
     allow_removals: bool = _option(
         False,
-        "Let this run remove the documents of a root that came back empty, or more than removal_threshold of a "
+        "Let this run remove the documents of a root that came back empty, or more than the removal threshold of a "
         "root's documents (otherwise such a run is refused and changes nothing).",
     )
     removal_threshold: float = _option(
         DEFAULT_REMOVAL_THRESHOLD,
-        "Share of a root's documents a run may remove without allow_removals.",
+        "Share of a root's documents a run may remove without allowing removals (--allow-removals).",
         minimum=0.0,
         maximum=1.0,
     )
