@@ -202,3 +202,10 @@ def test_a_sharded_run_selects_counts_and_keeps_excluded_documents_too(
     again = index.ingest([docs], parallel="serial", exclude=["*.md"])
     assert (again.removed, again.excluded) == (0, 6)
     assert len(index.documents()) == 3
+
+
+def test_selection_flags_apply_to_folders_not_to_stdin(tmp_path: Path, hash_model: None) -> None:
+    texts = '{"id": "1", "text": "a text"}\n'
+    for flag in (["--include", "*.md"], ["--exclude", "x/"], ["--strict"]):
+        result = CliRunner().invoke(cli, ["ingest", "-", "--index", str(tmp_path / "ix"), *flag], input=texts)
+        assert result.exit_code == 2 and "applies to folders" in result.output, result.output

@@ -109,7 +109,8 @@ def ingest(
             "vector_index": vector_index, "document_vectors": document_vectors, "wait": wait, "dry_run": dry_run,
             "progress": show_progress,
             "prefect": prefect, "dask_address": dask_address, "dask_workers": dask_workers,
-            "allow_removals": run["allow_removals"],
+            "allow_removals": run["allow_removals"], "include": run["include"], "exclude": run["exclude"],
+            "strict": run["strict"],
         }  # fmt: skip
         summary = cli_extra.ingest_stdin(paths, index_path, source, settings)
     else:
