@@ -168,6 +168,9 @@ def test_schedule_is_registered_with_its_cron_and_parameters(served: dict[str, A
         "removal_threshold": 0.5,
         "dry_run": False,
         "commit_every": 20_000,  # pipeline.COMMIT_EVERY: shown in the UI's run form
+        "include": [],
+        "exclude": [],
+        "strict": False,
     }
 
 
