@@ -194,7 +194,7 @@ class Index:
 
         The keyword arguments are the fields of :class:`citeline.ingest.options.IngestOptions` (their meaning,
         default and bounds are declared there); ``options`` is a whole ``IngestOptions`` instead (keyword
-        arguments given beside it replace its fields). New and changed documents are chunked, embedded and
+        arguments beside it that differ from their defaults replace its fields). New and changed documents are chunked, embedded and
         committed ``commit_every`` chunks at a time, vanished ones (under ``paths``) removed, failed files
         reported in the ledger (``pipeline.run``). ``include``/``exclude``: globs selecting the files
         (``citeline.sources.selection``). A root that comes back empty or would lose over ``removal_threshold`` of
