@@ -194,9 +194,9 @@ class Index:
 
         The keyword arguments are the fields of :class:`citeline.ingest.options.IngestOptions` (their meaning,
         default and bounds are declared there); ``options`` is a whole ``IngestOptions`` instead (keyword
-        arguments beside it that differ from their defaults replace its fields). New and changed documents are chunked, embedded and
-        committed ``commit_every`` chunks at a time, vanished ones (under ``paths``) removed, failed files
-        reported in the ledger (``pipeline.run``). ``include``/``exclude``: globs selecting the files
+        arguments beside it that differ from their defaults replace its fields). New and changed documents are
+        chunked, embedded and committed ``commit_every`` chunks at a time, vanished ones (under ``paths``) removed,
+        failed files reported in the ledger (``pipeline.run``). ``include``/``exclude``: globs selecting the files
         (``citeline.sources.selection``). A root that comes back empty or would lose over ``removal_threshold`` of
         its documents raises :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` writes nothing;
         ``strict`` raises :class:`citeline.errors.PartialRunError` after a partial run (its commits stand)."""
