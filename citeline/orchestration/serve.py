@@ -26,10 +26,11 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from citeline.errors import CitelineError, SettingsError
-from citeline.sources.parsers import DEFAULT_MAX_FILE_BYTES
+from citeline.ingest.options import DEFAULTS
 
 if TYPE_CHECKING:  # Prefect is imported only when a deployment is built: `citeline` starts fast without it
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
@@ -48,9 +49,7 @@ class ServerUnavailableError(CitelineError):
 
 def pipeline_threshold(removal_threshold: float | None) -> float:
     """The removal threshold a deployment's runs use (the pipeline's default when not given)."""
-    from citeline.ingest.planning import DEFAULT_REMOVAL_THRESHOLD
-
-    return DEFAULT_REMOVAL_THRESHOLD if removal_threshold is None else removal_threshold
+    return DEFAULTS.removal_threshold if removal_threshold is None else removal_threshold
 
 
 def concurrency() -> ConcurrencyLimitConfig:
@@ -93,16 +92,19 @@ def build_deployment(
     overlap_tokens: int | None = None,
     vector_index: str | None = None,
     document_vectors: bool | None = None,
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-    wait: float | None = None,
+    max_file_bytes: int = DEFAULTS.max_file_bytes,
+    wait: float | None = DEFAULTS.wait,
     dask_address: str | None = None,
     dask_workers: int | None = None,
-    allow_removals: bool = False,
+    allow_removals: bool = DEFAULTS.allow_removals,
     removal_threshold: float | None = None,
-    dry_run: bool = False,
+    dry_run: bool = DEFAULTS.dry_run,
     commit_every: int | None = None,
     shards: int | None = None,
     shard_workers: dict[int, str] | str | None = None,
+    include: Sequence[str] = DEFAULTS.include,
+    exclude: Sequence[str] = DEFAULTS.exclude,
+    strict: bool = DEFAULTS.strict,
 ) -> RunnerDeployment:
     """The deployment ``citeline-ingest/<name>``: the ingestion flow with these parameters on ``cron``.
 
@@ -135,6 +137,9 @@ def build_deployment(
         dry_run=dry_run,
         shards=shards,
         shard_workers=shard_workers,
+        include=list(include),
+        exclude=list(exclude),
+        strict=strict,
         **({} if commit_every is None else {"commit_every": commit_every}),
     )
     dask_task_runner(dask_address, dask_workers)  # validates the Dask settings

@@ -1,0 +1,59 @@
+"""CPU cost of embedding a batch's texts in windows of ``EMBED_WINDOW`` (document order, sorted by length inside
+each window: what lets a Ctrl-C commit whole documents) against one sort of the whole batch by length.
+
+    python bench/experiments/embed_window.py [RECORDS] [BACKEND]
+
+Chunks the first RECORDS SciFact abstracts (default 800) with the index's chunker and embeds them through
+``citeline.ingest.embed_step.embed_chunks`` (32 texts per encode call, as in a run) twice per variant,
+alternating; prints CPU and wall seconds of each. Run by hand; not part of CI.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import tempfile
+import time
+from itertools import islice
+from pathlib import Path
+
+from citeline.index import Index
+from citeline.ingest import embed_step
+from citeline.ingest.progress import Reporter
+from citeline.model.embedding import SentenceTransformerEmbedder
+from citeline.sources.parsers import text_hash
+from citeline.store.rows import ChunkRows
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "scifact" / "corpus.jsonl"
+
+
+def main() -> None:
+    limit = int(sys.argv[1]) if len(sys.argv) > 1 else 800
+    embedder = SentenceTransformerEmbedder(backend=sys.argv[2] if len(sys.argv) > 2 else "onnx-int8")
+    with tempfile.TemporaryDirectory() as folder:
+        index = Index.create(Path(folder) / "ix", embedder=embedder)
+        with CORPUS.open() as lines:
+            records = [json.loads(line) for line in islice(lines, limit)]
+        spans = index.chunker.split_many([(f"{r.get('title', '')}\n\n{r['text']}", False) for r in records])
+    chunks = [span.text for document in spans for span in document]
+    print(f"{len(records)} records, {len(chunks)} chunks", flush=True)
+    embedder.encode(["warm up"])
+    for window in (embed_step.EMBED_WINDOW, 10**9, embed_step.EMBED_WINDOW, 10**9):
+        embed_step.EMBED_WINDOW = window
+        rows = ChunkRows.empty(embedder.dimension)
+        rows.text.extend(chunks)
+        rows.text_hash.extend(text_hash(chunk) for chunk in chunks)
+        for name, value in (("chunk_id", None), ("doc_id", "d"), ("ordinal", 0), ("char_start", 0), ("char_end", 0)):
+            getattr(rows, name).extend(range(len(chunks)) if value is None else [value] * len(chunks))
+        rows.page.extend([None] * len(chunks))
+        before, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        embed_step.embed_chunks(rows, embedder.encode, embedder.dimension, reporter=Reporter())
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        shown = "whole batch" if window >= 10**9 else f"window {window}"
+        print(f"{shown}: {cpu:.1f} CPU-s, {time.perf_counter() - wall:.1f} s wall", flush=True)
+
+
+if __name__ == "__main__":
+    main()
