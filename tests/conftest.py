@@ -66,6 +66,18 @@ class HashEmbedder:
         return vectors
 
 
+#: The test tiers, one folder each; every test is marked with its folder's name (``-m unit``, ``-m "not system"``).
+TIERS = ("unit", "index", "system")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its tier, from the folder it lives in (tests/unit, tests/index, tests/system)."""
+    for item in items:
+        tier = item.path.resolve().parent.name
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
+
+
 @pytest.fixture
 def fake_embedder() -> HashEmbedder:
     """A fresh :class:`HashEmbedder`."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_evaluate import make_beir
+from _common import make_beir
 
 from citeline import Index
 from citeline.eval.baseline import document_texts, rrf

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _reliability import SEGMENT_STAGES, run_kill_trials
 from conftest import HashEmbedder
 
 from citeline import Index
@@ -154,13 +153,3 @@ def test_a_damaged_segment_is_found_and_rebuilt_on_open(tmp_path: Path, docs: Pa
     with pytest.warns(Warning, match="rebuilt"):
         reopened = Index.open(index.path, embedder=HashEmbedder())
     assert reopened.verify().ok and not segment.exists()
-
-
-@pytest.mark.slow
-def test_sigkill_while_publishing_segments_never_loses_or_corrupts_the_index(tmp_path: Path) -> None:
-    figures = run_kill_trials(tmp_path, 2 * len(SEGMENT_STAGES), stages=SEGMENT_STAGES)
-    assert figures["problems"] == []
-    killed_in = set(figures["killed_in"])
-    assert killed_in >= {"delta-written", "merge-written", "compaction-written"}
-    assert killed_in >= {"vector-merge-written", "vector-compaction-written"}
-    assert figures["survived"] == figures["killed"] >= len(SEGMENT_STAGES)

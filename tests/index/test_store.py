@@ -103,7 +103,7 @@ print(run.generation)
 
 
 def _writer(index_dir: Path, folder: Path, wait: float) -> subprocess.Popen[str]:
-    tests = str(Path(__file__).parent)
+    tests = str(Path(__file__).resolve().parents[1])
     return subprocess.Popen(
         [sys.executable, "-c", _WRITER, tests, str(index_dir), str(folder), str(wait)],
         stdout=subprocess.PIPE,

@@ -36,7 +36,7 @@ from citeline.orchestration.ingest import dask_task_runner, ingest_flow, transie
 from flows import ingest as flows_ingest
 from flows import serve as flows_serve
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 _DEFAULTED = re.compile(r"\$\{(\w+):-([^}]*)\}")
 
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 GARRISON = "defections-at-the-river-garrison.md"
 LETTERS = "a-mothers-letters-and-a-broken-front.md"
-SEED_FILES = len(list((Path(__file__).resolve().parent.parent / "seeds").glob("*.md")))  # one document each
+SEED_FILES = len(list((Path(__file__).resolve().parents[2] / "seeds").glob("*.md")))  # one document each
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +35,7 @@ def seeds_index(tmp_path_factory, seeds_dir_session: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def seeds_dir_session() -> Path:
-    return Path(__file__).resolve().parent.parent / "seeds"
+    return Path(__file__).resolve().parents[2] / "seeds"
 
 
 def test_flow_index_answers_with_passages_from_both_articles(seeds_index: Path, seeds_dir_session: Path) -> None:

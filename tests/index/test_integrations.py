@@ -24,7 +24,7 @@ QUERY = "soldiers defect when pay stops"
 def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
     """The seeds, plus a near-copy of one seed in another folder (so collapse has something to merge)."""
     root = tmp_path_factory.mktemp("adapters")
-    seeds = Path(__file__).resolve().parent.parent / "seeds"
+    seeds = Path(__file__).resolve().parents[2] / "seeds"
     copies = root / "copies"
     copies.mkdir()
     original = seeds / "defections-at-the-river-garrison.md"

@@ -22,7 +22,7 @@ from citeline import Index, SourceError
 from citeline.sources.discovery import Discovery, is_under, resolve_roots, scan
 from citeline.sources.parsers import SourceFile, display_path, doc_id_for, parse, parse_source
 
-WORKTREE = str(Path(__file__).resolve().parents[1])
+WORKTREE = str(Path(__file__).resolve().parents[2])
 
 
 # ---------------------------------------------------------------- permissions (as a non-root user)

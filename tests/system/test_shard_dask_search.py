@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _common import shard_queries, synthetic_abstracts
 from conftest import HashEmbedder
-from test_shards import SCIFACT, _queries
 
 from citeline import Index, ShardedIndex
 from citeline.errors import IndexNotFoundError, SettingsError
@@ -37,18 +37,9 @@ def cluster() -> Iterator[Any]:
 
 
 def _corpus(folder: Path, documents: int = 240) -> Path:
-    # The first SciFact abstracts (or generated texts) in two JSONL files, so a path filter keeps part of each shard.
+    # Synthetic abstracts (tests/_common.py) in two JSONL files, so a path filter keeps part of each shard.
     folder.mkdir(parents=True)
-    records = []
-    if (SCIFACT / "corpus.jsonl").exists():
-        with (SCIFACT / "corpus.jsonl").open() as handle:
-            for line, _ in zip(handle, range(documents), strict=False):
-                record = json.loads(line)
-                records.append({"id": record["_id"], "title": record["title"], "text": record["text"]})
-    else:
-        records = [
-            {"id": str(n), "title": f"doc {n}", "text": f"w{n % 17} w{n % 5} river {n} cells."} for n in range(240)
-        ]
+    records, _ = synthetic_abstracts(documents)
     half = len(records) // 2
     for name, part in (("first.jsonl", records[:half]), ("second.jsonl", records[half:])):
         (folder / name).write_text("".join(json.dumps(record) + "\n" for record in part))
@@ -75,7 +66,7 @@ def test_dask_search_gives_the_threads_results_in_every_mode_with_filters_and_co
     assert isinstance(remote, ShardedIndex) and remote.dask is not None
     assert type(remote.snapshot()).__name__ == "DaskShardedSnapshot"
     for mode in MODES:
-        for query in _queries(8):
+        for query in shard_queries(8):
             for options in ({"collapse": True}, {"collapse": False}, {"filters": {"path_glob": ["*first.jsonl"]}}):
                 want = _results(local, query, mode=mode, **options)
                 assert _results(remote, query, mode=mode, **options) == want
@@ -83,7 +74,7 @@ def test_dask_search_gives_the_threads_results_in_every_mode_with_filters_and_co
     # The document-level signals read term counts and chunk rows on the workers: the same fused scores.
     from citeline.query.plan import DOCUMENT_FUSION
 
-    for query in _queries(8):
+    for query in shard_queries(8):
         want_ranked = local.rank(query, 10, mode="hybrid", fusion=DOCUMENT_FUSION)
         got_ranked = remote.rank(query, 10, mode="hybrid", fusion=DOCUMENT_FUSION)
         assert [c for c, _ in got_ranked] == [c for c, _ in want_ranked]
@@ -91,7 +82,7 @@ def test_dask_search_gives_the_threads_results_in_every_mode_with_filters_and_co
     # A client that does not see the shards' folders (each on its worker's disk) reads the meta from a worker too.
     blind = ShardedIndex(root, Manifest.read(root), [], HashEmbedder(), DaskShards(cluster.scheduler_address, 4))
     assert blind.meta["model"] == local.meta["model"]
-    assert _results(blind, _queries(1)[0], mode="hybrid") == _results(local, _queries(1)[0], mode="hybrid")
+    assert _results(blind, shard_queries(1)[0], mode="hybrid") == _results(local, shard_queries(1)[0], mode="hybrid")
     # The workers hold the shards' snapshots between queries: one per shard, on the worker it prefers.
     held = remote.dask.client.run(lambda dask_worker: sorted(getattr(dask_worker, "_citeline_shards", {})))
     assert sorted(name for names in held.values() for name in names) == [str(d.absolute()) for d in remote.shard_dirs]
@@ -124,7 +115,7 @@ def test_a_new_run_is_seen_and_pinned_shards_run_on_their_worker(cluster: Any, r
     by_name = {n: names[address] if n % 2 else address for n, address in pins.items()}  # addresses or names
     remote = Index.open(root, embedder=HashEmbedder(), dask_address=cluster.scheduler_address, shard_workers=by_name)
     local = Index.open(root, embedder=HashEmbedder())
-    query = _queries(1)[0]
+    query = shard_queries(1)[0]
     assert _results(remote, query, mode="hybrid") == _results(local, query, mode="hybrid")
     held = remote.dask.client.run(lambda dask_worker: sorted(getattr(dask_worker, "_citeline_shards", {})))
     for number, directory in enumerate(remote.shard_dirs):

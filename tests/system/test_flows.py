@@ -30,7 +30,7 @@ from citeline.store import catalog, locks
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SEED_FILES = len(list((REPO / "seeds").iterdir()))  # one document each
 
 
@@ -530,7 +530,7 @@ def _with_embedder(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> None:
 def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
     prefect_api: str, tmp_path: Path, seeds_dir: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_shards import _same_ranking
+    from _common import same_ranking
 
     from citeline import ShardedIndex
     from citeline.orchestration.ingest import ingest_flow
@@ -566,7 +566,7 @@ def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
     assert sorted(index.snapshot().vectors.ids().tolist()) == sorted(whole.snapshot().vectors.ids().tolist())
     query = "harbour mill river 7"
     for mode in ("dense", "lexical", "hybrid"):
-        _same_ranking(index.rank(query, 5, mode=mode), whole.rank(query, 5, mode=mode))
+        same_ranking(index.rank(query, 5, mode=mode), whole.rank(query, 5, mode=mode))
 
 
 def test_shard_workers_pin_a_sharded_flow_run_to_its_workers(

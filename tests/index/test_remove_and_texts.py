@@ -290,15 +290,3 @@ def test_ingest_stdin_usage_errors(tmp_path: Path, hash_model: None) -> None:
 
 
 # ---------------------------------------------------------------- crash safety
-
-
-@pytest.mark.slow
-def test_sigkill_during_a_removal_leaves_it_undone_or_done(tmp_path: Path, reliability_figures) -> None:
-    from _removal_trials import STAGES, run_removal_kill_trials
-
-    figures = run_removal_kill_trials(tmp_path, len(STAGES))  # 12 trials: 337 s wall, 57 s CPU on 2 busy cores
-    reliability_figures["removal kill trials"] = figures
-    assert figures["problems"] == [], json.dumps(figures["problems"], indent=1)
-    assert figures["killed"] >= len(STAGES) and figures["survived"] == figures["killed"]
-    assert set(figures["killed_in"]) >= {"select", "vectors-written", "bm25-tmp", "committed"}
-    assert set(figures["states"]) == {"before", "after"}  # killed before and after the commit point

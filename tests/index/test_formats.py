@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _common import minimal_pdf
 
 from citeline import Index, SourceError
 from citeline.sources.discovery import discover
@@ -14,32 +15,6 @@ from citeline.sources.parsers import SourceFile, parse
 
 def source(path: Path) -> SourceFile:
     return SourceFile(str(path.parent), str(path), path.name)
-
-
-def minimal_pdf(pages: list[str]) -> bytes:
-    """A valid PDF with one text line per page (Helvetica), cross-reference table included."""
-    objects = {
-        1: "<< /Type /Catalog /Pages 2 0 R >>",
-        2: f"<< /Type /Pages /Kids [{' '.join(f'{4 + 2 * i} 0 R' for i in range(len(pages)))}] /Count {len(pages)} >>",
-        3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    }
-    for i, text in enumerate(pages):
-        stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET"
-        objects[4 + 2 * i] = (
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
-            f"/Contents {5 + 2 * i} 0 R >>"
-        )
-        objects[5 + 2 * i] = f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream"
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number in sorted(objects):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n{objects[number]}\nendobj\n".encode()
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return bytes(out)
 
 
 def test_markdown_and_text_keep_the_file_text_verbatim(tmp_path: Path) -> None:

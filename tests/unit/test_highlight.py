@@ -10,7 +10,7 @@ import numpy as np
 from citeline import SearchResult
 from citeline.query.highlight import _BOUNDARY, _LAST_WORD, Highlight, _last_word, highlight, pick, sentences
 
-LABELS = Path(__file__).resolve().parent.parent / "bench" / "data" / "scifact_highlights.jsonl"
+LABELS = Path(__file__).resolve().parents[2] / "bench" / "data" / "scifact_highlights.jsonl"
 
 
 def _hit(text: str, char_start: int = 0, doc_id: str = "d") -> SearchResult:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
+from _common import make_beir
 from click.testing import CliRunner
 
 from citeline.cli.main import cli
@@ -39,6 +39,7 @@ def synthetic_run(seed: int) -> tuple[dict[str, dict[str, int]], dict[str, list[
     return qrels, rankings
 
 
+@pytest.mark.slow  # 30 s: ranx compiles its metrics with numba on first use; our metrics are checked below
 def test_metrics_agree_with_ranx_exactly() -> None:
     from ranx import Qrels, Run, evaluate
 
@@ -64,33 +65,6 @@ def test_metric_edge_cases() -> None:
     assert ndcg(["c", "x"], relevance) == 0.0
     assert recall(["x", "b"], relevance) == 0.5  # c is judged but not relevant
     assert documents_by_best_chunk([(1, 0.9), (2, 0.8), (3, 0.7), (4, 0.6)], {1: "A", 2: "B", 3: "A"}) == ["A", "B"]
-
-
-def make_beir(root: Path) -> Path:
-    """A tiny BEIR dataset whose queries each name words of one document."""
-    docs = {
-        "10": ("Volcanoes", "Magma rises through the crust and erupts as lava from volcanic vents."),
-        "11": ("Honeybees", "Worker bees forage for nectar and pollen and dance to share directions."),
-        "12": ("Glaciers", "Compacted snow becomes glacial ice that flows slowly downhill under its weight."),
-        "13": ("Tides", "The gravitational pull of the moon raises ocean tides twice a day."),
-        "14": ("Photosynthesis", "Chloroplasts capture sunlight to turn carbon dioxide and water into sugar."),
-    }
-    root.mkdir(parents=True)
-    with (root / "corpus.jsonl").open("w") as handle:
-        for doc_id, (title, text) in docs.items():
-            handle.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
-    queries = {
-        "q1": "how does magma erupt as lava",
-        "q2": "why do bees dance for nectar",
-        "q3": "what makes ocean tides",
-        "q4": "an unjudged query about glaciers",
-    }
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
-    (root / "qrels").mkdir()
-    (root / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\nq1\t10\t1\nq2\t11\t2\nq2\t14\t0\nq3\t13\t1\nq4\t12\t0\n"
-    )
-    return root
 
 
 def test_load_beir_reads_queries_with_relevant_documents(tmp_path) -> None:

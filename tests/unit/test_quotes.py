@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-from collapse_eval import collapsed_pair, evaluate, load, mangled
+from _quote_set import collapsed_pair, evaluate, load, mangled
 
 from citeline.query.collapse import shared_statement, word_spans, words_of
 
-DATA = Path(__file__).resolve().parent / "data" / "quotes"
+DATA = Path(__file__).resolve().parents[1] / "data" / "quotes"
 
 
 def test_the_evaluation_set_is_large_enough_and_its_quotes_are_exact_substrings() -> None:

@@ -19,7 +19,7 @@ from citeline.lexical.analyzer import LexicalIndex, analyze
 from citeline.query.plan import Fusion
 from citeline.store import generation
 
-SEEDS = Path(__file__).resolve().parent.parent / "seeds"
+SEEDS = Path(__file__).resolve().parents[2] / "seeds"
 
 
 @pytest.fixture

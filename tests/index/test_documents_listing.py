@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from _common import minimal_pdf
 from conftest import HashEmbedder
-from test_formats import minimal_pdf
 
 from citeline import Index, IndexNotFoundError, QueryError
 from citeline.store.documents import DOCUMENT_FIELDS

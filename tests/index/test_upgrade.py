@@ -16,7 +16,7 @@ from citeline.cli.main import cli
 from citeline.query.plan import CHUNK_FUSION
 from citeline.store import catalog, generation
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_an_index_built_by_0_1_0_opens_and_searches_the_same(legacy: Path) -> None:

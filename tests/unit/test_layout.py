@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FILES = [*(ROOT / "citeline").rglob("*.py"), *(ROOT / "flows").rglob("*.py")]
 
 #: Lowest first. A module's layer is its package's (``citeline.query.plan`` → ``citeline.query``), or its own for a

@@ -1,6 +1,6 @@
 """Sharded indexes on a Dask LocalCluster of worker processes (issue 13's acceptance tests):
 
-- a 4-shard index of the whole SciFact corpus, ingested on 2 workers, returns the same top-10 (ids and order,
+- a 4-shard index of 1,600 synthetic abstracts, ingested on 2 workers, returns the same top-10 (ids and order,
   flat vectors) as an unsharded one for every test query in each mode;
 - a worker SIGKILLed while it runs a shard: the run names the shard, every shard is at a committed generation,
   and the same run again gives the index an uninterrupted run gives (documents, chunk ids, vectors, rankings).
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import threading
 import time
@@ -23,65 +22,19 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _common import same_ranking, synthetic_abstracts
 from conftest import HashEmbedder
-from test_shards import _same_ranking
 
 from citeline import Index, ShardedIndex
-from citeline.eval.beir import load_beir
 from citeline.sharding.index import Manifest, ShardsFailedError
 
 distributed = pytest.importorskip("distributed")
 pytestmark = pytest.mark.slow
 
-SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "scifact"
 MODES = ("dense", "lexical", "hybrid")
-#: Where SciFact is not on the machine (a CI checkout without ../shared), the tests run on a synthetic corpus of
-#: this many abstracts (and 100 queries), so that the Dask equality and kill tests run everywhere.
+#: The corpus: this many synthetic abstracts with SciFact's shape (tests/_common.py) and 100 queries, the same on
+#: every machine (it no longer switches to SciFact where ../shared holds it).
 SYNTHETIC_DOCUMENTS = 1_600
-
-
-def _synthetic(count: int, seed: int = 13, sentences: int = 14) -> tuple[list[dict[str, str]], list[str]]:
-    """Abstracts of made-up words with a Zipf-like law (a few very common words, a long rare tail) and queries
-    drawn from them: enough shared and rare terms that BM25 statistics and ties matter as in SciFact."""
-    rng = np.random.default_rng(seed)
-    # The common words are English (the seeds' ~600 words: a made-up word costs the tokenizer several pieces, and
-    # commits are planned from character counts), the rare tail made up.
-    seeds = Path(__file__).resolve().parent.parent / "seeds"
-    text = " ".join(path.read_text() for path in sorted(seeds.glob("*.md")))
-    english = sorted({word.lower() for word in re.findall(r"[A-Za-z]{3,}", text)})
-    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "bra", "cor", "del", "fen", "gri", "hul"]
-    rare = sorted({"".join(rng.choice(syllables, size=int(rng.integers(2, 4)))) for _ in range(3_000)} - set(english))
-    words = [english[i] for i in rng.permutation(len(english))] + [rare[i] for i in rng.permutation(len(rare))]
-    cumulative = np.cumsum(1.0 / np.arange(1, len(words) + 1) ** 1.1)
-    cumulative /= cumulative[-1]
-
-    def sentence(length: int) -> str:
-        drawn = np.minimum(np.searchsorted(cumulative, rng.random(length)), len(words) - 1)
-        return " ".join(words[i] for i in drawn).capitalize() + "."
-
-    records = [
-        {
-            "id": f"s{n}",
-            "title": sentence(int(rng.integers(4, 10)))[:-1],
-            "text": " ".join(sentence(int(rng.integers(8, 30))) for _ in range(int(rng.integers(2, sentences)))),
-        }
-        for n in range(count)
-    ]
-    queries = []
-    for n in rng.choice(count, size=100, replace=False):
-        text = records[int(n)]["text"].rstrip(".").replace(".", "").split()
-        queries.append(" ".join(rng.choice(text, size=min(7, len(text)), replace=False)))
-    return records, queries
-
-
-def _records(count: int | None) -> tuple[list[dict[str, str]], list[str]]:
-    """SciFact's first ``count`` abstracts (all: None) and its test queries; or the synthetic stand-in."""
-    if not (SCIFACT / "corpus.jsonl").exists():
-        return _synthetic(count or SYNTHETIC_DOCUMENTS)
-    with (SCIFACT / "corpus.jsonl").open() as source:
-        lines = [json.loads(line) for line, _ in zip(source, range(count or 10**9), strict=False)]
-    records = [{"id": r["_id"], "title": r["title"], "text": r["text"]} for r in lines]
-    return records, list(load_beir(SCIFACT, "test").queries.values())
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +50,8 @@ def cluster() -> Iterator[Any]:
         yield local
 
 
-def test_a_4_shard_scifact_index_on_dask_ranks_every_test_query_like_one_index(cluster: Any, tmp_path: Path) -> None:
-    records, queries = _records(None)
+def test_a_4_shard_index_on_dask_ranks_every_test_query_like_one_index(cluster: Any, tmp_path: Path) -> None:
+    records, queries = synthetic_abstracts(SYNTHETIC_DOCUMENTS)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(record) + "\n" for record in records))
     started, cpu = time.perf_counter(), time.process_time()
@@ -114,12 +67,12 @@ def test_a_4_shard_scifact_index_on_dask_ranks_every_test_query_like_one_index(c
     ] and min(part.status().documents for part in sharded.shards) > len(records) // 5
     assert sharded.status().chunks == plain.status().chunks
     assert sharded.verify().ok
-    assert len(queries) in (300, 100)  # SciFact's test queries, or the synthetic ones
+    assert len(queries) == 100
     for mode in MODES:
         for query in queries:
             want = plain.search(query, k=10, mode=mode)
             got = sharded.search(query, k=10, mode=mode)
-            _same_ranking([(r.chunk_id, r.score) for r in got], [(r.chunk_id, r.score) for r in want])
+            same_ranking([(r.chunk_id, r.score) for r in got], [(r.chunk_id, r.score) for r in want])
             assert len(got) == len(want) == 10
     print(
         f"{len(records)} abstracts, plain + 4 shards on 2 Dask workers: built in {built:.1f} s; {len(queries)} queries "
@@ -145,7 +98,7 @@ class SlowEmbedder(HashEmbedder):
 def _corpus(tmp_path: Path, documents: int) -> tuple[Path, list[str]]:
     folder = tmp_path / "corpus"
     folder.mkdir()
-    records, queries = _records(documents)
+    records, queries = synthetic_abstracts(documents)
     # Files of 8 records: a file's documents are committed together (planning.work_batches), so a shard needs
     # several files to commit part of its work before its worker is killed.
     for start in range(0, len(records), 8):
@@ -162,9 +115,9 @@ def _contents(index: Index) -> dict[str, Any]:
 
 
 def test_a_worker_killed_mid_shard_then_a_rerun_gives_the_uninterrupted_index(cluster: Any, tmp_path: Path) -> None:
-    # 120 SciFact abstracts, or 200 synthetic ones (shorter: about as many chunks), so that each shard commits
+    # 200 synthetic abstracts (as many chunks as 120 SciFact ones), so that each shard commits
     # several times before its worker is killed.
-    corpus, queries = _corpus(tmp_path, 120 if (SCIFACT / "corpus.jsonl").exists() else 200)
+    corpus, queries = _corpus(tmp_path, 200)
     settings = {"vector_index": "flat", "max_tokens": 64, "overlap_tokens": 8}
     whole = Index.create(tmp_path / "whole", embedder=HashEmbedder(), shards=4, **settings)
     whole.ingest([corpus], parallel="serial", commit_every=20)
@@ -228,4 +181,4 @@ def test_a_worker_killed_mid_shard_then_a_rerun_gives_the_uninterrupted_index(cl
     np.testing.assert_array_equal(got["vectors"], want["vectors"])
     for mode in MODES:
         for query in queries[:20]:
-            _same_ranking(reopened.rank(query, 10, mode=mode), whole.rank(query, 10, mode=mode))
+            same_ranking(reopened.rank(query, 10, mode=mode), whole.rank(query, 10, mode=mode))

@@ -13,29 +13,13 @@ import warnings
 from pathlib import Path
 
 import pytest
-from _reliability import check_index, create_index, run_concurrent_readers, run_kill_trials, write_docs
+from _reliability import check_index, create_index, run_concurrent_readers, write_docs
 from click.testing import CliRunner
 from conftest import HashEmbedder
 
 from citeline import Index, IndexCorruptError, IndexRepairedWarning
 from citeline.cli.main import cli
 from citeline.store import catalog, generation, locks
-
-#: At least 20 kills, spread over every step (the harness cycles through its ten stages, three kills each).
-KILL_TRIALS = 30
-
-
-@pytest.mark.slow
-def test_sigkill_at_random_points_never_loses_or_corrupts_the_index(tmp_path: Path, reliability_figures) -> None:
-    figures = run_kill_trials(tmp_path, KILL_TRIALS)
-    reliability_figures["kill trials"] = figures
-    assert figures["problems"] == [], json.dumps(figures["problems"], indent=1)
-    assert figures["killed"] >= 20
-    # Every stage of the pipeline and of the commit protocol was hit at least once.
-    assert set(figures["killed_in"]) >= {
-        *("parse", "embed", "commit", "between-commits", "vectors-written", "bm25-tmp", "committed")
-    }
-    assert figures["survived"] == figures["killed"]
 
 
 def test_readers_see_exactly_one_generation_while_a_writer_commits(tmp_path: Path, reliability_figures) -> None:

@@ -7,9 +7,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from _common import minimal_pdf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_formats import minimal_pdf
 
 from citeline.errors import SourceError
 from citeline.model.chunking import Chunker
