@@ -32,7 +32,7 @@ def build(beir: Path, out: Path, shards: int) -> tuple[Index, Index]:
     """The plain index and the sharded root over ``beir``'s ``corpus.jsonl`` (ingested as it is), built in ``out``
     unless already there."""
     sys.path.insert(0, str(REPO / "tests"))
-    from conftest import HashEmbedder  # type: ignore[import-not-found]
+    from conftest import HashEmbedder
 
     from citeline import Index
     from citeline.sharding.index import ShardedIndex

@@ -1,7 +1,7 @@
 """Choose every ranking setting on a BEIR dataset's TRAIN split; report train and test separately.
 
     python bench/tune_quality.py --beir ../shared/benchmarks/scifact --index /tmp/quality/title \\
-        [--compare /tmp/quality/base] > bench/results/scifact-quality-title.txt
+        [--compare /tmp/quality/base] > bench/results/scifact-quality-train.txt
 
 The index must hold the dataset's corpus (``citeline eval --beir DIR --index DIR`` builds it). Settings that need
 no re-embedding are varied in-process over that one index: query vectors (the index's own query encoder), every

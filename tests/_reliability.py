@@ -243,7 +243,7 @@ def _install_slow_steps(pause: float) -> None:
 class SlowHashEmbedder(HashEmbedder):
     """The fake embedder, taking about a millisecond per text like a (very fast) real model."""
 
-    def encode(self, texts: Any, *, batch_size: int = 64) -> Any:
+    def encode(self, texts: Any, *, batch_size: int | None = 64) -> Any:
         time.sleep(0.001 * len(texts))
         return super().encode(texts, batch_size=batch_size)
 

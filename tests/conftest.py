@@ -53,7 +53,7 @@ class HashEmbedder:
         self.calls = 0
         self.texts_encoded = 0
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = 64) -> np.ndarray:
         self.calls += 1
         self.texts_encoded += len(texts)
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)

@@ -115,7 +115,7 @@ class _FailsOn(HashEmbedder):
         super().__init__()
         self.word, self.failed = word, False
 
-    def encode(self, texts, *, batch_size: int = 64):  # type: ignore[no-untyped-def]
+    def encode(self, texts, *, batch_size: int | None = 64):  # type: ignore[no-untyped-def]
         if not self.failed and any(self.word in text for text in texts):
             self.failed = True
             raise RuntimeError("interrupted")

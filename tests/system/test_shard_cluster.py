@@ -88,7 +88,7 @@ class SlowEmbedder(HashEmbedder):
         super().__init__()
         self.notes = notes
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = 64) -> np.ndarray:
         with open(os.path.join(self.notes, str(os.getpid())), "a") as handle:
             handle.write(f"{len(texts)}\n")
         time.sleep(0.4)

@@ -1,8 +1,8 @@
 """What hybrid search's feedback stage costs: p50/p90 of a whole search (collapse on, k=10) with the stage on (the
 default) and off, interleaved in one process on one index.
 
-    python bench/feedback_cost.py --index /tmp/q18-scifact-int8 --scifact ../shared/benchmarks/scifact
-    python bench/feedback_cost.py --index /tmp/scale1m/1M/index --hash-bow --queries 50   # bench/scale.py's 1M index
+    python bench/experiments/feedback_cost.py --index /tmp/q18-scifact-int8 --scifact ../shared/benchmarks/scifact
+    python bench/experiments/feedback_cost.py --index /tmp/scale1m/1M/index --hash-bow --queries 50  # scale.py's
 
 Queries: SciFact's test claims (the first ``--queries``). Each search runs ``--repeat`` times in a row and the least
 time counts (the neighbours' load only ever adds). Times are CPU (``time.process_time``) and wall, in ms; the
@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: the kept modules this builds on
 from _synthetic import open_index  # type: ignore[import-not-found]
 from collapse_cost import test_queries  # type: ignore[import-not-found]
 

@@ -1,6 +1,6 @@
 """Issue 18: a title the chunker leaves alone as chunk 0, embedded with the start of its document instead of alone.
 
-    python bench/title_context.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact \\
+    python bench/experiments/title_context.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact \\
         > bench/results/scifact-title-context.txt
 
 The chunker keeps a title apart when title and abstract exceed the model's window (3,641 of 5,183 SciFact

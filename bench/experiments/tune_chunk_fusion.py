@@ -1,6 +1,6 @@
 """Issue 18: smaller chunks for the model with BM25 evidence at the document level, on SciFact train and test.
 
-    python bench/tune_chunk_fusion.py --beir ../shared/benchmarks/scifact \\
+    python bench/experiments/tune_chunk_fusion.py --beir ../shared/benchmarks/scifact \\
         --index /tmp/q18-scifact-int8 /tmp/q18x/int8-192-o32 /tmp/q18x/int8-128 \\
         > bench/results/scifact-quality-chunk-fusion.txt
 

@@ -1,7 +1,7 @@
 """Why dense mode can score below whole-document encoding of the same model: nDCG@10 by the length of the
 relevant documents (issue 18).
 
-    python bench/dense_vs_whole.py --beir ../shared/benchmarks/scifact --index /tmp/scifact \\
+    python bench/experiments/dense_vs_whole.py --beir ../shared/benchmarks/scifact --index /tmp/scifact \\
         > bench/results/scifact-dense-vs-whole.txt
 
 Scores every query against every chunk vector stored in the index (exact, from ``meta.duckdb``) and against the

@@ -1,6 +1,6 @@
 """Issue 18, ideas not yet tried, scored on SciFact train (choose) and test (report) from cached scores.
 
-    python bench/tune_q18.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact \\
+    python bench/experiments/tune_q18.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact \\
         > bench/results/scifact-quality-q18.txt          # and --index /tmp/q18-scifact-int8 (onnx-int8)
 
 Reads every chunk vector, ordinal and text from the index's ``meta.duckdb``, embeds the queries with the index's

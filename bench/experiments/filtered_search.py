@@ -1,6 +1,6 @@
 """Filtered exact search: FAISS's IDSelectorBatch against numpy over the allowed rows, by filter size.
 
-    python bench/filtered_search.py [--n 100000] [--dim 384]
+    python bench/experiments/filtered_search.py [--n 100000] [--dim 384]
 
 Builds a flat index of ``--n`` random unit vectors (as ``store.build_faiss`` does), then times
 ``search.dense_search`` with allowed sets of several sizes, forcing each of its two paths in turn (best of 5, in

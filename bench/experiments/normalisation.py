@@ -1,6 +1,6 @@
 """Issue 18, query normalisation (Unicode NFKC, PDF ligatures, word forms), on SciFact train (choose) and test.
 
-    python bench/normalisation.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact-int8 \\
+    python bench/experiments/normalisation.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact-int8 \\
         --cache /tmp/lig-int8.npy > bench/results/scifact-normalisation.txt   # and the torch index
 
 What is indexed and searched is text as a parser left it. PDF text extraction leaves typographic ligatures as

@@ -1,6 +1,6 @@
 """Issue 18: pseudo-relevance feedback on the dense side (Rocchio on the query vector), on SciFact train and test.
 
-    python bench/tune_prf.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact \\
+    python bench/experiments/tune_prf.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact \\
         > bench/results/scifact-quality-prf.txt
 
 Replays the library's hybrid fusion as ``bench/tune_q18.py`` does (same Corpus and Split, same candidates and

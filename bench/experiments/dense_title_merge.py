@@ -1,7 +1,7 @@
 """A title left alone as chunk 0, merged into the chunk after it (issue 18): that chunk re-embedded with the title
 before it, the title chunk kept or dropped; dense nDCG@10 by the relevant documents' chunk count, train and test.
 
-    python bench/dense_title_merge.py --beir ../shared/benchmarks/scifact --index /tmp/scifact \\
+    python bench/experiments/dense_title_merge.py --beir ../shared/benchmarks/scifact --index /tmp/scifact \\
         >> bench/results/scifact-dense-vs-whole.txt
 
 An approximation of a chunker that never leaves a title alone (the merged text is cut at the model's window rather

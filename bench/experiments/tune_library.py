@@ -1,8 +1,8 @@
 """Score hybrid fusion settings through the library itself (``citeline.eval.beir.evaluate_index``), and time them.
 
-    python bench/tune_library.py --beir ../shared/benchmarks/scifact --index /tmp/qual2/base --split train \\
-        0.4,0.1,0.1 0.4,0.0,0.0 ...      # chunk dense weight, document dense weight, document BM25 weight
-    python bench/tune_library.py --beir ../shared/benchmarks/scifact --index /tmp/qual2/base --p50 100
+    python bench/experiments/tune_library.py --beir ../shared/benchmarks/scifact --index /tmp/qual2/base \\
+        --split train 0.4,0.1,0.1 0.4,0.0,0.0 ...  # chunk dense weight, document dense weight, document BM25 weight
+    python bench/experiments/tune_library.py --beir ../shared/benchmarks/scifact --index /tmp/qual2/base --p50 100
 
 bench/tune_doclevel.py chooses among signals from cached scores; this scores weights end to end (the library's
 candidates, rescaling, document grouping and ``doc_signals.DEPTH``): choose on ``--split train``, then report

@@ -1,6 +1,6 @@
 """Issue 18: a vector for each sentence beside each chunk's, on SciFact train (choose) and test (report).
 
-    python bench/sentence_vectors.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact \\
+    python bench/experiments/sentence_vectors.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact \\
         --cache /tmp/sentences-torch.npy > bench/results/scifact-sentence-vectors.txt    # and the onnx-int8 index
 
 A chunk's vector averages up to 254 tokens; a claim often matches one sentence of it. This splits every chunk's

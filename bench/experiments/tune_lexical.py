@@ -1,6 +1,6 @@
 """Lexical-side experiments on a BEIR dataset's TRAIN split (test printed beside, never used to choose).
 
-    python bench/tune_lexical.py --beir ../shared/benchmarks/scifact --index /tmp/qual/base \\
+    python bench/experiments/tune_lexical.py --beir ../shared/benchmarks/scifact --index /tmp/qual/base \\
         > bench/results/scifact-quality-lexical.txt
 
 Over the index's own chunks (``bench/tune_quality.py``'s ``Data``: chunk cosines from the stored vectors, so no
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: the kept modules this builds on
 from tune_quality import Data, Scorer, Setting, catalog_connection, line
 
 from citeline.lexical.analyzer import ENGLISH_STOPWORDS, LexicalIndex, _stemmer, analyze

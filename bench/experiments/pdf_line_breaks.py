@@ -1,6 +1,6 @@
 """Issue 18: words that PDF typesetting breaks across lines ("signif-\\nicant"), on SciFact train and test.
 
-    python bench/pdf_line_breaks.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact-int8 \\
+    python bench/experiments/pdf_line_breaks.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact-int8 \\
         > bench/results/scifact-pdf-line-breaks.txt          # and --index /tmp/q18-scifact (torch)
 
 pypdf keeps a word broken at a line end as its two parts with a hyphen and a newline between them. This sets each

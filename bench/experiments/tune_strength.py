@@ -1,6 +1,6 @@
 """Issue 18: fusion weights from how strongly each list matches the query, on SciFact train (choose) and test.
 
-    python bench/tune_strength.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact \\
+    python bench/experiments/tune_strength.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact \\
         > bench/results/scifact-quality-strength.txt          # and --index /tmp/q18-scifact-int8
 
 Both lists are min-max scaled per query before the fusion, so each list's best chunk scores 1 whether it matches

@@ -1,6 +1,6 @@
 """What ``document_vectors`` costs at ingest and at search, before/after in one run:
 
-    python bench/tune_document_vectors_cost.py --beir ../shared/benchmarks/scifact --documents 300 \\
+    python bench/experiments/tune_document_vectors_cost.py --beir ../shared/benchmarks/scifact --documents 300 \\
         --backend onnx-int8 --work /tmp/qual3/cost
 
 Ingest: the first N records of the corpus into two new indexes with the same (already loaded) model, one

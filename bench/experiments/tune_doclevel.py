@@ -1,6 +1,6 @@
 """Document-level signals beside the chunk ones, chosen on a BEIR dataset's TRAIN split (test printed beside).
 
-    python bench/tune_doclevel.py --beir ../shared/benchmarks/scifact --index /tmp/qual2/base \\
+    python bench/experiments/tune_doclevel.py --beir ../shared/benchmarks/scifact --index /tmp/qual2/base \\
         > bench/results/scifact-quality-doclevel.txt
 
 A hybrid candidate (the union of the dense and the lexical top ``CANDIDATES`` chunks, as ``citeline eval`` asks
@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: the kept modules this builds on
 from tune_quality import Data, top
 
 from citeline.eval.baseline import document_texts, document_vectors

@@ -1,6 +1,6 @@
 """How the document signals are put on the chunk scores' scale, chosen on SciFact TRAIN (test printed beside).
 
-    python bench/tune_whole_scale.py --beir ../shared/benchmarks/scifact --index /tmp/qual2/base \\
+    python bench/experiments/tune_whole_scale.py --beir ../shared/benchmarks/scifact --index /tmp/qual2/base \\
         >> bench/results/scifact-quality-whole.txt
 
 The library's signals must not depend on the candidate set (a filter must not change a chunk's fused score), so
@@ -27,6 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from tune_doclevel import CANDIDATES, REFERENCE, Signals, _maxscale, _minmax, line
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: the kept modules this builds on
 from tune_quality import Data, top
 
 from citeline.eval.baseline import document_texts, document_vectors

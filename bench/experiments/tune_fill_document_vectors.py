@@ -3,7 +3,7 @@ baseline row cached for its BEIR corpus (the same model, the same ``title + " " 
 signal can be tuned without a second embedding pass:
 
     cp -r /tmp/qual2/base /tmp/qual3/whole
-    python bench/tune_fill_document_vectors.py --beir ../shared/benchmarks/scifact --index /tmp/qual3/whole
+    python bench/experiments/tune_fill_document_vectors.py --beir ../shared/benchmarks/scifact --index /tmp/qual3/whole
 
 What a new index with ``document_vectors`` stores at ingest (``citeline.ingest.embed_step``) is the same vector: the
 texts are equal up to the first 4,000 characters and the model reads only the first 256 tokens of either.

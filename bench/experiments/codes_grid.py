@@ -1,7 +1,7 @@
 """Recall@10 and CPU of an ivf base's fast-scan code search over a grid of lists scanned and candidates re-ranked,
 on a ``bench/scale.py`` index (hash-bow vectors), against an exact scan of every stored vector.
 
-    python bench/codes_grid.py --index /tmp/scale1m/1M/index --queries 100
+    python bench/experiments/codes_grid.py --index /tmp/scale1m/1M/index --queries 100
 
 Chose ``ivf_codes.NPROBE_FACTOR`` and ``RERANK`` (their comment quotes the grid). Run by hand; not part of CI.
 """
@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: the kept modules this builds on
 import scale
 from _synthetic import HashBowEmbedder
 

@@ -1,7 +1,7 @@
 """How close do *different* passages come? The evidence behind ``collapse.DEFAULT_COLLAPSE_THRESHOLD``.
 
     citeline ingest ../shared/benchmarks/scifact/corpus.jsonl --index /tmp/scifact --backend onnx-int8
-    python bench/collapse_threshold.py /tmp/scifact [--queries 200]
+    python bench/experiments/collapse_threshold.py /tmp/scifact [--queries 200]
 
 For the first ``--queries`` SciFact queries it takes the top 30 chunks (no collapse) and measures the cosine of
 every pair of chunks from different documents (SciFact abstracts are distinct papers, so every pair above the

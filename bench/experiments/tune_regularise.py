@@ -1,6 +1,6 @@
 """Issue 18: score regularisation over the first documents (the cluster hypothesis), on SciFact train and test.
 
-    python bench/tune_regularise.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact-int8 \\
+    python bench/experiments/tune_regularise.py --beir ../shared/benchmarks/scifact --index /tmp/q18-scifact-int8 \\
         > bench/results/scifact-quality-regularise.txt          # and --index /tmp/q18-scifact (torch)
 
 Documents close to each other tend to be relevant to the same query. After the shipped hybrid ranking (the

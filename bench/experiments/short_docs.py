@@ -1,6 +1,6 @@
 """Issue 18's held-out case, approximated on SciFact: a collection of short abstracts (one or two chunks each).
 
-    python bench/short_docs.py --beir ../shared/benchmarks/scifact --chunked /tmp/q18-scifact \\
+    python bench/experiments/short_docs.py --beir ../shared/benchmarks/scifact --chunked /tmp/q18-scifact \\
         --out /tmp/short-beir --index /tmp/short-torch [--backend onnx-int8] > bench/results/scifact-short-docs.txt
 
 One of the maintainers' held-out collections is short technical abstracts of under two chunks each, where dense

@@ -1,6 +1,7 @@
 """Chunk vectors of an index re-made with contextual chunk headers, without re-ingesting (for bench/tune_quality.py).
 
-    python bench/header_vectors.py --index /tmp/quality/base --out /tmp/quality/header-vectors.npy [--backend onnx]
+    python bench/experiments/header_vectors.py --index /tmp/quality/base \
+        --out /tmp/quality/header-vectors.npy [--backend onnx]
 
 Reads every chunk of an index built with ``embed_text = "chunk"`` and its document's title, and encodes
 ``citeline.model.chunking.embed_text(title, chunk)`` only where that differs from the chunk text (on SciFact the first
