@@ -76,7 +76,9 @@ class Data:
         print(f"encoded {len(self.queries)} queries in {time.perf_counter() - start:.1f} s", flush=True)
         self.cosines = {qid: self.vectors @ vector for qid, vector in self.query_vectors.items()}
         self.own_cosines = self.cosines
-        if vectors_file is not None:  # chunk vectors made otherwise (bench/header_vectors.py), in chunk-id order
+        if (
+            vectors_file is not None
+        ):  # chunk vectors made otherwise (bench/experiments/header_vectors.py), in chunk-id order
             vectors = np.load(vectors_file, allow_pickle=False)
             assert vectors.shape == self.vectors.shape, (vectors.shape, self.vectors.shape)
             self.cosines = {qid: vectors @ vector for qid, vector in self.query_vectors.items()}

@@ -220,10 +220,12 @@ def _install_slow_steps(pause: float) -> None:
         return parse(*args, **kwargs)
 
     pipeline.parse_source = slow_parse  # type: ignore[assignment]
-    announce(pipeline, "parse_files", "parse")
+    # parse and embed pause a little after their marker: a parse of one file or an embed of a few chunks takes a
+    # millisecond or two, shorter than the parent's reaction, so a kill aimed at them landed in the next step.
+    announce(pipeline, "parse_files", "parse", before=pause / 2)
     announce(pipeline, "plan", "plan")
     announce(pipeline, "chunk_documents", "chunk", after=pause)
-    announce(pipeline, "embed", "embed")
+    announce(pipeline, "embed", "embed", before=pause / 2)
     announce(pipeline, "commit_batch", "commit")
     commit_batch = pipeline.commit_batch
 

@@ -21,7 +21,7 @@ KILL_TRIALS = len(KILL_STAGES)
 
 @pytest.mark.slow
 def test_sigkill_at_random_points_never_loses_or_corrupts_the_index(tmp_path: Path, reliability_figures) -> None:
-    figures = run_kill_trials(tmp_path, KILL_TRIALS, stages=KILL_STAGES, spread=0.25)
+    figures = run_kill_trials(tmp_path, KILL_TRIALS, stages=KILL_STAGES, spread=0.2)
     reliability_figures["kill trials"] = figures
     assert figures["problems"] == [], json.dumps(figures["problems"], indent=1)
     assert figures["killed"] >= KILL_TRIALS
