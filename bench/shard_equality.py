@@ -7,7 +7,7 @@ Ingests the collection's ``corpus.jsonl`` into a plain index and a ``--shards`` 
 threads) with the tests' 64-dimension hashing embedder (``tests/conftest.py``): its cosines take few distinct values, so
 ties, the hard case for equality, are everywhere (at the 200th dense place among them). Then searches every query
 of each split in each mode on both, k = 10, and counts the pairs whose scores differ by more than 1e-6 at any
-place (the ids of exactly tied chunks may come in either order). ``tests/test_shard_cluster.py`` checks the test
+place (the ids of exactly tied chunks may come in either order). ``tests/system/test_shard_cluster.py`` checks the test
 split in CI; this adds the train split and names each differing query. An existing ``--out`` is reused. Run by
 hand: about a minute on 2 cores for SciFact.
 """

@@ -1,4 +1,5 @@
-"""Crash and concurrency harness shared by tests/test_reliability.py and bench/reliability.py.
+"""Crash and concurrency harness shared by tests/system/test_crash_trials.py, tests/index/test_reliability.py and
+bench/reliability.py.
 
 Run as a script it is one of two subprocesses:
 

@@ -97,7 +97,7 @@ def test_vanished_documents_are_removed_only_under_their_root(tmp_path, fake_emb
     assert index.status().documents == 5
     assert_consistent(index)
     # An emptied root removes everything under it, and nothing else, once the user allows it (see
-    # tests/test_safety.py for the refusal without allow_removals).
+    # tests/index/test_safety.py for the refusal without allow_removals).
     shutil.rmtree(root_a)
     root_a.mkdir()
     assert index.ingest([root_a], allow_removals=True).removed == 2

@@ -198,7 +198,7 @@ def test_hybrid_without_document_signals_is_the_chunk_fusion(tmp_path, fake_embe
     plain = index.rank("harbours flood moon", 20, mode="hybrid", fusion=Fusion(weight=0.4))
     fused = index.rank("harbours flood moon", 20, mode="hybrid", fusion=DOCUMENT_BM25_FUSION)
     assert {c for c, _ in plain} == {c for c, _ in fused}
-    # The default is the same chunk fusion with the feedback stage after it (tests/test_feedback.py).
+    # The default is the same chunk fusion with the feedback stage after it (tests/index/test_feedback.py).
     assert index.rank("harbours flood moon", 20, mode="hybrid", fusion=replace(DEFAULT_FUSION, feedback=0)) == plain
     assert CHUNK_FUSION.documents == () and DEFAULT_FUSION.documents == ()
     assert DOCUMENT_BM25_FUSION.describe()["documents"] == {"lexical": 0.3}

@@ -1,8 +1,9 @@
-"""Crash safety and concurrent readers: the index survives SIGKILL anywhere, readers never see a half-commit, and a
-FAISS file that disagrees with DuckDB is detected and rebuilt from the stored vectors.
+"""Concurrent readers never see a half-commit, and a FAISS file that disagrees with DuckDB is detected and rebuilt
+from the stored vectors. The kill trials are tests/system/test_crash_trials.py's.
 
-The kill and reader trials live in ``_reliability.py`` (shared with ``bench/reliability.py``, which runs more
-trials); their figures are printed at the end of the test session (see ``conftest.pytest_terminal_summary``).
+The reader trials live in ``_reliability.py`` (shared with ``bench/reliability.py``, which runs more trials, and
+the kill trials at full count); their figures are printed at the end of the test session (see
+``conftest.pytest_terminal_summary``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Docker cannot run here, so these check what can be checked without it: the files parse, name the services,
 variables, volumes and health checks the flow needs, and every command line in them is accepted by the parser
-that will run it. ``tests/test_flows.py`` deploys prefect.yaml and runs the served schedule on a real server.
+that will run it. ``tests/system/test_flows.py`` deploys prefect.yaml and runs the served schedule on a real server.
 """
 
 from __future__ import annotations
