@@ -3,7 +3,7 @@
     python bench/experiments/header_scores.py --beir ../shared/benchmarks/scifact --index /tmp/quality/base \
         --vectors /tmp/quality/header-vectors.npy >> bench/results/scifact-quality-headers.txt
 
-Was /tmp/quality/minimal.py (then bench/results/scifact-quality-headers.py, with a developer's absolute paths):
+Was /tmp/quality/minimal.py (then a script beside the results file, with a developer's absolute paths):
 bench/tune_quality.py's ``Data`` and ``Scorer`` over a torch SciFact index, with the shipped ranking settings.
 """
 
