@@ -3,6 +3,7 @@
     python bench/collapse_cost.py [--index /tmp/scifact-int8] [--scifact ../shared/benchmarks/scifact] [-k 10]
                                   [--queries 300] [--profile hybrid] [--repeat 3]
     python bench/collapse_cost.py --index /tmp/1M-index --hash-bow --claims --queries 50   # bench/scale.py's index
+    python bench/collapse_cost.py --feedback [--index ...] [--repeat 3]   # hybrid's feedback stage on and off
 
 ``--hash-bow`` opens the index with bench/scale.py's model-free embedder and ``--claims`` takes the first SciFact
 claims (bench/scale.py's latency queries) instead of the judged test queries.
@@ -18,6 +19,10 @@ and wall time, in ms. "added" is the per-query difference on - off.
 By stage: the collapsed searches' time inside ranking, passages, highlights, :func:`citeline.query.collapse.collapse`
 and :func:`citeline.query.collapse.add_unranked_copies` (and its lexical lookups), against the same stages with collapse
 off. ``--profile MODE`` prints cProfile's top functions of that mode's collapsed searches.
+
+``--feedback`` times hybrid's feedback stage instead (was bench/feedback_cost.py): whole searches (collapse on, k=10)
+with ``DEFAULT_FUSION`` and with its feedback stage off, interleaved, p50/p90 CPU and wall ms, the per-query
+difference, and how many top 10s are the same (``bench/results/feedback-cost.txt``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +174,37 @@ def report(mode: str, figures: dict[str, Any]) -> None:
         print(f"    {name:<22} {stage_on.get(name, 0.0):6.2f} / {stage_off.get(name, 0.0):6.2f}")
 
 
+def feedback(index: Index, queries: list[str], vectors: dict[str, np.ndarray], repeat: int) -> None:
+    """Hybrid searches with the feedback stage on (``DEFAULT_FUSION``) and off, interleaved; print the figures."""
+    snapshot = index.snapshot()
+    settings = {"on": plan.DEFAULT_FUSION, "off": replace(plan.DEFAULT_FUSION, feedback=0.0)}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in settings}
+    same = 0
+    for i, text in enumerate(queries):
+        order = list(settings.items()) if i % 2 == 0 else list(reversed(settings.items()))
+        tops = {}
+        for name, fusion in order:
+            request = replace(plan.Query.of(text, 10), fusion=fusion)
+            best = (float("inf"), float("inf"))
+            for _ in range(repeat):
+                wall, cpu = time.perf_counter(), time.process_time()
+                hits = plan.search(snapshot, request, vectors.__getitem__, index.meta["model"])
+                best = min(best, ((time.process_time() - cpu) * 1000, (time.perf_counter() - wall) * 1000))
+            times[name].append(best)
+            tops[name] = [h.chunk_id for h in hits]
+        same += tops["on"] == tops["off"]
+    print(f"# {len(queries)} claims, k=10, collapse on, best of {repeat}")
+    for name, rows in times.items():
+        cpu_ms = sorted(c for c, _ in rows)
+        wall_ms = sorted(w for _, w in rows)
+        print(
+            f"feedback {name:3s}  CPU p50 {statistics.median(cpu_ms):6.2f} p90 {cpu_ms[int(0.9 * len(cpu_ms))]:6.2f}   "
+            f"wall p50 {statistics.median(wall_ms):6.2f} p90 {wall_ms[int(0.9 * len(wall_ms))]:6.2f}  ms"
+        )
+    added = [on[0] - off[0] for on, off in zip(times["on"], times["off"], strict=True)]
+    print(f"added CPU-ms a search: median {statistics.median(added):.2f}; same top 10 for {same} of {len(queries)}")
+
+
 def main() -> None:
     """Time every mode, print the figures; profile one mode if asked."""
     global ARGS
@@ -183,6 +220,7 @@ def main() -> None:
     )
     parser.add_argument("--hash-bow", action="store_true", help="bench/scale.py's embedder (for its indexes)")
     parser.add_argument("--claims", action="store_true", help="the first SciFact claims, as bench/scale.py")
+    parser.add_argument("--feedback", action="store_true", help="time hybrid's feedback stage on and off instead")
     ARGS = parser.parse_args()
     from _synthetic import open_index  # bench/ is on sys.path when this file runs as a script
 
@@ -195,6 +233,9 @@ def main() -> None:
     status = index.status()
     print(f"index {ARGS.index}: {status.chunks} chunks, backend {index.meta.get('backend')}; {len(queries)} queries")
     print(f"query encoding (not in the figures below): {encode_cpu:.2f} ms CPU, {encode_wall:.2f} ms wall per query")
+    if ARGS.feedback:
+        feedback(index, queries, vectors, ARGS.repeat)
+        return
     for mode in ARGS.modes.split(","):
         report(mode, run(index, queries, vectors, mode, ARGS.k))
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -53,9 +53,9 @@ def load_records(corpus: Path, limit: int | None) -> list[dict[str, str]]:
 
 def indexed_chunks(index_dir: Path) -> tuple[list[str], list[str], np.ndarray]:
     """Chunk texts, the BEIR ``_id`` of each chunk's record, and the stored vectors, in chunk order."""
-    from citeline import store
+    from citeline.store import catalog
 
-    connection = duckdb.connect(str(store.db_path(index_dir)), read_only=True)
+    connection = duckdb.connect(str(catalog.db_path(index_dir)), read_only=True)
     try:
         rows = connection.execute(
             "SELECT c.text, json_extract_string(d.metadata, '$.record_id'), c.vector "

@@ -22,6 +22,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -53,7 +54,7 @@ class FastEmbedder(HashEmbedder):
         super().__init__()
         self.dimension = dimension
 
-    def encode(self, texts, *, batch_size: int = 64):  # type: ignore[no-untyped-def]
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = 64) -> np.ndarray:
         rows = [np.random.default_rng(int(text_hash(t)[:15], 16)).standard_normal(self.dimension) for t in texts]
         vectors = np.array(rows, dtype=np.float32).reshape(-1, self.dimension)
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(1e-9)

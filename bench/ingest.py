@@ -21,7 +21,8 @@ from pathlib import Path
 
 import duckdb
 
-from citeline import Index, store
+from citeline import Index
+from citeline.store import catalog
 
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "benchmarks" / "scifact"
@@ -29,7 +30,7 @@ SCIFACT = REPO.parent / "shared" / "benchmarks" / "scifact"
 
 def chunk_set(index: Index) -> set[tuple[str, int, int, int, str]]:
     """Every chunk as (doc, ordinal, start, end, text)."""
-    connection = duckdb.connect(str(store.db_path(index.path)), read_only=True)
+    connection = duckdb.connect(str(catalog.db_path(index.path)), read_only=True)
     try:
         return set(connection.execute("SELECT doc_id, ordinal, char_start, char_end, text FROM chunks").fetchall())
     finally:

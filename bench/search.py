@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_QUERIES = REPO.parent / "shared" / "benchmarks" / "scifact" / "queries.jsonl"
@@ -83,7 +84,7 @@ def main() -> None:
     if args.cold_only:
         modes = []
     for mode in modes:
-        kwargs = {} if mode is None else {"mode": mode}
+        kwargs: dict[str, Any] = {} if mode is None else {"mode": mode}
         index.search(queries[0], k=args.k, **kwargs)
         timings, cpu = [], []
         for query in queries:

@@ -7,7 +7,7 @@ Ingests the collection's ``corpus.jsonl`` into a plain index and a ``--shards`` 
 threads) with the tests' 64-dimension hashing embedder (``tests/conftest.py``): its cosines take few distinct values, so
 ties, the hard case for equality, are everywhere (at the 200th dense place among them). Then searches every query
 of each split in each mode on both, k = 10, and counts the pairs whose scores differ by more than 1e-6 at any
-place (the ids of exactly tied chunks may come in either order). ``tests/test_shard_cluster.py`` checks the test
+place (the ids of exactly tied chunks may come in either order). ``tests/system/test_shard_cluster.py`` checks the test
 split in CI; this adds the train split and names each differing query. An existing ``--out`` is reused. Run by
 hand: about a minute on 2 cores for SciFact.
 """
@@ -32,7 +32,7 @@ def build(beir: Path, out: Path, shards: int) -> tuple[Index, Index]:
     """The plain index and the sharded root over ``beir``'s ``corpus.jsonl`` (ingested as it is), built in ``out``
     unless already there."""
     sys.path.insert(0, str(REPO / "tests"))
-    from conftest import HashEmbedder  # type: ignore[import-not-found]
+    from conftest import HashEmbedder
 
     from citeline import Index
     from citeline.sharding.index import ShardedIndex

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "benchmarks" / "scifact"
@@ -57,14 +58,16 @@ def latency(root: Path, build: Path | None, shards: int, count: int) -> dict[str
 
     from citeline import Index
     from citeline.lexical.analyzer import LexicalIndex
+    from citeline.sharding.index import ShardedIndex
     from citeline.sharding.search import MergedLexical
 
     per_shard = MergedLexical.ranked
     figures: dict[str, object] = {"root": str(root), "shards": shards}
     if build is not None:
         cpu, wall = cpu_seconds(), time.perf_counter()
-        index = Index.create(root, embedder=HashBowEmbedder(), max_tokens=254, overlap_tokens=32, shards=shards)
-        index.ingest([build], parallel="serial")
+        built = Index.create(root, embedder=HashBowEmbedder(), max_tokens=254, overlap_tokens=32, shards=shards)
+        assert isinstance(built, ShardedIndex)
+        built.ingest([build], parallel="serial")
         figures["build"] = {"wall_s": round(time.perf_counter() - wall, 1), "cpu_s": round(cpu_seconds() - cpu, 1)}
     index = Index.open(root, embedder=HashBowEmbedder())
     figures["chunks"] = index.status().chunks
@@ -107,16 +110,18 @@ def rerun_child(root: Path, docs: Path, checkout: str) -> None:
 
     from citeline import Index
     from citeline.ingest import pipeline
+    from citeline.sharding.index import ShardedIndex
 
-    read = []
+    read: list[str] = []
     real = pipeline.parse_source
 
     def counted(source, **options):  # type: ignore[no-untyped-def]
         read.append(source.source_id)
         return real(source, **options)
 
-    pipeline.parse_source = counted  # type: ignore[assignment]
+    pipeline.parse_source = counted
     index = Index.open(root / "index", embedder=HashBowEmbedder())
+    assert isinstance(index, ShardedIndex)
     cpu, wall = time.process_time(), time.perf_counter()
     run = index.ingest([docs], parallel="serial", prepare_queries=False)
     figures = {"checkout": checkout, "cpu_s": round(time.process_time() - cpu, 2)}
@@ -137,6 +142,7 @@ def rerun(root: Path, before: str, shards: int = 4, per_file: int = 100) -> None
         from _synthetic import HashBowEmbedder
 
         from citeline import Index
+        from citeline.sharding.index import ShardedIndex
 
         docs.mkdir(parents=True)
         with (SCIFACT / "corpus.jsonl").open() as source:
@@ -147,6 +153,7 @@ def rerun(root: Path, before: str, shards: int = 4, per_file: int = 100) -> None
         for path in docs.iterdir():
             os.utime(path, (old, old))
         index = Index.create(root / "index", embedder=HashBowEmbedder(), shards=shards)
+        assert isinstance(index, ShardedIndex)
         index.ingest([docs], parallel="serial", prepare_queries=False)
     for checkout in (before, str(REPO), before, str(REPO)):
         command = [sys.executable, __file__, "--rerun", str(root), "--rerun-child", checkout]
@@ -193,7 +200,7 @@ def main() -> None:
         for shards in [None, *args.shards]:
             name = "plain" if shards is None else f"{shards} shards"
             index = Index.create(tmp / name.replace(" ", "-"), shards=shards)
-            settings = {}
+            settings: dict[str, Any] = {}
             if shards is not None:
                 settings = {"dask_address": cluster.scheduler_address} if cluster else {"parallel": args.parallel}
             cpu, wall = cpu_seconds(), time.perf_counter()

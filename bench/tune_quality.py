@@ -1,7 +1,7 @@
 """Choose every ranking setting on a BEIR dataset's TRAIN split; report train and test separately.
 
     python bench/tune_quality.py --beir ../shared/benchmarks/scifact --index /tmp/quality/title \\
-        [--compare /tmp/quality/base] > bench/results/scifact-quality-title.txt
+        [--compare /tmp/quality/base] > bench/results/scifact-quality-train.txt
 
 The index must hold the dataset's corpus (``citeline eval --beir DIR --index DIR`` builds it). Settings that need
 no re-embedding are varied in-process over that one index: query vectors (the index's own query encoder), every
@@ -76,7 +76,9 @@ class Data:
         print(f"encoded {len(self.queries)} queries in {time.perf_counter() - start:.1f} s", flush=True)
         self.cosines = {qid: self.vectors @ vector for qid, vector in self.query_vectors.items()}
         self.own_cosines = self.cosines
-        if vectors_file is not None:  # chunk vectors made otherwise (bench/header_vectors.py), in chunk-id order
+        if (
+            vectors_file is not None
+        ):  # chunk vectors made otherwise (bench/experiments/header_vectors.py), in chunk-id order
             vectors = np.load(vectors_file, allow_pickle=False)
             assert vectors.shape == self.vectors.shape, (vectors.shape, self.vectors.shape)
             self.cosines = {qid: vectors @ vector for qid, vector in self.query_vectors.items()}

@@ -1,6 +1,6 @@
 """Fault trials for issue 14's classes: inject a fault a scheduled run meets (an empty mount, an unreadable
 subfolder, a deleted lock file, duplicate rows, a full disk, damaged files), run ingestion into it and after it,
-and count the documents lost (must be 0). ``bench/reliability.py`` prints the table; ``tests/test_safety.py``
+and count the documents lost (must be 0). ``bench/reliability.py`` prints the table; ``tests/index/test_safety.py``
 runs one round of each.
 
 A round: build an index of ``DOCS`` documents, inject the fault, run what a user or a schedule would run (it

@@ -1,4 +1,5 @@
-"""Crash and concurrency harness shared by tests/test_reliability.py and bench/reliability.py.
+"""Crash and concurrency harness shared by tests/system/test_crash_trials.py, tests/index/test_reliability.py and
+bench/reliability.py.
 
 Run as a script it is one of two subprocesses:
 
@@ -220,10 +221,12 @@ def _install_slow_steps(pause: float) -> None:
         return parse(*args, **kwargs)
 
     pipeline.parse_source = slow_parse  # type: ignore[assignment]
-    announce(pipeline, "parse_files", "parse")
+    # parse and embed pause a little after their marker: a parse of one file or an embed of a few chunks takes a
+    # millisecond or two, shorter than the parent's reaction, so a kill aimed at them landed in the next step.
+    announce(pipeline, "parse_files", "parse", before=pause / 2)
     announce(pipeline, "plan", "plan")
     announce(pipeline, "chunk_documents", "chunk", after=pause)
-    announce(pipeline, "embed", "embed")
+    announce(pipeline, "embed", "embed", before=pause / 2)
     announce(pipeline, "commit_batch", "commit")
     commit_batch = pipeline.commit_batch
 
@@ -243,7 +246,7 @@ def _install_slow_steps(pause: float) -> None:
 class SlowHashEmbedder(HashEmbedder):
     """The fake embedder, taking about a millisecond per text like a (very fast) real model."""
 
-    def encode(self, texts: Any, *, batch_size: int = 64) -> Any:
+    def encode(self, texts: Any, *, batch_size: int | None = 64) -> Any:
         time.sleep(0.001 * len(texts))
         return super().encode(texts, batch_size=batch_size)
 
@@ -374,11 +377,14 @@ def run_kill_trials(
     seed: int = 7,
     stages: tuple[str, ...] = STAGES,
     commit_every: int | None = None,
+    spread: float = 1.5,
 ) -> dict[str, Any]:
     """SIGKILL an ingesting subprocess at ``trials`` random points (cycling through ``stages``), then check and
     re-run the index each time. The writer commits ``commit_every`` chunks at a time [default: :data:`COMMIT_EVERY`
     when ``stages`` include ``between-commits``, else one commit a pass, which the segment stages' sequence of a
-    delta, a compaction and a merge is designed for]."""
+    delta, a compaction and a merge is designed for]. Each kill lands a random delay of up to ``spread`` pauses
+    after its stage's marker: the default reaches into the next step too; a small spread kills inside the stage
+    aimed at, so that a few trials (CI's) hit every stage they aim at."""
     if commit_every is None:
         commit_every = COMMIT_EVERY if "between-commits" in stages else 1_000_000
     rng = random.Random(seed)
@@ -406,7 +412,7 @@ def run_kill_trials(
         create_index(index_dir)
         target = stages[trial % len(stages)]
         occurrence = 0 if target in SEGMENT_STAGES else rng.randrange(max(1, occurrences[target]))
-        delay = rng.uniform(0, pause * 1.5)
+        delay = rng.uniform(0, pause * spread)
         process = subprocess.Popen(
             [*_python(), "ingest", str(index_dir), str(docs), str(passes), str(pause), str(commit_every)],
             stdout=subprocess.PIPE,

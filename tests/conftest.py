@@ -53,7 +53,7 @@ class HashEmbedder:
         self.calls = 0
         self.texts_encoded = 0
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = 64) -> np.ndarray:
         self.calls += 1
         self.texts_encoded += len(texts)
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -64,6 +64,18 @@ class HashEmbedder:
             norm = float(np.linalg.norm(vectors[row]))
             vectors[row] = vectors[row] / norm if norm else 1.0 / np.sqrt(self.dimension)
         return vectors
+
+
+#: The test tiers, one folder each; every test is marked with its folder's name (``-m unit``, ``-m "not system"``).
+TIERS = ("unit", "index", "system")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its tier, from the folder it lives in (tests/unit, tests/index, tests/system)."""
+    for item in items:
+        tier = item.path.resolve().parent.name
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture

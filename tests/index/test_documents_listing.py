@@ -1,0 +1,81 @@
+"""Index.documents and Index.document: listing documents with the search filters, and one document with its
+chunk spans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _common import minimal_pdf
+from conftest import HashEmbedder
+
+from citeline import Index, IndexNotFoundError, QueryError
+from citeline.store.documents import DOCUMENT_FIELDS
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> tuple[Index, Path]:
+    """One root with Markdown, a two-page PDF and JSONL records with metadata; ingested once."""
+    root = tmp_path_factory.mktemp("documents") / "library"
+    root.mkdir()
+    (root / "river.md").write_text("# The river\n\nSoldiers crossed the river at night.\n", encoding="utf-8")
+    (root / "report.pdf").write_bytes(minimal_pdf(["Page one about pay.", "Page two about letters."]))
+    records = [
+        {"_id": "r1", "title": "Record one", "text": "Letters from home.", "author": "Mara", "year": 2020},
+        {"_id": "r2", "title": "Record two", "text": "Pay stopped in June.", "author": "Ilan", "year": 2021},
+    ]
+    (root / "records.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    index = Index.create(root.parent / "ix", embedder=HashEmbedder())
+    index.ingest([root])
+    return index, root
+
+
+def test_documents_lists_everything_with_provenance(library: tuple[Index, Path]) -> None:
+    index, root = library
+    rows = index.documents()
+    assert [r["source_id"] for r in rows] == ["records.jsonl#r1", "records.jsonl#r2", "report.pdf", "river.md"]
+    for row in rows:
+        assert tuple(row) == DOCUMENT_FIELDS
+        assert row["source_root"] == str(root.resolve())
+        assert row["chunks"] >= 1
+        assert row["ingested_at"].endswith("+00:00")
+        assert len(row["ingested_at"]) == len("2026-01-31T08:00:00.000+00:00")
+    by_id = {r["source_id"]: r for r in rows}
+    assert by_id["report.pdf"]["pages"] == 2 and by_id["report.pdf"]["format"] == "pdf"
+    assert by_id["river.md"]["pages"] is None and by_id["river.md"]["title"] == "The river"
+    assert by_id["records.jsonl#r1"]["metadata"].items() >= {"author": "Mara", "year": 2020}.items()
+    assert by_id["river.md"]["source_path"] == str(root.resolve() / "river.md")
+    assert len({r["run_id"] for r in rows}) == 1
+
+
+def test_documents_filters_and_limit(library: tuple[Index, Path]) -> None:
+    index, root = library
+    assert [r["source_id"] for r in index.documents({"meta": {"author": "Ilan"}})] == ["records.jsonl#r2"]
+    assert [r["source_id"] for r in index.documents({"path_glob": "*.md"})] == ["river.md"]
+    assert len(index.documents({"source": str(root)})) == 4
+    assert index.documents({"ingested_before": "2000-01-01"}) == []
+    assert len(index.documents(limit=3)) == 3
+    with pytest.raises(QueryError, match="limit must be a whole number of at least 1, got 0"):
+        index.documents(limit=0)
+    with pytest.raises(QueryError, match="unknown filter key 'author'"):
+        index.documents({"author": "Mara"})
+
+
+def test_document_has_text_and_chunk_spans(library: tuple[Index, Path]) -> None:
+    index, _ = library
+    listed = {r["source_id"]: r for r in index.documents()}["report.pdf"]
+    doc = index.document(listed["doc_id"])
+    assert {k: doc[k] for k in DOCUMENT_FIELDS} == listed
+    assert doc["text"] == index.document_text(listed["doc_id"])
+    assert len(doc["spans"]) == listed["chunks"]
+    assert [s["ordinal"] for s in doc["spans"]] == list(range(len(doc["spans"])))
+    for span in doc["spans"]:
+        assert 0 <= span["char_start"] < span["char_end"] <= len(doc["text"])
+        assert span["page"] in (1, 2)
+
+
+def test_unknown_document_is_one_clear_error(library: tuple[Index, Path]) -> None:
+    index, _ = library
+    with pytest.raises(IndexNotFoundError, match=r"^no document 'nope' in .*ix; list the documents with"):
+        index.document("nope")

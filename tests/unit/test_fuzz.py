@@ -1,0 +1,184 @@
+"""Fuzzing the parsers and the chunker: random and mutated input may be refused, but only with a SourceError."""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from _common import minimal_pdf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from citeline.errors import SourceError
+from citeline.model.chunking import Chunker
+from citeline.sources.parsers import Document, SourceFile, parse, supported_suffixes
+
+
+def minimal_docx() -> bytes:
+    """A small Word document by python-docx: properties, a heading, a paragraph and a table."""
+    import docx
+
+    document = docx.Document()
+    document.core_properties.author = "Mara"
+    document.add_heading("Heading", level=1)
+    document.add_paragraph("A paragraph about rivers.")
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "cell", "other"
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+SAMPLES = {
+    ".txt": b"A title\n\nSome text about rivers and bridges.\n",
+    ".md": b"---\nauthor: Mara\nyear: 2021\ntags: [a, b]\n---\n# Heading\n\nA paragraph.\n\n- a list item\n",
+    ".html": b"<html><head><title>T</title></head><body><article><p>Main text here.</p></article></body></html>",
+    ".jsonl": b'{"_id": "1", "title": "One", "text": "first record"}\n{"id": 2, "text": "second"}\n',
+    ".pdf": minimal_pdf(["First page about wages", "Second page"]),
+    ".docx": minimal_docx(),
+    ".rst": b"=====\nTitle\n=====\n\n:author: Mara\n:year: 2021\n\nA *paragraph*.\n\n- item\n\n::\n\n    code\n",
+    ".csv": b'id,title,text,year\n1,One,"first, record",2021\n2,,second,2020\n',
+    ".tsv": b"name\tcity\tyear\nMara\tTallinn\t2021\n",
+}
+#: CITELINE_FUZZ_EXAMPLES=2000 for a longer hunt than CI affords.
+EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "40"))
+#: In CI the examples are derived from the test's name, so a landing is never decided by the luck of a draw; the
+#: random hunt runs by hand (it found the LimitReachedError PDF below).
+DERANDOMIZE = bool(os.environ.get("CI"))
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=DERANDOMIZE
+)
+
+
+ALIASES = {".markdown": ".md", ".htm": ".html"}
+
+
+def sample(suffix: str) -> bytes:
+    """A valid file of this suffix."""
+    return SAMPLES[ALIASES.get(suffix, suffix)]
+
+
+@pytest.mark.parametrize("suffix", supported_suffixes())
+def test_every_registered_kind_has_a_valid_sample_to_mutate(suffix: str) -> None:
+    # A format registered without a sample here would be fuzzed from nothing valid: add one to SAMPLES.
+    documents = parse_bytes(suffix, sample(suffix))
+    assert documents, f"the {suffix} sample does not parse"
+    check_documents(documents)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, seed: bytes) -> bytes:
+    """``seed`` with random bytes overwritten, inserted and deleted, or truncated: almost-valid files."""
+    data = bytearray(seed)
+    for _ in range(draw(st.integers(1, 8))):
+        position = draw(st.integers(0, max(len(data) - 1, 0)))
+        action = draw(st.sampled_from(("flip", "insert", "delete", "truncate")))
+        if action == "flip" and data:
+            data[position] = draw(st.integers(0, 255))
+        elif action == "insert":
+            data[position:position] = draw(st.binary(max_size=16))
+        elif action == "delete":
+            del data[position : position + draw(st.integers(1, 32))]
+        else:
+            del data[position:]
+    return bytes(data)
+
+
+def parse_bytes(suffix: str, data: bytes) -> list[Document]:
+    """Write ``data`` to a file with ``suffix`` and parse it the way ingestion does."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / f"fuzz{suffix}"
+        path.write_bytes(data)
+        try:
+            return parse(SourceFile(directory, str(path), path.name))
+        except SourceError as exc:
+            assert exc.path == str(path) and exc.reason  # typed, and says which file and why
+            return []
+
+
+def check_documents(documents: list[Document]) -> None:
+    for document in documents:
+        assert isinstance(document.text, str) and document.text.strip()
+        assert isinstance(document.title, str)
+
+
+@pytest.mark.parametrize("suffix", supported_suffixes())
+@FUZZ
+@given(data=st.binary(max_size=4096))
+def test_random_bytes_raise_only_source_error(suffix: str, data: bytes) -> None:
+    check_documents(parse_bytes(suffix, data))
+
+
+@pytest.mark.parametrize("suffix", supported_suffixes())
+@FUZZ
+@given(data=st.data())
+def test_mutated_valid_files_raise_only_source_error(suffix: str, data: st.DataObject) -> None:
+    check_documents(parse_bytes(suffix, data.draw(mutated(sample(suffix)))))
+
+
+@pytest.mark.parametrize("suffix", supported_suffixes())
+@FUZZ
+@given(text=st.text(max_size=2000))
+def test_random_text_raises_only_source_error(suffix: str, text: str) -> None:
+    check_documents(parse_bytes(suffix, text.encode("utf-8")))
+
+
+#: Characters that make YAML, CSV and reStructuredText structure, so random text hits their edge cases often.
+STRUCTURE = st.text(alphabet=":-[]{}&*!|>'\",#\t\n =.`_abc12é😀\r\\", max_size=600)
+
+
+@FUZZ
+@given(front=STRUCTURE, body=STRUCTURE)
+def test_random_front_matter_raises_only_source_error(front: str, body: str) -> None:
+    for document in parse_bytes(".md", f"---\n{front}\n---\n{body}".encode()):
+        check_documents([document])
+        assert 0 <= document.chunks_from <= len(document.text)
+        assert document.text[document.chunks_from :].strip()  # a document always has text to chunk
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".rst"])
+@FUZZ
+@given(text=STRUCTURE)
+def test_structured_random_text_raises_only_source_error(suffix: str, text: str) -> None:
+    check_documents(parse_bytes(suffix, text.encode("utf-8")))
+
+
+@pytest.fixture(scope="module")
+def chunkers() -> list[Chunker]:
+    from conftest import HashEmbedder
+
+    tokenizer = HashEmbedder().tokenizer_file
+    return [
+        Chunker(tokenizer, max_tokens=16, overlap_tokens=4, model_max_tokens=256),
+        Chunker(tokenizer, max_tokens=254, overlap_tokens=32, model_max_tokens=256),
+    ]
+
+
+@settings(
+    max_examples=EXAMPLES * 4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    derandomize=DERANDOMIZE,
+)
+@given(
+    text=st.text(max_size=3000) | st.text(alphabet=" \n\t#*-_`>[]()!.,;:abcXYZ1é😀", max_size=3000),
+    markdown=st.booleans(),
+)
+def test_chunker_offsets_hold_for_any_text(chunkers: list[Chunker], text: str, markdown: bool) -> None:
+    for chunker in chunkers:
+        spans = chunker.split(text, markdown=markdown)
+        assert [span.ordinal for span in spans] == list(range(len(spans)))
+        for span in spans:
+            assert 0 <= span.char_start < span.char_end <= len(text)
+            assert text[span.char_start : span.char_end] == span.text
+            assert chunker.count_tokens(span.text) <= chunker.max_tokens  # nothing is truncated at embedding time
+
+
+def test_pdf_whose_xref_declares_too_many_objects_is_a_source_error() -> None:
+    # Found by the mutation fuzzer in CI: pypdf refuses it with LimitReachedError, which is no PdfReadError.
+    data = SAMPLES[".pdf"].replace(b"xref\n0 8", b"xref\n0 65535")
+    assert data != SAMPLES[".pdf"]
+    assert parse_bytes(".pdf", data) == []  # parse_bytes checks that only a SourceError naming the file came out
