@@ -148,7 +148,7 @@ def index_variants(path: Path, count: int) -> None:
 
     index = Index.open(path, embedder=HashBowEmbedder())
     queries = np.ascontiguousarray(HashBowEmbedder().encode(scale.load_queries(count)), dtype=np.float32)
-    segmented = index.snapshot().vectors
+    segmented: Any = index.snapshot().vectors  # a segmented ivf reader: its base, deltas and tombstones
     inner: Any = getattr(segmented.base, "inner", segmented.base)  # an ivf base, under its segments wrapper
     ivf: Any = faiss.extract_index_ivf(inner._index)
     ids = inner.ids()

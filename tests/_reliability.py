@@ -220,7 +220,7 @@ def _install_slow_steps(pause: float) -> None:
         time.sleep(pause / 20)
         return parse(*args, **kwargs)
 
-    pipeline.parse_source = slow_parse  # type: ignore[assignment]
+    pipeline.parse_source = slow_parse
     # parse and embed pause a little after their marker: a parse of one file or an embed of a few chunks takes a
     # millisecond or two, shorter than the parent's reaction, so a kill aimed at them landed in the next step.
     announce(pipeline, "parse_files", "parse", before=pause / 2)
@@ -237,7 +237,7 @@ def _install_slow_steps(pause: float) -> None:
             time.sleep(2 * pause)  # longer than the parent's random delay (at most 1.5 pause): the kill lands here
         return committed
 
-    pipeline.commit_batch = marked_commit_batch  # type: ignore[assignment]
+    pipeline.commit_batch = marked_commit_batch
     announce(files, "write_staged", None, after=pause)  # staged: written and fsynced, not yet renamed
     announce(files, "swap_in", None, after=pause)  # renamed into place; DuckDB has not committed yet
     announce(generation, "remove_orphans", "committed", before=pause)  # committed; old files still there
@@ -519,13 +519,13 @@ def run_concurrent_readers(
                 figures["errors"] += 1
                 figures["problems"].append(record["error"])
                 continue
-            state = states.get(record["gen"])
+            seen = states.get(record["gen"])
             figures["generations_seen"].add(record["gen"])
             bad = (
-                state is None
+                seen is None
                 or len(record["results"]) != record["hits"]
                 or any(
-                    state.get(chunk_id) != [doc_id, start, end, sha]
+                    seen.get(chunk_id) != [doc_id, start, end, sha]
                     for chunk_id, doc_id, start, end, sha in record["results"]
                 )
             )

@@ -72,7 +72,7 @@ def worker_remove(index_dir: Path, docs: Path, pause: float) -> None:
         time.sleep(pause)
         return chosen
 
-    removal.select = announced_select  # type: ignore[assignment]
+    removal.select = announced_select
     Index.open(index_dir, embedder=SlowHashEmbedder()).remove(removed_paths(docs))
     print("done", flush=True)
 

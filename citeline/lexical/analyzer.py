@@ -93,7 +93,7 @@ def _stemmer() -> Any:
 TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")
 #: bm25s's English stopword list (``bm25s.stopwords.STOPWORDS_EN``, from NLTK), matched before stemming.
 #: Held here so that a query is analyzed without importing bm25s, whose package imports scipy.sparse: that
-#: import was about 0.7 of a cold ``citeline search``'s 2.4 CPU-s. tests/test_search_modes.py checks both
+#: import was about 0.7 of a cold ``citeline search``'s 2.4 CPU-s. tests/index/test_search_modes.py checks both
 #: against bm25s's own tokenizer.
 ENGLISH_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "  # noqa: SIM905

@@ -7,7 +7,8 @@ come back. A copy carries the text's rare words, which most chunks do not.
 
 Every posting of the chosen terms is read (one gather per segment); per segment the postings are keyed by (text,
 the chunk's position in the segment, the term's row) and sorted, the idf weights summed per chunk in the terms'
-order, and only the chunks that reach ``min_share`` are mapped to index positions (``tests/test_collapse_lookup.py``
+order, and only the chunks that reach ``min_share`` are mapped to index positions
+(``tests/unit/test_collapse_lookup.py``
 checks the results against the definition). Cost: 3.6 ms CPU a call at 1M chunks in hybrid mode, about 1.9 on
 SciFact (docs/performance.md#duplicate-collapse).
 

@@ -7,7 +7,7 @@ chunks. Here the postings of one range of term hashes (:data:`GROUP_POSTINGS` at
 segment (with ``pread``-like reads, not through the memory maps, so the files' pages never count towards the
 process's resident memory), renumbered, sorted and appended to the new segment's ``postings.npy`` and ``tfs.npy``,
 whose lengths are counted first. The result is array for array the segment :meth:`Segment.build` makes of the
-live chunks' texts (``tests/test_incremental_commits.py``).
+live chunks' texts (``tests/index/test_incremental_commits.py``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ independently, so the top 200 barely stand out: its 200th score is ~0.6 of the b
 
 Both are exact: the same chunks, the same float32 scores bit for bit (every term's share computed as :func:`shares`
 does and summed in query order, as ``SegmentedIndex.scores`` does), ties by chunk id, so a sharded index still ranks
-exactly as one (tests/test_lexical_query.py, tests/test_shards.py). Terms' locations and live document frequencies
+exactly as one (tests/unit/test_lexical_query.py, tests/index/test_shards.py). Terms' locations and live document
+frequencies
 are cached per reader (a generation's snapshot). Nothing here imports the segment format (``lexical_segments``
 builds a :class:`Reader` from its parts).
 """

@@ -8,7 +8,7 @@ once there are :data:`MERGE_WIDTH` of them, and compacts everything once :data:`
 are deleted. Scores are computed at query time from raw term frequencies with corpus-wide statistics (live
 documents, document frequencies of live documents, average live length), so a segmented index ranks exactly as
 one built from scratch over the same chunks (bm25s's "lucene" formula, to float rounding; see
-``tests/test_incremental_commits.py``). bm25s precomputes each posting's score with its own corpus's idf, which
+``tests/index/test_incremental_commits.py``). bm25s precomputes each posting's score with its own corpus's idf, which
 cannot be shared between segments, so it serves only as the analyzer here, and for folders written before
 segments (:class:`LexicalIndex`, read as they are) and tuning experiments.
 

@@ -9,7 +9,7 @@ it had claimed but not started is cancelled with a message rather than left "Sub
 
 One source of truth: this module builds the deployment (:func:`build_deployment`); ``prefect.yaml`` registers
 the *worker* variant under another name (:data:`WORKER_NAME`), with the same concurrency limit and schedule
-defaults, and tests/test_deployment_files.py checks they agree, so the two paths never merge into one definition.
+defaults, and tests/system/test_deployment_files.py checks they agree, so the two paths never merge into one definition.
 
 Overlapping runs: the deployment allows one run at a time (:data:`CONCURRENCY`, collision strategy
 ``CANCEL_NEW``): a run due while the previous one still runs is cancelled at once, visibly, instead of queueing

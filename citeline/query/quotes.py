@@ -10,7 +10,7 @@ chain of at least :data:`MIN_SHARED_WORDS` matching words with gaps of at most :
 matching (:func:`shared_statement`). On tests/data/quotes (31 pairs sharing a quote, 31 same-topic pairs sharing
 none; bench/collapse_eval.py) every setting with MAX_GAP 3-4, MIN_SHARED_WORDS 8-10 and MIN_DENSITY 0.6-0.7 finds
 all 31 quotes and no false pair. MIN_SHARED_WORDS sits at the top of that range so that templated one-line reports
-that differ only in a number (9 matching words, tests/test_collapse.py) stay apart.
+that differ only in a number (9 matching words, tests/index/test_collapse.py) stay apart.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Vector index kinds behind one small protocol (:mod:`citeline.vectors.base`), and the registry that names them.
 
 A kind is one module and one registry line: decorate its class with ``@vector_index("name")`` (from
-``citeline.vectors.base``) and add its module to :data:`KIND_MODULES` below. ``tests/test_vector_contract.py`` runs
+``citeline.vectors.base``) and add its module to :data:`KIND_MODULES` below. ``tests/unit/test_vector_contract.py`` runs
 every registered kind through the same contract (exact ids, exact stored vectors, filtered search returning k results
 whenever k allowed ids exist, copy-on-write updates, save/load round trips).
 

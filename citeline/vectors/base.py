@@ -1,7 +1,7 @@
 """The ``VectorIndex`` protocol and the registry of kinds (the kinds themselves import this module).
 
 A kind is one module and one registry line: decorate its class with ``@vector_index("name")`` and name its module
-in ``citeline.vectors.KIND_MODULES`` (imported on the kind's first use). ``tests/test_vector_contract.py`` runs
+in ``citeline.vectors.KIND_MODULES`` (imported on the kind's first use). ``tests/unit/test_vector_contract.py`` runs
 every registered kind through the same contract (exact ids, exact stored vectors, filtered search returning k
 results whenever k allowed ids exist, copy-on-write updates, save/load round trips).
 

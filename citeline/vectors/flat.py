@@ -19,7 +19,8 @@ from citeline.vectors.base import vector_index
 SINGLE_THREAD_MAX_VECTORS = 200_000
 
 #: Below this fraction of the index, a filtered search scores the allowed rows with numpy instead of asking FAISS
-#: to scan everything through an IDSelectorBatch. Both are exact. `python bench/filtered_search.py` on 100k x 384
+#: to scan everything through an IDSelectorBatch. Both are exact. `python bench/experiments/filtered_search.py` on 100k
+# x 384
 #: unit vectors: the selector costs a full scan whatever the filter (9-16 ms for 100-1k allowed ids, 20 ms at 10 %,
 #: 25 ms at 30 %), numpy costs in proportion to the allowed rows (0.4-1.2 ms for 100-1k, 16 ms at 10 %, 47 ms at
 #: 30 %). They cross near 10 %.

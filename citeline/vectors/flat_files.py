@@ -2,7 +2,7 @@
 
 ``FlatIndex.build`` holds every vector three times at its peak (the caller's array, the copy in id order, FAISS's
 own): 4.5 GB at 1M x 384. The file is simple enough to write directly, byte for byte what ``faiss.write_index``
-writes of the ``IndexIDMap2(IndexFlatIP)`` that ``FlatIndex.build`` makes (``tests/test_rebuild_streaming.py``
+writes of the ``IndexIDMap2(IndexFlatIP)`` that ``FlatIndex.build`` makes (``tests/index/test_rebuild_streaming.py``
 compares them; faiss/impl/index_write.cpp)::
 
     "IxM2" header, "IxFI" header    FAISS's own serialization of the empty index with ``ntotal`` set

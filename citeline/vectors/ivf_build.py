@@ -2,7 +2,7 @@
 
 ``IVFIndex.build`` takes every vector in memory and FAISS adds them to in-memory lists before ``save`` streams them
 out: at 1M x 384 that is the 1.5 GB array, its float32 copy and 1.5 GB of lists. :func:`write_built` writes the
-same file (byte for byte: ``tests/test_rebuild_streaming.py``) from a reader of rows in ascending id order: it
+same file (byte for byte: ``tests/index/test_rebuild_streaming.py``) from a reader of rows in ascending id order: it
 trains on the same sample (the rows ``IVFIndex.build`` would pick, in the same order), assigns each span of rows to
 its list, writes the lists with ``ivf_files.write`` (each span read again when written), and measures nprobe on
 the written lists as ``calibrated_nprobe`` does, the exact neighbours found span by span. Memory holds the training

@@ -81,7 +81,7 @@ def append(path: Path, pq: Any = None) -> None:
         codes.pq = pq
         codes.is_trained = True
     # One list at a time through a one-list index whose centroid is that list's: its packed blocks are the codes
-    # FAISS's add_with_ids would write (tests/test_ivf_codes.py), without assigning every vector again.
+    # FAISS's add_with_ids would write (tests/unit/test_ivf_codes.py), without assigning every vector again.
     single: Any = faiss.IndexFlatIP(dimension)
     scratch = _empty(single, dimension, 1)
     scratch.pq = codes.pq

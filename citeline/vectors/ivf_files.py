@@ -10,7 +10,7 @@ is mapped into this process), each vector is assigned to its list, and the new f
 
 The file is byte for byte what ``IVFIndex.save`` wrote with FAISS (``faiss.write_index`` of an ``IndexIVFFlat``
 with in-memory lists and no direct map, then citeline's id table, appended by ``citeline.vectors.ivf``):
-``tests/test_vector_contract.py`` compares the two. The header (dimensions, nprobe, the quantizer) is FAISS's own
+``tests/unit/test_vector_contract.py`` compares the two. The header (dimensions, nprobe, the quantizer) is FAISS's own
 serialization of the trained index with empty lists; this module writes what follows it (faiss/impl/index_write.cpp,
 ``write_direct_map`` and the ``ArrayInvertedLists`` branch of ``write_InvertedLists``):
 

@@ -16,7 +16,8 @@ from citeline.sources.registry import first_line_title, parser
 #: glyph as that one code point (py-pdf/pypdf#2046): "signiﬁcant" is then another word than "significant" to BM25,
 #: five word pieces to the model, and not what a reader types or copies. On SciFact with every ff/fi/fl so written,
 #: test nDCG@10 fell 0.008-0.011 in hybrid mode and 0.010-0.013 in dense (torch, onnx-int8; train: dense -0.005,
-#: hybrid within the noise); expanded, it is SciFact's own again (``bench/normalisation.py``, README "Retrieval
+#: hybrid within the noise); expanded, it is SciFact's own again (``bench/experiments/normalisation.py``, README
+# "Retrieval
 #: quality").
 _LIGATURES = str.maketrans({chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)})
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from citeline.cli.main import cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 
