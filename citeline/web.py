@@ -6,8 +6,6 @@ stylesheet from elsewhere, so it works offline and behind a strict Content-Secur
 into a ``<details>`` element, which browsers open without script.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import itertools
 from collections.abc import Callable
