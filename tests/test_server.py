@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import socket
@@ -422,9 +423,7 @@ def test_the_token_is_checked_on_every_route(tmp_path: Path) -> None:
 
 def test_the_token_can_come_from_the_environment_and_stays_out_of_argv(tmp_path: Path) -> None:
     index = _small_index(tmp_path)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     env = {**os.environ, "CITELINE_TOKEN": "from-env", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "citeline.cli.main", "serve", "--index", str(index.path), "--port", str(port)]
     process = subprocess.Popen([*command, "--log-level", "warning"], env=env)
@@ -461,6 +460,10 @@ def test_no_path_outside_the_index_is_read(served: tuple[httpx.Client, Index, Pa
 def test_no_generated_request_is_a_server_error(served: tuple[httpx.Client, Index, Path]) -> None:
     """schemathesis generates requests, valid and not, for every operation of the server's own OpenAPI schema."""
     client, _, _ = served
+    logged: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = logged.append  # type: ignore[method-assign]
+    logging.getLogger("uvicorn.error").addHandler(handler)
     schema = schemathesis.openapi.from_url(f"{client.base_url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) == 6
@@ -475,6 +478,8 @@ def test_no_generated_request_is_a_server_error(served: tuple[httpx.Client, Inde
                 assert list(response.json()) == ["error"] and "\n" not in response.json()["error"]
 
         no_server_error()
+    logging.getLogger("uvicorn.error").removeHandler(handler)
+    assert [record.getMessage() for record in logged] == []  # no traceback in the log either
 
 
 def _when_up(url: str, process: subprocess.Popen[bytes], **kwargs: object) -> httpx.Response:
@@ -485,3 +490,29 @@ def _when_up(url: str, process: subprocess.Popen[bytes], **kwargs: object) -> ht
         except httpx.TransportError:
             assert process.poll() is None and time.monotonic() < deadline, "citeline serve did not start"
             time.sleep(0.1)
+
+
+def test_several_workers_serve_one_port(tmp_path: Path) -> None:
+    """``citeline serve --workers 2``: uvicorn's processes, each built by ``app_from_environment``."""
+    index = _small_index(tmp_path)
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CITELINE_TOKEN": "t0ken"}
+    command = [sys.executable, "-m", "citeline.cli.main", "serve", "--index", str(index.path), "--port", str(port)]
+    process = subprocess.Popen([*command, "--workers", "2", "--log-level", "warning"], env=env)
+    try:
+        auth = {"Authorization": "Bearer t0ken"}
+        assert _when_up(f"http://127.0.0.1:{port}/health", process, headers=auth).status_code == 200
+        params = {"q": "cavalry", "mode": "lexical", "collapse": "false"}
+        for _ in range(4):
+            response = httpx.get(f"http://127.0.0.1:{port}/search", params=params, headers=auth)
+            assert response.status_code == 200 and response.headers["X-Citeline-Generation"] == "1"
+        assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 401
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
