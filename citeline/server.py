@@ -26,6 +26,7 @@ texts come from the catalog, never from their source paths) and the assets insid
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import dataclasses
@@ -56,6 +57,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from citeline import web
 from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError, SettingsError
@@ -85,6 +87,9 @@ MAX_FILTER_VALUES = 20
 MAX_ID_CHARS = 200
 #: Seconds a request may take, waiting for the index included, before it is answered 503 (``timeout``).
 DEFAULT_TIMEOUT = 30.0
+#: Seconds a connection may take to send a request's head (after connecting, or after the last response): uvicorn
+#: itself waits forever, so an idle or trickling client would hold a connection slot (``_TimelyH11``).
+HEAD_TIMEOUT = 10.0
 #: Connections uvicorn serves at once; more are answered 503 at once (``limit_concurrency``).
 DEFAULT_LIMIT_CONCURRENCY = 256
 #: The response header naming the committed generation a search or health check read.
@@ -385,6 +390,38 @@ def check_bind(host: str, token: str | None, no_auth: bool) -> None:
         )
 
 
+class _TimelyH11(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol that closes a connection whose request head has not arrived within
+    :attr:`head_timeout` seconds of connecting or of the last response (uvicorn's keep-alive timeout stops at the
+    first byte, so a client trickling a request head, or one that connects and says nothing, was kept forever)."""
+
+    head_timeout = HEAD_TIMEOUT
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        super().connection_lost(exc)
+
+    def _arm_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        self._head_timer = self.loop.call_later(self.head_timeout, self._head_late)
+
+    def _head_late(self) -> None:
+        # A request in progress has its head; the request timeout bounds the rest.
+        if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+            self.transport.close()
+
+
 # ---------------------------------------------------------------- the app
 
 
@@ -585,6 +622,7 @@ def serve(
         "log_level": log_level,
         "limit_concurrency": limit_concurrency,
         "timeout_keep_alive": 5,
+        "http": _TimelyH11,
         "root_path": root_path,
     }
     if workers == 1:

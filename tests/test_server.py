@@ -29,7 +29,7 @@ from citeline import Index, IndexStatus, RunSummary, SearchResult
 from citeline.cli.main import cli
 from citeline.errors import IndexNotFoundError, QueryError, SettingsError
 from citeline.query.results import Source
-from citeline.server import DocumentRecord, check_bind, create_app, filters_from_params
+from citeline.server import DocumentRecord, _TimelyH11, check_bind, create_app, filters_from_params
 from citeline.store.documents import DOCUMENT_FIELDS
 
 
@@ -516,3 +516,24 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def test_a_client_that_sends_no_request_head_in_time_is_disconnected(tmp_path: Path) -> None:
+    index = _small_index(tmp_path)
+
+    class Quick(_TimelyH11):
+        head_timeout = 0.5
+
+    with running(create_app(index.path, HashEmbedder()), http=Quick, timeout_keep_alive=5) as url:
+        port = int(url.rsplit(":", 1)[1])
+        for opening in (b"", b"GET /health HTTP/1.1\r\nHost: x\r\n"):  # silent; a head that never ends
+            with socket.create_connection(("127.0.0.1", port)) as slow:
+                slow.settimeout(10)
+                slow.sendall(opening)
+                began = time.monotonic()
+                assert slow.recv(100) == b""  # closed by the server
+                assert time.monotonic() - began < 5
+        with httpx.Client(base_url=url) as client:  # a kept-alive client that is not slow is served throughout
+            for _ in range(3):
+                assert client.get("/health").status_code == 200
+                time.sleep(0.3)
