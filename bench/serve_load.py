@@ -166,6 +166,7 @@ def main() -> None:
     parser.add_argument("--mode", default="hybrid", choices=["hybrid", "dense", "lexical"])
     parser.add_argument("--check-share", type=float, default=0.1, help="share of generation-checking requests")
     parser.add_argument("--hash", action="store_true", help="a hashed bag-of-words embedder instead of the model")
+    parser.add_argument("--index-cache", type=Path, help="keep the built index here and start each run from a copy")
     args = parser.parse_args()
     if args.hash and args.workers > 1:
         parser.error("--hash serves with an embedder object: one worker only")
@@ -174,8 +175,17 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     try:
         began = time.perf_counter()
-        index_path, bulletins = build_index(workdir, args.docs, args.hash)
-        print(f"index of {args.docs} SciFact abstracts built in {time.perf_counter() - began:.1f} s", flush=True)
+        cached = (
+            args.index_cache / f"scifact-{args.docs}-{'hash' if args.hash else 'model'}" if args.index_cache else None
+        )
+        if cached is not None and cached.is_dir():
+            shutil.copytree(cached, workdir, dirs_exist_ok=True)
+            index_path, bulletins = workdir / "ix", workdir / "bulletins"
+        else:
+            index_path, bulletins = build_index(workdir, args.docs, args.hash)
+            if cached is not None:
+                shutil.copytree(workdir, cached)
+        print(f"index of {args.docs} SciFact abstracts ready in {time.perf_counter() - began:.1f} s", flush=True)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         if args.hash:
@@ -207,11 +217,13 @@ def main() -> None:
             result = asyncio.run(drive(url, args.clients, args.seconds, args.mode, args.check_share))
             own_cpu = _own_cpu() - own_cpu
             server_cpu = cpu_seconds(server_process) - server_cpu
+            server_rss = sum(proc.memory_info().rss for proc in [server_process, *server_process.children()])
             writer_cpu = cpu_seconds(writer_process)
             commits = [json.loads(line) for line in writer.communicate(timeout=300)[0].splitlines()]
         finally:
             server.terminate()
             server.wait(30)
+        print(f"server memory (RSS, all its processes): {server_rss / 2**20:.0f} MiB")
         report(args, result, commits, server_cpu, writer_cpu, own_cpu)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
