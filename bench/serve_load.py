@@ -162,7 +162,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--commit-every", type=float, default=3.0, help="seconds between the writer's commits")
     parser.add_argument("--workers", type=int, default=1, help="`citeline serve --workers`")
-    parser.add_argument("--docs", type=int, default=1000, help="SciFact abstracts in the index")
+    parser.add_argument("--docs", type=int, default=300, help="SciFact abstracts in the index")
     parser.add_argument("--mode", default="hybrid", choices=["hybrid", "dense", "lexical"])
     parser.add_argument("--check-share", type=float, default=0.1, help="share of generation-checking requests")
     parser.add_argument("--hash", action="store_true", help="a hashed bag-of-words embedder instead of the model")

@@ -483,7 +483,7 @@ def test_no_generated_request_is_a_server_error(served: tuple[httpx.Client, Inde
 
 
 def _when_up(url: str, process: subprocess.Popen[bytes], **kwargs: object) -> httpx.Response:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # two workers each import citeline on a busy machine
     while True:
         try:
             return httpx.get(url, **kwargs)  # type: ignore[arg-type]
