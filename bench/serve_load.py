@@ -48,7 +48,7 @@ WRITER = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     from citeline import Index
-    index_path, folder, every, until = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+    index_path, folder, every, seconds = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
     hashed = sys.argv[5] == "1"
     embedder = None
     if hashed:
@@ -56,6 +56,9 @@ WRITER = textwrap.dedent(
         from _synthetic import HashBowEmbedder
         embedder = HashBowEmbedder()
     index = Index.open(index_path, embedder=embedder)
+    index.encode(["warm up"])  # the model loaded before the clock starts
+    print("ready", flush=True)
+    until = time.time() + seconds
     n = 0
     while time.time() + every < until:
         time.sleep(every)
@@ -206,19 +209,20 @@ def main() -> None:
                 httpx.get(f"{url}/search", params={"q": "warm up", "mode": args.mode}, timeout=120)
             server_process = psutil.Process(server.pid)
             server_cpu = cpu_seconds(server_process)
-            until = time.time() + args.seconds
             writer = subprocess.Popen(
-                [sys.executable, "-c", WRITER, str(index_path), str(bulletins), str(args.commit_every), str(until),
-                 "1" if args.hash else "0", str(REPO / "bench")],
+                [sys.executable, "-c", WRITER, str(index_path), str(bulletins), str(args.commit_every),
+                 str(args.seconds), "1" if args.hash else "0", str(REPO / "bench")],
                 env=env, stdout=subprocess.PIPE, text=True,
             )  # fmt: skip
             writer_process = psutil.Process(writer.pid)
+            assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+            writer_cpu = cpu_seconds(writer_process)  # its start (imports, model) is not part of the load
             own_cpu = _own_cpu()
             result = asyncio.run(drive(url, args.clients, args.seconds, args.mode, args.check_share))
             own_cpu = _own_cpu() - own_cpu
             server_cpu = cpu_seconds(server_process) - server_cpu
             server_rss = sum(proc.memory_info().rss for proc in [server_process, *server_process.children()])
-            writer_cpu = cpu_seconds(writer_process)
+            writer_cpu = cpu_seconds(writer_process) - writer_cpu
             commits = [json.loads(line) for line in writer.communicate(timeout=300)[0].splitlines()]
         finally:
             server.terminate()

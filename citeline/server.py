@@ -47,6 +47,7 @@ from urllib.parse import unquote_to_bytes, urlencode
 import anyio
 import anyio.to_thread
 import fastapi_standalone_docs  # type: ignore[import-untyped]
+import uvicorn
 from fastapi import FastAPI, Query, Request, Response
 from fastapi import Path as PathParameter
 from fastapi.exceptions import RequestValidationError
@@ -603,8 +604,6 @@ def serve(
     process manager), each with the index open and its own search slot; ``limit_concurrency`` connections at once
     at most, more are answered 503.
     """
-    import uvicorn
-
     token = token or os.environ.get(TOKEN_ENV) or None
     check_bind(host, token, no_auth)
     if workers < 1:
