@@ -301,9 +301,14 @@ class Index:
         snapshot, weight = self.snapshot(), dense_document_weight
         return plan.rank_query(snapshot, query, k, mode, allowed, fusion, self.encode_query, weight)
 
-    def snapshot(self) -> SnapshotReader:
-        """The view searches run on, reloaded after every commit (see ``citeline.store.snapshot``)."""
-        self._snapshot = ReadSnapshot.current(self._snapshot, self.path)
+    def snapshot(self, *, refresh: bool = True) -> SnapshotReader:
+        """The view searches run on, reloaded after every commit (see ``citeline.store.snapshot``).
+
+        ``refresh=False`` returns the view the last search read, without looking for a commit since (so a caller
+        that serialises its searches can tell which generation answered: ``citeline serve``'s generation header).
+        """
+        if refresh or not isinstance(self._snapshot, ReadSnapshot):
+            self._snapshot = ReadSnapshot.current(self._snapshot, self.path)
         return self._snapshot
 
     def status(self) -> IndexStatus:
@@ -315,11 +320,12 @@ class Index:
         return catalog.runs(self.path, limit)
 
     def documents(
-        self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None
+        self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None, offset: int = 0
     ) -> list[dict[str, Any]]:
-        """The documents ``filters`` selects (the filters of :meth:`search`), by source and path, at most ``limit``:
-        doc id, source path and id, title, format, chunks, pages, size, content hash, run, ingested_at, metadata."""
-        return listing.read_documents(self.path, Filters.from_value(filters), limit)
+        """The documents ``filters`` selects (the filters of :meth:`search`), by source and path, at most ``limit``
+        after the first ``offset`` (paging): doc id, source path and id, title, format, chunks, pages, size, content
+        hash, run, ingested_at, metadata."""
+        return listing.read_documents(self.path, Filters.from_value(filters), limit, offset)
 
     def document(self, doc_id: str) -> dict[str, Any]:
         """A :meth:`documents` record with its ``text`` and its chunks' ``spans`` (chunk_id, ordinal, offsets, page)."""

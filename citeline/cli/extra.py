@@ -24,6 +24,7 @@ from citeline.cli.common import (
     user_errors,
     wait_option,
 )
+from citeline.store.documents import MAX_ROWS
 
 #: Characters ``show --around`` prints on each side of the offset.
 AROUND_CHARS = 300
@@ -31,26 +32,100 @@ AROUND_CHARS = 300
 
 @click.command()
 @index_option
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (0.0.0.0: every one; needs --token or --no-auth).",
+)
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port to listen on.")
+@click.option(
+    "--token",
+    envvar="CITELINE_TOKEN",
+    show_envvar=True,
+    default=None,
+    help="Requests must send `Authorization: Bearer TOKEN` (browsers: any user, TOKEN as password). Prefer the "
+    "environment variable: a flag shows in `ps`.",
+)
+@click.option("--no-auth", is_flag=True, help="Serve a non-loopback --host without a token (on purpose).")
+@click.option(
+    "--cors", multiple=True, metavar="ORIGIN", help="Let pages of ORIGIN call the API from a browser (repeatable)."
+)
+@click.option("--root-path", default="", metavar="PREFIX", help="The path prefix a reverse proxy serves this under.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Processes serving the port; each runs one search at a time.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, 3600, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a request may take (waiting included) before it is answered 503.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="info",
+    show_default=True,
+    help="uvicorn's log level (info logs every request).",
+)
 @search_dask_option
 @shard_workers_option
 @user_errors
-def serve(index_path: str, host: str, port: int, dask_address: str | None, shard_workers: str | None) -> None:
-    """Serve the index over HTTP (read-only): GET /search, /documents, /documents/ID, /status, /runs, /health.
+def serve(
+    index_path: str,
+    host: str,
+    port: int,
+    token: str | None,
+    no_auth: bool,
+    cors: tuple[str, ...],
+    root_path: str,
+    workers: int,
+    timeout: float,
+    log_level: str,
+    dask_address: str | None,
+    shard_workers: str | None,
+) -> None:
+    """Serve the index over HTTP (read-only): a search page at /, and GET /search, /documents, /documents/ID,
+    /status, /runs, /health.
 
-    The OpenAPI schema is at /openapi.json and interactive docs at /docs. The server never takes the writer
-    lock, so `citeline ingest` can run beside it; each query sees the newest committed generation.
+    The OpenAPI schema is at /openapi.json and interactive docs at /docs (assets served locally). The server never
+    takes the writer lock, so `citeline ingest` can run beside it; each query sees the newest committed generation.
+    It listens on 127.0.0.1 unless --host says otherwise, and then needs --token (or CITELINE_TOKEN) or --no-auth.
     """
     from citeline.server import serve as run_server
 
-    run_server(index_path, host=host, port=port, dask_address=dask_address, shard_workers=shard_workers)
+    run_server(
+        index_path,
+        host=host,
+        port=port,
+        token=token,
+        no_auth=no_auth,
+        cors=cors,
+        root_path=root_path,
+        workers=workers,
+        timeout=timeout,
+        log_level=log_level,
+        dask_address=dask_address,
+        shard_workers=shard_workers,
+    )
 
 
 @click.command()
 @index_option
 @filter_options
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N documents [default: all].")
+@click.option("--limit", type=click.IntRange(1, MAX_ROWS), default=None, help="At most N documents [default: all].")
+@click.option(
+    "--offset",
+    type=click.IntRange(0, MAX_ROWS),
+    default=0,
+    help="Skip the first N documents (paging).",
+    show_default=True,
+)
 @format_option
 @json_option
 @user_errors
@@ -62,6 +137,7 @@ def documents(
     ingested_after: str | None,
     ingested_before: str | None,
     limit: int | None,
+    offset: int,
     fmt: str | None,
     as_json: bool,
 ) -> None:
@@ -71,7 +147,7 @@ def documents(
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
     output = resolve_format(fmt, as_json, default="table")
     assert output is not None
-    rows = Index.open(index_path, repair=False).documents(filters=filters, limit=limit)
+    rows = Index.open(index_path, repair=False).documents(filters=filters, limit=limit, offset=offset)
     if not rows and output == "table":
         click.echo("no documents" + (" match the filters" if filters else " (see `citeline ingest`)"), err=True)
         return

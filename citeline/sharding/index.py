@@ -51,6 +51,7 @@ from citeline.sharding.worker import shard_check, shard_status
 from citeline.sources.discovery import Discovery, resolve_roots, scan
 from citeline.sources.selection import Selection
 from citeline.store import catalog, files, ledger
+from citeline.store import documents as listing
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -396,9 +397,10 @@ class ShardedIndex(Index):
 
     # ---------------------------------------------------------------- reading
 
-    def snapshot(self) -> ShardedSnapshot:
-        """One committed generation of every shard, read as one snapshot (see ``citeline.sharding.search``)."""
-        if self._sharded_snapshot is None or not self._sharded_snapshot.is_current():
+    def snapshot(self, *, refresh: bool = True) -> ShardedSnapshot:
+        """One committed generation of every shard, read as one snapshot (see ``citeline.sharding.search``);
+        ``refresh`` as in :meth:`Index.snapshot`."""
+        if self._sharded_snapshot is None or (refresh and not self._sharded_snapshot.is_current()):
             if self._sharded_snapshot is not None:
                 self._sharded_snapshot.close()
             if self.dask is not None:
@@ -430,12 +432,17 @@ class ShardedIndex(Index):
         return [RunSummary(**{key: value for key, value in run.items() if key in names}) for run in recent]
 
     def documents(
-        self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None
+        self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None, offset: int = 0
     ) -> list[dict[str, Any]]:
         """:meth:`Index.documents` over every shard, in the same order (by source root, source id, doc id)."""
-        found = [record for part in self._local("documents") for record in part.documents(filters, None)]
+        if limit is not None:
+            listing.check_rows("limit", limit, 1)
+        listing.check_rows("offset", offset, 0)
+        # Each shard's first offset + limit rows hold the merged page (a shard's rows come in the same order).
+        depth = None if limit is None else min(offset + limit, listing.MAX_ROWS)
+        found = [record for part in self._local("documents") for record in part.documents(filters, depth)]
         found.sort(key=lambda r: (str(r.get("source_root", "")), str(r.get("source_id", "")), r["doc_id"]))
-        return found if limit is None else found[:limit]
+        return found[offset:] if limit is None else found[offset : offset + limit]
 
     def document(self, doc_id: str) -> dict[str, Any]:
         """One document, read from the shard its id routes to."""

@@ -51,23 +51,38 @@ ORDER BY d.source_root, d.source_id, d.doc_id
 """
 
 
+#: The largest ``limit`` or ``offset`` a listing takes: DuckDB's BIGINT, which ``LIMIT`` and ``OFFSET`` convert to
+#: (a larger one failed inside DuckDB and read like a damaged database).
+MAX_ROWS = 2**63 - 1
+
+
+def check_rows(name: str, value: object, least: int) -> None:
+    """Raise :class:`QueryError` unless ``value`` is a whole number from ``least`` to :data:`MAX_ROWS`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_ROWS:
+        raise QueryError(f"{name} must be a whole number from {least} to {MAX_ROWS}, got {value!r}")
+
+
 def documents(
-    connection: duckdb.DuckDBPyConnection, filters: Filters, limit: int | None = None
+    connection: duckdb.DuckDBPyConnection, filters: Filters, limit: int | None = None, offset: int = 0
 ) -> list[dict[str, Any]]:
     """The documents ``filters`` selects (the same filters as search), ordered by source and path, at most
-    ``limit``; each a dict with the keys of :data:`DOCUMENT_FIELDS`.
+    ``limit`` after skipping the first ``offset``; each a dict with the keys of :data:`DOCUMENT_FIELDS`.
 
     ``pages`` is the page count of paged formats (PDF), else None; ``encoding`` the text encoding a file was read
     in (``utf-8``, ``cp1252``; None where there was none to find, as in a PDF); ``metadata`` the document's
     metadata dict (front matter, document info, meta tags, record fields).
     """
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise QueryError(f"limit must be a whole number of at least 1, got {limit!r}")
+    if limit is not None:
+        check_rows("limit", limit, 1)
+    check_rows("offset", offset, 0)
     condition, params = filters.to_sql()
     sql = _DOCUMENTS_SQL.format(condition=condition, extra_columns="")
     if limit is not None:
         sql += " LIMIT ?"
         params = [*params, limit]
+    if offset:
+        sql += " OFFSET ?"
+        params = [*params, offset]
     return [_document_record(row) for row in connection.execute(sql, params).fetchall()]
 
 
@@ -94,10 +109,12 @@ def document(connection: duckdb.DuckDBPyConnection, doc_id: str) -> dict[str, An
     return record
 
 
-def read_documents(index_dir: Path, filters: Filters, limit: int | None = None) -> list[dict[str, Any]]:
+def read_documents(
+    index_dir: Path, filters: Filters, limit: int | None = None, offset: int = 0
+) -> list[dict[str, Any]]:
     """:func:`documents` of the index at ``index_dir`` (``Index.documents``)."""
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
-        return documents(connection, filters, limit)
+        return documents(connection, filters, limit, offset)
 
 
 def read_document(index_dir: Path, doc_id: str) -> dict[str, Any]:

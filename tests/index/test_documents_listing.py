@@ -56,7 +56,7 @@ def test_documents_filters_and_limit(library: tuple[Index, Path]) -> None:
     assert len(index.documents({"source": str(root)})) == 4
     assert index.documents({"ingested_before": "2000-01-01"}) == []
     assert len(index.documents(limit=3)) == 3
-    with pytest.raises(QueryError, match="limit must be a whole number of at least 1, got 0"):
+    with pytest.raises(QueryError, match="limit must be a whole number from 1 to 9223372036854775807, got 0"):
         index.documents(limit=0)
     with pytest.raises(QueryError, match="unknown filter key 'author'"):
         index.documents({"author": "Mara"})
@@ -79,3 +79,19 @@ def test_unknown_document_is_one_clear_error(library: tuple[Index, Path]) -> Non
     index, _ = library
     with pytest.raises(IndexNotFoundError, match=r"^no document 'nope' in .*ix; list the documents with"):
         index.document("nope")
+
+
+def test_pages_of_a_sharded_index_are_pages_of_the_whole_listing(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    for n in range(7):
+        (tmp_path / "docs" / f"d{n}.md").write_text(f"# Note {n}\n\nThe mill by river {n}.\n", encoding="utf-8")
+    index = Index.create(tmp_path / "root", embedder=HashEmbedder(), shards=2)
+    index.ingest([tmp_path / "docs"], parallel="serial")
+    whole = [record["doc_id"] for record in index.documents()]
+    assert len(whole) == 7
+    for offset in range(8):
+        for limit in (1, 3, None):
+            page = [record["doc_id"] for record in index.documents(limit=limit, offset=offset)]
+            assert page == (whole[offset:] if limit is None else whole[offset : offset + limit]), (offset, limit)
+    with pytest.raises(QueryError, match="offset must be a whole number from 0"):
+        index.documents(offset=-1)

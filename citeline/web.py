@@ -1,0 +1,301 @@
+"""The search page of ``citeline serve``: ``/`` (a query box, mode and filters, the results) and ``/view/{doc_id}``
+(a document with the passage marked in context).
+
+Plain HTML rendered on the server with Jinja2 (autoescaped), styled by one inline stylesheet: no script, no font or
+stylesheet from elsewhere, so it works offline and behind a strict Content-Security-Policy. Collapsed sources fold
+into a ``<details>`` element, which browsers open without script.
+"""
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+from typing import Annotated, Any, Protocol
+from urllib.parse import quote, urlencode
+
+import jinja2
+from fastapi import FastAPI, Query, Request
+from fastapi import Path as PathParameter
+from fastapi.responses import HTMLResponse
+
+from citeline.errors import CitelineError
+from citeline.query.plan import DEFAULT_MODE, MODES
+from citeline.query.results import SearchResult, Source
+
+__all__ = ["Limits", "add_pages", "marked"]
+
+
+class Reader(Protocol):
+    """What the pages need of the server's reader (``citeline.server._Reader``)."""
+
+    index: Any
+
+    async def run(self, work: Callable[..., Any], *args: Any) -> Any: ...
+
+    def search(
+        self, q: str, k: int, mode: str, filters: dict[str, Any], collapse: bool, deadline: float
+    ) -> tuple[list[SearchResult], int]: ...
+
+
+_STYLE = """
+body { font: 16px/1.5 system-ui, sans-serif; max-width: 60rem; margin: 0 auto; padding: 0 1rem; color: #1b1b1b; }
+header { display: flex; gap: 1rem; align-items: baseline; border-bottom: 1px solid #ddd; padding: .5rem 0; }
+header a { font-weight: bold; font-size: 1.3rem; text-decoration: none; color: inherit; }
+form.search { margin: 1rem 0; } form.search .line { display: flex; gap: .5rem; }
+input[type=search] { flex: 1; font-size: 1.1rem; padding: .4rem; }
+fieldset { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: .5rem; }
+fieldset { border: 0; padding: 0; }
+label { display: flex; flex-direction: column; font-size: .85rem; color: #555; }
+ol.results { padding-left: 1.5rem; } li.result { margin-bottom: 1.5rem; }
+li.result h2 { font-size: 1.1rem; margin: 0; }
+.provenance { font-size: .85rem; color: #555; margin: .1rem 0; }
+blockquote { margin: .3rem 0; padding-left: .8rem; border-left: 3px solid #ccc; white-space: pre-wrap; }
+mark { background: #fff2a8; } mark.passage { background: #e6f0ff; } mark.sentence { background: #fff2a8; }
+.error { color: #a00; border: 1px solid #a00; padding: .5rem; }
+pre.document { white-space: pre-wrap; font: inherit; }
+footer { border-top: 1px solid #ddd; margin-top: 2rem; padding: .5rem 0; font-size: .85rem; color: #555; }
+nav.pages { display: flex; gap: 1rem; }
+"""
+
+_BASE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{% if q %}{{ q }} · {% endif %}{{ title }}</title><style>{{ style }}</style></head>
+<body><header><a href="{{ root }}/">citeline</a><span>{{ subtitle }}</span></header><main>
+{% block main %}{% endblock %}
+</main><footer>{% if generation is not none %}generation {{ generation }} · {% endif %}
+<a href="{{ root }}/docs">API</a> · <a href="{{ root }}/openapi.json">OpenAPI</a></footer></body></html>
+"""
+
+_SEARCH = """{% extends "base" %}{% block main %}
+<form class="search" method="get" action="{{ root }}/" role="search">
+<div class="line"><input type="search" name="q" value="{{ q }}" maxlength="{{ max_query }}" autofocus
+ placeholder="What are you looking for?" aria-label="Query">
+<select name="mode" aria-label="Mode">{% for m in modes %}
+<option value="{{ m }}"{% if m == mode %} selected{% endif %}>{{ m }}</option>{% endfor %}</select>
+<button type="submit">Search</button></div>
+<details{% if filtered %} open{% endif %}><summary>Filters and options</summary><fieldset>
+<label>Source (ingested folder or file)<input name="source" value="{{ form.source }}"></label>
+<label>Path glob<input name="path" value="{{ form.path }}" placeholder="*.md"></label>
+<label>Metadata KEY=VALUE<input name="where" value="{{ form.where }}" placeholder="author=Mara"></label>
+<label>Ingested after<input type="date" name="ingested_after" value="{{ form.ingested_after }}"></label>
+<label>Ingested before<input type="date" name="ingested_before" value="{{ form.ingested_before }}"></label>
+<label>Results per page<input type="number" name="k" min="1" max="{{ max_k }}" value="{{ k }}"></label>
+<label>Near-duplicates<select name="collapse">
+<option value="true"{% if collapse %} selected{% endif %}>one result, sources listed</option>
+<option value="false"{% if not collapse %} selected{% endif %}>each separately</option></select></label>
+</fieldset></details></form>
+{% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
+{% if q and not error %}
+{% if results %}<ol class="results" start="{{ offset + 1 }}">
+{% for r in results %}<li class="result">
+<h2><a href="{{ r.view }}">{{ r.title }}</a></h2>
+<p class="provenance"><code>{{ r.source_id }}</code>{% if r.page is not none %} · page {{ r.page }}{% endif %}
+ · characters {{ r.char_start }}–{{ r.char_end }} · score {{ "%.3f"|format(r.score) }} · ingested {{ r.ingested_at }}
+ · run <code>{{ r.run_id }}</code></p>
+<blockquote class="passage">
+{%- for cls, part in r.parts -%}
+{%- if cls %}<mark class="{{ cls }}">{{ part }}</mark>{% else %}{{ part }}{% endif -%}
+{%- endfor -%}
+</blockquote>
+{% if r.others %}<details class="sources">
+<summary>also in {{ r.others|length }} other document{{ "s" if r.others|length > 1 }}</summary><ul>
+{% for s in r.others %}<li><a href="{{ s.view }}">{{ s.title }}</a> <code>{{ s.source_id }}</code>
+{%- if s.page is not none %} · page {{ s.page }}{% endif %} · characters {{ s.char_start }}–{{ s.char_end }}</li>
+{% endfor %}
+</ul></details>{% endif %}
+</li>{% endfor %}</ol>
+<nav class="pages">{% if previous %}<a href="{{ previous }}" rel="prev">← previous</a>{% endif %}
+{% if next %}<a href="{{ next }}" rel="next">next →</a>{% endif %}</nav>
+{% else %}<p class="empty">No passages match{% if filtered %} with these filters{% endif %}.</p>{% endif %}
+{% endif %}
+{% endblock %}"""
+
+_DOCUMENT = """{% extends "base" %}{% block main %}
+<p>{% if back %}<a href="{{ back }}">← back to the results</a> · {% endif %}<a href="#passage">to the passage</a></p>
+<h1>{{ doc.title or doc.source_id }}</h1>
+<table class="provenance">
+<tr><th>Source</th><td><code>{{ doc.source_path }}</code></td></tr>
+<tr><th>Source id</th><td><code>{{ doc.source_id }}</code></td></tr>
+<tr><th>Format</th><td>{{ doc.format }}{% if doc.pages %}, {{ doc.pages }} pages{% endif %},
+{{ doc.chunks }} chunks</td></tr>
+<tr><th>Ingested</th><td>{{ doc.ingested_at }} (run <code>{{ doc.run_id }}</code>)</td></tr>
+<tr><th>Content hash</th><td><code>{{ doc.content_hash }}</code></td></tr>
+{% if start is not none %}<tr><th>Passage</th><td>characters {{ start }}–{{ end }}</td></tr>{% endif %}
+</table>
+<pre class="document">
+{%- for cls, part in parts -%}
+{%- if cls %}<mark class="{{ cls }}"{% if loop.index0 == first_mark %} id="passage"{% endif %}>{{ part }}</mark>
+{%- else %}{{ part }}{% endif -%}
+{%- endfor -%}
+</pre>
+{% endblock %}"""
+
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.DictLoader({"base": _BASE, "search": _SEARCH, "document": _DOCUMENT}),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def marked(text: str, start: int, marks: list[tuple[int, int, str]]) -> list[tuple[str, str]]:
+    """``text`` (which begins at offset ``start`` of its document) cut into ``(css_class, part)`` pieces, the
+    parts inside each ``(char_start, char_end, css_class)`` of ``marks`` (document offsets; later marks win where
+    they overlap) with that class and the rest with ``""``."""
+    cuts = sorted({0, len(text), *(min(len(text), max(0, edge - start)) for m in marks for edge in m[:2])})
+    parts: list[tuple[str, str]] = []
+    for left, right in itertools.pairwise(cuts):
+        css = ""
+        for mark_start, mark_end, mark_css in marks:
+            if mark_start - start <= left and right <= mark_end - start:
+                css = mark_css
+        if parts and parts[-1][0] == css:
+            parts[-1] = (css, parts[-1][1] + text[left:right])
+        else:
+            parts.append((css, text[left:right]))
+    return parts
+
+
+def _blank_to_none(value: str | None) -> str | None:
+    return value if value and value.strip() else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The server's bounds on a request (``citeline.server``'s ``MAX_`` constants), which the pages keep too."""
+
+    query_chars: int
+    k: int
+    offset: int
+    id_chars: int
+
+
+def add_pages(app: FastAPI, reader: Reader, filters_from_params: Callable[..., dict[str, Any]], limits: Limits) -> None:
+    """Add ``/`` and ``/view/{doc_id}`` to ``app``, reading through ``reader`` (the server's, so they share its
+    search slot and timeout) and turning form fields into filters with ``filters_from_params``."""
+    MAX_QUERY_CHARS, MAX_K, MAX_OFFSET, MAX_ID_CHARS = limits.query_chars, limits.k, limits.offset, limits.id_chars
+
+    def render(name: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        page = _TEMPLATES.get_template(name).render(
+            root=root, style=_STYLE, title="citeline", subtitle=str(reader.index.path.name), **context
+        )
+        return HTMLResponse(page, status_code=status)
+
+    def view_url(root: str, item: SearchResult | Source, q: str) -> str:
+        highlight = item.highlights[0] if isinstance(item, SearchResult) and item.highlights else None
+        params: dict[str, Any] = {"start": item.char_start, "end": item.char_end, "q": q}
+        if highlight is not None:
+            params |= {"hs": highlight.char_start, "he": highlight.char_end}
+        return f"{root}/view/{quote(item.doc_id, safe='')}?{urlencode(params)}#passage"
+
+    Text = Annotated[str | None, Query(max_length=MAX_QUERY_CHARS)]
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def search_page(
+        request: Request,
+        q: Text = None,
+        mode: Annotated[str, Query(max_length=16)] = DEFAULT_MODE,
+        k: Annotated[int, Query(ge=1, le=MAX_K)] = 10,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+        source: Text = None,
+        path: Text = None,
+        where: Text = None,
+        ingested_after: Annotated[str | None, Query(max_length=64)] = None,
+        ingested_before: Annotated[str | None, Query(max_length=64)] = None,
+        collapse: bool = True,
+    ) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        form = {"source": source, "path": path, "where": where}
+        form |= {"ingested_after": ingested_after, "ingested_before": ingested_before}
+        form = {key: value or "" for key, value in form.items()}
+        filled = {key: _blank_to_none(value) for key, value in form.items()}
+        context: dict[str, Any] = {
+            "q": q or "",
+            "mode": mode,
+            "modes": MODES,
+            "k": k,
+            "offset": offset,
+            "collapse": collapse,
+            "form": form,
+            "filtered": any(filled.values()),
+            "max_query": MAX_QUERY_CHARS,
+            "max_k": MAX_K,
+            "results": [],
+            "error": None,
+            "previous": None,
+            "next": None,
+            "generation": None,
+        }
+        if not q or not q.strip():
+            return render("search", request, **context)
+        try:
+            filters = filters_from_params(
+                [filled["source"]] if filled["source"] else None,
+                [filled["path"]] if filled["path"] else None,
+                [filled["where"]] if filled["where"] else None,
+                filled["ingested_after"],
+                filled["ingested_before"],
+            )
+            found, generation = await reader.run(reader.search, q, k + offset + 1, mode, filters, collapse)
+        except CitelineError as exc:
+            return render("search", request, status=400, **{**context, "error": " ".join(str(exc).split())})
+        shown = found[offset : offset + k]
+        params = [(key, value) for key, value in request.query_params.multi_items() if key != "offset"]
+        if offset > 0:
+            context["previous"] = f"{root}/?{urlencode([*params, ('offset', max(0, offset - k))])}"
+        if len(found) > offset + k and offset + k <= MAX_OFFSET:
+            context["next"] = f"{root}/?{urlencode([*params, ('offset', offset + k)])}"
+        context["generation"] = generation
+        context["results"] = [_shown_result(result, root, q, view_url) for result in shown]
+        return render("search", request, **context)
+
+    @app.get("/view/{doc_id}", response_class=HTMLResponse, include_in_schema=False)
+    async def document_page(
+        request: Request,
+        doc_id: Annotated[str, PathParameter(max_length=MAX_ID_CHARS)],
+        start: Annotated[int | None, Query(ge=0)] = None,
+        end: Annotated[int | None, Query(ge=0)] = None,
+        hs: Annotated[int | None, Query(ge=0)] = None,
+        he: Annotated[int | None, Query(ge=0)] = None,
+        q: Text = None,
+    ) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        doc = await reader.run(lambda deadline: reader.index.document(doc_id))
+        marks = []
+        if start is not None and end is not None:
+            marks.append((start, end, "passage"))
+        if hs is not None and he is not None:
+            marks.append((hs, he, "sentence"))
+        parts = marked(doc["text"], 0, marks)
+        first_mark = next((i for i, (cls, _) in enumerate(parts) if cls), -1)
+        back = f"{root}/?{urlencode({'q': q})}" if q else None
+        return render(
+            "document",
+            request,
+            q=None,
+            doc=doc,
+            parts=parts,
+            first_mark=first_mark,
+            start=start,
+            end=end,
+            back=back,
+            generation=None,
+        )
+
+
+def _shown_result(
+    result: SearchResult, root: str, q: str, view_url: Callable[[str, SearchResult | Source, str], str]
+) -> dict[str, Any]:
+    """What the results template shows of one result: its fields, its passage cut around the highlighted
+    sentence, and the other documents it occurs in."""
+    marks = [(h.char_start, h.char_end, "sentence") for h in result.highlights[:1]]
+    others = [
+        {**dataclasses.asdict(source), "title": source.title or source.source_id, "view": view_url(root, source, q)}
+        for source in result.sources[1:]
+    ]
+    return {
+        **{field.name: getattr(result, field.name) for field in dataclasses.fields(result)},
+        "title": result.title or result.source_id,
+        "parts": marked(result.text, result.char_start, marks),
+        "view": view_url(root, result, q),
+        "others": others,
+    }
