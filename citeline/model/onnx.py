@@ -50,8 +50,13 @@ def model_fingerprint(model_path: str, backend: str) -> str:
 
 
 def cache_root() -> Path:
-    """Where exported ONNX models are kept: ``$CITELINE_CACHE``, else ``~/.cache/citeline``."""
-    return Path(os.environ.get("CITELINE_CACHE") or Path.home() / ".cache" / "citeline")
+    """Where exported ONNX models are kept, one export per model shared by every index of the user:
+    ``$CITELINE_CACHE``, else ``$XDG_CACHE_HOME/citeline``, else ``~/.cache/citeline`` (the XDG default)."""
+    if os.environ.get("CITELINE_CACHE"):
+        return Path(os.environ["CITELINE_CACHE"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    # The XDG spec: a relative path is invalid and is ignored.
+    return (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "citeline"
 
 
 def quantization_target() -> str:
