@@ -403,7 +403,10 @@ def rebuild(ctx: click.Context, index_path: str, wait: float | None, as_json: bo
 )
 @click.option("--split", default="test", show_default=True, help="Which qrels/SPLIT.tsv to score against.")
 @click.option(
-    "--backend", type=click.Choice(BACKENDS), default=None, help="Embedding backend for a new index [default: torch]."
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default=None,
+    help="Embedding backend for a new index [default: onnx-int8 where the CPU allows, else onnx].",
 )
 @click.option(
     "--baseline/--no-baseline",
