@@ -180,6 +180,11 @@ class SentenceTransformerEmbedder:
     @cached_property
     def model(self) -> SentenceTransformer:
         """The loaded model (imported lazily: sentence-transformers takes seconds to import)."""
+        if self.backend == "torch":
+            # OpenMP threads that wait for work sleep instead of spinning: torch's ingest of SciFact spent 57-69 of
+            # its 551-603 CPU-s in the kernel on 2 shared cores (issue 33). Read when torch loads its OpenMP runtime,
+            # so only a process that has not imported torch yet gets it; a value the user set is kept.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         quiet_transformers()
         from sentence_transformers import SentenceTransformer
 
