@@ -1,21 +1,36 @@
 """Query latency: cold CLI wall time and in-process ``Index.search`` p50/p99.
 
     python bench/search.py [--index DIR] [--queries ../shared/benchmarks/scifact/queries.jsonl] [--cold-runs 10]
+    python bench/search.py --index DIR --tree PATH [--tree PATH ...] [--cold-runs 15]   # source trees side by side
+    python bench/search.py --index DIR --stages [-n 100]                                # CPU per query stage
 
 Without ``--index`` it builds an index of ``seeds/`` in a temporary folder. Cold runs start a new
 ``citeline search`` process each time (the query path imports no Prefect, torch, transformers, bm25s, scipy or
 pandas) and report its wall time, CPU time (user+sys, from wait4) and peak RSS; in-process timings run every query
 once per mode after one warm-up query (``--cold-only`` skips them). Where a cold search spends its time:
 ``python -X importtime -m citeline.cli.main search QUERY --index DIR`` and ``python -m cProfile -s cumtime -m
-citeline.cli.main ...``. Run by hand; not part of CI.
+citeline.cli.main ...``.
+
+``--tree`` (repeatable) compares the cold ``citeline search`` cost of source trees, each put first on ``PYTHONPATH``
+(e.g. ``git archive HEAD~3 | tar -x -C /tmp/base`` for a before/after), runs interleaved so the shared machine's
+noise falls on every tree alike; it prints each tree's median and min CPU-s (user + sys, from ``wait4``) and wall s.
+
+``--stages`` says where a warm hybrid query's CPU goes: ``n`` queries (``Index.search(k=10, mode="hybrid",
+collapse=True)``, the CLI's default) after 5 warm-up ones, first plain (CPU and wall ms per query), then under
+cProfile with a CPU-time clock, printing each stage's cumulative CPU ms per query. cProfile's own cost inflates every
+figure (about 2x); the shares are what count. Stages overlap where one calls another (``hybrid`` holds ``encode``).
+
+Run by hand; not part of CI.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import inspect
 import json
 import os
+import pstats
 import shutil
 import statistics
 import subprocess
@@ -35,6 +50,78 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
 
 
+#: stage -> (file suffix, function name) of the function whose cumulative time is the stage's (``--stages``)
+STAGES = {
+    "search (all)": ("citeline/query/plan.py", "search"),
+    "hybrid ranking (both legs)": ("citeline/query/plan.py", "hybrid_candidates"),
+    "  query encoding": ("citeline/index.py", "encode_query"),
+    "    onnxruntime run": ("~", "<built-in method onnxruntime.capi.onnxruntime_pybind11_state.run>"),
+    "  lexical leg": ("citeline/lexical/segments.py", "ranked"),
+    "passage rows": ("citeline/query/plan.py", "fetch_passages"),
+    "highlights": ("citeline/query/highlight.py", "highlight"),
+    "  copies lookup": ("citeline/lexical/lookup.py", "find"),
+    "  unranked copies": ("citeline/query/collapse.py", "add_unranked_copies"),
+    "  grouping": ("citeline/query/collapse.py", "collapse"),
+}
+
+
+def compare_trees(index: str, trees: list[Path], runs: int, query: str) -> None:
+    """Cold ``citeline search`` CPU and wall seconds of each source tree, runs interleaved."""
+    cpu: dict[Path, list[float]] = {tree: [] for tree in trees}
+    wall: dict[Path, list[float]] = {tree: [] for tree in trees}
+    for _ in range(runs):
+        for tree in trees:
+            env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
+            command = [sys.executable, "-m", "citeline.cli.main", "search", query, "--index", index]
+            start = time.perf_counter()
+            process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            err = process.stderr.read()  # type: ignore[union-attr]
+            _, status, usage = os.wait4(process.pid, 0)
+            wall[tree].append(time.perf_counter() - start)
+            if status:
+                raise SystemExit(f"{tree}: exit status {status}: {err.decode()[-500:]}")
+            cpu[tree].append(usage.ru_utime + usage.ru_stime)
+    for tree in trees:
+        print(
+            f"{tree}: CPU-s median {statistics.median(cpu[tree]):.3f} min {min(cpu[tree]):.3f}; "
+            f"wall s median {statistics.median(wall[tree]):.3f} ({runs} runs)"
+        )
+
+
+def query_stages(index_path: Path, queries: list[str], n: int) -> None:
+    """CPU ms per query of each stage of a warm hybrid search with collapse (see the module docstring)."""
+    from citeline import Index
+
+    index = Index.open(index_path)
+    for query in queries[:5]:
+        index.search(query, k=10, mode="hybrid", collapse=True)
+    timed = queries[5 : 5 + n]
+    wall, cpu = time.perf_counter(), time.process_time()
+    for query in timed:
+        index.search(query, k=10, mode="hybrid", collapse=True)
+    count = len(timed)
+    print(
+        f"plain: {1000 * (time.process_time() - cpu) / count:.2f} CPU ms, "
+        f"{1000 * (time.perf_counter() - wall) / count:.2f} wall ms per query ({count} queries)"
+    )
+    profile = cProfile.Profile(time.process_time)
+    profile.enable()
+    for query in timed:
+        index.search(query, k=10, mode="hybrid", collapse=True)
+    profile.disable()
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    cumulative: dict[tuple[str, str], float] = {}
+    for (file, _, name), (_, _, _, cum, _) in stats.items():
+        for suffix_name in STAGES.values():
+            if file.endswith(suffix_name[0]) and name == suffix_name[1]:
+                cumulative[suffix_name] = cumulative.get(suffix_name, 0.0) + cum
+    total = cumulative.get(STAGES["search (all)"], 0.0)
+    print(f"{'stage (profiled)':<30} {'CPU ms/query':>12} {'share':>6}")
+    for stage, key in STAGES.items():
+        seconds = cumulative.get(key, 0.0)
+        print(f"{stage:<30} {1000 * seconds / count:>12.2f} {seconds / total if total else 0:>6.0%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", type=Path)
@@ -42,7 +129,21 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=10)
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--cold-only", action="store_true", help="skip the in-process timings")
+    parser.add_argument("--tree", action="append", type=Path, help="compare the cold search of these source trees")
+    parser.add_argument("--query", default="levee", help="the query of --tree's cold searches")
+    parser.add_argument("--stages", action="store_true", help="CPU per query stage of a warm hybrid search")
+    parser.add_argument("-n", type=int, default=100, help="--stages: queries timed")
     args = parser.parse_args()
+    if args.tree:
+        if args.index is None:
+            parser.error("--tree needs --index")
+        compare_trees(str(args.index), args.tree, args.cold_runs, args.query)
+        return
+    if args.stages:
+        if args.index is None:
+            parser.error("--stages needs --index")
+        query_stages(args.index, [json.loads(line)["text"] for line in args.queries.open(encoding="utf-8")], args.n)
+        return
 
     from citeline import Index
 

@@ -1,14 +1,4 @@
 """citeline: a folder of documents in, searchable passages with exact provenance out."""
-# ruff: noqa: E402  (the imports below run with the collector paused)
-
-import gc
-
-# Importing the package makes no garbage worth collecting, yet its allocations set off about 110 collections:
-# 0.04-0.06 CPU-s of a cold `citeline search` (about 1.1 s). The collector is paused meanwhile; then what exists is
-# moved to the permanent generation (gc.freeze: modules, classes, functions, which live as long as the process),
-# since otherwise the first collection after the pause walks all of it (one 0.06 CPU-s collection, measured).
-_collecting = gc.isenabled()
-gc.disable()
 
 from citeline.errors import (
     CitelineError,
@@ -52,10 +42,6 @@ def __getattr__(name: str) -> object:
         return ShardedIndex
     raise AttributeError(f"module 'citeline' has no attribute {name!r}")
 
-
-if _collecting:
-    gc.freeze()
-    gc.enable()
 
 __all__ = [
     "CitelineError",

@@ -18,6 +18,7 @@ from citeline.model.embedding import (
     Embedder,
     SentenceTransformerEmbedder,
     check_embedder,
+    default_backend,
     prepare_queries,
 )
 from citeline.query import plan
@@ -86,11 +87,11 @@ class Index:
         """Create an index at ``path``, or open it if it exists and was built with the same settings.
 
         Settings left as None take the existing index's values, or for a new index the defaults: the bundled
-        all-MiniLM-L6-v2 on torch, chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector
-        index (see ``citeline.vectors``). ``embedder`` replaces the model (tests use a fast one). ``shards``: a root
-        of that many shards (``citeline.sharding.index``; an existing root is opened with or without it).
-        ``document_vectors``:
-        also embed each document whole (``citeline.query.doc_signals``; default ``chunking.DOCUMENT_VECTORS``)."""
+        all-MiniLM-L6-v2 on :func:`~citeline.model.embedding.default_backend` (int8 ONNX where the CPU allows),
+        chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector index (see ``citeline.vectors``).
+        ``embedder`` replaces the model (tests use a fast one). ``shards``: a root of that many shards
+        (``citeline.sharding.index``; an existing root is opened with or without it). ``document_vectors``: also embed
+        each document whole (``citeline.query.doc_signals``; default ``chunking.DOCUMENT_VECTORS``)."""
         if (shards is not None or (Path(path) / SHARDS_MANIFEST).exists()) and Index.sharded:
             return Index.sharded.create(
                 path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
@@ -101,7 +102,8 @@ class Index:
 
         chunking.check_requested(max_tokens, overlap_tokens)
         if not catalog.db_path(index_dir).exists():
-            embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend or "torch")
+            backend = backend or default_backend()
+            embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend)
             settings = chunking.new_settings(max_tokens, overlap_tokens, embedder.max_seq_length, document_vectors)
             meta = catalog.new_meta(embedder, vector_index=kind, **settings)
             if generation.create(index_dir, meta):

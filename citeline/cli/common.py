@@ -77,7 +77,10 @@ _INGEST_OPTIONS = [
         "--backend",
         type=click.Choice(BACKENDS),
         default=None,
-        help="Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) [default: torch].",
+        help=(
+            "Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) "
+            "[default: onnx-int8 where the CPU has AVX2, AVX-512 or is ARM64, else onnx]."
+        ),
     ),
     click.option(
         "--max-tokens",

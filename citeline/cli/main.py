@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
@@ -274,18 +273,13 @@ def search(
     as_json: bool,
 ) -> None:
     """Print the passages most relevant to QUERY, with source, offsets and score."""
-    # One query, then the process exits: its garbage goes with it, and the collections its imports and search set
-    # off cost 0.03-0.05 CPU-s of a cold search.
-    gc.disable()
     from citeline.index import Index
-    from citeline.store.rows import without_pandas
 
     output = resolve_format(fmt, as_json)
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
-    with without_pandas():  # pyarrow would import it for nothing: 0.35-0.45 CPU-s of a cold search
-        results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(
-            query, k=k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
-        )
+    results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(
+        query, k=k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
+    )
     if output:
         emit_search(results, output)
         return
@@ -421,7 +415,10 @@ def rebuild(ctx: click.Context, index_path: str, wait: float | None, as_json: bo
 )
 @click.option("--split", default="test", show_default=True, help="Which qrels/SPLIT.tsv to score against.")
 @click.option(
-    "--backend", type=click.Choice(BACKENDS), default=None, help="Embedding backend for a new index [default: torch]."
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default=None,
+    help="Embedding backend for a new index [default: onnx-int8 where the CPU allows, else onnx].",
 )
 @click.option(
     "--baseline/--no-baseline",

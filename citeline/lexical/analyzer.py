@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,26 +56,6 @@ def bm25_settings() -> dict[str, Any]:
 
 
 _local = threading.local()
-
-
-def _bm25s() -> Any:
-    """bm25s, imported without numba.
-
-    bm25s imports numba at import time whenever it is installed (ranx, a dev dependency, brings it), for a
-    backend citeline does not use: it scores with bm25s's numpy backend. That import costs about 0.25 s of a
-    cold ``citeline search``, so it is kept out; numba itself stays importable for anything else.
-    """
-    if "bm25s" in sys.modules:
-        return sys.modules["bm25s"]
-    blocked = "numba" not in sys.modules
-    if blocked:
-        sys.modules["numba"] = None  # type: ignore[assignment]  # makes `import numba` fail fast
-    try:
-        import bm25s
-    finally:
-        if blocked:
-            del sys.modules["numba"]
-    return bm25s
 
 
 def _stemmer() -> Any:
@@ -139,7 +118,7 @@ class LexicalIndex:
     ) -> LexicalIndex:
         """Index ``texts``; ``chunk_ids`` (same order, ascending) names them. Other scoring settings than the
         defaults are for tuning: an index's folder built with them is rebuilt when the index is opened."""
-        bm25s = _bm25s()
+        import bm25s  # only for folders written before segments, and the eval baseline: 0.7 CPU-s to import
 
         ids = np.ascontiguousarray(chunk_ids, dtype=np.int64)
         if len(ids) != len(texts):
@@ -171,7 +150,8 @@ class LexicalIndex:
             raise IndexCorruptError(f"{directory} cannot be read ({exc}); run `citeline rebuild`") from exc
         if "segments" in settings:
             raise IndexCorruptError(f"{directory} is segmented: read it with citeline.lexical.segments.load")
-        bm25s = _bm25s()
+        import bm25s  # only for folders written before segments, and the eval baseline: 0.7 CPU-s to import
+
         try:
             chunk_ids = np.load(directory / CHUNK_IDS_FILE, allow_pickle=False)
             retriever = None

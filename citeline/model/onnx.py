@@ -50,8 +50,13 @@ def model_fingerprint(model_path: str, backend: str) -> str:
 
 
 def cache_root() -> Path:
-    """Where exported ONNX models are kept: ``$CITELINE_CACHE``, else ``~/.cache/citeline``."""
-    return Path(os.environ.get("CITELINE_CACHE") or Path.home() / ".cache" / "citeline")
+    """Where exported ONNX models are kept, one export per model shared by every index of the user:
+    ``$CITELINE_CACHE``, else ``$XDG_CACHE_HOME/citeline``, else ``~/.cache/citeline`` (the XDG default)."""
+    if os.environ.get("CITELINE_CACHE"):
+        return Path(os.environ["CITELINE_CACHE"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    # The XDG spec: a relative path is invalid and is ignored.
+    return (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "citeline"
 
 
 def quantization_target() -> str:
@@ -187,6 +192,13 @@ def ensure_onnx_model(model_path: str, backend: str, *, damaged: bool = False) -
         if (target / onnx_file_name(backend)).exists():
             return target
         quiet_transformers()
+        # Said once: the export is cached for every index of this user (measured in docs/performance.md).
+        logging.getLogger("citeline.model").warning(
+            "citeline: exporting the model %s to ONNX%s, once for every index of this user (cached in %s)",
+            model_path,
+            f" and quantizing it to int8 for {quantization_target()}" if backend == "onnx-int8" else "",
+            target.parent,
+        )
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
         st_logger = logging.getLogger("sentence_transformers")
         level = st_logger.level

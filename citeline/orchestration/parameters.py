@@ -45,7 +45,9 @@ class IngestParameters(BaseModel):
         None, description="Model name or local model folder; default: the index's, or all-MiniLM-L6-v2."
     )
     backend: Backend | None = Field(
-        None, description="Embedding backend of a new index: torch, onnx, or onnx-int8 (fastest); default torch."
+        None,
+        description="Embedding backend of a new index: torch, onnx, or onnx-int8 (fastest); default onnx-int8 where "
+        "the CPU allows, else onnx.",
     )
     max_tokens: int | None = Field(None, ge=8, description="Chunk size in model tokens; default: the model's limit.")
     overlap_tokens: int | None = Field(None, ge=0, description="Token overlap between chunks; default 32.")

@@ -18,6 +18,7 @@ same 2.4 s CPU, 291 -> 299 MB).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -244,15 +245,19 @@ def apply_changes(
 # ---------------------------------------------------------------- reading
 
 
+@contextlib.contextmanager
 def vector_batches(
     connection: duckdb.DuckDBPyConnection, dimension: int, batch_rows: int = 32_768
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+) -> Iterator[Iterator[tuple[np.ndarray, np.ndarray]]]:
     """Every chunk id and vector, ``batch_rows`` at a time, in storage order (``verify`` compares them with the
     vector index, a full build spills them to a file: memory holds one batch, 48 MB at 384 dimensions, instead of
-    every vector twice)."""
-    for batch in connection.sql("SELECT chunk_id, vector FROM chunks").to_arrow_reader(batch_rows):
-        ids = batch.column(0).to_numpy().astype(np.int64)
-        yield ids, arrow_to_vectors(pa.chunked_array([batch.column(1)]), dimension)
+    every vector twice). A context manager, like :func:`passage_batches`: the stream closes with the block."""
+    with contextlib.closing(connection.sql("SELECT chunk_id, vector FROM chunks").to_arrow_reader(batch_rows)) as rows:
+        yield ((batch.column(0).to_numpy().astype(np.int64), _vectors_of(batch, dimension)) for batch in rows)
+
+
+def _vectors_of(batch: pa.RecordBatch, dimension: int) -> np.ndarray:
+    return arrow_to_vectors(pa.chunked_array([batch.column(1)]), dimension)
 
 
 def chunk_ids(connection: duckdb.DuckDBPyConnection) -> np.ndarray:
@@ -287,13 +292,15 @@ def lexical_texts(connection: duckdb.DuckDBPyConnection, ids: np.ndarray | None 
     return table.column("chunk_id").to_numpy().astype(np.int64), table.column("text").to_pylist()
 
 
+@contextlib.contextmanager
 def lexical_text_batches(
     connection: duckdb.DuckDBPyConnection, batch_rows: int
-) -> Iterator[tuple[np.ndarray, list[str]]]:
+) -> Iterator[Iterator[tuple[np.ndarray, list[str]]]]:
     """Every chunk id and the text BM25 indexes for it (:func:`lexical_texts`), ``batch_rows`` at a time in no
-    particular order (a rebuild builds a segment of each batch and merges them: no sort of every text)."""
-    for batch in connection.sql(_LEXICAL_SQL).to_arrow_reader(batch_rows):
-        yield batch.column(0).to_numpy().astype(np.int64), batch.column(1).to_pylist()
+    particular order (a rebuild builds a segment of each batch and merges them: no sort of every text). A context
+    manager, like :func:`passage_batches`: the stream closes with the block."""
+    with contextlib.closing(connection.sql(_LEXICAL_SQL).to_arrow_reader(batch_rows)) as rows:
+        yield ((batch.column(0).to_numpy().astype(np.int64), batch.column(1).to_pylist()) for batch in rows)
 
 
 def stored_documents(connection: duckdb.DuckDBPyConnection, roots: Sequence[str]) -> dict[str, tuple[str, str, str]]:
@@ -388,31 +395,41 @@ FROM chunks c LEFT JOIN documents d ON d.doc_id = c.doc_id
 """
 
 
+@contextlib.contextmanager
 def passage_batches(
     connection: duckdb.DuckDBPyConnection, ids: np.ndarray | None = None, batch_rows: int = 65_536
-) -> pa.RecordBatchReader:
+) -> Iterator[pa.RecordBatchReader]:
     """The passage rows of all chunks (or of ``ids``), ascending chunk id, as a stream of Arrow batches (a
-    segment's rows file is written from it without holding the rows in memory)."""
+    segment's rows file is written from it without holding the rows in memory).
+
+    A context manager: the stream is closed and the id list unregistered when the block ends, however it ends. A
+    generator left suspended on an error path used to unregister after its connection closed, printing "Exception
+    ignored in: <generator object passage_batches...>" and "Connection already closed!" below a full disk's one-line
+    error (issue 32)."""
     extra = f", c.{DOCUMENT_VECTOR}" if keeps_document_vectors(connection) else ""
     if ids is None:
-        return connection.sql(_PASSAGES_SQL.format(where="", extra=extra)).to_arrow_reader(batch_rows)
+        with contextlib.closing(_passages_reader(connection, "", extra, batch_rows)) as rows:
+            yield rows
+        return
     connection.register("_citeline_wanted", pa.table({"chunk_id": np.asarray(ids, dtype=np.int64)}))
-    where = "WHERE c.chunk_id IN (SELECT chunk_id FROM _citeline_wanted) "
-    reader = connection.sql(_PASSAGES_SQL.format(where=where, extra=extra)).to_arrow_reader(batch_rows)
+    try:
+        where = "WHERE c.chunk_id IN (SELECT chunk_id FROM _citeline_wanted) "
+        with contextlib.closing(_passages_reader(connection, where, extra, batch_rows)) as rows:
+            yield rows
+    finally:
+        connection.unregister("_citeline_wanted")
 
-    def batches() -> Iterator[pa.RecordBatch]:
-        # The ids stay registered until the stream is read to its end.
-        try:
-            yield from reader
-        finally:
-            connection.unregister("_citeline_wanted")
 
-    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+def _passages_reader(
+    connection: duckdb.DuckDBPyConnection, where: str, extra: str, batch_rows: int
+) -> pa.RecordBatchReader:
+    return connection.sql(_PASSAGES_SQL.format(where=where, extra=extra)).to_arrow_reader(batch_rows)
 
 
 def passage_table(connection: duckdb.DuckDBPyConnection) -> pa.Table:
     """Every passage row, in memory (a reader of an index written before the rows files)."""
-    return passage_batches(connection).read_all()
+    with passage_batches(connection) as batches:
+        return batches.read_all()
 
 
 # ---------------------------------------------------------------- status

@@ -84,8 +84,8 @@ class _Spill:
     def __init__(self, path: Path, connection: duckdb.DuckDBPyConnection, dimension: int):
         self.path, self.dimension = path, dimension
         found = []
-        with path.open("wb") as out:
-            for ids, vectors in catalog.vector_batches(connection, dimension, VECTOR_BATCH):
+        with path.open("wb") as out, catalog.vector_batches(connection, dimension, VECTOR_BATCH) as batches:
+            for ids, vectors in batches:
                 out.write(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
                 found.append(ids)
         stored = np.concatenate(found or [np.zeros(0, np.int64)])
@@ -143,22 +143,25 @@ def _publish_vectors(
 
 
 def _publish_lexical(index_dir: Path, generation: int, connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    batches = catalog.lexical_text_batches(connection, TEXT_BATCH)
-    first = next(batches, None)
-    second = next(batches, None) if first is not None else None
-    if second is None:  # one batch (or none): built in memory, as it always was
-        ids, texts = first if first is not None else (np.zeros(0, np.int64), [])
-        segment = Segment.build(ids, texts)
-        parts: list[tuple[str | None, Part]] = [(SEGMENT, Part(None, segment))] if len(segment) else []
-        return publish_lexical(index_dir, generation, parts, segment.chunk_ids, connection)
-    assert first is not None
-    with _batch_segments(index_dir, generation, _chain(first, second, batches)) as built:
+    with contextlib.ExitStack() as stack:
+        # The texts' stream is closed once read (a build of several batches reads it to the end first).
+        with catalog.lexical_text_batches(connection, TEXT_BATCH) as batches:
+            first = next(batches, None)
+            second = next(batches, None) if first is not None else None
+            if first is not None and second is not None:
+                built = stack.enter_context(_batch_segments(index_dir, generation, _chain(first, second, batches)))
+        if second is None:  # one batch (or none): built in memory, as it always was
+            ids, texts = first if first is not None else (np.zeros(0, np.int64), [])
+            segment = Segment.build(ids, texts)
+            parts: list[tuple[str | None, Part]] = [(SEGMENT, Part(None, segment))] if len(segment) else []
+            return publish_lexical(index_dir, generation, parts, segment.chunk_ids, connection)
         name = new_segment_name(index_dir, generation)
         folder = index_dir / name
 
         def write(staged: Path) -> None:
             write_merged(built, staged)
-            passages.write(staged, catalog.passage_batches(connection, None))
+            with catalog.passage_batches(connection, None) as rows:
+                passages.write(staged, rows)
 
         publish(SEGMENT, folder, write)
     merged = Segment.load(folder)

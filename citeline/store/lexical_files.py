@@ -86,7 +86,8 @@ def _segment_writer(
     def write(folder: Path) -> None:
         segment.save(folder)
         # A segment built from the whole catalog holds every chunk: its rows are read without an id list.
-        passages.write(folder, catalog.passage_batches(connection, None if artifact == SEGMENT else segment.chunk_ids))
+        with catalog.passage_batches(connection, None if artifact == SEGMENT else segment.chunk_ids) as batches:
+            passages.write(folder, batches)
 
     return write
 
@@ -103,7 +104,8 @@ def _merged_writer(
         for part in parts:
             if part.name is None:
                 live = part.segment.chunk_ids[part.live]
-                rows = catalog.passage_batches(connection, live).read_all()
+                with catalog.passage_batches(connection, live) as batches:
+                    rows = batches.read_all()
                 sources.append((rows, live, np.ones(len(live), bool)))
             else:
                 sources.append((index_dir / part.name, part.segment.chunk_ids, part.live))

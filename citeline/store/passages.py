@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -68,7 +69,12 @@ def write_merged(folder: Path, sources: Sequence[tuple[Path | pa.Table, np.ndarr
     ids (ascending, one per row) and its live mask. Streams: each source is read a record batch at a time (never
     memory-mapped, so none of its pages count towards the process's resident memory), and :data:`MERGE_BATCH_ROWS`
     rows are written at a time. Returns the row count."""
-    cursors = [_Cursor(source, chunk_ids, live) for source, chunk_ids, live in sources]
+    with ExitStack() as files:  # each source's rows file is closed however the write ends (a full disk)
+        cursors = [files.enter_context(_Cursor(source, chunk_ids, live)) for source, chunk_ids, live in sources]
+        return _write_merged(folder, cursors)
+
+
+def _write_merged(folder: Path, cursors: list[_Cursor]) -> int:
     counts = [len(cursor.live_ids) for cursor in cursors]
     owner = np.repeat(np.arange(len(cursors)), counts)
     ids = np.concatenate([cursor.live_ids for cursor in cursors] or [np.zeros(0, np.int64)])
@@ -101,12 +107,15 @@ class _Cursor:
 
     def __init__(self, source: Path | pa.Table, chunk_ids: np.ndarray, live: np.ndarray):
         self._name = str(source / ROWS_FILE) if isinstance(source, Path) else "rows"
+        self._file: pa.NativeFile | None = None
         if isinstance(source, pa.Table):
             self.schema, self._batches = source.schema, iter(source.to_batches())
         else:
             try:
-                reader = pa.ipc.open_file(pa.OSFile(self._name))
+                self._file = pa.OSFile(self._name)
+                reader = pa.ipc.open_file(self._file)
             except (OSError, pa.ArrowInvalid) as exc:
+                self.close()
                 raise IndexCorruptError(f"{self._name} cannot be read ({exc}); run `citeline rebuild`") from exc
             self.schema = reader.schema
             self._batches = (reader.get_batch(number) for number in range(reader.num_record_batches))
@@ -114,6 +123,18 @@ class _Cursor:
         self.live_ids = self._ids[self._live]
         self._read, self._held = 0, 0
         self._pending: list[pa.Table] = []
+
+    def __enter__(self) -> _Cursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the rows file (a no-op for rows in memory)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def take(self, count: int) -> pa.Table:
         """The next ``count`` live rows (``IndexCorruptError`` if the rows are not its segment's)."""
@@ -463,11 +484,13 @@ def _matching(part: _Part, wanted: np.ndarray) -> np.ndarray:
 
 
 def problems(
-    index_dir: Path, lexical: LexicalIndex, batches_of: Callable[[np.ndarray], pa.RecordBatchReader]
+    index_dir: Path,
+    lexical: LexicalIndex,
+    batches_of: Callable[[np.ndarray], AbstractContextManager[pa.RecordBatchReader]],
 ) -> list[str]:
     """Problems with the rows files of the segments ``lexical`` lists: one missing while others exist, or rows
-    other than ``batches_of(live chunk ids)`` (the catalog's, compared a batch at a time). An index without any
-    (written before them) has none."""
+    other than those ``batches_of(live chunk ids)`` streams (a context manager: the catalog's, compared a batch at
+    a time). An index without any (written before them) has none."""
     if not isinstance(lexical, SegmentedIndex) or not lexical.parts:
         return []
     missing = [str(part.name) for part in lexical.parts if not (index_dir / str(part.name) / ROWS_FILE).is_file()]
@@ -481,12 +504,13 @@ def problems(
         return [str(exc).replace(str(index_dir) + "/", "")]
     for (ids, rows), part in zip(passages.live_parts(), lexical.parts, strict=True):
         offset = 0
-        for batch in batches_of(ids):
-            expected = pa.Table.from_batches([batch])
-            if not rows.slice(offset, batch.num_rows).equals(expected):
-                offset = -1
-                break
-            offset += batch.num_rows
+        with batches_of(ids) as batches:  # closed here even when the comparison stops early
+            for batch in batches:
+                expected = pa.Table.from_batches([batch])
+                if not rows.slice(offset, batch.num_rows).equals(expected):
+                    offset = -1
+                    break
+                offset += batch.num_rows
         if offset != rows.num_rows:
             return [f"{part.name}/{ROWS_FILE} holds other passage rows than {catalog.DB_FILE}; run `citeline rebuild`"]
     return []

@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib.abc
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -143,30 +140,3 @@ def documents_table(documents: Sequence[Document], run_id: str, ingested_at: str
             ),
         }
     )
-
-
-class _NoPandas(importlib.abc.MetaPathFinder):
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name.partition(".")[0] == "pandas":
-            raise ModuleNotFoundError("pandas is kept out of this process (citeline.store.rows.without_pandas)")
-
-
-@contextlib.contextmanager
-def without_pandas() -> Iterator[None]:
-    """Run the block with ``import pandas`` failing, for a short-lived process that never needs pandas.
-
-    pyarrow imports pandas, where it is installed, on its first conversion of anything (``take``, ``to_numpy``,
-    ``pa.array``), only to recognise pandas objects, which citeline never hands it. A dev install has pandas
-    (ranx brings it), and its import was 0.35-0.45 of a cold ``citeline search``'s CPU-s. Afterwards pyarrow
-    treats pandas objects as plain sequences for the rest of the process (``to_pandas`` still imports it), so
-    only a CLI command that ends the process should use this, never the library.
-    """
-    if "pandas" in sys.modules:
-        yield
-        return
-    finder = _NoPandas()
-    sys.meta_path.insert(0, finder)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(finder)
