@@ -192,13 +192,15 @@ def ensure_onnx_model(model_path: str, backend: str, *, damaged: bool = False) -
         if (target / onnx_file_name(backend)).exists():
             return target
         quiet_transformers()
-        # Said once: the export is cached for every index of this user (measured in docs/performance.md).
-        logging.getLogger("citeline.model").warning(
-            "citeline: exporting the model %s to ONNX%s, once for every index of this user (cached in %s)",
-            model_path,
-            f" and quantizing it to int8 for {quantization_target()}" if backend == "onnx-int8" else "",
-            target.parent,
-        )
+        if not damaged:
+            # Said once: the export is cached for every index of this user (measured in docs/performance.md). A
+            # re-export of a damaged cache is said by load_onnx's one warning line instead.
+            logging.getLogger("citeline.model").warning(
+                "citeline: exporting the model %s to ONNX%s, once for every index of this user (cached in %s)",
+                model_path,
+                f" and quantizing it to int8 for {quantization_target()}" if backend == "onnx-int8" else "",
+                target.parent,
+            )
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
         st_logger = logging.getLogger("sentence_transformers")
         level = st_logger.level
