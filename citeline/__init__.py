@@ -26,6 +26,7 @@ from citeline.errors import (
 from citeline.index import Index
 from citeline.query.results import SearchResult
 from citeline.store.catalog import IndexStatus
+from citeline.store.documents import ChunkSpan, DocumentDetail, DocumentInfo
 from citeline.store.ledger import RunSummary
 
 
@@ -58,7 +59,10 @@ if _collecting:
     gc.enable()
 
 __all__ = [
+    "ChunkSpan",
     "CitelineError",
+    "DocumentDetail",
+    "DocumentInfo",
     "Index",
     "IndexCorruptError",
     "IndexLockedError",

@@ -305,11 +305,11 @@ def create_app(
         limit: Annotated[int | None, Query(description="At most this many documents.")] = None,
     ) -> list[dict[str, Any]]:
         filters = filters_from_params(source, path, where, ingested_after, ingested_before)
-        return reader.index().documents(filters=filters, limit=limit)
+        return [record.to_dict() for record in reader.index().documents(filters=filters, limit=limit)]
 
     @app.get("/documents/{doc_id}", response_model=DocumentDetail, summary="One document with its chunk spans")
     def document(doc_id: str) -> dict[str, Any]:
-        return reader.index().document(doc_id)
+        return reader.index().document(doc_id).to_dict()
 
     @app.get("/health", response_model=Health, summary="The index opens")
     def health() -> dict[str, Any]:

@@ -71,7 +71,7 @@ def documents(
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
     output = resolve_format(fmt, as_json, default="table")
     assert output is not None
-    rows = Index.open(index_path, repair=False).documents(filters=filters, limit=limit)
+    rows = [record.to_dict() for record in Index.open(index_path, repair=False).documents(filters=filters, limit=limit)]
     if not rows and output == "table":
         click.echo("no documents" + (" match the filters" if filters else " (see `citeline ingest`)"), err=True)
         return
@@ -99,7 +99,7 @@ def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as
 
     if chunk is not None and around is not None:
         raise click.UsageError("give --chunk or --around, not both")
-    doc = Index.open(index_path, repair=False).document(doc_id)
+    doc = Index.open(index_path, repair=False).document(doc_id).to_dict()
     text: str = doc["text"]
     start, end = 0, len(text)
     if chunk is not None:

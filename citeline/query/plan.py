@@ -20,7 +20,7 @@ import numpy as np
 
 from citeline.errors import QueryError
 from citeline.lexical.analyzer import LexicalIndex
-from citeline.query import doc_signals
+from citeline.query import doc_signals, relevance
 from citeline.query import feedback as feedback_stage
 from citeline.query.collapse import (
     DEFAULT_COLLAPSE_THRESHOLD,
@@ -424,6 +424,7 @@ class Query:
     collapse: bool = True
     collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
     fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
+    min_score: float = relevance.DEFAULT_MIN_SCORE  #: the relevance floor (``citeline.query.relevance``)
 
     @classmethod
     def of(
@@ -435,6 +436,7 @@ class Query:
         filters: Filters | Mapping[str, Any] | None = None,
         collapse: bool = True,
         collapse_threshold: object = DEFAULT_COLLAPSE_THRESHOLD,
+        min_score: object = None,
     ) -> Query:
         """Validate every part of a request; raises :class:`QueryError` naming the bad one."""
         text, k = validate_query(query, k)
@@ -445,11 +447,25 @@ class Query:
             Filters.from_value(filters),
             bool(collapse),
             validate_threshold(collapse_threshold),
+            min_score=relevance.validate_min_score(min_score),
         )
 
 
 def search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:
-    """Run the whole plan for ``request`` on one snapshot (see the module docstring)."""
+    """Run the whole plan for ``request`` on one snapshot (see the module docstring), then drop the hits below
+    its relevance floor (``citeline.query.relevance``)."""
+    vectors: dict[str, np.ndarray] = {}  # the query's vector, embedded once (a lexical search embeds nothing)
+
+    def encode(text: str) -> np.ndarray:
+        if text not in vectors:
+            vectors[text] = encode_query(text)
+        return vectors[text]
+
+    hits = _search(snapshot, request, encode, model)
+    return relevance.apply_floor(snapshot, request.text, vectors.get(request.text), hits, request.min_score, model)
+
+
+def _search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:
     allowed = snapshot.allowed_chunk_ids(request.filters)
     # Lexical search needs no model, collapsing included: it compares stored chunk vectors, and checks shared words
     # against highlights rather than the query's vector.

@@ -43,6 +43,7 @@ from citeline.sharding.worker import shard_check, shard_status
 from citeline.sources.discovery import Discovery, resolve_roots, scan
 from citeline.sources.parsers import DEFAULT_MAX_FILE_BYTES
 from citeline.store import catalog, files, ledger
+from citeline.store.documents import DocumentDetail, DocumentInfo
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -379,7 +380,7 @@ class ShardedIndex(Index):
         shards = self.manifest.shards
 
         def local(number: int, part: Index) -> tuple[VerifyReport, list[str]]:
-            docs = [d["doc_id"] for d in part.documents()]
+            docs = [d.doc_id for d in part.documents()]
             return part.verify(), [doc_id for doc_id in docs if shard_of(doc_id, shards) != number]
 
         remote = functools.partial(shard_check, shards=shards, route=shard_of)
@@ -425,13 +426,13 @@ class ShardedIndex(Index):
 
     def documents(
         self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[DocumentInfo]:
         """:meth:`Index.documents` over every shard, in the same order (by source root, source id, doc id)."""
         found = [record for part in self._local("documents") for record in part.documents(filters, None)]
-        found.sort(key=lambda r: (str(r.get("source_root", "")), str(r.get("source_id", "")), r["doc_id"]))
+        found.sort(key=lambda r: (str(r.source_root), str(r.source_id), r.doc_id))
         return found if limit is None else found[:limit]
 
-    def document(self, doc_id: str) -> dict[str, Any]:
+    def document(self, doc_id: str) -> DocumentDetail:
         """One document, read from the shard its id routes to."""
         try:
             return self._local("documents")[shard_of(doc_id, self.manifest.shards)].document(doc_id)
