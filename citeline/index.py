@@ -262,9 +262,9 @@ class Index:
         (BM25). ``filters`` (``source``, ``path_glob``, ``ingested_after``/``_before``, ``meta``: see
         ``citeline.store.filters``) apply before ranking, so k results come back whenever k matching passages exist.
         ``collapse`` merges near-duplicates and shared quotes of documents into one result
-        (``citeline.query.collapse``). ``min_score``: the relevance floor, hits whose ``relevance`` is lower are
-        dropped (None: ``citeline.query.relevance.DEFAULT_MIN_SCORE``, so a query that matches nothing returns no
-        hits; 0 keeps every hit).
+        (``citeline.query.collapse``). ``min_score``: hits whose ``relevance`` (absolute, in [0, 1]) is lower are
+        dropped; None (default): none are, unless every hit is below the calibrated floor (the query matches
+        nothing: no hits); 0 keeps every hit (``citeline.query.relevance``).
         """
         request = plan.Query.of(
             query,

@@ -281,9 +281,20 @@ def create_app(
         ingested_after: AfterParam = None,
         ingested_before: BeforeParam = None,
         collapse: Annotated[bool, Query(description="Near-duplicates as one result listing each source.")] = True,
+        min_score: Annotated[
+            float | None,
+            Query(
+                ge=0,
+                le=1,
+                description="Drop passages whose relevance (0-1) is lower; 0 keeps all [default: none, unless all "
+                "are below the calibrated floor].",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         filters = filters_from_params(source, path, where, ingested_after, ingested_before)
-        results = locked_search(reader.index(), q, k=k, mode=mode, filters=filters, collapse=collapse)
+        results = locked_search(
+            reader.index(), q, k=k, mode=mode, filters=filters, collapse=collapse, min_score=min_score
+        )
         records = [{"rank": rank, **normalize(result.to_dict())} for rank, result in enumerate(results, 1)]
         return {"query": q, "mode": mode, "k": k, "results": records}
 

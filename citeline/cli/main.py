@@ -237,6 +237,13 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     show_default=True,
     help="Cosine at or above which passages are near-duplicates.",
 )
+@click.option(
+    "--min-score",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Drop passages whose relevance (absolute, 0-1, comparable across queries) is lower; 0 keeps all "
+    "[default: none dropped unless all are below the calibrated floor: a query that matches nothing prints none].",
+)
 @click.option("--full", is_flag=True, help="Print each passage's whole chunk, not only its highlighted sentences.")
 @search_dask_option
 @shard_workers_option
@@ -255,6 +262,7 @@ def search(
     ingested_before: str | None,
     collapse: bool,
     collapse_threshold: float,
+    min_score: float | None,
     full: bool,
     dask_address: str | None,
     shard_workers: str | None,
@@ -272,14 +280,23 @@ def search(
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
     with without_pandas():  # pyarrow would import it for nothing: 0.35-0.45 CPU-s of a cold search
         results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(
-            query, k=k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
+            query,
+            k=k,
+            mode=mode,
+            filters=filters,
+            collapse=collapse,
+            collapse_threshold=collapse_threshold,
+            min_score=min_score,
         )
     if output:
         emit_search(results, output)
         return
     if not results:
-        hint = " matching the filters" if filters else " (is the index empty? see `citeline status`)"
-        click.echo(f"no passages found{hint}")
+        hint = " matching the filters" if filters else ""
+        click.echo(
+            f"no passages found{hint} above the relevance floor (--min-score 0 shows the best matches anyway; is "
+            "the index empty? see `citeline status`)"
+        )
         return
     from citeline.cli import render
 

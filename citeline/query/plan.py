@@ -424,7 +424,7 @@ class Query:
     collapse: bool = True
     collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
     fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
-    min_score: float = relevance.DEFAULT_MIN_SCORE  #: the relevance floor (``citeline.query.relevance``)
+    min_score: float | None = None  #: the relevance floor (``citeline.query.relevance``); None: calibrated
 
     @classmethod
     def of(

@@ -17,11 +17,15 @@ Cosines are on each embedding model's own scale: the dense/hybrid model is fitte
 The coefficients were fitted on SciFact's train claims (their judged passages as on-topic hits) and on the first
 half of an off-topic query set (bench/data/off_topic_queries.txt: questions about cooking, sport, travel, ... and
 gibberish, no relevant SciFact abstract; their best hits as off-topic hits) by ``bench/relevance_floor.py``, which
-also chose :data:`DEFAULT_MIN_SCORE` and measures it on SciFact test and the other half (docs/quality.md).
+also chose each model's ``floor`` and measures it on SciFact test and the other half (docs/quality.md).
 
-Searches drop hits whose relevance is below ``min_score`` (default :data:`DEFAULT_MIN_SCORE`; ``0`` keeps every
-hit), so a query that matches nothing returns no hits. An index whose BM25 folder predates segments has no term
-frequencies to read: its hits get ``relevance=None`` and are never dropped.
+``min_score`` (``Index.search``, ``citeline search --min-score``, the retrievers): a number drops every hit whose
+relevance is below it (``0`` keeps every hit). Unset (None, the default), a search whose hits are *all* below the
+model's calibrated ``floor`` returns nothing (the query matches nothing in the index) and otherwise returns its hits
+as ranked: the floor was chosen so that no SciFact train claim lost its answer, so the default never lowers
+nDCG@10 on a query that matches, while a per-hit floor high enough to empty most off-topic queries drops some
+relevant hits of low cosine and coverage (docs/quality.md). An index whose BM25 folder predates segments has no
+term frequencies to read: its hits get ``relevance=None`` and are never dropped.
 """
 
 from __future__ import annotations
@@ -41,11 +45,13 @@ from citeline.query.results import SearchResult
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """``relevance = sigmoid(intercept + cosine * cos + coverage * cov)`` (see the module docstring)."""
+    """``relevance = sigmoid(intercept + cosine * cos + coverage * cov)``; ``floor``: the relevance a search's best hit
+    must reach when no ``min_score`` is given (see the module docstring)."""
 
     intercept: float
     cosine: float
     coverage: float
+    floor: float
 
     def probability(self, cosine: np.ndarray | None, coverage: np.ndarray) -> np.ndarray:
         """The relevance of hits with these cosines (None: a lexical search, the model ignores them) and
@@ -57,21 +63,19 @@ class RelevanceModel:
 
 
 #: Hybrid and dense searches with all-MiniLM-L6-v2 (bench/relevance_floor.py, SciFact train + off-topic
-#: calibration half; fitted on onnx-int8, whose cosines match torch's to about 0.01).
-DENSE_MODEL = RelevanceModel(intercept=-10.0, cosine=25.0, coverage=6.0)
+#: calibration half, on an onnx-int8 index). Relevance 0.5 is a cosine of 0.44 with no query term, or 0.20 with all.
+DENSE_MODEL = RelevanceModel(intercept=-12.1206, cosine=27.535, coverage=6.6393, floor=0.45)
 #: The embedding models :data:`DENSE_MODEL` is calibrated for: cosines of other models are on other scales, so
 #: their dense and hybrid hits get ``relevance=None`` (never dropped) until a model of theirs is fitted here.
 CALIBRATED_MODELS = {"all-MiniLM-L6-v2": DENSE_MODEL, "sentence-transformers/all-MiniLM-L6-v2": DENSE_MODEL}
 #: Lexical searches: coverage alone.
-LEXICAL_MODEL = RelevanceModel(intercept=-4.0, cosine=0.0, coverage=10.0)
-#: The floor a search applies unless told otherwise (bench/relevance_floor.py; figures in docs/quality.md).
-DEFAULT_MIN_SCORE = 0.5
+LEXICAL_MODEL = RelevanceModel(intercept=-6.6153, cosine=0.0, coverage=16.6012, floor=0.04)
 
 
-def validate_min_score(min_score: object) -> float:
-    """Check a ``min_score`` (a number in [0, 1]; None: :data:`DEFAULT_MIN_SCORE`)."""
+def validate_min_score(min_score: object) -> float | None:
+    """Check a ``min_score``: a number in [0, 1], or None (the calibrated default, see the module docstring)."""
     if min_score is None:
-        return DEFAULT_MIN_SCORE
+        return None
     if isinstance(min_score, bool) or not isinstance(min_score, int | float | np.floating | np.integer):
         raise QueryError(f"min_score must be a number between 0 and 1, not {min_score!r}")
     value = float(min_score)
@@ -138,17 +142,20 @@ def apply_floor(
     query: str,
     query_vector: np.ndarray | None,
     results: Sequence[SearchResult],
-    min_score: float,
+    min_score: float | None,
     model: str,
 ) -> list[SearchResult]:
-    """``results`` with their ``relevance`` set, less those below ``min_score`` (the plan's last step)."""
+    """``results`` with their ``relevance`` set, less those below ``min_score``; with ``min_score`` None, none if
+    every one is below the calibrated floor (the plan's last step, see the module docstring)."""
     if not results:
         return []
+    fitted = LEXICAL_MODEL if query_vector is None else model_for(model)
     found = relevance(snapshot, query, query_vector, [result.chunk_id for result in results], model)
-    if found is None:
+    if found is None or fitted is None:
         return list(results)
+    if min_score is None and float(found.max()) < fitted.floor:
+        return []
+    floor = 0.0 if min_score is None else min_score
     return [
-        replace(result, relevance=round(float(value), 6))
-        for result, value in zip(results, found, strict=True)
-        if value >= min_score
+        replace(result, relevance=float(value)) for result, value in zip(results, found, strict=True) if value >= floor
     ]
