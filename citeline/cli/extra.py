@@ -12,10 +12,12 @@ import click
 from citeline.cli.common import (
     DOCUMENT_TABLE_COLUMNS,
     PathType,
+    columns_option,
     emit_records,
     filter_options,
     filters_from,
     format_option,
+    headers_option,
     index_option,
     json_option,
     resolve_format,
@@ -52,6 +54,8 @@ def serve(index_path: str, host: str, port: int, dask_address: str | None, shard
 @filter_options
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N documents [default: all].")
 @format_option
+@columns_option
+@headers_option
 @json_option
 @user_errors
 def documents(
@@ -63,6 +67,8 @@ def documents(
     ingested_before: str | None,
     limit: int | None,
     fmt: str | None,
+    columns: str | None,
+    headers: bool,
     as_json: bool,
 ) -> None:
     """List the documents in the index: id, source, title, format, chunks, pages, ingested_at, run, metadata."""
@@ -75,7 +81,7 @@ def documents(
     if not rows and output == "table":
         click.echo("no documents" + (" match the filters" if filters else " (see `citeline ingest`)"), err=True)
         return
-    emit_records(rows, output, DOCUMENT_TABLE_COLUMNS)
+    emit_records(rows, output, DOCUMENT_TABLE_COLUMNS, columns=columns, headers=headers)
 
 
 @click.command()

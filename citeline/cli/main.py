@@ -17,16 +17,19 @@ from citeline.cli.common import (
     RUN_TABLE_COLUMNS,
     OneLineErrors,
     PathType,
+    columns_option,
     emit_record,
     emit_records,
     emit_search,
     filter_options,
     filters_from,
     format_option,
+    headers_option,
     index_option,
     ingest_options,
     json_option,
     resolve_format,
+    run_seconds,
     search_dask_option,
     shard_workers_option,
     shards_option,
@@ -39,10 +42,13 @@ from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.query.plan import DEFAULT_MODE, MODES
 
 
-@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="citeline")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Build a semantic index from documents and search it; every passage comes with its provenance."""
+    if ctx.invoked_subcommand is None:  # bare `citeline`: its help, as `citeline --help` prints it
+        click.echo(ctx.get_help())
 
 
 @cli.command()
@@ -248,6 +254,8 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
 @search_dask_option
 @shard_workers_option
 @format_option
+@columns_option
+@headers_option
 @json_option
 @user_errors
 def search(
@@ -267,6 +275,8 @@ def search(
     dask_address: str | None,
     shard_workers: str | None,
     fmt: str | None,
+    columns: str | None,
+    headers: bool,
     as_json: bool,
 ) -> None:
     """Print the passages most relevant to QUERY, with source, offsets and score."""
@@ -289,7 +299,7 @@ def search(
             min_score=min_score,
         )
     if output:
-        emit_search(results, output)
+        emit_search(results, output, columns=columns, headers=headers)
         return
     if not results:
         hint = " matching the filters" if filters else ""
@@ -331,24 +341,33 @@ def status(index_path: str, fmt: str | None, as_json: bool) -> None:
 @index_option
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="How many runs, newest first.")
 @format_option
+@columns_option
+@headers_option
 @json_option
 @user_errors
-def runs(index_path: str, limit: int, fmt: str | None, as_json: bool) -> None:
-    """The run ledger: one line per ingestion run, with per-file errors."""
+def runs(index_path: str, limit: int, fmt: str | None, columns: str | None, headers: bool, as_json: bool) -> None:
+    """The run ledger: one line per ingestion run (start, duration, roots, counts), with per-file errors."""
     from citeline.index import Index
 
     ledger = Index.open(index_path).runs(limit=limit)
     output = resolve_format(fmt, as_json)
     if output:
-        emit_records([run.to_dict() for run in ledger], output, RUN_TABLE_COLUMNS)
+        records = [run.to_dict() for run in ledger]
+        if output not in ("json", "jsonl"):
+            records = [{**record, "duration": run_seconds(record)} for record in records]
+        emit_records(records, output, RUN_TABLE_COLUMNS, columns=columns, headers=headers)
         return
     for run in ledger:
         row = run.to_dict()
+        seconds = run_seconds(row)
+        took = f"{seconds:.1f} s" if seconds is not None else "unfinished"
         click.echo(
-            f"{row['run_id']}  {row['status']:<9} gen {row['generation']}  added {row['added']}  "
-            f"updated {row['updated']}  unchanged {row['unchanged']}  removed {row['removed']}  "
-            f"failed {row['failed']}  embedded {row['chunks_embedded']}  reused {row['chunks_reused']}"
+            f"{row['run_id']}  {row['status']:<9} started {row['started_at']}, {took}, gen {row['generation']}: "
+            f"added {row['added']}  updated {row['updated']}  unchanged {row['unchanged']}  removed "
+            f"{row['removed']}  failed {row['failed']}  embedded {row['chunks_embedded']}  reused "
+            f"{row['chunks_reused']}"
         )
+        click.echo(f"    roots: {', '.join(row['roots']) or '(none)'}")
         for error in row["errors"]:
             click.echo(f"    {error['path']}: {error['reason']}")
 

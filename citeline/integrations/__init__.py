@@ -7,14 +7,13 @@ their objects' metadata: :func:`provenance` builds it.
 
 from __future__ import annotations
 
-import json
 import threading
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from citeline.errors import QueryError
-from citeline.util.formats import normalize
+from citeline.util.formats import flat, normalize
 
 if TYPE_CHECKING:
     from citeline.index import Index
@@ -108,23 +107,3 @@ def provenance(result: SearchResult) -> dict[str, Any]:
     if document_metadata is not None:
         meta["document_metadata"] = document_metadata
     return dict(normalize(meta))
-
-
-def flat(metadata: Mapping[str, Any], prefix: str = "") -> dict[str, str | int | float | bool]:
-    """``metadata`` as vector stores that take only flat scalar metadata (Chroma, Pinecone, ...) store it: nested
-    mappings become dotted keys (``document_metadata.author``), lists become JSON text (``other_sources``,
-    ``highlights``: ``json.loads`` gives them back), None values are left out."""
-    found: dict[str, str | int | float | bool] = {}
-    for key, value in metadata.items():
-        name = f"{prefix}{key}"
-        if value is None:
-            continue
-        if isinstance(value, Mapping):
-            found.update(flat(value, f"{name}."))
-        elif isinstance(value, list | tuple):
-            found[name] = json.dumps(value, ensure_ascii=False)
-        elif isinstance(value, str | int | float | bool):
-            found[name] = value
-        else:
-            found[name] = str(value)
-    return found
