@@ -1,7 +1,7 @@
 """Calibrate and measure the relevance floor (``citeline.query.relevance``) on SciFact and off-topic queries.
 
-    citeline ingest /work/shared/benchmarks/scifact/corpus.jsonl --index /tmp/scifact-int8 --backend onnx-int8
-    python bench/relevance_floor.py /tmp/scifact-int8 [--fit]
+    citeline ingest $SCIFACT/corpus.jsonl --index /tmp/scifact-int8 --backend onnx-int8
+    python bench/relevance_floor.py /tmp/scifact-int8 --beir $SCIFACT [--fit]
 
 Each query is ranked as ``citeline eval`` ranks it (``Index.rank``, 100 chunks; documents by their best chunk) and
 every ranked chunk gets its two features (cosine, idf-weighted coverage). Calibration (``--fit``): on SciFact
@@ -116,11 +116,12 @@ def off_topic_empty(scores, floor: float) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("index")
+    parser.add_argument("--beir", type=Path, default=SCIFACT, help="SciFact in BEIR layout, with qrels/train.tsv")
     parser.add_argument("--fit", action="store_true", help="fit the models and the floor on train (calibration)")
     parser.add_argument("--modes", default="hybrid,lexical,dense")
     args = parser.parse_args()
     index = Index.open(args.index)
-    train, test = load_beir(SCIFACT, "train"), load_beir(SCIFACT, "test")
+    train, test = load_beir(args.beir, "train"), load_beir(args.beir, "test")
     chunks = CorpusChunks(index, train.corpus)
     calibrate_off, report_off = off_topic_queries()
     start, cpu = time.perf_counter(), time.process_time()

@@ -35,6 +35,7 @@ from citeline.query.plan import DEFAULT_MODE
 from citeline.query.results import SearchResult
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.catalog import IndexStatus
+from citeline.store.filters import where_meta
 from citeline.store.ledger import RunSummary
 from citeline.util.formats import normalize
 
@@ -110,6 +111,7 @@ class DocumentRecord(BaseModel):
     format: str
     chunks: int
     pages: int | None
+    encoding: str | None
     size_bytes: int | None
     content_hash: str
     run_id: str
@@ -152,7 +154,11 @@ class ErrorResponse(BaseModel):
 # The filter parameters of /search and /documents, named as the CLI's flags.
 SourceParam = Annotated[list[str] | None, Query(description="Only this ingested folder or file (or a source id).")]
 PathParam = Annotated[list[str] | None, Query(description="Only documents whose source id or path matches this glob.")]
-WhereParam = Annotated[list[str] | None, Query(description="KEY=VALUE: only documents whose metadata KEY is VALUE.")]
+WhereParam = Annotated[
+    list[str] | None,
+    Query(description="KEY=VALUE: only documents whose metadata KEY is VALUE; also KEY!=VALUE, KEY~TEXT, KEY>=VALUE "
+          "(>, <, <=) and 'KEY in A,B', as the CLI's --where."),
+]  # fmt: skip
 AfterParam = Annotated[str | None, Query(description="Only documents ingested at or after this date (ISO 8601).")]
 BeforeParam = Annotated[str | None, Query(description="Only documents ingested before this date (ISO 8601).")]
 
@@ -164,18 +170,13 @@ def filters_from_params(
     ingested_after: str | None = None,
     ingested_before: str | None = None,
 ) -> dict[str, Any]:
-    """The filter dict of :meth:`citeline.Index.search` from the CLI's flag values (``where`` as ``KEY=VALUE``;
-    a key given twice matches either value). Raises :class:`QueryError` for a malformed ``where``."""
-    meta: dict[str, Any] = {}
-    for item in where or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise QueryError(f"Invalid value for where: {item!r} is not key=value")
-        if key in meta:
-            previous = meta[key]
-            meta[key] = [*previous, value] if isinstance(previous, list) else [previous, value]
-        else:
-            meta[key] = value
+    """The filter dict of :meth:`citeline.Index.search` from the CLI's flag values (``where`` as the CLI's
+    ``--where``: ``KEY=VALUE``, ``KEY>=VALUE``, ``KEY~TEXT``, ``KEY in A,B``, ...; see
+    :func:`citeline.store.filters.where_meta`). Raises :class:`QueryError` for a malformed ``where``."""
+    try:
+        meta = where_meta(where or [])
+    except QueryError as exc:
+        raise QueryError(f"Invalid value for where: {exc}") from None
     candidates = {
         "source": list(source or []),
         "path_glob": list(path or []),

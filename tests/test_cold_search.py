@@ -107,6 +107,8 @@ NOT_ON_THE_SEARCH_PATH = (
     "citeline.model.chunking",
     "citeline.ingest.planning",
     "citeline.sources.parsers",
+    "citeline.sources.formats",
+    "citeline.sources.encoding",
     "citeline.sources.discovery",
     "citeline.store.verify",
     "numpy.ma",  # (np.unique and np.union1d import it: citeline.util.arrays.unique instead)

@@ -9,7 +9,7 @@ import pytest
 
 from citeline import Index, SourceError
 from citeline.sources.discovery import discover
-from citeline.sources.parsers import SourceFile, parse
+from citeline.sources.parsers import SourceFile, parse, parse_source
 
 
 def source(path: Path) -> SourceFile:
@@ -73,9 +73,10 @@ def test_pdf_pages_are_recorded(tmp_path: Path) -> None:
     pdf = tmp_path / "report.pdf"
     pdf.write_bytes(minimal_pdf(["First page about wages", "Second page about letters"]))
     (doc,) = parse(source(pdf))
-    starts = doc.metadata["page_starts"]
-    assert len(starts) == 2 and doc.metadata["pages"] == 2
+    starts = doc.page_starts
+    assert len(starts) == 2 and doc.properties == {"pages": 2}
     assert doc.text[starts[1] :].startswith("Second page")
+    assert doc.metadata == {}  # page offsets and count are citeline's, not the user's metadata
 
 
 def test_pdf_chunks_carry_page_numbers(tmp_path: Path, fake_embedder) -> None:
@@ -104,7 +105,7 @@ def test_pdf_ligatures_are_written_as_their_letters(tmp_path: Path, fake_embedde
     pdf.write_bytes(minimal_pdf([r"A signi\256cant \257ow of of\256ce \256les", r"Second page: the \256nal \257oor"]))
     (doc,) = parse(source(pdf))
     assert doc.text == "A significant flow of office files\n\nSecond page: the final floor"
-    assert doc.text[doc.metadata["page_starts"][1] :].startswith("Second page")
+    assert doc.text[doc.page_starts[1] :].startswith("Second page")
     index = Index.create(tmp_path / "ix", embedder=fake_embedder, max_tokens=8, overlap_tokens=0)
     index.ingest([docs])
     hits = index.search("significant office final floor", k=10, mode="lexical")
@@ -134,10 +135,7 @@ def test_jsonl_records_become_documents(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "content", "reason"),
     [
-        ("bad.txt", b"caf\xe9 au lait", "not valid UTF-8 at byte 3"),
         ("blob.md", b"\x00\x01\x02binary", "binary"),
-        ("empty.txt", b"", "empty"),
-        ("blank.md", b"  \n\t\n", "empty"),
         ("broken.pdf", b"%PDF-1.4\nthis is not really a pdf", "PDF"),
         ("notes.jsonl", b'{"_id": "a", "text": "ok"}\n{"_id": "b", "text": ', "line 2: invalid JSON"),
         ("noid.jsonl", b'{"text": "ok"}\n', "line 1: record has no _id or id"),
@@ -203,3 +201,139 @@ def test_parse_source_reports_whole_file_problems_without_raising(tmp_path: Path
     parsed = parse_source(source(missing))
     assert parsed.documents == [] and not parsed.complete
     assert parsed.errors[0].path == str(missing) and "cannot read file" in parsed.errors[0].reason
+
+
+# ---------------------------------------------------------------- .docx, .rst, .csv/.tsv
+
+
+def word_document(path: Path) -> Path:
+    """A .docx written by python-docx: core properties, a heading, paragraphs and a table with a merged cell."""
+    import datetime
+
+    import docx
+
+    document = docx.Document()
+    document.core_properties.title = "Wage ledger"
+    document.core_properties.author = "Mara Ilves"
+    document.core_properties.created = datetime.datetime(2021, 3, 4, 10, 0)
+    document.add_heading("Pay in the winter", level=1)
+    document.add_paragraph("Soldiers were paid late that winter, and wrote letters home.")
+    table = document.add_table(rows=2, cols=3)
+    for column, value in enumerate(("name", "month", "paid")):
+        table.cell(0, column).text = value
+    table.cell(1, 0).merge(table.cell(1, 1)).text = "Ansel, January"
+    table.cell(1, 2).text = "no"
+    document.add_paragraph("After the table comes the ferry.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document.save(str(path))
+    return path
+
+
+def test_docx_paragraphs_tables_and_core_properties(tmp_path: Path) -> None:
+    (doc,) = parse(source(word_document(tmp_path / "ledger.docx")))
+    assert doc.format == "docx" and doc.title == "Wage ledger"
+    assert doc.text == (
+        "Pay in the winter\n\nSoldiers were paid late that winter, and wrote letters home.\n\n"
+        "name | month | paid\n\nAnsel, January | no\n\nAfter the table comes the ferry."
+    )
+    assert doc.metadata["author"] == "Mara Ilves" and doc.metadata["created"] == "2021-03-04T10:00:00+00:00"
+    assert doc.properties == {}
+
+
+def test_docx_that_is_no_zip_or_a_zip_bomb_fails_alone(tmp_path: Path, monkeypatch) -> None:
+    import zipfile
+
+    from citeline.sources.formats import docx as docx_format
+
+    fake = tmp_path / "fake.docx"
+    fake.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(SourceError, match=r"corrupt or unreadable \.docx"):
+        parse(source(fake))
+    notword = tmp_path / "notword.docx"
+    with zipfile.ZipFile(notword, "w") as archive:
+        archive.writestr("hello.txt", "a zip, but no Word document in it")
+    with pytest.raises(SourceError, match=r"corrupt or unreadable \.docx"):
+        parse(source(notword))
+    monkeypatch.setattr(docx_format, "MAX_INFLATED_BYTES", 1000)
+    with pytest.raises(SourceError, match=r"inflates to .* above the 1,000-byte limit"):
+        parse(source(word_document(tmp_path / "big.docx")))
+
+
+def test_rst_plain_text_docinfo_and_no_file_insertion(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-CONTENT", encoding="utf-8")
+    rst = tmp_path / "report.rst"
+    rst.write_text(
+        "================\nThe river report\n================\n\n"
+        ":author: Mara Ilves\n:date: 2021-03-04\n:year: 2021\n\n"
+        f".. a comment\n\n.. include:: {secret}\n\n.. raw:: html\n\n   <b>raw</b>\n\n.. |sub| replace:: substituted\n\n"
+        "Soldiers crossed the *river* at night, |sub|.\n\nSection\n=======\n\n- item one\n\n::\n\n    literal block\n",
+        encoding="utf-8",
+    )
+    (doc,) = parse(source(rst))
+    assert doc.format == "rst" and doc.title == "The river report"
+    assert doc.text == (
+        "The river report\n\nSoldiers crossed the river at night, substituted.\n\nSection\n\nitem one\n\nliteral block"
+    )
+    assert doc.metadata == {"author": "Mara Ilves", "date": "2021-03-04", "year": 2021}
+    assert "SECRET" not in doc.text and "raw" not in doc.text and "comment" not in doc.text
+
+
+def test_csv_and_tsv_rows_are_records(tmp_path: Path) -> None:
+    table = tmp_path / "letters.csv"
+    table.write_text(
+        'ID,Title,Text,Year,Author\n1,First,"Soldiers crossed, at night",2021,Mara\n2,,"Line one\nline two",2020,\n'
+        "2,dup,dup text,1,x\n3,a,b,c,d,e\n,no id,t,1,2\n",
+        encoding="utf-8",
+    )
+    parsed = parse_source(source(table))
+    first, second = parsed.documents
+    assert first.source_id == "letters.csv#1" and first.format == "csv" and first.title == "First"
+    assert first.text == "First\n\nSoldiers crossed, at night"
+    assert first.metadata == {"Year": 2021, "Author": "Mara", "record_id": "1", "body_start": 7}
+    assert second.text == "Line one\nline two" and second.metadata == {"Year": 2020, "record_id": "2"}
+    assert [e.reason for e in parsed.errors] == [
+        "line 5: duplicate id '2' (first on line 3); this record is skipped",
+        "line 6: row has 6 cells, the header 5",
+        "line 7: row has no ID",
+    ]
+    assert not parsed.complete  # a row whose id is unknown may be a stored one: nothing of the file is removed
+    sheet = tmp_path / "people.tsv"
+    sheet.write_bytes("name\tcity\tyear\tcode\nMara\tTõrva\t2021\t007\n".encode("cp1252", "replace"))
+    (row,) = parse(source(sheet))
+    assert row.source_id == "people.tsv#2" and row.format == "tsv"  # no id column: the row's line
+    assert row.text.startswith("name: Mara\ncity: T") and row.properties == {"encoding": "cp1252"}
+    assert row.metadata["year"] == 2021 and row.metadata["code"] == "007"
+
+
+def test_a_mixed_folder_ingests_and_a_broken_file_of_any_kind_loses_nothing(tmp_path: Path, fake_embedder) -> None:
+    from test_metadata import FRONT, pdf_with_info
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "river.md").write_text(FRONT, encoding="utf-8")
+    word_document(docs / "ledger.docx")
+    (docs / "notes.rst").write_text("Notes\n=====\n\n:year: 2019\n\nThe ferry carried letters.\n", encoding="utf-8")
+    (docs / "rows.csv").write_text("id,text,year\nr1,Wages for the garrison,2022\n", encoding="utf-8")
+    (docs / "windows.txt").write_bytes("Café letters from the front, “kept”.".encode("cp1252"))
+    pdf_with_info(docs / "report.pdf", {"/Author": "Ansel", "/Title": "Report"}, "Report about wages and ferries")
+    (docs / "empty.txt").write_bytes(b"")
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    run = index.ingest([docs])
+    assert run.status == "succeeded" and run.failed == 0 and run.added == 6
+    assert {r.source_id for r in index.search("letters", k=10, mode="lexical")} >= {
+        "ledger.docx",
+        "notes.rst",
+        "windows.txt",
+    }
+    assert {r.source_id for r in index.search("wages", k=10, filters={"meta": {"year": {">=": 2021}}})} == {
+        "river.md",
+        "rows.csv#r1",
+    }
+    before = {(r.source_id, r.text) for r in index.search("letters wages ferry", k=50, mode="lexical")}
+    for name in ("ledger.docx", "notes.rst", "rows.csv", "windows.txt", "river.md", "report.pdf"):
+        (docs / name).write_bytes(b"\x01\x02\x03 broken \xff" * 10)
+    run = index.ingest([docs])
+    assert run.status == "partial" and run.failed == 6 and run.removed == 0 and run.updated == 0
+    assert {(r.source_id, r.text) for r in index.search("letters wages ferry", k=50, mode="lexical")} == before
+    assert index.verify().ok

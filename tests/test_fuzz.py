@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -15,12 +16,32 @@ from citeline.errors import SourceError
 from citeline.model.chunking import Chunker
 from citeline.sources.parsers import Document, SourceFile, parse, supported_suffixes
 
+
+def minimal_docx() -> bytes:
+    """A small Word document by python-docx: properties, a heading, a paragraph and a table."""
+    import docx
+
+    document = docx.Document()
+    document.core_properties.author = "Mara"
+    document.add_heading("Heading", level=1)
+    document.add_paragraph("A paragraph about rivers.")
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "cell", "other"
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
 SAMPLES = {
     ".txt": b"A title\n\nSome text about rivers and bridges.\n",
-    ".md": b"# Heading\n\nA paragraph.\n\n- a list item\n",
+    ".md": b"---\nauthor: Mara\nyear: 2021\ntags: [a, b]\n---\n# Heading\n\nA paragraph.\n\n- a list item\n",
     ".html": b"<html><head><title>T</title></head><body><article><p>Main text here.</p></article></body></html>",
     ".jsonl": b'{"_id": "1", "title": "One", "text": "first record"}\n{"id": 2, "text": "second"}\n',
     ".pdf": minimal_pdf(["First page about wages", "Second page"]),
+    ".docx": minimal_docx(),
+    ".rst": b"=====\nTitle\n=====\n\n:author: Mara\n:year: 2021\n\nA *paragraph*.\n\n- item\n\n::\n\n    code\n",
+    ".csv": b'id,title,text,year\n1,One,"first, record",2021\n2,,second,2020\n',
+    ".tsv": b"name\tcity\tyear\nMara\tTallinn\t2021\n",
 }
 #: CITELINE_FUZZ_EXAMPLES=2000 for a longer hunt than CI affords.
 EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "40"))
@@ -32,10 +53,20 @@ FUZZ = settings(
 )
 
 
+ALIASES = {".markdown": ".md", ".htm": ".html"}
+
+
 def sample(suffix: str) -> bytes:
-    """A valid file of this suffix (formats added later fall back to text)."""
-    aliases = {".markdown": ".md", ".htm": ".html"}
-    return SAMPLES.get(aliases.get(suffix, suffix), SAMPLES[".txt"])
+    """A valid file of this suffix."""
+    return SAMPLES[ALIASES.get(suffix, suffix)]
+
+
+@pytest.mark.parametrize("suffix", supported_suffixes())
+def test_every_registered_kind_has_a_valid_sample_to_mutate(suffix: str) -> None:
+    # A format registered without a sample here would be fuzzed from nothing valid: add one to SAMPLES.
+    documents = parse_bytes(suffix, sample(suffix))
+    assert documents, f"the {suffix} sample does not parse"
+    check_documents(documents)
 
 
 @st.composite
@@ -92,6 +123,26 @@ def test_mutated_valid_files_raise_only_source_error(suffix: str, data: st.DataO
 @FUZZ
 @given(text=st.text(max_size=2000))
 def test_random_text_raises_only_source_error(suffix: str, text: str) -> None:
+    check_documents(parse_bytes(suffix, text.encode("utf-8")))
+
+
+#: Characters that make YAML, CSV and reStructuredText structure, so random text hits their edge cases often.
+STRUCTURE = st.text(alphabet=":-[]{}&*!|>'\",#\t\n =.`_abc12é😀\r\\", max_size=600)
+
+
+@FUZZ
+@given(front=STRUCTURE, body=STRUCTURE)
+def test_random_front_matter_raises_only_source_error(front: str, body: str) -> None:
+    for document in parse_bytes(".md", f"---\n{front}\n---\n{body}".encode()):
+        check_documents([document])
+        assert 0 <= document.chunks_from <= len(document.text)
+        assert document.text[document.chunks_from :].strip()  # a document always has text to chunk
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".rst"])
+@FUZZ
+@given(text=STRUCTURE)
+def test_structured_random_text_raises_only_source_error(suffix: str, text: str) -> None:
     check_documents(parse_bytes(suffix, text.encode("utf-8")))
 
 

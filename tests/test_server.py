@@ -83,6 +83,11 @@ def test_search_passes_mode_and_filters(served: tuple[httpx.Client, Index, Path]
     client, _, _ = served
     by_author = client.get("/search", params={"q": "pay", "where": "author=Mara", "mode": "lexical"}).json()
     assert [r["source_id"] for r in by_author["results"]] == ["records.jsonl#r1"]
+    for where in (["author~mar"], ["author in Ansel,Mara"], ["author!=Ansel", "author~MARA"]):
+        found = client.get("/search", params={"q": "pay", "where": where, "mode": "lexical"}).json()
+        assert [r["source_id"] for r in found["results"]] == ["records.jsonl#r1"], where
+    nobody = client.get("/search", params={"q": "pay", "where": "author~ansel", "mode": "lexical"}).json()
+    assert nobody["results"] == []
     by_glob = client.get("/search", params=[("q", "letters"), ("path", "*.md"), ("path", "*.txt")]).json()
     assert by_glob["results"] and all(r["source_id"].endswith(".md") for r in by_glob["results"])
     assert client.get("/search", params={"q": "pay", "ingested_before": "2000-01-01"}).json()["results"] == []
@@ -197,8 +202,11 @@ def test_filters_from_params() -> None:
     assert filters_from_params(["a"], ["*.md"], ["x=1", "x=2", "y=3"], "2026-01-01") == {
         "source": ["a"],
         "path_glob": ["*.md"],
-        "meta": {"x": ["1", "2"], "y": "3"},
+        "meta": {"x": {"=": ["1", "2"]}, "y": {"=": ["3"]}},
         "ingested_after": "2026-01-01",
+    }
+    assert filters_from_params(where=["year>=2021", "author~mara", "tag in a,b"]) == {
+        "meta": {"year": {">=": "2021"}, "author": {"~": ["mara"]}, "tag": {"=": ["a", "b"]}}
     }
 
 

@@ -361,7 +361,7 @@ def test_bad_record_fails_alone(tmp_path: Path, line: str, reason: str) -> None:
 
 def test_whole_file_problems_fail_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"caf\xe9")
+    bad.write_bytes(b"caf\xe9\x01\x02\x03\x04\x05\x06\x07\x08")  # control bytes: no text encoding fits
     parsed = parse_source(SourceFile(str(tmp_path), str(bad), "bad.txt"))
     assert parsed.documents == [] and not parsed.complete and "not valid UTF-8" in parsed.errors[0].reason
     only_bad = write_jsonl(tmp_path / "f.jsonl", ['{"_id": "x", "text": "\\udc80"}'])

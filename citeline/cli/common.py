@@ -11,8 +11,9 @@ from typing import Any, TypeVar
 
 import click
 
-from citeline.errors import CitelineError, SettingsError
+from citeline.errors import CitelineError, QueryError, SettingsError
 from citeline.model.embedding import BACKENDS
+from citeline.store.filters import where_meta
 from citeline.util.formats import FORMATS, format_record, format_records, search_records
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -204,19 +205,12 @@ def show_warning(message: Warning | str, category: type[Warning], *args: Any, **
     click.echo(f"warning: {message}", err=True)
 
 
-def where_filter(values: tuple[str, ...]) -> dict[str, str | list[str]]:
-    """``--where key=value`` options as the ``meta`` filter dict; a key given twice matches either value."""
-    meta: dict[str, str | list[str]] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--where")
-        if key in meta:
-            previous = meta[key]
-            meta[key] = [*previous, value] if isinstance(previous, list) else [previous, value]
-        else:
-            meta[key] = value
-    return meta
+def where_filter(values: tuple[str, ...]) -> dict[str, Any]:
+    """``--where`` options as the ``meta`` filter dict (:func:`citeline.store.filters.where_meta`)."""
+    try:
+        return where_meta(values)
+    except QueryError as exc:
+        raise click.BadParameter(str(exc), param_hint="--where") from None
 
 
 _FILTER_OPTIONS = [
@@ -224,7 +218,9 @@ _FILTER_OPTIONS = [
     click.option("--path", "path_glob", multiple=True, metavar="GLOB",
                  help="Only documents whose source id or path matches GLOB, e.g. '*.md'; repeatable."),
     click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
-                 help="Only documents whose metadata KEY equals VALUE; repeatable (keys AND, a repeated key ORs)."),
+                 help="Only documents whose metadata KEY is VALUE; also KEY!=VALUE, KEY~TEXT (contains, any case), "
+                      "KEY>VALUE, >=, <, <= (numbers as numbers, dates as dates) and 'KEY in A,B'; repeatable "
+                      "(keys AND; a repeated KEY=VALUE ORs, a range ANDs)."),
     click.option("--ingested-after", metavar="DATE", help="Only documents ingested at or after DATE (ISO 8601)."),
     click.option("--ingested-before", metavar="DATE", help="Only documents ingested before DATE (ISO 8601)."),
 ]  # fmt: skip

@@ -125,6 +125,7 @@ def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as
         click.echo(json.dumps(excerpt, ensure_ascii=False))
         return
     pages = f", {doc['pages']} pages" if doc["pages"] else ""
+    pages += f", read as {doc['encoding']}" if doc.get("encoding") else ""
     click.echo(click.style(doc["source_path"], fg="cyan") + f"  [chars {start}-{end} of {len(text)}]")
     click.echo(f"  title: {doc['title']}")
     click.echo(f"  id {doc['doc_id']}, {doc['format']}, {doc['chunks']} chunks{pages}, content {doc['content_hash']}")

@@ -12,13 +12,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from citeline.ingest.progress import Reporter
-from citeline.model.chunking import Chunker, embed_text
+from citeline.model.chunking import Chunker, ChunkSpan, embed_text
 from citeline.sources.parsers import Document, text_hash
 from citeline.store import catalog
 from citeline.store.rows import ChunkRows
@@ -78,7 +79,14 @@ def chunk_documents(
     all_spans: list[Any] = []
     for start in range(0, len(documents), step):
         part = documents[start : start + step]
-        all_spans.extend(chunker.split_many([(document.text, document.format == "markdown") for document in part]))
+        all_spans.extend(
+            _shifted(spans, document.chunks_from)
+            for document, spans in zip(
+                part,
+                chunker.split_many([(_indexed(document), document.format == "markdown") for document in part]),
+                strict=True,
+            )
+        )
         if advance is not None:
             advance(len(part))
     headers = chunker.embed_text == "title + chunk"
@@ -86,7 +94,7 @@ def chunk_documents(
     for document, spans in zip(documents, all_spans, strict=True):
         content_hash = document.content_hash
         title = (document.title or "").strip() if headers else ""
-        page_starts: list[int] = document.metadata.get("page_starts") or []
+        page_starts = document.page_starts
         for span in spans:
             rows.chunk_id.append(chunk_id_for(document.doc_id, content_hash, span.ordinal))
             rows.doc_id.append(document.doc_id)
@@ -101,8 +109,22 @@ def chunk_documents(
             # Pages are 1-based; page_starts[i] is the character offset where page i+1 begins.
             rows.page.append(bisect.bisect_right(page_starts, span.char_start) if page_starts else None)
             if whole:
-                rows.document_text.append(document_text(document.title, document.text) if span.ordinal == 0 else None)
+                rows.document_text.append(
+                    document_text(document.title, _indexed(document)) if span.ordinal == 0 else None
+                )
     return rows
+
+
+def _indexed(document: Document) -> str:
+    """The text chunks cover: all of it but what ``chunks_from`` leaves out (a Markdown file's front matter)."""
+    return document.text[document.chunks_from :] if document.chunks_from else document.text
+
+
+def _shifted(spans: list[ChunkSpan], offset: int) -> list[ChunkSpan]:
+    """``spans`` of the indexed text as offsets into the whole document text."""
+    if not offset:
+        return spans
+    return [replace(span, char_start=span.char_start + offset, char_end=span.char_end + offset) for span in spans]
 
 
 def embed_chunks(

@@ -72,6 +72,8 @@ def parse_files(
             if advance is not None:
                 advance(1)
             continue
+        if parsed.skipped is not None:
+            batch.skipped.append(FileError(display_path(source.path), parsed.skipped))
         batch.documents.extend(parsed.documents)
         batch.errors.extend(FileError(display_path(error.path), error.reason) for error in parsed.errors)
         batch.kept_doc_ids.extend(parsed.kept_doc_ids)
@@ -361,7 +363,10 @@ def _commit_in_batches(
 def _report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch) -> None:
     # One line for the counts, one per failed file (up to LOGGED_FAILURES; the ledger has them all).
     documents = parsed.document_count
-    reporter.info(f"parsed {files} files: {documents} documents, {len(parsed.errors)} failed")
+    skipped = f", {len(parsed.skipped)} skipped (empty)" if parsed.skipped else ""
+    reporter.info(f"parsed {files} files: {documents} documents, {len(parsed.errors)} failed{skipped}")
+    for empty in parsed.skipped[:LOGGED_FAILURES]:
+        reporter.info(f"skipped {empty.path}: {empty.reason}")
     for error in parsed.errors[:LOGGED_FAILURES]:
         reporter.info(f"failed {error.path}: {error.reason}")
     if len(parsed.errors) > LOGGED_FAILURES:

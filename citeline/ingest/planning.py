@@ -69,6 +69,8 @@ class ParsedBatch:
     #: the files read whole, without an error, and the stat they were read at (``citeline.store.file_stats``:
     #: the run's last commit records it, so the next run need not read them)
     read_files: list[FileStat] = field(default_factory=list)
+    #: files skipped rather than parsed, with why (an empty file): not errors, and no document of theirs remains
+    skipped: list[FileError] = field(default_factory=list)
 
     @classmethod
     def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
@@ -94,6 +96,7 @@ class ParsedBatch:
         self.fresh_files.extend(batch.fresh_files)
         self.fresh_documents += batch.fresh_documents
         self.read_files.extend(batch.read_files)
+        self.skipped.extend(batch.skipped)
 
     @property
     def document_count(self) -> int:
@@ -113,6 +116,7 @@ class ParsedBatch:
             self.fresh_files,
             self.fresh_documents,
             self.read_files,
+            self.skipped,
         )
 
 

@@ -3,7 +3,8 @@ settings.
 
 Documents and queries go through the same analyzer: bm25s's tokenizer (lower case, words of two or more
 characters), its English stopword list, and the Snowball English stemmer (PyStemmer). The scoring variant and its
-parameters were chosen on the tuning half of SciFact's test queries (see README, "Retrieval quality").
+parameters were chosen on the tuning half of SciFact's test queries, and stay best on train
+(docs/quality.md#how-the-first-settings-were-chosen).
 
 New generations are segmented (``citeline.lexical.segments``); :class:`LexicalIndex` reads the bm25s folders of
 indexes built before segments, as they are, and serves tuning experiments.

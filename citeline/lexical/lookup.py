@@ -7,16 +7,9 @@ come back. A copy carries the text's rare words, which most chunks do not.
 
 Every posting of the chosen terms is read (one gather per segment); per segment the postings are keyed by (text,
 the chunk's position in the segment, the term's row) and sorted, the idf weights summed per chunk in the terms'
-order, and only the chunks that reach ``min_share`` are mapped to index positions. The first version mapped every
-posting to its index position first (a random gather from an 8 MB array at 1M chunks) and summed with
-``np.unique``'s stable argsort (4.5 ms for 53k keys, a plain sort 0.6): at 1M chunks (bench/scale.py's index, whose
-"rare" terms hold up to 4,860 postings each; a call looks up a search's ten highlights, a median 16,500 postings in
-hybrid mode, 53,000 in lexical whose highlights are longer) a call cost 5.3 ms CPU (hybrid), 3.7 (dense) and 10.5
-(lexical), now 3.6, 2.8 and 6.8; on SciFact (13k chunks, ~900 postings) both cost ~1.9 ms, mostly analysis and
-fixed costs. The results are the same, chunk for chunk (the same float sums in the same order;
-``tests/test_collapse_lookup.py`` checks them against the definition). Reading only the rarest terms' postings
-(a chunk holding none of the terms whose idf passes ``1 - min_share`` of the weight cannot match) and binary
-searches for the others was tried: it read a fifth of the postings but its per-term searches cost as much.
+order, and only the chunks that reach ``min_share`` are mapped to index positions (``tests/test_collapse_lookup.py``
+checks the results against the definition). Cost: 3.6 ms CPU a call at 1M chunks in hybrid mode, about 1.9 on
+SciFact (docs/performance.md#duplicate-collapse).
 
 Term hashes are kept per lookup (:data:`HASH_CACHE` of them): blake2b costs ~3 us a term, and a search's
 highlights hold ~200 distinct terms, most of them seen before.

@@ -2,16 +2,13 @@
 (the lookup of chunks sharing a text's rare terms, collapse's copies of a quote, is ``citeline.lexical.lookup``'s).
 
 ``SegmentedIndex.scores`` sums every query term's postings into one float32 score per live chunk, through each
-part's position -> index position map, and a ranking then partitions all of it: at 1M chunks (bench/scale.py's
-synthetic corpus, SciFact's word frequencies, 50 claims: their terms are in 0.5-20 % of the chunks) that cost 34 ms
-CPU a query at k=10 and 30 ms at hybrid's depth 200, on 2 busy cores. :meth:`Reader.top` sums in each part's own
-positions (no map) into that part's slice of one array, with each part's length norms computed once per average
-length, gathers and adds with ``np.take``/``np.add.at`` (no intp copies of the positions), and ranks only the chunks
-that reach the k-th best score of a rarest term's chunks (a lower bound of the k-th best): 14 ms at both depths
-before those two changes; in one process alternating with the code before them (load 5-18 on 2 cores), 10.5 -> 7.3
-and 12.3 -> 8.4 CPU-ms at depth 200. What is left is memory-bound: ~556k postings a query, a gather and a scatter
-each. :meth:`Reader.ranked` also reads hybrid's candidates' scores from that array; :meth:`Reader.scores_of` scores
-given chunks by binary search in each term's postings.
+part's position -> index position map, and a ranking then partitions all of it (34 ms CPU a query at 1M chunks).
+:meth:`Reader.top` sums in each part's own positions (no map) into that part's slice of one array, with each part's
+length norms computed once per average length, gathers and adds with ``np.take``/``np.add.at`` (no intp copies of
+the positions), and ranks only the chunks that reach the k-th best score of a rarest term's chunks (a lower bound
+of the k-th best): 7.3 CPU-ms at 1M (docs/scale.md#choices-measured-in-the-code). What is left is memory-bound:
+~556k postings a query, a gather and a scatter each. :meth:`Reader.ranked` also reads hybrid's candidates' scores
+from that array; :meth:`Reader.scores_of` scores given chunks by binary search in each term's postings.
 
 MaxScore pruning (score the chunks of the rarest terms, look up the others) was measured twice and dropped: with
 these queries, even knowing the true k-th score, the terms that must be read in full hold a median 17 % (k=10) and

@@ -46,10 +46,8 @@ SPECIAL_TOKENS = 2
 CHUNKER_VERSION = 3
 #: What the model embeds for each chunk, recorded in a new index's meta (``embed_text``): ``"chunk"``, the chunk's
 #: text as stored, or ``"title + chunk"``, the document's title on a line before it (a contextual chunk header)
-#: unless the chunk already starts with it; offsets and stored text are the chunk's own either way. Measured on
-#: SciFact TRAIN (bench/tune_quality.py, bench/results/scifact-quality-headers.txt), headers lowered dense nDCG@10
-#: from 0.8319 to 0.8263 and left hybrid at 0.8893 (0.8892 without): a full 254-token chunk plus its title is cut
-#: at the model's 256 tokens, and JSONL/Markdown first chunks already start with the title. So "chunk" ships.
+#: unless the chunk already starts with it; offsets and stored text are the chunk's own either way. "chunk" ships:
+#: headers lowered dense nDCG@10 on SciFact train, 0.8319 -> 0.8263 (docs/quality.md#baseline-rows-and-tuning-on-train).
 #: Indexes made before this setting have no ``embed_text`` in their meta and embed the chunk alone.
 EMBED_TEXT = "chunk"
 EMBED_TEXTS = ("chunk", "title + chunk")

@@ -25,34 +25,11 @@ in other news can rank below hundreds of passages that merely share the query's 
 best hits, each result's highlighted sentences are looked up in the lexical index by their rarest terms
 (:func:`add_unranked_copies`, :data:`LOOKUP_DEPTH` chunks each) and the matches pass the same two rules. That lookup
 replaces ranking 3k + 10 candidates: a collapsed search ranks k hits (deeper only when collapsing merged some) and
-highlights only its k results; a deepening reads only the new hits' passages and vectors. On SciFact's 300 test
-queries at k=10 (onnx-int8 index, bench/collapse_cost.py, CPU time on 2 shared cores under load ~15, the code before
-and after in back-to-back runs) collapse adds, at the median, 5.0 ms (hybrid), 4.5 (dense) and 6.7 (lexical), of
-which the lookup is 1.8-2.1; before it added 6.3, 5.3 and 6.9. It added 17.2, 14.0 and 22.5 ms (lexical also
-encoding the query) when it ranked 3k + 10 candidates and highlighted them all.
+highlights only its k results; a deepening reads only the new hits' passages and vectors.
 
 A search analyses each chunk once (:class:`WordCache` for the normalised words, ``highlight.analysis_cache`` for
-sentences and stems): the slow searches are those that deepen (collapsing left fewer than k results, so 40 hits are
-read, compared and highlighted), and they had analysed the first hits again and highlighted the results twice.
-With that, passage rows read from the mapped buffers and cheaper sentence splitting (the same results for SciFact's
-300 test queries in every mode, collapse on and off), the added p99 fell from 33-37 to 25-32 ms (lexical) and
-31-41 to 21-22 (hybrid), while the added p50 stayed within the noise of a loaded machine: 4.5-4.8 before, 4.8-5.4
-after (lexical), 4.5 and 3.7-4.4 (hybrid) (bench/collapse_cost.py, the two versions alternated twice); at 1M chunks
-(bench/scale.py's index, 50 claims) the added p50 is 6.6 ms (hybrid), 4.0 (dense) and 7.7 (lexical), of which the
-rare-term lookup is 3.0, 2.0 and 5.1.
-
-Then the per-search constants were cut, every decision kept (the same JSON for SciFact's 300 test queries x 3 modes x
-collapse on and off; tests/data/quotes' precision and recall unchanged): words are the hashes of their normalised
-forms, split with ``str.translate`` in ASCII text (no per-search vocabulary); shingle sets come from numpy hashes and
-are intersected pair by pair only past one check against the hits above; an alignment does not close chains too short
-to count (29 -> 18 us a pair); the lookup analyses each word once per reader and packs its posting keys in bits;
-documents are read from the mapped buffers; stems are kept across searches. bench/collapse_cost.py --repeat 3 with the
-main tree and this code run at the same time (the same neighbours' load on 2 shared cores), two runs: the added p50
-went from 4.08-4.13 to 3.51-3.66 ms (hybrid), 3.63-4.45 to 3.29-3.58 (dense) and 4.39-4.40 to 3.61-3.66 (lexical),
-the added p99 from 18.8-27.5 to 14.5-19.3 ms (the p99 searches are those that deepen: 7 of 300 in lexical mode, 21 ms
-against 3.4 without collapse). At 1M chunks (50 claims, side by side, three runs, --repeat 3, 3 and 5; 50 queries
-make +-1.5 ms of noise) the added p50 went from 6.0-9.4 to 4.7-6.8 ms (hybrid), 4.2-6.1 to 4.5-5.6 (dense) and
-7.6-9.7 to 6.7-9.0 (lexical); the rare-term lookup is still most of it (4-5 ms in hybrid and lexical).
+sentences and stems), since the slow searches are those that deepen. Collapse adds about 3.5 ms CPU to a k=10 search
+on SciFact and 5-7 ms at 1M chunks, most of it the rare-term lookup: docs/performance.md#duplicate-collapse.
 """
 
 from __future__ import annotations
@@ -75,13 +52,9 @@ from citeline.query.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, 
 )
 from citeline.query.results import SearchResult
 
-#: Chunks whose vectors have at least this cosine are the same passage. Measured with the real model:
-#: formatting variants of one seed chunk (reflowed whitespace, case, curly quotes and no punctuation) score
-#: 0.965-1.0 on torch and onnx-int8, the same chunk with its last paragraph dropped or its opening sentence
-#: reworded 0.94-0.95; different passages score far lower: 0.76 at most between the two seed articles' chunks, and
-#: among SciFact's top-30 hits for 200 queries (84,554 pairs of distinct papers, bench/collapse_threshold.py) the
-#: highest is 0.939, with 5 pairs above 0.9 and none at 0.95. So 0.95 merges copies of one passage and never two
-#: papers; lower it (--collapse-threshold 0.9) to also merge lightly edited versions.
+#: Chunks whose vectors have at least this cosine are the same passage: copies of one passage score 0.94-1.0, two
+#: distinct SciFact papers 0.939 at most (docs/quality.md#choices-measured-in-the-code). Lower it
+#: (--collapse-threshold 0.9) to also merge lightly edited versions.
 DEFAULT_COLLAPSE_THRESHOLD = 0.95
 
 
@@ -89,10 +62,8 @@ DEFAULT_COLLAPSE_THRESHOLD = 0.95
 #: text and the overlapping neighbour of its document take two; the rest leaves room for two copies per result per
 #: query (more copies rank among the hits themselves, where the deepening finds them all).
 LOOKUP_DEPTH = 4
-#: The least share of the idf weight of a highlight's rarest terms a chunk must hold to be looked at as a copy. On
-#: tests/data/quotes (each pair's A highlighted for its quote, looked up among the set's 124 passages) 0.5 and 0.6
-#: find 30 of the 31 B copies, 0.7 29, 0.8 27; on SciFact (100 test queries, k=10, hybrid) the matches from other
-#: documents that must be fetched and aligned fall from 3.7 a query at 0.5 to 1.8 at 0.6 (0.75 at 0.7), none a copy.
+#: The least share of the idf weight of a highlight's rarest terms a chunk must hold to be looked at as a copy:
+#: 0.6 finds as many copies as 0.5 for half the fetches (docs/quality.md#choices-measured-in-the-code).
 LOOKUP_MIN_SHARE = 0.6
 
 

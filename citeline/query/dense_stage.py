@@ -14,16 +14,13 @@ from citeline.store.snapshot import ReadSnapshot
 
 #: Dense mode scores each candidate chunk ``(1 - w) * cosine + w * cosine(query, its document's centroid)``, the
 #: centroid being the mean of the document's chunk vectors weighted by their lengths in characters, normalised
-#: (``doc_signals`` ``dense_length``); 0 turns the stage off (the chunk's cosine alone, as before). Chosen on
-#: SciFact train (bench/tune_q18.py, bench/results/scifact-quality-q18.txt section 1; train noise about +-0.003):
-#: nDCG@10 0.8319 -> 0.8441 on torch and 0.8350 -> 0.8462 on onnx-int8 at w = 0.3 (0.8444 / 0.8448 at 0.2, 0.8463 /
-#: 0.8452 at 0.5), test 0.6621 -> 0.6679 and 0.6726 -> 0.6774. A short document split into a lone title chunk
-#: and a body chunk is then scored nearer to how whole-document encoding scores it.
+#: (``doc_signals`` ``dense_length``); 0 turns the stage off (the chunk's cosine alone). A short document split
+#: into a lone title chunk and a body chunk is then scored nearer to how whole-document encoding scores it.
+#: Chosen on SciFact train: 0.8319 -> 0.8441 nDCG@10 on torch at 0.3 (docs/quality.md#dense-modes-document-stage).
 DENSE_DOCUMENT_WEIGHT = 0.3
-#: The dense ranking's top chunks (at least k) the document stage re-scores. Its cost grows with them (at 1M
-#: chunks, 200 candidates cost about 20 CPU-ms a dense search: the neighbour lookups of ``doc_signals``), and deeper
-#: candidates rarely reach a top 10: on 400 SciFact claims (onnx-int8, k=10) depth 100 and 50 gave the same top 10
-#: as 200 for 400 and 399 claims, at 12.4 and 10.6 CPU-ms a rank against 13.7 (query encoding included).
+#: The dense ranking's top chunks (at least k) the document stage re-scores: its cost grows with them and deeper
+#: candidates rarely reach a top 10 (50 gave 200's top 10 for 399 of 400 claims;
+#: docs/quality.md#choices-measured-in-the-code).
 #: ``citeline eval`` ranks deeper than this, so its figures do not depend on it.
 DENSE_DOCUMENT_DEPTH = 50
 

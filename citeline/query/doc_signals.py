@@ -11,21 +11,20 @@ document (:data:`SIGNALS`, filled by ``@document_signal(name)``; the weights are
   so a sharded index scores as one), the length normalised by the corpus's mean document length (its chunk
   tokens over its documents), divided by the query's bound (the sum of its terms' idf: each term's share is
   below its idf), so that a document's value depends on the query and the corpus alone, never on which other
-  candidates a filter let through. No second index is written. On SciFact train (bench/tune_doclevel.py) it
-  scores as well as bm25s over whole document texts (hybrid nDCG@10 0.8986 against 0.8997), while the sum of
-  the chunks' BM25 scores lowers it.
+  candidates a filter let through. No second index is written. It scores as well as bm25s over whole document
+  texts, while the sum of the chunks' BM25 scores lowers it (docs/quality.md#choices-measured-in-the-code).
 - ``dense``: the cosine of the mean of the document's chunk vectors (stored vectors: nothing is embedded).
 - ``dense_length``: the same with each chunk vector weighted by the chunk's length in characters (``char_end -
   char_start``, read from the passage rows by :attr:`Documents.lengths_of`), so a short chunk (a title left alone
   as chunk 0) counts for its share of the text. Dense mode's document stage
   (``citeline.query.dense_stage.dense_ranking``)
-  blends it into each chunk's cosine: on SciFact it is the centroid that gains (bench/results/scifact-quality-q18.txt,
-  section 1: train 0.8319 -> 0.8441 at weight 0.3 where the plain mean gives 0.8335).
+  blends it into each chunk's cosine: weighting by length is what gains, the plain mean does not
+  (docs/quality.md#more-fusion-and-dense-ideas-measured).
 - ``whole``: the cosine of the document's whole-text vector (title and text embedded at once, truncated at the
   model's window, as BEIR and MTEB encode documents), which an index created with ``document_vectors`` stores on
   each document's first chunk (``citeline.ingest.embed_step``); a document without one (an older index) takes the
   ``dense`` value instead. A title and lead paragraph read together say what a document is about better than
-  its chunks' mean (SciFact train, bench/results/scifact-quality-library.txt).
+  its chunks' mean (docs/quality.md#document-level-signals).
 
 A document's chunks are found from a candidate's row: chunk ids are ``pipeline.chunk_id_for(doc_id,
 content_hash, ordinal)`` and a document's ordinals run from 0, so its neighbours are probed outwards from the
@@ -50,7 +49,7 @@ from citeline.vectors import VectorReader
 
 #: Candidates (the best by the chunk scores) whose documents get the signals. Grouping candidates by document
 #: costs ~0.1 ms a candidate (reading their rows, probing their neighbours); the first results are decided
-#: among the best few dozen. Measured on SciFact (citeline eval, bench/results/scifact-quality-doclevel.txt).
+#: among the best few dozen (docs/quality.md#choices-measured-in-the-code).
 DEPTH = 100
 
 #: Chunks probed on each side of a document's candidates: a long document's signal is that of their neighbourhood.

@@ -6,16 +6,12 @@ length-weighted mean of its chunk vectors, the ``dense_length`` document signal'
 in the collection's own words. The moved query ``normalise(q + beta * centroid)`` re-scores every candidate's
 cosine; BM25 is unchanged, so a document the lexical ranking found keeps its lexical evidence. No second search
 runs: the candidates stay those of the first fusion, so the stage costs reading one document's chunk vectors
-and lengths and a matrix-vector product over the candidates (bench/feedback_cost.py: +0.8-1.0 CPU-ms a search on
-SciFact, +2.2-3.1 at 1M chunks, where a hybrid search is about 35). ``citeline.query.plan.Fusion``'s
-``feedback`` (beta; 0 turns the stage off) and ``feedback_weight`` (the second fusion's dense weight) set it.
+and lengths and a matrix-vector product over the candidates (+0.8-1.0 CPU-ms a search on SciFact).
+``citeline.query.plan.Fusion``'s ``feedback`` (beta; 0 turns the stage off) and ``feedback_weight`` (the second
+fusion's dense weight) set it.
 
-Chosen on SciFact train (bench/tune_prf.py, bench/results/scifact-quality-prf.txt, paired bootstrap over
-queries): the first document's centroid at beta 0.25 with the second fusion at dense weight 0.5 gains +0.0021
-(torch) and +0.0046 (onnx-int8, 95 % interval +0.0020..+0.0074) on train; test 0.7241 -> 0.7322 and 0.7262 ->
-0.7281. Feedback from the dense ranking's top documents, from two or more documents, or with a larger beta gains
-less on train or loses (a wrong first document pulls the query off topic); a second vector search with the moved
-query instead of re-scoring the candidates gains about as much and costs a full dense search.
+Chosen on SciFact train, kept because it gains on train on both backends; the figures and the variants that lost:
+docs/quality.md#hybrids-feedback-stage.
 """
 
 from __future__ import annotations

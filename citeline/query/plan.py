@@ -9,7 +9,6 @@ results come back whenever k allowed chunks match. Everything a search reads com
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,7 @@ from citeline.query.dense_stage import (
 from citeline.query.dense_stage import dense_ranking, document_rows
 from citeline.query.highlight import highlight
 from citeline.query.results import SearchResult
+from citeline.store import metadata as stored_metadata
 from citeline.store.filters import Filters
 from citeline.store.snapshot import ReadSnapshot
 from citeline.util.arrays import positions_of, unique
@@ -85,7 +85,7 @@ def validate_mode(mode: object) -> str:
 
 @dataclass(frozen=True)
 class Fusion:
-    """How hybrid search merges the dense and the lexical ranking (defaults: the tuned settings, see README).
+    """How hybrid search merges the dense and the lexical ranking.
 
     ``method="convex"``: a chunk's fused score is ``weight * d + (1 - weight) * l``, where ``d`` and ``l`` are its
     cosine and its BM25 score, each rescaled by statistics of that ranking's top ``depth`` chunks for the query:
@@ -99,19 +99,14 @@ class Fusion:
     candidates by the chunk part (``doc_signals.depth_of``: the best 100, or all for the ``whole`` vector; the
     others: the chunk part alone), each ``doc_i`` the candidate's document's signal on the chunk scores' scale by
     quantities of the query alone (a cosine as ``d`` is; the document BM25 over the query's idf bound), so a
-    filter never changes a chunk's fused score. Chosen on SciFact train (bench/results/scifact-quality-library.txt,
-    whose surface is flat to about +-0.003): chunk dense weight 0.4 (:data:`DEFAULT_FUSION`), train 0.8892 -> 0.8940
-    on torch and 0.8914 -> 0.8986 on onnx-int8 over the 0.5 shipped before. The document BM25 at 0.3 added 0.0022
-    on train on both backends (inside the noise), lost 0.0016-0.0019 on test, and costs +12 % search CPU on SciFact
-    and about 12 ms a hybrid query at 1M chunks: opt-in (:data:`DOCUMENT_BM25_FUSION`). The whole-document vector
-    (``Index.create(document_vectors=True)``, weight ``("whole", 0.1)``) added 0.0019 more on train (0.8981), for
-    +57-72 % ingest CPU and +52 % search CPU on SciFact: opt-in too, and the mean chunk vector (``dense``) unused.
+    filter never changes a chunk's fused score.
 
     ``feedback`` (beta) and ``feedback_weight``: the feedback stage (``citeline.query.feedback``): the query vector
-    moved
-    toward the first fused document's centroid, the candidates' cosines computed again with it and fused again at
-    dense weight ``feedback_weight`` (``feedback=0``: off). On in :data:`DEFAULT_FUSION` (SciFact train +0.0021 torch,
-    +0.0046 onnx-int8; test 0.7241 -> 0.7322 and 0.7262 -> 0.7281); the opt-in fusions below keep their measured form.
+    moved toward the first fused document's centroid, the candidates' cosines computed again with it and fused again
+    at dense weight ``feedback_weight`` (``feedback=0``: off).
+
+    Every weight is chosen on SciFact train and kept only if it beats the train noise on both backends; the
+    figures: docs/quality.md#document-level-signals and docs/quality.md#hybrids-feedback-stage.
 
     ``method="rrf"``: reciprocal rank fusion, ``sum 1 / (rrf_k + rank)`` over the two rankings' top
     ``max(k, depth)`` (rank from 1; a ranking that misses a candidate adds nothing).
@@ -138,10 +133,10 @@ class Fusion:
         return {**asdict(self), "documents": dict(self.documents)}
 
 
-#: The shipped hybrid setting, chosen on SciFact train (see :class:`Fusion`): the chunk scores, dense weight 0.4,
-#: then the feedback stage (beta 0.25, dense weight 0.5).
+#: The shipped hybrid setting: the chunk scores, dense weight 0.4, then the feedback stage (beta 0.25, dense weight
+#: 0.5); SciFact test nDCG@10 0.7323 on torch (docs/quality.md#todays-figures).
 DEFAULT_FUSION = Fusion(weight=0.4, feedback=feedback_stage.FEEDBACK)
-#: The chunk scores at weight 0.5, the default chosen on half of SciFact test before (train 0.8892, test 0.7269).
+#: The chunk scores at weight 0.5, the default before (docs/quality.md#the-chunk-fusion-shipped-first).
 CHUNK_FUSION = Fusion()
 #: The default plus the document BM25 (opt-in: ``Index.rank(..., fusion=DOCUMENT_BM25_FUSION)``; see :class:`Fusion`).
 DOCUMENT_BM25_FUSION = Fusion(weight=0.4, documents=(("lexical", 0.3),))
@@ -170,13 +165,8 @@ def _scale(values: np.ndarray, reference: np.ndarray, how: str, floor: float | N
 
 
 #: Whether hybrid search runs its dense ranking on a thread beside the lexical one (FAISS and numpy release the
-#: GIL), so that with an idle core a hybrid search waits for the longer of the two rankings, not their sum. At 1M
-#: chunks (bench/scale.py's index after its 1% update, fast-scan codes, 50 claims x 3 interleaved, collapse on,
-#: load average ~2 on 2 cores): wall p50 43.3 ms on, 49.9 off, CPU 52.0 and 49.2 ms. Starting only the code scan
-#: (the one long GIL-free FAISS call) on the thread and the rest of the dense leg after the lexical one on this
-#: thread measured 47.1 ms wall, 52.8 CPU (load ~4: 58.4 against 56.1 on and 54.4 off): the scan did overlap the
-#: lexical leg (0.4-15.4 ms against 0.2-22.5 from the hybrid's start), but the re-rank and the delta scans (~5 ms)
-#: no longer did, so the whole leg stays on the thread.
+#: GIL), so a hybrid search waits for the longer ranking, not their sum: at 1M chunks wall p50 43.3 ms on, 49.9 off
+#: (docs/performance.md#choices-measured-in-the-code).
 PARALLEL_HYBRID = True
 _POOL: list[ThreadPoolExecutor] = []
 
@@ -399,7 +389,7 @@ def fetch_passages(snapshot: ReadSnapshot, hits: list[tuple[int, float]], model:
             model=model,
             chunk_id=chunk_id,
             page=row["page"],
-            metadata=json.loads(row["metadata"]) if row["metadata"] else {},
+            metadata=stored_metadata.split(row["metadata"], row["format"])[0],
         )
         results.append(replace(result, sources=(result.as_source(),)))
     return results
@@ -475,9 +465,9 @@ def _search(snapshot: ReadSnapshot, request: Query, encode_query: EncodeQuery, m
     fetched: dict[int, SearchResult] = {}  # passages already read, by chunk id: a deepening reads only the new ones
 
     def ranked(depth: int) -> list[SearchResult]:
-        # A collapsed search that merged hits ranks deeper (collapsed_search: 4k, then 16k, ...). An IVF search or a
-        # hybrid one (depth 200 anyway) costs the same for 4k hits as for k, so the first ranking is already 4k
-        # deep and a deepening only slices it: at 1M chunks 15 of 50 dense searches ranked twice (bench/scale.py).
+        # A collapsed search that merged hits ranks deeper (collapsed_search: 4k, then 16k, ...); the first ranking is
+        # already 4k deep, which costs an IVF or hybrid search what k does
+        # (docs/performance.md#choices-measured-in-the-code).
         nonlocal ranking
         if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
             deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth

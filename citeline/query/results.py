@@ -78,7 +78,7 @@ class SearchResult:
     sources: tuple[Source, ...] = field(default=())
     #: the sentence(s) of ``text`` that best answer the query, in document offsets (see ``citeline.query.highlight``)
     highlights: tuple[Highlight, ...] = field(default=())
-    #: the document's metadata (JSONL record fields, HTML author and date, PDF pages, ...)
+    #: the document's metadata (front matter, PDF document info, HTML meta tags, JSONL and CSV record fields, ...)
     metadata: dict[str, Any] = field(default_factory=dict)
     #: absolute relevance in [0, 1], comparable across queries (``score`` only ranks this query's hits); searches
     #: drop hits below ``min_score`` by it (see ``citeline.query.relevance``); None: the index cannot tell

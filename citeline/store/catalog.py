@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from citeline.errors import IndexCorruptError
 from citeline.store import ledger
+from citeline.store import metadata as stored_metadata
 from citeline.store.connection import DB_FILE, connect, create_file, db_path  # noqa: F401  (re-exported)
 from citeline.store.rows import arrow_to_vectors
 
@@ -278,7 +279,7 @@ def lexical_texts(connection: duckdb.DuckDBPyConnection, ids: np.ndarray | None 
 
     That text is the chunk's own, preceded by its document's title unless the chunk already starts with it:
     a passage deep in a document is still about what its title says (on SciFact this lifts BM25's nDCG@10 by
-    about 0.012; see README)."""
+    about 0.012; docs/quality.md#how-the-first-settings-were-chosen)."""
     table = connection.sql(
         f"{_LEXICAL_SQL}{'' if ids is None else 'WHERE c.chunk_id = ANY(?) '}ORDER BY c.chunk_id",
         params=None if ids is None else [np.asarray(ids).tolist()],
@@ -326,7 +327,7 @@ def described(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> 
     rows = connection.execute(
         "SELECT doc_id, title, metadata FROM documents WHERE doc_id = ANY(?)", [list(doc_ids)]
     ).fetchall()
-    return {doc_id: (title, json.loads(metadata) if metadata else {}) for doc_id, title, metadata in rows}
+    return {doc_id: (title, stored_metadata.split(metadata)[0]) for doc_id, title, metadata in rows}
 
 
 def cached_vectors(

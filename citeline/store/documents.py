@@ -6,7 +6,6 @@ catalog's tables through a connection the caller opened with ``catalog.connect``
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ import pyarrow as pa
 
 from citeline.errors import IndexNotFoundError, QueryError
 from citeline.store import catalog
+from citeline.store import metadata as stored_metadata
 from citeline.util.formats import iso_utc
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ class DocumentInfo:
     format: str
     chunks: int
     pages: int | None  #: the page count of paged formats (PDF), else None
+    encoding: str | None  #: the text encoding a file was read in (``utf-8``, ``cp1252``); None where there was none
     size_bytes: int | None
     content_hash: str
     run_id: str
@@ -77,6 +78,7 @@ DOCUMENT_FIELDS = (
     "format",
     "chunks",
     "pages",
+    "encoding",
     "size_bytes",
     "content_hash",
     "run_id",
@@ -96,7 +98,9 @@ ORDER BY d.source_root, d.source_id, d.doc_id
 
 def documents(connection: duckdb.DuckDBPyConnection, filters: Filters, limit: int | None = None) -> list[DocumentInfo]:
     """The documents ``filters`` selects (the same filters as search), ordered by source and path, at most
-    ``limit``."""
+    ``limit``: ``pages`` is the page count of paged formats (PDF), else None; ``encoding`` the text encoding a file
+    was read in (``utf-8``, ``cp1252``; None where there was none to find, as in a PDF); ``metadata`` the document's
+    metadata dict (front matter, document info, meta tags, record fields)."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise QueryError(f"limit must be a whole number of at least 1, got {limit!r}")
     condition, params = filters.to_sql()
@@ -141,8 +145,8 @@ def read_document(index_dir: Path, doc_id: str) -> DocumentDetail:
 def _document_record(row: tuple[Any, ...]) -> DocumentInfo:
     (doc_id, path, source_id, source_root, title, fmt, chunks, size_bytes, content_hash, run_id, ingested_at,
      metadata) = row  # fmt: skip
-    meta = json.loads(metadata) if metadata else {}
-    pages = meta.get("pages") if isinstance(meta, dict) else None
+    meta, properties = stored_metadata.split(metadata, fmt)
+    pages = properties.get("pages")
     return DocumentInfo(
         doc_id=doc_id,
         source_path=path,
@@ -152,11 +156,12 @@ def _document_record(row: tuple[Any, ...]) -> DocumentInfo:
         format=fmt,
         chunks=int(chunks),
         pages=pages if isinstance(pages, int) else None,
+        encoding=properties.get("encoding"),
         size_bytes=size_bytes,
         content_hash=content_hash,
         run_id=run_id,
         ingested_at=iso_utc(ingested_at),
-        metadata=meta if isinstance(meta, dict) else {},
+        metadata=meta,
     )
 
 

@@ -4,11 +4,10 @@ found file's stat with; this module owns the table and every statement on it.
 
 Why a table of its own: freshness used to ask whether every *document* stored from a file recorded the file's
 current stat. A run rewrites only the documents whose content changed, so once some records of a JSONL file
-changed, its other documents kept the older stat and the file was read again on every later run: after a 1 %
-update of a 1M-chunk index (most of its 455 files edited somewhere) an unchanged re-run cost 24.6 CPU-s and a
-one-document update 26.3, against 0.92 and 1.49 before it (``bench/results/scale-1M-steps-8fae746.txt``). A
-touched file whose documents were all unchanged was read again forever for the same reason. The file's own row,
-written for every file a run read whole, is right in both cases.
+changed, its other documents kept the older stat and the file was read again on every later run (an unchanged
+re-run of a 1M-chunk index after a 1 % update cost 24.6 CPU-s: docs/scale.md#what-the-figures-show). A touched file
+whose documents were all unchanged was read again forever for the same reason. The file's own row, written for
+every file a run read whole, is right in both cases.
 
 A row is written (:func:`record`) in the transaction of a run's last commit, for the files that run parsed with
 no error: a run that dies earlier records nothing and the next one reads those files again, and a file with a

@@ -20,14 +20,30 @@ Keys (several keys AND together; a list of values for one key means any of them)
     after ``ingested_after`` and strictly before ``ingested_before`` (a half-open range, so ``2026-01-01`` to
     ``2026-02-01`` is January). Times without a zone are UTC.
 ``meta``
-    ``{key: value}`` over the document's metadata (JSONL record fields, HTML author and date, PDF pages, ...).
-    Keys are top-level metadata keys; text values match the metadata value's text (so ``"2020"`` matches the
-    number 2020, as ``--where year=2020`` needs), numbers match numerically, booleans match ``true``/``false``.
+    ``{key: condition}`` over the document's metadata (front matter, JSONL and CSV record fields, HTML meta tags,
+    PDF document info). Keys are top-level metadata keys. A plain value means equality: text matches the metadata
+    value's text (so ``"2020"`` matches the number 2020, as ``--where year=2020`` needs) or an item of a list value
+    (``tags: [a, b]`` matches ``"a"``), numbers match numerically, booleans match ``true``/``false``, a ``date``
+    matches a date (a date-time on that day). A list of values means any of them. A dict of operators to values
+    means all of them (``{"year": {">=": 2020, "<": 2023}}``):
+
+    - ``=`` / ``in``: equal to the value (``in``: to any of a list of values), as a plain value;
+    - ``!=``: equal to none of the values; a document without the key matches;
+    - ``~``: the value's text contains this text, ignoring case (``{"author": {"~": "mara"}}`` matches
+      "Mara Ilves"; a list means any of them);
+    - ``>``, ``>=``, ``<``, ``<=``: ordered as numbers when the value is a number (or text that reads as one),
+      as dates when it is a ``date`` or an ISO date (``2021-03-04``), as date-times when it is a ``datetime`` or an
+      ISO date-time (without a zone: UTC), else as text. Metadata values that are not of that kind (a year
+      written ``"about 2020"``) never match.
+
+    The CLI's and the HTTP API's ``where`` (``year>=2021``, ``author~mara``, ``tag in a,b``) parse into this shape
+    with :func:`where_meta`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
@@ -36,11 +52,19 @@ from typing import Any
 
 from citeline.errors import QueryError
 
-__all__ = ["FILTER_KEYS", "Filters"]
+__all__ = ["FILTER_KEYS", "META_OPERATORS", "Filters", "where_meta"]
 
 FILTER_KEYS = ("source", "path_glob", "ingested_after", "ingested_before", "meta")
 
-MetaValue = str | int | float | bool
+MetaValue = str | int | float | bool | date | datetime
+
+#: The operators of a ``meta`` condition (and of ``--where``), each with the SQL comparison it becomes.
+META_OPERATORS = ("=", "!=", "~", ">", ">=", "<", "<=", "in")
+_ORDERING = (">", ">=", "<", "<=")
+#: Operators that take a list of values: ``=``/``in``/``~`` match any of them, ``!=`` none of them.
+_MANY = ("=", "in", "~", "!=")
+#: The metadata key under which citeline stores its own fields (``citeline.store.metadata``): not user metadata.
+_RESERVED_KEY = "_citeline"
 
 
 @dataclass(frozen=True)
@@ -51,7 +75,8 @@ class Filters:
     path_glob: tuple[str, ...] = ()
     ingested_after: datetime | None = None
     ingested_before: datetime | None = None
-    meta: tuple[tuple[str, tuple[MetaValue, ...]], ...] = field(default=())
+    #: ``(key, operator, values)`` conditions, all of which hold (``=`` is stored as ``in``)
+    meta: tuple[tuple[str, str, tuple[MetaValue, ...]], ...] = field(default=())
 
     @classmethod
     def from_value(cls, value: Filters | Mapping[str, Any] | None) -> Filters:
@@ -115,20 +140,10 @@ class Filters:
         if self.ingested_before is not None:
             clauses.append("d.ingested_at < ?")
             params.append(self.ingested_before)
-        for key, values in self.meta:
-            pointer = _json_pointer(key)
-            any_of = []
-            for meta_value in values:
-                if isinstance(meta_value, bool):
-                    any_of.append("json_extract_string(d.metadata, ?) = ?")
-                    params += [pointer, "true" if meta_value else "false"]
-                elif isinstance(meta_value, int | float):
-                    any_of.append("TRY_CAST(json_extract_string(d.metadata, ?) AS DOUBLE) = ?")
-                    params += [pointer, float(meta_value)]
-                else:
-                    any_of.append("json_extract_string(d.metadata, ?) = ?")
-                    params += [pointer, meta_value]
-            clauses.append("(" + " OR ".join(any_of) + ")")
+        for key, operator, values in self.meta:
+            clause, clause_params = _meta_sql(_json_pointer(key), operator, values)
+            clauses.append(clause)
+            params += clause_params
         return (" AND ".join(clauses) or "TRUE"), params
 
 
@@ -181,7 +196,7 @@ def _datetime(key: str, value: object) -> datetime | None:
     raise QueryError(f"filter {key!r} must be an ISO 8601 date, a date or a datetime, not {type(value).__name__}")
 
 
-def _meta(value: object) -> tuple[tuple[str, tuple[MetaValue, ...]], ...]:
+def _meta(value: object) -> tuple[tuple[str, str, tuple[MetaValue, ...]], ...]:
     if value is None:
         return ()
     if not isinstance(value, Mapping):
@@ -190,24 +205,133 @@ def _meta(value: object) -> tuple[tuple[str, tuple[MetaValue, ...]], ...]:
     for key, wanted in value.items():
         if not isinstance(key, str) or not key:
             raise QueryError(f"filter 'meta' keys must be non-empty text; got {key!r}")
-        values = list(wanted) if isinstance(wanted, list | tuple) else [wanted]
-        if not values:
-            raise QueryError(f"filter 'meta' key {key!r} has an empty list of values")
         _text("meta", key)
-        for item in values:
-            if not isinstance(item, str | int | float) or (isinstance(item, float) and item != item):
-                raise QueryError(f"filter 'meta' key {key!r}: values must be text, numbers or true/false, not {item!r}")
-            if isinstance(item, int) and not isinstance(item, bool):
-                try:
-                    float(item)  # compared as a DOUBLE: 10**400 has no such value
-                except OverflowError:
-                    raise QueryError(
-                        f"filter 'meta' key {key!r}: a number of {len(str(item))} digits is too large to compare"
-                    ) from None
-            if isinstance(item, str):
-                _text("meta", item)
-        out.append((key, tuple(values)))
+        if key == _RESERVED_KEY:
+            raise QueryError(f"filter 'meta' key {key!r} is citeline's own (not metadata); filter on another key")
+        conditions = wanted.items() if isinstance(wanted, Mapping) else [("in", wanted)]
+        for operator, operand in conditions:
+            if operator not in META_OPERATORS:
+                raise QueryError(
+                    f"filter 'meta' key {key!r}: unknown operator {operator!r}; use one of {', '.join(META_OPERATORS)}"
+                )
+            out.append((key, "in" if operator == "=" else operator, _meta_values(key, operator, operand)))
     return tuple(out)
+
+
+def _meta_values(key: str, operator: str, operand: object) -> tuple[MetaValue, ...]:
+    values = list(operand) if isinstance(operand, list | tuple) else [operand]
+    if not values:
+        raise QueryError(f"filter 'meta' key {key!r} has an empty list of values")
+    if len(values) > 1 and operator not in _MANY:
+        raise QueryError(f"filter 'meta' key {key!r}: {operator!r} takes one value, not a list")
+    checked: list[MetaValue] = []
+    for item in values:
+        if not isinstance(item, str | int | float | date) or (isinstance(item, float) and item != item):
+            raise QueryError(
+                f"filter 'meta' key {key!r}: values must be text, numbers, dates or true/false, not {item!r}"
+            )
+        if isinstance(item, int) and not isinstance(item, bool):
+            try:
+                float(item)  # compared as a DOUBLE: 10**400 has no such value
+            except OverflowError:
+                raise QueryError(
+                    f"filter 'meta' key {key!r}: a number of {len(str(item))} digits is too large to compare"
+                ) from None
+        if isinstance(item, str):
+            _text("meta", item)
+            if operator == "~" and not item:
+                raise QueryError(f"filter 'meta' key {key!r}: '~' needs some text to look for")
+        checked.append(item)
+    return tuple(checked)
+
+
+def _meta_sql(pointer: str, operator: str, values: tuple[MetaValue, ...]) -> tuple[str, list[Any]]:
+    """One ``meta`` condition as SQL over ``documents d`` and its parameters (the pointer is a parameter too)."""
+    text = "json_extract_string(d.metadata, ?)"
+    if operator in _ORDERING:
+        (value,) = values
+        cast, typed = _ordered(value)
+        return f"{cast.format(text)} {operator} ?", [pointer, typed]
+    any_of: list[str] = []
+    params: list[Any] = []
+    for value in values:
+        if operator == "~":
+            any_of.append(f"contains(lower({text}), ?)")
+            params += [pointer, str(value).lower()]
+        elif isinstance(value, bool):
+            any_of.append(f"{text} = ?")
+            params += [pointer, "true" if value else "false"]
+        elif isinstance(value, int | float | date):
+            cast, typed = _ordered(value)
+            any_of.append(f"{cast.format(text)} = ?")
+            params += [pointer, typed]
+        else:
+            # The value's text, or an item of a list value (TRY_CAST gives NULL for anything but a list).
+            any_of.append(f"({text} = ? OR list_contains(TRY_CAST(json_extract(d.metadata, ?) AS VARCHAR[]), ?))")
+            params += [pointer, value, pointer, value]
+    condition = "(" + " OR ".join(any_of) + ")"
+    if operator == "!=":
+        # No value equal: a document without the key (NULL) has none of them, so it matches.
+        return f"NOT coalesce({condition}, FALSE)", params
+    return condition, params
+
+
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _ordered(value: MetaValue) -> tuple[str, Any]:
+    """How to compare with ``value``: a SQL cast of the metadata value's text (``{}``) and the typed parameter."""
+    if isinstance(value, datetime):
+        return "TRY_CAST({} AS TIMESTAMPTZ)", value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, date):
+        return "TRY_CAST({} AS DATE)", value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return "TRY_CAST({} AS DOUBLE)", float(value)
+    text = str(value).strip()
+    if _NUMBER.fullmatch(text):
+        return "TRY_CAST({} AS DOUBLE)", float(text)
+    if _ISO_DATE.match(text):
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:  # "2021-13-45", "2021-03-04 or so": compared as text
+            pass
+        else:
+            return _ordered(moment.date() if _ISO_DATE.fullmatch(text) else moment)
+    return "{}", str(value)
+
+
+#: ``--where`` clauses: ``KEY in A,B`` (the key holds no operator character or space), else ``KEY OP VALUE`` with
+#: the first operator in the text (two-character ones first).
+_WHERE_IN = re.compile(r"\s*([^=!<>~\s]+)\s+in\s+(.*)", re.DOTALL)
+_WHERE_OP = re.compile(r"\s*([^=!<>~]*?)\s*(!=|>=|<=|=|>|<|~)\s*(.*)", re.DOTALL)
+
+
+def where_meta(clauses: Sequence[str]) -> dict[str, Any]:
+    """``where`` clauses of the CLI and the HTTP API as the ``meta`` filter dict.
+
+    ``KEY=VALUE``, ``KEY!=VALUE``, ``KEY~TEXT``, ``KEY>VALUE`` (``>=``, ``<``, ``<=``) and ``KEY in A,B``; spaces
+    around the operator are dropped. Clauses on different keys AND together; on one key, repeated ``=`` (and
+    ``in``, ``~``) match any of their values and ``!=`` none of them, and the ordering operators AND (a range:
+    ``year>=2020`` and ``year<2023``). Raises :class:`QueryError` for a clause that is none of these.
+    """
+    meta: dict[str, dict[str, Any]] = {}
+    for clause in clauses:
+        found = _WHERE_IN.fullmatch(clause) or _WHERE_OP.fullmatch(clause)
+        if found is None or not found.group(1):
+            raise QueryError(f"{clause!r} is not key=value (nor key!=value, key~text, key>=value or 'key in a,b')")
+        if found.re is _WHERE_IN:
+            key, operator, values = found.group(1), "=", [v.strip() for v in found.group(2).split(",")]
+        else:
+            key, operator, values = found.group(1), found.group(2), [found.group(3)]
+        conditions = meta.setdefault(key, {})
+        if operator in _MANY:
+            conditions[operator] = [*conditions.get(operator, []), *values]
+        elif operator in conditions:
+            raise QueryError(f"{key}{operator} is given twice; give each of >, >=, <, <= once per key")
+        else:
+            conditions[operator] = values[0]
+    return meta
 
 
 def _text(key: str, value: str) -> None:

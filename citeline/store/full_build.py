@@ -55,11 +55,9 @@ def _auto(path: Path, ids: np.ndarray, rows: Callable[[np.ndarray], np.ndarray],
 STREAMED["auto"] = _auto
 #: Rows read from DuckDB per batch into the spill file (32k rows of 384 floats: 48 MB).
 VECTOR_BATCH = 32_768
-#: Texts analysed into one temporary segment (at 1M chunks: 15 segments, then merged a range of terms at a time).
-#: Analysing a batch holds its terms as Python lists: the one batch of a 97k-chunk index peaked at 1.23 GB RSS in the
-#: lexical step against 0.93 GB in the vector step (DuckDB's 512 MB pool included); the 972k-chunk rebuild of
-#: bench/scale.py's index peaked at 1.44 GB in its lexical step (15 batches and their merge) and 1.34 GB in its
-#: vector step (auto: ivf), against 7.5 GB for the whole in-memory rebuild.
+#: Texts analysed into one temporary segment (at 1M chunks: 15 segments, then merged a range of terms at a time):
+#: a batch holds its terms as Python lists, so the rebuild's lexical step stays near its vector step's peak
+#: (docs/scale.md#choices-measured-in-the-code).
 TEXT_BATCH = 65_536
 
 

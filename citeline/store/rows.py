@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.abc
-import json
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+
+from citeline.store.metadata import stored as stored_metadata
 
 if TYPE_CHECKING:
     from citeline.sources.parsers import Document
@@ -133,7 +134,7 @@ def documents_table(documents: Sequence[Document], run_id: str, ingested_at: str
             "format": [d.format for d in documents],
             "content_hash": [d.content_hash for d in documents],
             "text": [d.text for d in documents],
-            "metadata": [json.dumps(d.metadata, ensure_ascii=False) for d in documents],
+            "metadata": [stored_metadata(d.metadata, d.properties) for d in documents],
             "size_bytes": pa.array([d.size_bytes for d in documents], type=pa.int64()),
             "mtime": pa.array([d.mtime for d in documents], type=pa.float64()),
             "run_id": [run_id] * len(documents),

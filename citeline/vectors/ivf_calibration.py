@@ -38,19 +38,15 @@ def nprobe_for(nlist: int) -> int:
 
 
 #: Stored vectors used as queries when an index is trained, and the recall@10 against exact search they must reach
-#: (each query's own vector left out). How well inverted lists work depends on how clustered the vectors are:
-#: :func:`nprobe_for` gives recall@10 >= 0.95 on clustered vectors (bench/ann.py) and on real MiniLM vectors, but
-#: only 0.83 at 100k on bench/scale.py's hashed bag-of-words vectors, which are spread almost uniformly. So the
-#: nprobe is measured when the lists are trained, doubling from :func:`nprobe_for` until these queries reach the
-#: target, and stored in the FAISS file (it keeps ``nprobe``). The margin above the issue's 0.95 is for real
-#: queries, which are further from the stored vectors than stored vectors are from each other.
+#: (each query's own vector left out). How well inverted lists work depends on how clustered the vectors are, so
+#: the nprobe is measured when the lists are trained, doubling from :func:`nprobe_for` until these queries reach the
+#: target, and stored in the FAISS file (it keeps ``nprobe``). The margin above 0.95 is for real queries, which are
+#: further from the stored vectors than stored vectors are from each other (docs/scale.md#choices-measured-in-the-code).
 CALIBRATION_QUERIES = 64
 CALIBRATION_RECALL = 0.97
-#: The float scan probes this many times the measured nprobe. Stored vectors as queries overstate what real queries
-#: find: on bench/scale.py indexes rebuilt 2026-12-04 (100 claims, recall@10 against exact, dense CPU-ms a rank),
-#: 100k (1,013 lists, measured 128): x1 0.927 (3.2), x1.5 0.945 (4.3), x2 0.961 (5.7), x3 0.980 (7.5); 1M (2,147
-#: lists, measured 216): x1 0.942, x2 0.961. Large files search their codes instead (``ivf_codes.NPROBE_FACTOR``,
-#: chosen against the measured nprobe on its own); a filtered search starts from this nprobe too.
+#: The float scan probes this many times the measured nprobe, since stored vectors as queries overstate what real
+#: queries find: 2 takes recall@10 at 100k from 0.927 to 0.961 (docs/scale.md#choices-measured-in-the-code). Large
+#: files search their codes instead (``ivf_codes.NPROBE_FACTOR``); a filtered search starts from this nprobe too.
 QUERY_NPROBE_FACTOR = 2
 
 

@@ -1,21 +1,12 @@
 """4-bit PQ *fast-scan codes* beside a large ``ivf`` file's exact lists: a search scans the codes of more lists than
 the float scan could afford and re-ranks the best :data:`RERANK` candidates exactly from the stored vectors.
 
-Why: the float scan is memory-bound. On the 1M-chunk scale index (960k base rows, 2,147 lists, calibrated nprobe
-216: about 97k vectors, 148 MB of float32 read a query) one search cost 29.7 CPU-ms with the lists memory-mapped
-and 25.0 with them in RAM (the quantizer's ranking of the lists 0.55), recall@10 0.948 against exact (50 SciFact
-claims, hash-bow vectors, one thread; ``/tmp/lat3/prof.py`` of lat3's report). Codes of the same lists, 96 bytes a
-vector instead of 1,536 (``IndexIVFPQFastScan``, 2 dimensions a sub-quantizer, 4 bits, residuals to the list's
-centroid), scanned with FAISS's SIMD kernel, re-ranked from the exact vectors (CPU ms, recall@10)::
-
-    nprobe  re-rank 1000    (PQ 64x4 / 384x4 without residuals: recall 0.60 / 0.85 at best; SQ4: 24-44 ms)
-    216      5.1 (0.926)
-    432      7.6 (0.944)    re-rank 2000: 21.9 (0.950); FAISS's k > 1024 path is 3x slower
-    648      9.7 (0.960)    re-rank 4000: 33.6 (0.976)
-
-So a search probes :data:`NPROBE_FACTOR` times the calibrated nprobe and re-ranks :data:`RERANK` (both raised
-since, see there): less CPU than the float scan at higher recall. A filtered search keeps the float scan with
-its id selector (exact scores inside the scan, and FAISS's fast-scan search takes no selector).
+Why: the float scan is memory-bound (about 148 MB of float32 read a query at 1M chunks). Codes of the same lists,
+96 bytes a vector instead of 1,536 (``IndexIVFPQFastScan``, 2 dimensions a sub-quantizer, 4 bits, residuals to the
+list's centroid), scanned with FAISS's SIMD kernel and re-ranked from the exact vectors, let a search probe
+:data:`NPROBE_FACTOR` times the calibrated nprobe and re-rank :data:`RERANK`: less CPU than the float scan at
+higher recall (docs/scale.md#choices-measured-in-the-code). A filtered search keeps the float scan with its id
+selector (exact scores inside the scan, and FAISS's fast-scan search takes no selector).
 
 The codes are an ``IndexIVFPQFastScan`` in FAISS's own serialization, written after the lists and before the id
 table, followed by a footer (:data:`_MAGIC`, offset, length), so a reader of the file without this module finds
@@ -47,20 +38,8 @@ MIN_VECTORS = 200_000
 #: Dimensions per 4-bit sub-quantizer (384 -> 192 sub-quantizers, 96 bytes a vector); see the module docstring.
 DIMS_PER_CODE = 2
 #: A code search probes this many times the nprobe the float scan would (the calibrated nprobe), and re-ranks
-#: this many candidates exactly (at least twice the k asked for). 3 and 1,000 measured 0.962 on one 1M scale index
-#: and 0.933 on a rebuild of it (100 claims, 2026-12-04; the calibration's stored-vector queries find 0.97 at
-#: nprobe 216 where these claims find 0.942 even with the float scan). On the rebuild, CPU-ms a dense rank and
-#: recall@10 (``bench/codes_grid.py``):
-#:
-#:     lists scanned  re-rank 1000   2000          3000          5000
-#:     648            12.2 (0.933)   13.4 (0.944)  14.7 (0.950)  17.7 (0.955)
-#:     1296           15.1 (0.944)   16.9 (0.959)  18.9 (0.965)  21.3 (0.969)
-#:
-#:     1080 (x5)      re-rank 2000: 14.1 (0.952), 2500: 14.9 (0.956); 864 (x4): 14.1 (0.948), 16.0 (0.952)
-#:
-#: 5 and 2,500 keep a margin over 0.95 at the least cost to hybrid search: its p50 with collapse on (50 claims,
-#: ``bench/scale.py --child latency``, three interleaved runs at load about 1.5) was 24.7 / 22.8 / 24.7 ms at 3 and
-#: 1,000, 29.1 / 25.5 / 26.8 at 5 and 2,500, 32.3 / 23.9 / 27.2 at 6 and 2,000.
+#: this many candidates exactly (at least twice the k asked for): 5 and 2,500 keep recall@10 over 0.95 at 1M at the
+#: least cost to hybrid search (docs/scale.md#choices-measured-in-the-code).
 NPROBE_FACTOR = 5
 RERANK = 2_500
 #: Vectors the product quantizer is trained on.

@@ -15,29 +15,11 @@ the flat kind the result is the exact top k, bit for bit the stored vectors.
 - **compaction**: once the deltas' live rows plus the base's tombstones pass :func:`delta_budget`, everything is
   folded into a new base with the kind's own ``updated`` (flat: a rewrite; ivf: the trained lists copied and
   added to, no retraining unless the size drifted past a factor of two; hnsw: graph insertions and its own
-  tombstones). The budget is where scanning the deltas stops being cheap next to the base's own search:
-  a brute-force scan scores 1k x 384 memory-mapped float32 rows in about 0.18 ms CPU on this machine (16k: 2.8 ms CPU,
-  64k: 10 ms; numpy einsum, one query, 2 busy cores), while a flat search scans every base row (same cost per row), an
-  IVF search at 1M costs 8.4 ms p50 and an HNSW search at 100k 0.31 ms (bench/ann.py). So: flat, a tenth of the base
-  (a search costs at most 10 % more); hnsw, 2k rows; ivf, 32k rows (below).
-
-  ivf's budget, measured on the 1M-chunk scale index (972k rows, hash-bow vectors; CPU ms a query, mean of 50
-  SciFact queries, one thread, on a machine loaded about 10x, so read them as ratios): the base alone 51.7; with
-  1,000 tombstones asked for k + 1,000 results 58.5, with 10,000 tombstones 85.7 (+66 %); the same 1,000
-  tombstones asked through the allowed set of the 971k live ids 1,569 (30x: the id selector and the filtered
-  nprobe are built from every live id each query). So an ivf base overfetches up to its budget
-  (:data:`OVERFETCH_FACTOR`) instead of falling off that cliff past 1,024 tombstones, as it did under the old
-  10k budget. A 1% update of that index adds about 10k delta rows and 10k tombstones: under a 10k budget it
-  compacted every time (71.6 CPU-s of the 1% update's 72, 5.5 GB peak: a new IVF base); at 32k it writes a delta,
-  searches cost about +85 % (a 10k-row scan, about 1.8 ms, and the 10k-tombstone overfetch) until the next
-  compaction, which comes with the second 1% update: one compaction for two of them.
-
-  Since then (the same index after its 1% update: 9,876 tombstones, 21.8k delta rows; CPU ms a query, k=200,
-  ``bench/ann.py --index``): the base is first asked for k plus twice the tombstones expected among k results
-  plus :data:`OVERFETCH_MARGIN`, and again with every tombstone only when fewer than k live ones came back
-  (23.2 instead of 32.9 for k + 9,876; a FAISS ``IDSelectorNot`` over the tombstones cost 31.4); a delta is
-  scanned whole, k plus its dead rows deep, on one OpenMP thread (2.3 instead of 14.6 with a gather of its live
-  rows on FAISS's two threads). The whole dense search (k=200) went from 117.7 to 39.5.
+  tombstones). The budget is where scanning the deltas stops being cheap next to the base's own search (a 1k-row
+  scan costs about 0.18 ms CPU): flat, a tenth of the base (a search costs at most 10 % more); hnsw, 2k rows; ivf,
+  32k rows, so that a 1% update of a 1M-chunk index writes a delta rather than a new IVF base. An ivf base with
+  tombstones overfetches (:data:`OVERFETCH_FACTOR`) rather than taking the live ids as an allowed set (30x the
+  CPU at 1M). The measurements: docs/scale.md#choices-measured-in-the-code.
 """
 
 from __future__ import annotations

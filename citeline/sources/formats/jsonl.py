@@ -1,0 +1,49 @@
+"""JSON Lines (``.jsonl``): one document per record (:mod:`citeline.sources.records`)."""
+
+from __future__ import annotations
+
+import json
+
+from citeline.sources.document import Parsed, SourceFile
+from citeline.sources.encoding import decode
+from citeline.sources.records import Records
+from citeline.sources.registry import parser
+
+
+@parser(".jsonl")
+def parse_jsonl(source: SourceFile, data: bytes) -> Parsed:
+    """JSON Lines, one document per record: ``_id``/``id``, ``title``, ``text``; other fields become metadata.
+
+    A BEIR ``corpus.jsonl`` ingests as it is. Each record is its own document (``source_id`` ``file#id``), added,
+    updated and removed on its own, and a bad record fails alone with an error naming the file and line: invalid
+    JSON, no id, an id that is not a string or integer, no text, or a lone-surrogate escape (``"\\ud800"``) in
+    any field (see :mod:`citeline.sources.records` for ids, repeats and what a failed record keeps).
+    """
+    decoded = decode(source, data)
+    records = Records(source, "jsonl", decoded.encoding)
+    for line_number, line in enumerate(decoded.text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            records.fail(line_number, f"invalid JSON ({exc.msg})")
+            continue
+        except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits; nesting past the stack
+            records.fail(line_number, f"invalid JSON ({type(exc).__name__}: {str(exc)[:100]})")
+            continue
+        if not isinstance(record, dict):
+            records.fail(line_number, "expected a JSON object")
+            continue
+        raw_id = record.get("_id", record.get("id"))
+        if raw_id is None or raw_id == "":
+            records.fail(line_number, "record has no _id or id")
+            continue
+        if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
+            records.fail(line_number, f"record id must be a string or an integer, not {type(raw_id).__name__}")
+            continue
+        body = record.get("text")
+        title = str(record.get("title") or "").strip()
+        metadata = {k: v for k, v in record.items() if k not in ("_id", "id", "title", "text")}
+        records.add(line_number, str(raw_id), title, body if isinstance(body, str) else None, metadata, "no text field")
+    return records.result()

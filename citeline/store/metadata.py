@@ -1,0 +1,47 @@
+"""The ``documents.metadata`` column: a document's user metadata, with citeline's own fields under one key.
+
+A document's :attr:`~citeline.sources.document.Document.properties` (the encoding a file was read in, a PDF's
+page count) are stored in the same JSON value as its metadata, under :data:`PROPERTIES_KEY`, so the catalog's
+schema is unchanged; every reader splits them off (:func:`split`), so search results and ``meta`` filters only
+ever see the user's metadata. Rows written before this split held ``pages`` (and ``page_starts``) in the
+metadata itself: :func:`split` moves them out too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+#: The key of citeline's own fields in the stored JSON (a ``meta`` filter on it is refused).
+PROPERTIES_KEY = "_citeline"
+#: What a PDF's metadata held before properties were stored apart (indexes written by earlier versions).
+_LEGACY_PROPERTIES = ("pages", "page_starts")
+
+
+def stored(metadata: Mapping[str, Any], properties: Mapping[str, Any]) -> str:
+    """The JSON text stored for a document's ``metadata`` and ``properties``.
+
+    The key is reserved: a metadata field of that name (a JSONL record's ``_citeline``) is not stored, since a reader
+    would take it for citeline's own."""
+    reserved = properties or PROPERTIES_KEY in metadata
+    value = {**metadata, PROPERTIES_KEY: dict(properties)} if reserved else dict(metadata)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def split(text: str | None, document_format: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(metadata, properties)`` of a stored metadata JSON text (None or empty: two empty dicts).
+
+    ``document_format``, when given, lets a legacy PDF row's ``pages`` and ``page_starts`` move to properties.
+    """
+    value = json.loads(text) if text else {}
+    if not isinstance(value, dict):
+        return {}, {}
+    if PROPERTIES_KEY in value:
+        properties = value.pop(PROPERTIES_KEY)
+        return value, dict(properties) if isinstance(properties, dict) else {}
+    properties = {}
+    if document_format == "pdf":  # a row from before properties were stored apart
+        properties = {key: value.pop(key) for key in _LEGACY_PROPERTIES if key in value}
+        properties.pop("page_starts", None)  # offsets of pages: the chunks carry their page
+    return value, properties
