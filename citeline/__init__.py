@@ -16,6 +16,7 @@ from citeline.errors import (
 from citeline.index import Index
 from citeline.query.results import SearchResult
 from citeline.store.catalog import IndexStatus
+from citeline.store.documents import ChunkSpan, DocumentDetail, DocumentInfo
 from citeline.store.ledger import RunSummary
 
 
@@ -44,7 +45,10 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "ChunkSpan",
     "CitelineError",
+    "DocumentDetail",
+    "DocumentInfo",
     "Index",
     "IndexCorruptError",
     "IndexLockedError",

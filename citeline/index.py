@@ -27,6 +27,7 @@ from citeline.query.results import SearchResult
 from citeline.store import catalog, generation, vector_files
 from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
+from citeline.store.documents import DocumentDetail, DocumentInfo
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -275,6 +276,7 @@ class Index:
         filters: Filters | Mapping[str, Any] | None = None,
         collapse: bool = True,
         collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
+        min_score: float | None = None,
     ) -> list[SearchResult]:
         """The ``k`` passages most relevant to ``query``, best first, each with its provenance.
 
@@ -282,10 +284,18 @@ class Index:
         (BM25). ``filters`` (``source``, ``path_glob``, ``ingested_after``/``_before``, ``meta``: see
         ``citeline.store.filters``) apply before ranking, so k results come back whenever k matching passages exist.
         ``collapse`` merges near-duplicates and shared quotes of documents into one result
-        (``citeline.query.collapse``).
+        (``citeline.query.collapse``). ``min_score``: hits whose ``relevance`` (absolute, in [0, 1]) is lower are
+        dropped; None (default): none are, unless every hit is below the calibrated floor (the query matches
+        nothing: no hits); 0 keeps every hit (``citeline.query.relevance``).
         """
         request = plan.Query.of(
-            query, k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
+            query,
+            k,
+            mode=mode,
+            filters=filters,
+            collapse=collapse,
+            collapse_threshold=collapse_threshold,
+            min_score=min_score,
         )
         return plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
 
@@ -323,16 +333,16 @@ class Index:
 
     def documents(
         self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None, offset: int = 0
-    ) -> list[dict[str, Any]]:
+    ) -> list[DocumentInfo]:
         """The documents ``filters`` selects (the filters of :meth:`search`), by source and path, at most ``limit``
         after the first ``offset`` (paging): doc id, source path and id, title, format, chunks, pages, size, content
         hash, run, ingested_at, metadata."""
         return listing.read_documents(self.path, Filters.from_value(filters), limit, offset)
 
-    def document(self, doc_id: str) -> dict[str, Any]:
+    def document(self, doc_id: str) -> DocumentDetail:
         """A :meth:`documents` record with its ``text`` and its chunks' ``spans`` (chunk_id, ordinal, offsets, page)."""
         return listing.read_document(self.path, doc_id)
 
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""
-        return str(self.document(doc_id)["text"])
+        return self.document(doc_id).text

@@ -275,14 +275,20 @@ class _Reader:
         self.lock = threading.Lock()
 
     def search(
-        self, q: str, k: int, mode: str, filters: dict[str, Any], collapse: bool, deadline: float
+        self,
+        q: str,
+        k: int,
+        mode: str,
+        filters: dict[str, Any],
+        collapse: bool,
+        min_score: float | None,
+        deadline: float,
     ) -> tuple[list[SearchResult], int]:
         """The results and the generation of the snapshot they were read from."""
         if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise ServerBusyError(f"the server is busy: no search slot within {self.timeout:g} s; try again")
         try:
-            # min_score: pass it on here once Index.search takes it (issue 31 part 1).
-            results = self.index.search(q, k, mode=mode, filters=filters, collapse=collapse)
+            results = self.index.search(q, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score)
             return results, int(self.index.snapshot(refresh=False).generation)
         finally:
             self.lock.release()
@@ -508,9 +514,18 @@ def create_app(
         ingested_after: AfterParam = None,
         ingested_before: BeforeParam = None,
         collapse: Annotated[bool, Query(description="Near-duplicates as one result listing each source.")] = True,
+        min_score: Annotated[
+            float | None,
+            Query(
+                ge=0,
+                le=1,
+                description="Drop passages whose relevance (0-1) is lower; 0 keeps all [default: none, unless all "
+                "are below the calibrated floor].",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         filters = filters_from_params(source, path, where, ingested_after, ingested_before)
-        found, generation = await reader.run(reader.search, q, k + offset, str(mode), filters, collapse)
+        found, generation = await reader.run(reader.search, q, k + offset, str(mode), filters, collapse, min_score)
         response.headers[GENERATION_HEADER] = str(generation)
         records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, 1)][offset:]
         return {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
@@ -543,11 +558,11 @@ def create_app(
             query = [(key, value) for key, value in request.query_params.multi_items() if key != "offset"]
             following = urlencode([*query, ("offset", str(offset + limit))])
             response.headers["Link"] = f'<{request.url.path}?{following}>; rel="next"'
-        return rows[:limit]
+        return [record.to_dict() for record in rows[:limit]]
 
     @app.get("/documents/{doc_id}", response_model=DocumentDetail, summary="One document with its chunk spans")
     async def document(doc_id: Annotated[str, PathParameter(max_length=MAX_ID_CHARS)]) -> dict[str, Any]:
-        return await reader.run(lambda deadline: reader.index.document(doc_id))
+        return await reader.run(lambda deadline: reader.index.document(doc_id).to_dict())
 
     @app.get("/health", response_model=Health, summary="The index opens")
     async def health(response: Response) -> dict[str, Any]:

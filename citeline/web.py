@@ -32,7 +32,14 @@ class Reader(Protocol):
     async def run(self, work: Callable[..., Any], *args: Any) -> Any: ...
 
     def search(
-        self, q: str, k: int, mode: str, filters: dict[str, Any], collapse: bool, deadline: float
+        self,
+        q: str,
+        k: int,
+        mode: str,
+        filters: dict[str, Any],
+        collapse: bool,
+        min_score: float | None,
+        deadline: float,
     ) -> tuple[list[SearchResult], int]: ...
 
 
@@ -235,7 +242,7 @@ def add_pages(app: FastAPI, reader: Reader, filters_from_params: Callable[..., d
                 filled["ingested_after"],
                 filled["ingested_before"],
             )
-            found, generation = await reader.run(reader.search, q, k + offset + 1, mode, filters, collapse)
+            found, generation = await reader.run(reader.search, q, k + offset + 1, mode, filters, collapse, None)
         except CitelineError as exc:
             return render("search", request, status=400, **{**context, "error": " ".join(str(exc).split())})
         shown = found[offset : offset + k]
@@ -259,7 +266,7 @@ def add_pages(app: FastAPI, reader: Reader, filters_from_params: Callable[..., d
         q: Text = None,
     ) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        doc = await reader.run(lambda deadline: reader.index.document(doc_id))
+        doc = (await reader.run(lambda deadline: reader.index.document(doc_id))).to_dict()
         marks = []
         if start is not None and end is not None:
             marks.append((start, end, "passage"))

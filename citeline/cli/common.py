@@ -250,15 +250,24 @@ format_option = click.option(
     help="Output format: an aligned table, a JSON array, JSON lines, CSV or TSV (--json is --format jsonl).",
 )
 
-#: The columns of ``search --format table`` (csv and tsv carry every field; json and jsonl whole records).
-SEARCH_TABLE_COLUMNS = ("rank", "score", "source_id", "ordinal", "char_start", "char_end", "page", "title", "text")
-DOCUMENT_TABLE_COLUMNS = ("doc_id", "source_id", "title", "format", "chunks", "pages", "ingested_at", "run_id")
+#: The default columns of ``--format table`` (``--columns`` picks others; csv and tsv carry every field unless
+#: told; json and jsonl whole records). ``highlight`` is a search result's best highlighted sentence, ``duration``
+#: a run's seconds.
+SEARCH_TABLE_COLUMNS = ("rank", "score", "relevance", "source_path", "title", "highlight")
+DOCUMENT_TABLE_COLUMNS = ("doc_id", "source_path", "title", "format", "chunks", "pages", "ingested_at")
 RUN_TABLE_COLUMNS = (
-    "run_id", "status", "started_at", "generation", "added", "updated", "unchanged", "removed", "failed",
-    "chunks_embedded", "chunks_reused",
+    "run_id", "status", "started_at", "duration", "roots", "added", "updated", "unchanged", "removed", "failed",
 )  # fmt: skip
-#: Table cells wider than this wrap (passage texts, titles).
-TABLE_CELL_WIDTH = 60
+
+columns_option = click.option(
+    "--columns",
+    default=None,
+    metavar="A,B,...",
+    help="Fields to print, in this order (table, csv, tsv) [default: a table's own columns, every field in csv/tsv].",
+)
+headers_option = click.option(
+    "--headers/--no-headers", default=True, show_default=True, help="Print the header row (table, csv, tsv)."
+)
 
 
 def resolve_format(fmt: str | None, as_json: bool, default: str | None = None) -> str | None:
@@ -269,15 +278,48 @@ def resolve_format(fmt: str | None, as_json: bool, default: str | None = None) -
     return "jsonl" if as_json else (fmt or default)
 
 
-def emit_records(records: Sequence[Mapping[str, Any]], fmt: str, table_columns: Sequence[str] | None = None) -> None:
-    """Print records in ``fmt``; ``table_columns`` picks the columns of a table."""
-    columns = table_columns if fmt == "table" else None
-    click.echo(format_records(records, fmt, columns=columns, max_col_width=TABLE_CELL_WIDTH), nl=False)
+def emit_records(
+    records: Sequence[Mapping[str, Any]],
+    fmt: str,
+    table_columns: Sequence[str] | None = None,
+    *,
+    columns: str | None = None,
+    headers: bool = True,
+) -> None:
+    """Print records in ``fmt``: ``columns`` (``--columns``, comma-separated) or, for a table, ``table_columns``
+    pick the fields; an unknown field is a usage error naming the known ones."""
+    picked: Sequence[str] | None = table_columns if fmt == "table" else None
+    if columns is not None:
+        picked = [name.strip() for name in columns.split(",") if name.strip()]
+        known = list(dict.fromkeys(key for record in records for key in record)) or list(table_columns or ())
+        unknown = [name for name in picked if name not in known]
+        if unknown or not picked:
+            raise click.BadParameter(
+                f"unknown field {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}",
+                param_hint="--columns",
+            )
+    click.echo(format_records(records, fmt, columns=picked, headers=headers), nl=False)
 
 
-def emit_search(results: Sequence[Any], fmt: str) -> None:
-    """Print search results (``SearchResult`` objects) in ``fmt``, each record with its ``rank``."""
-    emit_records(search_records(results), fmt, SEARCH_TABLE_COLUMNS)
+def emit_search(results: Sequence[Any], fmt: str, *, columns: str | None = None, headers: bool = True) -> None:
+    """Print search results (``SearchResult`` objects) in ``fmt``, each record with its ``rank`` (and, in
+    table, csv and tsv, its best ``highlight``)."""
+    records = search_records(results)
+    if fmt not in ("json", "jsonl"):
+        for record in records:
+            best = max(record.get("highlights") or [], key=lambda h: h["score"], default=None)
+            record["highlight"] = best["text"] if best else record["text"]
+    emit_records(records, fmt, SEARCH_TABLE_COLUMNS, columns=columns, headers=headers)
+
+
+def run_seconds(run: Mapping[str, Any]) -> float | None:
+    """A run record's duration in seconds (None while it runs)."""
+    from datetime import datetime
+
+    if not run.get("finished_at") or not run.get("started_at"):
+        return None
+    started, finished = (datetime.fromisoformat(str(run[key])) for key in ("started_at", "finished_at"))
+    return round((finished - started).total_seconds(), 1)
 
 
 def emit_record(record: Mapping[str, Any], fmt: str) -> None:

@@ -12,10 +12,12 @@ import click
 from citeline.cli.common import (
     DOCUMENT_TABLE_COLUMNS,
     PathType,
+    columns_option,
     emit_records,
     filter_options,
     filters_from,
     format_option,
+    headers_option,
     index_option,
     json_option,
     resolve_format,
@@ -127,6 +129,8 @@ def serve(
     show_default=True,
 )
 @format_option
+@columns_option
+@headers_option
 @json_option
 @user_errors
 def documents(
@@ -139,6 +143,8 @@ def documents(
     limit: int | None,
     offset: int,
     fmt: str | None,
+    columns: str | None,
+    headers: bool,
     as_json: bool,
 ) -> None:
     """List the documents in the index: id, source, title, format, chunks, pages, ingested_at, run, metadata."""
@@ -147,11 +153,14 @@ def documents(
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
     output = resolve_format(fmt, as_json, default="table")
     assert output is not None
-    rows = Index.open(index_path, repair=False).documents(filters=filters, limit=limit, offset=offset)
+    rows = [
+        record.to_dict()
+        for record in Index.open(index_path, repair=False).documents(filters=filters, limit=limit, offset=offset)
+    ]
     if not rows and output == "table":
         click.echo("no documents" + (" match the filters" if filters else " (see `citeline ingest`)"), err=True)
         return
-    emit_records(rows, output, DOCUMENT_TABLE_COLUMNS)
+    emit_records(rows, output, DOCUMENT_TABLE_COLUMNS, columns=columns, headers=headers)
 
 
 @click.command()
@@ -175,7 +184,7 @@ def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as
 
     if chunk is not None and around is not None:
         raise click.UsageError("give --chunk or --around, not both")
-    doc = Index.open(index_path, repair=False).document(doc_id)
+    doc = Index.open(index_path, repair=False).document(doc_id).to_dict()
     text: str = doc["text"]
     start, end = 0, len(text)
     if chunk is not None:

@@ -16,16 +16,19 @@ from citeline.cli.common import (
     RUN_TABLE_COLUMNS,
     OneLineErrors,
     PathType,
+    columns_option,
     emit_record,
     emit_records,
     emit_search,
     filter_options,
     filters_from,
     format_option,
+    headers_option,
     index_option,
     ingest_options,
     json_option,
     resolve_format,
+    run_seconds,
     search_dask_option,
     shard_workers_option,
     shards_option,
@@ -38,10 +41,13 @@ from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.query.plan import DEFAULT_MODE, MODES
 
 
-@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="citeline")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Build a semantic index from documents and search it; every passage comes with its provenance."""
+    if ctx.invoked_subcommand is None:  # bare `citeline`: its help, as `citeline --help` prints it
+        click.echo(ctx.get_help())
 
 
 @cli.command()
@@ -248,10 +254,19 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     show_default=True,
     help="Cosine at or above which passages are near-duplicates.",
 )
+@click.option(
+    "--min-score",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Drop passages whose relevance (absolute, 0-1, comparable across queries) is lower; 0 keeps all "
+    "[default: none dropped unless all are below the calibrated floor: a query that matches nothing prints none].",
+)
 @click.option("--full", is_flag=True, help="Print each passage's whole chunk, not only its highlighted sentences.")
 @search_dask_option
 @shard_workers_option
 @format_option
+@columns_option
+@headers_option
 @json_option
 @user_errors
 def search(
@@ -266,10 +281,13 @@ def search(
     ingested_before: str | None,
     collapse: bool,
     collapse_threshold: float,
+    min_score: float | None,
     full: bool,
     dask_address: str | None,
     shard_workers: str | None,
     fmt: str | None,
+    columns: str | None,
+    headers: bool,
     as_json: bool,
 ) -> None:
     """Print the passages most relevant to QUERY, with source, offsets and score."""
@@ -278,14 +296,23 @@ def search(
     output = resolve_format(fmt, as_json)
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
     results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(
-        query, k=k, mode=mode, filters=filters, collapse=collapse, collapse_threshold=collapse_threshold
+        query,
+        k=k,
+        mode=mode,
+        filters=filters,
+        collapse=collapse,
+        collapse_threshold=collapse_threshold,
+        min_score=min_score,
     )
     if output:
-        emit_search(results, output)
+        emit_search(results, output, columns=columns, headers=headers)
         return
     if not results:
-        hint = " matching the filters" if filters else " (is the index empty? see `citeline status`)"
-        click.echo(f"no passages found{hint}")
+        hint = " matching the filters" if filters else ""
+        click.echo(
+            f"no passages found{hint} above the relevance floor (--min-score 0 shows the best matches anyway; is "
+            "the index empty? see `citeline status`)"
+        )
         return
     from citeline.cli import render
 
@@ -320,24 +347,33 @@ def status(index_path: str, fmt: str | None, as_json: bool) -> None:
 @index_option
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="How many runs, newest first.")
 @format_option
+@columns_option
+@headers_option
 @json_option
 @user_errors
-def runs(index_path: str, limit: int, fmt: str | None, as_json: bool) -> None:
-    """The run ledger: one line per ingestion run, with per-file errors."""
+def runs(index_path: str, limit: int, fmt: str | None, columns: str | None, headers: bool, as_json: bool) -> None:
+    """The run ledger: one line per ingestion run (start, duration, roots, counts), with per-file errors."""
     from citeline.index import Index
 
     ledger = Index.open(index_path).runs(limit=limit)
     output = resolve_format(fmt, as_json)
     if output:
-        emit_records([run.to_dict() for run in ledger], output, RUN_TABLE_COLUMNS)
+        records = [run.to_dict() for run in ledger]
+        if output not in ("json", "jsonl"):
+            records = [{**record, "duration": run_seconds(record)} for record in records]
+        emit_records(records, output, RUN_TABLE_COLUMNS, columns=columns, headers=headers)
         return
     for run in ledger:
         row = run.to_dict()
+        seconds = run_seconds(row)
+        took = f"{seconds:.1f} s" if seconds is not None else "unfinished"
         click.echo(
-            f"{row['run_id']}  {row['status']:<9} gen {row['generation']}  added {row['added']}  "
-            f"updated {row['updated']}  unchanged {row['unchanged']}  removed {row['removed']}  "
-            f"failed {row['failed']}  embedded {row['chunks_embedded']}  reused {row['chunks_reused']}"
+            f"{row['run_id']}  {row['status']:<9} started {row['started_at']}, {took}, gen {row['generation']}: "
+            f"added {row['added']}  updated {row['updated']}  unchanged {row['unchanged']}  removed "
+            f"{row['removed']}  failed {row['failed']}  embedded {row['chunks_embedded']}  reused "
+            f"{row['chunks_reused']}"
         )
+        click.echo(f"    roots: {', '.join(row['roots']) or '(none)'}")
         for error in row["errors"]:
             click.echo(f"    {error['path']}: {error['reason']}")
 

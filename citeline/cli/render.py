@@ -3,8 +3,9 @@
 :func:`human` prints, per result, the highlighted sentence(s) with a little context and the span emphasised, the
 source and offsets, and for a collapsed result every source with its own copy of the shared words; ``full=True``
 prints the whole chunk. Colour and bold only reach a terminal: never with ``NO_COLOR`` set or when the output is
-not a tty. :func:`json_lines` gives one JSON object per result with ``rank``, ``highlights`` and ``metadata``, and the
-passage text once (each source's offsets say where its copy is; ``citeline show`` prints any of them).
+not a tty, where the highlighted words stand between ``»`` and ``«`` instead. :func:`json_lines` gives one JSON
+object per result with ``rank``, ``highlights`` and ``metadata``, and the passage text once (each source's offsets
+say where its copy is; ``citeline show`` prints any of them).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ CONTEXT_CHARS = 90
 PREVIEW_CHARS = 300
 #: Characters shown of each source's copy of the shared words.
 SHARED_CHARS = 160
+#: Around a highlight when the output has no colour (a pipe, ``NO_COLOR``): guillemets, which passages rarely hold.
+HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE = "»", "«"
 
 
 def use_color(stream: Any = None) -> bool:
@@ -49,17 +52,21 @@ def human(
     def style(text: str, **kwargs: Any) -> str:
         return click.style(text, **kwargs) if color else text
 
+    def mark(text: str) -> str:  # the highlighted words: bold yellow, or between » « when there is no colour
+        return click.style(text, bold=True, fg="yellow") if color else f"{HIGHLIGHT_OPEN}{text}{HIGHLIGHT_CLOSE}"
+
     lines: list[str] = []
     for rank, result in enumerate(results, 1):
         page = f", page {result.page}" if result.page else ""
+        relevance = f" (relevance {result.relevance:.2f})" if result.relevance is not None else ""
         lines.append(
-            style(f"{rank:>2}. {result.score:.3f}  ", bold=True)
+            style(f"{rank:>2}. {result.score:.3f}{relevance}  ", bold=True)
             + style(result.source_path, fg="cyan")
             + f"  [chars {result.char_start}-{result.char_end}, chunk {result.ordinal}{page}]"
         )
         if result.title:
             lines.append(f"    {result.title}")
-        for line in _wrap(_passage(result, full, style), width - 6):
+        for line in _wrap(_passage(result, full, mark), width - 6):
             lines.append(f"    │ {line}")
         if len(result.sources) > 1:
             lines.append(f"    the same passage is in {len(result.sources)} sources:")
@@ -81,8 +88,8 @@ def human(
     return "\n".join(lines)
 
 
-def _passage(result: SearchResult, full: bool, style: Any) -> str:
-    """The text shown for a result: its highlights in context (or the whole chunk), the highlights emphasised."""
+def _passage(result: SearchResult, full: bool, mark: Any) -> str:
+    """The text shown for a result: its highlights in context (or the whole chunk), the highlights ``mark``-ed."""
     text = result.text
     marks = sorted((h.char_start - result.char_start, h.char_end - result.char_start) for h in result.highlights)
     marks = [(max(0, s), min(len(text), e)) for s, e in marks if e > 0 and s < len(text)]
@@ -101,7 +108,7 @@ def _passage(result: SearchResult, full: bool, style: Any) -> str:
             pieces.append(text[cursor : _word_end(text, cursor + CONTEXT_CHARS)] + " … ")
             cursor = _word_start(text, start - CONTEXT_CHARS)
         pieces.append(text[cursor:start])
-        pieces.append(style(text[start:end], bold=True, fg="yellow"))
+        pieces.append(mark(text[start:end]))
         cursor = end
     assert cursor is not None
     stop = len(text) if full else _word_end(text, min(len(text), cursor + CONTEXT_CHARS))

@@ -12,14 +12,15 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from citeline.util.formats import normalize
+from citeline.errors import QueryError
+from citeline.util.formats import flat, normalize
 
 if TYPE_CHECKING:
     from citeline.index import Index
     from citeline.query.results import SearchResult
     from citeline.store.filters import Filters
 
-__all__ = ["PROVENANCE_KEYS", "provenance", "search"]
+__all__ = ["OPTION_ALIASES", "PROVENANCE_KEYS", "SEARCH_OPTIONS", "flat", "options_of", "provenance", "search"]
 
 #: Metadata keys every adapter's objects carry (``highlights`` and ``document_metadata`` too when the result has
 #: them).
@@ -38,6 +39,7 @@ PROVENANCE_KEYS = (
     "ingested_at",
     "model",
     "score",
+    "relevance",
     "other_sources",
 )
 
@@ -45,6 +47,30 @@ PROVENANCE_KEYS = (
 # commit), which is not safe to use from two threads at once, and async retrievers run searches on threads.
 _LOCKS: weakref.WeakKeyDictionary[Index, threading.Lock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
+
+
+#: The options a retriever passes to :meth:`citeline.Index.search`, set at construction and per call.
+SEARCH_OPTIONS = ("k", "mode", "filters", "collapse", "min_score")
+#: Names other retrievers use for them: LangChain vector-store retrievers' ``filter`` and ``score_threshold``,
+#: LlamaIndex's ``similarity_top_k``.
+OPTION_ALIASES = {"filter": "filters", "score_threshold": "min_score", "similarity_top_k": "k"}
+
+
+def options_of(defaults: Mapping[str, Any], *overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A retriever's search options: ``defaults`` (its settings) updated by each of ``overrides`` in turn
+    (``search_kwargs``, then a call's keyword arguments), aliases resolved; an unknown key is a :class:`QueryError`
+    naming the ones there are."""
+    options = dict(defaults)
+    for override in overrides:
+        for key, value in override.items():
+            name = OPTION_ALIASES.get(key, key)
+            if name not in SEARCH_OPTIONS:
+                raise QueryError(
+                    f"unknown search option {key!r}; a retriever takes {', '.join(SEARCH_OPTIONS)} "
+                    f"(or {', '.join(OPTION_ALIASES)})"
+                )
+            options[name] = value
+    return options
 
 
 def search(
@@ -55,12 +81,13 @@ def search(
     mode: str,
     filters: Filters | Mapping[str, Any] | None,
     collapse: bool,
+    min_score: float | None = None,
 ) -> list[SearchResult]:
     """``index.search(...)``, one search at a time per index, so that threads (and async callers) can share it."""
     with _LOCKS_GUARD:
         lock = _LOCKS.setdefault(index, threading.Lock())
     with lock:
-        return index.search(query, k, mode=mode, filters=filters, collapse=collapse)
+        return index.search(query, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score)
 
 
 def provenance(result: SearchResult) -> dict[str, Any]:

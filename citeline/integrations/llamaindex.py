@@ -3,7 +3,7 @@
 >>> from citeline import Index
 >>> from citeline.integrations.llamaindex import CitelineRetriever
 >>> retriever = CitelineRetriever(Index.open("index"), k=5, mode="dense")
->>> nodes = retriever.retrieve("why did soldiers defect")
+>>> nodes = retriever.retrieve("why did soldiers defect", k=3)  # per call: k, mode, filters, collapse, min_score
 >>> nodes[0].score, nodes[0].node.metadata["source_path"], nodes[0].node.start_char_idx
 """
 
@@ -24,7 +24,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from citeline.index import Index
-from citeline.integrations import provenance, search
+from citeline.integrations import SEARCH_OPTIONS, flat, options_of, provenance, search
 from citeline.model.embedding import Embedder
 from citeline.query.plan import DEFAULT_MODE
 from citeline.query.results import SearchResult
@@ -40,10 +40,14 @@ LLM_METADATA_KEYS = ("title", "source_path")
 class CitelineRetriever(BaseRetriever):
     """Passages of a citeline index as LlamaIndex ``NodeWithScore(TextNode)`` objects, best first.
 
-    ``k``, ``mode``, ``filters`` and ``collapse`` pass through to :meth:`citeline.Index.search`. Each node's
-    ``id_`` is the chunk id, ``start_char_idx``/``end_char_idx`` its offsets in the document, its SOURCE
-    relationship the document id, its ``metadata`` the provenance (:func:`citeline.integrations.provenance`).
-    ``aretrieve`` runs the search on a thread.
+    ``k``, ``mode``, ``filters``, ``collapse`` and ``min_score`` (the relevance floor; None: the calibrated
+    default, which answers a query that matches nothing with no nodes) pass through to
+    :meth:`citeline.Index.search`, as set at construction or per call: ``retriever.retrieve(query, k=3)``
+    (``similarity_top_k`` is read as ``k``). Each node's ``id_`` is the chunk id, ``start_char_idx``/
+    ``end_char_idx`` its offsets in the document, its SOURCE relationship the document id, its ``metadata`` the
+    provenance (:func:`citeline.integrations.provenance`), flattened with ``flat_metadata=True`` for vector stores
+    that only store scalar metadata (:func:`citeline.integrations.flat`). ``aretrieve`` runs the search on a
+    thread.
     """
 
     def __init__(
@@ -54,6 +58,8 @@ class CitelineRetriever(BaseRetriever):
         mode: str = DEFAULT_MODE,
         filters: Filters | Mapping[str, Any] | None = None,
         collapse: bool = True,
+        min_score: float | None = None,
+        flat_metadata: bool = False,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -62,6 +68,8 @@ class CitelineRetriever(BaseRetriever):
         self.mode = mode
         self.filters = filters
         self.collapse = collapse
+        self.min_score = min_score
+        self.flat_metadata = flat_metadata
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -71,25 +79,45 @@ class CitelineRetriever(BaseRetriever):
         """A retriever over the index at ``path``, opened read-only (no repair, so no writer lock is taken)."""
         return cls(Index.open(path, embedder=embedder, repair=False), **settings)
 
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        results = search(
+    def with_options(self, **options: Any) -> CitelineRetriever:
+        """A retriever over the same index with some of its search options replaced."""
+        settings = options_of({name: getattr(self, name) for name in SEARCH_OPTIONS}, options)
+        return CitelineRetriever(
             self.index,
-            query_bundle.query_str,
-            k=self.k,
-            mode=self.mode,
-            filters=self.filters,
-            collapse=self.collapse,
+            **settings,
+            flat_metadata=self.flat_metadata,
+            callback_manager=self.callback_manager,
+            verbose=self._verbose,
         )
-        return [to_node(result) for result in results]
+
+    def retrieve(self, str_or_query_bundle: str | QueryBundle, **options: Any) -> list[NodeWithScore]:
+        """LlamaIndex's ``retrieve``, with per-call search options (``k=3``, ``filters=...``, ``min_score=...``)."""
+        if options:
+            return self.with_options(**options).retrieve(str_or_query_bundle)
+        return super().retrieve(str_or_query_bundle)
+
+    async def aretrieve(self, str_or_query_bundle: str | QueryBundle, **options: Any) -> list[NodeWithScore]:
+        """LlamaIndex's ``aretrieve``, with per-call search options."""
+        if options:
+            return await self.with_options(**options).aretrieve(str_or_query_bundle)
+        return await super().aretrieve(str_or_query_bundle)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        settings = {name: getattr(self, name) for name in SEARCH_OPTIONS}
+        results = search(self.index, query_bundle.query_str, **settings)
+        return [to_node(result, flat_metadata=self.flat_metadata) for result in results]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         # LlamaIndex's default runs the sync search on the event loop; searching is CPU work, so use a thread.
         return await asyncio.to_thread(self._retrieve, query_bundle)
 
 
-def to_node(result: SearchResult) -> NodeWithScore:
-    """One search result as a scored LlamaIndex ``TextNode`` with its provenance in ``metadata``."""
-    metadata = provenance(result)
+def to_node(result: SearchResult, *, flat_metadata: bool = False) -> NodeWithScore:
+    """One search result as a scored LlamaIndex ``TextNode`` with its provenance in ``metadata`` (flattened with
+    ``flat_metadata``, see :func:`citeline.integrations.flat`)."""
+    metadata: dict[str, Any] = provenance(result)
+    if flat_metadata:
+        metadata = flat(metadata)
     hidden = [key for key in metadata if key not in LLM_METADATA_KEYS]
     node = TextNode(
         id_=str(result.chunk_id),

@@ -20,6 +20,7 @@ import numpy as np
 
 from citeline.errors import QueryError
 from citeline.query import feedback as feedback_stage
+from citeline.query import relevance
 from citeline.query.collapse import (
     DEFAULT_COLLAPSE_THRESHOLD,
     LOOKUP_MIN_SHARE,
@@ -327,6 +328,7 @@ class Query:
     collapse: bool = True
     collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
     fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
+    min_score: float | None = None  #: the relevance floor (``citeline.query.relevance``); None: calibrated
 
     @classmethod
     def of(
@@ -338,6 +340,7 @@ class Query:
         filters: Filters | Mapping[str, Any] | None = None,
         collapse: bool = True,
         collapse_threshold: object = DEFAULT_COLLAPSE_THRESHOLD,
+        min_score: object = None,
     ) -> Query:
         """Validate every part of a request; raises :class:`QueryError` naming the bad one."""
         text, k = validate_query(query, k)
@@ -348,6 +351,7 @@ class Query:
             Filters.from_value(filters),
             bool(collapse),
             validate_threshold(collapse_threshold),
+            min_score=relevance.validate_min_score(min_score),
         )
 
 
@@ -376,6 +380,20 @@ class _Hits:
 
 
 def search(snapshot: SnapshotReader, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:
+    """Run the whole plan for ``request`` on one snapshot (see :func:`_search`), then drop the hits below its
+    relevance floor (``citeline.query.relevance``)."""
+    vectors: dict[str, np.ndarray] = {}  # the query's vector, embedded once (a lexical search embeds nothing)
+
+    def encode(text: str) -> np.ndarray:
+        if text not in vectors:
+            vectors[text] = encode_query(text)
+        return vectors[text]
+
+    hits = _search(snapshot, request, encode, model)
+    return relevance.apply_floor(snapshot, request.text, vectors.get(request.text), hits, request.min_score, model)
+
+
+def _search(snapshot: SnapshotReader, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:
     """Run the whole plan for ``request`` on one snapshot (see the module docstring).
 
     Collapsed, the plan ranks k hits and deeper (four times, then again) only while collapsing leaves fewer than k

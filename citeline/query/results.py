@@ -80,6 +80,9 @@ class SearchResult:
     highlights: tuple[Highlight, ...] = field(default=())
     #: the document's metadata (front matter, PDF document info, HTML meta tags, JSONL and CSV record fields, ...)
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: absolute relevance in [0, 1], comparable across queries (``score`` only ranks this query's hits); searches
+    #: drop hits below ``min_score`` by it (see ``citeline.query.relevance``); None: the index cannot tell
+    relevance: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""

@@ -52,6 +52,7 @@ from citeline.sources.discovery import Discovery, resolve_roots, scan
 from citeline.sources.selection import Selection
 from citeline.store import catalog, files, ledger
 from citeline.store import documents as listing
+from citeline.store.documents import DocumentDetail, DocumentInfo
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -386,7 +387,7 @@ class ShardedIndex(Index):
         shards = self.manifest.shards
 
         def local(number: int, part: Index) -> tuple[VerifyReport, list[str]]:
-            docs = [d["doc_id"] for d in part.documents()]
+            docs = [d.doc_id for d in part.documents()]
             return part.verify(), [doc_id for doc_id in docs if shard_of(doc_id, shards) != number]
 
         remote = functools.partial(shard_check, shards=shards, route=shard_of)
@@ -433,7 +434,7 @@ class ShardedIndex(Index):
 
     def documents(
         self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None, offset: int = 0
-    ) -> list[dict[str, Any]]:
+    ) -> list[DocumentInfo]:
         """:meth:`Index.documents` over every shard, in the same order (by source root, source id, doc id)."""
         if limit is not None:
             listing.check_rows("limit", limit, 1)
@@ -441,10 +442,10 @@ class ShardedIndex(Index):
         # Each shard's first offset + limit rows hold the merged page (a shard's rows come in the same order).
         depth = None if limit is None else min(offset + limit, listing.MAX_ROWS)
         found = [record for part in self._local("documents") for record in part.documents(filters, depth)]
-        found.sort(key=lambda r: (str(r.get("source_root", "")), str(r.get("source_id", "")), r["doc_id"]))
+        found.sort(key=lambda r: (str(r.source_root), str(r.source_id), r.doc_id))
         return found[offset:] if limit is None else found[offset : offset + limit]
 
-    def document(self, doc_id: str) -> dict[str, Any]:
+    def document(self, doc_id: str) -> DocumentDetail:
         """One document, read from the shard its id routes to."""
         try:
             return self._local("documents")[shard_of(doc_id, self.manifest.shards)].document(doc_id)

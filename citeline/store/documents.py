@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,50 @@ if TYPE_CHECKING:
     import duckdb
 
     from citeline.store.filters import Filters
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    """One indexed document as :meth:`Index.documents` lists it (no text): where it came from, what it holds."""
+
+    doc_id: str
+    source_path: str
+    source_id: str
+    source_root: str
+    title: str
+    format: str
+    chunks: int
+    pages: int | None  #: the page count of paged formats (PDF), else None
+    encoding: str | None  #: the text encoding a file was read in (``utf-8``, ``cp1252``); None where there was none
+    size_bytes: int | None
+    content_hash: str
+    run_id: str
+    ingested_at: str | None
+    metadata: dict[str, Any] = field(default_factory=dict)  #: the document's metadata
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON-ready data (the keys of :data:`DOCUMENT_FIELDS`)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """Where one chunk of a document lies: ``text[char_start:char_end]`` of its :class:`DocumentDetail`."""
+
+    chunk_id: int
+    ordinal: int
+    char_start: int
+    char_end: int
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class DocumentDetail(DocumentInfo):
+    """One document as :meth:`Index.document` reads it: the listing's fields, its ``text`` (what passage offsets
+    index into) and its chunks' ``spans``."""
+
+    text: str = ""
+    spans: tuple[ChunkSpan, ...] = ()
 
 
 #: The keys of each :func:`documents` record, in order (``document`` adds ``text`` and ``spans``).
@@ -64,9 +109,9 @@ def check_rows(name: str, value: object, least: int) -> None:
 
 def documents(
     connection: duckdb.DuckDBPyConnection, filters: Filters, limit: int | None = None, offset: int = 0
-) -> list[dict[str, Any]]:
+) -> list[DocumentInfo]:
     """The documents ``filters`` selects (the same filters as search), ordered by source and path, at most
-    ``limit`` after skipping the first ``offset``; each a dict with the keys of :data:`DOCUMENT_FIELDS`.
+    ``limit`` after skipping the first ``offset``; each a :class:`DocumentInfo`.
 
     ``pages`` is the page count of paged formats (PDF), else None; ``encoding`` the text encoding a file was read
     in (``utf-8``, ``cp1252``; None where there was none to find, as in a PDF); ``metadata`` the document's
@@ -86,12 +131,8 @@ def documents(
     return [_document_record(row) for row in connection.execute(sql, params).fetchall()]
 
 
-def document(connection: duckdb.DuckDBPyConnection, doc_id: str) -> dict[str, Any] | None:
-    """One document: the :func:`documents` record plus its ``text`` (what passage offsets index into) and
-    ``spans``, one per chunk: ``chunk_id``, ``ordinal``, ``char_start``, ``char_end``, ``page``.
-
-    None for an id the index does not hold.
-    """
+def document(connection: duckdb.DuckDBPyConnection, doc_id: str) -> DocumentDetail | None:
+    """One document with its text and chunk spans; None for an id the index does not hold."""
     row = connection.execute(
         _DOCUMENTS_SQL.format(condition="d.doc_id = ?", extra_columns=", d.text"), [doc_id]
     ).fetchone()
@@ -102,22 +143,16 @@ def document(connection: duckdb.DuckDBPyConnection, doc_id: str) -> dict[str, An
         [doc_id],
     ).fetchall()
     record = _document_record(row[:-1])
-    record["text"] = row[-1]
-    record["spans"] = [
-        {"chunk_id": s[0], "ordinal": s[1], "char_start": s[2], "char_end": s[3], "page": s[4]} for s in spans
-    ]
-    return record
+    return DocumentDetail(**vars(record), text=row[-1], spans=tuple(ChunkSpan(*span) for span in spans))
 
 
-def read_documents(
-    index_dir: Path, filters: Filters, limit: int | None = None, offset: int = 0
-) -> list[dict[str, Any]]:
+def read_documents(index_dir: Path, filters: Filters, limit: int | None = None, offset: int = 0) -> list[DocumentInfo]:
     """:func:`documents` of the index at ``index_dir`` (``Index.documents``)."""
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
         return documents(connection, filters, limit, offset)
 
 
-def read_document(index_dir: Path, doc_id: str) -> dict[str, Any]:
+def read_document(index_dir: Path, doc_id: str) -> DocumentDetail:
     """:func:`document` of the index at ``index_dir`` (``Index.document``); an unknown id raises
     :class:`IndexNotFoundError` saying how to list the ids."""
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
@@ -127,37 +162,27 @@ def read_document(index_dir: Path, doc_id: str) -> dict[str, Any]:
     return record
 
 
-def _document_record(row: tuple[Any, ...]) -> dict[str, Any]:
+def _document_record(row: tuple[Any, ...]) -> DocumentInfo:
     (doc_id, path, source_id, source_root, title, fmt, chunks, size_bytes, content_hash, run_id, ingested_at,
      metadata) = row  # fmt: skip
     meta, properties = stored_metadata.split(metadata, fmt)
     pages = properties.get("pages")
-    return {
-        "doc_id": doc_id,
-        "source_path": path,
-        "source_id": source_id,
-        "source_root": source_root,
-        "title": title,
-        "format": fmt,
-        "chunks": int(chunks),
-        "pages": pages if isinstance(pages, int) else None,
-        "encoding": properties.get("encoding"),
-        "size_bytes": size_bytes,
-        "content_hash": content_hash,
-        "run_id": run_id,
-        "ingested_at": iso_utc(ingested_at),
-        "metadata": meta,
-    }
-
-
-def document_in(index_dir: Path, doc_id: str) -> dict[str, Any]:
-    """:func:`document` of the index at ``index_dir`` (its own read-only connection); a missing one is one
-    :class:`IndexNotFoundError` line."""
-    with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
-        record = document(connection, doc_id)
-    if record is None:
-        raise IndexNotFoundError(f"no document {doc_id!r} in {index_dir}; list the documents with `citeline documents`")
-    return record
+    return DocumentInfo(
+        doc_id=doc_id,
+        source_path=path,
+        source_id=source_id,
+        source_root=source_root,
+        title=title,
+        format=fmt,
+        chunks=int(chunks),
+        pages=pages if isinstance(pages, int) else None,
+        encoding=properties.get("encoding"),
+        size_bytes=size_bytes,
+        content_hash=content_hash,
+        run_id=run_id,
+        ingested_at=iso_utc(ingested_at),
+        metadata=meta,
+    )
 
 
 def documents_to_plan(

@@ -6,8 +6,13 @@ Records are the JSON-ready dicts of ``SearchResult.to_dict()``, ``RunSummary.to_
 (lists, dicts: a result's ``sources``, a run's ``errors``, a document's ``metadata``) are JSON-encoded, so every
 cell stays one value a spreadsheet or ``csvkit`` can read back.
 
+``table`` is for people: one line per record, every cell on one line (whitespace collapsed), columns shrunk and
+cut with ``…`` to fit the terminal's width (rich's table layout). ``tsv`` is for ``cut``/``awk``: one line per
+record, with backslash, tab, newline and carriage return in a cell written as ``\\\\``, ``\\t``, ``\\n``, ``\\r`` (the
+escapes PostgreSQL's and MySQL's text formats use); ``csv`` quotes such cells instead (RFC 4180).
+
 This module is imported by ``citeline search`` on every call, so it imports only the standard library at import
-time; ``tabulate`` (the table format) is imported when a table is printed.
+time; ``rich`` (the table format, 30 ms to import) is imported when a table is printed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import csv
 import dataclasses
 import io
 import json
+import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, time
@@ -25,6 +31,7 @@ __all__ = [
     "DEFAULT_FORMAT",
     "FORMATS",
     "TIMESTAMP_KEYS",
+    "flat",
     "format_record",
     "format_records",
     "iso_utc",
@@ -106,14 +113,16 @@ def format_records(
     *,
     columns: Sequence[str] | None = None,
     max_col_width: int | None = None,
+    headers: bool = True,
+    width: int | None = None,
 ) -> str:
     """Records as text in ``fmt`` (one of :data:`FORMATS`), ending with a newline unless empty.
 
     ``json`` is one array (sqlite-utils' default), ``jsonl`` one object per line (what ``--json`` printed so
-    far), ``csv``/``tsv`` a header row then one row per record, ``table`` an aligned plain-text table.
-    ``columns`` picks and orders the columns of csv, tsv and table (default: every key, in first-seen order);
-    json and jsonl always carry whole records. ``max_col_width`` wraps table cells wider than that many
-    characters (long passage texts).
+    far), ``csv``/``tsv`` a header row then one row per record, ``table`` an aligned plain-text table, one line a
+    record, at most ``width`` characters wide (default: the terminal's). ``columns`` picks and orders the columns
+    of csv, tsv and table (default: every key, in first-seen order); json and jsonl always carry whole records.
+    ``max_col_width`` caps a table column's width; ``headers=False`` leaves the header row out.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -124,36 +133,128 @@ def format_records(
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     header = list(columns) if columns is not None else _columns(rows)
     cells = [[_cell(row.get(column), exact=fmt != "table") for column in header] for row in rows]
-    if fmt in ("csv", "tsv"):
+    if fmt == "tsv":
+        lines = ([header] if headers else []) + cells
+        return "".join("\t".join(_tsv_escape(cell) for cell in line) + "\n" for line in lines if header)
+    if fmt == "csv":
         if not header:
             return ""
         out = io.StringIO()
         # "\n" rather than csv's RFC 4180 "\r\n": shell tools (cut, awk, sort) expect it, and csv readers,
         # Python's, pandas', DuckDB's and sqlite-utils' included, accept both.
-        writer = csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
-        writer.writerow(header)
+        writer = csv.writer(out, lineterminator="\n")
+        if headers:
+            writer.writerow(header)
         writer.writerows(cells)
         return out.getvalue()
     if not rows:
         return ""
-    # Imported here: 6 ms on top of a cold `citeline search` (rich.table would be 30 ms; docs/dependencies.md).
-    from tabulate import tabulate
-
-    widths = [max_col_width] * len(header) if max_col_width else None
-    return tabulate(cells, headers=header, tablefmt="simple", disable_numparse=True, maxcolwidths=widths) + "\n"
+    return _table(header if headers else None, cells, max_col_width=max_col_width, width=width)
 
 
-def format_record(record: Mapping[str, Any], fmt: str) -> str:
-    """One record (``status``) in ``fmt``: ``json`` is the object itself, ``table`` a key/value listing, the
-    others the record as a one-row list."""
+#: Table columns of paths: cut at their start, so the file name shows.
+PATH_COLUMNS = frozenset({"source_path", "source_root", "path", "roots"})
+#: A table column too wide for the terminal is cut to its header's width at the least, and this many characters.
+MIN_COLUMN = 5
+
+
+def _table(
+    header: Sequence[str] | None,
+    cells: Sequence[Sequence[str]],
+    *,
+    max_col_width: int | None = None,
+    width: int | None = None,
+    box: bool = True,
+) -> str:
+    """An aligned table, one line a row, fitted to ``width`` (default: the terminal's) by rich."""
+    from rich import box as boxes
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    table = Table(
+        box=boxes.SIMPLE_HEAD if box else None,
+        show_header=header is not None,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+        header_style="bold",
+    )
+    rows = [[" ".join(cell.split()) for cell in row] for row in cells]
+    names = list(header) if header is not None else [""] * (len(rows[0]) if rows else 0)
+    natural = [max([len(name)] + [len(row[n]) for row in rows]) for n, name in enumerate(names)]
+    if max_col_width:
+        natural = [min(w, max_col_width) for w in natural]
+    gaps = 2 * max(len(names) - 1, 0)  # one space of padding, one of the box's divider (or two of padding)
+    floors = [min(w, max(len(name), MIN_COLUMN)) for w, name in zip(natural, names, strict=True)]
+    widths = _fitted(natural, floors, width - gaps)
+    for name, column_width in zip(names, widths, strict=True):
+        table.add_column(name, no_wrap=True, overflow="ellipsis", width=column_width)
+    for row in rows:
+        # a path cut keeps its end (the file name), other cells their start (rich's ellipsis)
+        table.add_row(
+            *(
+                Text("…" + cell[len(cell) - w + 1 :] if name in PATH_COLUMNS and len(cell) > w else cell)
+                for name, cell, w in zip(names, row, widths, strict=True)
+            )
+        )
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, highlight=False, emoji=False, markup=False).print(table)
+    return "".join(line.rstrip() + "\n" for line in out.getvalue().splitlines())
+
+
+def _fitted(natural: Sequence[int], floors: Sequence[int], budget: int) -> list[int]:
+    """Column widths that fit ``budget`` characters: the widest column is narrowed first, one character at a time,
+    so texts and paths are cut before numbers, ids and timestamps; none below its floor (its header)."""
+    widths = list(natural)
+    excess = sum(widths) - budget
+    while excess > 0:
+        widest = max(range(len(widths)), key=lambda n: (widths[n] - floors[n] > 0, widths[n]))
+        if widths[widest] <= floors[widest]:
+            break  # everything at its floor: the terminal is too narrow, rich cuts the rest
+        widths[widest] -= 1
+        excess -= 1
+    return widths
+
+
+def _tsv_escape(cell: str) -> str:
+    """A TSV cell on one line: backslash, tab, newline and carriage return as ``\\\\``, ``\\t``, ``\\n``, ``\\r``."""
+    return cell.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def format_record(record: Mapping[str, Any], fmt: str, *, width: int | None = None) -> str:
+    """One record (``status``) in ``fmt``: ``json`` is the object itself, ``table`` a key/value listing (nested
+    records as dotted keys, such as ``last_run.status``), the others the record as a one-row list."""
     if fmt == "json":
         return json.dumps(normalize(record), ensure_ascii=False, indent=2) + "\n"
     if fmt == "table":
-        from tabulate import tabulate
-
-        pairs = [[key, _cell(value, exact=False)] for key, value in normalize(record).items()]
-        return tabulate(pairs, tablefmt="plain", disable_numparse=True) + "\n"
+        pairs = [[key, _cell(value, exact=False)] for key, value in flat(normalize(record), lists="text").items()]
+        return _table(None, pairs, width=width, box=False)
     return format_records([record], fmt)
+
+
+def flat(metadata: Mapping[str, Any], prefix: str = "", *, lists: str = "json") -> dict[str, str | int | float | bool]:
+    """``metadata`` with scalar values only: nested mappings become dotted keys (``last_run.status``), None values
+    are left out, lists become JSON text (``lists="json"``: ``json.loads`` gives them back, for vector stores that
+    keep only scalar metadata) or, with ``lists="text"``, their items joined by ``, `` when all are scalars (for
+    people)."""
+    found: dict[str, str | int | float | bool] = {}
+    for key, value in metadata.items():
+        name = f"{prefix}{key}"
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            found.update(flat(value, f"{name}.", lists=lists))
+        elif isinstance(value, list | tuple):
+            scalars = all(isinstance(item, str | int | float) for item in value)
+            text = ", ".join(str(item) for item in value) if lists == "text" and scalars else None
+            found[name] = text if text is not None else json.dumps(value, ensure_ascii=False)
+        elif isinstance(value, str | int | float | bool):
+            found[name] = value
+        else:
+            found[name] = str(value)
+    return found
 
 
 def write_records(

@@ -51,7 +51,7 @@ def test_commands_are_registered(group: click.Group) -> None:
 def test_documents_in_every_format(group: click.Group, index_path: str) -> None:
     table = run(group, "documents", "--index", index_path)
     assert table.exit_code == 0, table.output
-    assert table.output.splitlines()[0].split()[:3] == ["doc_id", "source_id", "title"]
+    assert table.output.splitlines()[0].split()[:3] == ["doc_id", "source_path", "title"]
     rows = [json.loads(line) for line in run(group, "documents", "--index", index_path, "--json").output.splitlines()]
     assert sorted(r["source_id"] for r in rows) == ["long.md", "records.jsonl#r1"]
     array = json.loads(run(group, "documents", "--index", index_path, "--format", "json").output)
@@ -99,7 +99,8 @@ def test_format_option_for_search(index_path: str) -> None:
         emit_search(Index.open(index_path, embedder=HashEmbedder()).search("pay stopped", k=2), output)
 
     table = CliRunner().invoke(search, ["--format", "table"]).output.splitlines()
-    assert table[0].split()[:3] == ["rank", "score", "source_id"]
+    assert table[0].split() == ["rank", "score", "relevance", "source_path", "title", "highlight"]
+    assert len(table) == 4  # header, rule, one line a result
     lines = CliRunner().invoke(search, ["--json"]).output.splitlines()
     assert [json.loads(line)["rank"] for line in lines] == [1, 2]
     rows = list(csv.DictReader(io.StringIO(CliRunner().invoke(search, ["--format", "csv"]).output)))

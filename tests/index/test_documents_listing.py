@@ -11,7 +11,7 @@ from _common import minimal_pdf
 from conftest import HashEmbedder
 
 from citeline import Index, IndexNotFoundError, QueryError
-from citeline.store.documents import DOCUMENT_FIELDS
+from citeline.store.documents import DOCUMENT_FIELDS, ChunkSpan, DocumentDetail
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> tuple[Index, Path]:
 
 def test_documents_lists_everything_with_provenance(library: tuple[Index, Path]) -> None:
     index, root = library
-    rows = index.documents()
+    rows = [record.to_dict() for record in index.documents()]
     assert [r["source_id"] for r in rows] == ["records.jsonl#r1", "records.jsonl#r2", "report.pdf", "river.md"]
     for row in rows:
         assert tuple(row) == DOCUMENT_FIELDS
@@ -51,8 +51,8 @@ def test_documents_lists_everything_with_provenance(library: tuple[Index, Path])
 
 def test_documents_filters_and_limit(library: tuple[Index, Path]) -> None:
     index, root = library
-    assert [r["source_id"] for r in index.documents({"meta": {"author": "Ilan"}})] == ["records.jsonl#r2"]
-    assert [r["source_id"] for r in index.documents({"path_glob": "*.md"})] == ["river.md"]
+    assert [r.source_id for r in index.documents({"meta": {"author": "Ilan"}})] == ["records.jsonl#r2"]
+    assert [r.source_id for r in index.documents({"path_glob": "*.md"})] == ["river.md"]
     assert len(index.documents({"source": str(root)})) == 4
     assert index.documents({"ingested_before": "2000-01-01"}) == []
     assert len(index.documents(limit=3)) == 3
@@ -64,8 +64,11 @@ def test_documents_filters_and_limit(library: tuple[Index, Path]) -> None:
 
 def test_document_has_text_and_chunk_spans(library: tuple[Index, Path]) -> None:
     index, _ = library
-    listed = {r["source_id"]: r for r in index.documents()}["report.pdf"]
-    doc = index.document(listed["doc_id"])
+    listed = {r.source_id: r.to_dict() for r in index.documents()}["report.pdf"]
+    detail = index.document(listed["doc_id"])
+    assert isinstance(detail, DocumentDetail) and detail.text == index.document_text(detail.doc_id)
+    assert all(isinstance(span, ChunkSpan) for span in detail.spans)
+    doc = detail.to_dict()
     assert {k: doc[k] for k in DOCUMENT_FIELDS} == listed
     assert doc["text"] == index.document_text(listed["doc_id"])
     assert len(doc["spans"]) == listed["chunks"]

@@ -138,7 +138,7 @@ def test_a_run_interrupted_inside_a_file_indexes_the_rest_of_it_next_time(tmp_pa
     index = Index.create(tmp_path / "ix", embedder=embedder)
     with pytest.raises(RuntimeError, match="interrupted"):
         index.ingest([docs], commit_every=2)
-    stored = {d["source_id"] for d in index.documents()}
+    stored = {d.source_id for d in index.documents()}
     assert not any(source_id.startswith("a.jsonl") for source_id in stored)  # all of a.jsonl or none of it
     run = index.ingest([docs], commit_every=2)
     assert run.added == 31 - len(stored) and len(index.documents()) == 31

@@ -19,7 +19,7 @@ def _index(tmp_path: Path, fake_embedder) -> Index:  # type: ignore[no-untyped-d
 def test_document_count_is_the_catalogs_after_removals_and_needs_no_duckdb(tmp_path: Path, fake_embedder) -> None:
     index = _index(tmp_path, fake_embedder)
     assert index.snapshot().document_count() == index.status().documents == 6
-    by_source = {row["source_id"]: row["doc_id"] for row in index.documents()}
+    by_source = {row.source_id: row.doc_id for row in index.documents()}
     index.remove(doc_ids=[by_source["d1"], by_source["d4"]])  # tombstones in the first segment: its live mask counts
     index.add_texts([_TEXT + " Changed."], ids=["d2"])  # a replaced document counts once
     reader = Index.open(tmp_path / "ix", embedder=fake_embedder)

@@ -114,12 +114,66 @@ def test_from_path_opens_read_only(index: Index) -> None:
     assert docs[0].id == nodes[0].node.node_id
 
 
-def test_provenance_carries_highlights_and_metadata(tmp_path: Path) -> None:
+@pytest.fixture
+def ledger(tmp_path: Path) -> Index:
+    """One JSONL record with metadata."""
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "r.jsonl").write_text('{"_id": "1", "title": "Ledger", "text": "Pay stopped in June.", "author": "Mara"}\n')
     index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
     index.ingest([docs])
+    return index
+
+
+def test_provenance_carries_highlights_and_metadata(ledger: Index) -> None:
+    index = ledger
     meta = provenance(index.search("pay stopped", 1, collapse=False)[0])
     assert meta["highlights"] and all(set(h) == {"char_start", "char_end", "text", "score"} for h in meta["highlights"])
     assert meta["document_metadata"]["author"] == "Mara"
+
+
+def test_langchain_per_call_options_and_search_kwargs(index: Index) -> None:
+    retriever = LangChainRetriever(index=index, k=5, collapse=False)
+    assert len(retriever.invoke(QUERY, k=1)) == 1
+    assert len(retriever.invoke(QUERY, k=3)) == 3
+    assert len(retriever.invoke(QUERY)) == 5  # a call's options do not stick
+    search_kwargs = {"k": 2, "filter": {"path_glob": "copy.md"}}
+    by_kwargs = LangChainRetriever(index=index, collapse=False, search_kwargs=search_kwargs)
+    docs = by_kwargs.invoke(QUERY)
+    assert len(docs) == 2 and {d.metadata["source_id"] for d in docs} == {"copy.md"}
+    assert len(by_kwargs.invoke(QUERY, k=1)) == 1  # the call wins over search_kwargs
+    assert retriever.invoke(QUERY, mode="lexical", min_score=1.0) == []
+    assert asyncio.run(retriever.ainvoke(QUERY, k=2)) and len(asyncio.run(retriever.ainvoke(QUERY, k=2))) == 2
+    with pytest.raises(QueryError, match="unknown search option 'top_k'"):
+        retriever.invoke(QUERY, top_k=3)
+
+
+def test_llamaindex_per_call_options(index: Index) -> None:
+    retriever = LlamaIndexRetriever(index, k=5, collapse=False)
+    assert len(retriever.retrieve(QUERY, k=1)) == 1
+    assert len(retriever.retrieve(QUERY, similarity_top_k=2)) == 2
+    assert len(retriever.retrieve(QUERY)) == 5
+    assert len(asyncio.run(retriever.aretrieve(QUERY, k=3))) == 3
+    only = retriever.retrieve(QUERY, filters={"path_glob": "copy.md"})
+    assert only and {n.node.metadata["source_id"] for n in only} == {"copy.md"}
+    assert retriever.retrieve(QUERY, mode="lexical", min_score=1.0) == []
+
+
+def test_flat_metadata_stores_in_scalar_only_vector_stores(ledger: Index) -> None:
+    index = ledger
+    document = LangChainRetriever(index=index, k=1, flat_metadata=True).invoke("pay stopped")[0]
+    node = LlamaIndexRetriever(index, k=1, flat_metadata=True).retrieve("pay stopped")[0].node
+    for metadata in (document.metadata, node.metadata):
+        assert all(isinstance(value, str | int | float | bool) for value in metadata.values())
+        assert metadata["document_metadata.author"] == "Mara"
+        assert json.loads(str(metadata["highlights"]))[0]["text"]
+        assert json.loads(str(metadata["other_sources"])) == []
+        assert "page" not in metadata  # None values are left out
+
+
+def test_the_readme_retriever_example_finds_the_seeds(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The README once filtered on {"source": "reports"}, a folder its walkthrough never ingests: [] by design.
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    docs = LangChainRetriever(index=index, k=5, filters={"source": "seeds"}).invoke("why did soldiers defect")
+    assert docs and all(d.metadata["source_path"].startswith(str(Path("seeds").resolve())) for d in docs)
+    assert LangChainRetriever(index=index, k=5, filters={"source": "reports"}).invoke("why did soldiers defect") == []

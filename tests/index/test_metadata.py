@@ -80,7 +80,7 @@ def test_front_matter_is_typed_metadata_and_no_chunk_covers_it(tmp_path: Path, f
     assert doc.properties == {"encoding": "utf-8"}
     index = Index.create(tmp_path / "ix", embedder=fake_embedder, max_tokens=8, overlap_tokens=0)
     index.ingest([tmp_path / "docs"])
-    record = index.document(doc.doc_id)
+    record = index.document(doc.doc_id).to_dict()
     assert record["text"] == FRONT and record["encoding"] == "utf-8" and record["metadata"] == doc.metadata
     assert min(span["char_start"] for span in record["spans"]) >= doc.chunks_from
     for span in record["spans"]:
@@ -255,7 +255,7 @@ def test_pdf_document_info_is_metadata_and_pages_a_property(tmp_path: Path, fake
     index = Index.create(tmp_path / "ix", embedder=fake_embedder)
     index.ingest([tmp_path / "docs"])
     (listed,) = index.documents()
-    assert listed["pages"] == 1 and listed["encoding"] is None and listed["metadata"] == doc.metadata
+    assert listed.pages == 1 and listed.encoding is None and listed.metadata == doc.metadata
     assert index.search("wages", k=5, filters={"meta": {"created": {">=": "2021-03-01"}, "author": {"~": "mara"}}})
 
 
@@ -310,7 +310,7 @@ def test_legacy_encodings_are_detected_and_offsets_stay_exact(tmp_path: Path, fa
     assert hits and hits[0].source_id == "windows.txt"
     for hit in hits:
         assert text[hit.char_start : hit.char_end] == hit.text
-    assert {d["source_id"]: d["encoding"] for d in index.documents()} == {
+    assert {d.source_id: d.encoding for d in index.documents()} == {
         "windows.txt": "cp1252",
         "russian.txt": "cp1251",
         "bom16.md": "utf-16",

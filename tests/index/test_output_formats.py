@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -61,10 +62,28 @@ def test_json_is_one_array_and_jsonl_one_object_per_line() -> None:
     assert format_records([], "jsonl") == ""
 
 
+def _read_tsv(text: str) -> list[dict[str, str]]:
+    """TSV as citeline writes it: one line a row, ``\\t``, ``\\n``, ``\\r`` and ``\\\\`` escaped in cells."""
+    escapes = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}
+    rows = [line.split("\t") for line in text.splitlines()]
+    lines = [[re.sub(r"\\(.)", lambda m: escapes[m.group(1)], cell) for cell in row] for row in rows]
+    return [dict(zip(lines[0], line, strict=True)) for line in lines[1:]]
+
+
+def test_tsv_is_one_line_a_record_for_cut_and_awk() -> None:
+    text = format_records(RECORDS, "tsv")
+    assert len(text.splitlines()) == 1 + len(RECORDS)
+    assert all(line.count("\t") == 6 for line in text.splitlines())
+    assert _read_tsv(text)[1]["name"] == "line\nbreak" and "line\\nbreak" in text
+    assert _read_tsv(format_records([{"a": "back\\slash\ttab\r"}], "tsv")) == [{"a": "back\\slash\ttab\r"}]
+    assert format_records(RECORDS, "tsv", headers=False).splitlines()[0].startswith("1\t")
+    assert format_records(RECORDS, "csv", headers=False).splitlines()[0].startswith("1,")
+
+
 @pytest.mark.parametrize(("fmt", "delimiter"), [("csv", ","), ("tsv", "\t")])
 def test_csv_and_tsv_round_trip_with_nested_values_as_json(fmt: str, delimiter: str) -> None:
     text = format_records(RECORDS, fmt)
-    rows = list(csv.DictReader(io.StringIO(text), delimiter=delimiter))
+    rows = list(csv.DictReader(io.StringIO(text), delimiter=delimiter)) if fmt == "csv" else _read_tsv(text)
     assert list(rows[0]) == ["id", "name", "score", "tags", "ok", "gone", "meta"]  # first-seen key order
     assert rows[0]["name"] == RECORDS[0]["name"]
     assert rows[1]["name"] == "line\nbreak"
@@ -74,8 +93,9 @@ def test_csv_and_tsv_round_trip_with_nested_values_as_json(fmt: str, delimiter: 
     assert rows[0]["ok"] == "true" and rows[1]["ok"] == "false"
     assert rows[0]["gone"] == "" and rows[0]["meta"] == ""
     assert not text.endswith("\r\n")
-    picked = list(csv.reader(io.StringIO(format_records(RECORDS, fmt, columns=["name", "id"])), delimiter=delimiter))
-    assert picked[0] == ["name", "id"] and picked[2] == ["line\nbreak", "2"]
+    picked = format_records(RECORDS, fmt, columns=["name", "id"])
+    parsed = list(csv.DictReader(io.StringIO(picked))) if fmt == "csv" else _read_tsv(picked)
+    assert list(parsed[1].items()) == [("name", "line\nbreak"), ("id", "2")]
     assert format_records([], fmt) == ""
     assert format_records([], fmt, columns=["a", "b"]).splitlines() == [delimiter.join(["a", "b"])]
 
@@ -84,12 +104,23 @@ def test_table_aligns_columns_and_json_encodes_nested_cells() -> None:
     text = format_records(RECORDS, "table", columns=["id", "score", "tags", "meta"])
     lines = text.splitlines()
     assert lines[0].split() == ["id", "score", "tags", "meta"]
-    assert set(lines[1]) <= {"-", " "}
+    assert set(lines[1]) <= {"─", "-", " "}
     assert lines[2].split()[:3] == ["1", "0.1235", '["x",']  # 4 significant digits for people
     assert '{"author": "Zoë"}' in lines[3]
-    wrapped = format_records([{"text": "word " * 40}], "table", max_col_width=30)
-    assert max(len(line) for line in wrapped.splitlines()) <= 30
+    assert len(lines) == 2 + len(RECORDS)
+    assert "line break" in format_records(RECORDS, "table")  # one line a record: a newline in a cell is a space
+    capped = format_records([{"text": "word " * 40}], "table", max_col_width=30)
+    assert max(len(line) for line in capped.splitlines()) <= 30 and capped.splitlines()[-1].endswith("…")
     assert format_records([], "table") == ""
+    assert format_records(RECORDS, "table", headers=False).splitlines()[0].startswith("1 ")
+
+
+def test_table_fits_the_width_cutting_only_wide_columns() -> None:
+    record = {"rank": 1, "score": 0.5, "path": "/data/" + "deep/" * 30 + "file.md", "text": "word " * 80}
+    lines = format_records([record], "table", width=80).splitlines()
+    assert len(lines) == 3 and max(len(line) for line in lines) <= 80
+    assert lines[2].split()[:2] == ["1", "0.5"]  # narrow columns whole
+    assert lines[2].count("…") == 2  # the path and the text cut
 
 
 def test_unknown_format_is_one_clear_error() -> None:
@@ -102,7 +133,7 @@ def test_format_record_for_status() -> None:
     assert json.loads(format_record(record, "json"))["last_run"]["started_at"] == "2026-01-31T08:00:00.000+00:00"
     table = format_record(record, "table").splitlines()
     assert table[0].split() == ["path", "ix"]
-    assert table[2].startswith("last_run") and '"2026-01-31T08:00:00.000+00:00"' in table[2]
+    assert table[2].split() == ["last_run.started_at", "2026-01-31T08:00:00.000+00:00"]  # readable, not JSON
     assert len(format_record(record, "csv").splitlines()) == 2
     assert len(format_record(record, "jsonl").splitlines()) == 1
 

@@ -140,7 +140,7 @@ def test_every_document_signal_gives_one_value_per_document(tmp_path, fake_embed
             assert by_doc.setdefault(doc_of[chunk_id], value) == pytest.approx(value), name
     lexical = dict(zip([doc_of[c] for c in candidates.tolist()], values["lexical"].tolist(), strict=True))
     spread, one, none = (
-        next(d for d in lexical if index.document(d)["source_id"].endswith(f"#{n}")) for n in ("spread", "one", "none")
+        next(d for d in lexical if index.document(d).source_id.endswith(f"#{n}")) for n in ("spread", "one", "none")
     )
     assert lexical[spread] > lexical[one] > lexical[none] == 0
 
@@ -245,7 +245,7 @@ def test_document_vectors_are_stored_on_first_chunks_and_read_by_the_whole_signa
     assert sorted(stored) == sorted(firsts) and len(firsts) == 2
     for chunk_id in firsts:
         document = index.document(rows[chunk_id][0])
-        text = f"{document['title']} {document['text']}".strip()
+        text = f"{document.title} {document.text}".strip()
         assert np.allclose(stored[chunk_id], encode([text])[0], atol=1e-6)
     embedded = [text for call in calls for text in call]
     assert embedded.count("Sand dunes move.") == 1  # the one-chunk document's text is its chunk's: embedded once

@@ -42,7 +42,7 @@ def built(tmp_path: Path) -> tuple[Index, Path]:
 
 
 def _source_ids(index: Index) -> list[str]:
-    return sorted(record["source_id"] for record in index.documents())
+    return sorted(record.source_id for record in index.documents())
 
 
 def _consistent(index: Index) -> None:
@@ -55,18 +55,18 @@ def _consistent(index: Index) -> None:
 
 def test_remove_a_file_a_folder_and_by_id(built: tuple[Index, Path]) -> None:
     index, docs = built
-    gamma = next(d for d in index.documents() if d["source_id"] == "sub/gamma.txt")
-    assert any(r.doc_id == gamma["doc_id"] for r in index.search("grain mill tax", k=3))
+    gamma = next(d for d in index.documents() if d.source_id == "sub/gamma.txt")
+    assert any(r.doc_id == gamma.doc_id for r in index.search("grain mill tax", k=3))
 
     run = index.remove([docs / "alpha.txt"])
     assert run.status == "succeeded" and run.removed == 1 and run.generation == 2
     assert [d["source_path"] for d in run.documents] == [str(docs / "alpha.txt")]
     run = index.remove(paths=[docs / "sub"])  # a folder: every document under it
     assert run.removed == 2 and index.meta["generation"] == 3
-    run = index.remove(doc_ids=[index.documents(filters={"path_glob": "*#r1"})[0]["doc_id"]])
+    run = index.remove(doc_ids=[index.documents(filters={"path_glob": "*#r1"})[0].doc_id])
     assert run.removed == 1
     assert _source_ids(index) == ["beta.md", "records.jsonl#r2"]
-    assert all(r.doc_id != gamma["doc_id"] for r in index.search("grain mill tax", k=10))
+    assert all(r.doc_id != gamma.doc_id for r in index.search("grain mill tax", k=10))
     assert all("grain" not in r.text for r in index.search("grain mill tax", k=10, mode="lexical"))
     _consistent(index)
 
@@ -82,7 +82,7 @@ def test_remove_by_source_and_a_jsonl_file_takes_its_records(built: tuple[Index,
 
 def test_remove_is_a_run_in_the_ledger(built: tuple[Index, Path]) -> None:
     index, docs = built
-    index.remove([docs / "sub"], doc_ids=[index.documents()[0]["doc_id"]])
+    index.remove([docs / "sub"], doc_ids=[index.documents()[0].doc_id])
     last = index.runs(limit=1)[0]
     assert last.status == "succeeded" and last.removed == 3 and last.generation == 2
     assert last.roots[0] == f"remove path {docs / 'sub'}" and last.roots[1].startswith("remove doc ")
@@ -166,12 +166,12 @@ def test_add_texts_is_incremental_by_id(tmp_path: Path) -> None:
     relabelled = index.add_texts(texts[1:], ids=[2], metadata={"k": "w"})
     assert (relabelled.updated, relabelled.unchanged, relabelled.chunks_embedded) == (1, 0, 0)
     assert embedder.texts_encoded == encoded
-    assert {d["source_id"]: d["metadata"] for d in index.documents()} == {"a": {"k": "v"}, "2": {"k": "w"}}
+    assert {d.source_id: d.metadata for d in index.documents()} == {"a": {"k": "v"}, "2": {"k": "w"}}
     changed = index.add_texts(["grain, the mill and the tax"], ids=[2])  # "a" is left out: kept, not removed
     assert (changed.added, changed.updated, changed.unchanged, changed.removed) == (0, 1, 0, 0)
-    records = {d["source_id"]: d for d in index.documents()}
-    assert sorted(records) == ["2", "a"] and records["a"]["metadata"] == {"k": "v"}
-    assert records["2"]["source_path"] == "texts:2" and records["2"]["format"] == "text"
+    records = {d.source_id: d for d in index.documents()}
+    assert sorted(records) == ["2", "a"] and records["a"].metadata == {"k": "v"}
+    assert records["2"].source_path == "texts:2" and records["2"].format == "text"
     hit = index.search("tax mill", k=1, filters={"source": "texts"})[0]
     assert hit.source_path == "texts:2" and hit.source_id == "2"
     assert index.document_text(hit.doc_id)[hit.char_start : hit.char_end] == hit.text
@@ -182,10 +182,10 @@ def test_texts_without_ids_are_keyed_by_content_hash_and_sources_stay_apart(tmp_
     index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
     run = index.add_texts(["same words", "same words", "other words"], source="notes", titles=["Note", "x", None])
     assert run.added == 2  # the repeated text is one document
-    ids = sorted(d["source_id"] for d in index.documents(filters={"source": "notes"}))
+    ids = sorted(d.source_id for d in index.documents(filters={"source": "notes"}))
     assert ids == sorted(hashlib.sha256(t.encode()).hexdigest() for t in ("same words", "other words"))
     titled = index.documents(filters={"path_glob": "notes:" + hashlib.sha256(b"same words").hexdigest()})[0]
-    assert titled["title"] == "Note" and index.document_text(titled["doc_id"]) == "Note\n\nsame words"
+    assert titled.title == "Note" and index.document_text(titled.doc_id) == "Note\n\nsame words"
     index.add_texts(["same words"])  # the default source "texts" is another source: another document
     assert len(index.documents()) == 3
     assert index.remove(source="notes").removed == 2 and len(index.documents()) == 1
@@ -246,13 +246,13 @@ def test_ingest_stdin_jsonl(tmp_path: Path, hash_model: None) -> None:
     assert other.exit_code == 0, other.output
     index = Index.open(ix, embedder=HashEmbedder())
     flood = index.documents(filters={"meta": {"author": "Mara"}})[0]
-    assert (flood["source_path"], flood["title"]) == ("texts:n1", "Flood")
+    assert (flood.source_path, flood.title) == ("texts:n1", "Flood")
     assert len(index.documents(filters={"source": "crm"})) == 1
     removed = runner.invoke(cli, ["remove", "texts:n1", "--index", ix])  # a text's source path, as listed
     assert removed.exit_code == 0 and "removed 1 document;" in removed.output
     removed = runner.invoke(cli, ["remove", "--source", "texts", "--index", ix])
     assert removed.exit_code == 0 and "removed 1 document;" in removed.output
-    assert [d["source_path"] for d in index.documents()] == ["crm:" + hashlib.sha256(b"hello there").hexdigest()]
+    assert [d.source_path for d in index.documents()] == ["crm:" + hashlib.sha256(b"hello there").hexdigest()]
     _consistent(index)
 
 

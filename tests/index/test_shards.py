@@ -81,10 +81,10 @@ def test_every_document_lives_in_its_shard_and_commands_work(pair: tuple[Index, 
     assert isinstance(sharded, ShardedIndex)
     for number, part in enumerate(sharded.shards):
         assert part.status().documents > 20
-        assert {shard_of(d["doc_id"], 4) for d in part.documents()} == {number}
-    assert [d["doc_id"] for d in sharded.documents()] == [d["doc_id"] for d in plain.documents()]
-    some = plain.documents(limit=1)[0]["doc_id"]
-    assert sharded.document(some)["text"] == plain.document(some)["text"]
+        assert {shard_of(d.doc_id, 4) for d in part.documents()} == {number}
+    assert [d.doc_id for d in sharded.documents()] == [d.doc_id for d in plain.documents()]
+    some = plain.documents(limit=1)[0].doc_id
+    assert sharded.document(some).text == plain.document(some).text
     report = sharded.verify()
     assert report.ok, report.problems
     assert report.chunks == plain.verify().chunks
@@ -112,7 +112,7 @@ def test_a_rerun_commits_only_in_the_shards_whose_documents_changed(tmp_path: Pa
     after = [part.status().generation for part in index.shards]
     # (a shard the 12 documents all missed was never started, so its ledger may be empty: ids hash the path)
     changed = [n for n, part in enumerate(index.shards) if any(run.updated for run in part.runs(1))]
-    doc_id = next(d["doc_id"] for d in index.documents() if d["source_id"] == "d5.txt")
+    doc_id = next(d.doc_id for d in index.documents() if d.source_id == "d5.txt")
     assert changed == [shard_of(doc_id, 3)]
     assert after == [b + (n in changed) for n, b in enumerate(before)]  # the other shards did not commit
     assert Manifest.read(index.path).generations == after

@@ -191,7 +191,16 @@ def test_openapi_lists_the_fields_of_the_python_objects(served: tuple[httpx.Clie
         "ingested_after",
         "ingested_before",
         "collapse",
+        "min_score",
     }
+
+
+def test_search_min_score(served: tuple[httpx.Client, Index, Path]) -> None:
+    client, _, _ = served
+    assert client.get("/search", params={"q": "xyzzy plugh", "mode": "lexical"}).json()["results"] == []
+    kept = client.get("/search", params={"q": "river", "mode": "lexical", "min_score": 0}).json()["results"]
+    assert kept and all(0 <= hit["relevance"] <= 1 for hit in kept)
+    assert client.get("/search", params={"q": "river", "min_score": 2}).status_code == 400
 
 
 def test_a_new_generation_is_served_without_restart(tmp_path: Path) -> None:

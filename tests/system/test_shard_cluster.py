@@ -110,7 +110,7 @@ def _corpus(tmp_path: Path, documents: int) -> tuple[Path, list[str]]:
 def _contents(index: Index) -> dict[str, Any]:
     snapshot = index.snapshot()
     ids = np.sort(snapshot.vectors.ids())
-    documents = [(d["doc_id"], d["content_hash"], d["chunks"]) for d in index.documents()]
+    documents = [(d.doc_id, d.content_hash, d.chunks) for d in index.documents()]
     return {"documents": documents, "ids": ids.tolist(), "vectors": snapshot.vectors.vectors(ids)}
 
 
