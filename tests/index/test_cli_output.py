@@ -17,7 +17,7 @@ from citeline.cli.main import cli
 @pytest.fixture(scope="module")
 def index_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("output")
-    seeds = Path(__file__).resolve().parent.parent / "seeds"
+    seeds = Path(__file__).resolve().parents[2] / "seeds"
     Index.create(root / "ix", embedder=HashEmbedder()).ingest([seeds])
     return str(root / "ix")
 
@@ -74,7 +74,7 @@ def test_highlight_marker_without_colour(index_path: str) -> None:
 def test_documents_table_fits_and_shows_paths(index_path: str) -> None:
     lines = run("documents", "--index", index_path).output.splitlines()
     assert "source_path" in lines[0].split() and all(len(line) <= 80 for line in lines)
-    assert len(lines) == 2 + len(list((Path(__file__).resolve().parent.parent / "seeds").iterdir()))
+    assert len(lines) == 2 + len(list((Path(__file__).resolve().parents[2] / "seeds").iterdir()))
 
 
 def test_runs_show_start_duration_and_roots(index_path: str) -> None:

@@ -90,11 +90,11 @@ def test_pages_of_a_sharded_index_are_pages_of_the_whole_listing(tmp_path: Path)
         (tmp_path / "docs" / f"d{n}.md").write_text(f"# Note {n}\n\nThe mill by river {n}.\n", encoding="utf-8")
     index = Index.create(tmp_path / "root", embedder=HashEmbedder(), shards=2)
     index.ingest([tmp_path / "docs"], parallel="serial")
-    whole = [record["doc_id"] for record in index.documents()]
+    whole = [record.doc_id for record in index.documents()]
     assert len(whole) == 7
     for offset in range(8):
         for limit in (1, 3, None):
-            page = [record["doc_id"] for record in index.documents(limit=limit, offset=offset)]
+            page = [record.doc_id for record in index.documents(limit=limit, offset=offset)]
             assert page == (whole[offset:] if limit is None else whole[offset : offset + limit]), (offset, limit)
     with pytest.raises(QueryError, match="offset must be a whole number from 0"):
         index.documents(offset=-1)

@@ -173,7 +173,7 @@ def test_flat_metadata_stores_in_scalar_only_vector_stores(ledger: Index) -> Non
 
 def test_the_readme_retriever_example_finds_the_seeds(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
     # The README once filtered on {"source": "reports"}, a folder its walkthrough never ingests: [] by design.
-    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
     docs = LangChainRetriever(index=index, k=5, filters={"source": "seeds"}).invoke("why did soldiers defect")
     assert docs and all(d.metadata["source_path"].startswith(str(Path("seeds").resolve())) for d in docs)
     assert LangChainRetriever(index=index, k=5, filters={"source": "reports"}).invoke("why did soldiers defect") == []

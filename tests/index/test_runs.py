@@ -115,7 +115,7 @@ def test_cli_counts_and_lists_skipped_files_and_keeps_what_an_exclusion_leaves_o
     assert again.exit_code == 0, again.output
     assert "0 removed" in again.output and "2 files skipped as unsupported, 5 excluded" in again.output
     assert "drafts/: excluded" in caplog.text and "image.png: unsupported file type" in caplog.text  # -v's lines
-    assert sorted(d["source_id"] for d in Index.open(index).documents()) == ["b.txt", "drafts/d.md", "notes/a.md"]
+    assert sorted(d.source_id for d in Index.open(index).documents()) == ["b.txt", "drafts/d.md", "notes/a.md"]
 
 
 # ---------------------------------------------------------------- C: runs that say what happened
@@ -138,7 +138,7 @@ def test_strict_exits_3_on_a_partial_run_and_keeps_what_it_indexed(tmp_path: Pat
     assert "Exit status" in CliRunner().invoke(cli, ["ingest", "--help"]).output
     as_json = CliRunner().invoke(cli, ["ingest", str(docs), "--index", str(index), "--strict", "--json"])
     assert as_json.exit_code == 3 and json.loads(as_json.output.splitlines()[-1])["status"] == "partial"
-    assert {d["source_id"] for d in Index.open(index).documents()} >= {"good.md", "more.md"}
+    assert {d.source_id for d in Index.open(index).documents()} >= {"good.md", "more.md"}
 
 
 def test_strict_in_python_raises_with_the_run(tmp_path: Path, fake_embedder: HashEmbedder) -> None:
@@ -184,7 +184,7 @@ def test_ctrl_c_commits_what_was_embedded_and_the_ledger_says_interrupted(tmp_pa
     run = index.runs(1)[0]
     assert run.status == "interrupted", run
     assert "interrupted" in run.errors[-1]["reason"] and "kept what it committed" in run.errors[-1]["reason"]
-    kept = {d["source_id"] for d in index.documents()}
+    kept = {d.source_id for d in index.documents()}
     assert "old.md" in kept and 1 < len(kept) - 1 < 120 and run.added == len(kept) - 1
     assert index.verify().ok
     embedder.armed = False

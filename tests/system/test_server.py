@@ -317,7 +317,7 @@ def test_search_and_documents_page(served: tuple[httpx.Client, Index, Path]) -> 
     last = client.get("/documents", params={"limit": 2, "offset": len(listed) - 1})
     assert len(last.json()) == 1 and "Link" not in last.headers
     assert client.get("/documents", params={"offset": 10**18}).json() == []
-    assert [r["doc_id"] for r in index.documents(limit=2, offset=1)] == [r["doc_id"] for r in listed[1:3]]
+    assert [r.doc_id for r in index.documents(limit=2, offset=1)] == [r["doc_id"] for r in listed[1:3]]
 
 
 def test_every_search_names_its_generation(served: tuple[httpx.Client, Index, Path]) -> None:
