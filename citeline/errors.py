@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CitelineError(Exception):
     """Base class of every error citeline raises on purpose."""
@@ -43,6 +45,20 @@ class RemovalRefusedError(CitelineError):
     def __init__(self, message: str, problems: list[tuple[str, str]] | None = None) -> None:
         super().__init__(message)
         self.problems = problems or []
+
+
+class PartialRunError(CitelineError):
+    """A run with ``strict`` ended partial: some files failed (listed in ``run.errors``). What it committed stands;
+    ``run`` is its ledger row. The CLI exits with status 3 (``--strict``)."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        failed = [error.get("path") or error.get("reason", "") for error in run.errors]
+        shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+        super().__init__(
+            f"run {run.run_id} was partial: {len(failed)} failed ({shown}); what it indexed is committed "
+            "(`citeline runs` lists the reasons)"
+        )
 
 
 class IndexWriteError(CitelineError):

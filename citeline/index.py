@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from citeline.ingest.defaults import COMMIT_EVERY, DEFAULT_MAX_FILE_BYTES, DEFAULT_REMOVAL_THRESHOLD, DEFAULT_SOURCE
+from citeline.errors import PartialRunError
+from citeline.ingest.options import DEFAULT_SOURCE, DEFAULTS, IngestOptions
 from citeline.model.embedding import (
     DEFAULT_MODEL,
     Embedder,
@@ -37,6 +38,17 @@ if TYPE_CHECKING:  # writing, chunking and verify load where used: a search skip
     from citeline.store.verify import VerifyReport
 
 DEFAULT_INDEX_DIR = "index"
+
+
+def given_settings(arguments: dict[str, Any], options: IngestOptions | None) -> dict[str, Any]:
+    """The run settings among an ``ingest`` method's ``arguments``: all of them without ``options``, else those
+    that differ from the defaults (they replace ``options``' fields)."""
+    settings = IngestOptions.pick(arguments)
+    if options is None:
+        return settings
+    return {name: value for name, value in settings.items() if value != getattr(DEFAULTS, name)}
+
+
 SHARDS_MANIFEST = "shards.json"  #: in a sharded index's root (``citeline.sharding.index``)
 
 
@@ -167,29 +179,36 @@ class Index:
         paths: Sequence[str | os.PathLike[str]],
         *,
         progress: bool = False,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-        wait: float | None = None,
-        allow_removals: bool = False,
-        removal_threshold: float = DEFAULT_REMOVAL_THRESHOLD,
-        dry_run: bool = False,
-        commit_every: int = COMMIT_EVERY,
+        max_file_bytes: int = DEFAULTS.max_file_bytes,
+        wait: float | None = DEFAULTS.wait,
+        allow_removals: bool = DEFAULTS.allow_removals,
+        removal_threshold: float = DEFAULTS.removal_threshold,
+        dry_run: bool = DEFAULTS.dry_run,
+        commit_every: int = DEFAULTS.commit_every,
+        include: Sequence[str] = DEFAULTS.include,
+        exclude: Sequence[str] = DEFAULTS.exclude,
+        strict: bool = DEFAULTS.strict,
+        options: IngestOptions | None = None,
     ) -> RunSummary:
         """Bring the index up to date with the files under ``paths`` and return the run's ledger row.
 
-        New and changed documents are chunked, embedded and committed ``commit_every`` chunks at a time, vanished
-        ones (under ``paths``) removed, failed files reported in the ledger (``pipeline.run``). ``wait`` bounds the
-        wait for another writer. A root that comes back empty or would lose over ``removal_threshold`` of its
-        documents raises :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` writes nothing."""
+        The keyword arguments are the fields of :class:`citeline.ingest.options.IngestOptions` (their meaning,
+        default and bounds are declared there); ``options`` is a whole ``IngestOptions`` instead (keyword
+        arguments given beside it replace its fields). New and changed documents are chunked, embedded and
+        committed ``commit_every`` chunks at a time, vanished ones (under ``paths``) removed, failed files
+        reported in the ledger (``pipeline.run``). ``include``/``exclude``: globs selecting the files
+        (``citeline.sources.selection``). A root that comes back empty or would lose over ``removal_threshold`` of
+        its documents raises :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` writes nothing;
+        ``strict`` raises :class:`citeline.errors.PartialRunError` after a partial run (its commits stand)."""
         from citeline.ingest import pipeline
 
-        options = pipeline.Options(
-            max_file_bytes=max_file_bytes, wait=wait, progress=progress, allow_removals=allow_removals,
-            removal_threshold=removal_threshold, dry_run=dry_run, commit_every=commit_every,
-        )  # fmt: skip
-        run = pipeline.run(self, paths, options)
+        settings = given_settings(locals(), options)
+        try:
+            run = pipeline.run(self, paths, IngestOptions.of(options, **settings))
+        except PartialRunError as partial:  # strict: its commits stand
+            self.meta["generation"] = partial.run.generation
+            raise
         self.meta["generation"] = run.generation
-        if not dry_run:
-            self.prepare_queries()
         return run
 
     def add_texts(

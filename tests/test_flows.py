@@ -284,11 +284,11 @@ def test_transient_discover_failure_is_retried(
 
     real_discover, calls = ingest.scan, []
 
-    def flaky_discover(paths: list[str]) -> list[Any]:
+    def flaky_discover(paths: list[str], selection: Any = None) -> list[Any]:
         calls.append(paths)
         if len(calls) == 1:
             raise OSError(errno.EIO, "Input/output error", str(paths[0]))
-        return real_discover(paths)
+        return real_discover(paths, selection)
 
     monkeypatch.setattr(ingest, "scan", flaky_discover)
     # The task's own retry policy, without its back-off delays.
@@ -306,7 +306,7 @@ def test_run_that_fails_for_good_keeps_the_last_generation(
 
     calls = []
 
-    def broken_discover(paths: list[str]) -> list[Any]:
+    def broken_discover(paths: list[str], selection: Any = None) -> list[Any]:
         calls.append(paths)
         raise OSError(errno.EIO, "Input/output error", str(paths[0]))
 
@@ -354,6 +354,40 @@ def test_flow_run_fails_with_the_refusal_when_a_root_comes_back_empty(
     assert index.runs(limit=1)[0].status == "refused" and index.verify().ok
     dry = ingest_flow(paths=[str(empty)], index_path=str(small_index), dry_run=True)
     assert dry["status"] == "dry-run" and dry["removed"] > 0
+
+
+def test_a_partial_run_warns_per_file_and_completes_with_a_message_or_fails_when_strict(
+    prefect_api: str, small_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging as logging_levels
+
+    from citeline.errors import PartialRunError
+    from citeline.orchestration.ingest import index_key, ingest_flow
+    from tests.conftest import HashEmbedder
+
+    monkeypatch.setattr("citeline.index.SentenceTransformerEmbedder", lambda *args, **kwargs: HashEmbedder())
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text("# Good\n\nA good document about rivers.")
+    (docs / "records.jsonl").write_text('{"id": "1", "text": "a record"}\n{not json\n')
+    state = ingest_flow(paths=[str(docs)], index_path=str(small_index), return_state=True)
+    # What an automation matches: a Completed state whose message starts with "partial" and names the file.
+    assert state.is_completed() and (state.message or "").startswith("partial: 1 files failed ("), state.message
+    assert "records.jsonl" in (state.message or "")
+    assert state.result()["status"] == "partial"
+    shown = asyncio.run(what_the_ui_shows(state.state_details.flow_run_id))
+    warned = [log.message for log in shown["logs"] if log.level == logging_levels.WARNING]
+    assert any(line.startswith("failed ") and "records.jsonl" in line for line in warned), warned
+    progress = {a.key: a for a in shown["artifacts"]}[f"{index_key(str(small_index.resolve()))}-progress"]
+    assert progress.data == 100.0 and (progress.description or "").startswith("partial: 2 added"), progress
+    # strict: the flow run fails naming the failures; what the run indexed stays committed.
+    (docs / "more.md").write_text("# More\n\nAnother document.")
+    strict = ingest_flow(paths=[str(docs)], index_path=str(small_index), strict=True, return_state=True)
+    assert strict.is_failed() and "partial" in str(strict.message) and "records.jsonl" in str(strict.message)
+    with pytest.raises(PartialRunError):
+        strict.result()
+    assert "more.md" in {d["source_id"] for d in Index.open(small_index).documents()}
 
 
 def test_a_waiting_run_says_who_holds_the_lock_in_its_log_and_state(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import Field
 from functools import wraps
 from typing import Any, TypeVar
 
 import click
 
 from citeline.errors import CitelineError, SettingsError
+from citeline.ingest.options import user_options
 from citeline.model.embedding import BACKENDS
 from citeline.util.formats import FORMATS, format_record, format_records, search_records
 
@@ -38,9 +40,26 @@ index_option = click.option(
     help="Index directory (env CITELINE_INDEX).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
-wait_option = click.option(
-    "--wait", type=float, default=None, help="Seconds to wait for another writer [default: forever]."
-)
+
+
+def option_of(spec: Field[Any]) -> Callable[[F], F]:
+    """The click option of an :class:`IngestOptions` field: flag ``--name-with-dashes``, its default, bounds and
+    help text as declared there."""
+    flag, meta, default = "--" + spec.name.replace("_", "-"), spec.metadata, spec.default
+    low, high = meta["minimum"], meta["maximum"]
+    if isinstance(default, bool):
+        return click.option(flag, is_flag=True, default=default, help=meta["help"])
+    if isinstance(default, tuple):
+        return click.option(flag, multiple=True, default=default, metavar=meta["metavar"], help=meta["help"])
+    kind: Any = float if spec.type in ("float", "float | None") else int
+    bounds = (click.FloatRange if kind is float else click.IntRange)(min=low, max=high)
+    shown = default is not None
+    return click.option(flag, type=bounds, default=default, show_default=shown, help=meta["help"])
+
+
+#: The run settings' options (``citeline ingest``/``schedule``), in IngestOptions' order.
+run_options = [option_of(spec) for spec in user_options("cli")]
+wait_option = option_of(next(spec for spec in user_options("cli") if spec.name == "wait"))
 shards_option = click.option(
     "--shards",
     type=click.IntRange(min=1),
@@ -81,35 +100,7 @@ _INGEST_OPTIONS = [
         help="A new index also embeds each document whole (title and text, one vector more per document), a "
         "hybrid ranking signal [default: off].",
     ),
-    click.option(
-        "--max-file-bytes",
-        type=click.IntRange(min=1),
-        default=64 * 1024 * 1024,
-        show_default=True,
-        help="Skip larger files.",
-    ),
-    wait_option,
-    click.option(
-        "--allow-removals",
-        is_flag=True,
-        help="Let this run remove the documents of a root that came back empty, or more than "
-        "--removal-threshold of a root's documents.",
-    ),
-    click.option(
-        "--removal-threshold",
-        type=click.FloatRange(0.0, 1.0),
-        default=0.5,
-        show_default=True,
-        help="Share of a root's documents a run may remove without --allow-removals.",
-    ),
-    click.option("--dry-run", is_flag=True, help="Print what the run would add, update and remove; write nothing."),
-    click.option(
-        "--commit-every",
-        type=click.IntRange(min=1),
-        default=20_000,  # pipeline.COMMIT_EVERY (cli_common imports no pipeline: it loads at every command)
-        show_default=True,
-        help="Commit about this many chunks at a time: bounds the run's memory; a crash loses at most that much.",
-    ),
+    *run_options,  # the run's settings: one option per IngestOptions field (citeline.ingest.options)
     click.option(
         "--dask-address",
         default=None,
@@ -193,9 +184,9 @@ class OneLineErrors(click.Group):
             hint = f" (see `{ctx.command_path} --help`)" if isinstance(exc, click.UsageError) and ctx else ""
             click.echo(f"Error: {message}{hint}", err=True)
             sys.exit(exc.exit_code)
-        except click.Abort:
+        except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort): the shell's 128 + SIGINT
             click.echo("Aborted!", err=True)
-            sys.exit(1)
+            sys.exit(130)
         sys.exit(result if isinstance(result, int) else 0)
 
 

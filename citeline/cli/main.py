@@ -66,12 +66,6 @@ def ingest(
     overlap_tokens: int | None,
     vector_index: str | None,
     document_vectors: bool | None,
-    max_file_bytes: int,
-    wait: float | None,
-    allow_removals: bool,
-    removal_threshold: float,
-    dry_run: bool,
-    commit_every: int,
     progress: bool | None,
     prefect: bool,
     dask_address: str | None,
@@ -81,12 +75,24 @@ def ingest(
     verbose: bool,
     source: str | None,
     as_json: bool,
+    **run: Any,
 ) -> None:
     """Add, update and remove the documents under PATHS (folders or files) in the index.
 
     PATH - reads texts as JSON lines from stdin ({"id": ..., "text": ..., "title": ..., "metadata": {...}}):
-    added or replaced by id, never removed (see `citeline remove`)."""
+    added or replaced by id, never removed (see `citeline remove`).
+
+    Files are selected by --include/--exclude, the root's .citelineignore and defaults (hidden entries,
+    node_modules, __pycache__, virtualenvs); the summary counts the files skipped (-v lists them).
+
+    Exit status: 0 the run succeeded (or was partial, without --strict: some files failed, the rest indexed);
+    1 it failed or was refused, nothing of it committed past its last commit (the index stays consistent);
+    2 a usage error; 3 --strict and the run was partial (what it indexed is committed); 130 interrupted
+    (Ctrl-C: what was embedded whole is committed, the ledger says interrupted)."""
     from citeline.index import SHARDS_MANIFEST
+    from citeline.sources.discovery import resolve_roots
+
+    dry_run, wait = run["dry_run"], run["wait"]
 
     show_progress = sys.stderr.isatty() if progress is None else progress
     sharded = shards is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
@@ -103,64 +109,19 @@ def ingest(
             "vector_index": vector_index, "document_vectors": document_vectors, "wait": wait, "dry_run": dry_run,
             "progress": show_progress,
             "prefect": prefect, "dask_address": dask_address, "dask_workers": dask_workers,
-            "allow_removals": allow_removals,
+            "allow_removals": run["allow_removals"],
         }  # fmt: skip
         summary = cli_extra.ingest_stdin(paths, index_path, source, settings)
-    elif prefect:
-        from citeline.orchestration.ingest import run_from_cli
-
-        summary = run_from_cli(
-            progress=show_progress,
-            paths=list(paths),
-            index_path=index_path,
-            model=model,
-            backend=backend,
-            max_tokens=max_tokens,
-            overlap_tokens=overlap_tokens,
-            vector_index=vector_index,
-            document_vectors=document_vectors,
-            max_file_bytes=max_file_bytes,
-            wait=wait,
-            dask_address=dask_address,
-            dask_workers=dask_workers,
-            allow_removals=allow_removals,
-            removal_threshold=removal_threshold,
-            dry_run=dry_run,
-            commit_every=commit_every,
-            shards=shards,
-            shard_workers=shard_workers,
-        )
     else:
-        from citeline.dry_runs import index_for_run
-
-        on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
-        on_shards |= {"shard_workers": shard_workers} if shard_workers else {}
-        with index_for_run(
-            index_path,
-            dry_run=dry_run,
-            model=model,
-            backend=backend,
-            max_tokens=max_tokens,
-            overlap_tokens=overlap_tokens,
-            vector_index=vector_index,
-            document_vectors=document_vectors,
-            shards=shards,
-        ) as index:
-            summary = index.ingest(
-                paths,
-                progress=show_progress,
-                max_file_bytes=max_file_bytes,
-                wait=wait,
-                allow_removals=allow_removals,
-                removal_threshold=removal_threshold,
-                dry_run=dry_run,
-                commit_every=commit_every,
-                **on_shards,
-            ).to_dict()
+        resolve_roots(paths)  # a missing or unusable PATH is one line before any index is created
+        summary = _run_ingest(
+            paths, index_path, run, show_progress, prefect, dask_address, dask_workers, shards, shard_workers,
+            {"model": model, "backend": backend, "max_tokens": max_tokens, "overlap_tokens": overlap_tokens,
+             "vector_index": vector_index, "document_vectors": document_vectors},
+        )  # fmt: skip
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
-        return
-    if dry_run:
+    elif dry_run:
         click.echo(
             f"dry run, nothing written: would add {summary['added']}, update {summary['updated']}, remove "
             f"{summary['removed']}, keep {summary['unchanged']} unchanged; {summary['failed']} failed; "
@@ -168,15 +129,65 @@ def ingest(
         )
         for error in summary["errors"]:
             click.echo(f"  {error['path']}: {error['reason']}", err=True)
-        return
+    else:
+        _print_run(summary, index_path, verbose)
+    if summary["status"] == "partial" and run["strict"]:
+        sys.exit(3)
+
+
+def _print_run(summary: dict[str, Any], index_path: str, verbose: bool) -> None:
+    # The run's one line, the skipped files' counts, and each failed file on stderr.
     click.echo(
         f"run {summary['run_id']} {summary['status']}: {summary['added']} added, {summary['updated']} updated, "
         f"{summary['unchanged']} unchanged, {summary['removed']} removed, {summary['failed']} failed; "
         f"{summary['chunks_embedded']} chunks embedded, {summary['chunks_reused']} reused; "
         f"generation {summary['generation']} in {index_path}"
     )
+    if summary.get("unsupported", 0) + summary.get("excluded", 0):
+        click.echo(
+            f"  {summary['unsupported']} files skipped as unsupported, {summary['excluded']} excluded"
+            + ("" if verbose else " (-v lists them)")
+        )
     for error in summary["errors"]:
         click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)
+
+
+def _run_ingest(
+    paths: tuple[str, ...],
+    index_path: str,
+    run: dict[str, Any],
+    progress: bool,
+    prefect: bool,
+    dask_address: str | None,
+    dask_workers: int | None,
+    shards: int | None,
+    shard_workers: str | None,
+    create: dict[str, Any],
+) -> dict[str, Any]:
+    # One ingest of folders and files, in-process or through the Prefect flow (whose run then ends Failed when
+    # strict and partial); a strict run that ended partial returns its summary, which the command prints before
+    # it exits with status 3.
+    from citeline.errors import PartialRunError
+
+    try:
+        if prefect:
+            from citeline.orchestration.ingest import run_from_cli
+
+            parameters = {**create, **run, "include": list(run["include"]), "exclude": list(run["exclude"])}
+            return run_from_cli(
+                progress=progress, paths=list(paths), index_path=index_path, dask_address=dask_address,
+                dask_workers=dask_workers, shards=shards, shard_workers=shard_workers, **parameters,
+            )  # fmt: skip
+        from citeline.dry_runs import index_for_run
+        from citeline.index import SHARDS_MANIFEST
+
+        sharded = shards is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
+        on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
+        on_shards |= {"shard_workers": shard_workers} if shard_workers else {}
+        with index_for_run(index_path, dry_run=run["dry_run"], shards=shards, **create) as index:
+            return index.ingest(paths, progress=progress, **run, **on_shards).to_dict()
+    except PartialRunError as partial:
+        return dict(partial.run.to_dict())
 
 
 def _log_to_console(verbose: bool, prefect: bool) -> None:

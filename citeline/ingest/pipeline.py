@@ -16,15 +16,28 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from citeline.errors import SettingsError
+from citeline.errors import PartialRunError
 from citeline.ingest import freshness
 
 # The chunk and embed steps (re-exported: the flow and texts.py call them as pipeline.chunk_documents / embed).
-from citeline.ingest.embed_step import EMBED_PROGRESS_STEP, Target, chunk_documents, embed, embed_chunks  # noqa: F401
-from citeline.ingest.planning import (
-    CHARS_PER_CHUNK,
+from citeline.ingest.embed_step import (  # noqa: F401
+    EMBED_PROGRESS_STEP,
+    EmbedInterrupted,
+    Target,
+    chunk_documents,
+    completed,
+    embed,
+    embed_chunks,
+)
+from citeline.ingest.options import (  # noqa: F401  (the constants are re-exported: callers import them from here)
+    CHUNKS_PER_BATCH,
     COMMIT_EVERY,
     DEFAULT_REMOVAL_THRESHOLD,
+    FILES_PER_BATCH,
+    IngestOptions,
+)
+from citeline.ingest.planning import (
+    CHARS_PER_CHUNK,
     FileError,
     ParsedBatch,
     Plan,
@@ -38,15 +51,12 @@ from citeline.ingest.progress import Reporter, announced_writer_lock, default_re
 from citeline.ingest.runs import close_interrupted, dry_run_summary, record_failure, summarize
 from citeline.sources.discovery import Discovery, resolve_roots, scan
 from citeline.sources.parsers import DEFAULT_MAX_FILE_BYTES, Document, SourceFile, display_path, parse_source
+from citeline.sources.selection import Selection
 from citeline.store import generation, ledger
 from citeline.store.file_stats import FileStat
 from citeline.store.ledger import RunSummary
 from citeline.store.rows import ChunkRows, documents_table
 
-#: Files per parse batch and chunks per chunk/embed batch (about 1,000 characters a chunk): one Prefect task per
-#: batch, because per-task overhead (about 11 ms) and the server's handling of bursts make per-item tasks slow.
-FILES_PER_BATCH = 500
-CHUNKS_PER_BATCH = 2000
 #: Per-file failures written to the log one line each; the rest are counted (all of them are in the ledger).
 LOGGED_FAILURES = 20
 
@@ -165,6 +175,15 @@ class Embedded:
     errors: list[FileError] = field(default_factory=list)
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a step that had finished part of its work: ``kept`` is that part (documents embedded whole),
+    which :func:`run` commits before it stops."""
+
+    def __init__(self, kept: list[Embedded]):
+        super().__init__()
+        self.kept = kept
+
+
 class Steps:
     """How :func:`run` executes each step: here, in this process. Subclasses (the Prefect flow's) override the
     methods to run a step elsewhere; each method must return what the default returns. :func:`run` sets
@@ -172,9 +191,9 @@ class Steps:
 
     reporter: Reporter = Reporter()
 
-    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
-        """Find the files under ``paths``, and what could not be read."""
-        return scan(paths)
+    def discover(self, paths: Sequence[str | os.PathLike[str]], selection: Selection | None = None) -> Discovery:
+        """Find the files under ``paths`` that ``selection`` takes, and what could not be read or was left out."""
+        return scan(paths, selection)
 
     def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[ParsedBatch]:
         """Parse every batch of files, yielding results in order as they come (here: file by file, so no more
@@ -197,8 +216,13 @@ class Steps:
         documents = [document for item in loaded for document in item.documents]
         self.reporter.stage("chunk", len(documents))
         rows = chunk_documents(documents, target.chunker, advance=self.reporter.advance)
-        embedded, reused = embed(target, rows, reporter=self.reporter)
-        return [Embedded(documents, rows, embedded, reused, [error for item in loaded for error in item.errors])]
+        errors = [error for item in loaded for error in item.errors]
+        try:
+            embedded, reused = embed(target, rows, reporter=self.reporter)
+        except EmbedInterrupted as stop:  # Ctrl-C: hand the documents embedded whole to the run, which commits them
+            documents, rows, embedded = completed(documents, rows, stop, target.dimension)
+            raise RunInterrupted([Embedded(documents, rows, embedded, len(rows) - embedded, errors)]) from None
+        return [Embedded(documents, rows, embedded, reused, errors)]
 
     def commit(self, target: Target, batch: CommitBatch, run: RunSummary) -> RunSummary:
         """Publish one new generation and the run's ledger row."""
@@ -206,35 +230,8 @@ class Steps:
         return run
 
 
-@dataclass(frozen=True)
-class Options:
-    """The settings of one run (the CLI's and the flow's parameters of the same names)."""
-
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
-    wait: float | None = None
-    progress: bool = False
-    files_per_batch: int = FILES_PER_BATCH
-    chunks_per_batch: int = CHUNKS_PER_BATCH
-    #: about this many chunks per commit: what a run holds in memory, and what a crash can lose
-    commit_every: int = COMMIT_EVERY
-    #: let the run remove documents :func:`removal_problems` objects to (the CLI's --allow-removals)
-    allow_removals: bool = False
-    removal_threshold: float = DEFAULT_REMOVAL_THRESHOLD
-    #: plan only: return what the run would do, write nothing (not even the ledger)
-    dry_run: bool = False
-    #: Who hears about the run's progress [default: a bar when ``progress``, else log lines only].
-    reporter: Reporter | None = field(default=None, compare=False)
-    #: Prepare the target's query encoder after the commit (``target.prepare_queries()``, if it has one), as a
-    #: stage of its own: searches then start fast. The Prefect flow does it in a task of its own instead.
-    prepare_queries: bool = True
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.removal_threshold <= 1.0:
-            raise SettingsError(f"removal_threshold must be between 0 and 1, not {self.removal_threshold}")
-        if self.max_file_bytes < 1:
-            raise SettingsError(f"max_file_bytes must be at least 1, not {self.max_file_bytes}")
-        if self.commit_every < 1:
-            raise SettingsError(f"commit_every must be at least 1 chunk, not {self.commit_every}")
+#: The settings of one run (the CLI's and the flow's parameters of the same names): :class:`IngestOptions`.
+Options = IngestOptions
 
 
 def run(
@@ -264,12 +261,14 @@ def run(
     try:
         committed = _run_locked(target, paths, options, steps, reporter)
         prepare = getattr(target, "prepare_queries", None)
-        if options.prepare_queries and prepare is not None:
+        if options.prepare_queries and prepare is not None and committed.status != "dry-run":
             reporter.stage("query model")  # outside the lock: readers need it, writers do not
             prepare()
-        return committed
     finally:
         reporter.finish()
+    if options.strict and committed.status == "partial":
+        raise PartialRunError(committed)
+    return committed
 
 
 def _run_locked(
@@ -281,9 +280,10 @@ def _run_locked(
     with announced_writer_lock(target.path, options.wait, reporter):
         try:
             reporter.stage("discover")
-            discovery = steps.discover(paths)
+            discovery = steps.discover(paths, Selection.of(options))
             files = discovery.files
             reporter.info(f"discovered {len(files)} files under {', '.join(roots)}")
+            report_skipped(reporter, discovery)
             for problem in discovery.errors[:LOGGED_FAILURES]:
                 reporter.info(f"could not read {problem.path}: {problem.reason} (its documents are kept)")
             # Files of the same size and time are not read again, and their documents never leave the catalog.
@@ -301,10 +301,10 @@ def _run_locked(
             )
             objections = [] if options.allow_removals else removal_problems(planned, options.removal_threshold)
             if options.dry_run:
-                return dry_run_summary(target.path, run_id, started_at, planned, objections)
+                return with_skipped(dry_run_summary(target.path, run_id, started_at, planned, objections), discovery)
             if objections:
                 raise refuse_removals(objections)
-            summary = summarize(run_id, started_at, planned)
+            summary = with_skipped(summarize(run_id, started_at, planned), discovery)
             return _commit_in_batches(target, options, steps, reporter, planned, files, summary, committed)
         except BaseException as exc:
             record_failure(target.path, run_id, started_at, roots, exc, committed[-1] if committed else None)
@@ -329,7 +329,11 @@ def _commit_in_batches(
     for number, group in enumerate(groups, 1):
         last = number == len(groups)
         reporter.part(number, len(groups))
-        outputs = steps.chunk_embed(target, group, options.max_file_bytes) if group else []
+        try:
+            outputs = steps.chunk_embed(target, group, options.max_file_bytes) if group else []
+        except RunInterrupted as stop:  # Ctrl-C: commit the documents embedded whole, then stop
+            _commit_interrupted(target, steps, reporter, planned, summary, committed, stop.kept)
+            raise
         documents = [document for output in outputs for document in output.documents]
         rows = ChunkRows.concat([output.rows for output in outputs], target.dimension)
         replaced = [document.doc_id for document in documents if document.doc_id in planned.replaced]
@@ -356,6 +360,56 @@ def _commit_in_batches(
         f"{committed[-1].status}, {planned.removed} documents removed"
     )
     return committed[-1]
+
+
+def _commit_interrupted(
+    target: Target,
+    steps: Steps,
+    reporter: Reporter,
+    planned: Plan,
+    summary: RunSummary,
+    committed: list[RunSummary],
+    kept: list[Embedded],
+) -> None:
+    # What a Ctrl-C left embedded whole becomes one more commit, its row "interrupted" (the run's failure record
+    # then adds why); the vanished documents stay: the run did not finish, so it removes nothing it had not yet.
+    documents = [document for output in kept for document in output.documents]
+    if not documents:
+        return
+    rows = ChunkRows.concat([output.rows for output in kept], target.dimension)
+    replaced = [document.doc_id for document in documents if document.doc_id in planned.replaced]
+    row = replace(summary, removed=0, errors=list(summary.errors), status="interrupted")
+    row.updated += len(replaced)
+    row.added += len(documents) - len(replaced)
+    row.chunks_embedded += sum(output.embedded for output in kept)
+    row.chunks_reused += sum(output.reused for output in kept)
+    reporter.stage("commit")
+    committed.append(replace(steps.commit(target, CommitBatch(replaced, documents, rows, []), row)))
+    reporter.info(f"interrupted: committed the {len(documents)} documents embedded so far ({len(rows)} chunks)")
+
+
+def with_skipped(summary: RunSummary, discovery: Discovery) -> RunSummary:
+    """``summary`` with the counts of files discovery left out (unsupported suffix, excluded by the rules)."""
+    summary.unsupported, summary.excluded = discovery.unsupported, discovery.excluded
+    return summary
+
+
+def report_skipped(reporter: Reporter, discovery: Discovery) -> None:
+    """One line with the counts of files left out, then (the log at INFO: ``-v``) one line per file or folder."""
+    if not (discovery.unsupported or discovery.excluded):
+        return
+    reporter.info(
+        f"skipped {discovery.unsupported} files with no parser for their type and {discovery.excluded} files or "
+        "folders excluded (include/exclude, .citelineignore, defaults)"
+        + ("; what was indexed from excluded paths before is kept" if discovery.excluded else "")
+    )
+    for path in discovery.unsupported_paths:
+        reporter.info(f"skipped {path}: unsupported file type")
+    for path in discovery.excluded_paths:
+        reporter.info(f"skipped {path}: excluded")
+    listed = len(discovery.unsupported_paths) + len(discovery.excluded_paths)
+    if discovery.unsupported + discovery.excluded > listed:
+        reporter.info(f"... and {discovery.unsupported + discovery.excluded - listed} more skipped")
 
 
 def _report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch) -> None:

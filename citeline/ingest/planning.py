@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from citeline.errors import RemovalRefusedError
-from citeline.ingest.defaults import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD  # noqa: F401  (re-exported)
+from citeline.ingest.options import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD  # noqa: F401  (re-exported)
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import Document, SourceFile
 from citeline.store.file_stats import FileStat

@@ -49,19 +49,28 @@ def record_failure(
     error: BaseException,
     committed: RunSummary | None = None,
 ) -> None:
-    """Record a run that failed (status ``refused`` for a :class:`RemovalRefusedError`, with one error per root);
-    the index stays at the run's last commit, whose row (``committed``, if any) keeps its counts."""
+    """Record a run that failed (status ``refused`` for a :class:`RemovalRefusedError`, with one error per root;
+    ``interrupted`` for a Ctrl-C or stop signal, saying what was kept); the index stays at the run's last commit,
+    whose row (``committed``, if any) keeps its counts."""
     errors = [{"path": "", "reason": f"{type(error).__name__}: {error}"}]
-    if isinstance(error, RemovalRefusedError) and error.problems:
-        errors = [{"path": path, "reason": reason} for path, reason in error.problems]
+    status = "failed"
+    if isinstance(error, RemovalRefusedError):
+        status = "refused"
+        errors = [{"path": path, "reason": reason} for path, reason in error.problems] or errors
+    elif isinstance(error, KeyboardInterrupt):
+        status = "interrupted"
+        kept = "nothing was committed"
+        if committed is not None:
+            kept = f"kept what it committed: {committed.added} added and {committed.updated} updated documents"
+        errors = [{"path": "", "reason": f"interrupted (Ctrl-C or a stop signal); {kept}; run again to finish"}]
     run = RunSummary(run_id=run_id, started_at=started_at, finished_at=None, status="", roots=roots, generation=None)
     if committed is not None:
         run = replace(committed, errors=committed.errors + errors)
     else:
         run.errors = errors
     run.finished_at = ledger.utc_now()
-    run.status = "refused" if isinstance(error, RemovalRefusedError) else "failed"
-    run.failed = len(run.errors) if committed is not None else 0
+    run.status = status
+    run.failed = len(run.errors) - (status == "interrupted") if committed is not None else 0
     try:
         run.generation = int(generation.read_meta(index_dir)["generation"])
         generation.record(index_dir, run)

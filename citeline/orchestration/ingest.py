@@ -48,14 +48,15 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.context import FlowRunContext
 from prefect.futures import as_completed
-from prefect.states import State
+from prefect.states import Completed, State
 from prefect.task_runners import TaskRunner
 from prefect.tasks import exponential_backoff
 
 from citeline.dry_runs import index_for_run
-from citeline.errors import SettingsError
+from citeline.errors import PartialRunError, SettingsError
 from citeline.index import Index
 from citeline.ingest import pipeline
+from citeline.ingest.options import DEFAULTS, IngestOptions
 from citeline.orchestration.parameters import Backend, IngestParameters
 from citeline.orchestration.reporting import (
     BatchReporter,
@@ -65,10 +66,11 @@ from citeline.orchestration.reporting import (
     report_artifacts,
     terminal_bar,
 )
-from citeline.orchestration.shards import SHARD_OPTIONS, ShardTasks
+from citeline.orchestration.shards import ShardTasks
 from citeline.sharding.index import ShardedIndex
 from citeline.sources.discovery import Discovery
-from citeline.sources.parsers import DEFAULT_MAX_FILE_BYTES, SourceFile
+from citeline.sources.parsers import SourceFile
+from citeline.sources.selection import Selection
 from citeline.store.ledger import RunSummary
 
 RETRIES = 3  # after 2, 4 and 8 seconds
@@ -156,9 +158,9 @@ def _index(index_path: str) -> Index:
 @_retrying(
     timeout_seconds=DISCOVER_TIMEOUT, task_run_name=lambda: f"discover [{', '.join(_task_parameters()['paths'])}]"
 )
-def discover_task(paths: list[str]) -> Discovery:
+def discover_task(paths: list[str], selection: Selection | None = None) -> Discovery:
     """Find the files to ingest, and what could not be read (retried: network filesystems fail transiently)."""
-    return pipeline.Steps().discover(paths)
+    return pipeline.Steps().discover(paths, selection)
 
 
 @_retrying(task_run_name=_batch_name("parse", "files"))
@@ -233,8 +235,8 @@ class PrefectSteps(pipeline.Steps):
         self.index_dir = index_dir
         self.runner = runner
 
-    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
-        return discover_task([os.fspath(path) for path in paths])
+    def discover(self, paths: Sequence[str | os.PathLike[str]], selection: Selection | None = None) -> Discovery:
+        return discover_task([os.fspath(path) for path in paths], selection)
 
     def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[pipeline.ParsedBatch]:
         parameters = {
@@ -352,16 +354,19 @@ def ingest_flow(
     overlap_tokens: int | None = None,
     vector_index: str | None = None,
     document_vectors: bool | None = None,
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-    wait: float | None = None,
+    max_file_bytes: int = DEFAULTS.max_file_bytes,
+    wait: float | None = DEFAULTS.wait,
     dask_address: str | None = None,
     dask_workers: int | None = None,
-    files_per_batch: int = pipeline.FILES_PER_BATCH,
-    chunks_per_batch: int = pipeline.CHUNKS_PER_BATCH,
-    commit_every: int = pipeline.COMMIT_EVERY,
-    allow_removals: bool = False,
-    removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
-    dry_run: bool = False,
+    files_per_batch: int = DEFAULTS.files_per_batch,
+    chunks_per_batch: int = DEFAULTS.chunks_per_batch,
+    commit_every: int = DEFAULTS.commit_every,
+    allow_removals: bool = DEFAULTS.allow_removals,
+    removal_threshold: float = DEFAULTS.removal_threshold,
+    dry_run: bool = DEFAULTS.dry_run,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    strict: bool = DEFAULTS.strict,
     shards: int | None = None,
     shard_workers: dict[int, str] | str | None = None,
 ) -> dict[str, Any]:
@@ -378,9 +383,16 @@ def ingest_flow(
     :class:`citeline.RemovalRefusedError` (recorded in the ledger as refused) unless ``allow_removals``;
     ``dry_run`` returns what the run would do and writes nothing. On a sharded root, ``shard_workers`` pins
     shards' tasks to the Dask workers that hold their disks (``{0: "tcp://10.0.0.5:8786"}`` or ``"0=ADDRESS,1=NAME"``;
-    ``citeline.sharding.remote``).
+    ``citeline.sharding.remote``). ``include``/``exclude``: globs selecting the files (``citeline.sources.selection``).
+
+    A partial run (some files failed) logs each failed file at WARNING and ends Completed with a message naming
+    the failures (an automation matches ``state.message`` starting with ``partial``), or Failed with
+    :class:`citeline.errors.PartialRunError` when ``strict``.
     """
-    settings = IngestParameters.parse(**{name: value for name, value in locals().items()})
+    given = {name: value for name, value in locals().items()}
+    settings = IngestParameters.parse(
+        **{name: value for name, value in given.items() if value is not None or name not in ("include", "exclude")}
+    )
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
     # A dry run where no index exists plans in an empty one in a temporary folder (citeline.dry_runs).
     with index_for_run(
@@ -400,15 +412,8 @@ def ingest_flow(
         index_dir = str(index.path.resolve())
         key = index_key(str(Path(settings.index_path).resolve()))  # the index asked for, even in a dry run
         reporter = _register(index_dir, index, key)
-        options = pipeline.Options(
-            max_file_bytes=max_file_bytes,
-            wait=wait,
-            files_per_batch=files_per_batch,
-            chunks_per_batch=chunks_per_batch,
-            commit_every=commit_every,
-            allow_removals=allow_removals,
-            removal_threshold=removal_threshold,
-            dry_run=dry_run,
+        options = IngestOptions.of(
+            **IngestOptions.pick(settings.model_dump()),
             reporter=reporter,
             prepare_queries=False,  # its own task below, visible in the UI
         )
@@ -417,7 +422,7 @@ def ingest_flow(
                 if isinstance(index, ShardedIndex):  # each shard's run a task (citeline/orchestration/shards.py)
                     run = index.ingest(
                         paths,
-                        **{name: getattr(options, name) for name in SHARD_OPTIONS},
+                        options=options,
                         parallel="threads",  # the shards' tasks share this process's model, unless on Dask
                         dask_address=dask_address,
                         dask_workers=dask_workers,
@@ -426,12 +431,39 @@ def ingest_flow(
                     )
                 else:
                     run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
+        except PartialRunError as partial:  # strict: the commits stand, the flow run fails naming the files
+            _warn_failures(partial.run)
+            report_artifacts(partial.run, key, index_dir, reporter.seconds)
+            raise
         finally:
             _unregister(index_dir)
         if run.status != "dry-run":
             prepare_queries_task(index_dir)
+        reporter.run_done(run)
         report_artifacts(run, key, index_dir, reporter.seconds)
+        if run.status == "partial":
+            _warn_failures(run)
+            return Completed(message=partial_message(run), data=run.to_dict())  # type: ignore[return-value]
         return run.to_dict()
+
+
+#: Failed files the flow logs at WARNING one line each; the rest are counted (all are in the failures artifact).
+WARNED_FAILURES = 100
+
+
+def _warn_failures(run: RunSummary) -> None:
+    logger = get_run_logger()
+    for error in run.errors[:WARNED_FAILURES]:
+        logger.warning(f"failed {error['path'] or '(run)'}: {error['reason']}")
+    if len(run.errors) > WARNED_FAILURES:
+        logger.warning(f"... and {len(run.errors) - WARNED_FAILURES} more failed files (see `citeline runs`)")
+
+
+def partial_message(run: RunSummary) -> str:
+    """The state message of a partial run's Completed state: ``partial: N files failed (a, b, ...)``."""
+    paths = [error["path"] or error["reason"] for error in run.errors]
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return f"partial: {len(paths)} files failed ({shown}); the others were indexed; see `citeline runs`"
 
 
 def run_from_cli(*, progress: bool = False, **parameters: Any) -> dict[str, Any]:

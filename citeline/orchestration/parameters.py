@@ -10,12 +10,22 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from citeline.errors import SettingsError, SourceError
-from citeline.ingest import pipeline
+from citeline.ingest.options import user_options
 from citeline.model.embedding import BACKENDS
 from citeline.sharding.remote import parse_shard_workers
-from citeline.sources.parsers import DEFAULT_MAX_FILE_BYTES
 
 Backend = Literal["torch", "onnx", "onnx-int8"]
+
+
+def option_field(name: str) -> Any:
+    """The pydantic field of the run option ``name``: default, bounds and description from
+    :class:`citeline.ingest.options.IngestOptions`, where they are declared once."""
+    spec = {spec.name: spec for spec in user_options("flow")}[name]
+    low, high = spec.metadata["minimum"], spec.metadata["maximum"]
+    default = list(spec.default) if isinstance(spec.default, tuple) else spec.default
+    return Field(default, ge=low, le=high, description=spec.metadata["help"])
+
+
 assert get_args(Backend) == BACKENDS, "Backend must list citeline.model.embedding.BACKENDS"
 
 
@@ -39,43 +49,29 @@ class IngestParameters(BaseModel):
     )
     max_tokens: int | None = Field(None, ge=8, description="Chunk size in model tokens; default: the model's limit.")
     overlap_tokens: int | None = Field(None, ge=0, description="Token overlap between chunks; default 32.")
-    max_file_bytes: int = Field(DEFAULT_MAX_FILE_BYTES, ge=1, description="Skip (and report) larger files.")
-    wait: float | None = Field(
-        None, ge=0, description="Seconds to wait for another writer of the index; empty: as long as it takes."
-    )
+    max_file_bytes: int = option_field("max_file_bytes")
+    wait: float | None = option_field("wait")
     dask_address: str | None = Field(
         None, description="Parse and embed on this Dask scheduler (tcp://HOST:8786); it must see the same paths."
     )
     dask_workers: int | None = Field(
         None, ge=1, description="Parse and embed on a local Dask cluster of this many processes."
     )
-    files_per_batch: int = Field(pipeline.FILES_PER_BATCH, ge=1, description="Files per parse task.")
-    chunks_per_batch: int = Field(
-        pipeline.CHUNKS_PER_BATCH, ge=1, description="About this many chunks per chunk+embed task."
-    )
-    commit_every: int = Field(
-        pipeline.COMMIT_EVERY,
-        ge=1,
-        description="Commit about this many chunks at a time (bounds memory; a crash loses at most that much).",
-    )
+    files_per_batch: int = option_field("files_per_batch")
+    chunks_per_batch: int = option_field("chunks_per_batch")
+    commit_every: int = option_field("commit_every")
     vector_index: Literal["auto", "flat", "ivf", "hnsw"] | None = Field(
         None, description="Vector index kind of a new index: auto (flat, then ivf when large), flat, ivf or hnsw."
     )
     document_vectors: bool | None = Field(
         None, description="A new index also embeds each document whole (a hybrid ranking signal) [default: off]."
     )
-    allow_removals: bool = Field(
-        False,
-        description="Let this run remove the documents of a root that came back empty, or more than "
-        "removal_threshold of a root's documents (otherwise such a run is refused and changes nothing).",
-    )
-    removal_threshold: float = Field(
-        pipeline.DEFAULT_REMOVAL_THRESHOLD,
-        ge=0,
-        le=1,
-        description="Share of a root's documents a run may remove without allow_removals.",
-    )
-    dry_run: bool = Field(False, description="Only plan: report what the run would change, write nothing.")
+    allow_removals: bool = option_field("allow_removals")
+    removal_threshold: float = option_field("removal_threshold")
+    dry_run: bool = option_field("dry_run")
+    include: list[str] = option_field("include")
+    exclude: list[str] = option_field("exclude")
+    strict: bool = option_field("strict")
     shards: int | None = Field(
         None,
         ge=1,

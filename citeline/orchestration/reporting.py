@@ -117,18 +117,30 @@ class FlowReporter(Reporter):
             self.bar.finish()
         self._update(force=True)
 
+    def run_done(self, run: RunSummary) -> None:
+        """The run is over: the progress artifact at 100 % says what it did (not the last stage's units)."""
+        self._describe(
+            100.0,
+            f"{run.status}: {run.added:,} added, {run.updated:,} updated, {run.unchanged:,} unchanged, "
+            f"{run.removed:,} removed, {run.failed:,} failed; {run.chunks_embedded:,} chunks embedded",
+        )
+
     def _update(self, force: bool = False) -> None:
         now = time.monotonic()
         if self.artifact_id is None or (not force and now - self._last_update < PROGRESS_UPDATE_SECONDS):
             return
         self._last_update = now
-        stage = self.current or "done"
+        if self.current is None:
+            return  # between the last stage and done(): the artifact keeps its last counts
+        part = f" (commit {self.parts[0]} of {self.parts[1]})" if self.parts and self.parts[1] > 1 else ""
+        counts = f"{self.done:,} of {self.total:,}" if self.total else f"{self.done:,} so far"
+        self._describe(round(100 * self.fraction(), 1), f"{self.current}{part}: {counts}")
+
+    def _describe(self, percent: float, description: str) -> None:
+        if self.artifact_id is None:
+            return
         try:
-            update_progress_artifact(
-                self.artifact_id,
-                round(100 * self.fraction(), 1),
-                description=f"{stage}: {self.done:,}/{self.total or '?'}",
-            )
+            update_progress_artifact(self.artifact_id, percent, description=description)
         except Exception as exc:
             self.logger.debug(f"could not update the progress artifact: {exc}")
 

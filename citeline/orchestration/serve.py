@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from citeline.errors import CitelineError, SettingsError
@@ -103,6 +104,9 @@ def build_deployment(
     commit_every: int | None = None,
     shards: int | None = None,
     shard_workers: dict[int, str] | str | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    strict: bool = False,
 ) -> RunnerDeployment:
     """The deployment ``citeline-ingest/<name>``: the ingestion flow with these parameters on ``cron``.
 
@@ -135,6 +139,9 @@ def build_deployment(
         dry_run=dry_run,
         shards=shards,
         shard_workers=shard_workers,
+        include=list(include),
+        exclude=list(exclude),
+        strict=strict,
         **({} if commit_every is None else {"commit_every": commit_every}),
     )
     dask_task_runner(dask_address, dask_workers)  # validates the Dask settings

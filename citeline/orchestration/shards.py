@@ -23,12 +23,6 @@ from citeline.sharding.remote import Placement, ShardWorkers
 from citeline.sharding.runs import ShardJob, run_shard
 from citeline.store.ledger import RunSummary
 
-#: The run settings (``pipeline.Options``) the flow passes on to :meth:`ShardedIndex.ingest`.
-SHARD_OPTIONS = (
-    "max_file_bytes", "wait", "allow_removals", "removal_threshold", "dry_run", "commit_every", "reporter",
-    "prepare_queries",
-)  # fmt: skip
-
 
 def _shard_run_name() -> str:
     from prefect.runtime import task_run

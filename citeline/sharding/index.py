@@ -24,15 +24,23 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from citeline.errors import CitelineError, IndexCorruptError, IndexMismatchError, IndexNotFoundError, SettingsError
+from citeline.errors import (
+    CitelineError,
+    IndexCorruptError,
+    IndexMismatchError,
+    IndexNotFoundError,
+    PartialRunError,
+    SettingsError,
+)
 from citeline.index import SHARDS_MANIFEST, Index
 from citeline.ingest import pipeline
+from citeline.ingest.options import IngestOptions
 from citeline.ingest.planning import ParsedBatch, Plan, refuse_removals, removal_problems
-from citeline.ingest.progress import Reporter, announced_writer_lock, default_reporter
+from citeline.ingest.progress import announced_writer_lock, default_reporter
 from citeline.model.embedding import Embedder, SentenceTransformerEmbedder
 from citeline.sharding.freshness import Freshness, merged_plan, skipping_is_safe, unchanged_files, with_fresh
 from citeline.sharding.remote import DaskShards, ShardWorkers, parse_shard_workers
@@ -41,7 +49,7 @@ from citeline.sharding.runs import ShardJob, execute, idle_run
 from citeline.sharding.search import ShardedSnapshot
 from citeline.sharding.worker import shard_check, shard_status
 from citeline.sources.discovery import Discovery, resolve_roots, scan
-from citeline.sources.parsers import DEFAULT_MAX_FILE_BYTES
+from citeline.sources.selection import Selection
 from citeline.store import catalog, files, ledger
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
@@ -246,20 +254,13 @@ class ShardedIndex(Index):
         self,
         paths: Sequence[str | os.PathLike[str]],
         *,
-        progress: bool = False,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-        wait: float | None = None,
-        allow_removals: bool = False,
-        removal_threshold: float = pipeline.DEFAULT_REMOVAL_THRESHOLD,
-        dry_run: bool = False,
+        options: IngestOptions | None = None,
         parallel: str = "processes",
         dask_address: str | None = None,
         dask_workers: int | None = None,
         shard_workers: ShardWorkers = None,
-        commit_every: int = pipeline.COMMIT_EVERY,
-        reporter: Reporter | None = None,
         run_jobs: RunJobs | None = None,
-        prepare_queries: bool = True,
+        **settings: Any,
     ) -> RunSummary:
         """:meth:`Index.ingest` over the shards, run in ``parallel`` (``"processes"``, ``"threads"`` or
         ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes), each
@@ -270,17 +271,21 @@ class ShardedIndex(Index):
         it returns each job's summary or the exception that stopped it, in order. ``prepare_queries=False``: the
         caller prepares the query model itself (the flow does, in a task of its own). A shard that fails is named in
         the run's ledger row and in the :class:`ShardsFailedError` raised once the others' commits are recorded.
+        ``settings`` are :class:`IngestOptions` fields, as :meth:`Index.ingest`'s keywords (with ``reporter`` and
+        ``prepare_queries``).
         """
-        pipeline.Options(max_file_bytes=max_file_bytes, removal_threshold=removal_threshold)  # checks both
+        run_options = IngestOptions.of(options, **settings)  # checks every setting (Index.ingest's keywords)
+        max_file_bytes, wait, dry_run = run_options.max_file_bytes, run_options.wait, run_options.dry_run
         shard_workers = parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work
         run_id, started_at, roots = ledger.new_run_id(), ledger.utc_now(), resolve_roots(paths)
-        reporter = reporter or default_reporter(progress)
+        reporter = run_options.reporter or default_reporter(run_options.progress)
         local = not (dask_address or dask_workers)  # with run_jobs too: the flow's shards on its own threads
         try:
             with announced_writer_lock(self.path, wait, reporter):
                 reporter.stage("discover")
-                discovery = scan(paths)
+                discovery = scan(paths, Selection.of(run_options))
                 reporter.info(f"discovered {len(discovery.files)} files under {', '.join(roots)}")
+                pipeline.report_skipped(reporter, discovery)
                 fresh = self._unchanged_files(discovery)
                 reporter.stage("parse", len(fresh.to_read))
                 parsed = pipeline.parse_files(fresh.to_read, max_file_bytes=max_file_bytes, advance=reporter.advance)
@@ -293,9 +298,9 @@ class ShardedIndex(Index):
                     f"plan: {plan.added} added, {plan.updated} updated, {plan.unchanged} unchanged, {plan.removed} "
                     f"removed (documents), over {self.manifest.shards} shards"
                 )
-                objections = [] if allow_removals else removal_problems(plan, removal_threshold)
+                objections = [] if run_options.allow_removals else removal_problems(plan, run_options.removal_threshold)
                 if dry_run:
-                    summary = pipeline.summarize(run_id, started_at, plan)
+                    summary = pipeline.with_skipped(pipeline.summarize(run_id, started_at, plan), discovery)
                     summary.status, summary.generation = "dry-run", self.generation()
                     summary.errors += [{"path": p.path, "reason": f"would be refused: {p.reason}"} for p in objections]
                     return summary
@@ -303,15 +308,15 @@ class ShardedIndex(Index):
                     raise refuse_removals(objections)
                 reporter.stage("shards", len(parts))
                 # The removal guard was decided over all shards above, so no shard second-guesses it on its share.
-                options = {
-                    "max_file_bytes": max_file_bytes, "wait": wait, "allow_removals": True, "commit_every": commit_every
-                }  # fmt: skip
+                shard_options = replace(
+                    run_options, allow_removals=True, strict=False, reporter=None, progress=False, prepare_queries=False
+                )
                 shared = None if isinstance(self._embedder, SentenceTransformerEmbedder) else self._embedder
                 if local and parallel != "processes":
                     shared = self.embedder  # one model for every shard of this process
                 # absolute paths and resolved roots: a Dask worker may run in another directory
                 jobs = [
-                    ShardJob(str(directory.absolute()), roots, discovery, part, options, shared)
+                    ShardJob(str(directory.absolute()), roots, discovery, part, shard_options, shared)
                     for directory, part in zip(self.shard_dirs, parts, strict=True)
                 ]
                 # A shard with nothing to index or remove would commit nothing: its job is not started (a DuckDB
@@ -327,7 +332,7 @@ class ShardedIndex(Index):
                     for nothing, generation in zip(idle, fresh.generations, strict=True)
                 ]
                 reporter.advance(len(jobs))
-                summary = merge_runs(run_id, started_at, roots, plan, outcomes)
+                summary = pipeline.with_skipped(merge_runs(run_id, started_at, roots, plan, outcomes), discovery)
                 summary.generation = self._record(summary, outcomes, idle, fresh.generations)
                 reporter.info(f"shard generations {self.manifest.generations}: {summary.status}")
         finally:
@@ -335,8 +340,10 @@ class ShardedIndex(Index):
         failed = [(n, outcome) for n, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]
         if failed:
             raise ShardsFailedError(self.path, failed, len(jobs)) from failed[0][1]
-        if prepare_queries:
+        if run_options.prepare_queries:
             self.prepare_queries()
+        if run_options.strict and summary.status == "partial":
+            raise PartialRunError(summary)
         return summary
 
     def _unchanged_files(self, discovery: Discovery) -> Freshness:

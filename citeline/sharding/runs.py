@@ -16,11 +16,13 @@ from typing import Any
 from citeline.errors import SettingsError
 from citeline.index import Index
 from citeline.ingest import pipeline
+from citeline.ingest.options import IngestOptions
 from citeline.ingest.planning import ParsedBatch
 from citeline.model.embedding import Embedder
 from citeline.sharding.remote import ShardWorkers
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
+from citeline.sources.selection import Selection
 from citeline.store import ledger
 from citeline.store.ledger import RunSummary
 
@@ -34,7 +36,7 @@ class PreparsedSteps(pipeline.Steps):
         self.discovery = discovery
         self.parsed = parsed
 
-    def discover(self, paths: Sequence[str | os.PathLike[str]]) -> Discovery:
+    def discover(self, paths: Sequence[str | os.PathLike[str]], selection: Selection | None = None) -> Discovery:
         """The run's discovery (every shard plans against all files found)."""
         return self.discovery
 
@@ -59,7 +61,7 @@ class ShardJob:
     paths: list[str]
     discovery: Discovery
     parsed: ParsedBatch
-    options: dict[str, Any]
+    options: IngestOptions  #: the run's settings for this shard (no reporter: it travels to workers)
     embedder: Embedder | None = None  #: None: the worker loads the index's model (once per process)
 
 
@@ -77,7 +79,7 @@ def run_shard(job: ShardJob) -> RunSummary:
         index._embedder = _worker_embedders[key]
     else:
         index = Index.open(job.shard_dir, embedder=embedder)
-    options = pipeline.Options(**job.options, prepare_queries=False)
+    options = replace(job.options, prepare_queries=False)
     return pipeline.run(index, job.paths, options, PreparsedSteps(job.discovery, job.parsed))
 
 

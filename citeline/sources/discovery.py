@@ -17,6 +17,10 @@ from pathlib import Path
 
 from citeline.errors import SourceError
 from citeline.sources.parsers import PARSERS, SourceFile, display_path, is_valid_text, supported_suffixes
+from citeline.sources.selection import IGNORE_FILE, RootRules, Selection, under_any
+
+#: Skipped files (unsupported or excluded) a discovery lists by path; past this it only counts them.
+SKIPPED_LISTED = 1000
 
 
 def is_under(path: str, folders: Iterable[str]) -> bool:
@@ -49,7 +53,11 @@ class Discovery:
     run: every stored document under them must be kept. ``empty_roots`` are directory roots that were read and
     hold no supported file (an unmounted share looks like this): removing their documents needs an explicit
     choice. ``skipped`` are links not followed because their target is indexed already under another path
-    (not errors; worth a log line).
+    (not errors; worth a log line). ``unsupported`` and ``excluded`` count the files left out because no parser
+    reads their suffix, and the files and folders the selection rules left out (``citeline.sources.selection``);
+    ``unsupported_paths`` and ``excluded_paths`` list the first :data:`SKIPPED_LISTED` of each (display paths,
+    a folder with a trailing ``/``). ``excluded_roots`` holds the absolute paths of everything excluded: what is
+    stored under them is kept, never removed (an exclude rule chooses what to read, it deletes nothing).
     """
 
     roots: list[str] = field(default_factory=list)
@@ -59,10 +67,40 @@ class Discovery:
     unreadable_roots: list[str] = field(default_factory=list)
     empty_roots: list[str] = field(default_factory=list)
     skipped: list[Problem] = field(default_factory=list)
+    unsupported: int = 0
+    excluded: int = 0
+    unsupported_paths: list[str] = field(default_factory=list)
+    excluded_paths: list[str] = field(default_factory=list)
+    excluded_roots: list[str] = field(default_factory=list)
 
     def contents_unknown(self, path: str) -> bool:
-        """True when ``path`` (absolute) lies in a root or folder this scan could not read: keep what is stored."""
-        return is_under(path, self.unreadable_roots) or is_under(path, self.unreadable_dirs)
+        """True when ``path`` (absolute) lies in a root or folder this scan could not read, or one it was told to
+        leave out: keep what is stored."""
+        return (
+            is_under(path, self.unreadable_roots)
+            or is_under(path, self.unreadable_dirs)
+            or (bool(self.excluded_roots) and under_any(path, self._excluded_set()))
+        )
+
+    def _excluded_set(self) -> set[str]:
+        # ``excluded_roots`` as a set, made once per size (the planner asks once per stored document).
+        cached: set[str] | None = self.__dict__.get("_excluded")
+        if cached is None or len(cached) != len(set(self.excluded_roots[-1:]) | cached):
+            cached = self.__dict__["_excluded"] = set(self.excluded_roots)
+        return cached
+
+    def skip(self, path: str, excluded: bool, folder: bool = False) -> None:
+        """Count a file (or folder) left out: excluded by the rules, or unsupported."""
+        shown = display_path(path) + ("/" if folder else "")
+        if excluded:
+            self.excluded += 1
+            self.excluded_roots.append(path)
+            if len(self.excluded_paths) < SKIPPED_LISTED:
+                self.excluded_paths.append(shown)
+        else:
+            self.unsupported += 1
+            if len(self.unsupported_paths) < SKIPPED_LISTED:
+                self.unsupported_paths.append(shown)
 
 
 def resolve_root(root: str | os.PathLike[str]) -> Path:
@@ -94,13 +132,16 @@ def resolve_roots(roots: Iterable[str | os.PathLike[str]]) -> list[str]:
     return [str(resolve_root(root)) for root in roots]
 
 
-def scan(roots: Iterable[str | os.PathLike[str]]) -> Discovery:
+def scan(roots: Iterable[str | os.PathLike[str]], selection: Selection | None = None) -> Discovery:
     """Find the supported files under each root and report everything that could not be read.
 
-    A root may be a directory (searched recursively, hidden entries skipped) or a single file. A root that does
-    not exist or cannot be resolved, or a file root with an unsupported suffix, raises :class:`SourceError`.
-    Everything below a root fails alone into :attr:`Discovery.errors`. Symbolic links: see :class:`_RootWalk`.
+    A root may be a directory (searched recursively; ``selection``'s rules, the root's ``.citelineignore`` and the
+    defaults leave out hidden entries, ``node_modules`` and the like: ``citeline.sources.selection``) or a single
+    file (always taken). A root that does not exist or cannot be resolved, or a file root with an unsupported
+    suffix, raises :class:`SourceError`. Everything below a root fails alone into :attr:`Discovery.errors`.
+    Symbolic links: see :class:`_RootWalk`.
     """
+    selection = selection or Selection()
     discovery = Discovery()
     for root in roots:
         root_path = resolve_root(root)
@@ -114,7 +155,7 @@ def scan(roots: Iterable[str | os.PathLike[str]]) -> Discovery:
                 )
             discovery.files.append(SourceFile(str(root_path), str(root_path), root_path.name))
         elif root_path.is_dir():
-            _RootWalk(str(root_path), discovery).run()
+            _RootWalk(str(root_path), discovery, selection.for_root(str(root_path))).run()
         else:
             raise SourceError(str(root_path), "not a regular file or directory")
     discovery.files.sort(key=lambda f: (f.root, f.source_id))
@@ -137,9 +178,10 @@ class _RootWalk:
     links can make the walk loop or grow exponentially.
     """
 
-    def __init__(self, root: str, discovery: Discovery) -> None:
+    def __init__(self, root: str, discovery: Discovery, rules: RootRules | None = None) -> None:
         self.root = root
         self.out = discovery
+        self.rules = rules or Selection().for_root(root)
         self.seen_real: set[str] = set()  # real paths of folders listed and files taken
         self.links: deque[tuple[str, str, str]] = deque()  # (path as seen, source id, real parent folder)
 
@@ -169,9 +211,9 @@ class _RootWalk:
                 continue
             subfolders = []
             for entry in entries:
-                if entry.name.startswith("."):
-                    continue  # hidden files and folders (.git, .venv) are never documents
                 source_id = f"{folder_id}/{entry.name}" if folder_id else entry.name
+                if not folder_id and entry.name == IGNORE_FILE:
+                    continue  # the rules themselves
                 try:
                     is_link = entry.is_symlink()
                     is_dir = not is_link and entry.is_dir(follow_symlinks=False)
@@ -181,9 +223,19 @@ class _RootWalk:
                     if is_valid_text(entry.path):  # a name that is not UTF-8 was never stored: nothing to keep
                         self.out.unreadable_dirs.append(entry.path)
                     continue
-                wanted = is_link or is_dir or (is_file and _suffix(entry.name) in PARSERS)
-                if not wanted:
+                if is_dir and self.rules.excluded_folder(source_id, entry.path):
+                    self.out.skip(entry.path, excluded=True, folder=True)
                     continue
+                if (is_file and self.rules.excluded_file(source_id)) or (
+                    is_link and self.rules.excluded_link(source_id)
+                ):
+                    self.out.skip(entry.path, excluded=True)
+                    continue
+                if is_file and _suffix(entry.name) not in PARSERS:
+                    self.out.skip(entry.path, excluded=False)
+                    continue
+                if not (is_link or is_dir or is_file):
+                    continue  # sockets, fifos, devices
                 if not is_valid_text(entry.name):
                     self.error(entry.path, "name is not valid UTF-8; rename it to index it")
                 elif is_link:
@@ -213,14 +265,20 @@ class _RootWalk:
         if not is_valid_text(target):
             self.error(link, "symbolic link target's name is not valid UTF-8; not followed")
             return
-        if os.path.isdir(target):
+        is_dir = os.path.isdir(target)
+        if self.rules.excluded_folder(source_id, target) if is_dir else self.rules.excluded_file(source_id):
+            self.out.skip(link, excluded=True, folder=is_dir)
+            return
+        if is_dir:
             if is_under(parent_real, [target]):
                 self.error(link, f"symbolic link loop: points to its own parent folder {display_path(target)}")
             elif target in self.seen_real:
                 self.out.skipped.append(Problem(display_path(link), f"same folder as {target}, indexed there"))
             else:
                 self.walk(link, source_id, target)
-        elif os.path.isfile(target) and _suffix(link) in PARSERS:
+        elif os.path.isfile(target) and _suffix(link) not in PARSERS:
+            self.out.skip(link, excluded=False)
+        elif os.path.isfile(target):
             if target in self.seen_real:
                 self.out.skipped.append(Problem(display_path(link), f"same file as {target}, indexed there"))
             else:

@@ -52,6 +52,10 @@ class RunSummary:
     chunks_embedded: int = 0
     chunks_reused: int = 0
     errors: list[dict[str, str]] = field(default_factory=list)
+    #: files discovery left out: no parser for their type, and files or folders excluded by the selection rules
+    #: (``citeline.sources.selection``); in the run's summary, not stored in the ledger (read back as 0)
+    unsupported: int = 0
+    excluded: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as JSON-ready data."""
