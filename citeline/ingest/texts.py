@@ -36,8 +36,8 @@ from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import (
     DEFAULT_SOURCE,
     Document,
-    _first_line_title,
     display_path,
+    first_line_title,
     text_hash,
     unstorable_field,
 )
@@ -124,7 +124,7 @@ def _document(source: str, record_id: str, text: str, title: str, metadata: dict
         source_root=source,
         source_id=record_id,
         path=f"{source}:{record_id}",
-        title=title[:200] if title else _first_line_title(text, record_id),
+        title=title[:200] if title else first_line_title(text, record_id),
         text=text,
         format="text",
         metadata=metadata,

@@ -1,0 +1,155 @@
+"""What a source file becomes: :class:`SourceFile` (a file found under a root), :class:`Document` (one parsed
+document, its text exactly as stored) and :class:`Parsed` (what parsing one file gave, problems included), with the
+ids and checks every format shares.
+
+A document is keyed by ``(source_root, source_id)``: the resolved root that was ingested and the file's path
+relative to it (``file#record`` for one record of a JSONL or CSV file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from citeline.errors import SourceError
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file found under an ingested root."""
+
+    root: str  #: the resolved root directory (or file) the user asked to ingest
+    path: str  #: absolute path of the file
+    source_id: str  #: path relative to ``root``, with forward slashes
+
+
+@dataclass
+class Document:
+    """One parsed document: its text exactly as stored (chunk offsets index into it) and its provenance."""
+
+    source_root: str
+    source_id: str
+    path: str
+    title: str
+    text: str
+    format: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    #: the file this document came from, relative to the root (differs from ``source_id`` for JSONL records)
+    source_file: str = ""
+    size_bytes: int = 0
+    mtime: float = 0.0
+    #: the record's own id for a document that is one record of a file (JSONL); ``None`` for a whole file
+    record_id: str | None = None
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 of the document text, hex encoded."""
+        return text_hash(self.text)
+
+    @property
+    def doc_id(self) -> str:
+        """Stable id derived from where the document comes from, not from its content (see :func:`doc_id_of`)."""
+        file = self.source_id if self.record_id is None else self.source_file
+        return doc_id_of(self.source_root, file, self.record_id)
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 of ``text`` (UTF-8), hex encoded: the key for content and embedding-cache comparisons."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def doc_id_for(source_root: str, source_id: str) -> str:
+    """The legacy document id: 16 hex digits of a hash of root and ``source_id`` (``file`` or ``file#record``).
+
+    Used as is wherever it cannot be ambiguous (see :func:`doc_id_of`); new code calls :func:`doc_id_of`.
+    """
+    return hashlib.sha256(f"{source_root}\0{source_id}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+#: A file path containing this (any case) could equal ``another.jsonl#record``: such files get unambiguous ids.
+_AMBIGUOUS = ".jsonl#"
+
+
+def doc_id_of(source_root: str, source_file: str, record_id: str | None = None) -> str:
+    """The document id of a whole file (``record_id`` None) or of one record of a file: 16 hex digits.
+
+    The legacy key ``root NUL file#record`` is ambiguous only when a file path contains ``.jsonl#``: the file
+    ``x.jsonl#1.txt`` and record ``1.txt`` of ``x.jsonl`` had the same key, and so had record ``b.jsonl#c`` of
+    ``a.jsonl`` and record ``c`` of ``a.jsonl#b.jsonl``. Every other file and record keeps its legacy id, so
+    existing indexes re-index nothing. A file whose path contains ``.jsonl#`` (and each record of such a file)
+    instead hashes ``citeline-doc-v2 NUL root NUL file [NUL record]``: a path holds no NUL, so root and file
+    are delimited exactly, and the leading tag never starts a legacy key (roots are absolute, starting ``/``).
+    """
+    if _AMBIGUOUS not in source_file.lower():
+        return doc_id_for(source_root, source_file if record_id is None else f"{source_file}#{record_id}")
+    parts = ["citeline-doc-v2", source_root, source_file] + ([] if record_id is None else [record_id])
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def display_path(path: str | os.PathLike[str] | bytes) -> str:
+    """``path`` made safe for a one-line message, JSON and DuckDB: bytes that are not UTF-8 show as ``\\xNN``.
+
+    ``os.scandir`` hands back a name that is not valid UTF-8 with lone surrogates in it (``\\udcff`` for byte
+    0xff); such a str cannot be encoded, so every message and ledger row goes through this. Control characters
+    (a newline in a file name) are escaped too, so the message stays on one line.
+    """
+    try:
+        text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name can hold (from a JSON "\ud800" escape): show it as such
+        text = os.fsdecode(path).encode("utf-8", "backslashreplace").decode("utf-8")
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def is_valid_text(value: str) -> bool:
+    """True when ``value`` encodes as UTF-8: no lone surrogate (from a bad file name or a ``"\\ud800"`` escape)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@dataclass
+class Parsed:
+    """What parsing one file gave: its documents, and the problems that failed single records or the whole file.
+
+    ``errors`` are :class:`SourceError` s naming the file (and the line, for a record). ``kept_doc_ids`` are the
+    ids of records that failed but whose id is known: the stored version of each must be kept. ``complete`` is
+    False when the file failed as a whole or a record failed before its id was known (invalid JSON, a bad id):
+    then no stored document of this file may be removed this run, since a missing record may be that one.
+    """
+
+    documents: list[Document] = field(default_factory=list)
+    errors: list[SourceError] = field(default_factory=list)
+    kept_doc_ids: list[str] = field(default_factory=list)
+    complete: bool = True
+
+    def fail_record(self, error: SourceError, doc_id: str | None) -> None:
+        """Record one failed record: its stored version is kept by id, or the file marked incomplete."""
+        self.errors.append(error)
+        if doc_id is None:
+            self.complete = False
+        else:
+            self.kept_doc_ids.append(doc_id)
+
+
+def unstorable_field(document: Document) -> str | None:
+    """The first field of ``document`` that DuckDB, JSON or Arrow cannot store (a lone surrogate), or None."""
+    if not is_valid_text(document.text):
+        return "text holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
+    if not is_valid_text(document.title):
+        return "title holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
+    if not is_valid_text(document.source_id) or (document.record_id and not is_valid_text(document.record_id)):
+        return "id holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
+    try:
+        json.dumps(document.metadata, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "metadata holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
+    except (TypeError, ValueError) as exc:
+        return f"metadata cannot be stored as JSON ({exc})"
+    return None
