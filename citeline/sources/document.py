@@ -43,6 +43,9 @@ class Document:
     mtime: float = 0.0
     #: the record's own id for a document that is one record of a file (JSONL); ``None`` for a whole file
     record_id: str | None = None
+    #: byte offset in its file of the line a streamed record was read from (a run reads a record file again from
+    #: there); ``None`` for a whole file. Not stored.
+    offset: int | None = None
 
     @property
     def content_hash(self) -> str:
@@ -128,6 +131,9 @@ class Parsed:
     errors: list[SourceError] = field(default_factory=list)
     kept_doc_ids: list[str] = field(default_factory=list)
     complete: bool = True
+    #: the file failed as a whole (unreadable, too large, not UTF-8, ...): it gave no documents, and a caller that
+    #: was handed documents of it as they were read (a streamed record file) must drop them
+    failed: bool = False
 
     def fail_record(self, error: SourceError, doc_id: str | None) -> None:
         """Record one failed record: its stored version is kept by id, or the file marked incomplete."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
+from typing import BinaryIO
 
 from citeline.errors import SourceError
 from citeline.sources.document import (
@@ -14,11 +16,11 @@ from citeline.sources.document import (
     is_valid_text,
     unstorable_field,
 )
-from citeline.sources.registry import decode_text, first_line_title, parser
+from citeline.sources.registry import first_line_title, parser, record_lines
 
 
-@parser(".jsonl")
-def parse_jsonl(source: SourceFile, data: bytes) -> Parsed:
+@parser(".jsonl", records=True)
+def read_jsonl(source: SourceFile, stream: BinaryIO, parsed: Parsed) -> Generator[Document, None, None]:
     """JSON Lines, one document per record: ``_id``/``id``, ``title``, ``text``; other fields become metadata.
 
     A BEIR ``corpus.jsonl`` ingests as it is. Each record is its own document (``source_id`` ``file#id``), added,
@@ -30,17 +32,19 @@ def parse_jsonl(source: SourceFile, data: bytes) -> Parsed:
     Ids compare as text (``1`` and ``"1"`` are the same id). A repeated id is an error on each later line and
     the first record is kept: the first occurrence is what a reader of the file finds first, and keeping it
     (rather than refusing all) leaves the id searchable while the file is fixed.
+
+    Streamed (a record format): read line by line from ``stream``, each document yielded as its line is read, so
+    a file of any size is read with one line in memory (and the ids seen, for the duplicate check).
     """
-    text = decode_text(source, data)
-    parsed = Parsed()
     first_line: dict[str, int] = {}
+    found = False
 
     def fail(line_number: int, reason: str, record_id: str | None = None) -> None:
         known = record_id is not None and is_valid_text(record_id)
         doc_id = doc_id_of(source.root, source.source_id, record_id) if known and record_id is not None else None
         parsed.fail_record(SourceError(source.path, f"line {line_number}: {reason}"), doc_id)
 
-    for line_number, line in enumerate(text.splitlines(), 1):
+    for line_number, offset, line in record_lines(source, stream):
         if not line.strip():
             continue
         try:
@@ -96,12 +100,13 @@ def parse_jsonl(source: SourceFile, data: bytes) -> Parsed:
             metadata,
             source_file=source.source_id,
             record_id=record_id,
+            offset=offset,
         )
         problem = unstorable_field(document)
         if problem is not None:
             fail(line_number, f"record '{shown_id}': {problem}", record_id)
             continue
-        parsed.documents.append(document)
-    if not parsed.documents and parsed.complete and not parsed.errors:
+        found = True
+        yield document
+    if not found and parsed.complete and not parsed.errors:
         raise SourceError(source.path, "no records with text")
-    return parsed
