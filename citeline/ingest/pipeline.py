@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from citeline.errors import PartialRunError
+from citeline.errors import PartialRunError, SourceError
 from citeline.ingest import freshness
 
 # The chunk and embed steps (re-exported: the flow and texts.py call them as pipeline.chunk_documents / embed).
@@ -50,7 +50,14 @@ from citeline.ingest.planning import (
 from citeline.ingest.progress import Reporter, announced_writer_lock, default_reporter
 from citeline.ingest.runs import close_interrupted, dry_run_summary, record_failure, summarize
 from citeline.sources.discovery import Discovery, resolve_roots, scan
-from citeline.sources.parsers import DEFAULT_MAX_FILE_BYTES, Document, SourceFile, display_path, parse_source
+from citeline.sources.parsers import (
+    DEFAULT_MAX_FILE_BYTES,
+    Document,
+    Parsed,
+    SourceFile,
+    display_path,
+    parse_source,
+)
 from citeline.sources.selection import Selection
 from citeline.store import generation, ledger
 from citeline.store.file_stats import FileStat
@@ -69,29 +76,43 @@ def parse_files(
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     advance: Callable[[int], None] | None = None,
+    hold_chars: int | None = None,
 ) -> ParsedBatch:
     """Parse each file; a file (or a JSONL record) that fails becomes a :class:`FileError` and the rest go on.
-    ``advance(1)`` is called after each file (progress)."""
+    ``advance(1)`` is called after each file (progress).
+
+    Documents keep their texts while the batch holds at most ``hold_chars`` characters of text (None: all);
+    past that only their keys (:meth:`ParsedBatch.add`). A record file (JSONL) streams: its documents are added
+    as its lines are read, so a file of any size is parsed in bounded memory."""
     batch = ParsedBatch()
     for source in files:
+        mark = batch.mark()
+        stats: list[FileStat] = []
+
+        def add(document: Document, source: SourceFile = source, stats: list[FileStat] = stats) -> None:
+            if not stats:  # every document of a file carries the stat it was read at
+                stats.append(FileStat(source.root, source.source_id, document.size_bytes, document.mtime))
+            batch.add(document, hold_chars)
+
         try:
-            parsed = parse_source(source, max_file_bytes=max_file_bytes)
+            parsed = parse_source(source, max_file_bytes=max_file_bytes, on_document=add)
         except Exception as exc:  # a parser library's own failure must not stop the run
-            batch.errors.append(FileError(display_path(source.path), f"{type(exc).__name__}: {exc}"))
+            parsed = Parsed(errors=[SourceError(source.path, f"{type(exc).__name__}: {exc}")], failed=True)
+        if parsed.failed:  # what a streamed file yielded before it failed as a whole is not used
+            batch.drop_since(mark)
+            batch.errors.extend(FileError(display_path(error.path), error.reason) for error in parsed.errors)
             batch.incomplete.append((source.root, source.source_id))
             if advance is not None:
                 advance(1)
             continue
         if parsed.skipped is not None:
             batch.skipped.append(FileError(display_path(source.path), parsed.skipped))
-        batch.documents.extend(parsed.documents)
         batch.errors.extend(FileError(display_path(error.path), error.reason) for error in parsed.errors)
         batch.kept_doc_ids.extend(parsed.kept_doc_ids)
         if not parsed.complete:
             batch.incomplete.append((source.root, source.source_id))
-        elif parsed.documents and not parsed.errors:
-            first = parsed.documents[0]  # every document of a file carries the stat it was read at
-            batch.read_files.append(FileStat(source.root, source.source_id, first.size_bytes, first.mtime))
+        elif stats and not parsed.errors:
+            batch.read_files.extend(stats)
         if advance is not None:
             advance(1)
     return batch
@@ -135,17 +156,32 @@ def commit(index_dir: Path, plan: Plan, rows: ChunkRows, run: RunSummary) -> int
 
 
 def load_documents(work: Work, max_file_bytes: int, advance: Callable[[int], None] | None = None) -> Embedded:
-    """The documents of a chunk/embed batch: those it holds, and the planned ones of its files, parsed again. A
-    planned document its file no longer yields (the file changed or broke during the run) is an error of the
-    run; its stored version, if any, stays. Returns an :class:`Embedded` without rows yet."""
+    """The documents of a chunk/embed batch: those it holds, and the planned ones of its files, parsed again (of a
+    record file, only the span of lines holding them, streamed). A planned document its file no longer yields (the
+    file changed or broke during the run) is an error of the run; its stored version, if any, stays. Returns an
+    :class:`Embedded` without rows yet."""
     documents = list(work.documents)
     errors: list[FileError] = []
     for source in work.files:
-        wanted = work.wanted[source.path]
-        parsed = parse_files([source], max_file_bytes=max_file_bytes, advance=advance)
-        found = [document for document in parsed.documents if document.doc_id in wanted]
-        documents.extend(found)
-        missing = len(wanted - {document.doc_id for document in found})
+        wanted = set(work.wanted[source.path])
+        found: list[Document] = []
+
+        def keep(document: Document, wanted: set[str] = wanted, found: list[Document] = found) -> None:
+            if document.doc_id in wanted:  # its first line (a repeated id's later lines are not the one planned)
+                wanted.discard(document.doc_id)
+                found.append(document)
+
+        try:
+            parsed = parse_source(
+                source, max_file_bytes=max_file_bytes, on_document=keep, span=work.spans.get(source.path)
+            )
+        except Exception:  # reported when the file was parsed for the plan; its documents are missing now
+            parsed = Parsed(failed=True)
+        if not parsed.failed:
+            documents.extend(found)
+        missing = len(work.wanted[source.path]) - (0 if parsed.failed else len(found))
+        if advance is not None:
+            advance(1)
         if missing:
             errors.append(
                 FileError(
@@ -197,12 +233,17 @@ class Steps:
         """Find the files under ``paths`` that ``selection`` takes, and what could not be read or was left out."""
         return scan(paths, selection)
 
-    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[ParsedBatch]:
-        """Parse every batch of files, yielding results in order as they come (here: file by file, so no more
-        than one file's documents wait before :func:`run` keeps or lets go of their texts)."""
+    def parse(
+        self, file_batches: list[list[SourceFile]], max_file_bytes: int, hold_chars: int | None = None
+    ) -> Iterator[ParsedBatch]:
+        """Parse every batch of files, yielding results in order as they come (here: file by file, each holding at
+        most ``hold_chars`` characters of text, so no more than that waits before :func:`run` keeps or lets go of
+        their texts, whatever a file's size)."""
         for files in file_batches:
             for source in files:
-                yield parse_files([source], max_file_bytes=max_file_bytes, advance=self.reporter.advance)
+                yield parse_files(
+                    [source], max_file_bytes=max_file_bytes, advance=self.reporter.advance, hold_chars=hold_chars
+                )
 
     def plan(self, target: Target, roots: list[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
         """Decide what is new, changed, unchanged and vanished."""
@@ -291,8 +332,9 @@ def _run_locked(
             # Files of the same size and time are not read again, and their documents never leave the catalog.
             parsed, to_read = freshness.unchanged_files(target.path, roots, files)
             reporter.stage("parse", len(to_read))
-            for batch in steps.parse(batches(to_read, options.files_per_batch), options.max_file_bytes):
-                parsed.absorb(batch, hold_chars=options.commit_every * CHARS_PER_CHUNK)
+            hold_chars = options.commit_every * CHARS_PER_CHUNK
+            for batch in steps.parse(batches(to_read, options.files_per_batch), options.max_file_bytes, hold_chars):
+                parsed.absorb(batch, hold_chars=hold_chars)
             _report_parsed(reporter, len(files), parsed)
             reporter.stage("plan")
             planned = steps.plan(target, roots, discovery, parsed)

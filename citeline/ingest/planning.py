@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from citeline.errors import RemovalRefusedError
 from citeline.ingest.options import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD  # noqa: F401  (re-exported)
@@ -39,12 +39,17 @@ class DocumentKey(NamedTuple):
     source_root: str
     source_file: str  #: the file (relative to the root) the document came from
     chars: int  #: length of the text: what batches are sized by (about 1,000 characters a chunk)
+    #: byte offset of a streamed record's line in its file (``Document.offset``), -1 for a whole file
+    offset: int = -1
 
     @classmethod
     def of(cls, document: Document) -> DocumentKey:
         """The key of a parsed document."""
         source_file = document.source_file or document.source_id
-        return cls(document.doc_id, document.content_hash, document.source_root, source_file, len(document.text))
+        offset = -1 if document.offset is None else document.offset
+        return cls(
+            document.doc_id, document.content_hash, document.source_root, source_file, len(document.text), offset
+        )
 
 
 @dataclass
@@ -84,11 +89,7 @@ class ParsedBatch:
         """Add ``batch``'s results. Its documents keep their texts while this batch holds at most ``hold_chars``
         characters of text (None: no limit); past that only their keys are kept, so memory stays bounded."""
         for document in batch.documents:
-            if hold_chars is None or self.held_chars + len(document.text) <= hold_chars:
-                self.documents.append(document)
-                self.held_chars += len(document.text)
-            else:
-                self.keys.append(DocumentKey.of(document))
+            self.add(document, hold_chars)
         self.keys.extend(batch.keys)
         self.errors.extend(batch.errors)
         self.kept_doc_ids.extend(batch.kept_doc_ids)
@@ -97,6 +98,24 @@ class ParsedBatch:
         self.fresh_documents += batch.fresh_documents
         self.read_files.extend(batch.read_files)
         self.skipped.extend(batch.skipped)
+
+    def add(self, document: Document, hold_chars: int | None) -> None:
+        """Add one parsed document: with its text while this batch holds at most ``hold_chars`` characters of text
+        (None: no limit), else its key alone (what lets a record file of any size be parsed as it streams)."""
+        if hold_chars is None or self.held_chars + len(document.text) <= hold_chars:
+            self.documents.append(document)
+            self.held_chars += len(document.text)
+        else:
+            self.keys.append(DocumentKey.of(document))
+
+    def mark(self) -> tuple[int, int, int]:
+        """Where the batch stands (documents, keys, held characters): :meth:`drop_since` goes back there."""
+        return len(self.documents), len(self.keys), self.held_chars
+
+    def drop_since(self, mark: tuple[int, int, int]) -> None:
+        """Drop the documents added since :meth:`mark` (a streamed file that then failed as a whole)."""
+        documents, keys, self.held_chars = mark
+        del self.documents[documents:], self.keys[keys:]
 
     @property
     def document_count(self) -> int:
@@ -282,6 +301,9 @@ class Work:
     files: list[SourceFile] = field(default_factory=list)
     wanted: dict[str, set[str]] = field(default_factory=dict)
     chars: int = 0
+    #: a streamed record file's path -> the byte offsets of the first and last lines to read (its wanted records
+    #: lie between); a file not here is read whole
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def documents_planned(self) -> int:
@@ -294,24 +316,32 @@ class Work:
         work = cls()
         for part in parts:
             work.documents.extend(part.documents)
-            work.files.extend(part.files)
-            work.wanted.update(part.wanted)
             work.chars += part.chars
+            for source in part.files:  # a file in two parts of one batch is read once, over both spans
+                if source.path not in work.wanted:
+                    work.files.append(source)
+                    work.wanted[source.path] = set(part.wanted[source.path])
+                    if source.path in part.spans:
+                        work.spans[source.path] = part.spans[source.path]
+                    continue
+                work.wanted[source.path] |= part.wanted[source.path]
+                span, other = work.spans.pop(source.path, None), part.spans.get(source.path)
+                if span is not None and other is not None:
+                    work.spans[source.path] = (min(span[0], other[0]), max(span[1], other[1]))
         return work
 
 
 def work_batches(plan: Plan, files: Sequence[SourceFile], commit_every: int, chunks_per_batch: int) -> list[list[Work]]:
     """The plan's documents to index as commit groups of about ``commit_every`` chunks, each split into chunk/embed
     batches of about ``chunks_per_batch`` chunks: first the documents the plan holds, then the files (in
-    ``files``' order, discovery's) holding its pending documents. A file is never split: one larger than a group
-    is a group of its own.
+    ``files``' order, discovery's) holding its pending documents.
 
-    Never splitting a file kept an interrupted run safe to skip files by when freshness was read off the
-    documents' own stat (a file whose documents were committed in part, say 40 of a JSONL file's 100 new records
-    before a kill, would have looked fresh and its other 60 never been indexed). The files table
-    (``citeline.store.file_stats``) is written only by a run's last commit, so it no longer depends on this; an
-    index written before that table still does until its next commit, and one commit per file keeps a file's
-    documents of one run in one generation. All of a file's documents, held or pending, go into one piece."""
+    A file's pending records are cut into pieces of at most a batch and a group, in file order, each naming the
+    byte span of its records (:attr:`Work.spans`), so a record file of any size is embedded and committed in parts,
+    and each part reads only its span of the file again. That is safe to resume: the ``files`` table
+    (``citeline.store.file_stats``) is written only by a run's last commit, so after a crash the file is read and
+    hashed again and only the records not committed are embedded. (Files used to be never split, when freshness
+    was read off the documents' own stat; an index written before that table gets it with its first commit.)"""
     held: dict[tuple[str, str], Work] = {}
     for document in plan.to_index:
         piece = held.setdefault((document.source_root, document.source_file or document.source_id), Work())
@@ -321,22 +351,33 @@ def work_batches(plan: Plan, files: Sequence[SourceFile], commit_every: int, chu
     for key in plan.pending:
         by_file.setdefault((key.source_root, key.source_file), []).append(key)
     pieces = list(held.values())
+    piece_chars = min(commit_every, chunks_per_batch) * CHARS_PER_CHUNK  # a piece fits a batch and a group
     for source in files:
-        keys = by_file.get((source.root, source.source_id))
-        if keys:
-            piece = held.get((source.root, source.source_id)) or Work()
-            if not piece.documents:
-                pieces.append(piece)
-            piece.files.append(source)
-            piece.wanted[source.path] = {key.doc_id for key in keys}
-            piece.chars += sum(key.chars for key in keys)
+        pieces.extend(_file_pieces(source, by_file.get((source.root, source.source_id), []), piece_chars))
     groups = _packed(pieces, commit_every * CHARS_PER_CHUNK)
     return [[Work.joined(batch) for batch in _packed(group, chunks_per_batch * CHARS_PER_CHUNK)] for group in groups]
 
 
-def _packed(pieces: Sequence[Work], chars: int) -> list[list[Work]]:
-    # Consecutive pieces in groups of at most ``chars`` characters (a larger piece alone).
-    groups: list[list[Work]] = []
+_Sized = TypeVar("_Sized", Work, DocumentKey)
+
+
+def _file_pieces(source: SourceFile, keys: Sequence[DocumentKey], chars: int) -> list[Work]:
+    # The pending documents of one file as pieces of at most ``chars`` characters (a larger record alone), in
+    # file order; a piece of streamed records names the span of lines it reads.
+    pieces: list[Work] = []
+    for batch in _packed(sorted(keys, key=lambda key: key.offset), chars):
+        piece = Work(files=[source], wanted={source.path: {key.doc_id for key in batch}})
+        piece.chars = sum(key.chars for key in batch)
+        offsets = [key.offset for key in batch]
+        if min(offsets) >= 0:
+            piece.spans[source.path] = (min(offsets), max(offsets))
+        pieces.append(piece)
+    return pieces
+
+
+def _packed(pieces: Sequence[_Sized], chars: int) -> list[list[_Sized]]:
+    # Consecutive pieces (or keys) in groups of at most ``chars`` characters (a larger piece alone).
+    groups: list[list[_Sized]] = []
     size = 0
     for piece in pieces:
         if not groups or (size + piece.chars > chars and groups[-1]):

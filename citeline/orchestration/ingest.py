@@ -168,8 +168,8 @@ def parse_task(files: list[SourceFile], max_file_bytes: int, batch: int = 1, bat
     """Parse a batch of files; bad files become reported errors, not task failures. Only the documents' keys go
     back to the flow (the chunk+embed tasks parse the files of the documents to index again), so the flow's
     process never holds the corpus."""
-    parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes)
-    get_run_logger().info(f"parsed {len(files)} files: {len(parsed.documents)} documents, {len(parsed.errors)} failed")
+    parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes, hold_chars=0)  # keys only, as they stream
+    get_run_logger().info(f"parsed {len(files)} files: {len(parsed.keys)} documents, {len(parsed.errors)} failed")
     return parsed.without_texts()
 
 
@@ -238,7 +238,10 @@ class PrefectSteps(pipeline.Steps):
     def discover(self, paths: Sequence[str | os.PathLike[str]], selection: Selection | None = None) -> Discovery:
         return discover_task([os.fspath(path) for path in paths], selection)
 
-    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[pipeline.ParsedBatch]:
+    def parse(
+        self, file_batches: list[list[SourceFile]], max_file_bytes: int, hold_chars: int | None = None
+    ) -> Iterator[pipeline.ParsedBatch]:
+        # The tasks send back keys only (parse_task), whatever ``hold_chars``.
         parameters = {
             "files": file_batches,
             "max_file_bytes": unmapped(max_file_bytes),

@@ -40,7 +40,9 @@ class PreparsedSteps(pipeline.Steps):
         """The run's discovery (every shard plans against all files found)."""
         return self.discovery
 
-    def parse(self, file_batches: list[list[SourceFile]], max_file_bytes: int) -> Iterator[ParsedBatch]:
+    def parse(
+        self, file_batches: list[list[SourceFile]], max_file_bytes: int, hold_chars: int | None = None
+    ) -> Iterator[ParsedBatch]:
         """This shard's documents of the files the run reads (and every file's errors, which keep their stored
         documents). The run leaves out files whose size and time are what was indexed (``citeline.ingest.freshness``):
         their documents stay in the catalog unplanned, so passing them on would insert them a second time."""

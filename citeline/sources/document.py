@@ -52,6 +52,9 @@ class Document:
     chunks_from: int = 0
     #: the character offset where each page begins (PDF), giving each chunk its page; used while chunking, not stored
     page_starts: list[int] = field(default_factory=list)
+    #: byte offset in its file of the line a streamed record was read from (a run reads a record file again from
+    #: there); ``None`` for a whole file. Not stored.
+    offset: int | None = None
 
     @property
     def content_hash(self) -> str:
@@ -143,6 +146,9 @@ class Parsed:
     complete: bool = True
     #: why the file was skipped rather than parsed (``"empty file"``): not an error, and no document of it remains
     skipped: str | None = None
+    #: the file failed as a whole (unreadable, too large, not UTF-8, ...): it gave no documents, and a caller that
+    #: was handed documents of it as they were read (a streamed record file) must drop them
+    failed: bool = False
 
     def fail_record(self, error: SourceError, doc_id: str | None) -> None:
         """Record one failed record: its stored version is kept by id, or the file marked incomplete."""

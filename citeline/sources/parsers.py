@@ -12,6 +12,9 @@ The names callers have imported from here since sources were one module (``Docum
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 from citeline.errors import SourceError
@@ -34,16 +37,26 @@ from citeline.sources.document import (
 )
 from citeline.sources.encoding import is_blank
 from citeline.sources.formats.pdf import expand_ligatures
-from citeline.sources.registry import PARSERS, Parser, first_line_title, parser, supported_suffixes
+from citeline.sources.registry import (
+    PARSERS,
+    RECORD_PARSERS,
+    Parser,
+    RecordParser,
+    first_line_title,
+    parser,
+    supported_suffixes,
+)
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_SOURCE",
     "PARSERS",
+    "RECORD_PARSERS",
     "Document",
     "EmptySource",
     "Parsed",
     "Parser",
+    "RecordParser",
     "SourceFile",
     "display_path",
     "doc_id_for",
@@ -60,7 +73,13 @@ __all__ = [
 ]
 
 
-def parse_source(source: SourceFile, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Parsed:
+def parse_source(
+    source: SourceFile,
+    *,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    on_document: Callable[[Document], None] | None = None,
+    span: tuple[int, int] | None = None,
+) -> Parsed:
     """Read and parse one file; bad input never raises, it comes back in :attr:`Parsed.errors`.
 
     A problem with the file (unreadable, too large, binary, in no text encoding, no text) fails the file: no
@@ -70,8 +89,18 @@ def parse_source(source: SourceFile, *, max_file_bytes: int = DEFAULT_MAX_FILE_B
     Every document is checked last for text that cannot be stored (a lone surrogate in its text, title, id or
     metadata), whatever its parser. Exceptions other than :class:`SourceError` (a parser library's own bug) still
     propagate, so the fuzz tests see them; the pipeline turns them into a file error.
+
+    A record format (``@parser(..., records=True)``: JSONL) is streamed, one line at a time, whatever the file's
+    size: ``max_file_bytes`` bounds only the formats read whole. With ``on_document``, each document is handed to
+    it as it is read instead of being kept in :attr:`Parsed.documents` (so a caller holds what it chooses); if the
+    file then fails as a whole (a byte that is not UTF-8 halfway through), ``failed`` says to drop what it was
+    handed. ``span=(first, last)`` reads only the records whose lines start at byte offsets ``first`` to ``last``
+    (:attr:`Document.offset`: a run reading again the records it planned); line numbers then count from ``first``.
     """
     path = Path(source.path)
+    read_records = RECORD_PARSERS.get(path.suffix.lower())
+    if read_records is not None:
+        return _stream(source, read_records, on_document, span)
     parse_file = PARSERS.get(path.suffix.lower())
     try:
         if parse_file is None:
@@ -93,24 +122,73 @@ def parse_source(source: SourceFile, *, max_file_bytes: int = DEFAULT_MAX_FILE_B
     except EmptySource:
         return Parsed(skipped="empty file")
     except SourceError as exc:
-        return Parsed(errors=[exc], complete=False)
+        return Parsed(errors=[exc], complete=False, failed=True)
     parsed = result if isinstance(result, Parsed) else Parsed(documents=result)
     documents, parsed.documents = parsed.documents, []
-    for document in documents:
-        document.source_file = source.source_id
-        document.size_bytes = stat.st_size
-        document.mtime = stat.st_mtime
-        problem = unstorable_field(document)
-        if problem is None:
-            parsed.documents.append(document)
-        elif document.record_id is None:
-            return Parsed(errors=[SourceError(source.path, problem)], complete=False)
-        else:
-            error = SourceError(source.path, f"record {document.record_id!r}: {problem}")
-            parsed.fail_record(error, document.doc_id if is_valid_text(document.record_id) else None)
+    try:
+        parsed.documents = [document for document in documents if _finished(document, source, stat, parsed)]
+    except SourceError as exc:
+        return Parsed(errors=[exc], complete=False, failed=True)
     if not parsed.documents and not parsed.errors:
-        return Parsed(errors=[SourceError(source.path, "no records with text")], complete=False)
+        return Parsed(errors=[SourceError(source.path, "no records with text")], complete=False, failed=True)
+    if on_document is not None:
+        documents, parsed.documents = parsed.documents, []
+        for document in documents:
+            on_document(document)
     return parsed
+
+
+def _stream(
+    source: SourceFile,
+    read_records: RecordParser,
+    on_document: Callable[[Document], None] | None,
+    span: tuple[int, int] | None,
+) -> Parsed:
+    # A record file read line by line (parse_source's streamed half).
+    parsed = Parsed()
+    found = 0
+    try:
+        try:
+            with open(source.path, "rb") as stream:
+                stat = os.fstat(stream.fileno())
+                if span is not None:
+                    stream.seek(span[0])
+                with contextlib.closing(read_records(source, stream, parsed)) as records:
+                    for document in records:
+                        if span is not None and (document.offset or 0) > span[1]:
+                            break  # past the last record asked for
+                        if not _finished(document, source, stat, parsed):
+                            continue  # a failed record, in parsed.errors
+                        found += 1
+                        if on_document is None:
+                            parsed.documents.append(document)
+                        else:
+                            on_document(document)
+        except OSError as exc:
+            raise SourceError(source.path, f"cannot read file: {exc.strerror or exc}") from exc
+    except EmptySource:
+        return Parsed(skipped="empty file")
+    except SourceError as exc:
+        return Parsed(errors=[exc], complete=False, failed=True)
+    if not found and not parsed.errors and span is None:
+        return Parsed(errors=[SourceError(source.path, "no records with text")], complete=False, failed=True)
+    return parsed
+
+
+def _finished(document: Document, source: SourceFile, stat: os.stat_result, parsed: Parsed) -> bool:
+    # Stamp a parsed document with its file and the stat it was read at, and check it can be stored: True if it
+    # can; a record that cannot fails alone (recorded in ``parsed``), a whole file's document raises SourceError.
+    document.source_file = source.source_id
+    document.size_bytes = stat.st_size
+    document.mtime = stat.st_mtime
+    problem = unstorable_field(document)
+    if problem is None:
+        return True
+    if document.record_id is None:
+        raise SourceError(source.path, problem)
+    error = SourceError(source.path, f"record {document.record_id!r}: {problem}")
+    parsed.fail_record(error, document.doc_id if is_valid_text(document.record_id) else None)
+    return False
 
 
 def parse(source: SourceFile, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list[Document]:

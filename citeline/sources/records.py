@@ -32,11 +32,11 @@ from citeline.sources.registry import first_line_title
 class Records:
     """The documents and problems of one file of records (see the module docstring)."""
 
-    def __init__(self, source: SourceFile, document_format: str, encoding: str) -> None:
+    def __init__(self, source: SourceFile, document_format: str, encoding: str, parsed: Parsed | None = None) -> None:
         self.source = source
         self.format = document_format
         self.encoding = encoding
-        self.parsed = Parsed()
+        self.parsed = Parsed() if parsed is None else parsed
         self.first_line: dict[str, int] = {}
 
     def fail(self, line_number: int, reason: str, record_id: str | None = None) -> None:
@@ -49,25 +49,41 @@ class Records:
         self, line_number: int, record_id: str, title: str, body: str | None, metadata: dict[str, Any], missing: str
     ) -> None:
         """Add one record, or fail it: ``body`` None fails it with ``missing`` (what field it lacks)."""
+        document = self.build(line_number, record_id, title, body, metadata, missing)
+        if document is not None:
+            self.parsed.documents.append(document)
+
+    def build(
+        self,
+        line_number: int,
+        record_id: str,
+        title: str,
+        body: str | None,
+        metadata: dict[str, Any],
+        missing: str,
+        offset: int | None = None,
+    ) -> Document | None:
+        """One record's document, or None: failed (in :attr:`parsed`), a repeated id, or no text. ``offset``: the
+        byte offset of its line, for a streamed file (:attr:`Document.offset`)."""
         shown_id = display_path(record_id)
         if not is_valid_text(record_id):
             self.fail(line_number, f"record id '{shown_id}' holds a lone surrogate (an invalid \\ud800-\\udfff escape)")
-            return
+            return None
         if record_id in self.first_line:
             # Not a lost record: its id is indexed from the first line, so the file stays complete.
             reason = f"duplicate id '{shown_id}' (first on line {self.first_line[record_id]}); this record is skipped"
             self.parsed.errors.append(SourceError(self.source.path, f"line {line_number}: {reason}"))
-            return
+            return None
         self.first_line[record_id] = line_number
         if body is None:
             self.fail(line_number, f"record '{shown_id}' has {missing}", record_id)
-            return
+            return None
         metadata["record_id"] = record_id
         if title and body.strip():
             metadata["body_start"] = len(title) + 2
             body = f"{title}\n\n{body}"
         if not body.strip():
-            return  # an empty record is not a document (and was never one: nothing stored to keep)
+            return None  # an empty record is not a document (and was never one: nothing stored to keep)
         document = Document(
             self.source.root,
             f"{self.source.source_id}#{record_id}",
@@ -79,12 +95,13 @@ class Records:
             source_file=self.source.source_id,
             record_id=record_id,
             properties={"encoding": self.encoding},
+            offset=offset,
         )
         problem = unstorable_field(document)
         if problem is not None:
             self.fail(line_number, f"record '{shown_id}': {problem}", record_id)
-            return
-        self.parsed.documents.append(document)
+            return None
+        return document
 
     def result(self) -> Parsed:
         """What the file gave; a file that held no record with text (and no failed one) raises."""

@@ -2,25 +2,47 @@
 
 A format is one module of :mod:`citeline.sources.formats` holding one function decorated with ``@parser(".ext")``;
 :mod:`citeline.sources.parsers` imports them all and reads a file through the registry. The helpers here are what
-several formats share (a title from the first line); decoding text is :mod:`citeline.sources.encoding`.
+several formats share (a title from the first line, the lines of a record file); decoding text is
+:mod:`citeline.sources.encoding`.
+
+Two kinds of format: one read whole (``@parser(".md")``: the file's bytes in, its documents out; such files are
+refused above ``max_file_bytes``), and a record format (``@parser(".jsonl", records=True)``: a binary stream in,
+documents yielded one record at a time, per-record problems written to the :class:`Parsed` it is handed), which
+reads a file of any size with bounded memory. A record format is also registered in :data:`PARSERS` in the bytes
+form (:func:`whole`), so every format can be called the same way (the contract and fuzz tests do).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import io
+from collections.abc import Callable, Generator, Iterator
+from typing import BinaryIO, TypeVar
 
-from citeline.sources.document import Document, Parsed, SourceFile
+from citeline.errors import SourceError
+from citeline.sources.document import Document, EmptySource, Parsed, SourceFile
 
 Parser = Callable[[SourceFile, bytes], "list[Document] | Parsed"]
+#: A record format: reads ``stream`` from where it stands, yields each record's document (its ``offset`` set to
+#: the byte offset of the record's line), and records failed records in the :class:`Parsed` (``errors``,
+#: ``kept_doc_ids``, ``complete``); a problem with the file as a whole raises :class:`SourceError`.
+RecordParser = Callable[[SourceFile, BinaryIO, Parsed], Generator[Document, None, None]]
 PARSERS: dict[str, Parser] = {}
+RECORD_PARSERS: dict[str, RecordParser] = {}
+
+_Format = TypeVar("_Format", Parser, RecordParser)
 
 
-def parser(*suffixes: str) -> Callable[[Parser], Parser]:
-    """Register a parser for file suffixes (lower case, with the dot)."""
+def parser(*suffixes: str, records: bool = False) -> Callable[[_Format], _Format]:
+    """Register a parser for file suffixes (lower case, with the dot); ``records=True`` for a record format (a
+    :data:`RecordParser`, streamed)."""
 
-    def register(func: Parser) -> Parser:
+    def register(func: _Format) -> _Format:
         for suffix in suffixes:
-            PARSERS[suffix] = func
+            if records:
+                RECORD_PARSERS[suffix] = func  # type: ignore[assignment]
+                PARSERS[suffix] = whole(func)  # type: ignore[arg-type]
+            else:
+                PARSERS[suffix] = func  # type: ignore[assignment]
         return func
 
     return register
@@ -29,6 +51,60 @@ def parser(*suffixes: str) -> Callable[[Parser], Parser]:
 def supported_suffixes() -> tuple[str, ...]:
     """The file suffixes citeline can parse."""
     return tuple(sorted(PARSERS))
+
+
+def whole(read_records: RecordParser) -> Parser:
+    """A record format in the bytes form: every record of ``data`` parsed into one :class:`Parsed`."""
+
+    def parse_whole(source: SourceFile, data: bytes) -> Parsed:
+        parsed = Parsed()
+        parsed.documents.extend(read_records(source, io.BytesIO(data), parsed))
+        return parsed
+
+    parse_whole.__doc__ = read_records.__doc__
+    parse_whole.__name__ = getattr(read_records, "__name__", "parse_whole")
+    return parse_whole
+
+
+#: Bytes looked at for a NUL (a binary file).
+_SNIFF_BYTES = 8192
+
+
+def record_lines(source: SourceFile, stream: BinaryIO) -> Iterator[tuple[int, int, str]]:
+    """The lines of a record file read from where ``stream`` stands, one at a time: ``(line number, byte offset of
+    the line, text)``, line numbers counted from there (1 at the start of the file).
+
+    The same lines as ``str.splitlines`` on the whole file (JSON Lines is UTF-8): from the start of
+    the file a NUL in the first 8 KiB is a binary file and a leading BOM is dropped; a byte that is not UTF-8 raises
+    :class:`SourceError` with its offset in the file. Nothing is held but the current line.
+    """
+    offset = start = stream.tell()
+    bom = 0  # decode_text's "utf-8-sig" counts byte offsets after a BOM
+    if start == 0:
+        head = stream.read(_SNIFF_BYTES)
+        stream.seek(0)
+        if b"\0" in head:
+            raise SourceError(source.path, "looks like a binary file (contains NUL bytes)")
+        if head.startswith(b"\xef\xbb\xbf"):
+            offset = bom = 3
+            stream.seek(bom)
+    number, blank = 0, True
+    for raw in iter(stream.readline, b""):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SourceError(
+                source.path, f"not valid UTF-8 at byte {offset - bom + exc.start} (re-save the file as UTF-8)"
+            ) from exc
+        blank = blank and not text.strip()
+        # str.splitlines also ends a line at \r, \v, \f, \x1c-\x1e, \x85, \u2028 and \u2029, as the whole-file
+        # parse did; such a piece's offset is its physical line's.
+        for line in text.splitlines():
+            number += 1
+            yield number, offset, line
+        offset += len(raw)
+    if start == 0 and blank:
+        raise EmptySource(source.path, "file is empty or only whitespace")
 
 
 def first_line_title(text: str, fallback: str) -> str:

@@ -1,27 +1,33 @@
-"""JSON Lines (``.jsonl``): one document per record (:mod:`citeline.sources.records`)."""
+"""JSON Lines (``.jsonl``): one document per record (:mod:`citeline.sources.records`), streamed."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
+from typing import BinaryIO
 
-from citeline.sources.document import Parsed, SourceFile
-from citeline.sources.encoding import decode
+from citeline.errors import SourceError
+from citeline.sources.document import Document, Parsed, SourceFile
 from citeline.sources.records import Records
-from citeline.sources.registry import parser
+from citeline.sources.registry import parser, record_lines
 
 
-@parser(".jsonl")
-def parse_jsonl(source: SourceFile, data: bytes) -> Parsed:
+@parser(".jsonl", records=True)
+def read_jsonl(source: SourceFile, stream: BinaryIO, parsed: Parsed) -> Generator[Document, None, None]:
     """JSON Lines, one document per record: ``_id``/``id``, ``title``, ``text``; other fields become metadata.
 
     A BEIR ``corpus.jsonl`` ingests as it is. Each record is its own document (``source_id`` ``file#id``), added,
     updated and removed on its own, and a bad record fails alone with an error naming the file and line: invalid
     JSON, no id, an id that is not a string or integer, no text, or a lone-surrogate escape (``"\\ud800"``) in
     any field (see :mod:`citeline.sources.records` for ids, repeats and what a failed record keeps).
+
+    Streamed (a record format): read line by line from ``stream`` (JSON Lines is UTF-8), each document yielded as
+    its line is read, so a file of any size is read with one line in memory (and the ids seen, for the duplicate
+    check).
     """
-    decoded = decode(source, data)
-    records = Records(source, "jsonl", decoded.encoding)
-    for line_number, line in enumerate(decoded.text.splitlines(), 1):
+    records = Records(source, "jsonl", "utf-8", parsed)
+    found = False
+    for line_number, offset, line in record_lines(source, stream):
         if not line.strip():
             continue
         try:
@@ -45,5 +51,10 @@ def parse_jsonl(source: SourceFile, data: bytes) -> Parsed:
         body = record.get("text")
         title = str(record.get("title") or "").strip()
         metadata = {k: v for k, v in record.items() if k not in ("_id", "id", "title", "text")}
-        records.add(line_number, str(raw_id), title, body if isinstance(body, str) else None, metadata, "no text field")
-    return records.result()
+        text = body if isinstance(body, str) else None
+        document = records.build(line_number, str(raw_id), title, text, metadata, "no text field", offset)
+        if document is not None:
+            found = True
+            yield document
+    if not found and parsed.complete and not parsed.errors:
+        raise SourceError(source.path, "no records with text")
