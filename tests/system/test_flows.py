@@ -390,7 +390,7 @@ def test_a_partial_run_warns_per_file_and_completes_with_a_message_or_fails_when
     assert strict.is_failed() and "partial" in str(strict.message) and "records.jsonl" in str(strict.message)
     with pytest.raises(PartialRunError):
         strict.result()
-    assert "more.md" in {d["source_id"] for d in Index.open(small_index).documents()}
+    assert "more.md" in {d.source_id for d in Index.open(small_index).documents()}
 
 
 def test_a_waiting_run_says_who_holds_the_lock_in_its_log_and_state(
