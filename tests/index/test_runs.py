@@ -10,6 +10,7 @@ import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import HashEmbedder
 
 from citeline.cli.main import cli
 from citeline.errors import PartialRunError, SettingsError
@@ -17,7 +18,6 @@ from citeline.index import Index
 from citeline.ingest.options import DEFAULTS, IngestOptions, user_options
 from citeline.sources.discovery import scan
 from citeline.sources.selection import Selection
-from tests.conftest import HashEmbedder
 
 
 @pytest.fixture

@@ -364,9 +364,10 @@ def test_a_partial_run_warns_per_file_and_completes_with_a_message_or_fails_when
 ) -> None:
     import logging as logging_levels
 
+    from conftest import HashEmbedder
+
     from citeline.errors import PartialRunError
     from citeline.orchestration.ingest import index_key, ingest_flow
-    from tests.conftest import HashEmbedder
 
     monkeypatch.setattr("citeline.index.SentenceTransformerEmbedder", lambda *args, **kwargs: HashEmbedder())
 
