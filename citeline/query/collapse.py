@@ -35,7 +35,7 @@ on SciFact and 5-7 ms at 1M chunks, most of it the rare-term lookup: docs/perfor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from citeline.query.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, 
     word_spans,
     words_of,
 )
-from citeline.query.results import SearchResult
+from citeline.query.results import SearchResult, evolve
 
 #: Chunks whose vectors have at least this cosine are the same passage: copies of one passage score 0.94-1.0, two
 #: distinct SciFact papers 0.939 at most (docs/quality.md#choices-measured-in-the-code). Lower it
@@ -210,8 +210,8 @@ def add_unranked_copies(
         if not extra:
             continue
         floor = hits[-1].score
-        sources = [replace(lead, shared_start=lead_shared[0], shared_end=lead_shared[1]), *result.sources[1:]]
-        out[at] = replace(result, sources=tuple(sources + [replace(s, score=floor) for s in extra]))
+        sources = [evolve(lead, shared_start=lead_shared[0], shared_end=lead_shared[1]), *result.sources[1:]]
+        out[at] = evolve(result, sources=tuple(sources + [evolve(s, score=floor) for s in extra]))
     return out
 
 
@@ -316,4 +316,4 @@ def _merged(hits: Sequence[SearchResult], group: _Group) -> SearchResult:
     else:
         sources = [leader.as_source(shared_start=group.lead_shared[0], shared_end=group.lead_shared[1])]
     sources += [hits[i].as_source(shared_start=start, shared_end=end) for i, start, end in group.members]
-    return replace(leader, sources=tuple(sources))
+    return evolve(leader, sources=tuple(sources))

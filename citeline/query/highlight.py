@@ -18,13 +18,12 @@ import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from citeline.query.results import Highlight, SearchResult
+from citeline.query.results import Highlight, SearchResult, evolve
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -251,7 +250,7 @@ def highlight(
             )
             for i in chosen
         )
-        out.append(replace(hit, highlights=found))
+        out.append(evolve(hit, highlights=found))
     return out
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,7 +41,7 @@ from citeline.query.dense_stage import (
 from citeline.query.dense_stage import DenseDocument
 from citeline.query.feedback import Feedback
 from citeline.query.highlight import analysis_cache, highlight
-from citeline.query.results import SearchResult
+from citeline.query.results import SearchResult, evolve
 from citeline.query.stages import (
     Candidates,
     ConvexFusion,
@@ -69,6 +70,9 @@ MODES = ("hybrid", "dense", "lexical")
 DEFAULT_MODE = "hybrid"
 
 EncodeQuery = Callable[[str], np.ndarray]
+#: A query's vector, or a function that embeds the query when called (a hybrid search embeds it beside its lexical
+#: leg: :func:`hybrid_candidates`).
+QueryVector = np.ndarray | Callable[[], np.ndarray]
 #: A collapsed search ranks this many times k hits at once (search's first deepening), then slices.
 COLLAPSE_FIRST_DEPTH = 4
 
@@ -167,11 +171,13 @@ def fusion_for(fusion: Fusion, meta: Mapping[str, Any]) -> Fusion:
     return DOCUMENT_FUSION if fusion is DEFAULT_FUSION and meta.get("document_vectors") is True else fusion
 
 
-#: Whether hybrid search runs its dense ranking on a thread beside the lexical one (FAISS and numpy release the
-#: GIL), so a hybrid search waits for the longer ranking, not their sum: at 1M chunks wall p50 43.3 ms on, 49.9 off
+#: Whether hybrid search embeds the query and runs its dense ranking on a thread beside the lexical ranking (FAISS,
+#: onnxruntime and numpy release the GIL), so a hybrid search waits for the longer leg, not their sum: at 1M chunks
+#: wall p50 43.3 ms on, 49.9 off (dense leg only); on SciFact the embedding overlaps too
 #: (docs/performance.md#choices-measured-in-the-code).
 PARALLEL_HYBRID = True
 _POOL: list[ThreadPoolExecutor] = []
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -202,22 +208,33 @@ def stages_for(mode: str, fusion: Fusion, dense_document_weight: float | None = 
 
 
 def hybrid_candidates(
-    reads: Reads, query: str, query_vector: np.ndarray, depth: int, allowed: np.ndarray | None
+    reads: Reads, query: str, query_vector: QueryVector, depth: int, allowed: np.ndarray | None
 ) -> Candidates:
-    """Hybrid's candidates: the union of the dense and the lexical ranking's top ``depth`` (:class:`Legs`)."""
+    """Hybrid's candidates: the union of the dense and the lexical ranking's top ``depth`` (:class:`Legs`).
+
+    ``query_vector`` may be a function that embeds the query: with :data:`PARALLEL_HYBRID` the pool's thread then
+    embeds it and runs the dense leg while this thread runs the lexical one, so a search waits for the longer of
+    (embedding + dense leg) and the lexical leg rather than their sum (onnxruntime, FAISS and numpy release the GIL).
+    """
     vectors, lexical = reads.vectors, reads.lexical
-    pending = _pool().submit(vectors.search, query_vector, depth, allowed) if PARALLEL_HYBRID else None
+
+    def dense_leg() -> tuple[np.ndarray, list[tuple[int, float]]]:
+        vector = query_vector() if callable(query_vector) else query_vector
+        return vector, vectors.search(vector, depth, allowed)
+
+    pending = _pool().submit(dense_leg) if PARALLEL_HYBRID else None
     # The lexical top `depth` and, below, the BM25 scores of the candidates it does not hold, read from the scores
     # the top was ranked from (a segmented index's ranked(): at 1M chunks 0.6 CPU-ms a query, against 2.0 for
     # scoring them by binary search in the postings and 2.9 for scoring all ~370 candidates that way).
     top_lexical, lexical_scores = lexical.ranked(query, depth, allowed)
-    dense = pending.result() if pending is not None else vectors.search(query_vector, depth, allowed)
-    dense_ids = np.fromiter((c for c, _ in dense), dtype=np.int64, count=len(dense))
-    lexical_ids = np.fromiter((c for c, _ in top_lexical), dtype=np.int64, count=len(top_lexical))
-    lexical_top = np.fromiter((s for _, s in top_lexical), dtype=np.float64, count=len(top_lexical))
+    vector, dense = pending.result() if pending is not None else dense_leg()
+    # map(itemgetter) rather than a generator: 14 against 21 us for a leg of 200 pairs (timeit)
+    dense_ids = np.fromiter(map(_FIRST, dense), dtype=np.int64, count=len(dense))
+    lexical_ids = np.fromiter(map(_FIRST, top_lexical), dtype=np.int64, count=len(top_lexical))
+    lexical_top = np.fromiter(map(_SECOND, top_lexical), dtype=np.float64, count=len(top_lexical))
     ids = unique(np.concatenate([dense_ids, lexical_ids]))
     legs = Legs(dense_ids, lexical_ids, lexical_top, lexical_scores)
-    query32 = np.asarray(query_vector, dtype=np.float32).ravel()
+    query32 = np.asarray(vector, dtype=np.float32).ravel()
     return Candidates(ids, np.zeros(len(ids)), query32, legs)
 
 
@@ -243,7 +260,7 @@ def rank_query(
 def rank(
     snapshot: SnapshotReader,
     query: str,
-    query_vector: np.ndarray | None,
+    query_vector: QueryVector | None,
     k: int,
     mode: str = DEFAULT_MODE,
     allowed: np.ndarray | None = None,
@@ -255,21 +272,24 @@ def rank(
 
     The mode's candidates (dense: the vector index's top ``max(k, DENSE_DOCUMENT_DEPTH)``; hybrid: both
     rankings' top ``max(k, fusion.depth)``) pass through the mode's stages (:func:`stages_for`); without a stage,
-    the index's own top k is the ranking."""
+    the index's own top k is the ranking. ``query_vector`` may be a function that embeds the query
+    (:data:`QueryVector`)."""
     if mode == "lexical":
         return snapshot.lexical.search(query, k, allowed)
     if query_vector is None:
         raise QueryError(f"{mode} search needs the query's vector")
     fusion = fusion_for(fusion, snapshot.meta)
     stages = stages_for(mode, fusion, dense_document_weight)
-    if not stages:
-        return snapshot.vectors.search(query_vector, k, allowed)
+    if not stages or mode == "dense":
+        vector = query_vector() if callable(query_vector) else query_vector
+        if not stages:
+            return snapshot.vectors.search(vector, k, allowed)
     reads = Reads.of(snapshot)
     if mode == "dense":
-        hits = reads.vectors.search(query_vector, max(k, DENSE_DOCUMENT_DEPTH), allowed)
+        hits = reads.vectors.search(vector, max(k, DENSE_DOCUMENT_DEPTH), allowed)
         ids = np.fromiter((chunk_id for chunk_id, _ in hits), dtype=np.int64, count=len(hits))
         values = np.fromiter((score for _, score in hits), dtype=np.float64, count=len(hits))
-        candidates = Candidates(ids, values, np.asarray(query_vector, dtype=np.float32).ravel())
+        candidates = Candidates(ids, values, np.asarray(vector, dtype=np.float32).ravel())
     else:
         candidates = hybrid_candidates(reads, query, query_vector, max(k, fusion.depth), allowed)
     return ranked(stages, StageQuery(query, k, reads), candidates, k)
@@ -305,7 +325,7 @@ def fetch_passages(snapshot: SnapshotReader, hits: list[tuple[int, float]], mode
             page=row["page"],
             metadata=stored_metadata.split(row["metadata"], row["format"])[0],
         )
-        results.append(replace(result, sources=(result.as_source(),)))
+        results.append(evolve(result, sources=(result.as_source(),)))
     return results
 
 
@@ -313,8 +333,8 @@ def _scored(hit: SearchResult, score: float) -> SearchResult:
     """``hit`` with ``score`` (a deeper ranking may score a passage read before differently)."""
     if hit.score == score:
         return hit
-    hit = replace(hit, score=score)
-    return replace(hit, sources=(hit.as_source(),))
+    hit = evolve(hit, score=score)
+    return evolve(hit, sources=(hit.as_source(),))
 
 
 @dataclass(frozen=True)
@@ -359,7 +379,7 @@ class _Hits:
     """The ranking's best hits as passages, at the depth the plan asks: a deeper ranking runs only when the one
     held is full and shallower than asked, and each passage is read once (a deepening reads only the new ones)."""
 
-    def __init__(self, snapshot: SnapshotReader, request: Query, vector: np.ndarray | None, allowed: Any, model: str):
+    def __init__(self, snapshot: SnapshotReader, request: Query, vector: QueryVector | None, allowed: Any, model: str):
         self.snapshot, self.request, self.vector, self.allowed, self.model = snapshot, request, vector, allowed, model
         self.ranking: tuple[int, list[tuple[int, float]]] | None = None  # the deepest ranking so far, its depth
         self.fetched: dict[int, SearchResult] = {}  # passages already read, by chunk id
@@ -403,15 +423,22 @@ def _search(snapshot: SnapshotReader, request: Query, encode_query: EncodeQuery,
     """
     allowed = snapshot.allowed_chunk_ids(request.filters)
     # Lexical search needs no model, collapsing included: it compares stored chunk vectors, and checks shared words
-    # against highlights rather than the query's vector.
-    vector = encode_query(request.text) if request.mode != "lexical" else None
-    hits_at = _Hits(snapshot, request, vector, allowed, model)
+    # against highlights rather than the query's vector. A hybrid ranking embeds the query beside its lexical leg
+    # (hybrid_candidates); every later step reads the vector it embedded (encode_query remembers it).
+    query_vector: QueryVector | None = None
+    if request.mode == "hybrid":
+        query_vector = lambda: encode_query(request.text)  # noqa: E731  (embedded on the pool's thread)
+    elif request.mode == "dense":
+        query_vector = encode_query(request.text)
+    hits_at = _Hits(snapshot, request, query_vector, allowed, model)
+    first = hits_at(request.k)
+    vector = None if request.mode == "lexical" else encode_query(request.text)
 
     def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:
         return highlight(hits, request.text, query_vector=vector)
 
     if not request.collapse:
-        return highlighted(hits_at(request.k))
+        return highlighted(first)
 
     k = request.k
     encode = None if vector is None else lambda texts: np.stack([encode_query(text) for text in texts])

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ import numpy as np
 from citeline.errors import QueryError
 from citeline.lexical.analyzer import analyze
 from citeline.lexical.query import idf_of
-from citeline.query.results import SearchResult
+from citeline.query.results import SearchResult, evolve
 
 
 @dataclass(frozen=True)
@@ -160,5 +160,5 @@ def apply_floor(
         return []
     floor = 0.0 if min_score is None else min_score
     return [
-        replace(result, relevance=float(value)) for result, value in zip(results, found, strict=True) if value >= floor
+        evolve(result, relevance=float(value)) for result, value in zip(results, found, strict=True) if value >= floor
     ]

@@ -76,3 +76,28 @@ def test_hybrid_on_two_threads_is_the_one_thread_hybrid_on_an_ivf_index_with_cod
             overlapped = reader.rank(query, 20, mode="hybrid", fusion=fusion)
             monkeypatch.setattr(plan, "PARALLEL_HYBRID", False)
             assert reader.rank(query, 20, mode="hybrid", fusion=fusion) == overlapped
+
+
+def test_a_hybrid_search_embeds_its_query_beside_the_lexical_leg(tmp_path: Path, fake_embedder, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With ``PARALLEL_HYBRID`` the query is embedded on the pool's thread (once, while this thread runs the lexical
+    leg), and the results are those of embedding it first on this thread."""
+    import threading
+
+    from citeline.query import plan
+
+    _index(tmp_path, fake_embedder)
+    reader = Index.open(tmp_path / "ix", embedder=fake_embedder)
+    threads: list[str] = []
+    encode = reader.encode_query
+
+    def recording(query: str):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return encode(query)
+
+    monkeypatch.setattr(reader, "encode_query", recording)
+    overlapped = reader.search("spring tide moon", k=4, mode="hybrid")
+    assert len(threads) == 1 and threads[0].startswith("citeline-dense")
+    monkeypatch.setattr(plan, "PARALLEL_HYBRID", False)
+    threads.clear()
+    assert reader.search("spring tide moon", k=4, mode="hybrid") == overlapped
+    assert threads == [threading.current_thread().name]
