@@ -19,6 +19,7 @@ noise falls on every tree alike; it prints each tree's median and min CPU-s (use
 collapse=True)``, the CLI's default) after 5 warm-up ones, first plain (CPU and wall ms per query), then under
 cProfile with a CPU-time clock, printing each stage's cumulative CPU ms per query. cProfile's own cost inflates every
 figure (about 2x); the shares are what count. Stages overlap where one calls another (``hybrid`` holds ``encode``).
+The profiled run embeds the query on the main thread (``PARALLEL_HYBRID`` off), so each stage's CPU is its own.
 
 Run by hand; not part of CI.
 """
@@ -104,6 +105,11 @@ def query_stages(index_path: Path, queries: list[str], n: int) -> None:
         f"plain: {1000 * (time.process_time() - cpu) / count:.2f} CPU ms, "
         f"{1000 * (time.perf_counter() - wall) / count:.2f} wall ms per query ({count} queries)"
     )
+    # cProfile sees this thread only, and a CPU clock counts every thread's time: the query's embedding on the
+    # pool's thread (plan.PARALLEL_HYBRID) would be charged to whatever this thread runs meanwhile.
+    from citeline.query import plan
+
+    plan.PARALLEL_HYBRID = False
     profile = cProfile.Profile(time.process_time)
     profile.enable()
     for query in timed:
