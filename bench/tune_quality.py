@@ -394,7 +394,7 @@ def features(index: Index, query: str, mode: str, chunks: CorpusChunks) -> tuple
     assert covered is not None
     if mode == "lexical":
         return list(ids), np.full(len(ids), np.nan), covered
-    return list(ids), relevance.cosines(snapshot.vectors, index.encode_query(query), ids), covered
+    return list(ids), relevance.cosines(snapshot.vectors.vectors, index.encode_query(query), ids), covered
 
 
 def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:

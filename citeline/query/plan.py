@@ -409,11 +409,22 @@ def search(snapshot: SnapshotReader, request: Query, encode_query: EncodeQuery, 
             vectors[text] = encode_query(text)
         return vectors[text]
 
-    hits = _search(snapshot, request, encode, model)
-    return relevance.apply_floor(snapshot, request.text, vectors.get(request.text), hits, request.min_score, model)
+    # Each chunk's stored vector is read once: collapse reads the hits', the relevance floor the results' (at 1M
+    # chunks a vectors() call costs 1-1.5 ms CPU whatever its size).
+    read_vectors = reading_once(snapshot.vectors.vectors)
+    hits = _search(snapshot, request, encode, model, read_vectors)
+    return relevance.apply_floor(
+        snapshot, request.text, vectors.get(request.text), hits, request.min_score, model, read_vectors
+    )
 
 
-def _search(snapshot: SnapshotReader, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:
+def _search(
+    snapshot: SnapshotReader,
+    request: Query,
+    encode_query: EncodeQuery,
+    model: str,
+    vectors: Callable[[Sequence[int]], np.ndarray],
+) -> list[SearchResult]:
     """Run the whole plan for ``request`` on one snapshot (see the module docstring).
 
     Collapsed, the plan ranks k hits and deeper (four times, then again) only while collapsing leaves fewer than k
@@ -442,11 +453,10 @@ def _search(snapshot: SnapshotReader, request: Query, encode_query: EncodeQuery,
 
     k = request.k
     encode = None if vector is None else lambda texts: np.stack([encode_query(text) for text in texts])
-    # Each chunk's vector is read once: a deepening reads only the new hits', the lookup only the copies'. At 1M
-    # chunks a vectors() call costs 1-1.5 ms CPU whatever its size (bench/collapse_cost.py --hash-bow).
+    # Each chunk's vector is read once (``vectors``, from search()): a deepening reads only the new hits', the lookup
+    # only the copies'. At 1M chunks a vectors() call costs 1-1.5 ms CPU whatever its size.
     # Each chunk's words and sentences are analysed once per search too (WordCache, highlight.analysis_cache): a
     # deepening compares the first hits again, and the results are highlighted after the candidates were.
-    vectors = reading_once(snapshot.vectors.vectors)
     words = WordCache()
     with analysis_cache():
         depth = k

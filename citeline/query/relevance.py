@@ -34,7 +34,7 @@ are never dropped.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,13 +112,14 @@ def coverage(lexical: Any, query: str, chunk_ids: np.ndarray) -> np.ndarray | No
     return (present @ weights) / total if total > 0 else np.zeros(len(ids), dtype=np.float64)
 
 
-def cosines(vectors: Any, query_vector: np.ndarray, chunk_ids: np.ndarray) -> np.ndarray:
-    """The cosine of the query's vector and each chunk's stored vector."""
+def cosines(read: Callable[[Sequence[int]], np.ndarray], query_vector: np.ndarray, chunk_ids: np.ndarray) -> np.ndarray:
+    """The cosine of the query's vector and each chunk's stored vector (``read``: ids -> stored vectors, e.g. a
+    snapshot's ``vectors.vectors``)."""
     ids = np.asarray(chunk_ids, dtype=np.int64)
     if not len(ids):
         return np.zeros(0, dtype=np.float64)
     query32 = np.asarray(query_vector, dtype=np.float32).ravel()
-    return (np.asarray(vectors.vectors(ids), dtype=np.float32) @ query32).astype(np.float64)
+    return (np.asarray(read([int(i) for i in ids]), dtype=np.float32) @ query32).astype(np.float64)
 
 
 def model_for(model: str) -> RelevanceModel | None:
@@ -128,16 +129,23 @@ def model_for(model: str) -> RelevanceModel | None:
 
 
 def relevance(
-    snapshot: Any, query: str, query_vector: np.ndarray | None, chunk_ids: Sequence[int] | np.ndarray, model: str
+    snapshot: Any,
+    query: str,
+    query_vector: np.ndarray | None,
+    chunk_ids: Sequence[int] | np.ndarray,
+    model: str,
+    vectors: Callable[[Sequence[int]], np.ndarray] | None = None,
 ) -> np.ndarray | None:
     """The relevance of each chunk for ``query`` in an index of embedding ``model`` (see the module docstring);
-    None when it cannot be told."""
+    None when it cannot be told. ``vectors`` reads the chunks' stored vectors (default: the snapshot's; a search
+    passes the reader that already holds its results' vectors)."""
     ids = np.asarray(chunk_ids, dtype=np.int64)
     fitted = LEXICAL_MODEL if query_vector is None else model_for(model)
     covered = None if fitted is None else coverage(snapshot.lexical, query, ids)
     if fitted is None or covered is None:
         return None
-    return fitted.probability(None if query_vector is None else cosines(snapshot.vectors, query_vector, ids), covered)
+    read = vectors or snapshot.vectors.vectors
+    return fitted.probability(None if query_vector is None else cosines(read, query_vector, ids), covered)
 
 
 def apply_floor(
@@ -147,13 +155,14 @@ def apply_floor(
     results: Sequence[SearchResult],
     min_score: float | None,
     model: str,
+    vectors: Callable[[Sequence[int]], np.ndarray] | None = None,
 ) -> list[SearchResult]:
     """``results`` with their ``relevance`` set, less those below ``min_score``; with ``min_score`` None, none if
     every one is below the calibrated floor (the plan's last step, see the module docstring)."""
     if not results:
         return []
     fitted = LEXICAL_MODEL if query_vector is None else model_for(model)
-    found = relevance(snapshot, query, query_vector, [result.chunk_id for result in results], model)
+    found = relevance(snapshot, query, query_vector, [result.chunk_id for result in results], model, vectors)
     if found is None or fitted is None:
         return list(results)
     if min_score is None and float(found.max()) < fitted.floor:
