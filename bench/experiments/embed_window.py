@@ -28,25 +28,36 @@ from citeline.store.rows import ChunkRows
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "scifact" / "corpus.jsonl"
 
 
-def main() -> None:
-    limit = int(sys.argv[1]) if len(sys.argv) > 1 else 800
-    embedder = SentenceTransformerEmbedder(backend=sys.argv[2] if len(sys.argv) > 2 else "onnx-int8")
+def scifact_chunks(limit: int, embedder: SentenceTransformerEmbedder) -> list[str]:
+    """The chunk texts of the first ``limit`` SciFact abstracts, cut by the chunker of a new index."""
     with tempfile.TemporaryDirectory() as folder:
         index = Index.create(Path(folder) / "ix", embedder=embedder)
         with CORPUS.open() as lines:
             records = [json.loads(line) for line in islice(lines, limit)]
         spans = index.chunker.split_many([(f"{r.get('title', '')}\n\n{r['text']}", False) for r in records])
-    chunks = [span.text for document in spans for span in document]
-    print(f"{len(records)} records, {len(chunks)} chunks", flush=True)
+    return [span.text for document in spans for span in document]
+
+
+def chunk_rows(chunks: list[str], dimension: int) -> ChunkRows:
+    """Rows holding ``chunks`` (one document), ready for ``embed_chunks``."""
+    rows = ChunkRows.empty(dimension)
+    rows.text.extend(chunks)
+    rows.text_hash.extend(text_hash(chunk) for chunk in chunks)
+    for name, value in (("chunk_id", None), ("doc_id", "d"), ("ordinal", 0), ("char_start", 0), ("char_end", 0)):
+        getattr(rows, name).extend(range(len(chunks)) if value is None else [value] * len(chunks))
+    rows.page.extend([None] * len(chunks))
+    return rows
+
+
+def main() -> None:
+    limit = int(sys.argv[1]) if len(sys.argv) > 1 else 800
+    embedder = SentenceTransformerEmbedder(backend=sys.argv[2] if len(sys.argv) > 2 else "onnx-int8")
+    chunks = scifact_chunks(limit, embedder)
+    print(f"{limit} records, {len(chunks)} chunks", flush=True)
     embedder.encode(["warm up"])
     for window in (embed_step.EMBED_WINDOW, 10**9, embed_step.EMBED_WINDOW, 10**9):
         embed_step.EMBED_WINDOW = window
-        rows = ChunkRows.empty(embedder.dimension)
-        rows.text.extend(chunks)
-        rows.text_hash.extend(text_hash(chunk) for chunk in chunks)
-        for name, value in (("chunk_id", None), ("doc_id", "d"), ("ordinal", 0), ("char_start", 0), ("char_end", 0)):
-            getattr(rows, name).extend(range(len(chunks)) if value is None else [value] * len(chunks))
-        rows.page.extend([None] * len(chunks))
+        rows = chunk_rows(chunks, embedder.dimension)
         before, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         embed_step.embed_chunks(rows, embedder.encode, embedder.dimension, reporter=Reporter())
         after = resource.getrusage(resource.RUSAGE_SELF)
