@@ -15,6 +15,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 
@@ -47,6 +48,37 @@ def chunk_rows(chunks: list[str], dimension: int) -> ChunkRows:
         getattr(rows, name).extend(range(len(chunks)) if value is None else [value] * len(chunks))
     rows.page.extend([None] * len(chunks))
     return rows
+
+
+def alternate(variants: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """Run each variant once per round, in reverse order every other round; CPU-s and wall s of each run."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    for round_ in range(rounds):
+        for name in list(variants) if round_ % 2 == 0 else list(reversed(variants)):
+            before, wall = process_cpu(), time.perf_counter()
+            variants[name]()
+            times[name].append((process_cpu() - before, time.perf_counter() - wall))
+    return times
+
+
+def print_times(times: dict[str, list[tuple[float, float]]], chunks: int, notes: dict[str, str] | None = None) -> None:
+    """One line per variant: CPU-s and wall s of each round, chunks per CPU-second and its note."""
+    width = max(len(name) for name in times)
+    for name, runs in times.items():
+        rate = chunks * len(runs) / sum(c for c, _ in runs)
+        print(
+            f"{name:{width}s} CPU-s "
+            + " ".join(f"{c:6.2f}" for c, _ in runs)
+            + "  wall s "
+            + " ".join(f"{w:6.2f}" for _, w in runs)
+            + f"  {rate:5.1f} chunks/CPU-s  {(notes or {}).get(name, '')}"
+        )
+
+
+def process_cpu() -> float:
+    """User + system CPU seconds of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:

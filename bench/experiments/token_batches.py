@@ -15,21 +15,19 @@ and the largest difference of the vectors from ``fixed 32``'s. Run by hand; not 
 from __future__ import annotations
 
 import os
-import resource
 import sys
-import time
 
 import numpy as np
-from embed_window import chunk_rows, scifact_chunks  # run as a script: bench/experiments is on sys.path
+from embed_window import (  # run as a script: bench/experiments is on sys.path
+    alternate,
+    chunk_rows,
+    print_times,
+    scifact_chunks,
+)
 
 from citeline.ingest import embed_step
 from citeline.ingest.progress import Reporter
 from citeline.model import embedding
-
-
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -45,28 +43,19 @@ def main() -> None:
         return embedder.encode(texts, batch_size=32)
 
     variants = {"fixed 32": (fixed, 0)} | {f"budget {b}": (embedder.encode, b) for b in budgets}
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     vectors: dict[str, np.ndarray] = {}
-    for round_ in range(rounds):
-        for name in list(variants) if round_ % 2 == 0 else list(reversed(variants)):
-            encode, budget = variants[name]
-            embedding.TORCH_TOKEN_BUDGET = budget
-            rows = chunk_rows(chunks, embedder.dimension)
-            before, wall = cpu(), time.perf_counter()
-            embed_step.embed_chunks(rows, encode, embedder.dimension, reporter=Reporter())
-            times[name].append((cpu() - before, time.perf_counter() - wall))
-            vectors[name] = rows.vectors
+
+    def run(name: str) -> None:
+        encode, budget = variants[name]
+        embedding.TORCH_TOKEN_BUDGET = budget
+        rows = chunk_rows(chunks, embedder.dimension)
+        embed_step.embed_chunks(rows, encode, embedder.dimension, reporter=Reporter())
+        vectors[name] = rows.vectors
+
+    times = alternate({name: (lambda name=name: run(name)) for name in variants}, rounds)
     print(f"load {os.getloadavg()[0]:.1f}")
-    for name, runs in times.items():
-        rate = len(chunks) * len(runs) / sum(c for c, _ in runs)
-        diff = float(np.abs(vectors[name] - vectors["fixed 32"]).max())
-        print(
-            f"{name:12s} CPU-s "
-            + " ".join(f"{c:6.1f}" for c, _ in runs)
-            + "  wall s "
-            + " ".join(f"{w:6.1f}" for _, w in runs)
-            + f"  {rate:5.1f} chunks/CPU-s  max |dv| {diff:.1e}"
-        )
+    diffs = {name: f"max |dv| {float(np.abs(v - vectors['fixed 32']).max()):.1e}" for name, v in vectors.items()}
+    print_times(times, len(chunks), diffs)
 
 
 if __name__ == "__main__":
