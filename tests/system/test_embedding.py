@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from citeline.model import embedding
 from citeline.model.embedding import (
     OnnxEncoder,
     SentenceTransformerEmbedder,
@@ -42,6 +43,22 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def test_torch_vectors_are_unit_length(torch_vectors: np.ndarray) -> None:
     assert torch_vectors.shape == (len(TEXTS), 384)
     np.testing.assert_allclose(np.linalg.norm(torch_vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_torch_batches_sized_by_tokens_give_the_vectors_of_one_text_at_a_time(
+    torch_vectors: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A budget this small cuts the texts into batches of different sizes (the long one alone); the vectors come
+    # back in the texts' order and equal to float32 rounding those of each text encoded alone.
+    monkeypatch.setattr(embedding, "TORCH_TOKEN_BUDGET", 40)
+    texts = [*TEXTS, "short", "soldiers fear for their families again and again, and write home"]
+    embedder = SentenceTransformerEmbedder(backend="torch")
+    lengths = [len(ids) for ids in embedder.model.tokenizer(texts, truncation=True, max_length=256)["input_ids"]]
+    assert len({len(batch) for batch in embedding.token_batches(lengths, 40)}) > 1
+    budgeted = embedder.encode(texts)
+    alone = np.concatenate([embedder.encode([text], batch_size=1) for text in texts])
+    np.testing.assert_allclose(budgeted, alone, atol=1e-5)
+    np.testing.assert_allclose(budgeted[: len(TEXTS)], torch_vectors, atol=1e-5)
 
 
 def test_onnx_query_encoder_matches_sentence_transformers_torch(torch_vectors: np.ndarray) -> None:
