@@ -279,16 +279,16 @@ def rank(
     if query_vector is None:
         raise QueryError(f"{mode} search needs the query's vector")
     fusion = fusion_for(fusion, snapshot.meta)
-    stages = stages_for(mode, fusion, dense_document_weight)
-    if not stages or mode == "dense":
+    stages = stages_for(mode, fusion, dense_document_weight)  # hybrid always has a fusion stage
+    if mode == "dense":
         vector = query_vector() if callable(query_vector) else query_vector
         if not stages:
             return snapshot.vectors.search(vector, k, allowed)
     reads = Reads.of(snapshot)
     if mode == "dense":
         hits = reads.vectors.search(vector, max(k, DENSE_DOCUMENT_DEPTH), allowed)
-        ids = np.fromiter((chunk_id for chunk_id, _ in hits), dtype=np.int64, count=len(hits))
-        values = np.fromiter((score for _, score in hits), dtype=np.float64, count=len(hits))
+        ids = np.fromiter(map(_FIRST, hits), dtype=np.int64, count=len(hits))
+        values = np.fromiter(map(_SECOND, hits), dtype=np.float64, count=len(hits))
         candidates = Candidates(ids, values, np.asarray(vector, dtype=np.float32).ravel())
     else:
         candidates = hybrid_candidates(reads, query, query_vector, max(k, fusion.depth), allowed)
@@ -443,7 +443,7 @@ def _search(
         query_vector = encode_query(request.text)
     hits_at = _Hits(snapshot, request, query_vector, allowed, model)
     first = hits_at(request.k)
-    vector = None if request.mode == "lexical" else encode_query(request.text)
+    vector = query_vector() if callable(query_vector) else query_vector  # hybrid: the vector the ranking embedded
 
     def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:
         return highlight(hits, request.text, query_vector=vector)
