@@ -15,8 +15,9 @@ citeline.cli.main ...``.
 (e.g. ``git archive HEAD~3 | tar -x -C /tmp/base`` for a before/after), runs interleaved so the shared machine's
 noise falls on every tree alike; it prints each tree's median and min CPU-s (user + sys, from ``wait4``) and wall s.
 
-``--stages`` says where a warm hybrid query's CPU goes: ``n`` queries (``Index.search(k=10, mode="hybrid",
-collapse=True)``, the CLI's default) after 5 warm-up ones, first plain (CPU and wall ms per query), then under
+``--stages`` says where a warm hybrid query's time goes: ``n`` queries (``Index.search(k=10, mode="hybrid",
+collapse=True)``, the CLI's default) after 5 warm-up ones, first plain (CPU and wall ms per query), then with
+wall-clock timers around each stage's function (``WALL_STAGES``; a nested stage counts in its parent), then under
 cProfile with a CPU-time clock, printing each stage's cumulative CPU ms per query. cProfile's own cost inflates every
 figure (about 2x); the shares are what count. Stages overlap where one calls another (``hybrid`` holds ``encode``).
 The profiled run embeds the query on the main thread (``PARALLEL_HYBRID`` off), so each stage's CPU is its own.
@@ -65,6 +66,52 @@ STAGES = {
     "  grouping": ("citeline/query/collapse.py", "collapse"),
 }
 
+#: stage -> (file suffix, function or method name) of the functions ``--stages`` wraps in wall-clock timers (the
+#: second table): each row is the wall time inside that function, nested rows included in their parent's.
+WALL_STAGES = {
+    "search (all)": ("citeline/query/plan.py", "search"),
+    "rank (both legs and the stages)": ("citeline/query/plan.py", "rank"),
+    "  hybrid candidates (both legs)": ("citeline/query/plan.py", "hybrid_candidates"),
+    "    query encoding": ("citeline/index.py", "encode_query"),
+    "    dense leg (vector search)": ("citeline/vectors/segments.py", "search"),
+    "    lexical leg": ("citeline/lexical/segments.py", "ranked"),
+    "  ranking stages (fusion, feedback)": ("citeline/query/stages.py", "ranked"),
+    "passage rows": ("citeline/query/plan.py", "fetch_passages"),
+    "highlights": ("citeline/query/highlight.py", "highlight"),
+    "collapse: grouping": ("citeline/query/collapse.py", "collapse"),
+    "collapse: unranked copies": ("citeline/query/collapse.py", "add_unranked_copies"),
+    "  copies lookup": ("citeline/lexical/lookup.py", "find"),
+    "relevance floor": ("citeline/query/relevance.py", "apply_floor"),
+}
+
+
+def wrap_in_timers(stages: dict[str, tuple[str, str]]) -> dict[str, list[float]]:
+    """Replace each stage's function, wherever a loaded citeline module or class holds it, by one that adds its
+    wall seconds to the returned ``stage -> [seconds, calls]`` (calls on the pool's threads count too)."""
+    import functools
+
+    totals: dict[str, list[float]] = {}
+    owners: list[Any] = [m for name, m in list(sys.modules.items()) if name.startswith("citeline") and m is not None]
+    owners += [v for m in list(owners) for v in vars(m).values() if isinstance(v, type)]
+    for stage, (suffix, name) in stages.items():
+        total = totals[stage] = [0.0, 0.0]
+        for owner in owners:
+            value = vars(owner).get(name)
+            code = getattr(value, "__code__", None)
+            if code is None or not code.co_filename.endswith(suffix):
+                continue
+
+            def timed(*args: Any, _function: Any = value, _total: list[float] = total, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return _function(*args, **kwargs)
+                finally:
+                    _total[0] += time.perf_counter() - start
+                    _total[1] += 1
+
+            setattr(owner, name, functools.update_wrapper(timed, value))
+    return totals
+
 
 def compare_trees(index: str, trees: list[Path], runs: int, query: str) -> None:
     """Cold ``citeline search`` CPU and wall seconds of each source tree, runs interleaved."""
@@ -105,6 +152,15 @@ def query_stages(index_path: Path, queries: list[str], n: int) -> None:
         f"plain: {1000 * (time.process_time() - cpu) / count:.2f} CPU ms, "
         f"{1000 * (time.perf_counter() - wall) / count:.2f} wall ms per query ({count} queries)"
     )
+    totals = wrap_in_timers(WALL_STAGES)
+    wall = time.perf_counter()
+    for query in timed:
+        index.search(query, k=10, mode="hybrid", collapse=True)
+    whole = time.perf_counter() - wall
+    print(f"\n{'stage (wall-clock timers)':<38} {'wall ms/query':>13} {'calls/query':>11} {'share':>6}")
+    for stage, (seconds, calls) in totals.items():
+        print(f"{stage:<38} {1000 * seconds / count:>13.2f} {calls / count:>11.1f} {seconds / whole:>6.0%}")
+    print(f"{'(the timed loop, per query)':<38} {1000 * whole / count:>13.2f}\n")
     # cProfile sees this thread only, and a CPU clock counts every thread's time: the query's embedding on the
     # pool's thread (plan.PARALLEL_HYBRID) would be charged to whatever this thread runs meanwhile.
     from citeline.query import plan

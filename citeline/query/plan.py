@@ -171,11 +171,15 @@ def fusion_for(fusion: Fusion, meta: Mapping[str, Any]) -> Fusion:
     return DOCUMENT_FUSION if fusion is DEFAULT_FUSION and meta.get("document_vectors") is True else fusion
 
 
-#: Whether hybrid search embeds the query and runs its dense ranking on a thread beside the lexical ranking (FAISS,
-#: onnxruntime and numpy release the GIL), so a hybrid search waits for the longer leg, not their sum: at 1M chunks
-#: wall p50 43.3 ms on, 49.9 off (dense leg only); on SciFact the embedding overlaps too
-#: (docs/performance.md#choices-measured-in-the-code).
+#: Whether hybrid search may embed the query and run its dense ranking on a thread beside the lexical ranking
+#: (FAISS, onnxruntime and numpy release the GIL), so the search waits for the longer leg, not their sum. It does
+#: so from :data:`PARALLEL_HYBRID_MIN_VECTORS` vectors: at 1M chunks wall p50 43.3 ms on, 49.9 off; on SciFact
+#: (13k chunks, int8) 10.49 on, 9.18 off (docs/performance.md#choices-measured-in-the-code).
 PARALLEL_HYBRID = True
+#: Below this many vectors both legs run on the calling thread: the lexical leg (0.44 ms on SciFact) is shorter
+#: than what handing the dense leg to a thread costs (about 1.3 ms of GIL hand-offs). The two measured points are
+#: 13k (sequential wins by 1.3 ms) and 1M (parallel wins by 6.6 ms); 100k between them is not measured.
+PARALLEL_HYBRID_MIN_VECTORS = 100_000
 _POOL: list[ThreadPoolExecutor] = []
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
@@ -212,9 +216,10 @@ def hybrid_candidates(
 ) -> Candidates:
     """Hybrid's candidates: the union of the dense and the lexical ranking's top ``depth`` (:class:`Legs`).
 
-    ``query_vector`` may be a function that embeds the query: with :data:`PARALLEL_HYBRID` the pool's thread then
-    embeds it and runs the dense leg while this thread runs the lexical one, so a search waits for the longer of
-    (embedding + dense leg) and the lexical leg rather than their sum (onnxruntime, FAISS and numpy release the GIL).
+    ``query_vector`` may be a function that embeds the query: with :data:`PARALLEL_HYBRID`, on an index of at least
+    :data:`PARALLEL_HYBRID_MIN_VECTORS` vectors, the pool's thread then embeds it and runs the dense leg while this
+    thread runs the lexical one, so a search waits for the longer of (embedding + dense leg) and the lexical leg
+    rather than their sum (onnxruntime, FAISS and numpy release the GIL).
     """
     vectors, lexical = reads.vectors, reads.lexical
 
@@ -222,7 +227,8 @@ def hybrid_candidates(
         vector = query_vector() if callable(query_vector) else query_vector
         return vector, vectors.search(vector, depth, allowed)
 
-    pending = _pool().submit(dense_leg) if PARALLEL_HYBRID else None
+    parallel = PARALLEL_HYBRID and len(vectors) >= PARALLEL_HYBRID_MIN_VECTORS
+    pending = _pool().submit(dense_leg) if parallel else None
     # The lexical top `depth` and, below, the BM25 scores of the candidates it does not hold, read from the scores
     # the top was ranked from (a segmented index's ranked(): at 1M chunks 0.6 CPU-ms a query, against 2.0 for
     # scoring them by binary search in the postings and 2.9 for scoring all ~370 candidates that way).

@@ -62,6 +62,7 @@ def test_hybrid_on_two_threads_is_the_one_thread_hybrid_on_an_ivf_index_with_cod
 
     monkeypatch.setattr(ivf_codes, "MIN_VECTORS", 1_000)
     monkeypatch.setattr(ivf_codes, "RERANK", 200)
+    monkeypatch.setattr(plan, "PARALLEL_HYBRID_MIN_VECTORS", 1_000)
     words = ["harbour", "flood", "tide", "moon", "sea", "storm", "ship", "port", "river", "dune", "sand", "wind"]
     rng = random.Random(3)
     texts = [" ".join(rng.choice(words) for _ in range(12)) + f" item{n}." for n in range(1_500)]
@@ -78,9 +79,12 @@ def test_hybrid_on_two_threads_is_the_one_thread_hybrid_on_an_ivf_index_with_cod
             assert reader.rank(query, 20, mode="hybrid", fusion=fusion) == overlapped
 
 
-def test_a_hybrid_search_embeds_its_query_beside_the_lexical_leg(tmp_path: Path, fake_embedder, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """With ``PARALLEL_HYBRID`` the query is embedded on the pool's thread (once, while this thread runs the lexical
-    leg), and the results are those of embedding it first on this thread."""
+def test_a_hybrid_search_embeds_its_query_beside_the_lexical_leg_on_a_large_index(
+    tmp_path: Path, fake_embedder, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """From ``PARALLEL_HYBRID_MIN_VECTORS`` vectors the query is embedded on the pool's thread (once, while this
+    thread runs the lexical leg); below it, and with ``PARALLEL_HYBRID`` off, on this thread; the results are the
+    same every way."""
     import threading
 
     from citeline.query import plan
@@ -95,9 +99,14 @@ def test_a_hybrid_search_embeds_its_query_beside_the_lexical_leg(tmp_path: Path,
         return encode(query)
 
     monkeypatch.setattr(reader, "encode_query", recording)
-    overlapped = reader.search("spring tide moon", k=4, mode="hybrid")
+    here = threading.current_thread().name
+    small = reader.search("spring tide moon", k=4, mode="hybrid")
+    assert threads == [here]  # a small index: the hand-off would cost more than the overlap saves
+    threads.clear()
+    monkeypatch.setattr(plan, "PARALLEL_HYBRID_MIN_VECTORS", 1)
+    assert reader.search("spring tide moon", k=4, mode="hybrid") == small
     assert len(threads) == 1 and threads[0].startswith("citeline-dense")
     monkeypatch.setattr(plan, "PARALLEL_HYBRID", False)
     threads.clear()
-    assert reader.search("spring tide moon", k=4, mode="hybrid") == overlapped
-    assert threads == [threading.current_thread().name]
+    assert reader.search("spring tide moon", k=4, mode="hybrid") == small
+    assert threads == [here]
