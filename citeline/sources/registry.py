@@ -15,6 +15,7 @@ form (:func:`whole`), so every format can be called the same way (the contract a
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable, Generator, Iterator
 from typing import BinaryIO, TypeVar
 
@@ -70,13 +71,20 @@ def whole(read_records: RecordParser) -> Parser:
 _SNIFF_BYTES = 8192
 
 
+#: Where a record file's lines end (:func:`record_lines`).
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e]")
+
+
 def record_lines(source: SourceFile, stream: BinaryIO) -> Iterator[tuple[int, int, str]]:
     """The lines of a record file read from where ``stream`` stands, one at a time: ``(line number, byte offset of
     the line, text)``, line numbers counted from there (1 at the start of the file).
 
-    The same lines as ``str.splitlines`` on the whole file (JSON Lines is UTF-8): from the start of
-    the file a NUL in the first 8 KiB is a binary file and a leading BOM is dropped; a byte that is not UTF-8 raises
-    :class:`SourceError` with its offset in the file. Nothing is held but the current line.
+    Lines end at ``\\n`` and ``\\r\\n``, and at the other breaks ``str.splitlines`` knows that valid JSON cannot
+    hold unescaped (the control characters ``\\r``, ``\\v``, ``\\f`` and ``\\x1c``-``\\x1e``), never at ``\\x85``,
+    ``\\u2028`` or ``\\u2029``, which a JSON string may hold as they are (``json.dumps(ensure_ascii=False)`` writes
+    them so). JSON Lines is UTF-8: from the start of the file a NUL in the first 8 KiB is a binary file and a
+    leading BOM is dropped; a byte that is not UTF-8 raises :class:`SourceError` with its offset in the file.
+    Nothing is held but the current line.
     """
     offset = start = stream.tell()
     bom = 0  # decode_text's "utf-8-sig" counts byte offsets after a BOM
@@ -97,9 +105,11 @@ def record_lines(source: SourceFile, stream: BinaryIO) -> Iterator[tuple[int, in
                 source.path, f"not valid UTF-8 at byte {offset - bom + exc.start} (re-save the file as UTF-8)"
             ) from exc
         blank = blank and not text.strip()
-        # str.splitlines also ends a line at \r, \v, \f, \x1c-\x1e, \x85, \u2028 and \u2029, as the whole-file
-        # parse did; such a piece's offset is its physical line's.
-        for line in text.splitlines():
+        # A piece after a \r, \v, \f or \x1c-\x1e counts as a line of its own, with its physical line's offset.
+        pieces = _LINE_BREAK.split(text)
+        if len(pieces) > 1 and not pieces[-1]:
+            pieces.pop()  # the break that ends the line
+        for line in pieces:
             number += 1
             yield number, offset, line
         offset += len(raw)

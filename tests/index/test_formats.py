@@ -107,6 +107,24 @@ def test_jsonl_records_become_documents(tmp_path: Path) -> None:
     assert second.source_id == "corpus.jsonl#7" and second.text == "Letters stopped arriving."
 
 
+def test_jsonl_strings_may_hold_unicode_line_separators_and_old_mac_line_ends_still_split(tmp_path: Path) -> None:
+    """U+2028, U+2029 and NEL are valid unescaped in a JSON string (``ensure_ascii=False`` writes them so): they
+    stay inside the record's text. A lone ``\\r`` (which valid JSON cannot hold raw) still ends a record."""
+    texts = ["Tides\u2028rose at dawn.", "Para one\u2029para two.", "Next\x85line."]
+    corpus = tmp_path / "corpus.jsonl"
+    body = "".join(json.dumps({"_id": f"d{n}", "text": t}, ensure_ascii=False) + "\n" for n, t in enumerate(texts))
+    corpus.write_text(
+        body + json.dumps({"_id": "r1", "text": "Old Mac"}) + "\r" + '{"_id": "r2", "text": "end"}\r\n', "utf-8"
+    )
+    parsed = parse_source(source(corpus))
+    assert not parsed.errors
+    assert [d.text for d in parsed.documents] == [*texts, "Old Mac", "end"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"_id": "a", "text": "ok\u2028"}, ensure_ascii=False) + "\n{oops\n", encoding="utf-8")
+    with pytest.raises(SourceError, match="line 2: invalid JSON"):
+        parse(source(bad))
+
+
 @pytest.mark.parametrize(
     ("name", "content", "reason"),
     [
@@ -279,6 +297,23 @@ def test_csv_and_tsv_rows_are_records(tmp_path: Path) -> None:
     assert row.source_id == "people.tsv#2" and row.format == "tsv"  # no id column: the row's line
     assert row.text.startswith("name: Mara\ncity: T") and row.properties == {"encoding": "cp1252"}
     assert row.metadata["year"] == 2021 and row.metadata["code"] == "007"
+
+
+def test_a_csv_cell_may_hold_unicode_line_separators_and_rows_may_end_at_a_lone_cr(tmp_path: Path) -> None:
+    """Rows end at \\n, \\r\\n and \\r, never at U+2028, U+2029 or NEL, quoted or not (they once cut an unquoted
+    cell, whose rest became a row of its own)."""
+    table = tmp_path / "t.csv"
+    table.write_text(
+        'id,text\n1,"quoted a\u2028b"\n2,unquoted c\u2028d\u2029e\x85f\r3,plain\r\n4,"two\nlines"\n', encoding="utf-8"
+    )
+    parsed = parse_source(source(table))
+    assert not parsed.errors
+    assert [(d.source_id, d.text) for d in parsed.documents] == [
+        ("t.csv#1", "quoted a\u2028b"),
+        ("t.csv#2", "unquoted c\u2028d\u2029e\x85f"),
+        ("t.csv#3", "plain"),
+        ("t.csv#4", "two\nlines"),
+    ]
 
 
 def test_a_mixed_folder_ingests_and_a_broken_file_of_any_kind_loses_nothing(tmp_path: Path, fake_embedder) -> None:

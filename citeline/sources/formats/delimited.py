@@ -19,6 +19,7 @@ and a tab for ``.tsv``; quoting is the csv module's (RFC 4180, a quoted cell may
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from citeline.errors import SourceError
@@ -37,7 +38,10 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
     """A CSV or TSV table, one document per row (see the module docstring for the columns)."""
     decoded = decode(source, data)
     kind = Path(source.path).suffix.lower().lstrip(".")
-    reader = csv.reader(decoded.text.splitlines(keepends=True), delimiter="\t" if kind == "tsv" else ",", strict=True)
+    # Lines end at \n, \r\n and \r only (newline="", as the csv module asks): str.splitlines also broke a row at
+    # U+2028, U+2029 or NEL inside an unquoted cell, and the cell's rest became a row of its own.
+    lines = io.StringIO(decoded.text, newline="")
+    reader = csv.reader(lines, delimiter="\t" if kind == "tsv" else ",", strict=True)
     records = Records(source, kind, decoded.encoding)
     try:
         header = [name.strip() for name in next(reader)]
