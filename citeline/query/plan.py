@@ -174,11 +174,12 @@ def fusion_for(fusion: Fusion, meta: Mapping[str, Any]) -> Fusion:
 #: Whether hybrid search may embed the query and run its dense ranking on a thread beside the lexical ranking
 #: (FAISS, onnxruntime and numpy release the GIL), so the search waits for the longer leg, not their sum. It does
 #: so from :data:`PARALLEL_HYBRID_MIN_VECTORS` vectors: at 1M chunks wall p50 43.3 ms on, 49.9 off; on SciFact
-#: (13k chunks, int8) 10.49 on, 9.18 off (docs/performance.md#choices-measured-in-the-code).
+#: (13k chunks, int8) 10.65 on, 10.21 off, and 11.52 against 10.57 CPU ms a query
+#: (docs/performance.md#choices-measured-in-the-code).
 PARALLEL_HYBRID = True
-#: Below this many vectors both legs run on the calling thread: the lexical leg (0.44 ms on SciFact) is shorter
-#: than what handing the dense leg to a thread costs (about 1.3 ms of GIL hand-offs). The two measured points are
-#: 13k (sequential wins by 1.3 ms) and 1M (parallel wins by 6.6 ms); 100k between them is not measured.
+#: Below this many vectors both legs run on the calling thread: the lexical leg (0.4 ms on SciFact) is shorter
+#: than what handing the dense leg to a thread costs in GIL hand-offs. The two measured points are 13k (sequential
+#: wins by 0.44 ms wall, 1.3 in an earlier run) and 1M (parallel wins by 6.6 ms); 100k between them is not measured.
 PARALLEL_HYBRID_MIN_VECTORS = 100_000
 _POOL: list[ThreadPoolExecutor] = []
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
