@@ -8,8 +8,8 @@ ingest cost; then each answers every test query in a child process of its own, a
 in-process wall time of each query gives p50/p99 (citeline: ``Index.search(k=10, mode="hybrid", collapse=True)``, the
 CLI's default; txtai: ``Embeddings.search(query, 10)`` on a hybrid index). citeline's child then times the same
 queries without collapse and its ranking alone (``Index.rank``: the query's embedding, both legs, the fusion stages),
-which say where its p50 goes. Query rounds are interleaved between the
-systems (``--rounds``), since the machine is shared. nDCG@10 ranks documents by their best chunk for citeline
+which say where its p50 goes. Query rounds are interleaved between the systems (``--rounds``), since the machine is
+shared. nDCG@10 ranks documents by their best chunk for citeline
 (``citeline.eval.beir.evaluate_index``) and the documents txtai returns for ``search(query, 100)``.
 
 Systems: ``int8``/``onnx``/``torch`` are citeline with that ``--backend`` (``default`` is whatever ``Index.create``
@@ -90,21 +90,28 @@ def child_ingest(system: str, data: Path, target: Path) -> dict:
     return {"documents": run.added, "chunks": run.chunks_embedded, "backend": index.meta["backend"]}
 
 
+def timed(call: Any, texts: list[str]) -> list[float]:
+    """The wall seconds of ``call(text)`` for each of ``texts``, in turn."""
+    times = []
+    for text in texts:
+        start = time.perf_counter()
+        call(text)
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def child_query(system: str, data: Path, target: Path, with_ndcg: bool) -> dict:
     """Time every test query on the index of ``system`` (after one warm-up); nDCG@10 with ``with_ndcg``."""
     from citeline.eval.beir import load_beir, ndcg
 
     dataset = load_beir(data, "test")
     queries = list(dataset.queries.items())
-    times = []
+    texts = [text for _, text in queries]
     result: dict = {}
     if system == "txtai":
         embeddings = _txtai(target)
-        embeddings.search(queries[0][1], 10)
-        for _, text in queries:
-            start = time.perf_counter()
-            embeddings.search(text, 10)
-            times.append(time.perf_counter() - start)
+        embeddings.search(texts[0], 10)
+        times = timed(lambda text: embeddings.search(text, 10), texts)
         if with_ndcg:
             scores = [
                 ndcg([hit["id"] for hit in embeddings.search(text, 100)], dataset.qrels[qid]) for qid, text in queries
@@ -115,24 +122,14 @@ def child_query(system: str, data: Path, target: Path, with_ndcg: bool) -> dict:
         from citeline.eval.beir import evaluate_index
 
         index = Index.open(target)
-        index.search(queries[0][1], k=10, mode="hybrid", collapse=True)
-        for _, text in queries:
-            start = time.perf_counter()
-            index.search(text, k=10, mode="hybrid", collapse=True)
-            times.append(time.perf_counter() - start)
+        index.search(texts[0], k=10, mode="hybrid", collapse=True)
+        times = timed(lambda text: index.search(text, k=10, mode="hybrid", collapse=True), texts)
         # Where the p50 goes, in the same process after the timed loop: the search without collapse, and the
         # ranking alone (the query's embedding, both legs and the fusion stages; no passages, highlights, collapse
-        # or relevance floor), each over every query in turn.
-        for name, call in (
-            ("no_collapse", lambda text: index.search(text, k=10, mode="hybrid", collapse=False)),
-            ("ranking", lambda text: index.rank(text, 10, mode="hybrid")),
-        ):
-            part = []
-            for _, text in queries:
-                start = time.perf_counter()
-                call(text)
-                part.append(time.perf_counter() - start)
-            result[f"p50_{name}_ms"] = 1000 * percentile(part, 0.5)
+        # or relevance floor).
+        no_collapse = timed(lambda text: index.search(text, k=10, mode="hybrid", collapse=False), texts)
+        result["p50_no_collapse_ms"] = 1000 * percentile(no_collapse, 0.5)
+        result["p50_ranking_ms"] = 1000 * percentile(timed(lambda text: index.rank(text, 10), texts), 0.5)
         if with_ndcg:
             result["ndcg_at_10"] = evaluate_index(index, dataset, ("hybrid",))[0].ndcg_at_10
     result["p50_ms"] = 1000 * percentile(times, 0.5)
