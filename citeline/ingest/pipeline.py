@@ -107,6 +107,8 @@ def parse_files(
             continue
         if parsed.skipped is not None:
             batch.skipped.append(FileError(display_path(source.path), parsed.skipped))
+        if parsed.empty_records:
+            batch.empty_records.append((display_path(source.path), parsed.empty_records, parsed.empty_lines))
         batch.errors.extend(FileError(display_path(error.path), error.reason) for error in parsed.errors)
         batch.kept_doc_ids.extend(parsed.kept_doc_ids)
         if not parsed.complete:
@@ -457,13 +459,31 @@ def report_skipped(reporter: Reporter, discovery: Discovery) -> None:
 
 
 def _report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch) -> None:
-    # One line for the counts, one per failed file (up to LOGGED_FAILURES; the ledger has them all).
+    # One line for the counts, one per skipped file, record file with empty records and failed file (up to
+    # LOGGED_FAILURES each; the ledger has every failure).
     documents = parsed.document_count
     skipped = f", {len(parsed.skipped)} skipped (empty)" if parsed.skipped else ""
-    reporter.info(f"parsed {files} files: {documents} documents, {len(parsed.errors)} failed{skipped}")
+    reporter.info(
+        f"parsed {files} files: {documents} documents, {len(parsed.errors)} failed{skipped}"
+        + records_without_text(parsed)
+    )
     for empty in parsed.skipped[:LOGGED_FAILURES]:
         reporter.info(f"skipped {empty.path}: {empty.reason}")
+    for path, count, lines in parsed.empty_records[:LOGGED_FAILURES]:
+        shown = ", ".join(map(str, lines)) + (", ..." if count > len(lines) else "")
+        label = "line" if count == 1 else "lines"
+        reporter.info(f"left out {_records(count)} of {path} with no text ({label} {shown})")
     for error in parsed.errors[:LOGGED_FAILURES]:
         reporter.info(f"failed {error.path}: {error.reason}")
     if len(parsed.errors) > LOGGED_FAILURES:
         reporter.info(f"... and {len(parsed.errors) - LOGGED_FAILURES} more failed files (see `citeline runs`)")
+
+
+def _records(count: int) -> str:
+    return f"{count} record" if count == 1 else f"{count} records"
+
+
+def records_without_text(parsed: ParsedBatch) -> str:
+    """``", N records with no text left out"`` for the parse stage's count line, or ``""`` when there are none."""
+    count = sum(count for _, count, _ in parsed.empty_records)
+    return f", {_records(count)} with no text left out" if count else ""

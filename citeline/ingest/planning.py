@@ -76,6 +76,8 @@ class ParsedBatch:
     read_files: list[FileStat] = field(default_factory=list)
     #: files skipped rather than parsed, with why (an empty file): not errors, and no document of theirs remains
     skipped: list[FileError] = field(default_factory=list)
+    #: per record file with records left out for holding no text: its path as shown, how many, the first lines
+    empty_records: list[tuple[str, int, list[int]]] = field(default_factory=list)
 
     @classmethod
     def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
@@ -98,6 +100,7 @@ class ParsedBatch:
         self.fresh_documents += batch.fresh_documents
         self.read_files.extend(batch.read_files)
         self.skipped.extend(batch.skipped)
+        self.empty_records.extend(batch.empty_records)
 
     def add(self, document: Document, hold_chars: int | None) -> None:
         """Add one parsed document: with its text while this batch holds at most ``hold_chars`` characters of text
@@ -136,6 +139,7 @@ class ParsedBatch:
             self.fresh_documents,
             self.read_files,
             self.skipped,
+            self.empty_records,
         )
 
 

@@ -129,6 +129,10 @@ def is_valid_text(value: str) -> bool:
     return True
 
 
+#: How many line numbers of a file's records without text :class:`Parsed` keeps (the run's log names them).
+EMPTY_LINES_KEPT = 10
+
+
 @dataclass
 class Parsed:
     """What parsing one file gave: its documents, and the problems that failed single records or the whole file
@@ -149,6 +153,17 @@ class Parsed:
     #: the file failed as a whole (unreadable, too large, not UTF-8, ...): it gave no documents, and a caller that
     #: was handed documents of it as they were read (a streamed record file) must drop them
     failed: bool = False
+    #: records left out for holding no text (an empty or blank text field): no document, and not an error, but
+    #: counted in the run's log so that a record file's missing records are accounted for
+    empty_records: int = 0
+    #: the line numbers of the first :data:`EMPTY_LINES_KEPT` of them (a count, not a list, for a large export)
+    empty_lines: list[int] = field(default_factory=list)
+
+    def add_empty(self, line_number: int) -> None:
+        """Count one record left out for holding no text."""
+        self.empty_records += 1
+        if len(self.empty_lines) < EMPTY_LINES_KEPT:
+            self.empty_lines.append(line_number)
 
     def fail_record(self, error: SourceError, doc_id: str | None) -> None:
         """Record one failed record: its stored version is kept by id, or the file marked incomplete."""

@@ -83,7 +83,9 @@ class Records:
             metadata["body_start"] = len(title) + 2
             body = f"{title}\n\n{body}"
         if not body.strip():
-            return None  # an empty record is not a document (and was never one: nothing stored to keep)
+            # An empty record is not a document (and was never one: nothing stored to keep); the log counts it.
+            self.parsed.add_empty(line_number)
+            return None
         document = Document(
             self.source.root,
             f"{self.source.source_id}#{record_id}",

@@ -342,6 +342,35 @@ def test_empty_files_are_skipped_and_counted_not_failures(tmp_path: Path, fake_e
     assert run.status == "succeeded" and run.failed == 0 and run.removed == 1
 
 
+def test_records_without_text_are_counted_in_the_log(tmp_path: Path, fake_embedder, caplog) -> None:
+    # A record whose text is empty or blank is no document and no failure, but the log accounts for it: a file of
+    # 4 rows that indexes 2 says which 2 it left out, rather than looking complete.
+    docs = tmp_path / "docs"
+    write(docs / "rows.csv", "id,title,text\n1,A,Ferries cross the river.\n2,B,\n3,C,   \n4,D,Levees hold.\n")
+    write(docs / "records.jsonl", '{"id": "x", "text": "A record."}\n{"id": "y", "text": ""}\n')
+    parsed = parse_source(source(docs / "rows.csv"))
+    assert len(parsed.documents) == 2 and parsed.errors == [] and parsed.complete
+    assert parsed.empty_records == 2 and parsed.empty_lines == [3, 4]
+    # A large export's empty records are counted; only the first lines are kept, for the log.
+    empty = "".join(f'{{"id": {i}, "text": ""}}\n' for i in range(1, 13))
+    write(docs / "many.jsonl", empty + '{"id": 13, "text": "x"}\n')
+    many = parse_source(source(docs / "many.jsonl"))
+    assert len(many.documents) == 1 and many.empty_records == 12 and many.empty_lines == list(range(1, 11))
+    (docs / "many.jsonl").unlink()
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    with caplog.at_level("INFO", logger="citeline.ingest"):
+        run = index.ingest([docs])
+    assert run.status == "succeeded" and run.failed == 0 and run.added == 3
+    assert "3 documents, 0 failed, 3 records with no text left out" in caplog.text
+    assert f"left out 2 records of {docs / 'rows.csv'} with no text (lines 3, 4)" in caplog.text
+    assert f"left out 1 record of {docs / 'records.jsonl'} with no text (line 2)" in caplog.text
+    # A record whose text is emptied is removed, as a deleted record is.
+    write(docs / "records.jsonl", '{"id": "x", "text": " "}\n{"id": "y", "text": "Now it has text."}\n')
+    run = index.ingest([docs], allow_removals=True)
+    assert run.status == "succeeded" and run.removed == 1 and run.added == 1
+    assert sorted(d.source_id for d in index.documents()) == ["records.jsonl#y", "rows.csv#1", "rows.csv#4"]
+
+
 def test_bytes_no_encoding_fits_fail_the_file_alone(tmp_path: Path) -> None:
     bad = write(tmp_path / "bad.txt", b"Letters " + bytes(range(1, 256)))
     with pytest.raises(SourceError, match="no other text encoding fits it") as info:
