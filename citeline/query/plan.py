@@ -177,9 +177,11 @@ def fusion_for(fusion: Fusion, meta: Mapping[str, Any]) -> Fusion:
 #: (13k chunks, int8) 10.65 on, 10.21 off, and 11.52 against 10.57 CPU ms a query
 #: (docs/performance.md#choices-measured-in-the-code).
 PARALLEL_HYBRID = True
-#: Below this many vectors both legs run on the calling thread: the lexical leg (0.4 ms on SciFact) is shorter
-#: than what handing the dense leg to a thread costs in GIL hand-offs. The two measured points are 13k (sequential
-#: wins by 0.44 ms wall, 1.3 in an earlier run) and 1M (parallel wins by 6.6 ms); 100k between them is not measured.
+#: Below this many vectors both legs run on the calling thread: the lexical leg (0.4 ms at 13k chunks, 0.6 at 39k,
+#: 0.8 at 97k) is shorter than what handing the dense leg to a thread costs in GIL hand-offs. Measured (wall p50,
+#: parallel against sequential): 13k 10.65 against 10.21 ms, 39k 14.36 / 14.23 against 13.78 / 13.97, 97k 14.59 /
+#: 14.93 against 14.61 / 14.64 (a tie, for 1 CPU-ms more), 1M 43.3 against 49.9. So the break-even lies at about
+#: 100k; between 100k and 1M it is not measured.
 PARALLEL_HYBRID_MIN_VECTORS = 100_000
 _POOL: list[ThreadPoolExecutor] = []
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
