@@ -337,7 +337,7 @@ def _run_locked(
             hold_chars = options.commit_every * CHARS_PER_CHUNK
             for batch in steps.parse(batches(to_read, options.files_per_batch), options.max_file_bytes, hold_chars):
                 parsed.absorb(batch, hold_chars=hold_chars)
-            _report_parsed(reporter, len(files), parsed)
+            report_parsed(reporter, len(files), parsed)
             reporter.stage("plan")
             planned = steps.plan(target, roots, discovery, parsed)
             del parsed  # the plan holds what is still needed
@@ -458,10 +458,11 @@ def report_skipped(reporter: Reporter, discovery: Discovery) -> None:
         reporter.info(f"... and {discovery.unsupported + discovery.excluded - listed} more skipped")
 
 
-def _report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch) -> None:
-    # One line for the counts, one per skipped file, record file with empty records and failed file (up to
-    # LOGGED_FAILURES each; the ledger has every failure).
-    documents = parsed.document_count
+def report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch, unchanged_documents: int = 0) -> None:
+    """The parse stage's log: one line for the counts, one per skipped file, record file with records without text
+    and failed file (up to :data:`LOGGED_FAILURES` each; the ledger has every failure). ``unchanged_documents``: the
+    documents of files not read that ``parsed`` does not count (a sharded run's, counted per shard)."""
+    documents = parsed.document_count + unchanged_documents
     skipped = f", {len(parsed.skipped)} skipped (empty)" if parsed.skipped else ""
     reporter.info(
         f"parsed {files} files: {documents} documents, {len(parsed.errors)} failed{skipped}"

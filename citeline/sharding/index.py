@@ -290,6 +290,7 @@ class ShardedIndex(Index):
                 fresh = self._unchanged_files(discovery)
                 reporter.stage("parse", len(fresh.to_read))
                 parsed = pipeline.parse_files(fresh.to_read, max_file_bytes=max_file_bytes, advance=reporter.advance)
+                pipeline.report_parsed(reporter, len(discovery.files), parsed, sum(fresh.per_shard))
                 parts = route(parsed, self.manifest.shards)
                 with_fresh(parts, fresh.skipped, fresh.per_shard)
                 reporter.stage("plan")

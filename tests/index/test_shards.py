@@ -355,3 +355,27 @@ def test_an_unchanged_rerun_reads_no_file_and_a_changed_file_is_read_alone(
     run = index.ingest([corpus], parallel="serial")
     assert read == [] and (run.updated, run.unchanged) == (0, 41)
     assert index.verify().ok
+
+
+def test_a_sharded_run_logs_the_parse_counts_as_one_index_does(tmp_path: Path, fake_embedder, caplog) -> None:
+    """The root's parse line counts the documents of unchanged files too, and names records without text."""
+    import os
+    import time
+
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    records = [{"id": "a", "text": "Ferries cross."}, {"id": "b", "text": " "}, {"id": "c", "text": "Levees hold."}]
+    (corpus / "f.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    (corpus / "g.txt").write_text("A plain file about rivers.\n")
+    old = time.time() - 60  # settled, so that the re-run reads neither file
+    for path in corpus.iterdir():
+        os.utime(path, (old, old))
+    index = Index.create(tmp_path / "idx", embedder=fake_embedder, shards=2)
+    with caplog.at_level("INFO", logger="citeline.ingest"):
+        index.ingest([corpus], parallel="serial")
+    assert "parsed 2 files: 3 documents, 0 failed, 1 record with no text left out" in caplog.text
+    assert f"left out 1 record of {corpus / 'f.jsonl'} with no text (line 2)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="citeline.ingest"):
+        run = index.ingest([corpus], parallel="serial")
+    assert run.unchanged == 3 and "parsed 2 files: 3 documents, 0 failed\n" in caplog.text
