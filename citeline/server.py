@@ -68,6 +68,7 @@ from citeline.query.plan import DEFAULT_MODE, MODES
 from citeline.query.results import SearchResult
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.catalog import IndexStatus
+from citeline.store.documents import DocumentDetail, DocumentInfo
 from citeline.store.filters import where_meta
 from citeline.store.ledger import RunSummary
 from citeline.util.formats import normalize
@@ -164,40 +165,10 @@ class SearchResponse(BaseModel):
     results: list[SearchResultModel]  # type: ignore[valid-type]
 
 
-class DocumentRecord(BaseModel):
-    """One document of ``GET /documents`` (``Index.documents``)."""
-
-    doc_id: str
-    source_path: str
-    source_id: str
-    source_root: str
-    title: str
-    format: str
-    chunks: int
-    pages: int | None
-    encoding: str | None
-    size_bytes: int | None
-    content_hash: str
-    run_id: str
-    ingested_at: str
-    metadata: dict[str, Any]
-
-
-class ChunkSpan(BaseModel):
-    """Where one chunk of a document lies in its text."""
-
-    chunk_id: int
-    ordinal: int
-    char_start: int
-    char_end: int
-    page: int | None
-
-
-class DocumentDetail(DocumentRecord):
-    """``GET /documents/{doc_id}``: the document, its text (what offsets index into) and its chunks' spans."""
-
-    text: str
-    spans: list[ChunkSpan]
+#: ``GET /documents``' records and ``GET /documents/{doc_id}``'s answer: ``Index.documents``' and
+#: ``Index.document``'s dataclasses, so the schema follows them (the chunk spans become ``ChunkSpan``).
+DocumentRecord = model_of(DocumentInfo, name="DocumentRecord")
+DocumentDetailModel = model_of(DocumentDetail)
 
 
 class Health(BaseModel):
@@ -540,7 +511,7 @@ def create_app(
     ) -> list[dict[str, Any]]:
         return await reader.run(lambda deadline: [normalize(run.to_dict()) for run in reader.index.runs(limit)])
 
-    @app.get("/documents", response_model=list[DocumentRecord], summary="The documents the filters select")
+    @app.get("/documents", response_model=list[DocumentRecord], summary="The documents the filters select")  # type: ignore[valid-type]
     async def documents(
         request: Request,
         response: Response,
@@ -560,7 +531,7 @@ def create_app(
             response.headers["Link"] = f'<{request.url.path}?{following}>; rel="next"'
         return [record.to_dict() for record in rows[:limit]]
 
-    @app.get("/documents/{doc_id}", response_model=DocumentDetail, summary="One document with its chunk spans")
+    @app.get("/documents/{doc_id}", response_model=DocumentDetailModel, summary="One document with its chunk spans")
     async def document(doc_id: Annotated[str, PathParameter(max_length=MAX_ID_CHARS)]) -> dict[str, Any]:
         return await reader.run(lambda deadline: reader.index.document(doc_id).to_dict())
 
