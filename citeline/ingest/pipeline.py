@@ -462,12 +462,7 @@ def report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch, unchanged
     """The parse stage's log: one line for the counts, one per skipped file, record file with records without text
     and failed file (up to :data:`LOGGED_FAILURES` each; the ledger has every failure). ``unchanged_documents``: the
     documents of files not read that ``parsed`` does not count (a sharded run's, counted per shard)."""
-    documents = parsed.document_count + unchanged_documents
-    skipped = f", {len(parsed.skipped)} skipped (empty)" if parsed.skipped else ""
-    reporter.info(
-        f"parsed {files} files: {documents} documents, {len(parsed.errors)} failed{skipped}"
-        + records_without_text(parsed)
-    )
+    reporter.info(parsed_counts(files, parsed, unchanged_documents))
     for empty in parsed.skipped[:LOGGED_FAILURES]:
         reporter.info(f"skipped {empty.path}: {empty.reason}")
     for path, count, lines in parsed.empty_records[:LOGGED_FAILURES]:
@@ -484,7 +479,11 @@ def _records(count: int) -> str:
     return f"{count} record" if count == 1 else f"{count} records"
 
 
-def records_without_text(parsed: ParsedBatch) -> str:
-    """``", N records with no text left out"`` for the parse stage's count line, or ``""`` when there are none."""
-    count = sum(count for _, count, _ in parsed.empty_records)
-    return f", {_records(count)} with no text left out" if count else ""
+def parsed_counts(files: int, parsed: ParsedBatch, unchanged_documents: int = 0) -> str:
+    """The parse stage's count line (:func:`report_parsed`'s first, the Prefect parse task's):
+    ``parsed 5 files: 9 documents, 0 failed, 1 skipped (empty), 2 records with no text left out``."""
+    line = f"parsed {files} files: {parsed.document_count + unchanged_documents} documents, {len(parsed.errors)} failed"
+    if parsed.skipped:
+        line += f", {len(parsed.skipped)} skipped (empty)"
+    empty = sum(count for _, count, _ in parsed.empty_records)
+    return line + (f", {_records(empty)} with no text left out" if empty else "")

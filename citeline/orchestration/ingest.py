@@ -169,10 +169,7 @@ def parse_task(files: list[SourceFile], max_file_bytes: int, batch: int = 1, bat
     back to the flow (the chunk+embed tasks parse the files of the documents to index again), so the flow's
     process never holds the corpus."""
     parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes, hold_chars=0)  # keys only, as they stream
-    get_run_logger().info(
-        f"parsed {len(files)} files: {len(parsed.keys)} documents, {len(parsed.errors)} failed"
-        + pipeline.records_without_text(parsed)
-    )
+    get_run_logger().info(pipeline.parsed_counts(len(files), parsed))
     return parsed.without_texts()
 
 
