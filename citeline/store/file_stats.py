@@ -108,6 +108,22 @@ def record(connection: duckdb.DuckDBPyConnection, files: Sequence[FileStat], sta
         connection.unregister("citeline_file_stats")
 
 
+def forget_documents_files(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> None:
+    """Drop the rows of the files ``doc_ids`` (documents about to be removed) were read from: a file a document
+    left the index from no longer holds, in the index, what its stat vouches for. Without this a document removed
+    on its own (``citeline remove --doc`` of a CSV row or a JSONL record) never came back: its file, unchanged, was
+    not read again. The next run reads such a file and adds back what is missing; its other documents are
+    unchanged (same content hash) and are not embedded again. A run that reads the file whole records its row
+    again in the same or a later commit (:func:`record`)."""
+    if not doc_ids:
+        return
+    connection.execute(
+        f"DELETE FROM {TABLE} WHERE (source_root, source_file) IN "
+        "(SELECT source_root, source_file FROM documents WHERE doc_id = ANY(?))",
+        [list(doc_ids)],
+    )
+
+
 def forget_orphans(connection: duckdb.DuckDBPyConnection) -> None:
     """Drop the rows of files no stored document comes from (removed, vanished, or never stored)."""
     connection.execute(
