@@ -72,3 +72,73 @@ def test_a_removed_record_comes_back_through_the_cli(tmp_path: Path, monkeypatch
     assert "would add 1," in dry.output, dry.output
     run = runner.invoke(cli, ["ingest", str(docs), "--index", ix])
     assert run.exit_code == 0 and ": 1 added, 0 updated, 4 unchanged, 0 removed" in run.output, run.output
+
+
+# ---------------------------------------------------------------- a bad record fails alone
+
+
+def _jsonl_lines(count: int) -> list[bytes]:
+    return [json.dumps({"_id": f"d{n}", "text": f"Entry {n}: the caravan reached well {n}."}).encode() + b"\n" for n in
+            range(count)]
+
+
+@pytest.mark.parametrize("hold_chars", [None, 200])  # texts held, or streamed past a few records (keys only)
+def test_a_jsonl_line_of_invalid_utf8_fails_alone(tmp_path: Path, hold_chars: int | None) -> None:
+    docs = tmp_path / "docs"
+    lines = _jsonl_lines(40)
+    lines[17] = lines[17].replace(b"caravan", b"car\xffvan")
+    lines[30] = b"\xc3\x28 not even json\n"
+    path = _old(docs / "caravans.jsonl", b"".join(lines))
+    source = pipeline.SourceFile(str(docs), str(path), "caravans.jsonl")
+    batch = pipeline.parse_files([source], hold_chars=hold_chars)
+    ids = sorted(d.record_id for d in batch.documents) if hold_chars is None else []
+    assert batch.document_count == 38 and (hold_chars is not None or ids == sorted(f"d{n}" for n in range(40)
+                                                                                    if n not in (17, 30)))
+    offset = sum(len(line) for line in lines[:17]) + lines[17].index(b"\xff")
+    assert [e.reason for e in batch.errors] == [
+        f"line 18: not valid UTF-8 at byte {offset} (re-save the file as UTF-8)",
+        f"line 31: not valid UTF-8 at byte {sum(len(line) for line in lines[:30])} (re-save the file as UTF-8)",
+    ]
+    assert batch.incomplete == [(str(docs), "caravans.jsonl")]  # a line whose id is unknown removes nothing
+
+
+def test_an_ingest_keeps_the_records_around_a_bad_line(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    lines = _jsonl_lines(10)
+    path = _old(docs / "caravans.jsonl", b"".join(lines))
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    assert index.ingest([docs]).added == 10
+    lines[4] = lines[4].replace(b"caravan", b"car\xffvan")  # the stored version of d4 is kept
+    lines[9] = json.dumps({"_id": "d9", "text": "Entry 9: the caravan turned back."}).encode() + b"\n"
+    path.write_bytes(b"".join(lines))
+    run = index.ingest([docs], commit_every=1)  # the file streamed, and re-read in parts
+    assert (run.status, run.updated, run.unchanged, run.removed, run.failed) == ("partial", 1, 8, 0, 1)
+    assert run.errors[0]["reason"].startswith("line 5: not valid UTF-8 at byte ")
+    assert len(index.documents()) == 10 and index.verify().ok
+
+
+def test_a_csv_cell_over_the_csv_modules_limit_is_indexed_and_the_rows_after_it_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from citeline.sources.formats import delimited
+
+    docs = tmp_path / "docs"
+    big = "word " * 40_000  # 200,000 characters: past Python csv's default field limit of 131,072
+    rows = [f'r{n},"Row {n}: the tithe barn of parish {n}."' for n in range(6)]
+    rows[2] = f'r2,"Row 2: {big}"'
+    rows[4] = 'r4,"Row 4: a quoted cell\nover two lines ' + "x" * 150_000 + '"'
+    _old(docs / "parishes.csv", "id,text\n" + "\n".join(rows) + "\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    run = index.ingest([docs])
+    assert (run.added, run.failed) == (6, 0), run.errors
+    assert {d.source_id for d in index.documents()} == {f"parishes.csv#r{n}" for n in range(6)}
+
+    # A cell past citeline's own limit fails its row alone; the rows after it (and its stored version) stay.
+    monkeypatch.setattr(delimited, "MAX_CELL_CHARS", 180_000)
+    _old(docs / "parishes.csv", "id,text\n" + "\n".join([*rows, 'r6,"Row 6: the last barn."']) + "\n")
+    run = index.ingest([docs])
+    assert (run.added, run.updated, run.unchanged, run.removed, run.failed) == (1, 0, 5, 0, 1)
+    assert run.errors[0]["reason"] == (
+        "line 4: cell 'text' holds 200,007 characters, above the 180,000-character limit of a cell; the row is skipped"
+    )
+    assert len(index.documents()) == 7 and index.verify().ok
