@@ -94,8 +94,12 @@ def parse_files(
                 stats.append(FileStat(source.root, source.source_id, document.size_bytes, document.mtime))
             batch.add(document, hold_chars)
 
+        def restart(mark: tuple[int, int, int] = mark, stats: list[FileStat] = stats) -> None:
+            batch.drop_since(mark)  # the file changed while it streamed: it is read again from the start
+            stats.clear()
+
         try:
-            parsed = parse_source(source, max_file_bytes=max_file_bytes, on_document=add)
+            parsed = parse_source(source, max_file_bytes=max_file_bytes, on_document=add, restart=restart)
         except Exception as exc:  # a parser library's own failure must not stop the run
             parsed = Parsed(errors=[SourceError(source.path, f"{type(exc).__name__}: {exc}")], failed=True)
         if parsed.failed:  # what a streamed file yielded before it failed as a whole is not used
@@ -173,9 +177,17 @@ def load_documents(work: Work, max_file_bytes: int, advance: Callable[[int], Non
                 wanted.discard(document.doc_id)
                 found.append(document)
 
+        def restart(wanted: set[str] = wanted, found: list[Document] = found, source: SourceFile = source) -> None:
+            wanted.update(work.wanted[source.path])  # the file changed while it streamed: read it again
+            found.clear()
+
         try:
             parsed = parse_source(
-                source, max_file_bytes=max_file_bytes, on_document=keep, span=work.spans.get(source.path)
+                source,
+                max_file_bytes=max_file_bytes,
+                on_document=keep,
+                span=work.spans.get(source.path),
+                restart=restart,
             )
         except Exception:  # reported when the file was parsed for the plan; its documents are missing now
             parsed = Parsed(failed=True)

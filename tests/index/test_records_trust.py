@@ -142,3 +142,101 @@ def test_a_csv_cell_over_the_csv_modules_limit_is_indexed_and_the_rows_after_it_
         "line 4: cell 'text' holds 200,007 characters, above the 180,000-character limit of a cell; the row is skipped"
     )
     assert len(index.documents()) == 7 and index.verify().ok
+
+
+# ---------------------------------------------------------------- a file rewritten while it is read
+
+
+def _rewriting_reader(monkeypatch: pytest.MonkeyPatch, path: Path, versions: list[bytes]) -> list[int]:
+    """Make the read step of a whole file rewrite ``path`` in place halfway through, with each of ``versions`` in
+    turn (a writer racing the reader), so what was read is half one version and half the next. Returns the
+    list of reads made."""
+    from citeline.sources import parsers
+
+    reads: list[int] = []
+
+    def read_all(handle):  # type: ignore[no-untyped-def]
+        reads.append(1)
+        first = handle.read(os.fstat(handle.fileno()).st_size // 2)
+        if versions:
+            with open(path, "r+b") as writer:  # in place: the reader's open file sees the new bytes
+                writer.write(versions.pop(0))
+                writer.truncate()
+        return first + handle.read()
+
+    monkeypatch.setattr(parsers, "_read_all", read_all)
+    return reads
+
+
+def test_a_file_rewritten_while_it_is_read_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tmp_path / "docs"
+    old = "# Old\n\n" + "The old harbour wall stood. " * 40 + "\n"
+    new = "# New\n\n" + "A new stone quay was built in its place by the guild. " * 40 + "\n"
+    path = _old(docs / "harbour.md", old)
+    reads = _rewriting_reader(monkeypatch, path, [new.encode()])
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    run = index.ingest([docs])
+    assert (run.added, run.failed) == (1, 0) and len(reads) == 2
+    (document,) = index.documents()
+    assert index.document(document.doc_id).text == new.strip() or index.document(document.doc_id).text == new
+    assert index.verify().ok
+
+
+def test_a_file_that_keeps_changing_fails_alone_and_nothing_of_it_is_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    path = _old(docs / "harbour.md", "# Harbour\n\n" + "The harbour wall stood. " * 40)
+    _old(docs / "other.md", "# Other\n\nThe mill stood by the river.\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    assert index.ingest([docs]).added == 2
+    versions = [f"# Harbour {n}\n\n".encode() + b"A quay of version %d. " % n * (30 + 9 * n) for n in range(5)]
+    reads = _rewriting_reader(monkeypatch, path, versions)
+    os.utime(path)  # touched: read again
+    run = index.ingest([docs])
+    assert len(reads) == 3 and run.status == "partial" and run.failed == 1
+    assert run.errors == [
+        {
+            "path": str(path),
+            "reason": "changed while it was read (3 times); nothing of it is stored this run, the next run reads it "
+            "again",
+        }
+    ]
+    texts = {d.source_id: index.document(d.doc_id).text for d in index.documents()}
+    assert texts["harbour.md"].startswith("# Harbour\n\nThe harbour wall stood.")  # the stored version, kept
+    assert index.verify().ok
+
+
+@pytest.mark.parametrize("hold_chars", [None, 100])
+def test_a_record_file_rewritten_while_it_streams_is_never_stored_as_a_mix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hold_chars: int | None
+) -> None:
+    from citeline.sources import registry
+
+    docs = tmp_path / "docs"
+    version = [b"".join(_jsonl_lines(30)), b"".join(line.replace(b"caravan", b"convoy") for line in _jsonl_lines(30))]
+    path = _old(docs / "caravans.jsonl", version[0])
+    real = registry.RECORD_PARSERS[".jsonl"]
+    rewrites = [version[1]]
+
+    def rewriting(source, stream, parsed):  # type: ignore[no-untyped-def]
+        for number, document in enumerate(real(source, stream, parsed)):
+            if number == 10 and rewrites:  # a third of the way: a writer rewrites the file in place
+                with open(path, "r+b") as writer:  # a new size: the time may not move within one clock tick
+                    writer.write(rewrites.pop(0))
+                    writer.truncate()
+            yield document
+
+    monkeypatch.setitem(registry.RECORD_PARSERS, ".jsonl", rewriting)
+    source = pipeline.SourceFile(str(docs), str(path), "caravans.jsonl")
+    batch = pipeline.parse_files([source], hold_chars=hold_chars)  # read again after the change: one version
+    assert batch.document_count == 30 and not batch.errors
+    if hold_chars is None:
+        assert all("convoy" in d.text for d in batch.documents)
+    assert [(stat.source_file, stat.size) for stat in batch.read_files] == [("caravans.jsonl", path.stat().st_size)]
+
+    # A file rewritten on every read fails alone, what it streamed dropped.
+    rewrites.extend([version[0], version[1] + b" ", version[0] + b"  "])
+    batch = pipeline.parse_files([source], hold_chars=hold_chars)
+    assert batch.document_count == 0 and not batch.read_files and batch.incomplete == [(str(docs), "caravans.jsonl")]
+    assert [e.reason.split(" (")[0] for e in batch.errors] == ["changed while it was read"]
