@@ -149,10 +149,10 @@ def _print_run(summary: dict[str, Any], index_path: str, verbose: bool) -> None:
         f"{summary['chunks_embedded']} chunks embedded, {summary['chunks_reused']} reused; "
         f"generation {summary['generation']} in {index_path}"
     )
-    if summary.get("unsupported", 0) + summary.get("excluded", 0):
+    if summary.get("unsupported", 0) + summary.get("excluded", 0) + summary.get("links_skipped", 0):
         click.echo(
-            f"  {summary['unsupported']} files skipped as unsupported, {summary['excluded']} excluded"
-            + ("" if verbose else " (-v lists them)")
+            f"  {summary['unsupported']} files skipped as unsupported, {summary['excluded']} excluded, "
+            f"{summary.get('links_skipped', 0)} symbolic links not followed" + ("" if verbose else " (-v lists them)")
         )
     for error in summary["errors"]:
         click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)

@@ -49,7 +49,7 @@ from citeline.ingest.planning import (
 )
 from citeline.ingest.progress import Reporter, announced_writer_lock, default_reporter
 from citeline.ingest.runs import close_interrupted, dry_run_summary, record_failure, summarize
-from citeline.sources.discovery import Discovery, resolve_roots, scan
+from citeline.sources.discovery import SKIPPED_LISTED, Discovery, resolve_roots, scan
 from citeline.sources.parsers import (
     DEFAULT_MAX_FILE_BYTES,
     Document,
@@ -447,13 +447,20 @@ def _commit_interrupted(
 
 
 def with_skipped(summary: RunSummary, discovery: Discovery) -> RunSummary:
-    """``summary`` with the counts of files discovery left out (unsupported suffix, excluded by the rules)."""
+    """``summary`` with the counts of files discovery left out (unsupported suffix, excluded by the rules) and of
+    the symbolic links it did not follow."""
     summary.unsupported, summary.excluded = discovery.unsupported, discovery.excluded
+    summary.links_skipped = len(discovery.skipped)
     return summary
 
 
 def report_skipped(reporter: Reporter, discovery: Discovery) -> None:
-    """One line with the counts of files left out, then (the log at INFO: ``-v``) one line per file or folder."""
+    """One line with the counts of files left out, then (the log at INFO: ``-v``) one line per file or folder,
+    and one per symbolic link not followed, with why."""
+    for link in discovery.skipped[:SKIPPED_LISTED]:
+        reporter.info(f"skipped {link.path}: {link.reason}")
+    if len(discovery.skipped) > SKIPPED_LISTED:
+        reporter.info(f"... and {len(discovery.skipped) - SKIPPED_LISTED} more symbolic links not followed")
     if not (discovery.unsupported or discovery.excluded):
         return
     reporter.info(

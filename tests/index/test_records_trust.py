@@ -240,3 +240,28 @@ def test_a_record_file_rewritten_while_it_streams_is_never_stored_as_a_mix(
     batch = pipeline.parse_files([source], hold_chars=hold_chars)
     assert batch.document_count == 0 and not batch.read_files and batch.incomplete == [(str(docs), "caravans.jsonl")]
     assert [e.reason.split(" (")[0] for e in batch.errors] == ["changed while it was read"]
+
+
+# ---------------------------------------------------------------- links not followed are skips
+
+
+def test_links_not_followed_are_skips_and_the_run_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("citeline.index.SentenceTransformerEmbedder", lambda *a, **k: HashEmbedder())
+    docs, outside = tmp_path / "docs", tmp_path / "outside"
+    _old(docs / "note.md", "# Note\n\nThe river bridge held.\n")
+    _old(outside / "secret.txt", "must not be indexed")
+    (docs / "loop").symlink_to(docs / "loop")
+    (docs / "leak.txt").symlink_to(outside / "secret.txt")
+    (docs / "dangling.txt").symlink_to(docs / "gone.txt")
+    ix = str(tmp_path / "ix")
+    result = CliRunner().invoke(cli, ["ingest", str(docs), "--index", ix, "--strict", "-v"])
+    assert result.exit_code == 0, result.output
+    assert " succeeded: 1 added," in result.output and ", 0 failed;" in result.output
+    assert "0 files skipped as unsupported, 0 excluded, 3 symbolic links not followed" in result.output
+    logged = [record.getMessage() for record in caplog.records]  # -v: one line a link, with why
+    for name in ("loop", "leak.txt", "dangling.txt"):
+        assert any(line.startswith(f"skipped {docs / name}: ") and "not followed" in line for line in logged)
+    run = Index.open(ix, embedder=HashEmbedder()).ingest([docs], strict=True)  # --strict: no PartialRunError
+    assert (run.status, run.failed, run.links_skipped, run.errors) == ("succeeded", 0, 3, [])
