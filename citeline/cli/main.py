@@ -96,6 +96,7 @@ def ingest(
     (Ctrl-C: what was embedded whole is committed, the ledger says interrupted)."""
     from citeline.index import SHARDS_MANIFEST
     from citeline.sources.discovery import resolve_roots
+    from citeline.sources.selection import Selection
 
     dry_run, wait = run["dry_run"], run["wait"]
 
@@ -120,6 +121,7 @@ def ingest(
         summary = cli_extra.ingest_stdin(paths, index_path, source, settings)
     else:
         resolve_roots(paths)  # a missing or unusable PATH is one line before any index is created
+        Selection(tuple(run["include"]), tuple(run["exclude"]))  # so is a bad --include or --exclude glob
         summary = _run_ingest(
             paths, index_path, run, show_progress, prefect, dask_address, dask_workers, shards, shard_workers,
             {"model": model, "backend": backend, "max_tokens": max_tokens, "overlap_tokens": overlap_tokens,

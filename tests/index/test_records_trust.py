@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import HashEmbedder
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from citeline import Index
 from citeline.cli.main import cli
@@ -265,3 +267,76 @@ def test_links_not_followed_are_skips_and_the_run_succeeds(
         assert any(line.startswith(f"skipped {docs / name}: ") and "not followed" in line for line in logged)
     run = Index.open(ix, embedder=HashEmbedder()).ingest([docs], strict=True)  # --strict: no PartialRunError
     assert (run.status, run.failed, run.links_skipped, run.errors) == ("succeeded", 0, 3, [])
+
+
+# ---------------------------------------------------------------- patterns that cannot be compiled
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "40")),
+    deadline=None,
+    derandomize=not os.environ.get("CITELINE_FUZZ_RANDOM"),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+#: Glob pieces that have broken pattern compilers: ranges backwards or unclosed, escapes at the end, negations.
+GLOB_PIECES = ["[z-a]", "[", "]", "[!", "[^a]", "\\", "\\[", "**", "*", "?", "!", "/", "#", "a", "[a-", "{a,b}", " "]
+
+
+@st.composite
+def patterns(draw: st.DrawFn) -> str:
+    pieces = draw(st.lists(st.one_of(st.sampled_from(GLOB_PIECES), st.text(max_size=4)), min_size=1, max_size=5))
+    return "".join(pieces).replace("\n", "").replace("\r", "").replace("\0", "")
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("patterns")
+    _old(root / "docs" / "a.md", "# A\n\nThe river bridge.\n")
+    _old(root / "docs" / "sub" / "b.txt", "Letters about wages.\n")
+    Index.create(root / "index", embedder=HashEmbedder()).ingest([root / "docs"])
+    return root
+
+
+@pytest.mark.parametrize("where", [".citelineignore", "--include", "--exclude"])
+def test_a_bad_pattern_is_one_line_naming_where_it_came_from(small_index: Path, where: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr("citeline.index.SentenceTransformerEmbedder", lambda *a, **k: HashEmbedder())
+    docs = small_index / "docs"
+    ignore = docs / ".citelineignore"
+    args = ["ingest", str(docs), "--index", str(small_index / "index")]
+    if where == ".citelineignore":
+        ignore.write_text("# notes\n*.log\n[z-a]\n", encoding="utf-8")
+    else:
+        args += [where, "*.md", where, "[z-a]"]
+    try:
+        result = CliRunner().invoke(cli, args)
+    finally:
+        ignore.unlink(missing_ok=True)
+    expected = (
+        f"Error: {ignore}: line 3: bad pattern '[z-a]' (bad character range z-a); nothing was indexed\n"
+        if where == ".citelineignore"
+        else f"Error: {where} ({where[2:]}): bad pattern '[z-a]' (bad character range z-a) (see `cli ingest --help`)\n"
+    )
+    assert (result.exit_code, result.output) == (1 if where == ".citelineignore" else 2, expected)
+    assert len(Index.open(small_index / "index", embedder=HashEmbedder()).documents()) == 2
+
+
+@FUZZ
+@given(pattern=patterns(), where=st.sampled_from([".citelineignore", "--include", "--exclude"]))
+def test_random_patterns_give_a_run_or_one_line(small_index: Path, pattern: str, where: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr("citeline.index.SentenceTransformerEmbedder", lambda *a, **k: HashEmbedder())
+    docs, index = small_index / "docs", small_index / "index"
+    ignore = docs / ".citelineignore"
+    args = ["ingest", str(docs), "--index", str(index), "--dry-run"]  # a dry run: the index stays as built
+    if where == ".citelineignore":
+        ignore.write_text(f"{pattern}\n", encoding="utf-8", errors="surrogateescape")
+    else:
+        args += [where, pattern]
+    try:
+        result = CliRunner().invoke(cli, args, catch_exceptions=True)
+    finally:
+        ignore.unlink(missing_ok=True)
+    crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
+    assert not crashed, f"{where} {pattern!r}: {result.exc_info[0].__name__ if result.exc_info else ''}"
+    assert "Traceback" not in result.output and result.exit_code in (0, 1, 2), (where, pattern, result.output)
+    if result.exit_code:
+        assert result.output.count("Error:") == 1 and "bad pattern" in result.output, (where, pattern, result.output)
+        assert (str(ignore) if where == ".citelineignore" else where) in result.output
