@@ -177,8 +177,8 @@ class _RootWalk:
     is resolved: a link whose target stays inside the root is followed, unless that file or folder was already
     found under another path (then it is reported in ``skipped``, indexed once); its files keep the link's
     path as their source id. A link leaving the root, a broken link, a link loop (``a -> b -> a``) and a folder
-    link to its own ancestor are never followed, and are skips (``skipped``), not errors: the policy worked. Each real folder is listed at most once, so no tree of
-    links can make the walk loop or grow exponentially.
+    link to its own ancestor are never followed, and are skips (``skipped``), not errors: the policy worked.
+    Each real folder is listed at most once, so no tree of links can make the walk loop or grow exponentially.
     """
 
     def __init__(self, root: str, discovery: Discovery, rules: RootRules | None = None) -> None:

@@ -80,8 +80,10 @@ def test_a_removed_record_comes_back_through_the_cli(tmp_path: Path, monkeypatch
 
 
 def _jsonl_lines(count: int) -> list[bytes]:
-    return [json.dumps({"_id": f"d{n}", "text": f"Entry {n}: the caravan reached well {n}."}).encode() + b"\n" for n in
-            range(count)]
+    return [
+        json.dumps({"_id": f"d{n}", "text": f"Entry {n}: the caravan reached well {n}."}).encode() + b"\n"
+        for n in range(count)
+    ]
 
 
 @pytest.mark.parametrize("hold_chars", [None, 200])  # texts held, or streamed past a few records (keys only)
@@ -94,8 +96,9 @@ def test_a_jsonl_line_of_invalid_utf8_fails_alone(tmp_path: Path, hold_chars: in
     source = pipeline.SourceFile(str(docs), str(path), "caravans.jsonl")
     batch = pipeline.parse_files([source], hold_chars=hold_chars)
     ids = sorted(d.record_id for d in batch.documents) if hold_chars is None else []
-    assert batch.document_count == 38 and (hold_chars is not None or ids == sorted(f"d{n}" for n in range(40)
-                                                                                    if n not in (17, 30)))
+    assert batch.document_count == 38 and (
+        hold_chars is not None or ids == sorted(f"d{n}" for n in range(40) if n not in (17, 30))
+    )
     offset = sum(len(line) for line in lines[:17]) + lines[17].index(b"\xff")
     assert [e.reason for e in batch.errors] == [
         f"line 18: not valid UTF-8 at byte {offset} (re-save the file as UTF-8)",
