@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from citeline import Index
 from citeline.cli.main import cli
+from citeline.errors import QueryError
 from citeline.ingest import pipeline
 
 
@@ -74,6 +75,29 @@ def test_a_removed_record_comes_back_through_the_cli(tmp_path: Path, monkeypatch
     assert "would add 1," in dry.output, dry.output
     run = runner.invoke(cli, ["ingest", str(docs), "--index", ix])
     assert run.exit_code == 0 and ": 1 added, 0 updated, 4 unchanged, 0 removed" in run.output, run.output
+
+
+def test_a_removed_record_comes_back_in_a_sharded_index(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    rows = [{"_id": f"r{n}", "text": f"Record {n} of the harbour ledger, cargo {n * 7}."} for n in range(12)]
+    _old(docs / "ledger.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    _old(docs / "note.md", "# Note\n\nThe river bridge held through the flood.\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder(), shards=3)
+    index.ingest([docs])
+    assert index.ingest([docs]).unchanged == 13
+    doc_ids = [d.doc_id for d in index.documents() if d.source_id in ("ledger.jsonl#r5", "note.md")]
+    with pytest.raises(QueryError, match=r"nothing removed: .* matches --doc nosuchid"):
+        index.remove(doc_ids=[*doc_ids, "nosuchid"])  # all or nothing, over every shard
+    assert index.remove(doc_ids=doc_ids, dry_run=True).removed == 2 and len(index.documents()) == 13
+    removal = index.remove(doc_ids=doc_ids)
+    assert removal.removed == 2 and len(index.documents()) == 11
+    assert index.runs(1)[0].roots == [f"remove doc {doc_id}" for doc_id in doc_ids]
+    assert index.verify().ok  # every shard at the generation the manifest recorded
+    dry = index.ingest([docs], dry_run=True)
+    assert (dry.added, dry.unchanged, dry.removed) == (2, 11, 0)
+    run = index.ingest([docs])
+    assert (run.added, run.unchanged, run.removed, run.chunks_embedded) == (2, 11, 0, 2)
+    assert len(index.documents()) == 13 and index.ingest([docs]).unchanged == 13
 
 
 # ---------------------------------------------------------------- a bad record fails alone
