@@ -14,7 +14,9 @@ no error: a run that dies earlier records nothing and the next one reads those f
 failed record keeps being read (and its error reported) until it parses. ``checked_at`` is the run's start, before
 any file was read, so ``mtime < checked_at - settled`` says the file had been left alone long enough before it
 was read (git's "racy" case). Rows of files with no stored documents are dropped in the same transaction
-(:func:`forget_orphans`).
+(:func:`forget_orphans`), and so are the rows of the files any removed document came from
+(:func:`forget_documents_files`): a record removed on its own (``citeline remove --doc``) must bring its unchanged
+file to be read again, or it would never come back.
 
 Indexes written before the table get it on their next commit (:func:`ensure`), filled from the documents' own
 stat where every document of a file agrees, which is exactly what the old rule accepted; until then (a read-only
