@@ -35,7 +35,7 @@ from citeline.store.snapshot import MetaRead, ReadSnapshot, open_meta
 from citeline.vectors import NEW_INDEX_KIND, kind_of
 
 if TYPE_CHECKING:  # writing, chunking and verify load where used: a search skips them (0.02-0.03 CPU-s, bytecode)
-    from citeline.ingest.removal import RemovalSummary
+    from citeline.ingest.removal import Chosen, RemovalSummary
     from citeline.model.chunking import Chunker
     from citeline.query.readers import SnapshotReader
     from citeline.store.verify import VerifyReport
@@ -247,7 +247,13 @@ class Index:
         :mod:`citeline.ingest.removal`)."""
         from citeline.ingest import removal
 
-        return removal.remove(self, paths, source, doc_ids, dry_run=dry_run, wait=wait)
+        return self._remove(removal.selectors(paths, source, doc_ids), dry_run, wait)
+
+    def _remove(self, chosen: Chosen, dry_run: bool, wait: float | None) -> RemovalSummary:
+        # The removal itself (a sharded index asks each shard: ``ShardedIndex._remove``).
+        from citeline.ingest import removal
+
+        return removal.remove(self, chosen, dry_run=dry_run, wait=wait)
 
     def prepare_queries(self) -> None:
         """Make later searches start fast: export the ONNX model the query path uses, once per model."""

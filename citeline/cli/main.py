@@ -96,6 +96,7 @@ def ingest(
     (Ctrl-C: what was embedded whole is committed, the ledger says interrupted)."""
     from citeline.index import SHARDS_MANIFEST
     from citeline.sources.discovery import resolve_roots
+    from citeline.sources.selection import Selection
 
     dry_run, wait = run["dry_run"], run["wait"]
 
@@ -120,6 +121,7 @@ def ingest(
         summary = cli_extra.ingest_stdin(paths, index_path, source, settings)
     else:
         resolve_roots(paths)  # a missing or unusable PATH is one line before any index is created
+        Selection(tuple(run["include"]), tuple(run["exclude"]))  # so is a bad --include or --exclude glob
         summary = _run_ingest(
             paths, index_path, run, show_progress, prefect, dask_address, dask_workers, shards, shard_workers,
             {"model": model, "backend": backend, "max_tokens": max_tokens, "overlap_tokens": overlap_tokens,
@@ -149,10 +151,10 @@ def _print_run(summary: dict[str, Any], index_path: str, verbose: bool) -> None:
         f"{summary['chunks_embedded']} chunks embedded, {summary['chunks_reused']} reused; "
         f"generation {summary['generation']} in {index_path}"
     )
-    if summary.get("unsupported", 0) + summary.get("excluded", 0):
+    if summary.get("unsupported", 0) + summary.get("excluded", 0) + summary.get("links_skipped", 0):
         click.echo(
-            f"  {summary['unsupported']} files skipped as unsupported, {summary['excluded']} excluded"
-            + ("" if verbose else " (-v lists them)")
+            f"  {summary['unsupported']} files skipped as unsupported, {summary['excluded']} excluded, "
+            f"{summary.get('links_skipped', 0)} symbolic links not followed" + ("" if verbose else " (-v lists them)")
         )
     for error in summary["errors"]:
         click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)

@@ -49,7 +49,7 @@ from citeline.ingest.planning import (
 )
 from citeline.ingest.progress import Reporter, announced_writer_lock, default_reporter
 from citeline.ingest.runs import close_interrupted, dry_run_summary, record_failure, summarize
-from citeline.sources.discovery import Discovery, resolve_roots, scan
+from citeline.sources.discovery import SKIPPED_LISTED, Discovery, resolve_roots, scan
 from citeline.sources.parsers import (
     DEFAULT_MAX_FILE_BYTES,
     Document,
@@ -94,8 +94,12 @@ def parse_files(
                 stats.append(FileStat(source.root, source.source_id, document.size_bytes, document.mtime))
             batch.add(document, hold_chars)
 
+        def restart(mark: tuple[int, int, int] = mark, stats: list[FileStat] = stats) -> None:
+            batch.drop_since(mark)  # the file changed while it streamed: it is read again from the start
+            stats.clear()
+
         try:
-            parsed = parse_source(source, max_file_bytes=max_file_bytes, on_document=add)
+            parsed = parse_source(source, max_file_bytes=max_file_bytes, on_document=add, restart=restart)
         except Exception as exc:  # a parser library's own failure must not stop the run
             parsed = Parsed(errors=[SourceError(source.path, f"{type(exc).__name__}: {exc}")], failed=True)
         if parsed.failed:  # what a streamed file yielded before it failed as a whole is not used
@@ -173,9 +177,17 @@ def load_documents(work: Work, max_file_bytes: int, advance: Callable[[int], Non
                 wanted.discard(document.doc_id)
                 found.append(document)
 
+        def restart(wanted: set[str] = wanted, found: list[Document] = found, source: SourceFile = source) -> None:
+            wanted.update(work.wanted[source.path])  # the file changed while it streamed: read it again
+            found.clear()
+
         try:
             parsed = parse_source(
-                source, max_file_bytes=max_file_bytes, on_document=keep, span=work.spans.get(source.path)
+                source,
+                max_file_bytes=max_file_bytes,
+                on_document=keep,
+                span=work.spans.get(source.path),
+                restart=restart,
             )
         except Exception:  # reported when the file was parsed for the plan; its documents are missing now
             parsed = Parsed(failed=True)
@@ -435,13 +447,20 @@ def _commit_interrupted(
 
 
 def with_skipped(summary: RunSummary, discovery: Discovery) -> RunSummary:
-    """``summary`` with the counts of files discovery left out (unsupported suffix, excluded by the rules)."""
+    """``summary`` with the counts of files discovery left out (unsupported suffix, excluded by the rules) and of
+    the symbolic links it did not follow."""
     summary.unsupported, summary.excluded = discovery.unsupported, discovery.excluded
+    summary.links_skipped = len(discovery.skipped)
     return summary
 
 
 def report_skipped(reporter: Reporter, discovery: Discovery) -> None:
-    """One line with the counts of files left out, then (the log at INFO: ``-v``) one line per file or folder."""
+    """One line with the counts of files left out, then (the log at INFO: ``-v``) one line per file or folder,
+    and one per symbolic link not followed, with why."""
+    for link in discovery.skipped[:SKIPPED_LISTED]:
+        reporter.info(f"skipped {link.path}: {link.reason}")
+    if len(discovery.skipped) > SKIPPED_LISTED:
+        reporter.info(f"... and {len(discovery.skipped) - SKIPPED_LISTED} more symbolic links not followed")
     if not (discovery.unsupported or discovery.excluded):
         return
     reporter.info(

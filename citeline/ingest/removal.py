@@ -84,9 +84,9 @@ def selectors(
     return out
 
 
-def select(index_dir: Path, chosen: list[tuple[str, str, str, list[Any]]]) -> list[dict[str, str]]:
-    """The documents the selectors match (each once, by path); raises :class:`QueryError` naming every selector
-    that matches nothing."""
+def matching(index_dir: Path, chosen: list[tuple[str, str, str, list[Any]]]) -> tuple[list[dict[str, str]], list[str]]:
+    """The documents the selectors match (each once, sorted by path), and the selectors that match none (as
+    shown: ``--doc 0123...``)."""
     found: dict[str, dict[str, str]] = {}
     unmatched = []
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
@@ -96,26 +96,34 @@ def select(index_dir: Path, chosen: list[tuple[str, str, str, list[Any]]]) -> li
                 unmatched.append(f"{'--' if kind != 'path' else ''}{kind} {display_path(shown)}")
             for doc_id, _root, _file, _hash, path, title in rows:
                 found.setdefault(doc_id, {"doc_id": doc_id, "source_path": path, "title": title})
+    return sorted(found.values(), key=lambda record: (record["source_path"], record["doc_id"])), unmatched
+
+
+def nothing_matches(index_dir: Path, unmatched: Sequence[str]) -> QueryError:
+    """The one-line error of a removal some selectors of which match no document: nothing is removed."""
+    return QueryError(
+        f"nothing removed: no document in {index_dir} matches {', '.join(unmatched)}; "
+        "list what is indexed with `citeline documents`"
+    )
+
+
+def select(index_dir: Path, chosen: list[tuple[str, str, str, list[Any]]]) -> list[dict[str, str]]:
+    """The documents the selectors match (each once, by path); raises :class:`QueryError` naming every selector
+    that matches nothing."""
+    documents, unmatched = matching(index_dir, chosen)
     if unmatched:
-        raise QueryError(
-            f"nothing removed: no document in {index_dir} matches {', '.join(unmatched)}; "
-            "list what is indexed with `citeline documents`"
-        )
-    return sorted(found.values(), key=lambda record: (record["source_path"], record["doc_id"]))
+        raise nothing_matches(index_dir, unmatched)
+    return documents
 
 
-def remove(
-    target: Writer,
-    paths: Sequence[str | os.PathLike[str]] | str | None = None,
-    source: Sequence[str] | str | None = None,
-    doc_ids: Sequence[str] | str | None = None,
-    *,
-    dry_run: bool = False,
-    wait: float | None = None,
-) -> RemovalSummary:
-    """Remove the documents the selectors match as one run (see the module's docstring); with ``dry_run``, return
-    what would go and write nothing (no lock, no ledger row)."""
-    chosen, index_dir = selectors(paths, source, doc_ids), target.path
+#: A removal's selectors, as :func:`selectors` makes them.
+Chosen = list[tuple[str, str, str, list[Any]]]
+
+
+def remove(target: Writer, chosen: Chosen, *, dry_run: bool = False, wait: float | None = None) -> RemovalSummary:
+    """Remove the documents the selectors (:func:`selectors`) match as one run (see the module's docstring); with
+    ``dry_run``, return what would go and write nothing (no lock, no ledger row)."""
+    index_dir = target.path
     run_id, started_at = ledger.new_run_id(), ledger.utc_now()
     roots = [f"remove {kind} {shown}" for kind, shown, _, _ in chosen]
     if dry_run:

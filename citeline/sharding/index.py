@@ -41,6 +41,7 @@ from citeline.ingest import pipeline
 from citeline.ingest.options import IngestOptions
 from citeline.ingest.planning import ParsedBatch, Plan, refuse_removals, removal_problems
 from citeline.ingest.progress import announced_writer_lock, default_reporter
+from citeline.ingest.removal import Chosen, RemovalSummary
 from citeline.model.embedding import Embedder, SentenceTransformerEmbedder
 from citeline.sharding.freshness import Freshness, merged_plan, skipping_is_safe, unchanged_files, with_fresh
 from citeline.sharding.remote import DaskShards, ShardWorkers, parse_shard_workers
@@ -370,6 +371,45 @@ class ShardedIndex(Index):
         self.manifest.runs = [*self.manifest.runs, {**entry, "shard_runs": shard_runs}][-RUNS_KEPT:]
         self.manifest.write(self.path)
         return sum(generations)
+
+    def _remove(self, chosen: Chosen, dry_run: bool, wait: float | None) -> RemovalSummary:
+        """:meth:`Index.remove` over the shards. All or nothing as there: every selector must match a document in
+        some shard (asked of every shard first, under the root's writer lock); then each shard holding matches
+        removes them as a run of its own, and the manifest records the shards' generations and the run. A crash
+        part way leaves some shards' documents removed: run it again (what is gone already is not asked for)."""
+        from citeline.ingest import removal
+
+        parts = self._local("remove")
+        run_id, started_at = ledger.new_run_id(), ledger.utc_now()
+        roots = [f"remove {kind} {shown}" for kind, shown, _, _ in chosen]
+        with writer_lock(self.path, wait=wait):
+            found = [removal.matching(part.path, chosen) for part in parts]
+            unmatched = [shown for shown in found[0][1] if all(shown in missing for _, missing in found)]
+            if unmatched:
+                raise removal.nothing_matches(self.path, unmatched)
+            documents = sorted(
+                (document for matched, _ in found for document in matched),
+                key=lambda record: (record["source_path"], record["doc_id"]),
+            )
+            run = removal.RemovalSummary(
+                run_id, started_at, None, "dry-run" if dry_run else "succeeded", roots, None,
+                removed=len(documents), documents=documents,
+            )  # fmt: skip
+            if dry_run:
+                run.generation = self.generation()
+                return run
+            for part, (matched, _) in zip(parts, found, strict=True):
+                if matched:
+                    part.remove(doc_ids=[document["doc_id"] for document in matched], wait=wait)
+            run.finished_at = ledger.utc_now()
+            self.manifest = Manifest.read(self.path)
+            self.manifest.generations = [int(part.status().generation) for part in parts]
+            run.generation = sum(self.manifest.generations)
+            entry = {**run.to_dict(), "generations": self.manifest.generations}
+            entry.pop("documents")
+            self.manifest.runs = [*self.manifest.runs, entry][-RUNS_KEPT:]
+            self.manifest.write(self.path)
+        return run
 
     def rebuild(self, *, wait: float | None = None) -> VerifyReport:
         """Rebuild every shard's derived files from its DuckDB (:meth:`Index.rebuild`), then verify."""

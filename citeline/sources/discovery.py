@@ -1,9 +1,10 @@
 """Discovery: find the files under the roots a user ingests, and report everything that could not be read.
 
 A root is a directory (searched recursively, hidden entries skipped) or a single file. What lies below a root
-fails alone: an unreadable folder, a name that is not UTF-8, a broken or looping link, a link leaving the root
-all become :class:`Problem` entries of the :class:`Discovery`, and the folders whose contents are unknown this run
-are listed so the planner keeps what is stored under them.
+fails alone: an unreadable folder or a name that is not UTF-8 becomes a :class:`Problem` of the
+:class:`Discovery`, and the folders whose contents are unknown this run are listed so the planner keeps what is
+stored under them. A symbolic link that is (rightly) not followed, broken, looping or leaving the root, is a
+skip, not a failure: listed in :attr:`Discovery.skipped`, it leaves the run ``succeeded``.
 """
 
 from __future__ import annotations
@@ -48,12 +49,14 @@ class Discovery:
     """Everything a scan of the roots found, including what it could not read.
 
     ``files`` are the supported files to parse. ``errors`` are per-item problems (an unreadable folder, a name
-    that is not UTF-8, a broken or looping link, a link leaving its root); each belongs in the run's ledger and
-    makes the run partial. ``unreadable_dirs`` and ``unreadable_roots`` are paths whose contents are unknown this
+    that is not UTF-8, a link that cannot be resolved for want of permission); each belongs in the run's ledger
+    and makes the run partial. ``unreadable_dirs`` and ``unreadable_roots`` are paths whose contents are unknown this
     run: every stored document under them must be kept. ``empty_roots`` are directory roots that were read and
     hold no supported file (an unmounted share looks like this): removing their documents needs an explicit
-    choice. ``skipped`` are links not followed because their target is indexed already under another path
-    (not errors; worth a log line). ``unsupported`` and ``excluded`` count the files left out because no parser
+    choice. ``skipped`` are the symbolic links not followed, with why: a broken link, a link loop, a link leaving
+    the root, or one whose target is indexed already under another path. Not following them is the policy, not
+    a failure: they are counted in the run's summary (``links_skipped``) and listed one a line with ``-v``, and
+    the run stays ``succeeded``. ``unsupported`` and ``excluded`` count the files left out because no parser
     reads their suffix, and the files and folders the selection rules left out (``citeline.sources.selection``);
     ``unsupported_paths`` and ``excluded_paths`` list the first :data:`SKIPPED_LISTED` of each (display paths,
     a folder with a trailing ``/``). ``excluded_roots`` holds the absolute paths of everything excluded: what is
@@ -174,8 +177,8 @@ class _RootWalk:
     is resolved: a link whose target stays inside the root is followed, unless that file or folder was already
     found under another path (then it is reported in ``skipped``, indexed once); its files keep the link's
     path as their source id. A link leaving the root, a broken link, a link loop (``a -> b -> a``) and a folder
-    link to its own ancestor are errors, never followed. Each real folder is listed at most once, so no tree of
-    links can make the walk loop or grow exponentially.
+    link to its own ancestor are never followed, and are skips (``skipped``), not errors: the policy worked.
+    Each real folder is listed at most once, so no tree of links can make the walk loop or grow exponentially.
     """
 
     def __init__(self, root: str, discovery: Discovery, rules: RootRules | None = None) -> None:
@@ -195,6 +198,9 @@ class _RootWalk:
 
     def error(self, path: str, reason: str) -> None:
         self.out.errors.append(Problem(display_path(path), reason))
+
+    def not_followed(self, link: str, reason: str) -> None:
+        self.out.skipped.append(Problem(display_path(link), reason))
 
     def walk(self, top: str, top_id: str, top_real: str) -> None:
         """List ``top`` and everything below it (an explicit stack: a 10,000-deep tree must not overflow)."""
@@ -253,14 +259,15 @@ class _RootWalk:
             target = os.path.realpath(link, strict=True)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                self.error(link, "symbolic link loop; not followed")
+                self.not_followed(link, "symbolic link loop; not followed")
             elif isinstance(exc, FileNotFoundError):
-                self.error(link, f"broken symbolic link (its target {display_path(_readlink(link))} does not exist)")
+                target = display_path(_readlink(link))
+                self.not_followed(link, f"broken symbolic link (its target {target} does not exist); not followed")
             else:
                 self.error(link, f"cannot follow symbolic link: {exc.strerror or exc}")
             return
         if not is_under(target, [self.root]):
-            self.error(link, f"symbolic link leaves the root (to {display_path(target)}); not followed")
+            self.not_followed(link, f"symbolic link leaves the root (to {display_path(target)}); not followed")
             return
         if not is_valid_text(target):
             self.error(link, "symbolic link target's name is not valid UTF-8; not followed")
@@ -271,16 +278,16 @@ class _RootWalk:
             return
         if is_dir:
             if is_under(parent_real, [target]):
-                self.error(link, f"symbolic link loop: points to its own parent folder {display_path(target)}")
+                self.not_followed(link, f"symbolic link loop: points to its own parent folder {display_path(target)}")
             elif target in self.seen_real:
-                self.out.skipped.append(Problem(display_path(link), f"same folder as {target}, indexed there"))
+                self.not_followed(link, f"same folder as {display_path(target)}, indexed there")
             else:
                 self.walk(link, source_id, target)
         elif os.path.isfile(target) and _suffix(link) not in PARSERS:
             self.out.skip(link, excluded=False)
         elif os.path.isfile(target):
             if target in self.seen_real:
-                self.out.skipped.append(Problem(display_path(link), f"same file as {target}, indexed there"))
+                self.not_followed(link, f"same file as {display_path(target)}, indexed there")
             else:
                 self.seen_real.add(target)
                 self.out.files.append(SourceFile(self.root, link, source_id))

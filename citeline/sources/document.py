@@ -153,6 +153,8 @@ class Parsed:
     #: the file failed as a whole (unreadable, too large, not UTF-8, ...): it gave no documents, and a caller that
     #: was handed documents of it as they were read (a streamed record file) must drop them
     failed: bool = False
+    #: the file's size or modification time moved while it was read (``parsed.parse_source`` reads it again)
+    changed: bool = False
     #: records left out for holding no text (an empty or blank text field): no document, and not an error, but
     #: counted in the run's log so that a record file's missing records are accounted for
     empty_records: int = 0

@@ -16,6 +16,7 @@ import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from citeline.errors import SourceError
 from citeline.sources import (
@@ -73,12 +74,17 @@ __all__ = [
 ]
 
 
+#: How many times a file found changed after it was read is read again before it fails (:func:`parse_source`).
+READ_ATTEMPTS = 3
+
+
 def parse_source(
     source: SourceFile,
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     on_document: Callable[[Document], None] | None = None,
     span: tuple[int, int] | None = None,
+    restart: Callable[[], None] | None = None,
 ) -> Parsed:
     """Read and parse one file; bad input never raises, it comes back in :attr:`Parsed.errors`.
 
@@ -96,29 +102,74 @@ def parse_source(
     file then fails as a whole (a byte that is not UTF-8 halfway through), ``failed`` says to drop what it was
     handed. ``span=(first, last)`` reads only the records whose lines start at byte offsets ``first`` to ``last``
     (:attr:`Document.offset`: a run reading again the records it planned); line numbers then count from ``first``.
+
+    **A file rewritten while it is read** is never parsed as a mix of two versions: its size and modification
+    time (of the open file) are checked again once it has been read, and if they moved it is read again, up to
+    :data:`READ_ATTEMPTS` times, then fails alone ("changed while it was read"). A streamed file's documents
+    were handed to ``on_document`` already: ``restart()`` is called before it is read again, to drop them;
+    without ``restart`` such a file fails at once (``failed``: the caller drops what it was handed).
     """
     path = Path(source.path)
     read_records = RECORD_PARSERS.get(path.suffix.lower())
-    if read_records is not None:
-        return _stream(source, read_records, on_document, span)
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        if read_records is not None:
+            parsed = _stream(source, read_records, on_document, span)
+        else:
+            parsed = _parse_whole(source, max_file_bytes, on_document)
+        if not parsed.changed:
+            return parsed
+        if attempt == READ_ATTEMPTS or (read_records is not None and on_document is not None and restart is None):
+            break
+        if read_records is not None and restart is not None:
+            restart()
+    times = f"{attempt} time{'s' * (attempt > 1)}"
+    reason = f"changed while it was read ({times}); nothing of it is stored this run, the next run reads it again"
+    return Parsed(errors=[SourceError(source.path, reason)], complete=False, failed=True)
+
+
+class _Changed(Exception):
+    """The file's size or modification time moved while it was read (:func:`parse_source` reads it again)."""
+
+
+def _read_all(handle: BinaryIO) -> bytes:
+    # The read step of a file read whole (a function of its own: the tests rewrite the file in the middle of it).
+    return handle.read()
+
+
+def _check_unchanged(handle: BinaryIO, before: os.stat_result) -> None:
+    # Raise _Changed when the open file's size or modification time is no longer ``before``'s: a writer rewrote
+    # it in place while it was read, and what was read may be a mix of two versions. (A file replaced by a rename
+    # is not: the open file is the old one, read whole, and its stamp says so.)
+    after = os.fstat(handle.fileno())
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        raise _Changed
+
+
+def _parse_whole(source: SourceFile, max_file_bytes: int, on_document: Callable[[Document], None] | None) -> Parsed:
+    # A file of a format read whole (parse_source's other half): read, checked unchanged, parsed.
+    path = Path(source.path)
     parse_file = PARSERS.get(path.suffix.lower())
     try:
         if parse_file is None:
             raise SourceError(source.path, f"unsupported file type {path.suffix or '(none)'}")
         try:
-            stat = path.stat()
-            if stat.st_size > max_file_bytes:
-                raise SourceError(
-                    source.path,
-                    f"file is {stat.st_size:,} bytes, above the {max_file_bytes:,}-byte limit "
-                    "(raise max_file_bytes / --max-file-bytes to index it)",
-                )
-            data = path.read_bytes()
+            with open(path, "rb") as handle:
+                stat = os.fstat(handle.fileno())
+                if stat.st_size > max_file_bytes:
+                    raise SourceError(
+                        source.path,
+                        f"file is {stat.st_size:,} bytes, above the {max_file_bytes:,}-byte limit "
+                        "(raise max_file_bytes / --max-file-bytes to index it)",
+                    )
+                data = _read_all(handle)
+                _check_unchanged(handle, stat)
         except OSError as exc:
             raise SourceError(source.path, f"cannot read file: {exc.strerror or exc}") from exc
         if is_blank(data):
             raise EmptySource(source.path, "file is empty or only whitespace")
         result = parse_file(source, data)
+    except _Changed:
+        return Parsed(complete=False, failed=True, changed=True)
     except EmptySource:
         return Parsed(skipped="empty file")
     except SourceError as exc:
@@ -164,8 +215,11 @@ def _stream(
                             parsed.documents.append(document)
                         else:
                             on_document(document)
+                _check_unchanged(stream, stat)  # the records read hold one version of the file
         except OSError as exc:
             raise SourceError(source.path, f"cannot read file: {exc.strerror or exc}") from exc
+    except _Changed:
+        return Parsed(complete=False, failed=True, changed=True)
     except EmptySource:
         return Parsed(skipped="empty file")
     except SourceError as exc:

@@ -75,7 +75,9 @@ _SNIFF_BYTES = 8192
 _LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e]")
 
 
-def record_lines(source: SourceFile, stream: BinaryIO) -> Iterator[tuple[int, int, str]]:
+def record_lines(
+    source: SourceFile, stream: BinaryIO, bad_line: Callable[[int, str], None] | None = None
+) -> Iterator[tuple[int, int, str]]:
     """The lines of a record file read from where ``stream`` stands, one at a time: ``(line number, byte offset of
     the line, text)``, line numbers counted from there (1 at the start of the file).
 
@@ -83,8 +85,9 @@ def record_lines(source: SourceFile, stream: BinaryIO) -> Iterator[tuple[int, in
     hold unescaped (the control characters ``\\r``, ``\\v``, ``\\f`` and ``\\x1c``-``\\x1e``), never at ``\\x85``,
     ``\\u2028`` or ``\\u2029``, which a JSON string may hold as they are (``json.dumps(ensure_ascii=False)`` writes
     them so). JSON Lines is UTF-8: from the start of the file a NUL in the first 8 KiB is a binary file and a
-    leading BOM is dropped; a byte that is not UTF-8 raises :class:`SourceError` with its offset in the file.
-    Nothing is held but the current line.
+    leading BOM is dropped. A line holding a byte that is not UTF-8 is handed to ``bad_line(line number,
+    reason)`` (the reason names the byte's offset in the file) and skipped, so it fails alone, as any bad record
+    does; without ``bad_line`` it raises :class:`SourceError`. Nothing is held but the current line.
     """
     offset = start = stream.tell()
     bom = 0  # decode_text's "utf-8-sig" counts byte offsets after a BOM
@@ -101,9 +104,13 @@ def record_lines(source: SourceFile, stream: BinaryIO) -> Iterator[tuple[int, in
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise SourceError(
-                source.path, f"not valid UTF-8 at byte {offset - bom + exc.start} (re-save the file as UTF-8)"
-            ) from exc
+            reason = f"not valid UTF-8 at byte {offset - bom + exc.start} (re-save the file as UTF-8)"
+            if bad_line is None:
+                raise SourceError(source.path, reason) from exc
+            number, blank = number + 1, False
+            bad_line(number, reason)
+            offset += len(raw)
+            continue
         blank = blank and not text.strip()
         # A piece after a \r, \v, \f or \x1c-\x1e counts as a line of its own, with its physical line's offset.
         pieces = _LINE_BREAK.split(text)

@@ -25,6 +25,7 @@ delete what was indexed. Remove them on purpose with ``citeline remove PATH``.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,11 +42,36 @@ DEFAULT_EXCLUDES = (".*", "node_modules/", "__pycache__/")
 VIRTUALENV_MARKER = "pyvenv.cfg"
 
 
-def _spec(patterns: Iterable[str], where: str) -> pathspec.PathSpec:
+#: What pathspec raises for a pattern it cannot compile: its GitWildMatchPatternError is a ValueError, and a
+#: character range it passes on to ``re`` (``[z-a]``) fails there with ``re.error``, which is not one.
+_BAD_PATTERN = (ValueError, TypeError, re.error)
+
+
+def _spec(patterns: Iterable[str], where: str | None = None) -> pathspec.PathSpec:
+    """The patterns compiled; a bad one raises :class:`SettingsError` naming ``where`` (an option) and the pattern,
+    or with ``where`` None, :class:`_BadPattern` with its position (the caller names the file and line)."""
+    lines = list(patterns)
     try:
-        return pathspec.GitIgnoreSpec.from_lines(list(patterns))
-    except (ValueError, TypeError) as exc:  # pathspec's GitWildMatchPatternError is a ValueError
-        raise SettingsError(f"{where}: bad pattern ({exc})") from None
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except _BAD_PATTERN:
+        for number, line in enumerate(lines, 1):  # which one: each is compiled on its own
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line])
+            except _BAD_PATTERN as exc:
+                # re.error's own message without "at position N", a position in the translated regex, not the glob
+                reason = getattr(exc, "msg", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+                if where is None:
+                    raise _BadPattern(number, line, reason) from None
+                raise SettingsError(f"{where}: bad pattern {line!r} ({reason})") from None
+        raise
+
+
+class _BadPattern(Exception):
+    """A pattern of an ignore file that cannot be compiled: its 1-based position among the lines, and why."""
+
+    def __init__(self, number: int, pattern: str, reason: str) -> None:
+        super().__init__(number, pattern, reason)
+        self.number, self.pattern, self.reason = number, pattern, reason
 
 
 @dataclass(frozen=True)
@@ -56,8 +82,8 @@ class Selection:
     exclude: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _spec(self.include, "include")  # a bad glob is one line before any work
-        _spec(self.exclude, "exclude")
+        _spec(self.include, "--include (include)")  # a bad glob is one line before any work
+        _spec(self.exclude, "--exclude (exclude)")
 
     @classmethod
     def of(cls, options: Any) -> Selection:
@@ -76,8 +102,14 @@ class Selection:
             ignored = []  # none (or the root itself cannot be read: discovery reports that)
         except UnicodeDecodeError as exc:
             raise SourceError(ignore_file, f"the ignore file is not UTF-8 ({exc.reason}); save it as UTF-8") from None
-        excludes = _spec([*DEFAULT_EXCLUDES, *ignored, *self.exclude], ignore_file if ignored else "exclude")
-        return RootRules(excludes, _spec(self.include, "include") if self.include else None)
+        try:
+            _spec(ignored)
+        except _BadPattern as bad:  # the user's file: its path and line (exit 1, like an unreadable ignore file)
+            raise SourceError(
+                ignore_file, f"line {bad.number}: bad pattern {bad.pattern!r} ({bad.reason}); nothing was indexed"
+            ) from None
+        excludes = _spec([*DEFAULT_EXCLUDES, *ignored, *self.exclude], "--exclude (exclude)")
+        return RootRules(excludes, _spec(self.include, "--include (include)") if self.include else None)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ no error: a run that dies earlier records nothing and the next one reads those f
 failed record keeps being read (and its error reported) until it parses. ``checked_at`` is the run's start, before
 any file was read, so ``mtime < checked_at - settled`` says the file had been left alone long enough before it
 was read (git's "racy" case). Rows of files with no stored documents are dropped in the same transaction
-(:func:`forget_orphans`).
+(:func:`forget_orphans`), and so are the rows of the files any removed document came from
+(:func:`forget_documents_files`): a record removed on its own (``citeline remove --doc``) must bring its unchanged
+file to be read again, or it would never come back.
 
 Indexes written before the table get it on their next commit (:func:`ensure`), filled from the documents' own
 stat where every document of a file agrees, which is exactly what the old rule accepted; until then (a read-only
@@ -106,6 +108,22 @@ def record(connection: duckdb.DuckDBPyConnection, files: Sequence[FileStat], sta
         )
     finally:
         connection.unregister("citeline_file_stats")
+
+
+def forget_documents_files(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> None:
+    """Drop the rows of the files ``doc_ids`` (documents about to be removed) were read from: a file a document
+    left the index from no longer holds, in the index, what its stat vouches for. Without this a document removed
+    on its own (``citeline remove --doc`` of a CSV row or a JSONL record) never came back: its file, unchanged, was
+    not read again. The next run reads such a file and adds back what is missing; its other documents are
+    unchanged (same content hash) and are not embedded again. A run that reads the file whole records its row
+    again in the same or a later commit (:func:`record`)."""
+    if not doc_ids:
+        return
+    connection.execute(
+        f"DELETE FROM {TABLE} WHERE (source_root, source_file) IN "
+        "(SELECT source_root, source_file FROM documents WHERE doc_id = ANY(?))",
+        [list(doc_ids)],
+    )
 
 
 def forget_orphans(connection: duckdb.DuckDBPyConnection) -> None:

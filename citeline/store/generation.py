@@ -198,6 +198,7 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
         with _transaction(connection, index_dir, generation):
             file_stats.ensure(connection)  # before the changes: an older index's table is filled from its rows
             if changes:
+                file_stats.forget_documents_files(connection, changes.remove_doc_ids)  # read again next run
                 removed = catalog.chunk_ids_of_documents(connection, changes.remove_doc_ids)
                 catalog.apply_changes(connection, changes.remove_doc_ids, changes.documents, changes.chunks)
                 generation += 1

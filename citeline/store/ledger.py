@@ -56,6 +56,9 @@ class RunSummary:
     #: (``citeline.sources.selection``); in the run's summary, not stored in the ledger (read back as 0)
     unsupported: int = 0
     excluded: int = 0
+    #: symbolic links not followed (broken, looping, leaving the root, or a second path to what is indexed):
+    #: skips, not failures (``citeline.sources.discovery``); in the summary only, as the two above
+    links_skipped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as JSON-ready data."""

@@ -96,18 +96,21 @@ def test_parsing_a_record_file_holds_only_the_texts_asked_for(tmp_path: Path) ->
     assert [d.offset for d in parsed.documents][:2] == [start, start + len(lines[50])]
 
 
-def test_a_file_failing_halfway_gives_no_documents(tmp_path: Path) -> None:
-    # A byte that is not UTF-8 on line 150 fails the whole file, as when it was read whole: what streamed before
-    # it is dropped, and the file's stored records are kept.
+def test_a_line_that_is_not_utf8_fails_alone_as_the_file_streams(tmp_path: Path) -> None:
+    # A byte that is not UTF-8 on line 151 fails that record alone (it used to fail the whole file): the records
+    # streamed before and after it are kept, and the file is incomplete (the line's id is unknown: nothing of the
+    # file is removed this run).
     path = _corpus(tmp_path / "docs", records=200)
     data = path.read_bytes().splitlines(keepends=True)
     data[150] = data[150].replace(b"dawn", b"d\xffwn", 1)
     path.write_bytes(b"".join(data))
     source = SourceFile(str(tmp_path / "docs"), str(path), "corpus.jsonl")
     batch = pipeline.parse_files([source], hold_chars=5000)
-    assert not batch.documents and not batch.keys and batch.incomplete == [(source.root, "corpus.jsonl")]
+    assert batch.document_count == 199 and batch.incomplete == [(source.root, "corpus.jsonl")]
     offset = sum(len(line) for line in data[:150]) + data[150].index(b"\xff")
-    assert batch.errors[0].reason == f"not valid UTF-8 at byte {offset} (re-save the file as UTF-8)"
+    assert [error.reason for error in batch.errors] == [
+        f"line 151: not valid UTF-8 at byte {offset} (re-save the file as UTF-8)"
+    ]
 
 
 class _InterruptAfter(HashEmbedder):

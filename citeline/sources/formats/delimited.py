@@ -14,6 +14,13 @@ Every column but the id, title and text columns is metadata, typed (``2021`` a n
 :func:`citeline.sources.metadata.typed_text`); empty cells are left out. A row with more cells than the header
 fails alone, naming its line; a row with fewer has the missing cells empty. The delimiter is ``,`` for ``.csv``
 and a tab for ``.tsv``; quoting is the csv module's (RFC 4180, a quoted cell may span lines).
+
+**Large cells.** A cell may hold up to :data:`MAX_CELL_CHARS` characters (16 Mi; a spreadsheet stops at 32,767);
+a row with a larger cell fails alone, naming its line, cell and size, and the rows after it are read. The csv
+module's own limit (131,072 characters by default, one setting for the whole process) ended the file at the first
+cell past it, losing every row after it; it is raised at import to :data:`CSV_MODULE_LIMIT`, above any cell a
+file can hold, and never lowered (another library in the process that raised it keeps its setting). A table is
+read whole, so ``--max-file-bytes`` bounds what one row can cost in memory.
 """
 
 from __future__ import annotations
@@ -28,6 +35,13 @@ from citeline.sources.encoding import decode
 from citeline.sources.metadata import typed_text
 from citeline.sources.records import Records
 from citeline.sources.registry import parser
+
+#: The most characters one cell may hold: a row with a larger one fails alone (see the module docstring).
+MAX_CELL_CHARS = 16 * 1024 * 1024
+#: The csv module's field limit, raised to this at import: the largest a C long holds on every platform, so the
+#: csv module never stops a file for a cell's size (:data:`MAX_CELL_CHARS` is the limit citeline applies, per row).
+CSV_MODULE_LIMIT = 2**31 - 1
+csv.field_size_limit(max(csv.field_size_limit(), CSV_MODULE_LIMIT))
 
 _ID_COLUMNS = ("_id", "id")
 _TEXT_COLUMNS = ("text", "body", "content", "abstract", "description")
@@ -60,7 +74,7 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
             row = next(reader)
         except StopIteration:
             break
-        except csv.Error as exc:  # an unclosed quote, a NUL, a cell past the csv module's size limit
+        except csv.Error as exc:  # an unclosed quote, a NUL
             records.fail(line_number, f"not valid CSV ({exc}); the rest of the file is not read")
             break
         if not any(cell.strip() for cell in row):
@@ -71,6 +85,15 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
             continue
         cells = row + [""] * (len(header) - len(row))
         record_id = cells[id_at].strip() if id_at is not None else str(line_number)
+        large = next((i for i, cell in enumerate(cells) if len(cell) > MAX_CELL_CHARS), None)
+        if large is not None:
+            records.fail(
+                line_number,
+                f"cell '{(header[large] or f'column {large + 1}')[:100]}' holds {len(cells[large]):,} characters, "
+                f"above the {MAX_CELL_CHARS:,}-character limit of a cell; the row is skipped",
+                record_id if record_id and large != id_at else None,  # a known id keeps its stored version
+            )
+            continue
         if not record_id:
             records.fail(line_number, f"row has no {header[id_at] if id_at is not None else 'id'}")
             continue

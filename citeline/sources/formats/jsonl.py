@@ -18,8 +18,9 @@ def read_jsonl(source: SourceFile, stream: BinaryIO, parsed: Parsed) -> Generato
 
     A BEIR ``corpus.jsonl`` ingests as it is. Each record is its own document (``source_id`` ``file#id``), added,
     updated and removed on its own, and a bad record fails alone with an error naming the file and line: invalid
-    JSON, no id, an id that is not a string or integer, no text, or a lone-surrogate escape (``"\\ud800"``) in
-    any field (see :mod:`citeline.sources.records` for ids, repeats and what a failed record keeps).
+    JSON, a byte that is not UTF-8, no id, an id that is not a string or integer, no text, or a lone-surrogate
+    escape (``"\\ud800"``) in any field (see :mod:`citeline.sources.records` for ids, repeats and what a failed
+    record keeps).
 
     Streamed (a record format): read line by line from ``stream`` (JSON Lines is UTF-8), each document yielded as
     its line is read, so a file of any size is read with one line in memory (and the ids seen, for the duplicate
@@ -27,7 +28,7 @@ def read_jsonl(source: SourceFile, stream: BinaryIO, parsed: Parsed) -> Generato
     """
     records = Records(source, "jsonl", "utf-8", parsed)
     found = False
-    for line_number, offset, line in record_lines(source, stream):
+    for line_number, offset, line in record_lines(source, stream, records.fail):
         if not line.strip():
             continue
         try:
