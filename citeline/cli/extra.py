@@ -117,6 +117,37 @@ def serve(
     )
 
 
+@click.command("mcp")
+@index_option
+@click.option(
+    "--allow-ingest",
+    "allow_ingest",
+    multiple=True,
+    type=PathType(exists=True),
+    metavar="ROOT",
+    help="Offer an `ingest` tool that ingests ROOT (by its path or number; never a path the model chooses); "
+    "repeatable [default: read-only, no ingest tool].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, 3600, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a tool call may take (waiting included) before it fails.",
+)
+@user_errors
+def mcp(index_path: str, allow_ingest: tuple[str, ...], timeout: float) -> None:
+    """Serve the index to AI assistants over MCP on stdin/stdout (what a local MCP client starts).
+
+    Tools: search (each passage with its citation: source, record, document id, character offsets, highlighted
+    sentences, a quote), get_passage, get_document, list_documents, index_status; documents are resources
+    citeline://DOC_ID and citeline://DOC_ID/chars/START-END. `citeline serve` offers the same at /mcp over HTTP.
+    """
+    from citeline.server import serve_mcp_stdio
+
+    serve_mcp_stdio(index_path, ingest_roots=allow_ingest, timeout=timeout)
+
+
 @click.command()
 @index_option
 @filter_options
