@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, TypeVar, get_type_hints
 
 import anyio.to_thread
-import mcp_types as types
+from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -120,7 +121,7 @@ def search_arguments(limits: Limits, filters: type[BaseModel]) -> type[BaseModel
         if "maximum" in meta:
             bounds["le"] = min(meta["maximum"], limits.k) if spec.name == "k" else meta["maximum"]
         if "choices" in meta:
-            annotation = Literal[tuple(meta["choices"])]  # type: ignore[valid-type]
+            annotation = Literal[tuple(meta["choices"])]
         if spec.name == "filters":
             annotation, default = filters | None, None
         elif spec.default is not dataclasses.MISSING:
@@ -381,7 +382,7 @@ def _span(detail: Any, start: int, end: int, next_offset: int | None) -> dict[st
     }
 
 
-def allowed_roots(roots: Sequence[str | Path]) -> list[Path]:
+def allowed_roots(roots: Sequence[str | os.PathLike[str]]) -> list[Path]:
     """The roots ``--allow-ingest`` names, resolved; a missing one is a :class:`SettingsError` at startup."""
     from citeline.errors import SettingsError
 
@@ -591,11 +592,10 @@ def build_server(
 
     @resource_errors
     async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        cursor = params.cursor if params is not None else None
-        try:
-            offset = int(cursor) if cursor else 0
-        except ValueError:
-            raise ValueError(f"invalid cursor {cursor[:40]!r}") from None
+        cursor = (params.cursor if params is not None else None) or "0"
+        if not cursor.isdigit() or len(cursor) > 18:
+            raise ValueError(f"invalid cursor {cursor[:40]!r}")
+        offset = int(cursor)
         rows = await reader.run(lambda deadline: reader.index.documents(None, MAX_LIST + 1, offset))
         resources = [
             types.Resource(

@@ -366,9 +366,7 @@ class Query:
     filters: Filters = field(
         default_factory=Filters, metadata=_option("Only documents these filters select (applied before ranking).")
     )
-    collapse: bool = field(
-        default=True, metadata=_option("Near-duplicates as one result listing each source.")
-    )
+    collapse: bool = field(default=True, metadata=_option("Near-duplicates as one result listing each source."))
     collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
     fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
     #: the relevance floor (``citeline.query.relevance``); None: calibrated
