@@ -92,8 +92,8 @@ def serve(
     dask_address: str | None,
     shard_workers: str | None,
 ) -> None:
-    """Serve the index over HTTP (read-only): a search page at /, and GET /search, /documents, /documents/ID,
-    /status, /runs, /health.
+    """Serve the index over HTTP (read-only): a search page at /, GET /search, /documents, /documents/ID,
+    /status, /runs, /health, and MCP (streamable HTTP) at /mcp for AI assistants (the tools of `citeline mcp`).
 
     The OpenAPI schema is at /openapi.json and interactive docs at /docs (assets served locally). The server never
     takes the writer lock, so `citeline ingest` can run beside it; each query sees the newest committed generation.
