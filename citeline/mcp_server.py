@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import logging
 import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -54,11 +55,14 @@ QUOTE_CHARS = 300
 #: Documents (or resources) in one page of ``list_documents`` (or ``resources/list``).
 MAX_LIST = 100
 DEFAULT_LIST = 20
+#: The errors of an ingest run its summary lists (``citeline runs`` shows them all).
+MAX_RUN_ERRORS = 20
 SCHEME = "citeline://"
 _RANGE = re.compile(r"^(?P<doc>[^/]+)/chars/(?P<start>\d+)-(?P<end>\d+)$")
 
 FiltersFrom = Callable[..., dict[str, Any]]
 T = TypeVar("T")
+_LOG = logging.getLogger(__name__)
 
 
 class McpReader(Reader, Protocol):
@@ -527,7 +531,12 @@ def _ingest_tool(reader: McpReader, roots: Sequence[Path]) -> _Tool:
             # A writer of its own (the server's index object only reads); the index's writer lock orders it with
             # any other writer, and the reader's snapshot picks the commits up at its next search.
             writer = Index.open(reader.index.path, embedder=reader.index.embedder)
-            return dict(normalize(writer.ingest([root]).to_dict()))
+            summary = dict(normalize(writer.ingest([root]).to_dict()))
+            errors = summary.get("errors") or []
+            if len(errors) > MAX_RUN_ERRORS:  # bounded: the first ones, and how many there were
+                summary["errors"] = errors[:MAX_RUN_ERRORS]
+                summary["errors_not_shown"] = len(errors) - MAX_RUN_ERRORS
+            return summary
 
         summary = await anyio.to_thread.run_sync(run)
         return summary, json.dumps(summary, indent=1, default=str)
@@ -577,6 +586,8 @@ def build_server(
             args = tool.arguments.model_validate(params.arguments or {})
             structured, text = await tool.call(args)
         except Exception as exc:  # every failure is the tool's one-line error; the server goes on
+            if not isinstance(exc, ValidationError | CitelineError | ToolError | ValueError):
+                _LOG.exception("tool %s failed", params.name)  # a bug: the traceback goes to stderr, not the model
             return types.CallToolResult(content=[types.TextContent(type="text", text=_one_line(exc))], is_error=True)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
 
