@@ -269,9 +269,34 @@ class _Tool:
             name=self.name,
             description=self.description,
             input_schema=schema,
-            output_schema=self.output.model_json_schema() if self.output else None,
+            output_schema=output_schema(self.output) if self.output else None,
             annotations=types.ToolAnnotations(read_only_hint=self.read_only, open_world_hint=False),
         )
+
+
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema in the form a client validates fastest, the same constraints: nested models inlined
+    (no ``$ref`` to resolve) and ``anyOf`` of plain types as a type list (``X | None``). The SDK's client checks
+    every structured answer against it; a search answer of 10 hits took 2.1 ms to check with pydantic's schema,
+    1.5 ms with this one (docs/performance.md#mcp-over-stdio-what-the-protocol-adds)."""
+    schema = model.model_json_schema()
+    definitions = schema.pop("$defs", {})
+
+    def simplified(node: Any) -> Any:
+        if isinstance(node, list):
+            return [simplified(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return simplified(definitions[node["$ref"].rsplit("/", 1)[-1]])
+        out = {key: simplified(value) for key, value in node.items()}
+        alternatives = out.get("anyOf")
+        if alternatives and all(set(item) == {"type"} and isinstance(item["type"], str) for item in alternatives):
+            del out["anyOf"]
+            out["type"] = [item["type"] for item in alternatives]
+        return out
+
+    return dict(simplified(schema))
 
 
 def uri_of(doc_id: str, start: int | None = None, end: int | None = None) -> str:
