@@ -334,3 +334,13 @@ def test_http_mcp_behind_the_token(index: Index) -> None:
     finally:
         process.terminate()
         process.wait(20)
+
+
+def test_output_schemas_keep_every_field_inlined() -> None:
+    from citeline.mcp_server import Citation, SearchOut, output_schema
+
+    schema = output_schema(SearchOut)
+    item = schema["properties"]["results"]["items"]
+    assert "$defs" not in json.dumps(schema) and "$ref" not in json.dumps(schema)
+    assert set(item["properties"]) == set(Citation.model_fields) and item["required"] == list(Citation.model_fields)
+    assert item["properties"]["record_id"]["type"] == ["string", "null"]
