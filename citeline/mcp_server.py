@@ -28,7 +28,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol, TypeVar, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar, get_type_hints
 
 import anyio.to_thread
 from mcp import types
@@ -43,7 +43,18 @@ from citeline.query.results import SearchResult
 from citeline.util.formats import normalize
 from citeline.web import Limits, Reader
 
-__all__ = ["MAX_SPAN_CHARS", "McpReader", "allowed_roots", "build_server", "http_app", "parse_uri", "run_stdio"]
+__all__ = [
+    "MAX_SPAN_CHARS",
+    "allowed_roots",
+    "build_server",
+    "citation",
+    "http_app",
+    "output_schema",
+    "parse_uri",
+    "render_search",
+    "run_stdio",
+    "uri_of",
+]
 
 #: The longest span of text a tool or resource returns at once (a bigger document is read in pages).
 MAX_SPAN_CHARS = 20_000
@@ -63,13 +74,6 @@ _RANGE = re.compile(r"^(?P<doc>[^/]+)/chars/(?P<start>\d+)-(?P<end>\d+)$")
 FiltersFrom = Callable[..., dict[str, Any]]
 T = TypeVar("T")
 _LOG = logging.getLogger(__name__)
-
-
-class McpReader(Reader, Protocol):
-    """What the tools need of the server's reader (``citeline.server._Reader``): its index, the search slot and
-    ``run`` (work on a thread, bounded by the server's timeout)."""
-
-    timeout: float
 
 
 # ---------------------------------------------------------------- arguments (input schemas)
@@ -424,7 +428,7 @@ def allowed_roots(roots: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return resolved
 
 
-def _tools(reader: McpReader, filters_from: FiltersFrom, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
+def _tools(reader: Reader, filters_from: FiltersFrom, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
     filters_model = _filters_model(limits)
     search_model = search_arguments(limits, filters_model)
 
@@ -539,7 +543,7 @@ def _tools(reader: McpReader, filters_from: FiltersFrom, limits: Limits, roots: 
     return tools
 
 
-def _ingest_tool(reader: McpReader, roots: Sequence[Path]) -> _Tool:
+def _ingest_tool(reader: Reader, roots: Sequence[Path]) -> _Tool:
     names = [str(root) for root in roots]
     listed = "; ".join(f"{n}: {name}" for n, name in enumerate(names))
     root_type = Literal[tuple([*names, *range(len(names))])]  # type: ignore[valid-type]
@@ -592,11 +596,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def build_server(
-    reader: McpReader, filters_from: FiltersFrom, limits: Limits, *, ingest_roots: Sequence[Path] = ()
+    reader: Reader, filters_from: FiltersFrom, limits: Limits, *, ingest_roots: Sequence[Path] = ()
 ) -> Server[Any]:
     """The MCP server over ``reader`` (the tools and resources of the module docstring). ``filters_from`` turns the
     filter arguments (the HTTP API's names) into ``Index.search``'s filters (``citeline.server.filters_from_params``);
-    ``ingest_roots``: the roots the ``ingest`` tool may ingest (none: no ``ingest`` tool)."""
+    ``ingest_roots``: the roots the ``ingest`` tool may ingest (none: no ``ingest`` tool). ``reader`` is the server's
+    (``citeline.server._Reader``: its index, the one search slot, and ``run``, work on a thread within the timeout)."""
     tools = {tool.name: tool for tool in _tools(reader, filters_from, limits, ingest_roots)}
     declarations = [tool.declaration() for tool in tools.values()]
 
