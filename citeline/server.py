@@ -1,6 +1,7 @@
 """``citeline serve``: a read-only HTTP API over one index (FastAPI, run with uvicorn), and a search page.
 
-GET ``/search``, ``/status``, ``/runs``, ``/documents``, ``/documents/{doc_id}`` and ``/health``; query parameters
+GET ``/search``, ``/status``, ``/runs``, ``/documents``, ``/documents/{doc_id}`` and ``/health``, and MCP (streamable
+HTTP) at ``/mcp`` (``citeline.mcp_server``); query parameters
 have the names of the CLI's flags (``q``, ``k``, ``offset``, ``mode``, ``source``, ``path``, ``where``,
 ``ingested_after``, ``ingested_before``, ``collapse``, ``limit``), and the response models are generated from the
 Python objects' dataclasses (``SearchResult``, ``RunSummary``, ``IndexStatus``), so the OpenAPI schema at
@@ -60,7 +61,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from citeline import web
+from citeline import mcp_server, web
 from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError, SettingsError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
@@ -73,7 +74,15 @@ from citeline.store.filters import where_meta
 from citeline.store.ledger import RunSummary
 from citeline.util.formats import normalize
 
-__all__ = ["app_from_environment", "check_bind", "create_app", "filters_from_params", "model_of", "serve"]
+__all__ = [
+    "app_from_environment",
+    "check_bind",
+    "create_app",
+    "filters_from_params",
+    "model_of",
+    "serve",
+    "serve_mcp_stdio",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -88,6 +97,8 @@ MAX_PAGE = 1000
 DEFAULT_PAGE = 100
 MAX_FILTER_VALUES = 20
 MAX_ID_CHARS = 200
+#: The bounds above as the search page and the MCP tools take them.
+LIMITS = web.Limits(MAX_QUERY_CHARS, MAX_K, MAX_OFFSET, MAX_ID_CHARS, MAX_FILTER_VALUES)
 #: Seconds a request may take, waiting for the index included, before it is answered 503 (``timeout``).
 DEFAULT_TIMEOUT = 30.0
 #: Seconds a connection may take to send a request's head (after connecting, or after the last response): uvicorn
@@ -433,6 +444,10 @@ def create_app(
     if not timeout > 0:
         raise SettingsError(f"timeout must be more than 0 seconds, got {timeout!r}")
     reader = _Reader(Index.open(index_path, embedder=embedder, repair=False, **on_dask), timeout)
+    # MCP over streamable HTTP at /mcp, behind the same guard (token) as every route, reading through the same reader.
+    mcp_endpoint, mcp_lifespan = mcp_server.http_app(
+        mcp_server.build_server(reader, filters_from_params, LIMITS), loopback_only=token is None
+    )
     errors: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 503)}
     app = FastAPI(
         title="citeline",
@@ -441,7 +456,9 @@ def create_app(
         responses=errors,
         docs_url=None,
         redoc_url=None,
+        lifespan=mcp_lifespan,
     )
+    app.add_route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     app.add_middleware(_Guard, token=token)
     if cors:
         # Outermost, so that a browser's preflight is answered before the token check (it carries no header).
@@ -545,7 +562,7 @@ def create_app(
                    swagger_css_url="swagger/swagger-ui.css", swagger_favicon_url="fastapi/favicon.png")  # fmt: skip
     _add_docs_page(app, "/redoc", get_redoc_html, redoc_js_url="redoc/redoc.standalone.js",
                    redoc_favicon_url="fastapi/favicon.png", with_google_fonts=False)  # fmt: skip
-    web.add_pages(app, reader, filters_from_params, web.Limits(MAX_QUERY_CHARS, MAX_K, MAX_OFFSET, MAX_ID_CHARS))
+    web.add_pages(app, reader, filters_from_params, LIMITS)
     return app
 
 
@@ -627,6 +644,22 @@ def serve(
     if token:
         os.environ[TOKEN_ENV] = token  # the workers read it from their environment, never from argv
     uvicorn.run("citeline.server:app_from_environment", factory=True, workers=workers, **options)
+
+
+def serve_mcp_stdio(
+    index_path: str | os.PathLike[str],
+    *,
+    embedder: Embedder | None = None,
+    ingest_roots: Sequence[str | os.PathLike[str]] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+) -> None:
+    """``citeline mcp``: serve the index's MCP tools and resources over stdin/stdout until the client closes them
+    (``citeline.mcp_server``), reading as :func:`create_app` does; ``ingest_roots`` enables the ``ingest`` tool for
+    those roots only. Raises :class:`IndexNotFoundError` before serving if there is no index."""
+    roots = mcp_server.allowed_roots(ingest_roots)
+    reader = _Reader(Index.open(index_path, embedder=embedder, repair=False), timeout)
+    server = mcp_server.build_server(reader, filters_from_params, LIMITS, ingest_roots=roots)
+    anyio.run(mcp_server.run_stdio, server)
 
 
 def _without_path(settings: dict[str, Any]) -> dict[str, Any]:

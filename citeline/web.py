@@ -173,6 +173,7 @@ class Limits:
     k: int
     offset: int
     id_chars: int
+    filter_values: int  #: values of one filter (``source``, ``path``, ``where``)
 
 
 def add_pages(app: FastAPI, reader: Reader, filters_from_params: Callable[..., dict[str, Any]], limits: Limits) -> None:

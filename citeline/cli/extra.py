@@ -92,8 +92,8 @@ def serve(
     dask_address: str | None,
     shard_workers: str | None,
 ) -> None:
-    """Serve the index over HTTP (read-only): a search page at /, and GET /search, /documents, /documents/ID,
-    /status, /runs, /health.
+    """Serve the index over HTTP (read-only): a search page at /, GET /search, /documents, /documents/ID,
+    /status, /runs, /health, and MCP (streamable HTTP) at /mcp for AI assistants (the tools of `citeline mcp`).
 
     The OpenAPI schema is at /openapi.json and interactive docs at /docs (assets served locally). The server never
     takes the writer lock, so `citeline ingest` can run beside it; each query sees the newest committed generation.
@@ -115,6 +115,37 @@ def serve(
         dask_address=dask_address,
         shard_workers=shard_workers,
     )
+
+
+@click.command("mcp")
+@index_option
+@click.option(
+    "--allow-ingest",
+    "allow_ingest",
+    multiple=True,
+    type=PathType(exists=True),
+    metavar="ROOT",
+    help="Offer an `ingest` tool that ingests ROOT (by its path or number; never a path the model chooses); "
+    "repeatable [default: read-only, no ingest tool].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, 3600, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a tool call may take (waiting included) before it fails.",
+)
+@user_errors
+def mcp(index_path: str, allow_ingest: tuple[str, ...], timeout: float) -> None:
+    """Serve the index to AI assistants over MCP on stdin/stdout (what a local MCP client starts).
+
+    Tools: search (each passage with its citation: source, record, document id, character offsets, highlighted
+    sentences, a quote), get_passage, get_document, list_documents, index_status; documents are resources
+    citeline://DOC_ID and citeline://DOC_ID/chars/START-END. `citeline serve` offers the same at /mcp over HTTP.
+    """
+    from citeline.server import serve_mcp_stdio
+
+    serve_mcp_stdio(index_path, ingest_roots=allow_ingest, timeout=timeout)
 
 
 @click.command()

@@ -346,18 +346,39 @@ def _scored(hit: SearchResult, score: float) -> SearchResult:
     return evolve(hit, sources=(hit.as_source(),))
 
 
+def _option(help: str, **bounds: Any) -> dict[str, Any]:
+    """A request field's ``metadata``: its help text and bounds (``minimum``, ``maximum``, ``choices``), which the
+    surfaces that take a request from outside read (the MCP tools' input schema: ``citeline.mcp_server``)."""
+    return {"help": help, **bounds}
+
+
 @dataclass(frozen=True)
 class Query:
-    """One validated search request."""
+    """One validated search request. The fields whose ``metadata`` has a ``help`` are a caller's options; their
+    help text and bounds are declared here once."""
 
-    text: str
-    k: int
-    mode: str = DEFAULT_MODE
-    filters: Filters = field(default_factory=Filters)
-    collapse: bool = True
+    text: str = field(metadata=_option("What to look for."))
+    k: int = field(metadata=_option("Number of passages.", minimum=1, maximum=MAX_K))
+    mode: str = field(
+        default=DEFAULT_MODE,
+        metadata=_option("How to rank: hybrid (fused), dense (embeddings) or lexical (BM25).", choices=MODES),
+    )
+    filters: Filters = field(
+        default_factory=Filters, metadata=_option("Only documents these filters select (applied before ranking).")
+    )
+    collapse: bool = field(default=True, metadata=_option("Near-duplicates as one result listing each source."))
     collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
     fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
-    min_score: float | None = None  #: the relevance floor (``citeline.query.relevance``); None: calibrated
+    #: the relevance floor (``citeline.query.relevance``); None: calibrated
+    min_score: float | None = field(
+        default=None,
+        metadata=_option(
+            "Drop passages whose relevance (0-1) is lower; 0 keeps all [default: none, unless all are below the "
+            "calibrated floor].",
+            minimum=0.0,
+            maximum=1.0,
+        ),
+    )
 
     @classmethod
     def of(

@@ -1,0 +1,726 @@
+"""The MCP server (Model Context Protocol): an index's search, documents and status as tools and resources for AI
+assistants and agents, with the citation of every passage (``citeline mcp`` over stdio; ``citeline serve`` at
+``/mcp`` over streamable HTTP). Built on the official ``mcp`` SDK's low-level server, so the protocol is the SDK's.
+
+Tools: ``search`` (its input schema is generated from the fields of :class:`citeline.query.plan.Query`: names, types,
+bounds and help are declared there once), ``get_passage`` and ``get_document`` (a bounded span of a document's text,
+paged), ``list_documents`` (filters, paged), ``index_status``, and ``ingest`` only when roots were allowed
+(``--allow-ingest ROOT``): the model names one of those roots, never a path. Every answer is bounded (see the
+``MAX_`` constants and the server's :class:`citeline.web.Limits`); a bad argument, a query the index refuses or an
+unknown document is a tool error (``isError``) with one line, never a crash of the server.
+
+Resources: ``citeline://DOC_ID`` is a document's text, ``citeline://DOC_ID/chars/START-END`` the characters
+``START`` to ``END`` of it (the offsets a search result cites), listed a page at a time.
+
+Reads go through the server's reader (``citeline.server._Reader``: the kept-open index whose search snapshot reloads
+itself after a commit, one search at a time), so a search while ``citeline ingest`` commits answers from the
+generation before or after the commit, never a mix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import logging
+import os
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar, get_type_hints
+
+import anyio.to_thread
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from citeline.errors import CitelineError
+from citeline.index import Index
+from citeline.query.plan import Query
+from citeline.query.results import SearchResult
+from citeline.util.formats import normalize
+from citeline.web import Limits, Reader
+
+__all__ = [
+    "MAX_SPAN_CHARS",
+    "allowed_roots",
+    "build_server",
+    "citation",
+    "http_app",
+    "output_schema",
+    "parse_uri",
+    "render_search",
+    "run_stdio",
+    "uri_of",
+]
+
+#: The longest span of text a tool or resource returns at once (a bigger document is read in pages).
+MAX_SPAN_CHARS = 20_000
+DEFAULT_SPAN_CHARS = 4_000
+#: Characters of context around a cited passage that ``get_passage`` adds by default on each side.
+DEFAULT_CONTEXT_CHARS = 500
+#: A search hit's quote: its best highlighted sentences (or the passage) cut to this many characters.
+QUOTE_CHARS = 300
+#: Documents (or resources) in one page of ``list_documents`` (or ``resources/list``).
+MAX_LIST = 100
+DEFAULT_LIST = 20
+#: The errors of an ingest run its summary lists (``citeline runs`` shows them all).
+MAX_RUN_ERRORS = 20
+SCHEME = "citeline://"
+_RANGE = re.compile(r"^(?P<doc>[^/]+)/chars/(?P<start>\d+)-(?P<end>\d+)$")
+
+FiltersFrom = Callable[..., dict[str, Any]]
+T = TypeVar("T")
+_LOG = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- arguments (input schemas)
+
+
+class _Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _filters_model(limits: Limits) -> type[BaseModel]:
+    """The filters of ``search`` and ``list_documents``: the HTTP API's filter parameters (same names), as bounded."""
+    values: Any = list[Annotated[str, Field(max_length=limits.query_chars)]] | None
+
+    def many(description: str) -> Any:
+        return values, Field(None, max_length=limits.filter_values, description=description)
+
+    def date(description: str) -> Any:
+        return str | None, Field(None, max_length=64, description=description)
+
+    return create_model(
+        "Filters",
+        __base__=_Arguments,
+        __doc__="Only the documents these select (several keys AND; several values of one key OR).",
+        source=many("Only this ingested folder or file (or a source id)."),
+        path=many("Only documents whose source id or path matches this glob."),
+        where=many(
+            "KEY=VALUE: only documents whose metadata KEY is VALUE; also KEY!=VALUE, KEY~TEXT, KEY>=VALUE (>, <, <=) "
+            "and 'KEY in A,B'."
+        ),
+        ingested_after=date("Only documents ingested at or after this date (ISO 8601)."),
+        ingested_before=date("Only documents ingested before this date (ISO 8601)."),
+    )
+
+
+def search_arguments(limits: Limits, filters: type[BaseModel]) -> type[BaseModel]:
+    """The ``search`` tool's arguments, from the fields of :class:`~citeline.query.plan.Query` that declare a help
+    text (their type, default, bounds and choices), kept within the server's ``limits``; the query's text is
+    named ``query`` and ``k`` defaults as :meth:`citeline.Index.search` does."""
+    hints = get_type_hints(Query)
+    defaults = {name: p.default for name, p in inspect.signature(Index.search).parameters.items()}
+    fields: dict[str, Any] = {}
+    for spec in dataclasses.fields(Query):
+        meta = spec.metadata
+        if "help" not in meta:
+            continue
+        name = "query" if spec.name == "text" else spec.name
+        annotation: Any = hints[spec.name]
+        bounds: dict[str, Any] = {}
+        if spec.name == "text":
+            bounds = {"min_length": 1, "max_length": limits.query_chars}
+        if "minimum" in meta:
+            bounds["ge"] = meta["minimum"]
+        if "maximum" in meta:
+            bounds["le"] = min(meta["maximum"], limits.k) if spec.name == "k" else meta["maximum"]
+        if "choices" in meta:
+            annotation = Literal[tuple(meta["choices"])]
+        if spec.name == "filters":
+            annotation, default = filters | None, None
+        elif spec.default is not dataclasses.MISSING:
+            default = spec.default
+        else:
+            default = defaults.get(name, inspect.Parameter.empty)
+            default = ... if default is inspect.Parameter.empty else default
+        fields[name] = (annotation, Field(default, description=meta["help"], **bounds))
+    return create_model("SearchArguments", __base__=_Arguments, **fields)
+
+
+class _Passage(BaseModel):
+    """``get_passage``: the characters ``char_start`` to ``char_end`` of a document's text with context."""
+
+    model_config = ConfigDict(extra="forbid")
+    doc_id: str = Field(min_length=1, max_length=200, description="The document's id (a search result's doc_id).")
+    char_start: int = Field(ge=0, description="Start offset into the document's text (a search result's).")
+    char_end: int = Field(ge=0, description="End offset into the document's text (exclusive).")
+    context: int = Field(
+        DEFAULT_CONTEXT_CHARS, ge=0, le=MAX_SPAN_CHARS, description="Characters of context on each side."
+    )
+
+
+class _Document(BaseModel):
+    """``get_document``: a document's text a page at a time."""
+
+    model_config = ConfigDict(extra="forbid")
+    doc_id: str = Field(min_length=1, max_length=200, description="The document's id (a search result's doc_id).")
+    offset: int = Field(0, ge=0, description="First character to return (the previous answer's next_offset).")
+    max_chars: int = Field(DEFAULT_SPAN_CHARS, ge=1, le=MAX_SPAN_CHARS, description="At most this many characters.")
+
+
+class _NoArguments(_Arguments):
+    pass
+
+
+# ---------------------------------------------------------------- answers (output schemas)
+
+
+class HighlightOut(BaseModel):
+    """A sentence of the passage that answers the query."""
+
+    text: str
+    char_start: int = Field(description="Offset into the document's text.")
+    char_end: int = Field(description="End offset into the document's text (exclusive).")
+
+
+class AlsoIn(BaseModel):
+    """Another document that holds the same passage (collapsed into this result)."""
+
+    doc_id: str
+    source: str
+    char_start: int
+    char_end: int
+    uri: str
+
+
+class Citation(BaseModel):
+    """One passage and where it is: ``uri`` opens it (a ``citeline://DOC_ID/chars/START-END`` resource)."""
+
+    rank: int
+    uri: str
+    doc_id: str
+    source: str = Field(description="The source file's path (or the document's URL when its metadata has one).")
+    source_id: str = Field(description="The source relative to its ingested root (file#record for a record).")
+    record_id: str | None = Field(description="The record's id when the document is one record of a JSONL/CSV file.")
+    title: str
+    page: int | None
+    char_start: int = Field(description="Start of the passage: an offset into the document's text.")
+    char_end: int = Field(description="End of the passage (exclusive): an offset into the document's text.")
+    quote: str = Field(description=f"The best highlighted sentences, at most {QUOTE_CHARS} characters.")
+    highlights: list[HighlightOut]
+    score: float
+    relevance: float | None
+    also_in: list[AlsoIn]
+
+
+class SearchOut(BaseModel):
+    """The passages most relevant to the query, best first, each with its citation."""
+
+    query: str
+    mode: str
+    generation: int = Field(description="The committed generation of the index the answer was read from.")
+    results: list[Citation]
+
+
+class SpanOut(BaseModel):
+    """A span of a document's text: ``text == document_text[char_start:char_end]``."""
+
+    doc_id: str
+    uri: str
+    title: str
+    source: str
+    length: int = Field(description="The document's text length in characters.")
+    char_start: int
+    char_end: int
+    text: str
+    next_offset: int | None = Field(description="Where the next page starts (get_document), None at the end.")
+
+
+class DocumentOut(BaseModel):
+    """One indexed document."""
+
+    doc_id: str
+    uri: str
+    source: str
+    source_id: str
+    title: str
+    format: str
+    chunks: int
+    pages: int | None
+    ingested_at: str | None
+
+
+class DocumentsOut(BaseModel):
+    """A page of the documents the filters select."""
+
+    documents: list[DocumentOut]
+    next_offset: int | None = Field(description="Pass as offset for the next page; None at the end.")
+
+
+# ---------------------------------------------------------------- the tools
+
+
+class ToolError(Exception):
+    """A tool's one-line error (``isError``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tool:
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    output: type[BaseModel] | None
+    call: Callable[[Any], Awaitable[tuple[dict[str, Any], str]]]
+    read_only: bool = True
+
+    def declaration(self) -> types.Tool:
+        schema = self.arguments.model_json_schema()
+        return types.Tool(
+            name=self.name,
+            description=self.description,
+            input_schema=schema,
+            output_schema=output_schema(self.output) if self.output else None,
+            annotations=types.ToolAnnotations(read_only_hint=self.read_only, open_world_hint=False),
+        )
+
+
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema in the form a client validates fastest, the same constraints: nested models inlined
+    (no ``$ref`` to resolve) and ``anyOf`` of plain types as a type list (``X | None``). The SDK's client checks
+    every structured answer against it; a search answer of 10 hits took 2.1 ms to check with pydantic's schema,
+    1.5 ms with this one (docs/performance.md#mcp-over-stdio-what-the-protocol-adds)."""
+    schema = model.model_json_schema()
+    definitions = schema.pop("$defs", {})
+
+    def simplified(node: Any) -> Any:
+        if isinstance(node, list):
+            return [simplified(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return simplified(definitions[node["$ref"].rsplit("/", 1)[-1]])
+        out = {key: simplified(value) for key, value in node.items()}
+        alternatives = out.get("anyOf")
+        if alternatives and all(set(item) == {"type"} and isinstance(item["type"], str) for item in alternatives):
+            del out["anyOf"]
+            out["type"] = [item["type"] for item in alternatives]
+        return out
+
+    return dict(simplified(schema))
+
+
+def uri_of(doc_id: str, start: int | None = None, end: int | None = None) -> str:
+    """A document's resource URI, or a range's (``citeline://DOC_ID/chars/START-END``)."""
+    return f"{SCHEME}{doc_id}" if start is None else f"{SCHEME}{doc_id}/chars/{start}-{end}"
+
+
+def parse_uri(uri: str) -> tuple[str, tuple[int, int] | None]:
+    """The document id and the character range (or None) of a ``citeline://`` URI; ValueError if it is not one."""
+    if not uri.startswith(SCHEME) or len(uri) == len(SCHEME):
+        raise ValueError(f"not a citeline resource: {uri[:80]!r} (expected citeline://DOC_ID[/chars/START-END])")
+    rest = uri[len(SCHEME) :]
+    match = _RANGE.match(rest)
+    if match:
+        return match["doc"], (int(match["start"]), int(match["end"]))
+    if "/" in rest:
+        raise ValueError(f"not a citeline resource: {uri[:80]!r} (expected citeline://DOC_ID[/chars/START-END])")
+    return rest, None
+
+
+def _source(metadata: dict[str, Any], source_path: str) -> str:
+    url = metadata.get("url") if isinstance(metadata, dict) else None
+    return url if isinstance(url, str) and url.startswith(("http://", "https://")) else source_path
+
+
+def _record_id(source_id: str) -> str | None:
+    # A record's source id is ``file#record`` (citeline.sources.document); a whole file's has no ``#`` there.
+    file, sep, record = source_id.partition("#")
+    return record if sep and file.lower().endswith((".jsonl", ".csv", ".tsv", ".ndjson")) else None
+
+
+def _quote(result: SearchResult) -> str:
+    best = sorted(result.highlights, key=lambda h: h.char_start)
+    text = " … ".join(h.text.strip() for h in best) if best else result.text.strip()
+    text = " ".join(text.split())
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
+
+
+def citation(rank: int, result: SearchResult) -> dict[str, Any]:
+    """A search result as the ``search`` tool cites it."""
+    also = [
+        {
+            "doc_id": s.doc_id,
+            "source": s.source_path,
+            "char_start": s.char_start,
+            "char_end": s.char_end,
+            "uri": uri_of(s.doc_id, s.char_start, s.char_end),
+        }
+        for s in result.sources
+        if (s.doc_id, s.char_start) != (result.doc_id, result.char_start)
+    ]
+    return {
+        "rank": rank,
+        "uri": uri_of(result.doc_id, result.char_start, result.char_end),
+        "doc_id": result.doc_id,
+        "source": _source(result.metadata, result.source_path),
+        "source_id": result.source_id,
+        "record_id": _record_id(result.source_id),
+        "title": result.title,
+        "page": result.page,
+        "char_start": result.char_start,
+        "char_end": result.char_end,
+        "quote": _quote(result),
+        "highlights": [{"text": h.text, "char_start": h.char_start, "char_end": h.char_end} for h in result.highlights],
+        "score": float(result.score),
+        "relevance": None if result.relevance is None else float(result.relevance),
+        "also_in": also,
+    }
+
+
+def render_search(answer: dict[str, Any]) -> str:
+    """A search answer as text an LLM reads well: each passage's quote under its citation."""
+    if not answer["results"]:
+        return f"No passage matches {answer['query']!r}."
+    lines = [f"{len(answer['results'])} passages for {answer['query']!r} (index generation {answer['generation']}):"]
+    for hit in answer["results"]:
+        where = hit["source"] + (f", p. {hit['page']}" if hit["page"] else "")
+        lines.append(f"\n[{hit['rank']}] {hit['title'] or hit['source_id']} — {where}")
+        lines.append(
+            f"    doc {hit['doc_id']}, characters {hit['char_start']}-{hit['char_end']} of its text; {hit['uri']}"
+        )
+        lines.append(f"    > {hit['quote']}")
+        for other in hit["also_in"]:
+            lines.append(f"    also in {other['source']} ({other['uri']})")
+    return "\n".join(lines)
+
+
+def _render_span(span: dict[str, Any]) -> str:
+    more = f"\n[more: offset {span['next_offset']}]" if span["next_offset"] is not None else ""
+    head = f"{span['title'] or span['doc_id']} — {span['source']}, characters {span['char_start']}-{span['char_end']}"
+    return f"{head} of {span['length']} ({span['uri']}):\n\n{span['text']}{more}"
+
+
+def _render_documents(answer: dict[str, Any]) -> str:
+    lines = [f"{d['doc_id']}  {d['source']}  {d['title']!r}  ({d['chunks']} chunks)" for d in answer["documents"]]
+    if answer["next_offset"] is not None:
+        lines.append(f"[more: offset {answer['next_offset']}]")
+    return "\n".join(lines) or "No documents."
+
+
+def _span(detail: Any, start: int, end: int, next_offset: int | None) -> dict[str, Any]:
+    return {
+        "doc_id": detail.doc_id,
+        "uri": uri_of(detail.doc_id, start, end),
+        "title": detail.title,
+        "source": _source(detail.metadata, detail.source_path),
+        "length": len(detail.text),
+        "char_start": start,
+        "char_end": end,
+        "text": detail.text[start:end],
+        "next_offset": next_offset,
+    }
+
+
+def allowed_roots(roots: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The roots ``--allow-ingest`` names, resolved; a missing one is a :class:`SettingsError` at startup."""
+    from citeline.errors import SettingsError
+
+    resolved = []
+    for root in roots:
+        path = Path(root).expanduser().resolve()
+        if not path.exists():
+            raise SettingsError(f"--allow-ingest {root}: no such file or folder")
+        resolved.append(path)
+    return resolved
+
+
+def _tools(reader: Reader, filters_from: FiltersFrom, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
+    filters_model = _filters_model(limits)
+    search_model = search_arguments(limits, filters_model)
+
+    def filters_of(value: BaseModel | None) -> dict[str, Any]:
+        return filters_from(**value.model_dump()) if value is not None else {}
+
+    async def search(args: Any) -> tuple[dict[str, Any], str]:
+        filters = filters_of(args.filters)
+        found, generation = await reader.run(
+            reader.search, args.query, args.k, args.mode, filters, args.collapse, args.min_score
+        )
+        answer = {
+            "query": args.query,
+            "mode": args.mode,
+            "generation": generation,
+            "results": [citation(rank, hit) for rank, hit in enumerate(found, 1)],
+        }
+        return answer, render_search(answer)
+
+    async def passage(args: Any) -> tuple[dict[str, Any], str]:
+        if args.char_end < args.char_start:
+            raise ToolError(f"char_end ({args.char_end}) is before char_start ({args.char_start})")
+        detail = await reader.run(lambda deadline: reader.index.document(args.doc_id))
+        start = max(0, args.char_start - args.context)
+        end = min(len(detail.text), args.char_end + args.context, start + MAX_SPAN_CHARS)
+        if args.char_start > len(detail.text):
+            raise ToolError(f"char_start {args.char_start} is past the end of the document ({len(detail.text)} chars)")
+        span = _span(detail, start, end, None)
+        return span, _render_span(span)
+
+    async def document(args: Any) -> tuple[dict[str, Any], str]:
+        detail = await reader.run(lambda deadline: reader.index.document(args.doc_id))
+        start = min(args.offset, len(detail.text))
+        end = min(len(detail.text), start + args.max_chars)
+        span = _span(detail, start, end, end if end < len(detail.text) else None)
+        return span, _render_span(span)
+
+    async def documents(args: Any) -> tuple[dict[str, Any], str]:
+        filters = filters_of(args.filters)
+        rows = await reader.run(lambda deadline: reader.index.documents(filters, args.limit + 1, args.offset))
+        listed = [
+            {
+                "doc_id": row.doc_id,
+                "uri": uri_of(row.doc_id),
+                "source": _source(row.metadata, row.source_path),
+                "source_id": row.source_id,
+                "title": row.title,
+                "format": row.format,
+                "chunks": row.chunks,
+                "pages": row.pages,
+                "ingested_at": normalize(row.ingested_at, "ingested_at"),
+            }
+            for row in rows[: args.limit]
+        ]
+        answer = {"documents": listed, "next_offset": args.offset + args.limit if len(rows) > args.limit else None}
+        return answer, _render_documents(answer)
+
+    async def status(args: Any) -> tuple[dict[str, Any], str]:
+        answer = await reader.run(lambda deadline: dict(normalize(reader.index.status().to_dict())))
+        return answer, json.dumps(answer, indent=1, default=str)
+
+    list_model = create_model(
+        "ListDocumentsArguments",
+        __base__=_Arguments,
+        filters=(filters_model | None, Field(None, description="Only the documents these select.")),
+        limit=(int, Field(DEFAULT_LIST, ge=1, le=MAX_LIST, description="At most this many documents.")),
+        offset=(int, Field(0, ge=0, le=2**62, description="Skip this many (the previous page's next_offset).")),
+    )
+    tools = [
+        _Tool(
+            "search",
+            "Search the index: the passages most relevant to a query, best first, each with its citation (source "
+            "path or URL, record id, document id, character offsets into the document's text, the highlighted "
+            "sentences and a short quote). Open a citation's uri (or call get_passage) to read around it.",
+            search_model,
+            SearchOut,
+            search,
+        ),
+        _Tool(
+            "get_passage",
+            "The text around a cited passage: characters char_start to char_end of a document's text (a search "
+            f"result's offsets) with context on each side, at most {MAX_SPAN_CHARS} characters.",
+            _Passage,
+            SpanOut,
+            passage,
+        ),
+        _Tool(
+            "get_document",
+            f"A document's text, a page of at most max_chars characters (up to {MAX_SPAN_CHARS}) from offset; "
+            "next_offset continues it.",
+            _Document,
+            SpanOut,
+            document,
+        ),
+        _Tool(
+            "list_documents",
+            "The indexed documents the filters select (id, source, title, format, chunks), a page at a time.",
+            list_model,
+            DocumentsOut,
+            documents,
+        ),
+        _Tool(
+            "index_status",
+            "The index: documents, chunks, model, generation and its last ingestion run.",
+            _NoArguments,
+            None,
+            status,
+        ),
+    ]
+    if roots:
+        tools.append(_ingest_tool(reader, roots))
+    return tools
+
+
+def _ingest_tool(reader: Reader, roots: Sequence[Path]) -> _Tool:
+    names = [str(root) for root in roots]
+    listed = "; ".join(f"{n}: {name}" for n, name in enumerate(names))
+    root_type = Literal[tuple([*names, *range(len(names))])]  # type: ignore[valid-type]
+    arguments = create_model(
+        "IngestArguments",
+        __base__=_Arguments,
+        root=(root_type, Field(description=f"Which configured root to ingest, by its path or its number ({listed}).")),
+    )
+
+    async def ingest(args: Any) -> tuple[dict[str, Any], str]:
+        root = roots[args.root] if isinstance(args.root, int) else Path(args.root)
+
+        def run() -> dict[str, Any]:
+            # A writer of its own (the server's index object only reads); the index's writer lock orders it with
+            # any other writer, and the reader's snapshot picks the commits up at its next search.
+            writer = Index.open(reader.index.path, embedder=reader.index.embedder)
+            summary = dict(normalize(writer.ingest([root]).to_dict()))
+            errors = summary.get("errors") or []
+            if len(errors) > MAX_RUN_ERRORS:  # bounded: the first ones, and how many there were
+                summary["errors"] = errors[:MAX_RUN_ERRORS]
+                summary["errors_not_shown"] = len(errors) - MAX_RUN_ERRORS
+            return summary
+
+        summary = await anyio.to_thread.run_sync(run)
+        return summary, json.dumps(summary, indent=1, default=str)
+
+    return _Tool(
+        "ingest",
+        f"Bring the index up to date with one of the configured roots ({listed}): new and changed files are "
+        "indexed, vanished ones removed. Returns the run's summary.",
+        arguments,
+        None,
+        ingest,
+        read_only=False,
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        problem = exc.errors()[0]
+        name = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        if problem["type"] == "missing":
+            return f"Missing argument {name!r}"
+        shown = repr(problem.get("input"))
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        return f"Invalid value for {name!r}: {problem['msg']} (got {shown})"
+    if isinstance(exc, CitelineError | ToolError | ValueError):
+        return " ".join(str(exc).split())
+    return f"internal error ({type(exc).__name__})"
+
+
+def build_server(
+    reader: Reader, filters_from: FiltersFrom, limits: Limits, *, ingest_roots: Sequence[Path] = ()
+) -> Server[Any]:
+    """The MCP server over ``reader`` (the tools and resources of the module docstring). ``filters_from`` turns the
+    filter arguments (the HTTP API's names) into ``Index.search``'s filters (``citeline.server.filters_from_params``);
+    ``ingest_roots``: the roots the ``ingest`` tool may ingest (none: no ``ingest`` tool). ``reader`` is the server's
+    (``citeline.server._Reader``: its index, the one search slot, and ``run``, work on a thread within the timeout)."""
+    tools = {tool.name: tool for tool in _tools(reader, filters_from, limits, ingest_roots)}
+    declarations = [tool.declaration() for tool in tools.values()]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=declarations)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        tool = tools.get(params.name)
+        try:
+            if tool is None:
+                raise ToolError(f"unknown tool {params.name!r}; the tools are {', '.join(tools)}")
+            args = tool.arguments.model_validate(params.arguments or {})
+            structured, text = await tool.call(args)
+        except Exception as exc:  # every failure is the tool's one-line error; the server goes on
+            if not isinstance(exc, ValidationError | CitelineError | ToolError | ValueError):
+                _LOG.exception("tool %s failed", params.name)  # a bug: the traceback goes to stderr, not the model
+            return types.CallToolResult(content=[types.TextContent(type="text", text=_one_line(exc))], is_error=True)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
+
+    def resource_errors(handler: Callable[[Any, Any], Awaitable[T]]) -> Callable[[Any, Any], Awaitable[T]]:
+        # A resource that cannot be read is the protocol's error with the one line (not the SDK's logged traceback).
+        async def answer(ctx: Any, params: Any) -> T:
+            try:
+                return await handler(ctx, params)
+            except (CitelineError, ValueError) as exc:
+                raise MCPError(types.INVALID_PARAMS, _one_line(exc)) from None
+
+        return answer
+
+    @resource_errors
+    async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        cursor = (params.cursor if params is not None else None) or "0"
+        if not cursor.isdigit() or len(cursor) > 18:
+            raise ValueError(f"invalid cursor {cursor[:40]!r}")
+        offset = int(cursor)
+        rows = await reader.run(lambda deadline: reader.index.documents(None, MAX_LIST + 1, offset))
+        resources = [
+            types.Resource(
+                uri=uri_of(row.doc_id),
+                name=row.source_id,
+                title=row.title or None,
+                description=f"{row.source_path} ({row.format}, {row.chunks} chunks)",
+                mime_type="text/plain",
+            )
+            for row in rows[:MAX_LIST]
+        ]
+        following = str(offset + MAX_LIST) if len(rows) > MAX_LIST else None
+        return types.ListResourcesResult(resources=resources, next_cursor=following)
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(
+            name="passage",
+            uri_template=SCHEME + "{doc_id}/chars/{start}-{end}",
+            description="Characters start to end of a document's text (a search result's offsets).",
+            mime_type="text/plain",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    @resource_errors
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        doc_id, span = parse_uri(uri)
+        detail = await reader.run(lambda deadline: reader.index.document(doc_id))
+        start, end = span if span is not None else (0, len(detail.text))
+        if end < start or start > len(detail.text):
+            raise ValueError(f"{uri}: the range is not within the document's {len(detail.text)} characters")
+        if end - start > MAX_SPAN_CHARS:
+            raise ValueError(
+                f"{uri}: {end - start} characters is more than {MAX_SPAN_CHARS}; read it in ranges "
+                f"({uri_of(doc_id, start, start + MAX_SPAN_CHARS)}) or with get_document"
+            )
+        text = detail.text[start:end]
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
+        )
+
+    from citeline import __version__
+
+    return Server(
+        "citeline",
+        version=__version__,
+        instructions="Search this citeline index with `search`; cite each passage by its source and offsets, and "
+        "open its uri (or call get_passage) to read around it.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+    )
+
+
+async def run_stdio(server: Server[Any]) -> None:
+    """Serve MCP over this process's stdin and stdout until the client closes them (``citeline mcp``)."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def http_app(server: Server[Any], *, loopback_only: bool) -> tuple[Any, Callable[[Any], Any]]:
+    """The streamable-HTTP endpoint of ``server`` (an ASGI app to route at ``/mcp``) and the lifespan that runs its
+    session manager. Stateless JSON answers: each request stands alone, so ``serve --workers N`` may answer a
+    client's requests from different processes. ``loopback_only``: the SDK's DNS-rebinding guard (Host and Origin
+    must be a loopback address), for a server without a token."""
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    security = None
+    if loopback_only:
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True, security_settings=security)
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return StreamableHTTPASGIApp(manager), lifespan

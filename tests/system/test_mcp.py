@@ -1,0 +1,346 @@
+"""The MCP server (issue 44): the official SDK's own client over stdio (``citeline mcp`` as a subprocess) and over
+streamable HTTP (a real ``citeline serve`` on a loopback port). The index is built with the HashEmbedder; the server
+processes search lexically without collapse, which needs no model, unless they are given the HashEmbedder too."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from conftest import REPO, SEEDS, HashEmbedder
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from test_server import _free_port, _when_up
+
+from citeline import Index
+from citeline.mcp_server import MAX_SPAN_CHARS, QUOTE_CHARS, parse_uri, uri_of
+from citeline.query.plan import MODES, Query
+from citeline.server import LIMITS
+
+LEXICAL = {"mode": "lexical", "collapse": False}  # no model needed in the server process
+TOOLS = {"search", "get_passage", "get_document", "list_documents", "index_status"}
+
+
+def _index(root: Path) -> Index:
+    docs = root / "docs"
+    docs.mkdir()
+    for seed in SEEDS.iterdir():
+        (docs / seed.name).write_text(seed.read_text(encoding="utf-8"), encoding="utf-8")
+    (docs / "records.jsonl").write_text(
+        '{"_id": "r1", "title": "Ledger", "text": "Quartermaster ledgers show the pay stopped in May.", '
+        '"url": "https://example.org/ledger"}\n',
+        encoding="utf-8",
+    )
+    index = Index.create(root / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    return index
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    return _index(tmp_path_factory.mktemp("mcp"))
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+
+
+def _cli(*args: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "citeline.cli.main", *args], env=_env())
+
+
+def _python(code: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-c", code], env=_env())
+
+
+@asynccontextmanager
+async def _stdio(params: StdioServerParameters) -> AsyncIterator[ClientSession]:
+    with open(os.devnull, "w") as quiet:
+        async with stdio_client(params, errlog=quiet) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+def _run(params: StdioServerParameters, test: Callable[[ClientSession], Awaitable[None]]) -> None:
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with _stdio(params) as session:
+                await test(session)
+
+    anyio.run(main)
+
+
+def _text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def _error(session: ClientSession, tool: str, arguments: dict[str, Any]) -> str:
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error, (tool, arguments, result)
+    message = _text(result)
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+# ---------------------------------------------------------------- stdio
+
+
+def test_stdio_tools_cite_and_open_what_they_cite(index: Index) -> None:
+    async def test(session: ClientSession) -> None:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert set(tools) == TOOLS  # read-only by default: no ingest tool
+        # The search tool's parameters are Query's declared options: names, help, bounds, choices.
+        schema = tools["search"].input_schema
+        declared = {f.name: f.metadata for f in dataclasses.fields(Query) if "help" in f.metadata}
+        names = {"query" if name == "text" else name for name in declared}
+        assert set(schema["properties"]) == names and schema["required"] == ["query"]
+        for name, meta in declared.items():
+            assert schema["properties"]["query" if name == "text" else name]["description"] == meta["help"]
+        assert schema["properties"]["k"]["maximum"] == LIMITS.k and schema["properties"]["k"]["minimum"] == 1
+        assert schema["properties"]["mode"]["enum"] == list(MODES)
+        assert tools["search"].output_schema is not None and tools["search"].annotations.read_only_hint
+
+        found = await session.call_tool("search", {"query": "quartermaster ledgers pay", "k": 3, **LEXICAL})
+        assert not found.is_error and found.structured_content is not None
+        hits = found.structured_content["results"]
+        assert hits and found.structured_content["generation"] == index.status().generation
+        record = next(hit for hit in hits if hit["record_id"] == "r1")
+        assert record["source"] == "https://example.org/ledger" and record["source_id"].endswith("records.jsonl#r1")
+        text = index.document(record["doc_id"]).text
+        for hit in hits:  # offsets are into the document's text; highlights and quote come from it
+            body = index.document(hit["doc_id"]).text
+            assert hit["uri"] == uri_of(hit["doc_id"], hit["char_start"], hit["char_end"])
+            for light in hit["highlights"]:
+                assert body[light["char_start"] : light["char_end"]] == light["text"]
+            assert 0 < len(hit["quote"]) <= QUOTE_CHARS
+        assert "records.jsonl#r1" in _text(found) or "example.org/ledger" in _text(found)
+
+        # Open the citation: the resource, the passage tool and the document tool agree with the stored text.
+        read = await session.read_resource(record["uri"])
+        assert read.contents[0].text == text[record["char_start"] : record["char_end"]]  # type: ignore[union-attr]
+        whole = await session.read_resource(uri_of(record["doc_id"]))
+        assert whole.contents[0].text == text  # type: ignore[union-attr]
+        arguments = {"doc_id": record["doc_id"], "char_start": 5, "char_end": 10, "context": 3}
+        passage = (await session.call_tool("get_passage", arguments)).structured_content
+        assert passage is not None and (passage["char_start"], passage["text"]) == (2, text[2:13])
+        seed = index.documents({"path_glob": ["*.md"]}, 1)[0]
+        body = index.document(seed.doc_id).text
+        pages, offset = [], 0
+        while offset is not None:
+            page = await session.call_tool("get_document", {"doc_id": seed.doc_id, "offset": offset, "max_chars": 700})
+            assert page.structured_content is not None and len(page.structured_content["text"]) <= 700
+            pages.append(page.structured_content["text"])
+            offset = page.structured_content["next_offset"]
+        assert "".join(pages) == body and len(pages) > 1
+
+        listed = (await session.call_tool("list_documents", {"limit": 2})).structured_content
+        assert listed is not None and len(listed["documents"]) == 2 and listed["next_offset"] == 2
+        rest = await session.call_tool("list_documents", {"limit": 100, "offset": 2})
+        assert rest.structured_content is not None and rest.structured_content["next_offset"] is None
+        assert len(rest.structured_content["documents"]) == index.status().documents - 2
+        filtered = await session.call_tool("list_documents", {"filters": {"path": ["*.jsonl"]}})
+        assert [d["source_id"] for d in filtered.structured_content["documents"]] == [record["source_id"]]  # type: ignore[index]
+        status = await session.call_tool("index_status", {})
+        assert status.structured_content is not None and status.structured_content["documents"] == 5
+
+        resources = await session.list_resources()
+        assert {r.uri for r in resources.resources} == {uri_of(d.doc_id) for d in index.documents()}
+        templates = await session.list_resource_templates()
+        assert templates.resource_templates[0].uri_template == "citeline://{doc_id}/chars/{start}-{end}"
+
+    _run(_cli("mcp", "--index", str(index.path)), test)
+
+
+def test_bad_arguments_are_tool_errors_and_the_server_goes_on(index: Index) -> None:
+    async def test(session: ClientSession) -> None:
+        assert "'k'" in await _error(session, "search", {"query": "pay", "k": 0})
+        assert "'k'" in await _error(session, "search", {"query": "pay", "k": LIMITS.k + 1})
+        assert "mode" in await _error(session, "search", {"query": "pay", "mode": "fuzzy"})
+        assert await _error(session, "search", {"k": 3}) == "Missing argument 'query'"
+        assert "query" in await _error(session, "search", {"query": "   ", **LEXICAL})  # QueryError: empty
+        extra = await _error(session, "search", {"query": "pay", "path": "/etc/passwd"})
+        assert "Extra inputs are not permitted" in extra
+        assert "where" in await _error(session, "search", {"query": "pay", "filters": {"where": ["nonsense"]}})
+        assert "no document 'nope'" in await _error(session, "get_document", {"doc_id": "nope"})
+        assert "before" in await _error(session, "get_passage", {"doc_id": "x", "char_start": 9, "char_end": 2})
+        big = MAX_SPAN_CHARS + 1
+        assert "max_chars" in await _error(session, "get_document", {"doc_id": "x", "max_chars": big})
+        assert "unknown tool 'ingest'" in await _error(session, "ingest", {"root": 0})
+        for uri in ("citeline://nope", "file:///etc/passwd", "citeline://a/b", "citeline://a/chars/9-2"):
+            with pytest.raises(MCPError) as caught:
+                await session.read_resource(uri)
+            assert "\n" not in str(caught.value.error.message)
+        found = await session.call_tool("search", {"query": "pay", **LEXICAL})  # still serving
+        assert not found.is_error and found.structured_content["results"]  # type: ignore[index]
+
+    _run(_cli("mcp", "--index", str(index.path)), test)
+
+
+def test_a_missing_index_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "citeline.cli.main", "mcp", "--index", str(tmp_path / "none")],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("Error: no citeline index at")
+
+
+def test_uris_round_trip() -> None:
+    assert parse_uri(uri_of("abc")) == ("abc", None)
+    assert parse_uri(uri_of("abc", 3, 40)) == ("abc", (3, 40))
+    for bad in ("citeline://", "http://x", "citeline://a/chars/x-1", "citeline://a/b/c"):
+        with pytest.raises(ValueError, match="not a citeline resource"):
+            parse_uri(bad)
+
+
+# ---------------------------------------------------------------- ingest: only when enabled, only configured roots
+
+
+def test_the_ingest_tool_needs_the_flag_and_takes_only_configured_roots(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "new.md").write_text("# Ferry\n\nThe ferryman counted forty carts at dusk.\n", encoding="utf-8")
+
+    async def listed(session: ClientSession) -> None:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert set(tools) == TOOLS | {"ingest"} and not tools["ingest"].annotations.read_only_hint
+        assert tools["ingest"].input_schema["properties"]["root"]["enum"] == [str(extra.resolve()), 0]
+
+    _run(_cli("mcp", "--index", str(index.path), "--allow-ingest", str(extra)), listed)
+
+    code = (
+        "from conftest import HashEmbedder; from citeline.server import serve_mcp_stdio; "
+        f"serve_mcp_stdio({str(index.path)!r}, embedder=HashEmbedder(), ingest_roots=[{str(extra)!r}])"
+    )
+
+    async def ingest(session: ClientSession) -> None:
+        for root in ("/etc", str(tmp_path / "docs"), 1, "../extra"):
+            assert "'root'" in await _error(session, "ingest", {"root": root})
+        before = index.status().documents
+        run = await session.call_tool("ingest", {"root": 0})
+        assert not run.is_error, _text(run)
+        summary = run.structured_content
+        assert summary is not None and summary["status"] == "succeeded" and summary["added"] == 1
+        assert summary["roots"] == [str(extra.resolve())]
+        found = await session.call_tool("search", {"query": "ferryman carts", **LEXICAL})
+        assert found.structured_content["results"][0]["source_id"] == "new.md"  # type: ignore[index]
+        assert index.status().documents == before + 1
+
+    _run(_python(code), ingest)
+
+
+# ---------------------------------------------------------------- a search while a commit lands
+
+
+def test_searches_while_commits_land_see_one_generation_each(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    more = tmp_path / "more"
+    more.mkdir()
+    stop = threading.Event()
+    commits: list[int] = []
+
+    def writer() -> None:
+        writer_index = Index.open(index.path, embedder=HashEmbedder())
+        n = 0
+        while not stop.is_set() and n < 12:
+            (more / f"m{n}.md").write_text(f"# M{n}\n\nThe drover paid toll number {n} at the bridge.\n", "utf-8")
+            commits.append(writer_index.ingest([more]).generation)
+            n += 1
+
+    async def test(session: ClientSession) -> None:
+        thread = threading.Thread(target=writer)
+        thread.start()
+        seen: list[int] = []
+        try:
+            deadline = time.monotonic() + 60
+            while thread.is_alive() and time.monotonic() < deadline:
+                found = await session.call_tool("search", {"query": "drover toll bridge", "k": 20, **LEXICAL})
+                assert not found.is_error, _text(found)
+                answer = found.structured_content
+                assert answer is not None
+                seen.append(answer["generation"])
+                for hit in answer["results"]:  # every cited span is the stored text of that generation or later
+                    assert hit["source_id"].startswith("m") or hit["doc_id"]
+        finally:
+            stop.set()
+            thread.join(60)
+        assert seen == sorted(seen) and len(set(seen)) > 1, seen
+        final = await session.call_tool("search", {"query": "drover toll bridge", "k": 20, **LEXICAL})
+        assert final.structured_content["generation"] == commits[-1]  # type: ignore[index]
+        assert len(final.structured_content["results"]) == len(commits)  # type: ignore[index]
+
+    _run(_cli("mcp", "--index", str(index.path)), test)
+
+
+# ---------------------------------------------------------------- streamable HTTP behind serve's token
+
+
+def test_http_mcp_behind_the_token(index: Index) -> None:
+    port = _free_port()
+    env = {**_env(), "CITELINE_TOKEN": "s3cret"}
+    command = [sys.executable, "-m", "citeline.cli.main", "serve", "--index", str(index.path), "--port", str(port)]
+    process = subprocess.Popen([*command, "--log-level", "warning"], env=env)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        _when_up(f"http://127.0.0.1:{port}/health", process)
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic !!!"}):
+            refused = httpx.post(url, json=initialize, headers=headers)
+            assert refused.status_code == 401 and "token" in refused.json()["error"]
+
+        async def main() -> None:
+            headers = {"Authorization": "Bearer s3cret"}
+            async with (
+                create_mcp_http_client(headers=headers) as http,
+                streamable_http_client(url, http_client=http) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
+                found = await session.call_tool("search", {"query": "levee", "k": 2, **LEXICAL})
+                assert not found.is_error and found.structured_content is not None
+                hit = found.structured_content["results"][0]
+                read_back = await session.read_resource(hit["uri"])
+                text = index.document(hit["doc_id"]).text[hit["char_start"] : hit["char_end"]]
+                assert read_back.contents[0].text == text  # type: ignore[union-attr]
+                assert "'k'" in await _error(session, "search", {"query": "levee", "k": -1})
+                status = await session.call_tool("index_status", {})
+                assert json.loads(_text(status))["documents"] == 5
+
+        anyio.run(main)
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+def test_output_schemas_keep_every_field_inlined() -> None:
+    from citeline.mcp_server import Citation, SearchOut, output_schema
+
+    schema = output_schema(SearchOut)
+    item = schema["properties"]["results"]["items"]
+    assert "$defs" not in json.dumps(schema) and "$ref" not in json.dumps(schema)
+    assert set(item["properties"]) == set(Citation.model_fields) and item["required"] == list(Citation.model_fields)
+    assert item["properties"]["record_id"]["type"] == ["string", "null"]
