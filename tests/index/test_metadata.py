@@ -376,3 +376,63 @@ def test_bytes_no_encoding_fits_fail_the_file_alone(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="no other text encoding fits it") as info:
         parse(source(bad))
     assert info.value.path == str(bad) and "re-save the file as UTF-8" in info.value.reason
+
+
+# ---------------------------------------------------------------- citeline's own fields are not user metadata
+
+#: What citeline records for itself about a record or an added text (issue 40: they showed as metadata and filters).
+INTERNAL_FIELDS = ("record_id", "body_start", "_citeline", "encoding", "pages")
+
+
+def test_internal_fields_are_not_user_metadata_anywhere(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    write(
+        docs / "records.jsonl",
+        json.dumps({"_id": "d1", "title": "Wages", "text": "Soldiers' pay stopped in June.", "year": 2024})
+        + "\n"
+        + json.dumps({"_id": "d2", "text": "Letters from the river stopped.", "record_id": "mine", "body_start": 3})
+        + "\n",
+    )
+    write(docs / "rows.csv", "ID,Title,Text,Year\n7,Levee,The levee held the river,2021\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    index.add_texts(["The garrison counted soldiers by the river."], ids=["t1"], titles=["Garrison"])
+    expected = {
+        "records.jsonl#d1": {"year": 2024},
+        "records.jsonl#d2": {"record_id": "mine", "body_start": 3},  # the record's own fields stay its own
+        "rows.csv#7": {"Year": 2021},
+        "t1": {},
+    }
+    assert {d.source_id: d.metadata for d in index.documents()} == expected
+    for listed in index.documents():
+        assert index.document(listed.doc_id).metadata == expected[listed.source_id]
+    results = index.search("soldiers river levee letters garrison", 10, collapse=False)
+    assert {r.source_id: r.metadata for r in results} == expected
+    rows = [json.loads(line) for line in CliRunner().invoke(cli, ["documents", "--index", str(index.path), "--json"]).output.splitlines()]
+    assert {row["source_id"]: row["metadata"] for row in rows} == expected
+    shown = CliRunner().invoke(cli, ["show", "--index", str(index.path), "--json", index.documents()[0].doc_id])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["metadata"] == expected[index.documents()[0].source_id]
+    # A filter on an internal field is one on any field a document does not have: it matches nothing (but d2's own).
+    query = "soldiers river levee letters garrison"
+    assert {r.source_id for r in index.search(query, 10, filters={"meta": {"body_start": 7}})} == set()
+    assert {r.source_id for r in index.search(query, 10, filters={"meta": {"record_id": "d1"}})} == set()
+    assert {r.source_id for r in index.search(query, 10, filters={"meta": {"record_id": "mine"}})} == {
+        "records.jsonl#d2"
+    }
+    assert {r.source_id for r in index.search(query, 10, filters={"meta": {"record_id": {"!=": "d1"}}})} == set(
+        expected
+    )
+
+
+def test_rows_written_before_hold_record_fields_in_metadata_and_readers_move_them_out() -> None:
+    legacy = json.dumps({"year": 2024, "record_id": "d1", "body_start": 7, "_citeline": {"encoding": "utf-8"}})
+    assert stored_metadata.split(legacy, "jsonl") == (
+        {"year": 2024},
+        {"encoding": "utf-8", "record_id": "d1", "body_start": 7},
+    )
+    assert stored_metadata.split(json.dumps({"body_start": 7, "a": 1}), "text") == ({"a": 1}, {"body_start": 7})
+    # A whole file's front matter may name a field so: that is the user's.
+    assert stored_metadata.split(json.dumps({"record_id": "x"}), "markdown") == ({"record_id": "x"}, {})
+    new = stored_metadata.stored({"record_id": "mine"}, {"encoding": "utf-8", "record_id": "d2"})
+    assert stored_metadata.split(new, "jsonl") == ({"record_id": "mine"}, {"encoding": "utf-8", "record_id": "d2"})
