@@ -397,7 +397,7 @@ def probe_problems(index: LexicalIndex, texts: Sequence[str], k: int = 10) -> li
             if isinstance(index, SegmentedIndex):
                 index.term_frequencies(text, ids)
         index.sharing_rare_terms([*texts, query], k)
-    except Exception as exc:  # noqa: BLE001  (any failure is the finding: it would end a user's search)
+    except Exception as exc:  # any failure is the finding: it would end a user's search
         return [f"the BM25 index cannot answer a search ({type(exc).__name__}: {exc}); run `citeline rebuild`"]
     return []
 

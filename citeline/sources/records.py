@@ -3,7 +3,8 @@
 :class:`Records` gathers one file's records into a :class:`~citeline.sources.document.Parsed`: it checks each
 record's id (valid text, not seen before in the file), builds its document (``source_id`` ``file#id``; the title,
 when there is one, starts the text, as BEIR and MTEB encode "title + text", and the property ``body_start`` says
-where the record's own text begins; ``record_id`` and ``body_start`` are properties, never user metadata), and turns each problem into an error naming the file and line. A record whose id is
+where the record's own text begins; ``record_id`` and ``body_start`` are properties, never user metadata), and
+turns each problem into an error naming the file and line. A record whose id is
 known keeps its stored version; a line whose id is not known marks the file incomplete, so a half-read file never
 makes its missing records look deleted.
 

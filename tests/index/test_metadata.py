@@ -410,7 +410,10 @@ def test_internal_fields_are_not_user_metadata_anywhere(tmp_path: Path) -> None:
         assert index.document(listed.doc_id).metadata == expected[listed.source_id]
     results = index.search("soldiers river levee letters garrison", 10, collapse=False)
     assert {r.source_id: r.metadata for r in results} == expected
-    rows = [json.loads(line) for line in CliRunner().invoke(cli, ["documents", "--index", str(index.path), "--json"]).output.splitlines()]
+    rows = [
+        json.loads(line)
+        for line in CliRunner().invoke(cli, ["documents", "--index", str(index.path), "--json"]).output.splitlines()
+    ]
     assert {row["source_id"]: row["metadata"] for row in rows} == expected
     shown = CliRunner().invoke(cli, ["show", "--index", str(index.path), "--json", index.documents()[0].doc_id])
     assert shown.exit_code == 0, shown.output
