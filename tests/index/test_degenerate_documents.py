@@ -129,3 +129,28 @@ def test_verify_reports_a_segment_whose_postings_name_no_document(tmp_path: Path
     np.save(segment / "postings.npy", postings)
     found = verify.check(index.path)
     assert any("a posting names no document" in problem for problem in found["lexical_answers"]), found
+
+
+def test_segments_without_terms_merge_and_compact(tmp_path: Path, seeds_dir: Path) -> None:
+    # Past MERGE_WIDTH segments of a tier merge (lexical/merge.py): here most of them hold no term at all; then
+    # removing most documents compacts everything.
+    from citeline.lexical.segments import MERGE_WIDTH
+
+    docs = tmp_path / "docs"
+    shutil.copytree(seeds_dir, docs)
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder(), max_tokens=64, overlap_tokens=8)
+    index.ingest([docs])
+    names = sorted(DEGENERATE)
+    for run in range(MERGE_WIDTH + 2):
+        name = names[run % len(names)]
+        content = DEGENERATE[name]
+        target = docs / f"odd-{run}-{name}"
+        target.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+        index.ingest([docs])
+        _search_everything(index)
+    assert len(index.snapshot().lexical.parts) < MERGE_WIDTH + 3, "the segments merged"
+    for seed in seeds_dir.iterdir():
+        (docs / seed.name).unlink()
+    index.ingest([docs])
+    _search_everything(index)
+    assert verify.check(index.path) == {invariant: [] for invariant in verify.INVARIANTS}
