@@ -58,7 +58,8 @@ def indexed_chunks(index_dir: Path) -> tuple[list[str], list[str], np.ndarray]:
     connection = duckdb.connect(str(catalog.db_path(index_dir)), read_only=True)
     try:
         rows = connection.execute(
-            "SELECT c.text, json_extract_string(d.metadata, '$.record_id'), c.vector "
+            "SELECT c.text, coalesce(json_extract_string(d.metadata, '$._citeline.record_id'), "
+            "json_extract_string(d.metadata, '$.record_id')), c.vector "
             "FROM chunks c JOIN documents d USING (doc_id) ORDER BY c.doc_id, c.ordinal"
         ).fetchall()
     finally:

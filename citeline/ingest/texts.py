@@ -116,9 +116,10 @@ def documents_of(
 
 def _document(source: str, record_id: str, text: str, title: str, metadata: dict[str, Any]) -> Document:
     # A title is part of what is searched, as for a JSONL record: the stored text starts with it, and body_start
-    # says where the text itself begins (offsets index into the stored text).
+    # (a property: citeline's own, not the user's metadata) says where the text itself begins.
+    properties = {}
     if title:
-        metadata["body_start"] = len(title) + 2
+        properties["body_start"] = len(title) + 2
         text = f"{title}\n\n{text}"
     return Document(
         source_root=source,
@@ -128,6 +129,7 @@ def _document(source: str, record_id: str, text: str, title: str, metadata: dict
         text=text,
         format="text",
         metadata=metadata,
+        properties=properties,
         source_file=record_id,
         size_bytes=len(text.encode("utf-8", "surrogatepass")),  # checked by unstorable_field next
     )

@@ -119,8 +119,13 @@ class RareTermLookup:
         located = []
         frequency = np.zeros(len(hashes), dtype=np.int64)
         for p in reader.plain:
-            at = np.minimum(np.searchsorted(p.terms, hashes), max(len(p.terms) - 1, 0))
-            hit = p.terms[at] == hashes if len(p.terms) else np.zeros(len(hashes), dtype=bool)
+            if not len(p.terms):
+                # A part whose chunks hold no term at all (a file of stop words, punctuation or one letter): its
+                # indptr is [0], so there is no row to read a length from.
+                located.append((np.zeros(len(hashes), dtype=np.int64), np.zeros(len(hashes), dtype=bool)))
+                continue
+            at = np.minimum(np.searchsorted(p.terms, hashes), len(p.terms) - 1)
+            hit = p.terms[at] == hashes
             frequency += np.where(hit, p.indptr[at + 1] - p.indptr[at], 0)
             located.append((at, hit))
         # A term one chunk alone holds (a name in the text's own attribution, say) cannot lead to another chunk, and

@@ -273,7 +273,7 @@ class Reader:
         for p in self.plain:
             at = np.minimum(np.searchsorted(p.chunk_ids, ids), max(len(p.chunk_ids) - 1, 0))
             held = (p.chunk_ids[at] == ids) if len(p.chunk_ids) else np.zeros(len(ids), bool)
-            if p.live is not None:
+            if p.live is not None and len(p.chunk_ids):
                 held &= p.live[at]
             local, order = np.unique(at[held], return_inverse=True)
             where.append((np.flatnonzero(held), order))

@@ -355,3 +355,62 @@ def load(directory: Path, *, mmap: bool = False) -> LexicalIndex:
     if "segments" in settings:
         return load_segmented(directory, settings)
     return LexicalIndex.load(directory, mmap=mmap)
+
+
+def structure_problems(index: LexicalIndex) -> list[str]:
+    """What makes a segment unable to answer though its arrays load: terms or chunk ids out of order, an indptr that
+    does not rise from 0 to the postings' count, postings naming no document of their segment, deletions out of
+    range. ``citeline verify`` reports them (``store/verify.py``, ``lexical_answers``)."""
+    problems = []
+    for part in index.parts if isinstance(index, SegmentedIndex) else []:
+        s, name = part.segment, part.name
+        indptr = np.asarray(s.indptr)
+        if len(s.terms) > 1 and not bool(np.all(np.diff(np.asarray(s.terms)) > 0)):
+            problems.append(f"{name}: its terms are not strictly ascending")
+        if len(s.chunk_ids) > 1 and not bool(np.all(np.diff(np.asarray(s.chunk_ids)) > 0)):
+            problems.append(f"{name}: its chunk ids are not strictly ascending")
+        if not len(indptr) or int(indptr[0]) != 0 or bool(np.any(np.diff(indptr) < 0)):
+            problems.append(f"{name}: its indptr does not rise from 0")
+        if len(s.postings) and (int(np.min(s.postings)) < 0 or int(np.max(s.postings)) >= len(s.chunk_ids)):
+            problems.append(f"{name}: a posting names no document of the segment")
+        if len(part.deleted) and (int(part.deleted.min()) < 0 or int(part.deleted.max()) >= len(s.chunk_ids)):
+            problems.append(f"{name}: a deleted position is outside the segment")
+    return problems
+
+
+def probe_problems(index: LexicalIndex, texts: Sequence[str], k: int = 10) -> list[str]:
+    """Whether ``index`` answers every kind of lexical question about ``texts`` (the stored texts of some of its
+    chunks: each segment's first, say) without error: the k best, the scores of chunk ids, the term frequencies and
+    the lookup of chunks sharing rare terms (collapse's). An empty or one-term segment once made every search fail
+    while every stored file was consistent: this is the check that a derived index can answer, not only that it is
+    the catalog's."""
+    if not texts:
+        return []
+    ids = np.asarray(index.chunk_ids[:k], dtype=np.int64)
+    query = " ".join(texts)
+    try:
+        for text in (*texts, query):
+            index.search(text, k)
+            index.search(text, k, ids)
+            index.ranked(text, k)[1](ids)
+            index.scores_of(text, ids)
+            if isinstance(index, SegmentedIndex):
+                index.term_frequencies(text, ids)
+        index.sharing_rare_terms([*texts, query], k)
+    except Exception as exc:  # any failure is the finding: it would end a user's search
+        return [f"the BM25 index cannot answer a search ({type(exc).__name__}: {exc}); run `citeline rebuild`"]
+    return []
+
+
+def probe_ids(index: LexicalIndex) -> np.ndarray:
+    """The chunk ids whose texts :func:`probe_problems` asks about: each segment's first and last live chunk (the
+    whole index's first and last for a bm25s folder), ascending."""
+    found: list[int] = []
+    if isinstance(index, SegmentedIndex):
+        for part in index.parts:
+            live = np.asarray(part.segment.chunk_ids)[part.live]
+            if len(live):
+                found += [int(live[0]), int(live[-1])]
+    elif len(index.chunk_ids):
+        found += [int(index.chunk_ids[0]), int(index.chunk_ids[-1])]
+    return np.unique(np.asarray(found, dtype=np.int64))

@@ -43,8 +43,9 @@ class Document:
     mtime: float = 0.0
     #: the record's own id for a document that is one record of a file (JSONL, CSV); ``None`` for a whole file
     record_id: str | None = None
-    #: what citeline records about the file for itself (``encoding``, ``pages``): stored with the document and shown
-    #: by ``citeline show`` and ``citeline documents``, but never part of ``metadata``, so no ``meta`` filter and no
+    #: what citeline records about the file for itself (``encoding``, ``pages``, a record's ``record_id`` and
+    #: ``body_start``): stored with the document (``encoding`` and ``pages`` shown
+    #: by ``citeline show`` and ``citeline documents``), but never part of ``metadata``, so no ``meta`` filter and no
     #: search result's metadata sees it
     properties: dict[str, Any] = field(default_factory=dict)
     #: where the indexed text begins: ``text[:chunks_from]`` (a Markdown file's YAML front matter) is kept in the

@@ -2,8 +2,9 @@
 
 :class:`Records` gathers one file's records into a :class:`~citeline.sources.document.Parsed`: it checks each
 record's id (valid text, not seen before in the file), builds its document (``source_id`` ``file#id``; the title,
-when there is one, starts the text, as BEIR and MTEB encode "title + text", and ``body_start`` says where the
-record's own text begins), and turns each problem into an error naming the file and line. A record whose id is
+when there is one, starts the text, as BEIR and MTEB encode "title + text", and the property ``body_start`` says
+where the record's own text begins; ``record_id`` and ``body_start`` are properties, never user metadata), and
+turns each problem into an error naming the file and line. A record whose id is
 known keeps its stored version; a line whose id is not known marks the file incomplete, so a half-read file never
 makes its missing records look deleted.
 
@@ -78,9 +79,10 @@ class Records:
         if body is None:
             self.fail(line_number, f"record '{shown_id}' has {missing}", record_id)
             return None
-        metadata["record_id"] = record_id
+        # citeline's own fields are properties, not metadata: a record's own "record_id" field stays the user's.
+        properties: dict[str, Any] = {"encoding": self.encoding, "record_id": record_id}
         if title and body.strip():
-            metadata["body_start"] = len(title) + 2
+            properties["body_start"] = len(title) + 2
             body = f"{title}\n\n{body}"
         if not body.strip():
             # An empty record is not a document (and was never one: nothing stored to keep); the log counts it.
@@ -96,7 +98,7 @@ class Records:
             metadata,
             source_file=self.source.source_id,
             record_id=record_id,
-            properties={"encoding": self.encoding},
+            properties=properties,
             offset=offset,
         )
         problem = unstorable_field(document)

@@ -42,6 +42,7 @@ Keys (several keys AND together; a list of values for one key means any of them)
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -234,8 +235,11 @@ def _meta_values(key: str, operator: str, operand: object) -> tuple[MetaValue, .
             try:
                 float(item)  # compared as a DOUBLE: 10**400 has no such value
             except OverflowError:
+                # Not str(item): past 4,300 digits Python refuses to write an int in decimal (a bare ValueError).
+                digits = int(item.bit_length() * math.log10(2)) + 1
                 raise QueryError(
-                    f"filter 'meta' key {key!r}: a number of {len(str(item))} digits is too large to compare"
+                    f"filter 'meta' key {key!r}: a number of about {digits} digits is too large to compare "
+                    "(the largest is about 1.8e308)"
                 ) from None
         if isinstance(item, str):
             _text("meta", item)
@@ -246,7 +250,13 @@ def _meta_values(key: str, operator: str, operand: object) -> tuple[MetaValue, .
 
 
 def _meta_sql(pointer: str, operator: str, values: tuple[MetaValue, ...]) -> tuple[str, list[Any]]:
-    """One ``meta`` condition as SQL over ``documents d`` and its parameters (the pointer is a parameter too)."""
+    """One ``meta`` condition as SQL over ``documents d`` and its parameters (the pointer is a parameter too).
+
+    The values of ``=``/``in``/``!=`` travel as one list parameter per kind (text, numbers, dates, ...), matched
+    with ``IN (SELECT unnest(?))`` (a hash join): one ``OR`` and four parameters a value made 20,000 values a 2.3 MB
+    statement that cost 41 s and 1.27 GiB to bind (200,000: over 6 GiB), while a set costs the same for one value
+    as ``= ?`` did (1M rows: 1.0 s against 1.07).
+    """
     text = "json_extract_string(d.metadata, ?)"
     if operator in _ORDERING:
         (value,) = values
@@ -254,26 +264,46 @@ def _meta_sql(pointer: str, operator: str, values: tuple[MetaValue, ...]) -> tup
         return f"{cast.format(text)} {operator} ?", [pointer, typed]
     any_of: list[str] = []
     params: list[Any] = []
-    for value in values:
-        if operator == "~":
+    if operator == "~":
+        for value in values:
             any_of.append(f"contains(lower({text}), ?)")
             params += [pointer, str(value).lower()]
-        elif isinstance(value, bool):
-            any_of.append(f"{text} = ?")
-            params += [pointer, "true" if value else "false"]
-        elif isinstance(value, int | float | date):
-            cast, typed = _ordered(value)
-            any_of.append(f"{cast.format(text)} = ?")
-            params += [pointer, typed]
-        else:
+    else:
+        # cast of the metadata text -> (SQL type of the list, the typed values); bools match their text only.
+        groups: dict[str, tuple[str, list[Any]]] = {}
+        strings: list[str] = []
+        for value in values:
+            if isinstance(value, bool):
+                groups.setdefault("{}", ("VARCHAR", []))[1].append("true" if value else "false")
+            elif isinstance(value, int | float | date):
+                cast, typed = _ordered(value)
+                groups.setdefault(cast, (_LIST_TYPES[cast], []))[1].append(typed)
+            else:
+                strings.append(str(value))
+        for cast, (sql_type, typed_values) in groups.items():
+            any_of.append(f"{cast.format(text)} IN (SELECT unnest(?::{sql_type}[]))")
+            params += [pointer, typed_values]
+        if strings:
             # The value's text, or an item of a list value (TRY_CAST gives NULL for anything but a list).
-            any_of.append(f"({text} = ? OR list_contains(TRY_CAST(json_extract(d.metadata, ?) AS VARCHAR[]), ?))")
-            params += [pointer, value, pointer, value]
+            any_of.append(
+                f"({text} IN (SELECT unnest(?::VARCHAR[])) OR EXISTS (SELECT 1 FROM "
+                "unnest(TRY_CAST(json_extract(d.metadata, ?) AS VARCHAR[])) AS item(v) "
+                "WHERE item.v IN (SELECT unnest(?::VARCHAR[]))))"
+            )
+            params += [pointer, strings, pointer, strings]
     condition = "(" + " OR ".join(any_of) + ")"
     if operator == "!=":
         # No value equal: a document without the key (NULL) has none of them, so it matches.
         return f"NOT coalesce({condition}, FALSE)", params
     return condition, params
+
+
+#: The SQL list type of the values each cast of :func:`_ordered` compares with.
+_LIST_TYPES = {
+    "TRY_CAST({} AS TIMESTAMPTZ)": "TIMESTAMPTZ",
+    "TRY_CAST({} AS DATE)": "DATE",
+    "TRY_CAST({} AS DOUBLE)": "DOUBLE",
+}
 
 
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")

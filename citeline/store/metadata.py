@@ -4,7 +4,8 @@ A document's :attr:`~citeline.sources.document.Document.properties` (the encodin
 page count) are stored in the same JSON value as its metadata, under :data:`PROPERTIES_KEY`, so the catalog's
 schema is unchanged; every reader splits them off (:func:`split`), so search results and ``meta`` filters only
 ever see the user's metadata. Rows written before this split held ``pages`` (and ``page_starts``) in the
-metadata itself: :func:`split` moves them out too.
+metadata itself, and records' (and added texts') ``record_id`` and ``body_start`` were metadata until issue 40:
+:func:`split` moves them out too (a ``meta`` filter on such a row still sees them until it is ingested again).
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from typing import Any
 PROPERTIES_KEY = "_citeline"
 #: What a PDF's metadata held before properties were stored apart (indexes written by earlier versions).
 _LEGACY_PROPERTIES = ("pages", "page_starts")
+#: What a record's (JSONL, CSV, TSV) and an added text's metadata held before they were properties.
+_LEGACY_RECORD_PROPERTIES = ("record_id", "body_start")
+#: The formats whose rows may hold them: records, and texts added with ``Index.add_texts`` (format ``text``, as
+#: a ``.txt`` file, whose metadata is otherwise empty).
+_RECORD_FORMATS = ("jsonl", "csv", "tsv", "text")
 
 
 def stored(metadata: Mapping[str, Any], properties: Mapping[str, Any]) -> str:
@@ -38,10 +44,17 @@ def split(text: str | None, document_format: str | None = None) -> tuple[dict[st
     if not isinstance(value, dict):
         return {}, {}
     if PROPERTIES_KEY in value:
-        properties = value.pop(PROPERTIES_KEY)
-        return value, dict(properties) if isinstance(properties, dict) else {}
+        found = value.pop(PROPERTIES_KEY)
+        properties = dict(found) if isinstance(found, dict) else {}
+        if document_format in _RECORD_FORMATS and "record_id" not in properties and "body_start" not in properties:
+            # A row from before record_id and body_start were properties (a record's own such field was then
+            # overwritten by citeline's, so both are citeline's).
+            properties.update((key, value.pop(key)) for key in _LEGACY_RECORD_PROPERTIES if key in value)
+        return value, properties
     properties = {}
     if document_format == "pdf":  # a row from before properties were stored apart
         properties = {key: value.pop(key) for key in _LEGACY_PROPERTIES if key in value}
         properties.pop("page_starts", None)  # offsets of pages: the chunks carry their page
+    elif document_format in _RECORD_FORMATS:
+        properties = {key: value.pop(key) for key in _LEGACY_RECORD_PROPERTIES if key in value}
     return value, properties

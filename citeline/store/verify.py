@@ -51,6 +51,7 @@ class State:
     bm25_issues: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     passage_issues: list[str] = field(default_factory=list)
+    lexical_issues: list[str] = field(default_factory=list)  #: why the BM25 index cannot answer a search
     #: whether the vector index holds other vectors than the catalog (compared only when the ids match)
     vectors_differ: bool = False
 
@@ -98,6 +99,11 @@ def read_state(index_dir: Path) -> State:
             state.passage_issues = passages.problems(
                 index_dir, state.lexical, lambda ids: catalog.passage_batches(connection, ids)
             )
+            state.lexical_issues = lexical_segments.structure_problems(state.lexical)
+            if not state.lexical_issues:
+                probe = lexical_segments.probe_ids(state.lexical)
+                texts = catalog.damage_reported(catalog.lexical_texts, connection, probe)[1]
+                state.lexical_issues = lexical_segments.probe_problems(state.lexical, texts)
     return state
 
 
@@ -196,6 +202,12 @@ def passages_match(state: State) -> list[str]:
     return state.passage_issues
 
 
+def lexical_answers(state: State) -> list[str]:
+    """The BM25 index can answer: each segment's arrays are well formed, and a probe of its first and last chunks'
+    texts (the k best, scores, term frequencies, the rare-term lookup collapse uses) runs without error."""
+    return [f"{state.bm25_dir.name}/ {problem}" for problem in state.lexical_issues]
+
+
 INVARIANTS: dict[str, Callable[[State], list[str]]] = {
     "artifacts_present": artifacts_present,
     "checksums_match": checksums_match,
@@ -207,6 +219,7 @@ INVARIANTS: dict[str, Callable[[State], list[str]]] = {
     "ledger_readable": ledger_readable,
     "offsets_exact": offsets_exact,
     "passages_match": passages_match,
+    "lexical_answers": lexical_answers,
 }
 
 
@@ -251,7 +264,7 @@ class VerifyReport:
 
 def verify(index_dir: Path) -> VerifyReport:
     """Check every invariant of the current generation: artifacts present, checksums, ids, vectors, counts,
-    chunks with documents, no duplicate rows, exact offsets."""
+    chunks with documents, no duplicate rows, exact offsets, a BM25 index that answers."""
     state = read_state(index_dir)
     results = {name: invariant(state) for name, invariant in INVARIANTS.items()}
     index = state.vector_index

@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import HashEmbedder
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from citeline import Index, QueryError, SearchResult
 from citeline.cli.main import cli
-from citeline.store.filters import Filters
+from citeline.store.filters import META_OPERATORS, Filters, where_meta
 from citeline.store.passages import Passages
 from citeline.vectors import flat
 from citeline.vectors.flat import FlatIndex
@@ -377,3 +379,122 @@ def test_document_signals_keep_a_filtered_chunks_fused_score(tmp_path, fake_embe
     filtered = index.rank(query, 20, mode="hybrid", fusion=fusion, allowed=allowed)
     assert len(filtered) == 20
     assert [score for _, score in filtered] == pytest.approx([unfiltered[c] for c, _ in filtered], abs=1e-6)
+
+
+# ---------------------------------------------------------------- huge lists, huge and odd values (issue 40)
+
+
+def test_a_list_of_many_values_matches_as_a_short_one(corpus) -> None:
+    index, _, _ = corpus
+    many = [f"nobody-{i}" for i in range(20_000)]
+    assert _everything(index, {"meta": {"author": [*many, "Ansel"]}}) == {"records.jsonl#r2"}
+    assert _everything(index, {"meta": {"year": {"in": [*range(3000, 23_000), 2020]}}}) == {"records.jsonl#r1"}
+    assert _everything(index, {"meta": {"year": {"in": [*many, 2020, "2021"]}}}) == {
+        f"records.jsonl#r{i}" for i in (1, 2, 3)
+    }
+    assert _everything(index, {"meta": {"author": {"!=": [*many, "Mara"]}}}) == {
+        "a1.md",
+        "sub/a2.txt",
+        "records.jsonl#r2",
+        "b1.md",
+    }
+    assert _everything(index, {"meta": {"verified": [True, *many]}}) == {"records.jsonl#r1"}
+
+
+#: A child that opens the index, searches once without a filter (so that DuckDB and the snapshot are loaded), then
+#: with an ``in`` filter of each size, the CLI's way (``--where "year in v1,v2,..."``), printing the peak RSS growth.
+_MANY_VALUES_CHILD = """
+import json, sys, time
+def rss(field):  # MiB
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field + ":")) / 1024
+sys.path.insert(0, sys.argv[2])
+from conftest import HashEmbedder
+from citeline import Index
+from citeline.store.filters import where_meta
+index = Index.open(sys.argv[1], embedder=HashEmbedder())
+index.search("soldiers river", 5)
+for count in (20_000, 200_000):
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")  # the peak (VmHWM) starts again from the resident size now
+    base = rss("VmHWM")
+    started = time.perf_counter()
+    meta = where_meta(["year in " + ",".join(str(3000 + i) for i in range(count)) + ",2020"])
+    found = index.search("soldiers river", 5, filters={"meta": meta})
+    grown = rss("VmHWM") - base
+    print(json.dumps({"count": count, "found": len(found), "mib": grown, "seconds": time.perf_counter() - started}))
+    sys.stdout.flush()
+    if grown > BOUND_MIB:
+        break  # (the old statement for 200,000 values took over 6 GiB)
+"""
+
+#: Peak RSS growth an ``in`` filter may cost, in MiB.
+BOUND_MIB = 256
+
+
+def test_an_in_filter_of_200000_values_answers_in_bounded_memory(corpus) -> None:
+    # Each value was an OR of two comparisons with four parameters: 20,000 values cost 41 s and 1.27 GiB, 200,000
+    # over 6 GiB. Measured in a child process (peak RSS is per process); the bound is memory, not time.
+    import subprocess
+    import sys
+
+    index, _, _ = corpus
+    tests = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, "-c", f"BOUND_MIB = {BOUND_MIB}\n{_MANY_VALUES_CHILD}", str(index.path), str(tests)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    for line in lines:
+        assert line["found"] == 1, line
+        assert line["mib"] < BOUND_MIB, line
+    assert [line["count"] for line in lines] == [20_000, 200_000], run.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [10**5000, -(10**5000), 10**400, [1, 10**5000]],
+    ids=["5000-digits", "minus-5000-digits", "400-digits", "in-a-list"],
+)
+def test_a_number_too_large_to_compare_is_a_query_error_naming_the_key(value) -> None:
+    for operator in ("=", ">", "!="):
+        if operator == ">" and isinstance(value, list):
+            continue
+        with pytest.raises(QueryError, match=r"filter 'meta' key 'year': a number of about \d+ digits is too large"):
+            Filters.from_value({"meta": {"year": {operator: value}}})
+
+
+_FILTER_VALUES = st.one_of(
+    st.integers(),
+    st.integers(min_value=-(10**6000), max_value=10**6000),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.dates(),
+    st.datetimes(timezones=st.none() | st.timezones()),
+    st.booleans(),
+    st.text(max_size=50),
+    st.text(alphabet="0123456789-:T.+eE ", max_size=40),  # odd dates and numbers as text
+    st.sampled_from(["2021-02-30", "0000-01-01", "9999-12-31T23:59:59+14:00", "1e999", "-1e999", "NaN", "inf"]),
+    st.builds(lambda n: "9" * n, st.integers(1, 20_000)),
+    st.builds(lambda n: "x" * n, st.integers(100_000, 300_000)),  # huge strings
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    key=st.sampled_from(["year", "author", "verified", "missing"]),
+    operator=st.sampled_from(META_OPERATORS),
+    values=st.lists(_FILTER_VALUES, min_size=1, max_size=3),
+    where=st.text(max_size=60),
+)
+def test_any_filter_value_gives_results_or_a_query_error(corpus, key, operator, values, where) -> None:
+    index, _, _ = corpus
+    operand = values if operator in ("in", "=", "!=", "~") else values[0]
+    for filters in ({"meta": {key: {operator: operand}}}, {"ingested_after": values[0]}, None):
+        try:
+            if filters is None:
+                filters = {"meta": where_meta([where])}
+            index.search(QUERY, k=3, mode="lexical", filters=filters)
+        except QueryError as exc:
+            assert "\n" not in str(exc).strip(), str(exc)[:200]

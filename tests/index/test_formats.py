@@ -102,8 +102,9 @@ def test_jsonl_records_become_documents(tmp_path: Path) -> None:
     first, second = parse(source(corpus))
     assert first.source_id == "corpus.jsonl#d1" and first.title == "Wages"
     assert first.text == "Wages\n\nPay stopped in June."
-    assert first.text[first.metadata["body_start"] :] == "Pay stopped in June."
-    assert first.metadata == {"year": 2024, "record_id": "d1", "body_start": 7}
+    assert first.text[first.properties["body_start"] :] == "Pay stopped in June."
+    assert first.metadata == {"year": 2024}  # record_id and body_start are citeline's own: properties
+    assert first.properties == {"encoding": "utf-8", "record_id": "d1", "body_start": 7}
     assert second.source_id == "corpus.jsonl#7" and second.text == "Letters stopped arriving."
 
 
@@ -283,8 +284,9 @@ def test_csv_and_tsv_rows_are_records(tmp_path: Path) -> None:
     first, second = parsed.documents
     assert first.source_id == "letters.csv#1" and first.format == "csv" and first.title == "First"
     assert first.text == "First\n\nSoldiers crossed, at night"
-    assert first.metadata == {"Year": 2021, "Author": "Mara", "record_id": "1", "body_start": 7}
-    assert second.text == "Line one\nline two" and second.metadata == {"Year": 2020, "record_id": "2"}
+    assert first.metadata == {"Year": 2021, "Author": "Mara"}
+    assert first.properties["record_id"] == "1" and first.properties["body_start"] == 7
+    assert second.text == "Line one\nline two" and second.metadata == {"Year": 2020}
     assert [e.reason for e in parsed.errors] == [
         "line 5: duplicate id '2' (first on line 3); this record is skipped",
         "line 6: row has 6 cells, the header 5",
@@ -295,7 +297,7 @@ def test_csv_and_tsv_rows_are_records(tmp_path: Path) -> None:
     sheet.write_bytes("name\tcity\tyear\tcode\nMara\tTõrva\t2021\t007\n".encode("cp1252", "replace"))
     (row,) = parse(source(sheet))
     assert row.source_id == "people.tsv#2" and row.format == "tsv"  # no id column: the row's line
-    assert row.text.startswith("name: Mara\ncity: T") and row.properties == {"encoding": "cp1252"}
+    assert row.text.startswith("name: Mara\ncity: T") and row.properties == {"encoding": "cp1252", "record_id": "2"}
     assert row.metadata["year"] == 2021 and row.metadata["code"] == "007"
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import HashEmbedder
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from citeline import Index, SourceError
 from citeline.cli.main import cli
@@ -376,3 +378,139 @@ def test_bytes_no_encoding_fits_fail_the_file_alone(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="no other text encoding fits it") as info:
         parse(source(bad))
     assert info.value.path == str(bad) and "re-save the file as UTF-8" in info.value.reason
+
+
+# ---------------------------------------------------------------- citeline's own fields are not user metadata
+
+#: What citeline records for itself about a record or an added text (issue 40: they showed as metadata and filters).
+INTERNAL_FIELDS = ("record_id", "body_start", "_citeline", "encoding", "pages")
+
+
+def test_internal_fields_are_not_user_metadata_anywhere(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    write(
+        docs / "records.jsonl",
+        json.dumps({"_id": "d1", "title": "Wages", "text": "Soldiers' pay stopped in June.", "year": 2024})
+        + "\n"
+        + json.dumps({"_id": "d2", "text": "Letters from the river stopped.", "record_id": "mine", "body_start": 3})
+        + "\n",
+    )
+    write(docs / "rows.csv", "ID,Title,Text,Year\n7,Levee,The levee held the river,2021\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    index.add_texts(["The garrison counted soldiers by the river."], ids=["t1"], titles=["Garrison"])
+    expected = {
+        "records.jsonl#d1": {"year": 2024},
+        "records.jsonl#d2": {"record_id": "mine", "body_start": 3},  # the record's own fields stay its own
+        "rows.csv#7": {"Year": 2021},
+        "t1": {},
+    }
+    assert {d.source_id: d.metadata for d in index.documents()} == expected
+    for listed in index.documents():
+        assert index.document(listed.doc_id).metadata == expected[listed.source_id]
+    results = index.search("soldiers river levee letters garrison", 10, collapse=False)
+    assert {r.source_id: r.metadata for r in results} == expected
+    rows = [
+        json.loads(line)
+        for line in CliRunner().invoke(cli, ["documents", "--index", str(index.path), "--json"]).output.splitlines()
+    ]
+    assert {row["source_id"]: row["metadata"] for row in rows} == expected
+    shown = CliRunner().invoke(cli, ["show", "--index", str(index.path), "--json", index.documents()[0].doc_id])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["metadata"] == expected[index.documents()[0].source_id]
+    # A filter on an internal field is one on any field a document does not have: it matches nothing (but d2's own).
+    query = "soldiers river levee letters garrison"
+    assert {r.source_id for r in index.search(query, 10, filters={"meta": {"body_start": 7}})} == set()
+    assert {r.source_id for r in index.search(query, 10, filters={"meta": {"record_id": "d1"}})} == set()
+    assert {r.source_id for r in index.search(query, 10, filters={"meta": {"record_id": "mine"}})} == {
+        "records.jsonl#d2"
+    }
+    assert {r.source_id for r in index.search(query, 10, filters={"meta": {"record_id": {"!=": "d1"}}})} == set(
+        expected
+    )
+
+
+def test_rows_written_before_hold_record_fields_in_metadata_and_readers_move_them_out() -> None:
+    legacy = json.dumps({"year": 2024, "record_id": "d1", "body_start": 7, "_citeline": {"encoding": "utf-8"}})
+    assert stored_metadata.split(legacy, "jsonl") == (
+        {"year": 2024},
+        {"encoding": "utf-8", "record_id": "d1", "body_start": 7},
+    )
+    assert stored_metadata.split(json.dumps({"body_start": 7, "a": 1}), "text") == ({"a": 1}, {"body_start": 7})
+    # A whole file's front matter may name a field so: that is the user's.
+    assert stored_metadata.split(json.dumps({"record_id": "x"}), "markdown") == ({"record_id": "x"}, {})
+    new = stored_metadata.stored({"record_id": "mine"}, {"encoding": "utf-8", "record_id": "d2"})
+    assert stored_metadata.split(new, "jsonl") == ({"record_id": "mine"}, {"encoding": "utf-8", "record_id": "d2"})
+
+
+# ---------------------------------------------------------------- an HTML page's date: stated, never guessed
+
+#: Where a page states its date in markup meant for dates (each gives the day as its first argument).
+DATE_SOURCES = {
+    "meta": lambda day: f'<meta property="article:published_time" content="{day}T08:00:00Z">',
+    "meta-name": lambda day: f'<meta name="date" content="{day}">',
+    "time": lambda day: f'<time datetime="{day}">published</time>',
+    "json-ld": lambda day: (
+        '<script type="application/ld+json">{"@context": "https://schema.org", "@graph": [{"@type": "NewsArticle", '
+        f'"headline": "River report", "datePublished": "{day}T10:00:00+02:00"}}]}}</script>'
+    ),
+}
+#: Text that only looks like a date: a footer's copyright year, a date the article mentions, a link's path.
+GUESSES = (
+    lambda year: f"<footer>Copyright {year} Example Ltd. All rights reserved.</footer>",
+    lambda year: f"<footer><p>&copy; {year} River News</p></footer>",
+    lambda year: f"<footer>(c) 2001-{year} River News</footer>",
+    lambda year: f"<p>The levee failed on March 4, {year}, after days of rain.</p>",
+    lambda year: f'<p>See <a href="/{year}/03/04/levee">the earlier story</a>.</p>',
+    lambda year: f"<p>Updated: {year}-03-04</p>",
+    lambda year: f"<p>Posted 04/03/{year} by the desk; the river rose on {year}-05-06.</p>",
+    lambda year: f'<div class="byline"><span class="date">{year}-07-08</span></div>',
+)
+
+
+def _page(guesses: list[int], stated: tuple[str, str] | None, year: int) -> str:
+    head, article_top = "", ""
+    if stated is not None:
+        kind, day = stated
+        if kind == "time":
+            article_top = DATE_SOURCES[kind](day)
+        else:
+            head = DATE_SOURCES[kind](day)
+    body = "<p>Soldiers crossed the river at night to reach their families, and wrote letters home.</p>" * 4
+    extra = "".join(GUESSES[number](year) for number in guesses)
+    return (
+        f"<html><head><title>River report</title>{head}</head><body><article>{article_top}{body}"
+        f"</article>{extra}</body></html>"
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    guesses=st.lists(st.integers(0, len(GUESSES) - 1), min_size=1, max_size=3, unique=True),
+    stated=st.none() | st.tuples(st.sampled_from(sorted(DATE_SOURCES)), st.dates(date(1995, 1, 1), date(2030, 12, 28))),
+    year=st.integers(1990, 2035),
+)
+def test_an_html_page_has_the_date_it_states_and_never_a_guessed_one(guesses, stated, year) -> None:
+    from citeline.sources.formats.html import page_metadata
+
+    metadata = page_metadata(_page(guesses, None if stated is None else (stated[0], stated[1].isoformat()), year))
+    if stated is None:
+        assert "date" not in metadata and "modified" not in metadata, metadata
+    else:
+        assert metadata.get("date") == stated[1].isoformat(), metadata
+
+
+def test_a_date_filter_does_not_select_a_page_by_its_copyright_year(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    write(docs / "undated.html", _page([0], None, 2024))
+    write(docs / "dated.html", _page([0], ("meta", "2021-03-04"), 2024))
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    assert {d.source_id: d.metadata.get("date") for d in index.documents()} == {
+        "dated.html": "2021-03-04",
+        "undated.html": None,
+    }
+    found = index.search("soldiers river", 10, filters={"meta": where_meta(["date>=2024-01-01"])}, collapse=False)
+    assert found == []
+    found = index.search("soldiers river", 10, filters={"meta": where_meta(["date<2022-01-01"])}, collapse=False)
+    assert {r.source_id for r in found} == {"dated.html"}

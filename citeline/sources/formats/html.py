@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
+import email.utils
+import json
+import re
+from datetime import date
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -38,31 +42,142 @@ def parse_html(source: SourceFile, data: bytes) -> list[Document]:
 
 
 def page_metadata(markup: str) -> dict[str, Any]:
-    """A page's meta tags by trafilatura (and htmldate, which it uses for dates): ``title`` (``og:title`` first),
+    """A page's meta tags by trafilatura (the dates by :func:`page_dates`): ``title`` (``og:title`` first),
     ``author``, ``description``, ``keywords`` (a list), ``date`` (published) and ``modified`` as ISO dates,
-    ``sitename``, ``language``; the tags a page does not have are left out."""
-    import htmldate
+    ``sitename``, ``language``; the tags a page does not have are left out.
+
+    A date is only one the page's markup gives as a date (:func:`page_dates`): trafilatura's own guess also reads the
+    visible text, and made "Copyright 2024" in a footer the ``date`` 2024-01-01 of a page with none.
+    """
     import trafilatura
 
     found = trafilatura.extract_metadata(markup)
     if found is None:
         return {}
     keywords = [word.strip() for tag in found.tags or [] for word in tag.split(",") if word.strip()]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # lxml's FutureWarning about element truth from inside htmldate
-        try:
-            modified = htmldate.find_date(markup, original_date=False, extensive_search=False)
-        except Exception:
-            modified = None
+    published, modified = page_dates(markup)
     return present(
         {
             "title": found.title,
             "author": found.author,
             "description": found.description,
             "keywords": keywords,
-            "date": found.date,
-            "modified": modified if modified != found.date else None,
+            "date": published,
+            "modified": modified if modified != published else None,
             "sitename": found.sitename,
             "language": found.language,
         }
     )
+
+
+def page_dates(markup: str) -> tuple[str | None, str | None]:
+    """``(published, modified)``: the ISO dates the page's markup states as its dates, else None.
+
+    In this order: meta tags of a publication or modification date (``article:published_time``, ``date``,
+    ``dc.date``, ``citation_publication_date``, ``itemprop="datePublished"``, ...), JSON-LD's ``datePublished``
+    (or ``dateCreated``) and ``dateModified``, then the first ``<time datetime>`` element. Never a date guessed from
+    the visible text (a copyright year in a footer, a date the article mentions, a path in a link): htmldate, which
+    trafilatura asks, guesses from all of those, even without its extensive search ("the levee failed on
+    2021-03-04" made that the page's date), and a ``date`` filter would then silently select the page by it.
+    """
+    found = _DateMarkup()
+    try:
+        found.feed(markup)
+        found.close()
+    except Exception:  # html.parser gives up on some malformed markup: the dates found before it are kept
+        pass
+    ld_published, ld_modified = _json_ld_dates(found.json_ld)
+    published = next((day for day in found.published if day), None) or ld_published
+    modified = next((day for day in found.modified if day), None) or ld_modified
+    return published or next((day for day in found.times if day), None), modified
+
+
+#: Meta tag names (``name``, ``property`` or ``itemprop``, lower-cased) that state when a page was published.
+_PUBLISHED_META = frozenset(
+    {
+        "article:published_time", "og:published_time", "og:article:published_time", "datepublished", "date",
+        "dc.date", "dc.date.issued", "dc.date.created", "dcterms.date", "dcterms.issued", "dcterms.created",
+        "citation_publication_date", "citation_date", "citation_online_date", "pubdate", "publishdate",
+        "publish-date", "publish_date", "published_time", "article.published", "sailthru.date", "parsely-pub-date",
+    }
+)  # fmt: skip
+#: ... and when it was last modified.
+_MODIFIED_META = frozenset(
+    {"article:modified_time", "og:updated_time", "datemodified", "dcterms.modified", "dc.date.modified", "lastmod"}
+)
+
+
+class _DateMarkup(HTMLParser):
+    """The date-stating markup of a page: meta tags' and ``itemprop`` elements' days, ``<time datetime>`` days,
+    and the text of its JSON-LD scripts."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.published: list[str | None] = []
+        self.modified: list[str | None] = []
+        self.times: list[str | None] = []
+        self.json_ld: list[str] = []
+        self._in_json_ld = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        if tag == "script":
+            self._in_json_ld = values.get("type", "").strip().lower() == "application/ld+json"
+            return
+        names = {values.get(key, "").strip().lower() for key in ("name", "property", "itemprop", "http-equiv")}
+        stated = values.get("content") or values.get("datetime") or ""
+        if names & _PUBLISHED_META:
+            self.published.append(_iso_day(stated))
+        elif names & _MODIFIED_META:
+            self.modified.append(_iso_day(stated))
+        elif tag == "time" and values.get("datetime"):
+            self.times.append(_iso_day(values["datetime"]))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_json_ld = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_json_ld:
+            self.json_ld.append(data)
+
+
+def _json_ld_dates(blocks: list[str]) -> tuple[str | None, str | None]:
+    """The first ``datePublished`` (or ``dateCreated``) and ``dateModified`` of JSON-LD ``blocks`` that read as
+    dates."""
+    published: str | None = None
+    modified: str | None = None
+    for block in blocks:
+        try:
+            data = json.loads(block)
+        except ValueError:
+            continue
+        stack = [data]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, list):
+                stack.extend(reversed(item))
+            elif isinstance(item, dict):
+                published = published or _iso_day(item.get("datePublished")) or _iso_day(item.get("dateCreated"))
+                modified = modified or _iso_day(item.get("dateModified"))
+                stack.extend(value for value in item.values() if isinstance(value, dict | list))
+    return published, modified
+
+
+_ISO_DAY = re.compile(r"(\d{4})-?(\d{2})-?(\d{2})(?![\d])")
+
+
+def _iso_day(value: object) -> str | None:
+    """The day a stated date value names, as ``YYYY-MM-DD``: an ISO 8601 date or date-time (``2021-03-04``,
+    ``20210304``, ``2021-03-04T10:00:00Z``) or an RFC 2822 one (``Thu, 04 Mar 2021 10:00:00 GMT``); None for
+    anything else (a value in some other notation is left out rather than guessed)."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    found = _ISO_DAY.match(text)
+    try:
+        if found:
+            return date(*map(int, found.groups())).isoformat()
+        return email.utils.parsedate_to_datetime(text).date().isoformat()
+    except (ValueError, TypeError, IndexError):
+        return None
