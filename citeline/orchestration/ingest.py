@@ -369,6 +369,7 @@ def ingest_flow(
     dry_run: bool = DEFAULTS.dry_run,
     include: list[str] | None = None,
     exclude: list[str] | None = None,
+    encoding: str | None = DEFAULTS.encoding,
     strict: bool = DEFAULTS.strict,
     shards: int | None = None,
     shard_workers: dict[int, str] | str | None = None,

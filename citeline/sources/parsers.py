@@ -35,7 +35,7 @@ from citeline.sources.document import (
     text_hash,
     unstorable_field,
 )
-from citeline.sources.encoding import is_blank
+from citeline.sources.encoding import guesses, is_blank
 from citeline.sources.formats.pdf import expand_ligatures
 from citeline.sources.registry import (
     PARSERS,
@@ -118,12 +118,14 @@ def parse_source(
             raise SourceError(source.path, f"cannot read file: {exc.strerror or exc}") from exc
         if is_blank(data):
             raise EmptySource(source.path, "file is empty or only whitespace")
-        result = parse_file(source, data)
+        with guesses() as notes:  # a text format read in an encoding that was a close call
+            result = parse_file(source, data)
     except EmptySource:
         return Parsed(skipped="empty file")
     except SourceError as exc:
         return Parsed(errors=[exc], complete=False, failed=True)
     parsed = result if isinstance(result, Parsed) else Parsed(documents=result)
+    parsed.notes.extend(notes)
     documents, parsed.documents = parsed.documents, []
     try:
         parsed.documents = [document for document in documents if _finished(document, source, stat, parsed)]
