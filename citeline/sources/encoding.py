@@ -29,6 +29,7 @@ import itertools
 import re
 import string
 import unicodedata
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -57,6 +58,9 @@ _NOT_DETECTED = ["utf-16", "utf-16-be", "utf-16-le", "utf-32", "utf-32-be", "utf
 #: Detection reads at most this much of a file: enough words to tell, at a bounded cost for a large file (the
 #: reading chosen must still decode the whole file).
 _SAMPLE_BYTES = 64 * 1024
+#: chardet's language models read this much of the sample (their cost grows with it; their answer soon stops
+#: changing).
+_CHARDET_BYTES = 16 * 1024
 #: A reading this implausible per non-ASCII character is no reading: the bytes are in another kind of encoding
 #: (a multi-byte one), left to chardet.
 _IMPLAUSIBLE_PER_CHARACTER = 1.0
@@ -192,7 +196,7 @@ def detect(data: bytes) -> Decoded | None:
         if text not in readings:
             readings[text] = (implausibility(text), encoding)
     ranked = sorted(readings.values())
-    foreign = sum(1 for byte in sample if byte > 127)
+    foreign = len(sample.translate(None, _ASCII_BYTES))  # bytes above 127
     if not ranked or ranked[0][0] >= _REFUSED or ranked[0][0] > _IMPLAUSIBLE_PER_CHARACTER * foreign:
         return _chardet(data, None if not ranked or ranked[0][0] >= _REFUSED else ranked[0][1])
     best, encoding = ranked[0]
@@ -216,7 +220,7 @@ def _likeliest(sample: bytes, encodings: list[str]) -> tuple[str, bool]:
     import chardet
 
     scores = {name: 0.0 for name in encodings}
-    for result in chardet.detect_all(sample, include_encodings=encodings, compat_names=False):
+    for result in chardet.detect_all(sample[:_CHARDET_BYTES], include_encodings=encodings, compat_names=False):
         name = codecs.lookup(result["encoding"]).name if result["encoding"] else None
         if name in scores:
             scores[name] = max(scores[name], result["confidence"] * (_PREFERENCE if name == PREFERRED_LEGACY else 1))
@@ -285,8 +289,10 @@ ALPHABETS = {
     "Macedonian": frozenset("абвгдѓежзѕијклљмнњопрстќуфхцчџш"),
     "Greek": frozenset("αβγδεζηθικλμνξοπρστυφχψωάέήίόύώϊϋΐΰς"),
 }
-#: Words holding a letter that is not ASCII (only those differ between readings).
-_FOREIGN_WORDS = re.compile(r"[^\W\d_]*[^\W\d_\x00-\x7f][^\W\d_]*")
+#: Words (runs of letters); only those holding a character that is not ASCII differ between readings.
+_WORDS = re.compile(r"[^\W\d_]+")
+_ASCII_BYTES = bytes(range(128))
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 #: Characters no reading of text holds: controls other than whitespace.
 _CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 #: Symbols that may touch a letter (``25°C``); punctuation always may (``¿Dónde``, ``l’hôpital``).
@@ -303,9 +309,8 @@ def implausibility(text: str) -> float:
     if _CONTROLS.search(text):
         return _REFUSED
     score = 0.0
-    for at, character in enumerate(text):
-        if character < "\x80":
-            continue
+    for match in _NON_ASCII.finditer(text):
+        at, character = match.start(), match.group()
         category = unicodedata.category(character)
         if category in ("Lm", "Sk", "Co", "Cn"):  # spacing accents (ˆ ˜ ´), private use, unassigned
             score += 3
@@ -313,15 +318,16 @@ def implausibility(text: str) -> float:
             before = at > 0 and text[at - 1].isalpha()
             after = at + 1 < len(text) and text[at + 1].isalpha()
             score += 3 if before and after else 2 if before or after else 0
-    for word in _FOREIGN_WORDS.findall(text):
-        if len({_script(letter) for letter in word}) > 1:
-            score += 4
+    words = Counter(_WORDS.findall(text))  # each distinct word once (a long file)
+    for word, count in ((word, count) for word, count in words.items() if not word.isascii()):
+        flaws = 4 if len({_script(letter) for letter in word}) > 1 else 0
         # a capital after a small letter (KOI8-R read as Windows-1251, or the reverse); Greek's word-final sigma
         # inside a word (Cyrillic read as Windows-1253)
-        score += 2 * sum(1 for a, b in itertools.pairwise(word) if (a.islower() and b.isupper()) or a == "ς")
-        if len(word) >= 3 and word.isalpha() and not any(letter < "\x80" for letter in word):
-            score += 2 if _script(word[0]) == "LATIN" else 0
-    letters = {letter for letter in text.lower() if letter.isalpha()}
+        flaws += 2 * sum(1 for a, b in itertools.pairwise(word) if (a.islower() and b.isupper()) or a == "ς")
+        if len(word) >= 3 and not any(letter < "\x80" for letter in word) and _script(word[0]) == "LATIN":
+            flaws += 2
+        score += flaws * count
+    letters = {letter for letter in set(text.lower()) if letter.isalpha()}
     if any(letter >= "\x80" for letter in letters):
         score += 2 * min(len(letters - alphabet) for alphabet in ALPHABETS.values())
     return score
