@@ -154,7 +154,8 @@ def main() -> None:
             f"{result['cpu_ms_1mb']['cp1252']:.1f} ms per 1 MB Windows-1252 file"  # type: ignore[index]
         )
         for miss in result["wrong"]:  # type: ignore[attr-defined]
-            print(f"  wrong ({miss['encoding']}, {'low' if miss['low'] else 'confident'}): {miss['text']!r} -> {miss['read']!r}")
+            flag = "low" if miss["low"] else "confident"
+            print(f"  wrong ({miss['encoding']}, {flag}): {miss['text']!r} -> {miss['read']!r}")
 
 
 if __name__ == "__main__":

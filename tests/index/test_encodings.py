@@ -30,9 +30,7 @@ def _folder(tmp_path: Path) -> Path:
 
 
 def _texts(index: Index) -> dict[str, tuple[str, str | None]]:
-    return {
-        info.source_id: (index.document(info.doc_id).text, info.encoding) for info in index.documents()
-    }
+    return {info.source_id: (index.document(info.doc_id).text, info.encoding) for info in index.documents()}
 
 
 def test_a_close_call_is_named_in_the_log_and_encoding_fixes_it(tmp_path: Path, fake_embedder, caplog) -> None:
