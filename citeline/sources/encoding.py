@@ -195,7 +195,7 @@ def detect(data: bytes) -> Decoded | None:
             text = sample[: exc.start].decode(encoding)
         if text not in readings:
             readings[text] = (implausibility(text), encoding)
-    ranked = sorted(readings.values())
+    ranked = sorted(readings.values(), key=lambda reading: (reading[0], CANDIDATES.index(reading[1])))
     foreign = len(sample.translate(None, _ASCII_BYTES))  # bytes above 127
     if not ranked or ranked[0][0] >= _REFUSED or ranked[0][0] > _IMPLAUSIBLE_PER_CHARACTER * foreign:
         return _chardet(data, None if not ranked or ranked[0][0] >= _REFUSED else ranked[0][1])

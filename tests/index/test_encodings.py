@@ -122,3 +122,5 @@ def test_the_cli_takes_the_encoding(tmp_path: Path) -> None:
     assert summary["added"] == 3 and [e["reason"].split(" (")[0] for e in summary["errors"]] == [
         "not valid cp1252 at byte 13"
     ]
+    stdin = CliRunner().invoke(cli, ["ingest", "-", "--index", str(tmp_path / "t"), "--encoding", "cp1250"], input="")
+    assert stdin.exit_code == 2 and "--encoding applies to folders" in stdin.output
