@@ -33,11 +33,15 @@ def _texts(index: Index) -> dict[str, tuple[str, str | None]]:
     return {info.source_id: (index.document(info.doc_id).text, info.encoding) for info in index.documents()}
 
 
-def test_a_close_call_is_named_in_the_log_and_encoding_fixes_it(tmp_path: Path, fake_embedder, caplog) -> None:
+@pytest.mark.parametrize("shards", [None, 2])
+def test_a_close_call_is_named_in_the_log_and_encoding_fixes_it(
+    tmp_path: Path, fake_embedder, caplog, shards: int | None
+) -> None:
     docs = _folder(tmp_path)
-    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder, shards=shards)
+    serial = {"parallel": "serial"} if shards else {}
     with caplog.at_level(logging.INFO, logger="citeline.ingest"):
-        run = index.ingest([docs])
+        run = index.ingest([docs], **serial)
     assert run.status == "succeeded" and run.added == 3
     guessed = [r for r in caplog.records if "encoding guessed" in r.getMessage()]
     assert len(guessed) == 1 and guessed[0].levelno == logging.WARNING
@@ -46,14 +50,14 @@ def test_a_close_call_is_named_in_the_log_and_encoding_fixes_it(tmp_path: Path, 
         f"{docs / 'czech.txt'}: encoding guessed as {chosen} (low confidence; pass --encoding to set it)"
     )
     # The user re-runs with --encoding: the unchanged file whose reading changes is read again and updated.
-    run = index.ingest([docs], encoding="cp1250")
+    run = index.ingest([docs], encoding="cp1250", **serial)
     assert (run.added, run.updated, run.unchanged, run.failed) == (0, 1 if chosen != "cp1250" else 0, 2, 0)
     texts = _texts(index)
     assert texts["czech.txt"] == (CZECH, "cp1250")
     assert texts["plain.txt"] == ("Ferries cross the river at dawn.", "utf-8")  # valid UTF-8 still wins
     assert index.search("divadla", k=1, mode="lexical")[0].source_id == "czech.txt"
     # A later run without --encoding keeps what it read: the file is unchanged, not guessed again.
-    run = index.ingest([docs])
+    run = index.ingest([docs], **serial)
     assert (run.updated, run.unchanged) == (0, 3) and _texts(index)["czech.txt"] == (CZECH, "cp1250")
 
 
