@@ -3,17 +3,18 @@
 The decoded text is what citeline stores for the document, so every chunk offset is exact into it (not into the
 file's bytes), and the encoding found is recorded as the document's ``encoding`` property (``citeline show``).
 
-Detection (bytes with no mark that are not UTF-8) decodes them with each legacy code page of
-:data:`CANDIDATES` and scores each result by how implausible it is as text (:func:`implausibility`): characters
-prose never holds (controls, spacing accents such as ``ˆ``, private-use characters), a symbol glued to a letter
-(``£odzi``), a word mixing scripts (``Dйjа``) or with a capital inside it (KOI8-R read as Windows-1251), a word of
-only accented Latin letters (``Ïðèâåò``: Cyrillic read as Windows-1252), and letters no one language's alphabet
-holds together (``naďve`` next to ``ç``). The least implausible reading wins; between readings equally plausible
-(``El ni\xf1o``: "niño" in Windows-1252, "nińo" in Windows-1250) chardet's language models decide, Windows-1252
-weighted ahead as the commonest legacy encoding. Bytes no code page reads plausibly (Shift JIS, GBK, ...) go to
-chardet alone. Measured on short texts in twelve languages (tests/_encodings.py; ``python bench/encodings.py``):
-docs/sources.md#encodings-and-empty-files. A reading that was a close call is *low confidence*
-(:attr:`Decoded.confident`): the run names the file in its log with the encoding chosen.
+Detection (bytes with no mark that are not UTF-8) decodes them with each legacy code page of :data:`CANDIDATES` and
+scores each result by how implausible it is as text (:func:`implausibility`): characters prose never holds
+(controls, spacing accents such as ``ˆ``, private-use characters), a symbol glued to a letter (``£odzi``), a word
+mixing scripts (``Dйjа``) or with a capital inside it (KOI8-R read as Windows-1251), a word of only accented Latin
+letters (``Ïðèâåò``: Cyrillic read as Windows-1252), and letters no one language's alphabet holds together
+(``naďve`` next to ``ç``). The least implausible reading wins; between readings equally plausible (``El ni\xf1o``:
+"niño" in Windows-1252, "nińo" in Windows-1250) chardet's language models decide, Windows-1252 weighted ahead as the
+commonest legacy encoding. When no reading is flawless, chardet's own answer over every encoding it knows competes
+too (Shift JIS, GBK, EUC-KR read as a code page are full of flaws). A large file is judged on a sample: its start
+and the stretches around its bytes above 127. Measured on short texts in twelve languages (tests/_encodings.py;
+``python bench/encodings.py``): docs/sources.md#encodings-and-empty-files. A reading that was a close call is *low
+confidence* (:attr:`Decoded.confident`): the run names the file in its log with the encoding chosen.
 
 A run's ``encoding`` option (``--encoding cp1250``, carried by each :class:`SourceFile`) replaces detection: a
 byte-order mark and valid UTF-8 still win (neither is a guess), and bytes not valid in the named encoding fail the
@@ -55,15 +56,12 @@ CANDIDATES = ("cp1252", "cp1250", "cp1251", "cp1253", "cp1254", "cp1257", "koi8-
 #: Never detected: UTF-16/32 and UTF-7 without a byte-order mark (a UTF-16 file without a mark has NUL bytes and
 #: is refused as binary before detection).
 _NOT_DETECTED = ["utf-16", "utf-16-be", "utf-16-le", "utf-32", "utf-32-be", "utf-32-le", "utf-7"]
-#: Detection reads at most this much of a file: enough words to tell, at a bounded cost for a large file (the
-#: reading chosen must still decode the whole file).
+#: Detection reads at most this much of a file (its start, and stretches around the bytes above 127 further in):
+#: enough words to tell, at a bounded cost for a large file (the reading chosen must still decode the whole file).
 _SAMPLE_BYTES = 64 * 1024
 #: chardet's language models read this much of the sample (their cost grows with it; their answer soon stops
 #: changing).
 _CHARDET_BYTES = 16 * 1024
-#: A reading this implausible per non-ASCII character is no reading: the bytes are in another kind of encoding
-#: (a multi-byte one), left to chardet.
-_IMPLAUSIBLE_PER_CHARACTER = 1.0
 #: Between equally plausible readings, chardet's preference counts as clear at this ratio of confidences.
 _CLEAR_LEAD = 2.0
 #: A control character other than whitespace: no text holds one, whatever the reading.
@@ -184,7 +182,7 @@ def _decode_as(source: SourceFile, data: bytes, encoding: str) -> Decoded:
 def detect(data: bytes) -> Decoded | None:
     """The most plausible reading of ``data`` (bytes that are not UTF-8) in a legacy encoding, or None when no
     text encoding fits (see the module docstring)."""
-    sample = data[:_SAMPLE_BYTES]
+    sample = _sample(data)
     readings: dict[str, tuple[float, str]] = {}  # decoded sample -> (implausibility, first encoding reading it so)
     for encoding in CANDIDATES:
         try:
@@ -196,9 +194,12 @@ def detect(data: bytes) -> Decoded | None:
         if text not in readings:
             readings[text] = (implausibility(text), encoding)
     ranked = sorted(readings.values(), key=lambda reading: (reading[0], CANDIDATES.index(reading[1])))
-    foreign = len(sample.translate(None, _ASCII_BYTES))  # bytes above 127
-    if not ranked or ranked[0][0] >= _REFUSED or ranked[0][0] > _IMPLAUSIBLE_PER_CHARACTER * foreign:
-        return _chardet(data, None if not ranked or ranked[0][0] >= _REFUSED else ranked[0][1])
+    if not ranked or ranked[0][0] > 0:  # no flawless reading: chardet's own answer (a multi-byte encoding?) too
+        other = _chardet(data, sample)
+        if other is not None and (not ranked or other[0] < ranked[0][0]):
+            return Decoded(data.decode(other[1]), other[1], False)
+    if not ranked or ranked[0][0] >= _REFUSED:
+        return None
     best, encoding = ranked[0]
     tied = [name for score, name in ranked if score == best]
     # A close call: the reading has flaws of its own, or another is about as plausible and chardet's language
@@ -212,6 +213,21 @@ def detect(data: bytes) -> Decoded | None:
             return Decoded(data.decode(name), name, confident)
         confident = False
     return None
+
+
+def _sample(data: bytes) -> bytes:
+    # The bytes detection reads: the file's start, then (a large file) stretches around the bytes above 127 of the
+    # rest, so that accented words far into a mostly ASCII file are read too; at most _SAMPLE_BYTES in all.
+    head = data[: _SAMPLE_BYTES // 2]
+    if len(data) <= _SAMPLE_BYTES // 2:
+        return head
+    rest, budget = [], _SAMPLE_BYTES // 2
+    for match in _AROUND_FOREIGN.finditer(data, len(head)):
+        rest.append(match.group())
+        budget -= len(rest[-1]) + 1
+        if budget <= 0:
+            break
+    return b"\n".join([head, *rest])
 
 
 def _likeliest(sample: bytes, encodings: list[str]) -> tuple[str, bool]:
@@ -228,22 +244,20 @@ def _likeliest(sample: bytes, encodings: list[str]) -> tuple[str, bool]:
     return ranked[0], scores[ranked[0]] >= _CLEAR_LEAD * scores[ranked[1]]
 
 
-def _chardet(data: bytes, fallback: str | None) -> Decoded | None:
-    # Bytes no legacy code page reads plausibly: chardet alone (multi-byte encodings); else the least implausible
-    # single-byte reading, if any; never a confident guess.
+def _chardet(data: bytes, sample: bytes) -> tuple[float, str] | None:
+    # chardet's answer over every encoding it knows (the multi-byte ones: Shift JIS, GBK, EUC-KR), with how
+    # implausible its reading of the sample is; None when it has none, or its reading does not decode the file.
     import chardet
 
-    result = chardet.detect(
-        data[: _SAMPLE_BYTES * 4], prefer_superset=True, compat_names=False, exclude_encodings=_NOT_DETECTED
-    )
-    for name in (result["encoding"], fallback):
-        if name is None:
-            continue
-        with contextlib.suppress(UnicodeDecodeError, LookupError):
-            text = data.decode(name)
-            if not _CONTROLS.search(text[:_SAMPLE_BYTES]):
-                return Decoded(text, codecs.lookup(name).name, False)
-    return None
+    result = chardet.detect(sample, prefer_superset=True, compat_names=False, exclude_encodings=_NOT_DETECTED)
+    if result["encoding"] is None:
+        return None
+    try:
+        name = codecs.lookup(result["encoding"]).name
+        data.decode(name)
+    except (LookupError, UnicodeDecodeError):
+        return None
+    return implausibility(sample.decode(name, "ignore")), name  # a character cut at a stretch's edge dropped
 
 
 # ---------------------------------------------------------------- how implausible a reading is
@@ -289,18 +303,29 @@ ALPHABETS = {
     "Macedonian": frozenset("абвгдѓежзѕијклљмнњопрстќуфхцчџш"),
     "Greek": frozenset("αβγδεζηθικλμνξοπρστυφχψωάέήίόύώϊϋΐΰς"),
 }
+_ALPHABETS = tuple(ALPHABETS.values())
 #: Words (runs of letters); only those holding a character that is not ASCII differ between readings.
 _WORDS = re.compile(r"[^\W\d_]+")
 _ASCII_BYTES = bytes(range(128))
+#: A byte above 127 with up to 64 bytes either side (a word or two of context), from the first such byte.
+_AROUND_FOREIGN = re.compile(rb"[\x00-\x7f]{0,64}[\x80-\xff][\x00-\xff]{0,64}")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 #: Characters no reading of text holds: controls other than whitespace.
 _CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
-#: Symbols that may touch a letter (``25°C``); punctuation always may (``¿Dónde``, ``l’hôpital``).
-_MAY_TOUCH_LETTERS = frozenset("°")
+#: What may touch a letter on either side, inside a word too: apostrophes, hyphens, the Catalan middle dot, and
+#: the degree sign (``25°C``). Other punctuation may touch a letter on one side (``¿Dónde``, ``“Don’t``).
+_MAY_TOUCH_LETTERS = frozenset("’‘-‐·°")
+
+
+#: Scripts one language writes together: Japanese mixes kana and kanji within a word.
+_SCRIPT_FAMILY = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HALFWIDTH": "CJK", "IDEOGRAPHIC": "CJK"}
+#: The scripts whose letters :data:`ALPHABETS` covers.
+_ALPHABETIC = ("LATIN", "CYRILLIC", "GREEK")
 
 
 def _script(character: str) -> str:
-    return unicodedata.name(character, "?").split(" ", 1)[0]
+    script = unicodedata.name(character, "?").split(" ", 1)[0]
+    return _SCRIPT_FAMILY.get(script, script)
 
 
 def implausibility(text: str) -> float:
@@ -314,10 +339,13 @@ def implausibility(text: str) -> float:
         category = unicodedata.category(character)
         if category in ("Lm", "Sk", "Co", "Cn"):  # spacing accents (ˆ ˜ ´), private use, unassigned
             score += 3
-        elif (category[0] == "S" or category == "No") and character not in _MAY_TOUCH_LETTERS:
+        elif not category.startswith(("L", "Z")) and character not in _MAY_TOUCH_LETTERS:
             before = at > 0 and text[at - 1].isalpha()
             after = at + 1 < len(text) and text[at + 1].isalpha()
-            score += 3 if before and after else 2 if before or after else 0
+            if before and after:  # inside a word: no symbol, digit or punctuation but apostrophes and hyphens
+                score += 3
+            elif (before or after) and (category[0] == "S" or category == "No"):  # glued to one: a symbol, ¹
+                score += 2
     words = Counter(_WORDS.findall(text))  # each distinct word once (a long file)
     for word, count in ((word, count) for word, count in words.items() if not word.isascii()):
         flaws = 4 if len({_script(letter) for letter in word}) > 1 else 0
@@ -327,7 +355,9 @@ def implausibility(text: str) -> float:
         if len(word) >= 3 and not any(letter < "\x80" for letter in word) and _script(word[0]) == "LATIN":
             flaws += 2
         score += flaws * count
-    letters = {letter for letter in set(text.lower()) if letter.isalpha()}
+    # Letters outside every one alphabet: two points an accented one, one an ASCII one (a loanword's ``w``, or
+    # English beside the language of the accents)
+    letters = {letter for letter in set(text.lower()) if letter.isalpha() and _script(letter) in _ALPHABETIC}
     if any(letter >= "\x80" for letter in letters):
-        score += 2 * min(len(letters - alphabet) for alphabet in ALPHABETS.values())
+        score += min(sum(1 if letter.isascii() else 2 for letter in letters - alphabet) for alphabet in _ALPHABETS)
     return score

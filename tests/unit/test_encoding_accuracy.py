@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 from _encodings import ENCODINGS, TEXTS, samples, text_count
 
+from citeline.errors import SourceError
 from citeline.sources.document import SourceFile
 from citeline.sources.encoding import Decoded, decode, guesses
 
@@ -70,3 +71,30 @@ def test_a_plain_reading_is_confident_and_a_close_call_is_not() -> None:
     decoded, low = _decode("Holnap esni fog az eső.".encode("cp1250"))  # "esõ" in cp1252 is as plausible
     assert low is True and decoded.encoding in ("cp1252", "cp1250")
     assert _decode("Grüße".encode())[1] is False  # UTF-8 is never a guess
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("Καλημέρα, τι κάνεις; Όλα καλά.", "cp1253"),
+        ("İstanbul’da güzel bir gün geçirdik.", "cp1254"),
+        ("Labdien, kā jums klājas?", "cp1257"),
+        ("Привет, как дела?", "koi8-r"),
+        ("日本語のテキストです。これはテストです。", "shift_jis"),
+        ("中文文本，这是一个测试。", "gbk"),
+        ("한국어 텍스트입니다. 테스트입니다.", "euc-kr"),
+    ],
+)
+def test_other_legacy_encodings_decode_too(text: str, encoding: str) -> None:
+    assert _decode(text.encode(encoding))[0].text == text
+
+
+def test_accents_far_into_a_large_file_are_read() -> None:
+    text = "The river rose over the bridge.\n" * 5000 + "Zażółć gęślą jaźń: pociąg do Krakowa odjeżdża.\n"
+    decoded, _ = _decode(text.encode("cp1250"))  # the first 150 KB are ASCII: every code page reads them alike
+    assert decoded.text == text and decoded.encoding == "cp1250"
+
+
+def test_bytes_no_encoding_fits_are_refused() -> None:
+    with pytest.raises(SourceError, match="no other text encoding fits it"):
+        decode(SOURCE, b"caf\xe9\x01\x02\x03\x04\x05\x06\x07\x08")
