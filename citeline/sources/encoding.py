@@ -5,16 +5,17 @@ file's bytes), and the encoding found is recorded as the document's ``encoding``
 
 Detection (bytes with no mark that are not UTF-8) decodes them with each legacy code page of :data:`CANDIDATES` and
 scores each result by how implausible it is as text (:func:`implausibility`): characters prose never holds
-(controls, spacing accents such as ``ˆ``, private-use characters), a symbol glued to a letter (``£odzi``), a word
-mixing scripts (``Dйjа``) or with a capital inside it (KOI8-R read as Windows-1251), a word of only accented Latin
-letters (``Ïðèâåò``: Cyrillic read as Windows-1252), and letters no one language's alphabet holds together
-(``naďve`` next to ``ç``). The least implausible reading wins; between readings equally plausible (``El ni\xf1o``:
-"niño" in Windows-1252, "nińo" in Windows-1250) chardet's language models decide, Windows-1252 weighted ahead as the
-commonest legacy encoding. When no reading is flawless, chardet's own answer over every encoding it knows competes
-too (Shift JIS, GBK, EUC-KR read as a code page are full of flaws). A large file is judged on a sample: its start
-and the stretches around its bytes above 127. Measured on short texts in twelve languages (tests/_encodings.py;
-``python bench/encodings.py``): docs/sources.md#encodings-and-empty-files. A reading that was a close call is *low
-confidence* (:attr:`Decoded.confident`): the run names the file in its log with the encoding chosen.
+(controls, spacing accents such as ``ˆ``, private-use characters), a symbol glued to a letter (``£odzi``) or
+punctuation inside a word (``Za¿ó³``), a word mixing scripts (``Dйjа``) or with a capital inside it (KOI8-R read as
+Windows-1251), a word of only accented Latin letters (``Ïðèâåò``: Cyrillic read as Windows-1252), and letters no one
+language's alphabet holds together (``naďve`` next to ``ç``). The least implausible reading wins; between readings
+equally plausible (``El ni\xf1o``: "niño" in Windows-1252, "nińo" in Windows-1250) chardet's language models decide,
+Windows-1252 weighted ahead as the commonest legacy encoding. When no reading is flawless, chardet's own answer over
+every encoding it knows competes too (Shift JIS, GBK, EUC-KR read as a code page are full of flaws). A large file is
+judged on a sample: its start and the stretches around its bytes above 127. Measured on short texts in twelve
+languages (tests/_encodings.py; ``python bench/encodings.py``): docs/sources.md#encodings-and-empty-files. A reading
+that was a close call is *low confidence* (:attr:`Decoded.confident`): the run names the file in its log with the
+encoding chosen.
 
 A run's ``encoding`` option (``--encoding cp1250``, carried by each :class:`SourceFile`) replaces detection: a
 byte-order mark and valid UTF-8 still win (neither is a guess), and bytes not valid in the named encoding fail the
