@@ -188,10 +188,8 @@ def detect(data: bytes) -> Decoded | None:
     for encoding in CANDIDATES:
         try:
             text = sample.decode(encoding)
-        except UnicodeDecodeError as exc:
-            if exc.start < len(sample) - 4:  # not only a character cut at the sample's end
-                continue
-            text = sample[: exc.start].decode(encoding)
+        except UnicodeDecodeError:  # a byte the code page leaves undefined
+            continue
         if text not in readings:
             readings[text] = (implausibility(text), encoding)
     ranked = sorted(readings.values(), key=lambda reading: (reading[0], CANDIDATES.index(reading[1])))
