@@ -192,6 +192,7 @@ class Index:
         include: Sequence[str] = DEFAULTS.include,
         exclude: Sequence[str] = DEFAULTS.exclude,
         strict: bool = DEFAULTS.strict,
+        encoding: str | None = DEFAULTS.encoding,
         options: IngestOptions | None = None,
     ) -> RunSummary:
         """Bring the index up to date with the files under ``paths`` and return the run's ledger row.

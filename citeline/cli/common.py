@@ -52,10 +52,25 @@ def option_of(spec: Field[Any]) -> Callable[[F], F]:
         return click.option(flag, is_flag=True, default=default, help=meta["help"])
     if isinstance(default, tuple):
         return click.option(flag, multiple=True, default=default, metavar=meta["metavar"], help=meta["help"])
+    if spec.type == "str | None":  # checked as the run's options check it (an unknown codec): a usage error
+        return click.option(flag, default=None, metavar=meta["metavar"], help=meta["help"], callback=_checked)
     kind: Any = float if spec.type in ("float", "float | None") else int
     bounds = (click.FloatRange if kind is float else click.IntRange)(min=low, max=high)
     shown = default is not None
     return click.option(flag, type=bounds, default=default, show_default=shown, help=meta["help"])
+
+
+def _checked(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    # A text option's value as IngestOptions takes it (``--encoding Latin-1`` -> ``iso8859-1``), or a usage error.
+    from citeline.errors import SettingsError
+    from citeline.ingest.options import IngestOptions
+
+    if value is None or param.name is None:
+        return value
+    try:
+        return getattr(IngestOptions.of(**{param.name: value}), param.name)
+    except SettingsError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 #: The run settings' options (``citeline ingest``/``schedule``), in IngestOptions' order.

@@ -295,7 +295,8 @@ def ingest_stdin(
 
     if paths != ("-",):
         raise click.UsageError("`-` (texts as JSON lines on stdin) cannot be combined with other PATHS")
-    for name in ("prefect", "dask_address", "dask_workers", "allow_removals", "include", "exclude", "strict"):
+    folders_only = ("prefect", "dask_address", "dask_workers", "allow_removals", "include", "exclude", "strict")
+    for name in (*folders_only, "encoding"):
         if settings[name]:
             raise click.UsageError(f"--{name.replace('_', '-')} applies to folders, not to `ingest -`")
     records = read_jsonl(sys.stdin.buffer)  # all read and checked before the index is touched

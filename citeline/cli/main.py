@@ -116,7 +116,7 @@ def ingest(
             "progress": show_progress,
             "prefect": prefect, "dask_address": dask_address, "dask_workers": dask_workers,
             "allow_removals": run["allow_removals"], "include": run["include"], "exclude": run["exclude"],
-            "strict": run["strict"],
+            "strict": run["strict"], "encoding": run["encoding"],
         }  # fmt: skip
         summary = cli_extra.ingest_stdin(paths, index_path, source, settings)
     else:

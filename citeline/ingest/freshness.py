@@ -37,8 +37,9 @@ SETTLED_SECONDS = 2.0
 
 
 def found_files(files: Sequence[SourceFile]) -> pa.Table:
-    """Each file's ``root``, ``source_file``, ``size`` and ``mtime``: the table ``file_stats.fresh_files`` joins
-    against the catalog. A file that cannot be stat'ed is left out (never fresh: parsing reads and reports it)."""
+    """Each file's ``root``, ``source_file``, ``size``, ``mtime`` and the ``encoding`` the run reads it in (None:
+    detected): the table ``file_stats.fresh_files`` joins against the catalog. A file that cannot be stat'ed is
+    left out (never fresh: parsing reads and reports it)."""
     stats: list[tuple[SourceFile, int, float]] = []
     for source in files:
         try:
@@ -52,6 +53,7 @@ def found_files(files: Sequence[SourceFile]) -> pa.Table:
             "source_file": pa.array([source.source_id for source, _, _ in stats], pa.string()),
             "size": pa.array([size for _, size, _ in stats], pa.int64()),
             "mtime": pa.array([mtime for _, _, mtime in stats], pa.float64()),
+            "encoding": pa.array([source.encoding for source, _, _ in stats], pa.string()),
         }
     )
     return found

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from citeline.errors import SettingsError
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE  # noqa: F401  (DEFAULT_SOURCE re-exported)
+from citeline.sources.encoding import codec_name
 
 if TYPE_CHECKING:
     from citeline.ingest.progress import Reporter
@@ -102,6 +103,13 @@ class IngestOptions:
         ".citelineignore.",
         metavar="GLOB",
     )
+    encoding: str | None = _option(
+        None,
+        "Read the text files that are neither UTF-8 nor marked (a byte-order mark) in this encoding (a Python codec "
+        "name: cp1250, latin-1, ...) instead of detecting theirs; a file not valid in it fails alone "
+        "[default: detect each file's].",
+        metavar="NAME",
+    )
     strict: bool = _option(
         False,
         "Treat a partial run (some files failed) as a failure: exit status 3 (the CLI), a Failed flow run (Prefect).",
@@ -119,6 +127,8 @@ class IngestOptions:
     prepare_queries: bool = field(default=True, compare=False, metadata=_INTERNAL)
 
     def __post_init__(self) -> None:
+        if self.encoding is not None:  # an unknown codec is one line before any work; kept by its Python name
+            object.__setattr__(self, "encoding", codec_name(self.encoding))
         for spec in fields(self):
             value, low, high = getattr(self, spec.name), spec.metadata.get("minimum"), spec.metadata.get("maximum")
             if isinstance(value, list):  # include=["*.md"] from Python or JSON: kept as a tuple (hashable)

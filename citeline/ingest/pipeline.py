@@ -50,6 +50,7 @@ from citeline.ingest.planning import (
 from citeline.ingest.progress import Reporter, announced_writer_lock, default_reporter
 from citeline.ingest.runs import close_interrupted, dry_run_summary, record_failure, summarize
 from citeline.sources.discovery import SKIPPED_LISTED, Discovery, resolve_roots, scan
+from citeline.sources.encoding import read_as
 from citeline.sources.parsers import (
     DEFAULT_MAX_FILE_BYTES,
     Document,
@@ -114,6 +115,7 @@ def parse_files(
         if parsed.empty_records:
             batch.empty_records.append((display_path(source.path), parsed.empty_records, parsed.empty_lines))
         batch.errors.extend(FileError(display_path(error.path), error.reason) for error in parsed.errors)
+        batch.notes.extend(FileError(display_path(note.path), note.reason) for note in parsed.notes)
         batch.kept_doc_ids.extend(parsed.kept_doc_ids)
         if not parsed.complete:
             batch.incomplete.append((source.root, source.source_id))
@@ -338,7 +340,7 @@ def _run_locked(
         try:
             reporter.stage("discover")
             discovery = steps.discover(paths, Selection.of(options))
-            files = discovery.files
+            files = discovery.files = read_as(discovery.files, options.encoding)
             reporter.info(f"discovered {len(files)} files under {', '.join(roots)}")
             report_skipped(reporter, discovery)
             for problem in discovery.errors[:LOGGED_FAILURES]:
@@ -488,6 +490,10 @@ def report_parsed(reporter: Reporter, files: int, parsed: ParsedBatch, unchanged
         shown = ", ".join(map(str, lines)) + (", ..." if count > len(lines) else "")
         label = "line" if count == 1 else "lines"
         reporter.info(f"left out {_records(count)} of {path} with no text ({label} {shown})")
+    for note in parsed.notes[:LOGGED_FAILURES]:  # a warning: shown on the console without -v
+        reporter.warning(f"{note.path}: {note.reason}")
+    if len(parsed.notes) > LOGGED_FAILURES:
+        reporter.warning(f"... and {len(parsed.notes) - LOGGED_FAILURES} more files whose encoding was guessed")
     for error in parsed.errors[:LOGGED_FAILURES]:
         reporter.info(f"failed {error.path}: {error.reason}")
     if len(parsed.errors) > LOGGED_FAILURES:

@@ -78,6 +78,8 @@ class ParsedBatch:
     skipped: list[FileError] = field(default_factory=list)
     #: per record file with records left out for holding no text: its path as shown, how many, the first lines
     empty_records: list[tuple[str, int, list[int]]] = field(default_factory=list)
+    #: files parsed whose log line says something of them (an encoding that was a close call), not errors
+    notes: list[FileError] = field(default_factory=list)
 
     @classmethod
     def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
@@ -101,6 +103,7 @@ class ParsedBatch:
         self.read_files.extend(batch.read_files)
         self.skipped.extend(batch.skipped)
         self.empty_records.extend(batch.empty_records)
+        self.notes.extend(batch.notes)
 
     def add(self, document: Document, hold_chars: int | None) -> None:
         """Add one parsed document: with its text while this batch holds at most ``hold_chars`` characters of text

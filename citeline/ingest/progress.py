@@ -87,6 +87,10 @@ class Reporter:
         """A result worth a log line (counts of a stage, a file that failed)."""
         self.emit(logging.INFO, message)
 
+    def warning(self, message: str) -> None:
+        """Something of a file the user should check although it was indexed (an encoding guessed)."""
+        self.emit(logging.WARNING, message)
+
     def waiting(self, message: str) -> None:
         """The run waits for another writer's lock (``message`` names it)."""
         self.emit(logging.WARNING, message)

@@ -369,6 +369,7 @@ def ingest_flow(
     dry_run: bool = DEFAULTS.dry_run,
     include: list[str] | None = None,
     exclude: list[str] | None = None,
+    encoding: str | None = DEFAULTS.encoding,
     strict: bool = DEFAULTS.strict,
     shards: int | None = None,
     shard_workers: dict[int, str] | str | None = None,
@@ -387,6 +388,7 @@ def ingest_flow(
     ``dry_run`` returns what the run would do and writes nothing. On a sharded root, ``shard_workers`` pins
     shards' tasks to the Dask workers that hold their disks (``{0: "tcp://10.0.0.5:8786"}`` or ``"0=ADDRESS,1=NAME"``;
     ``citeline.sharding.remote``). ``include``/``exclude``: globs selecting the files (``citeline.sources.selection``).
+    ``encoding``: read the text files that are neither marked nor UTF-8 in it instead of detecting theirs.
 
     A partial run (some files failed) logs each failed file at WARNING and ends Completed with a message naming
     the failures (an automation matches ``state.message`` starting with ``partial``), or Failed with

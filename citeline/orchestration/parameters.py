@@ -13,6 +13,7 @@ from citeline.errors import SettingsError, SourceError
 from citeline.ingest.options import user_options
 from citeline.model.embedding import BACKENDS
 from citeline.sharding.remote import parse_shard_workers
+from citeline.sources.encoding import codec_name
 
 Backend = Literal["torch", "onnx", "onnx-int8"]
 
@@ -73,6 +74,7 @@ class IngestParameters(BaseModel):
     dry_run: bool = option_field("dry_run")
     include: list[str] = option_field("include")
     exclude: list[str] = option_field("exclude")
+    encoding: str | None = option_field("encoding")
     strict: bool = option_field("strict")
     shards: int | None = Field(
         None,
@@ -95,6 +97,11 @@ class IngestParameters(BaseModel):
             if not os.path.exists(path):
                 raise SourceError(path, "no such file or directory")
         return paths
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value: str | None) -> str | None:
+        return None if value is None else codec_name(value)  # an unknown codec is one line, before any work
 
     @field_validator("shard_workers")
     @classmethod

@@ -105,6 +105,7 @@ def build_deployment(
     include: Sequence[str] = DEFAULTS.include,
     exclude: Sequence[str] = DEFAULTS.exclude,
     strict: bool = DEFAULTS.strict,
+    encoding: str | None = DEFAULTS.encoding,
 ) -> RunnerDeployment:
     """The deployment ``citeline-ingest/<name>``: the ingestion flow with these parameters on ``cron``.
 
@@ -140,6 +141,7 @@ def build_deployment(
         include=list(include),
         exclude=list(exclude),
         strict=strict,
+        encoding=encoding,
         **({} if commit_every is None else {"commit_every": commit_every}),
     )
     dask_task_runner(dask_address, dask_workers)  # validates the Dask settings

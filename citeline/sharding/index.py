@@ -50,6 +50,7 @@ from citeline.sharding.runs import ShardJob, execute, idle_run
 from citeline.sharding.search import ShardedSnapshot
 from citeline.sharding.worker import shard_check, shard_status
 from citeline.sources.discovery import Discovery, resolve_roots, scan
+from citeline.sources.encoding import read_as
 from citeline.sources.selection import Selection
 from citeline.store import catalog, files, ledger
 from citeline.store import documents as listing
@@ -286,6 +287,7 @@ class ShardedIndex(Index):
             with announced_writer_lock(self.path, wait, reporter):
                 reporter.stage("discover")
                 discovery = scan(paths, Selection.of(run_options))
+                discovery.files = read_as(discovery.files, run_options.encoding)
                 reporter.info(f"discovered {len(discovery.files)} files under {', '.join(roots)}")
                 pipeline.report_skipped(reporter, discovery)
                 fresh = self._unchanged_files(discovery)

@@ -24,6 +24,8 @@ class SourceFile:
     root: str  #: the resolved root directory (or file) the user asked to ingest
     path: str  #: absolute path of the file
     source_id: str  #: path relative to ``root``, with forward slashes
+    #: the text encoding the run was told to read it in (``--encoding``: a Python codec name), or None to detect it
+    encoding: str | None = None
 
 
 @dataclass
@@ -161,6 +163,8 @@ class Parsed:
     empty_records: int = 0
     #: the line numbers of the first :data:`EMPTY_LINES_KEPT` of them (a count, not a list, for a large export)
     empty_lines: list[int] = field(default_factory=list)
+    #: what the run's log should say of the file although it parsed (its encoding was a close call), one line each
+    notes: list[SourceError] = field(default_factory=list)
 
     def add_empty(self, line_number: int) -> None:
         """Count one record left out for holding no text."""

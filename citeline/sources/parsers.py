@@ -36,7 +36,7 @@ from citeline.sources.document import (
     text_hash,
     unstorable_field,
 )
-from citeline.sources.encoding import is_blank
+from citeline.sources.encoding import guesses, is_blank
 from citeline.sources.formats.pdf import expand_ligatures
 from citeline.sources.registry import (
     PARSERS,
@@ -167,7 +167,8 @@ def _parse_whole(source: SourceFile, max_file_bytes: int, on_document: Callable[
             raise SourceError(source.path, f"cannot read file: {exc.strerror or exc}") from exc
         if is_blank(data):
             raise EmptySource(source.path, "file is empty or only whitespace")
-        result = parse_file(source, data)
+        with guesses() as notes:  # a text format read in an encoding that was a close call
+            result = parse_file(source, data)
     except _Changed:
         return Parsed(complete=False, failed=True, changed=True)
     except EmptySource:
@@ -175,6 +176,7 @@ def _parse_whole(source: SourceFile, max_file_bytes: int, on_document: Callable[
     except SourceError as exc:
         return Parsed(errors=[exc], complete=False, failed=True)
     parsed = result if isinstance(result, Parsed) else Parsed(documents=result)
+    parsed.notes.extend(notes)
     documents, parsed.documents = parsed.documents, []
     try:
         parsed.documents = [document for document in documents if _finished(document, source, stat, parsed)]

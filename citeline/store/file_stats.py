@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
 
+from citeline.store.metadata import PROPERTIES_KEY
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -134,13 +136,23 @@ def forget_orphans(connection: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+#: A run told the encoding (``--encoding``) reads again, unchanged or not, a file whose documents were read in a
+#: legacy encoding other than that one (the user re-runs with --encoding to fix a wrong guess); one read as UTF-8,
+#: through a byte-order mark, or with no encoding to speak of (a PDF) reads the same, and is not read again.
+_SAME_READING = (
+    "bool_and(f.encoding IS NULL OR coalesce(json_extract_string(d.metadata, "
+    f"'$.{PROPERTIES_KEY}.encoding'), f.encoding) IN (f.encoding, 'utf-8', 'utf-16', 'utf-32'))"
+)
+
+
 def fresh_files(
     connection: duckdb.DuckDBPyConnection, found: pa.Table, settled_seconds: float
 ) -> list[tuple[str, str, int, bool]]:
-    """Per file of ``found`` (columns ``root``, ``source_file``, ``size``, ``mtime``: the files a run found and
-    their stat) that has stored documents: ``(root, source_file, documents, fresh)``, where ``fresh`` says the
-    file's row holds this size and modification time and the file had been left alone for ``settled_seconds``
-    when that run started. One row per file, computed in SQL: the documents never come to Python.
+    """Per file of ``found`` (columns ``root``, ``source_file``, ``size``, ``mtime``, ``encoding``: the files a run
+    found, their stat and the encoding the run reads them in) that has stored documents: ``(root, source_file,
+    documents, fresh)``, where ``fresh`` says the file's row holds this size and modification time, the file had
+    been left alone for ``settled_seconds`` when that run started, and reading it in the run's encoding cannot
+    change its text (:data:`_SAME_READING`). One row per file, computed in SQL: the documents never come to Python.
 
     Without the table (an index no writer has touched since it was added) the old rule answers: every document
     stored from the file recorded this stat, and the file had settled when each was indexed."""
@@ -148,6 +160,7 @@ def fresh_files(
         sql = (
             "SELECT f.root, f.source_file, count(*) AS documents, "
             "coalesce(any_value(s.size = f.size AND s.mtime = f.mtime AND f.mtime < s.checked_at - ?), false) "
+            f"AND {_SAME_READING} "
             "FROM citeline_found_files f "
             "JOIN documents d ON d.source_root = f.root AND d.source_file = f.source_file "
             f"LEFT JOIN {TABLE} s ON s.source_root = f.root AND s.source_file = f.source_file "
@@ -156,7 +169,7 @@ def fresh_files(
     else:
         sql = (
             "SELECT f.root, f.source_file, count(*) AS documents, coalesce(bool_and(d.size_bytes = f.size "
-            "AND d.mtime = f.mtime AND f.mtime < epoch(d.ingested_at) - ?), false) AS fresh "
+            f"AND d.mtime = f.mtime AND f.mtime < epoch(d.ingested_at) - ?), false) AND {_SAME_READING} AS fresh "
             "FROM citeline_found_files f JOIN documents d ON d.source_root = f.root AND d.source_file = f.source_file "
             "GROUP BY f.root, f.source_file"
         )
