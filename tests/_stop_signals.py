@@ -41,6 +41,10 @@ INTERRUPTED_COMMIT_PAUSE = 3.0
 #: Documents of the test folder: about 1,400 chunks, more than one embed window (``EMBED_WINDOW``), so a signal
 #: after the first window finds documents embedded whole and others not yet.
 DOCUMENTS = 200
+#: docker stop's default grace before SIGKILL: a stopped ingest must have exited well within it.
+GRACE_SECONDS = 10.0
+#: Texts embedded before the signal: past the first embed window (1,024), so some documents are embedded whole.
+EMBEDDED_BEFORE_SIGNAL = 1100
 WORDS = ["river", "bridge", "mill", "soldier", "harbour", "letter", "winter", "garden", "market", "lamp"]
 
 

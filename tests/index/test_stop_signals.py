@@ -13,16 +13,19 @@ import signal
 from pathlib import Path
 
 import pytest
-from _stop_signals import DOCUMENTS, command, create_index, signal_at, write_folder
+from _stop_signals import (
+    DOCUMENTS,
+    EMBEDDED_BEFORE_SIGNAL,
+    GRACE_SECONDS,
+    command,
+    create_index,
+    signal_at,
+    write_folder,
+)
 from conftest import HashEmbedder
 
 from citeline import Index
 from citeline.ingest import stopping
-
-#: docker stop's default grace before SIGKILL; a stopped ingest must have exited well within it.
-GRACE_SECONDS = 10.0
-#: Texts embedded before the signal: past the first embed window (1,024), so documents are embedded whole.
-EMBEDDED_BEFORE_SIGNAL = 1100
 
 
 @pytest.fixture
