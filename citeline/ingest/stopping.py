@@ -83,8 +83,11 @@ def received_signal() -> int | None:
     return _received[0] if _received else None
 
 
-def note_interrupted(run: Any) -> None:
-    """Remember the ledger row of a run a stop interrupted (the CLI's last line says what it kept)."""
+def note_interrupted(run: Any, *, covers_earlier: bool = False) -> None:
+    """Remember the ledger row of a run a stop interrupted (the CLI's last line says what it kept);
+    ``covers_earlier``: it sums the rows noted so far (a sharded run's, over its shards' runs in this process)."""
+    if covers_earlier:
+        _interrupted.clear()
     _interrupted.append(run)
 
 
