@@ -211,3 +211,5 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+elif __name__ == "__mp_main__":  # a sharded run's worker process (spawned; it imports this script): the same model
+    _install()

@@ -141,3 +141,23 @@ def test_a_program_s_own_sigterm_handler_is_left_alone() -> None:
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_to_a_sharded_ingest_reaches_its_shards_processes(tmp_path: Path) -> None:
+    """SIGTERM reaches the command's process only (docker stop, Kubernetes): it passes it on to the shards' worker
+    processes, each of which commits what it embedded whole; the manifest records the run interrupted."""
+    index = tmp_path / "ix"
+    Index.create(index, embedder=HashEmbedder(), shards=2)
+    documents = 2 * DOCUMENTS  # each shard embeds past its first window
+    docs = write_folder(tmp_path / "docs", documents)
+    argv = command("cli", "ingest", str(docs), "--index", str(index))
+    stopped = signal_at(argv, [signal.SIGTERM], f"embedded>={EMBEDDED_BEFORE_SIGNAL}")
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
+    assert stopped.seconds < GRACE_SECONDS
+    kept = _documents(index)
+    assert 0 < kept < documents, stopped.stderr
+    assert re.match(rf"interrupted by SIGTERM: kept {kept} documents embedded whole", stopped.stderr.splitlines()[-1])
+    assert _index(index).runs(1)[0].status == "interrupted"
+    assert _index(index).verify().ok
+    again = _index(index).ingest([docs])
+    assert again.status == "succeeded" and _documents(index) == documents
