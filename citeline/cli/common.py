@@ -4,6 +4,7 @@ one-line errors."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import Field
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from citeline.errors import CitelineError, QueryError, SettingsError
+from citeline.ingest import stopping
 from citeline.ingest.options import user_options
 from citeline.model.embedding import BACKENDS
 from citeline.store.filters import where_meta
@@ -157,6 +159,36 @@ def ingest_options(func: F) -> F:
     return func
 
 
+def stop_signals(func: F) -> F:
+    """Run the command with SIGTERM handled as Ctrl-C is (``citeline.ingest.stopping``): ``docker stop``,
+    systemd and Kubernetes then stop an ingest as Ctrl-C does, keeping what was embedded whole; the exit status
+    is 128 + the signal (:meth:`OneLineErrors.main`)."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with stopping.handle_stop_signals():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def interrupted_line(signum: int) -> str:
+    """The one line an ingest stopped by ``signum`` ends with: what its runs (one, or one per shard) kept."""
+    name = signal.Signals(signum).name
+    runs = stopping.interrupted_runs()
+    if not runs:
+        return f"interrupted by {name}" if signum != signal.SIGINT else "Aborted!"
+    added, updated = sum(run.added for run in runs), sum(run.updated for run in runs)
+    ids = ", ".join(run.run_id for run in runs)
+    kept = (
+        f"kept {added + updated} documents embedded whole ({added} added, {updated} updated), generation "
+        f"{max(run.generation or 0 for run in runs)}"
+        if added + updated
+        else "nothing of it was committed"
+    )
+    return f"interrupted by {name}: {kept}; run {ids} is recorded as interrupted; run the same command to finish"
+
+
 def user_errors(func: F) -> F:
     """Turn citeline's typed errors into a one-line message and exit status 1, never a traceback."""
 
@@ -203,9 +235,10 @@ class OneLineErrors(click.Group):
             hint = f" (see `{ctx.command_path} --help`)" if isinstance(exc, click.UsageError) and ctx else ""
             click.echo(f"Error: {message}{hint}", err=True)
             sys.exit(exc.exit_code)
-        except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort): the shell's 128 + SIGINT
-            click.echo("Aborted!", err=True)
-            sys.exit(130)
+        except click.Abort:  # Ctrl-C or SIGTERM (click turns KeyboardInterrupt into Abort): 128 + the signal
+            signum = stopping.received_signal() or signal.SIGINT
+            click.echo(interrupted_line(signum), err=True)
+            sys.exit(128 + signum)
         sys.exit(result if isinstance(result, int) else 0)
 
 

@@ -33,6 +33,7 @@ from citeline.cli.common import (
     shard_workers_option,
     shards_option,
     show_warning,
+    stop_signals,
     user_errors,
     wait_option,
 )
@@ -61,6 +62,7 @@ def cli(ctx: click.Context) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Log each stage's counts and seconds (and Prefect's lines).")
 @click.option("--source", default=None, help="With PATH -: the source name of the texts [default: texts].")
 @json_option
+@stop_signals
 @user_errors
 def ingest(
     paths: tuple[str, ...],
@@ -92,8 +94,9 @@ def ingest(
 
     Exit status: 0 the run succeeded (or was partial, without --strict: some files failed, the rest indexed);
     1 it failed or was refused, nothing of it committed past its last commit (the index stays consistent);
-    2 a usage error; 3 --strict and the run was partial (what it indexed is committed); 130 interrupted
-    (Ctrl-C: what was embedded whole is committed, the ledger says interrupted)."""
+    2 a usage error; 3 --strict and the run was partial (what it indexed is committed); 130 interrupted by
+    Ctrl-C, 143 by SIGTERM (docker stop, systemd, Kubernetes): what was embedded whole is committed, the ledger
+    says interrupted, and one line says what was kept."""
     from citeline.index import SHARDS_MANIFEST
     from citeline.sources.discovery import resolve_roots
     from citeline.sources.selection import Selection

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from citeline.ingest import stopping
 from citeline.ingest.progress import Reporter
 from citeline.model.chunking import Chunker, ChunkSpan, embed_text
 from citeline.sources.parsers import Document, text_hash
@@ -37,12 +38,13 @@ EMBED_WINDOW = 1024
 
 
 class EmbedInterrupted(KeyboardInterrupt):
-    """Ctrl-C while embedding: ``cache`` holds every vector known so far (text hash -> vector), ``new`` the hashes
-    embedded by this call; :func:`completed` keeps the documents they cover whole."""
+    """Ctrl-C or a stop signal while embedding: ``cache`` holds every vector known so far (text hash -> vector),
+    ``new`` the hashes embedded by this call; :func:`completed` keeps the documents they cover whole. ``stop`` is
+    the exception that stopped it (None: a stop asked of this thread, ``stopping.stop_requested``)."""
 
-    def __init__(self, cache: dict[str, np.ndarray], new: set[str]):
+    def __init__(self, cache: dict[str, np.ndarray], new: set[str], stop: BaseException | None = None):
         super().__init__()
-        self.cache, self.new = cache, new
+        self.cache, self.new, self.stop = cache, new, stop
 
 
 class Target(Protocol):
@@ -187,13 +189,19 @@ def embed_chunks(
             encode([" "])  # load the model before the first batch, so the bar's rate is not the loading time
     try:
         for start in range(0, len(missing), batch_size):
+            if stopping.stop_requested():  # a stop signal reached the main thread, not this one (a task runner's)
+                raise EmbedInterrupted(cache, {h for h in missing if h in cache})
             batch = missing[start : start + batch_size]
             vectors = encode([text_of[h] for h in batch])
             cache.update(zip(batch, vectors, strict=True))
             if reporter is not None:
                 reporter.advance(len(batch))
-    except KeyboardInterrupt:
-        raise EmbedInterrupted(cache, {h for h in missing if h in cache}) from None
+    except EmbedInterrupted:
+        raise
+    except BaseException as exc:  # Ctrl-C, SIGTERM (stopping.StopSignal) or a host's stop exception
+        if not stopping.is_stop(exc):
+            raise
+        raise EmbedInterrupted(cache, {h for h in missing if h in cache}, exc) from None
     rows.vectors = (
         np.stack([cache[h] for h in rows.text_hash]).astype(np.float32)
         if len(rows)

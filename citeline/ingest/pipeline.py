@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from citeline.errors import PartialRunError, SourceError
-from citeline.ingest import freshness
+from citeline.ingest import freshness, stopping
 
 # The chunk and embed steps (re-exported: the flow and texts.py call them as pipeline.chunk_documents / embed).
 from citeline.ingest.embed_step import (  # noqa: F401
@@ -229,13 +229,22 @@ class Embedded:
     errors: list[FileError] = field(default_factory=list)
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a step that had finished part of its work: ``kept`` is that part (documents embedded whole),
-    which :func:`run` commits before it stops."""
+def embedded_whole(
+    documents: Sequence[Document], rows: ChunkRows, stop: EmbedInterrupted, target: Target, errors: list[FileError]
+) -> Embedded:
+    """What a batch whose embedding was stopped (:class:`EmbedInterrupted`) keeps: the documents embedded whole."""
+    kept, kept_rows, embedded = completed(documents, rows, stop, target.dimension)
+    return Embedded(kept, kept_rows, embedded, len(kept_rows) - embedded, errors)
 
-    def __init__(self, kept: list[Embedded]):
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or a stop signal during a step that had finished part of its work: ``kept`` is that part (documents
+    embedded whole), which :func:`run` commits before it stops; it then raises ``stop`` again (the exception that
+    stopped the step, e.g. a host's own for SIGTERM, ``citeline.ingest.stopping``), or this exception."""
+
+    def __init__(self, kept: list[Embedded], stop: BaseException | None = None):
         super().__init__()
-        self.kept = kept
+        self.kept, self.stop = kept, stop
 
 
 class Steps:
@@ -278,9 +287,8 @@ class Steps:
         errors = [error for item in loaded for error in item.errors]
         try:
             embedded, reused = embed(target, rows, reporter=self.reporter)
-        except EmbedInterrupted as stop:  # Ctrl-C: hand the documents embedded whole to the run, which commits them
-            documents, rows, embedded = completed(documents, rows, stop, target.dimension)
-            raise RunInterrupted([Embedded(documents, rows, embedded, len(rows) - embedded, errors)]) from None
+        except EmbedInterrupted as stop:  # Ctrl-C or SIGTERM: hand the documents embedded whole to the run to commit
+            raise RunInterrupted([embedded_whole(documents, rows, stop, target, errors)], stop.stop) from None
         return [Embedded(documents, rows, embedded, reused, errors)]
 
     def commit(self, target: Target, batch: CommitBatch, run: RunSummary) -> RunSummary:
@@ -317,14 +325,16 @@ def run(
     options = options or Options()
     steps = steps or Steps()
     reporter = steps.reporter = options.reporter or default_reporter(options.progress)
-    try:
-        committed = _run_locked(target, paths, options, steps, reporter)
-        prepare = getattr(target, "prepare_queries", None)
-        if options.prepare_queries and prepare is not None and committed.status != "dry-run":
-            reporter.stage("query model")  # outside the lock: readers need it, writers do not
-            prepare()
-    finally:
-        reporter.finish()
+    stopping.clear_request()  # a stop asked of an earlier run of this process is not this run's
+    with stopping.deferred_sigterm():  # SIGTERM at its default action: commit what is embedded, then end
+        try:
+            committed = _run_locked(target, paths, options, steps, reporter)
+            prepare = getattr(target, "prepare_queries", None)
+            if options.prepare_queries and prepare is not None and committed.status != "dry-run":
+                reporter.stage("query model")  # outside the lock: readers need it, writers do not
+                prepare()
+        finally:
+            reporter.finish()
     if options.strict and committed.status == "partial":
         raise PartialRunError(committed)
     return committed
@@ -367,7 +377,9 @@ def _run_locked(
             summary = with_skipped(summarize(run_id, started_at, planned), discovery)
             return _commit_in_batches(target, options, steps, reporter, planned, files, summary, committed)
         except BaseException as exc:
-            record_failure(target.path, run_id, started_at, roots, exc, committed[-1] if committed else None)
+            recorded = record_failure(target.path, run_id, started_at, roots, exc, committed[-1] if committed else None)
+            if recorded is not None and recorded.status == "interrupted":
+                stopping.note_interrupted(recorded)
             raise
 
 
@@ -391,9 +403,9 @@ def _commit_in_batches(
         reporter.part(number, len(groups))
         try:
             outputs = steps.chunk_embed(target, group, options.max_file_bytes) if group else []
-        except RunInterrupted as stop:  # Ctrl-C: commit the documents embedded whole, then stop
+        except RunInterrupted as stop:  # Ctrl-C or SIGTERM: commit the documents embedded whole, then stop
             _commit_interrupted(target, steps, reporter, planned, summary, committed, stop.kept)
-            raise
+            raise stop.stop or stop from None
         documents = [document for output in outputs for document in output.documents]
         rows = ChunkRows.concat([output.rows for output in outputs], target.dimension)
         replaced = [document.doc_id for document in documents if document.doc_id in planned.replaced]

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from citeline.errors import RemovalRefusedError
+from citeline.ingest import stopping
 from citeline.ingest.planning import FileError, Plan
 from citeline.store import catalog, generation, ledger
 from citeline.store.ledger import RunSummary
@@ -48,21 +49,22 @@ def record_failure(
     roots: list[str],
     error: BaseException,
     committed: RunSummary | None = None,
-) -> None:
+) -> RunSummary | None:
     """Record a run that failed (status ``refused`` for a :class:`RemovalRefusedError`, with one error per root;
-    ``interrupted`` for a Ctrl-C or stop signal, saying what was kept); the index stays at the run's last commit,
-    whose row (``committed``, if any) keeps its counts."""
+    ``interrupted`` for a Ctrl-C or stop signal (``stopping.is_stop``), saying what was kept); the index stays at
+    the run's last commit, whose row (``committed``, if any) keeps its counts. Returns the row recorded (None if
+    it could not be)."""
     errors = [{"path": "", "reason": f"{type(error).__name__}: {error}"}]
     status = "failed"
     if isinstance(error, RemovalRefusedError):
         status = "refused"
         errors = [{"path": path, "reason": reason} for path, reason in error.problems] or errors
-    elif isinstance(error, KeyboardInterrupt):
+    elif stopping.is_stop(error):
         status = "interrupted"
         kept = "nothing was committed"
         if committed is not None:
             kept = f"kept what it committed: {committed.added} added and {committed.updated} updated documents"
-        errors = [{"path": "", "reason": f"interrupted (Ctrl-C or a stop signal); {kept}; run again to finish"}]
+        errors = [{"path": "", "reason": f"interrupted ({stopping.describe(error)}); {kept}; run again to finish"}]
     run = RunSummary(run_id=run_id, started_at=started_at, finished_at=None, status="", roots=roots, generation=None)
     if committed is not None:
         run = replace(committed, errors=committed.errors + errors)
@@ -75,7 +77,8 @@ def record_failure(
         run.generation = int(generation.read_meta(index_dir)["generation"])
         generation.record(index_dir, run)
     except Exception:  # the original error matters more than the ledger row
-        pass
+        return None
+    return run
 
 
 def dry_run_summary(

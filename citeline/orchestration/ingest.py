@@ -47,7 +47,8 @@ from prefect import Task, flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.context import FlowRunContext
-from prefect.futures import as_completed
+from prefect.exceptions import TerminationSignal
+from prefect.futures import PrefectFutureList, as_completed
 from prefect.states import Completed, State
 from prefect.task_runners import TaskRunner
 from prefect.tasks import exponential_backoff
@@ -55,7 +56,7 @@ from prefect.tasks import exponential_backoff
 from citeline.dry_runs import index_for_run
 from citeline.errors import PartialRunError, SettingsError
 from citeline.index import Index
-from citeline.ingest import pipeline
+from citeline.ingest import pipeline, stopping
 from citeline.ingest.options import DEFAULTS, IngestOptions
 from citeline.orchestration.parameters import Backend, IngestParameters
 from citeline.orchestration.reporting import (
@@ -72,6 +73,10 @@ from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
 from citeline.sources.selection import Selection
 from citeline.store.ledger import RunSummary
+
+# Prefect raises TerminationSignal on SIGTERM (a cancellation, docker stop): a run stops on it as on Ctrl-C, keeping
+# what it embedded whole, then raises it again for Prefect to end the flow run (Cancelled, or Crashed).
+stopping.register_stop_exception(TerminationSignal)
 
 RETRIES = 3  # after 2, 4 and 8 seconds
 
@@ -189,8 +194,14 @@ def chunk_embed_task(
     done = pipeline.load_documents(work, max_file_bytes)
     done.rows = pipeline.chunk_documents(done.documents, index.chunker)
     reporter = BatchReporter(index_path, batch)
-    done.embedded, done.reused = pipeline.embed(index, done.rows, reporter=reporter)
-    reporter.finish()
+    try:
+        done.embedded, done.reused = pipeline.embed(index, done.rows, reporter=reporter)
+    except pipeline.EmbedInterrupted as stop:  # the flow run was stopped (SIGTERM: a cancellation, docker stop)
+        done = pipeline.embedded_whole(done.documents, done.rows, stop, index, done.errors)
+        get_run_logger().warning(f"batch {batch}/{batches} stopped: {len(done.documents)} documents embedded whole")
+        return done
+    finally:
+        reporter.finish()
     get_run_logger().info(
         f"batch {batch}/{batches}: {len(done.documents)} documents, {len(done.rows)} chunks made, {done.embedded} "
         f"embedded, {done.reused} reused in {time.monotonic() - started:.1f} s"
@@ -266,15 +277,25 @@ class PrefectSteps(pipeline.Steps):
             "batch": list(range(1, len(work) + 1)),
             "batches": unmapped(len(work)),
         }
-        return self._map(chunk_embed_task, parameters, None)
+        futures = self.runner.map(chunk_embed_task, parameters)
+        try:
+            return self._results(futures, None)
+        except BaseException as exc:  # SIGTERM (Prefect's TerminationSignal) or Ctrl-C while the batches run
+            if not stopping.is_stop(exc):
+                raise
+            stopping.request_stop()  # the batches running stop at their next encode call, keeping what is whole
+            raise pipeline.RunInterrupted(_finished(futures), exc) from None
 
     def commit(self, target: pipeline.Target, batch: pipeline.CommitBatch, run: RunSummary) -> RunSummary:
         return commit_task(self.index_dir, batch, run)
 
     def _map(self, batch_task: Task[..., Any], parameters: dict[str, Any], sizes: list[int] | None) -> list[Any]:
-        # One task run per batch on the runner; results in order (raises if a batch failed for good). Progress
-        # advances as each batch finishes (by its size, or as a whole batch of the chunk+embed stage).
-        futures = self.runner.map(batch_task, parameters)
+        # One task run per batch on the runner; results in order (raises if a batch failed for good).
+        return self._results(self.runner.map(batch_task, parameters), sizes)
+
+    def _results(self, futures: PrefectFutureList[Any], sizes: list[int] | None) -> list[Any]:
+        # The mapped batches' results in order. Progress advances as each batch finishes (by its size, or as a
+        # whole batch of the chunk+embed stage).
         position = {future.task_run_id: number for number, future in enumerate(futures)}
         for future in as_completed(list(futures)):
             number = position[future.task_run_id]  # finished, or failed for good: result() below raises then
@@ -283,6 +304,22 @@ class PrefectSteps(pipeline.Steps):
             elif sizes is not None:
                 self.reporter.advance(sizes[number])
         return list(futures.result())
+
+
+#: Seconds a stopped flow run waits for its running chunk+embed batches to hand back what they embedded whole (they
+#: stop at their next encode call, a few seconds at most; Dask workers, which a stop does not reach, may not).
+STOP_WAIT = 4.0
+
+
+def _finished(futures: PrefectFutureList[Any]) -> list[pipeline.Embedded]:
+    # The results of the batches that end within STOP_WAIT seconds, whole or stopped; the others are left.
+    deadline = time.monotonic() + STOP_WAIT
+    done = []
+    for future in futures:
+        future.wait(max(0.0, deadline - time.monotonic()))
+        if future.state.is_completed():
+            done.append(future.result())
+    return done
 
 
 def dask_task_runner(dask_address: str | None = None, dask_workers: int | None = None) -> TaskRunner[Any] | None:

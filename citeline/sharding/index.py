@@ -37,7 +37,7 @@ from citeline.errors import (
     SettingsError,
 )
 from citeline.index import SHARDS_MANIFEST, Index
-from citeline.ingest import pipeline
+from citeline.ingest import pipeline, stopping
 from citeline.ingest.options import IngestOptions
 from citeline.ingest.planning import ParsedBatch, Plan, refuse_removals, removal_problems
 from citeline.ingest.progress import announced_writer_lock, default_reporter
@@ -327,11 +327,16 @@ class ShardedIndex(Index):
                 # A shard with nothing to index or remove would commit nothing: its job is not started (a DuckDB
                 # open costs 25-35 CPU-ms, and a shard's no-op run opened it five times).
                 busy = [job for job, nothing in zip(jobs, idle, strict=True) if not nothing]
-                done = iter(
-                    execute(busy, parallel, dask_address, dask_workers, shard_workers)
-                    if run_jobs is None
-                    else run_jobs(busy)
-                )
+                try:
+                    done = iter(
+                        execute(busy, parallel, dask_address, dask_workers, shard_workers)
+                        if run_jobs is None
+                        else run_jobs(busy)
+                    )
+                except BaseException as exc:  # Ctrl-C or SIGTERM: each shard committed what it embedded whole
+                    if stopping.is_stop(exc):
+                        self._record_interrupted(RunSummary(run_id, started_at, None, "interrupted", roots, None), idle)
+                    raise
                 outcomes = [
                     idle_run(run_id, generation) if nothing else next(done)
                     for nothing, generation in zip(idle, fresh.generations, strict=True)
@@ -358,6 +363,16 @@ class ShardedIndex(Index):
         if skipping_is_safe(self.manifest.runs, self.manifest.generations, fresh.generations):
             return fresh
         return fresh.read_all()
+
+    def _record_interrupted(self, summary: RunSummary, idle: list[bool]) -> None:
+        # The manifest of a run a stop interrupted: the shards' generations as they committed them, the run
+        # "interrupted" with what the shards' own rows of this run say they kept (the CLI's last line).
+        kept = [run for part in self.shards for run in part.runs(1) if run.started_at >= summary.started_at]
+        summary.added, summary.updated = sum(run.added for run in kept), sum(run.updated for run in kept)
+        summary.finished_at = ledger.utc_now()
+        before = [int(part.status().generation) for part in self.shards]
+        summary.generation = self._record(summary, [None] * len(idle), [False] * len(idle), before)
+        stopping.note_interrupted(summary, covers_earlier=True)
 
     def _record(self, summary: RunSummary, outcomes: Sequence[Any], idle: list[bool], before: list[int]) -> int:
         """Write the manifest: each shard's committed generation now (an idle shard's is the one it had), and the

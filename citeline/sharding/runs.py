@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -15,7 +16,7 @@ from typing import Any
 
 from citeline.errors import SettingsError
 from citeline.index import Index
-from citeline.ingest import pipeline
+from citeline.ingest import pipeline, stopping
 from citeline.ingest.options import IngestOptions
 from citeline.ingest.planning import ParsedBatch
 from citeline.model.embedding import Embedder
@@ -119,7 +120,24 @@ def execute(
         executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     with executor:
         futures = [executor.submit(run_shard, job) for job in jobs]
-        return [_outcome(future.result) for future in futures]
+        try:
+            return [_outcome(future.result) for future in futures]
+        except BaseException as exc:
+            if stopping.is_stop(exc):
+                _pass_on_sigterm(executor)
+            raise
+
+
+def _pass_on_sigterm(executor: Executor) -> None:
+    # A SIGTERM reaches this process only (docker stop, Kubernetes: PID 1), unlike a terminal's Ctrl-C, which reaches
+    # every process of the group: pass it on to the shards' worker processes, each of which then commits what it
+    # embedded whole (stopping.deferred_sigterm); otherwise leaving the executor would wait for their whole runs.
+    if stopping.received_signal() != signal.SIGTERM or not isinstance(executor, ProcessPoolExecutor):
+        return
+    processes: dict[int, Any] = getattr(executor, "_processes", None) or {}  # (not public: pid -> process)
+    for process in list(processes.values()):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGTERM)
 
 
 def _execute_dask(

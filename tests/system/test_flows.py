@@ -657,3 +657,53 @@ def test_shard_workers_pin_a_sharded_flow_run_to_its_workers(
     ran_on = {named[entry["worker"]] for entry in stream.data if str(entry["key"]).startswith("shard_task")}
     assert ran_on == {"1"}, stream.data
     assert Index.open(root, embedder=fake_embedder).verify().ok
+
+
+# ---------------------------------------------------------------- a stop signal to a flow run's process
+
+
+def test_sigterm_to_a_flow_run_keeps_what_is_embedded_and_records_the_run_interrupted(
+    prefect_api: str, tmp_path: Path
+) -> None:
+    """A flow run's process gets SIGTERM mid-embedding (a Prefect cancellation, docker stop, Kubernetes): its
+    running batch stops at its next encode call, what is embedded whole is committed, the ledger row says
+    interrupted, and Prefect ends the flow run (Crashed: no runner asked for a cancellation) well within 10 s."""
+    from _stop_signals import (
+        DOCUMENTS,
+        EMBEDDED_BEFORE_SIGNAL,
+        GRACE_SECONDS,
+        command,
+        create_index,
+        signal_at,
+        write_folder,
+    )
+    from conftest import HashEmbedder
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    index = tmp_path / "ix"
+    create_index(index)
+    docs = write_folder(tmp_path / "docs")
+    env = {**os.environ, "PREFECT_API_URL": prefect_api, "PREFECT_LOGGING_LEVEL": "WARNING"}
+    stopped = signal_at(
+        command("flow", str(docs), str(index)), [signal.SIGTERM], f"embedded>={EMBEDDED_BEFORE_SIGNAL}", env=env
+    )
+    print(f"flow run process: status {stopped.returncode}, {stopped.seconds:.2f} s from SIGTERM to exit")
+    assert stopped.returncode == -signal.SIGTERM, stopped.stderr  # Prefect ends the process as SIGTERM does
+    assert stopped.seconds < GRACE_SECONDS, stopped.stderr
+    opened = Index.open(index, embedder=HashEmbedder())
+    kept = opened.status().documents
+    assert 0 < kept < DOCUMENTS, stopped.stderr
+    run = opened.runs(1)[0]
+    assert run.status == "interrupted" and run.added == kept, (run, stopped.stderr)
+    assert run.errors[-1]["reason"].startswith("interrupted (SIGTERM); kept what it committed"), run
+    assert opened.verify().ok
+
+    async def flow_run_state() -> Any:
+        async with get_client() as client:
+            runs = await client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_=str(index))))
+            return runs[0].state
+
+    state = asyncio.run(flow_run_state())
+    assert state is not None and state.is_final() and not state.is_completed(), state
+    assert opened.ingest([docs]).status == "succeeded" and opened.status().documents == DOCUMENTS
