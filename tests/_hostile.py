@@ -38,6 +38,8 @@ for _path in (TESTS, TESTS.parent):  # the child may be a Python where citeline 
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from citeline.sources import MAX_SOURCE_CHARS  # noqa: E402
+
 MiB = 1024 * 1024
 #: The address space a measured child may map: a bomb that gets through fails with MemoryError instead of eating
 #: the shared machine (the parent sees it as a failed run and a peak near this).
@@ -78,7 +80,7 @@ def _docx_parts() -> dict[str, bytes]:
         return {name: archive.read(name) for name in archive.namelist()}
 
 
-def docx_with_body(path: Path, body: Callable[[Callable[[bytes], object]], None], head: str = _DOCUMENT_HEAD) -> None:
+def docx_with_body(path: Path, body: Callable[[Callable[[bytes], object]], object], head: str = _DOCUMENT_HEAD) -> None:
     """A .docx whose word/document.xml is ``head``, what ``body(write)`` writes, and the closing tags; streamed, so
     a part of gigabytes costs no memory to write."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
@@ -345,6 +347,22 @@ KINDS: list[Case] = [
     Case("docx-zip-bomb-lying-headers", ".docx", _docx("lying.docx", _lying), "corrupt or unreadable"),
     Case("docx-zip-bomb-media", ".docx", _docx("media.docx", docx_media_bomb), "limit for one source"),
     Case("docx-entity-bomb", ".docx", _docx("laughs.docx", docx_entity_bomb), "declares a DTD"),
+    # The costliest .docx the limits admit: just under MAX_XML_ELEMENTS, every paragraph styled.
+    Case(
+        "docx-at-the-element-limit",
+        ".docx",
+        _docx(
+            "styled.docx",
+            lambda p: docx_with_body(
+                p,
+                lambda out: out(
+                    b'<w:p><w:pPr><w:pStyle w:val="BodyText"/></w:pPr><w:r><w:t>a styled word</w:t></w:r></w:p>'
+                    * 95_000
+                ),
+            ),
+        ),
+        bench_only=True,
+    ),
     Case("docx-deep-nesting", ".docx", _docx("deep.docx", docx_deep)),
     Case(
         "html-entity-bomb",
@@ -480,6 +498,10 @@ KINDS: list[Case] = [
         ),
     ),
     Case("bad-bytes-per-line", ".txt", _bad_lines),
+    # Texts just under the per-source limit, which are indexed: what the largest source a run accepts costs, for
+    # prose and for the densest text (one-letter words: the most words, tokens and chunks a character).
+    Case("txt-prose-at-the-limit", ".txt", _writes("prose.txt", _huge(MAX_SOURCE_CHARS - 99, "word")), bench_only=True),
+    Case("txt-dense-at-the-limit", ".txt", _writes("dense.txt", _huge(MAX_SOURCE_CHARS - 99, "a")), bench_only=True),
     Case("pdf-flate-bomb", ".pdf", _writes("bomb.pdf", pdf_flate_bomb)),
     Case("pdf-reference-loop", ".pdf", _writes("loop.pdf", pdf_reference_loop)),
     Case("pdf-deep-nesting", ".pdf", _writes("deep.pdf", pdf_deep_nesting)),
