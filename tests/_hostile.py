@@ -12,13 +12,15 @@ Run as a script it is the child of a measured run:
     runs ``citeline ingest --index INDEX DOCS ...`` in this process (the real CLI, click and all) with the
     HashEmbedder standing in for the model and an address-space limit (:data:`ADDRESS_LIMIT`) so that a bomb
     cannot eat the machine. :func:`measured_ingest` starts it and returns its exit status, output and peak RSS
-    (``ru_maxrss`` from ``os.wait4``).
+    (the child's VmHWM, see :func:`_wait4`).
 
-``python tests/_hostile.py verify INDEX`` and ``python tests/_hostile.py search INDEX QUERY`` likewise.
+``python tests/_hostile.py cli INDEX COMMAND [ARGS...]`` runs ``citeline COMMAND --index INDEX ARGS`` likewise
+(:func:`cli`: ``verify``, ``search``).
 """
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
@@ -433,6 +435,14 @@ KINDS: list[Case] = [
         ),
         "limit for one source",
     ),
+    # JSONL files are streamed and have no size limit: one line of 200 MiB is read whole (not bounded yet).
+    Case(
+        "jsonl-200-mib-line",
+        ".jsonl",
+        _writes("line.jsonl", lambda: json.dumps({"_id": "big", "text": _huge(200 * MiB, "word")()}) + "\n"),
+        "limit for one source",
+        bench_only=True,
+    ),
     Case(
         "markdown-deep-lists-quotes",
         ".md",
@@ -540,11 +550,16 @@ def measured_ingest(index: Path, docs: Path, *options: str, timeout: float = 600
 
 
 def _wait4(command: list[str], timeout: float) -> Outcome:
-    # Popen + os.wait4: the child's own peak RSS (getrusage(RUSAGE_CHILDREN) would give the largest child so far).
+    # The child's own peak: its VmHWM, which it writes at exit (_report_peak). Not ru_maxrss: Linux carries the
+    # parent's high-water mark into a child across fork and exec, so a parent that built a 60 MiB file would
+    # count in its child's peak. A child that dies without reporting falls back to ru_maxrss (an upper bound).
     started = time.monotonic()
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"hostile-{os.getpid()}-{time.monotonic_ns()}.log"
+    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"hostile-{os.getpid()}-{time.monotonic_ns()}"
+    log, peak = scratch.with_suffix(".log"), scratch.with_suffix(".peak")
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "HOSTILE_PEAK": str(peak)}
+        )
         deadline = started + timeout
         while True:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
@@ -555,12 +570,25 @@ def _wait4(command: list[str], timeout: float) -> Outcome:
                 os.wait4(process.pid, 0)
                 text = log.read_text(errors="replace")
                 log.unlink()
+                peak.unlink(missing_ok=True)
                 raise AssertionError(f"{command[2:]} took over {timeout} s:\n{text[-2000:]}")
             time.sleep(0.05)
     process.returncode = os.waitstatus_to_exitcode(status)
     text = log.read_text(errors="replace")
     log.unlink()
-    return Outcome(process.returncode, text, usage.ru_maxrss * 1024, time.monotonic() - started)
+    reported = int(peak.read_text()) if peak.exists() else usage.ru_maxrss * 1024
+    peak.unlink(missing_ok=True)
+    return Outcome(process.returncode, text, reported, time.monotonic() - started)
+
+
+def _report_peak() -> None:
+    # The child's peak RSS (VmHWM of /proc/self/status, in bytes) to the file its parent named.
+    target = os.environ.get("HOSTILE_PEAK")
+    if not target:
+        return
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            Path(target).write_text(str(int(line.split()[1]) * 1024))
 
 
 def cli(index: Path, *args: str, timeout: float = 300) -> Outcome:
@@ -571,6 +599,7 @@ def cli(index: Path, *args: str, timeout: float = 300) -> Outcome:
 def _child(argv: list[str]) -> None:
     # The child side: limit the address space, stand the HashEmbedder in for the model, run the real CLI.
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_LIMIT, ADDRESS_LIMIT))
+    atexit.register(_report_peak)
     from conftest import HashEmbedder
 
     import citeline.index
