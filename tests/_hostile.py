@@ -433,14 +433,14 @@ KINDS: list[Case] = [
                 + "\n"
             ),
         ),
-        "limit for one source",
+        "limit for one record",
     ),
-    # JSONL files are streamed and have no size limit: one line of 200 MiB is read whole (not bounded yet).
+    # JSONL files are streamed and have no size limit: a line of 200 MiB is skipped unread.
     Case(
         "jsonl-200-mib-line",
         ".jsonl",
         _writes("line.jsonl", lambda: json.dumps({"_id": "big", "text": _huge(200 * MiB, "word")()}) + "\n"),
-        "limit for one source",
+        "limit for one record",
         bench_only=True,
     ),
     Case(

@@ -9,6 +9,7 @@ it. The hostile files run in two groups (those that must be refused by name, the
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -22,6 +23,27 @@ from citeline.sources.parsers import supported_suffixes
 def test_every_registered_format_has_hostile_cases(suffix: str) -> None:
     # A format added to the @parser registry without hostile files of its own is a memory bomb nobody tried.
     assert [case.name for case in cases() if case.suffix == suffix], f"no hostile case for {suffix}: add one"
+
+
+def test_a_record_line_past_the_limit_fails_alone_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from citeline.sources import registry
+    from citeline.sources.formats import jsonl
+    from citeline.sources.parsers import SourceFile, parse_source
+
+    monkeypatch.setattr(registry, "MAX_RECORD_LINE_BYTES", 100)
+    monkeypatch.setattr(jsonl, "MAX_RECORD_LINE_BYTES", 100)
+    path = tmp_path / "lines.jsonl"
+    lines = [
+        json.dumps({"_id": "a", "text": "x" * 500}),
+        json.dumps({"_id": "b", "text": "kept"}),
+        '{"_id": "c"' + " " * 300,
+    ]
+    path.write_text("\n".join(lines))
+    parsed = parse_source(SourceFile(str(tmp_path), str(path), path.name))
+    assert [(document.record_id, document.offset) for document in parsed.documents] == [("b", len(lines[0]) + 1)]
+    assert [error.reason for error in parsed.errors] == [
+        f"line {n}: longer than 100 bytes, the limit for one record (refused)" for n in (1, 3)
+    ]
 
 
 def _run_group(index: Path, docs: Path, group: list[Case], baseline: int) -> None:

@@ -9,7 +9,7 @@ from typing import BinaryIO
 from citeline.errors import SourceError
 from citeline.sources.document import Document, Parsed, SourceFile
 from citeline.sources.records import Records
-from citeline.sources.registry import parser, record_lines
+from citeline.sources.registry import MAX_RECORD_LINE_BYTES, parser, record_lines
 
 
 @parser(".jsonl", records=True)
@@ -28,6 +28,11 @@ def read_jsonl(source: SourceFile, stream: BinaryIO, parsed: Parsed) -> Generato
     records = Records(source, "jsonl", "utf-8", parsed)
     found = False
     for line_number, offset, line in record_lines(source, stream):
+        if line is None:
+            records.fail(
+                line_number, f"longer than {MAX_RECORD_LINE_BYTES:,} bytes, the limit for one record (refused)"
+            )
+            continue
         if not line.strip():
             continue
         try:
