@@ -22,6 +22,7 @@ from citeline.errors import SourceError
 from citeline.sources import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_SOURCE,
+    MAX_SOURCE_CHARS,
     formats,  # noqa: F401  (importing the formats fills the registry)
 )
 from citeline.sources.document import (
@@ -237,7 +238,7 @@ def _finished(document: Document, source: SourceFile, stat: os.stat_result, pars
     document.source_file = source.source_id
     document.size_bytes = stat.st_size
     document.mtime = stat.st_mtime
-    problem = unstorable_field(document)
+    problem = too_much_text(document) or unstorable_field(document)
     if problem is None:
         return True
     if document.record_id is None:
@@ -245,6 +246,17 @@ def _finished(document: Document, source: SourceFile, stat: os.stat_result, pars
     error = SourceError(source.path, f"record {document.record_id!r}: {problem}")
     parsed.fail_record(error, document.doc_id if is_valid_text(document.record_id) else None)
     return False
+
+
+def too_much_text(document: Document) -> str | None:
+    """The one-line refusal of a document whose text is past :data:`~citeline.sources.MAX_SOURCE_CHARS` (None if
+    it is not): chunking it would cost the run more memory than one source may."""
+    if len(document.text) <= MAX_SOURCE_CHARS:
+        return None
+    return (
+        f"{len(document.text):,} characters of text, past the {MAX_SOURCE_CHARS:,}-character limit for one source "
+        "(refused; split it into smaller files)"
+    )
 
 
 def parse(source: SourceFile, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list[Document]:

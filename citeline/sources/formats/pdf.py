@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from citeline.errors import SourceError
+from citeline.sources import MAX_SOURCE_CHARS
 from citeline.sources.document import Document, SourceFile
 from citeline.sources.metadata import present
 from citeline.sources.registry import first_line_title, parser
@@ -44,7 +45,17 @@ def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             raise SourceError(source.path, "PDF is encrypted; decrypt it first")
-        pages = [expand_ligatures(page.extract_text() or "") for page in reader.pages]
+        pages: list[str] = []
+        extracted = 0
+        for page in reader.pages:
+            pages.append(expand_ligatures(page.extract_text() or ""))
+            extracted += len(pages[-1]) + 2
+            if extracted > MAX_SOURCE_CHARS:  # stop reading at once: a bomb's pages would each add as much
+                raise SourceError(
+                    source.path,
+                    f"pages 1-{len(pages)} give more than {MAX_SOURCE_CHARS:,} characters of text, the limit for one "
+                    "source (refused)",
+                )
         metadata = document_info(reader)
     except SourceError:
         raise
