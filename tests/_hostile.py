@@ -498,6 +498,7 @@ KINDS: list[Case] = [
         _writes(
             "huge.csv", lambda: 'id,text\nbig,"' + _huge(_BIG, "cell")() + '"\nsmall,a small row after the big one\n'
         ),
+        "the limit for one record",
     ),
     Case(
         "tsv-huge-cell",
@@ -506,6 +507,7 @@ KINDS: list[Case] = [
             "huge.tsv",
             lambda: "id\ttext\nbig\t" + "cell " * (20 * MiB // 5) + "\nsmall\ta small row after the big one\n",
         ),
+        "the limit for one record",
     ),
     Case("bad-bytes-per-line", ".txt", _bad_lines),
     # Texts just under the per-source limit, which are indexed: what the largest source a run accepts costs, for

@@ -162,13 +162,13 @@ def test_a_csv_cell_over_the_csv_modules_limit_is_indexed_and_the_rows_after_it_
     assert (run.added, run.failed) == (6, 0), run.errors
     assert {d.source_id for d in index.documents()} == {f"parishes.csv#r{n}" for n in range(6)}
 
-    # A cell past citeline's own limit fails its row alone; the rows after it (and its stored version) stay.
-    monkeypatch.setattr(delimited, "MAX_CELL_CHARS", 180_000)
+    # A row past citeline's own limit fails alone; the rows after it (and its stored version) stay.
+    monkeypatch.setattr(delimited, "MAX_ROW_CHARS", 180_000)
     _old(docs / "parishes.csv", "id,text\n" + "\n".join([*rows, 'r6,"Row 6: the last barn."']) + "\n")
     run = index.ingest([docs])
     assert (run.added, run.updated, run.unchanged, run.removed, run.failed) == (1, 0, 5, 0, 1)
     assert run.errors[0]["reason"] == (
-        "line 4: cell 'text' holds 200,007 characters, above the 180,000-character limit of a cell; the row is skipped"
+        "line 4: row holds more than 180,000 characters, the limit for one record; the row is skipped"
     )
     assert len(index.documents()) == 7 and index.verify().ok
 

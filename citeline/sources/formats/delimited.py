@@ -15,33 +15,102 @@ Every column but the id, title and text columns is metadata, typed (``2021`` a n
 fails alone, naming its line; a row with fewer has the missing cells empty. The delimiter is ``,`` for ``.csv``
 and a tab for ``.tsv``; quoting is the csv module's (RFC 4180, a quoted cell may span lines).
 
-**Large cells.** A cell may hold up to :data:`MAX_CELL_CHARS` characters (16 Mi; a spreadsheet stops at 32,767);
-a row with a larger cell fails alone, naming its line, cell and size, and the rows after it are read. The csv
-module's own limit (131,072 characters by default, one setting for the whole process) ended the file at the first
-cell past it, losing every row after it; it is raised at import to :data:`CSV_MODULE_LIMIT`, above any cell a
-file can hold, and never lowered (another library in the process that raised it keeps its setting). A table is
-read whole, so ``--max-file-bytes`` bounds what one row can cost in memory.
+**Large rows.** A row may hold up to :data:`MAX_ROW_CHARS` characters (the text one source may give,
+:data:`citeline.sources.MAX_SOURCE_CHARS`; a spreadsheet cell stops at 32,767); a larger row fails alone, naming
+its line and the limit, and the rows after it are read. The csv module keeps a cell in a buffer of 4 bytes a
+character and has one field limit for the whole process (131,072 characters by default, which ended the file at
+the first cell past it, losing every later row), so citeline raises that limit at import to
+:data:`CSV_MODULE_LIMIT` (never lowering another library's setting) and bounds rows itself: the lines are fed to
+the reader one at a time (no copy of the table in the 4-byte form ``io.StringIO`` keeps), and a row that would
+grow past the limit is skipped before the reader buffers it, its end found on a skeleton of the rest (each run of
+ordinary characters one ``x``: the quotes, delimiters and line breaks that decide where a row ends, kept). A
+60 MiB cell cost a run +741 MiB read whole; see docs/reliability.md for the figure now.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from citeline.errors import SourceError
+from citeline.sources import MAX_SOURCE_CHARS
 from citeline.sources.document import Parsed, SourceFile
 from citeline.sources.encoding import decode
 from citeline.sources.metadata import typed_text
 from citeline.sources.records import Records
 from citeline.sources.registry import parser
 
-#: The most characters one cell may hold: a row with a larger one fails alone (see the module docstring).
-MAX_CELL_CHARS = 16 * 1024 * 1024
+#: The most characters one row may hold: a row with more fails alone (see the module docstring).
+MAX_ROW_CHARS = MAX_SOURCE_CHARS
 #: The csv module's field limit, raised to this at import: the largest a C long holds on every platform, so the
-#: csv module never stops a file for a cell's size (:data:`MAX_CELL_CHARS` is the limit citeline applies, per row).
+#: csv module never stops a file for a cell's size (:data:`MAX_ROW_CHARS` is the limit citeline applies, per row).
 CSV_MODULE_LIMIT = 2**31 - 1
 csv.field_size_limit(max(csv.field_size_limit(), CSV_MODULE_LIMIT))
+
+#: Where the csv module ends a physical line (``newline=""``: ``\n``, ``\r\n`` or ``\r``).
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+class _RowTooLarge(Exception):
+    """The row being read would pass :data:`MAX_ROW_CHARS`: it was skipped whole (see :class:`_Lines`)."""
+
+
+class _Lines:
+    """The physical lines of a table's text for ``csv.reader``, one at a time, counting the current row's
+    characters: a line that would take the row past :data:`MAX_ROW_CHARS` is not handed over; the row's remaining
+    lines are skipped and :class:`_RowTooLarge` raised from the reader (which starts afresh at its next row)."""
+
+    def __init__(self, text: str, delimiter: str) -> None:
+        self.text, self.delimiter = text, delimiter
+        self.at = self.row_start = 0  # offsets into text: the next line, the current row's first line
+        self.line = 0  # physical lines handed over or skipped (the csv module's line_num)
+        self.row_line = 1  # the current row's first line, counted from 1
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def row_done(self) -> None:
+        """The reader returned a row: the next line starts the next one."""
+        self.row_start, self.row_line = self.at, self.line + 1
+
+    def __next__(self) -> str:
+        if self.at >= len(self.text):
+            raise StopIteration
+        found = _LINE_END.search(self.text, self.at)
+        end = found.end() if found else len(self.text)
+        if end - self.row_start > MAX_ROW_CHARS:
+            self._skip_row()
+            raise _RowTooLarge
+        line, self.at, self.line = self.text[self.at : end], end, self.line + 1
+        return line
+
+    def _skip_row(self) -> None:
+        # Where the row ends, read by the csv module itself on a skeleton of the rest of the text: each run of
+        # characters other than quotes, the delimiter and line breaks becomes one "x", so the skeleton's rows end
+        # on the same lines as the table's (a quote inside an unquoted cell stays inside one) at a fraction of
+        # the memory.
+        ordinary = re.compile(f'[^"\r\n{re.escape(self.delimiter)}]+')
+        skeleton = csv.reader(
+            io.StringIO(ordinary.sub("x", self.text[self.row_start :]), newline=""),
+            delimiter=self.delimiter,
+            strict=True,
+        )
+        try:
+            next(skeleton)
+            lines = skeleton.line_num
+        except (csv.Error, StopIteration):  # an unclosed quote: the row runs to the end of the file
+            lines = -1
+        at = self.row_start
+        while lines != 0 and at < len(self.text):  # the row's lines; those before self.at were counted already
+            found = _LINE_END.search(self.text, at)
+            self.line += at >= self.at
+            at, lines = (found.end() if found else len(self.text)), lines - 1
+        self.at = at
+        self.row_done()
+
 
 _ID_COLUMNS = ("_id", "id")
 _TEXT_COLUMNS = ("text", "body", "content", "abstract", "description")
@@ -52,15 +121,17 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
     """A CSV or TSV table, one document per row (see the module docstring for the columns)."""
     decoded = decode(source, data)
     kind = Path(source.path).suffix.lower().lstrip(".")
-    # Lines end at \n, \r\n and \r only (newline="", as the csv module asks): str.splitlines also broke a row at
-    # U+2028, U+2029 or NEL inside an unquoted cell, and the cell's rest became a row of its own.
-    lines = io.StringIO(decoded.text, newline="")
-    reader = csv.reader(lines, delimiter="\t" if kind == "tsv" else ",", strict=True)
+    # Lines end at \n, \r\n and \r only (as with newline=""): str.splitlines also broke a row at U+2028, U+2029 or
+    # NEL inside an unquoted cell, and the cell's rest became a row of its own.
+    delimiter = "\t" if kind == "tsv" else ","
+    lines = _Lines(decoded.text, delimiter)
+    reader = csv.reader(lines, delimiter=delimiter, strict=True)
     records = Records(source, kind, decoded.encoding)
     try:
         header = [name.strip() for name in next(reader)]
-    except csv.Error as exc:
-        raise SourceError(source.path, f"line 1: the header row is not valid CSV ({exc})") from exc
+    except (csv.Error, _RowTooLarge) as exc:
+        raise SourceError(source.path, f"line 1: the header row is not valid CSV ({exc or 'too large'})") from exc
+    lines.row_done()
     folded = [name.casefold() for name in header]
     if not any(header):
         raise SourceError(source.path, "line 1: the header row is empty; the first row must name the columns")
@@ -69,14 +140,21 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
     text_at = next((folded.index(name) for name in _TEXT_COLUMNS if name in folded), None)
     named = {id_at, title_at, text_at} - {None}
     while True:
-        line_number = reader.line_num + 1
+        line_number = lines.row_line
         try:
             row = next(reader)
         except StopIteration:
             break
+        except _RowTooLarge:
+            records.fail(
+                line_number,
+                f"row holds more than {MAX_ROW_CHARS:,} characters, the limit for one record; the row is skipped",
+            )
+            continue
         except csv.Error as exc:  # an unclosed quote, a NUL
             records.fail(line_number, f"not valid CSV ({exc}); the rest of the file is not read")
             break
+        lines.row_done()
         if not any(cell.strip() for cell in row):
             continue
         if len(row) > len(header):
@@ -85,15 +163,6 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
             continue
         cells = row + [""] * (len(header) - len(row))
         record_id = cells[id_at].strip() if id_at is not None else str(line_number)
-        large = next((i for i, cell in enumerate(cells) if len(cell) > MAX_CELL_CHARS), None)
-        if large is not None:
-            records.fail(
-                line_number,
-                f"cell '{(header[large] or f'column {large + 1}')[:100]}' holds {len(cells[large]):,} characters, "
-                f"above the {MAX_CELL_CHARS:,}-character limit of a cell; the row is skipped",
-                record_id if record_id and large != id_at else None,  # a known id keeps its stored version
-            )
-            continue
         if not record_id:
             records.fail(line_number, f"row has no {header[id_at] if id_at is not None else 'id'}")
             continue
