@@ -15,27 +15,13 @@ import signal
 from pathlib import Path
 
 import pytest
-from _stateful import FIGURES, KNOWN_BUGS, IndexMachine, signal_trial
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import run_state_machine_as_test
+from _stateful import FIGURES, KNOWN_BUGS, run_machine, signal_trial
 
-EXAMPLES = int(os.environ.get("CITELINE_STATEFUL_EXAMPLES", "20"))
-STEPS = int(os.environ.get("CITELINE_STATEFUL_STEPS", "12"))
+EXAMPLES = int(os.environ.get("CITELINE_STATEFUL_EXAMPLES", "15"))
+STEPS = int(os.environ.get("CITELINE_STATEFUL_STEPS", "10"))
 SLOW_EXAMPLES = 100
-
-
-def _run(examples: int, steps: int, *, derandomize: bool) -> None:
-    run_state_machine_as_test(
-        IndexMachine,
-        settings=settings(
-            max_examples=examples,
-            stateful_step_count=steps,
-            deadline=None,
-            derandomize=derandomize,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-            database=None,
-        ),
-    )
+#: Real-signal trials per signal (a subprocess each).
+TRIALS = int(os.environ.get("CITELINE_STATEFUL_SIGNAL_TRIALS", "2"))
 
 
 def _record(figures: dict[str, dict[str, object]], name: str, before: dict[str, int]) -> None:
@@ -45,14 +31,14 @@ def _record(figures: dict[str, dict[str, object]], name: str, before: dict[str, 
 
 def test_random_sequences_of_edits_and_runs_match_the_model(reliability_figures) -> None:
     before = dict(FIGURES)
-    _run(EXAMPLES, STEPS, derandomize=True)
+    run_machine(EXAMPLES, STEPS, derandomize=True)
     _record(reliability_figures, "stateful model", before)
 
 
 @pytest.mark.slow
 def test_more_random_sequences_match_the_model(reliability_figures) -> None:
     before = dict(FIGURES)
-    _run(SLOW_EXAMPLES, 20, derandomize=False)
+    run_machine(SLOW_EXAMPLES, 20)
     _record(reliability_figures, "stateful model (slow)", before)
 
 
@@ -71,7 +57,7 @@ def test_a_real_signal_mid_run_keeps_old_or_new_and_the_next_run_completes(
     tmp_path: Path, signum: int, reliability_figures
 ) -> None:
     trials = []
-    for seed in range(2):
+    for seed in range(TRIALS):
         trial = signal_trial(tmp_path / f"trial{seed}", signum, seed)
         assert not trial["problems"], (seed, trial)
         assert trial["exit"] == 128 + signum, trial
