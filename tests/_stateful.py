@@ -69,8 +69,11 @@ from citeline.store import verify  # noqa: E402
 #: - ``jsonl-bad-utf8``: a JSONL line of invalid UTF-8 fails the whole file instead of itself;
 #: - ``sigterm``: SIGTERM loses the run (the real-signal trials send only SIGINT).
 ALL_KNOWN_BUGS = frozenset({"stopword-incremental", "cp1252", "removed-record-returns", "jsonl-bad-utf8", "sigterm"})
+#: Switched off by default: all of them but ``removed-record-returns``, which does not reproduce on 8a010d7 through
+#: ``Index.remove`` or ``citeline remove --doc`` (a removed document or record comes back; 67 random sequences)
 _HUNT = os.environ.get("CITELINE_STATEFUL_HUNT", "")
-KNOWN_BUGS: set[str] = set() if _HUNT == "all" else set(ALL_KNOWN_BUGS - set(_HUNT.split(",")))
+DEFAULT_OFF = ALL_KNOWN_BUGS - {"removed-record-returns"}
+KNOWN_BUGS: set[str] = set() if _HUNT == "all" else set(DEFAULT_OFF - set(_HUNT.split(",")))
 
 #: Small chunks, so that documents span several chunks and a run several commits.
 MAX_TOKENS, OVERLAP_TOKENS = 48, 8
@@ -88,7 +91,7 @@ _ENGLISH = (
     "The treaty was signed in the monastery after the siege.",
 )
 #: Short French and Spanish sentences: the case issue 40 found decoded as cp1250 or cp1257.
-_CP1252_SHORT = ("Naïve façade, déjà vu.", "El niño comió piña.", "Où est la clé ?", "Señor, ¿qué pasó?")
+_CP1252_SHORT = ("Naïve façade, déjà vu.", "El niño come.", "Año nuevo.", "Où est la clé ?", "Señor, ¿qué pasó?")
 _CP1252_LONG = (
     "L'été dernier, nous avons visité une église près du château, où la cérémonie était très émouvante.",
     "Après le déjeuner, les élèves sont allés à la bibliothèque pour étudier l'histoire de la région.",
@@ -523,7 +526,7 @@ class IndexMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------ the index
 
     def _ingest(self) -> Any:
-        return self.index.ingest([self.root], allow_removals=True, commit_every=3)
+        return self.index.ingest([self.root], allow_removals=True, commit_every=2)
 
     @rule()
     def ingest(self) -> None:
@@ -536,7 +539,7 @@ class IndexMachine(RuleBasedStateMachine):
         self.model.stored = after
         self.dirty = True
 
-    @rule(point=st.sampled_from(("embed", "commit")), number=st.integers(1, 3))
+    @rule(point=st.sampled_from(("embed", "commit")), number=st.integers(1, 2))
     def interrupted_ingest(self, point: str, number: int) -> None:
         """A Ctrl-C mid-run: during the ``number``-th embedding call, or right after the ``number``-th commit. What
         it committed is any part of its work: each document its old or its new version, which the model takes."""
@@ -672,7 +675,7 @@ class SignalledEmbedder(HashEmbedder):
 
     def encode(self, texts: Any, *, batch_size: int | None = 64) -> Any:
         print("embedding", flush=True)
-        time.sleep(0.05)
+        time.sleep(0.1)
         return super().encode(texts, batch_size=batch_size)
 
 
@@ -688,7 +691,7 @@ def worker_cli_ingest(index_dir: str, docs: str) -> None:
     )
 
 
-def signal_trial(work: Path, signum: int, seed: int, files: int = 12) -> dict[str, Any]:
+def signal_trial(work: Path, signum: int, seed: int, files: int = 24) -> dict[str, Any]:
     """Index ``files`` files, add as many, run ``citeline ingest`` in a subprocess and send it ``signum`` during an
     embedding call drawn by ``seed``; then check the index against the model and re-run to completion."""
     import random
@@ -709,12 +712,17 @@ def signal_trial(work: Path, signum: int, seed: int, files: int = 12) -> dict[st
     after, _ = model.after_run()
     process = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "cli-ingest", str(index_dir), str(docs)],
+        # The checkout first, as pytest's pythonpath has it (an interpreter without citeline installed finds it).
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")])),
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     assert process.stdout is not None
-    calls, target = 0, rng.randint(2, 4)
+    calls, target = 0, rng.randint(2, 3)
     for line in process.stdout:
         calls += line.startswith("embedding")
         if calls == target:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from _stateful import FIGURES, KNOWN_BUGS, run_machine, signal_trial
 
-EXAMPLES = int(os.environ.get("CITELINE_STATEFUL_EXAMPLES", "15"))
-STEPS = int(os.environ.get("CITELINE_STATEFUL_STEPS", "10"))
+EXAMPLES = int(os.environ.get("CITELINE_STATEFUL_EXAMPLES", "20"))
+STEPS = int(os.environ.get("CITELINE_STATEFUL_STEPS", "12"))
 SLOW_EXAMPLES = 100
 #: Real-signal trials per signal (a subprocess each).
 TRIALS = int(os.environ.get("CITELINE_STATEFUL_SIGNAL_TRIALS", "2"))
