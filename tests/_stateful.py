@@ -269,7 +269,7 @@ FORMATS: dict[str, tuple[str, ...]] = {
         "cp1251",
         "utf16",
     ),
-    ".md": ("utf8", "empty", "stopword", "punctuation", "cp1252-long", "utf16"),
+    ".md": ("utf8", "empty", "stopword", "punctuation", "cp1252-short", "cp1252-long", "utf16"),
     ".jsonl": ("good", "bad-json", "bad-utf8"),
     ".csv": ("good", "missing-cell", "extra-cell"),
     ".tsv": ("good", "extra-cell"),
