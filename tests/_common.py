@@ -95,8 +95,8 @@ def synthetic_abstracts(count: int, seed: int = 13, sentences: int = 14) -> tupl
     ]
     queries = []
     for n in rng.choice(count, size=min(100, count), replace=False):
-        text = records[int(n)]["text"].rstrip(".").replace(".", "").split()
-        queries.append(" ".join(rng.choice(text, size=min(7, len(text)), replace=False)))
+        words_of = records[int(n)]["text"].rstrip(".").replace(".", "").split()
+        queries.append(" ".join(rng.choice(words_of, size=min(7, len(words_of)), replace=False)))
     return records, queries
 
 
