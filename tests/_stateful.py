@@ -70,7 +70,7 @@ from citeline.store import verify  # noqa: E402
 #: - ``sigterm``: SIGTERM loses the run (the real-signal trials send only SIGINT).
 ALL_KNOWN_BUGS = frozenset({"stopword-incremental", "cp1252", "removed-record-returns", "jsonl-bad-utf8", "sigterm"})
 #: Switched off by default: none (all five are fixed; with each switched off, the machine found it on 8a010d7 but
-#: ``removed-record-returns``, whose reproduction needed a file older than freshness's settled window)
+#: ``removed-record-returns``, which tests/index/test_records_trust.py reproduces on 8a010d7 and the machine did not)
 _HUNT = os.environ.get("CITELINE_STATEFUL_HUNT", "")
 DEFAULT_OFF: frozenset[str] = frozenset()
 KNOWN_BUGS: set[str] = set() if _HUNT == "all" else set(DEFAULT_OFF - set(_HUNT.split(",")))

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from citeline.errors import SettingsError
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE  # noqa: F401  (DEFAULT_SOURCE re-exported)
-from citeline.sources.encoding import codec_name
 
 if TYPE_CHECKING:
     from citeline.ingest.progress import Reporter
@@ -128,6 +127,9 @@ class IngestOptions:
 
     def __post_init__(self) -> None:
         if self.encoding is not None:  # an unknown codec is one line before any work; kept by its Python name
+            # Imported here: a search's cold start builds options but never reads a file (test_cold_search.py).
+            from citeline.sources.encoding import codec_name
+
             object.__setattr__(self, "encoding", codec_name(self.encoding))
         for spec in fields(self):
             value, low, high = getattr(self, spec.name), spec.metadata.get("minimum"), spec.metadata.get("maximum")
