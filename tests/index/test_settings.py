@@ -45,6 +45,10 @@ def test_hand_written_signatures_are_the_declarations() -> None:
     assert set(ingest) == run_options
     for name, default in ingest.items():
         assert default == getattr(DEFAULTS, name), name
+    # the other writers' run options (wait, dry_run, progress) default as a run's do
+    for method in (Index.add_texts, Index.remove, Index.rebuild):
+        for name, default in IngestOptions.pick(_keywords(method, set())).items():
+            assert default == getattr(DEFAULTS, name), (method.__name__, name)
 
 
 def test_choices_come_from_the_registries() -> None:
