@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from citeline.errors import PartialRunError
-from citeline.ingest.options import DEFAULT_SOURCE, DEFAULTS, IngestOptions
+from citeline.ingest.options import DEFAULT_SOURCE, DEFAULTS, IndexSettings, IngestOptions
 from citeline.model.embedding import (
     DEFAULT_MODEL,
     Embedder,
@@ -92,16 +92,19 @@ class Index:
         chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector index (see ``citeline.vectors``).
         ``embedder`` replaces the model (tests use a fast one). ``shards``: a root of that many shards
         (``citeline.sharding.index``; an existing root is opened with or without it). ``document_vectors``: also embed
-        each document whole (``citeline.query.doc_signals``; default ``chunking.DOCUMENT_VECTORS``)."""
+        each document whole (``citeline.query.doc_signals``; default ``chunking.DOCUMENT_VECTORS``). The settings'
+        help, bounds and choices are declared in :class:`citeline.ingest.options.IndexSettings` (a test ties this
+        signature to it)."""
+        kind = kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here, naming the kinds there are
+        declared = IndexSettings(  # checks each setting's bounds and choices, one line naming it
+            model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
+            vector_index=vector_index, document_vectors=document_vectors, shards=shards,
+        )  # fmt: skip
         if (shards is not None or (Path(path) / SHARDS_MANIFEST).exists()) and Index.sharded:
-            return Index.sharded.create(
-                path, model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
-                embedder=embedder, vector_index=vector_index, shards=shards, document_vectors=document_vectors
-            )  # fmt: skip
-        index_dir, kind = Path(path), kind_of(vector_index or NEW_INDEX_KIND).kind  # an unknown kind fails here
+            return Index.sharded.create(path, embedder=embedder, **declared.arguments())
+        index_dir = Path(path)
         from citeline.model import chunking
 
-        chunking.check_requested(max_tokens, overlap_tokens)
         if not catalog.db_path(index_dir).exists():
             backend = backend or default_backend()
             embedder = embedder or SentenceTransformerEmbedder(model or DEFAULT_MODEL, backend=backend)

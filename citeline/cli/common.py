@@ -8,16 +8,16 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import Field
-from functools import wraps
+from functools import partial, wraps
 from typing import Any, TypeVar
 
 import click
 
 from citeline.errors import CitelineError, QueryError, SettingsError
 from citeline.ingest import stopping
-from citeline.ingest.options import user_options
-from citeline.model.embedding import BACKENDS
+from citeline.ingest.options import IndexSettings, IngestOptions, user_options
 from citeline.store.filters import where_meta
+from citeline.util.declared import offered
 from citeline.util.formats import FORMATS, format_record, format_records, search_records
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,83 +45,54 @@ index_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
 
 
-def option_of(spec: Field[Any]) -> Callable[[F], F]:
-    """The click option of an :class:`IngestOptions` field: flag ``--name-with-dashes``, its default, bounds and
-    help text as declared there."""
+def option_of(owner: type, spec: Field[Any]) -> Callable[[F], F]:
+    """The click option of a declared field of ``owner`` (:class:`IndexSettings`, :class:`IngestOptions`; see
+    :mod:`citeline.util.declared`): flag ``--name-with-dashes``, its default, help text, bounds (``click.IntRange``,
+    ``click.FloatRange``) and choices (``click.Choice``) as declared there."""
     flag, meta, default = "--" + spec.name.replace("_", "-"), spec.metadata, spec.default
-    low, high = meta["minimum"], meta["maximum"]
+    low, high, choices, kind = meta["minimum"], meta["maximum"], meta.get("choices"), spec.type
+    if kind == "bool | None":  # None: the index's own (or the default); --no-NAME: off
+        return click.option(f"{flag}/--no-{flag[2:]}", default=None, help=meta["help"])
     if isinstance(default, bool):
         return click.option(flag, is_flag=True, default=default, help=meta["help"])
     if isinstance(default, tuple):
         return click.option(flag, multiple=True, default=default, metavar=meta["metavar"], help=meta["help"])
-    if spec.type == "str | None":  # checked as the run's options check it (an unknown codec): a usage error
-        return click.option(flag, default=None, metavar=meta["metavar"], help=meta["help"], callback=_checked)
-    kind: Any = float if spec.type in ("float", "float | None") else int
-    bounds = (click.FloatRange if kind is float else click.IntRange)(min=low, max=high)
+    if choices is not None:
+        return click.option(flag, type=click.Choice(choices), default=default, help=meta["help"])
+    if kind in ("str", "str | None"):  # checked as the class checks it (an unknown codec): a usage error
+        checked = partial(_checked, owner)
+        return click.option(flag, default=default, metavar=meta["metavar"], help=meta["help"], callback=checked)
+    number: Any = float if kind in ("float", "float | None") else int
+    bounds = (click.FloatRange if number is float else click.IntRange)(min=low, max=high)
     shown = default is not None
     return click.option(flag, type=bounds, default=default, show_default=shown, help=meta["help"])
 
 
-def _checked(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    # A text option's value as IngestOptions takes it (``--encoding Latin-1`` -> ``iso8859-1``), or a usage error.
-    from citeline.errors import SettingsError
-    from citeline.ingest.options import IngestOptions
-
+def _checked(owner: type, ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    # A text option's value as its class takes it (``--encoding Latin-1`` -> ``iso8859-1``), or a usage error.
     if value is None or param.name is None:
         return value
     try:
-        return getattr(IngestOptions.of(**{param.name: value}), param.name)
+        return getattr(owner(**{param.name: value}), param.name)
     except SettingsError as exc:
         raise click.BadParameter(str(exc)) from None
 
 
+def setting_option(name: str) -> Callable[[F], F]:
+    """The click option of the index setting ``name`` (a field of :class:`IndexSettings`)."""
+    return option_of(IndexSettings, next(spec for spec in offered(IndexSettings, "cli") if spec.name == name))
+
+
+#: The index settings' options (``citeline ingest``/``schedule``), in IndexSettings' order.
+setting_options = [option_of(IndexSettings, spec) for spec in offered(IndexSettings, "cli")]
 #: The run settings' options (``citeline ingest``/``schedule``), in IngestOptions' order.
-run_options = [option_of(spec) for spec in user_options("cli")]
-wait_option = option_of(next(spec for spec in user_options("cli") if spec.name == "wait"))
-shards_option = click.option(
-    "--shards",
-    type=click.IntRange(min=1),
-    default=None,
-    help="A new index of N shards (documents routed by a hash of their id; each shard a complete index, ingested in "
-    "parallel: processes, or Dask with --dask-address/--dask-workers) [default: unsharded, or the index's own].",
-)
-# The settings of an ingestion run, shared by `ingest` and `schedule` (parameters of Index.create and the flow).
+run_options = [option_of(IngestOptions, spec) for spec in user_options("cli")]
+wait_option = option_of(IngestOptions, next(spec for spec in user_options("cli") if spec.name == "wait"))
+# The settings of an ingestion run, shared by `ingest` and `schedule`: Index.create's, the run's (one option per
+# declared field: citeline.ingest.options), and where the work runs.
 _INGEST_OPTIONS = [
-    click.option(
-        "--model", default=None, help="Model name or local model folder [default: the index's, or all-MiniLM-L6-v2]."
-    ),
-    click.option(
-        "--backend",
-        type=click.Choice(BACKENDS),
-        default=None,
-        help=(
-            "Embedding backend: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) "
-            "[default: onnx-int8 where the CPU has AVX2, AVX-512 or is ARM64, else onnx]."
-        ),
-    ),
-    click.option(
-        "--max-tokens",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Chunk size in model tokens [default: model limit].",
-    ),
-    click.option(
-        "--overlap-tokens", type=click.IntRange(min=0), default=None, help="Token overlap between chunks [default: 32]."
-    ),
-    click.option(
-        "--vector-index",
-        type=click.Choice(["auto", "flat", "ivf", "hnsw"]),
-        default=None,
-        help="Vector index of a new index: exact (flat), inverted lists (ivf), a graph (hnsw), or flat until "
-        "it is large, then ivf (auto) [default: auto].",
-    ),
-    click.option(
-        "--document-vectors/--no-document-vectors",
-        default=None,
-        help="A new index also embeds each document whole (title and text, one vector more per document), a "
-        "hybrid ranking signal [default: off].",
-    ),
-    *run_options,  # the run's settings: one option per IngestOptions field (citeline.ingest.options)
+    *setting_options,
+    *run_options,
     click.option(
         "--dask-address",
         default=None,

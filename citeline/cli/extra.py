@@ -26,6 +26,7 @@ from citeline.cli.common import (
     user_errors,
     wait_option,
 )
+from citeline.ingest.options import IndexSettings
 from citeline.store.documents import MAX_ROWS
 
 #: Characters ``show --around`` prints on each side of the offset.
@@ -296,18 +297,14 @@ def ingest_stdin(
     if paths != ("-",):
         raise click.UsageError("`-` (texts as JSON lines on stdin) cannot be combined with other PATHS")
     folders_only = ("prefect", "dask_address", "dask_workers", "allow_removals", "include", "exclude", "strict")
-    for name in (*folders_only, "encoding"):
+    for name in (*folders_only, "encoding", "shards"):
         if settings[name]:
             raise click.UsageError(f"--{name.replace('_', '-')} applies to folders, not to `ingest -`")
     records = read_jsonl(sys.stdin.buffer)  # all read and checked before the index is touched
-    create = {key: settings[key] for key in CREATE_SETTINGS}
+    create = IndexSettings.pick(settings)
     with index_for_run(index_path, dry_run=settings["dry_run"], **create) as index:
         run = index.add_texts(
             records["texts"], records["ids"], records["metadata"], source or DEFAULT_SOURCE, titles=records["titles"],
             wait=settings["wait"], progress=settings["progress"], dry_run=settings["dry_run"],
         )  # fmt: skip
     return run.to_dict()
-
-
-#: The ``ingest`` options that are ``Index.create``'s parameters.
-CREATE_SETTINGS = ("model", "backend", "max_tokens", "overlap_tokens", "vector_index", "document_vectors")

@@ -30,14 +30,14 @@ from citeline.cli.common import (
     resolve_format,
     run_seconds,
     search_dask_option,
+    setting_option,
     shard_workers_option,
-    shards_option,
     show_warning,
     stop_signals,
     user_errors,
     wait_option,
 )
-from citeline.model.embedding import BACKENDS
+from citeline.ingest.options import IndexSettings, IngestOptions
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.query.plan import DEFAULT_MODE, MODES
 
@@ -55,10 +55,13 @@ def cli(ctx: click.Context) -> None:
 @click.argument("paths", nargs=-1, required=True, type=PathType())
 @index_option
 @ingest_options
-@shards_option
 @shard_workers_option
 @click.option("--progress/--no-progress", default=None, help="Progress bar [default: when stderr is a terminal].")
-@click.option("--prefect", is_flag=True, help="Run through the Prefect flow (flows/ingest.py) instead of in-process.")
+@click.option(
+    "--prefect",
+    is_flag=True,
+    help="Run through the Prefect flow (citeline.orchestration.ingest) instead of in-process.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log each stage's counts and seconds (and Prefect's lines).")
 @click.option("--source", default=None, help="With PATH -: the source name of the texts [default: texts].")
 @json_option
@@ -67,22 +70,15 @@ def cli(ctx: click.Context) -> None:
 def ingest(
     paths: tuple[str, ...],
     index_path: str,
-    model: str | None,
-    backend: str | None,
-    max_tokens: int | None,
-    overlap_tokens: int | None,
-    vector_index: str | None,
-    document_vectors: bool | None,
     progress: bool | None,
     prefect: bool,
     dask_address: str | None,
     dask_workers: int | None,
-    shards: int | None,
     shard_workers: str | None,
     verbose: bool,
     source: str | None,
     as_json: bool,
-    **run: Any,
+    **settings: Any,
 ) -> None:
     """Add, update and remove the documents under PATHS (folders or files) in the index.
 
@@ -101,8 +97,8 @@ def ingest(
     from citeline.sources.discovery import resolve_roots
     from citeline.sources.selection import Selection
 
-    dry_run, wait = run["dry_run"], run["wait"]
-
+    create, run = IndexSettings.pick(settings), IngestOptions.pick(settings)  # the declared settings (.options)
+    dry_run, shards = run["dry_run"], create["shards"]
     show_progress = sys.stderr.isatty() if progress is None else progress
     sharded = shards is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
     if (dask_address or dask_workers) and not prefect and not sharded:
@@ -113,23 +109,15 @@ def ingest(
     if "-" in paths or source is not None:
         if "-" not in paths:
             raise click.UsageError("--source names the texts read from stdin: give PATH - (`citeline ingest -`)")
-        settings = {
-            "model": model, "backend": backend, "max_tokens": max_tokens, "overlap_tokens": overlap_tokens,
-            "vector_index": vector_index, "document_vectors": document_vectors, "wait": wait, "dry_run": dry_run,
-            "progress": show_progress,
-            "prefect": prefect, "dask_address": dask_address, "dask_workers": dask_workers,
-            "allow_removals": run["allow_removals"], "include": run["include"], "exclude": run["exclude"],
-            "strict": run["strict"], "encoding": run["encoding"],
-        }  # fmt: skip
-        summary = cli_extra.ingest_stdin(paths, index_path, source, settings)
+        where = {"prefect": prefect, "dask_address": dask_address, "dask_workers": dask_workers}
+        where["progress"] = show_progress
+        summary = cli_extra.ingest_stdin(paths, index_path, source, {**create, **run, **where})
     else:
         resolve_roots(paths)  # a missing or unusable PATH is one line before any index is created
         Selection(tuple(run["include"]), tuple(run["exclude"]))  # so is a bad --include or --exclude glob
         summary = _run_ingest(
-            paths, index_path, run, show_progress, prefect, dask_address, dask_workers, shards, shard_workers,
-            {"model": model, "backend": backend, "max_tokens": max_tokens, "overlap_tokens": overlap_tokens,
-             "vector_index": vector_index, "document_vectors": document_vectors},
-        )  # fmt: skip
+            paths, index_path, run, show_progress, prefect, dask_address, dask_workers, shard_workers, create
+        )
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
     elif dry_run:
@@ -171,7 +159,6 @@ def _run_ingest(
     prefect: bool,
     dask_address: str | None,
     dask_workers: int | None,
-    shards: int | None,
     shard_workers: str | None,
     create: dict[str, Any],
 ) -> dict[str, Any]:
@@ -187,15 +174,15 @@ def _run_ingest(
             parameters = {**create, **run, "include": list(run["include"]), "exclude": list(run["exclude"])}
             return run_from_cli(
                 progress=progress, paths=list(paths), index_path=index_path, dask_address=dask_address,
-                dask_workers=dask_workers, shards=shards, shard_workers=shard_workers, **parameters,
+                dask_workers=dask_workers, shard_workers=shard_workers, **parameters,
             )  # fmt: skip
         from citeline.dry_runs import index_for_run
         from citeline.index import SHARDS_MANIFEST
 
-        sharded = shards is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
+        sharded = create["shards"] is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
         on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
         on_shards |= {"shard_workers": shard_workers} if shard_workers else {}
-        with index_for_run(index_path, dry_run=run["dry_run"], shards=shards, **create) as index:
+        with index_for_run(index_path, dry_run=run["dry_run"], **create) as index:
             return index.ingest(paths, progress=progress, **run, **on_shards).to_dict()
     except PartialRunError as partial:
         return dict(partial.run.to_dict())
@@ -220,7 +207,6 @@ def _log_to_console(verbose: bool, prefect: bool) -> None:
 @click.option("--run-now", is_flag=True, help="Start one run at once, then follow the schedule.")
 @index_option
 @ingest_options
-@shards_option
 @user_errors
 def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     """Serve the ingestion of PATHS on a cron schedule against the Prefect server at PREFECT_API_URL.
@@ -455,12 +441,7 @@ def rebuild(ctx: click.Context, index_path: str, wait: float | None, as_json: bo
     help="Search mode to score, or all of them.",
 )
 @click.option("--split", default="test", show_default=True, help="Which qrels/SPLIT.tsv to score against.")
-@click.option(
-    "--backend",
-    type=click.Choice(BACKENDS),
-    default=None,
-    help="Embedding backend for a new index [default: onnx-int8 where the CPU allows, else onnx].",
-)
+@setting_option("backend")
 @click.option(
     "--baseline/--no-baseline",
     default=True,

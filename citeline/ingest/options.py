@@ -1,11 +1,14 @@
-"""The settings of an ingestion run, declared once: :class:`IngestOptions`.
+"""The settings of an index and of an ingestion run, each declared once: :class:`IndexSettings` (what a new index
+is built with) and :class:`IngestOptions` (how one run goes).
 
-Each option is a field with its default, its bounds and its help text. Everything that takes run settings builds
-from it: :meth:`citeline.Index.ingest` and :meth:`citeline.sharding.index.ShardedIndex.ingest` (their keyword
-arguments make an ``IngestOptions``), the ``citeline ingest``/``schedule`` options (``citeline.cli.common`` makes a
-click option of each field marked ``cli``), and the Prefect flow's parameters
-(``citeline.orchestration.parameters`` makes a pydantic field of each field marked ``flow``, whose help text is what
-the Prefect UI's run form shows). A new option is one field here, then a use in the pipeline.
+Each setting is a field with its default, help text, bounds and choices (:func:`citeline.util.declared.option`;
+choices read from their registries). Everything that takes settings builds from these: :meth:`citeline.Index.create`
+and :meth:`citeline.Index.ingest` (their keyword arguments make an ``IndexSettings`` and an ``IngestOptions``; a
+test ties those signatures to the fields), the ``citeline ingest``/``schedule`` options (``citeline.cli.common``
+makes a click option of each field marked ``cli``), and the Prefect flow's parameters
+(``citeline.orchestration.parameters`` makes a pydantic field of each field marked ``flow``; the flow's signature,
+and so the Prefect UI's run form with its help texts, bounds and choices, is made from those). A new setting is one
+field here, then a use (docs/architecture.md#settings).
 
 This module imports nothing heavy: the CLI loads it at every command and a search loads it through ``Index``.
 """
@@ -13,11 +16,14 @@ This module imports nothing heavy: the CLI loads it at every command and a searc
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import Field, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from citeline.errors import SettingsError
+from citeline.model.embedding import BACKENDS, DEFAULT_MODEL
 from citeline.sources import DEFAULT_MAX_FILE_BYTES, DEFAULT_SOURCE  # noqa: F401  (DEFAULT_SOURCE re-exported)
+from citeline.util.declared import INTERNAL, check, offered, option, pick
+from citeline.vectors import KIND_MODULES
 
 if TYPE_CHECKING:
     from citeline.ingest.progress import Reporter
@@ -40,23 +46,60 @@ FILES_PER_BATCH = 500
 CHUNKS_PER_BATCH = 2000
 
 
-def _option(
-    default: Any,
-    help: str,
-    *,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    cli: bool = True,
-    flow: bool = True,
-    metavar: str | None = None,
-) -> Any:
-    # A field of IngestOptions: its default, bounds and help text, and whether the CLI and the flow offer it.
-    meta = {"help": help, "minimum": minimum, "maximum": maximum, "cli": cli, "flow": flow, "metavar": metavar}
-    return field(default=default, metadata=meta)
+#: The smallest chunk, in model tokens, an index may be created with: ``max_tokens``' one lower bound, on every
+#: surface. Below it a chunk holds a word or two, too little context to embed; ``chunking.check_settings`` refuses
+#: it for every model (its upper bound is the model's window, known only once the model is loaded), so the CLI and
+#: the flow refuse it at once rather than after loading the model.
+MIN_CHUNK_TOKENS = 8
 
 
-#: The metadata of a setting of the library's callers only (a reporter object, a switch of the flow's).
-_INTERNAL = {"cli": False, "flow": False}
+@dataclass(frozen=True)
+class IndexSettings:
+    """The settings a new index is created with (:meth:`citeline.Index.create`'s keyword arguments, and the CLI
+    flags and Prefect parameters of the same names). None means "the existing index's, or the default"; an existing
+    index refuses a setting that differs from its own."""
+
+    model: str | None = option(None, f"Model name or local model folder [default: the index's, or {DEFAULT_MODEL}].")
+    backend: str | None = option(
+        None,
+        "Embedding backend of a new index: PyTorch, ONNX Runtime, or ONNX Runtime with int8 weights (fastest) "
+        "[default: onnx-int8 where the CPU has AVX2, AVX-512 or is ARM64, else onnx].",
+        choices=BACKENDS,  # the embedding backends there are (citeline.model.embedding)
+    )
+    max_tokens: int | None = option(
+        None, "Chunk size in model tokens [default: the model's limit].", minimum=MIN_CHUNK_TOKENS
+    )
+    # Its upper bound depends on max_tokens (below half of it), checked with the model (chunking.check_settings).
+    overlap_tokens: int | None = option(None, "Token overlap between chunks [default: 32].", minimum=0)
+    vector_index: str | None = option(
+        None,
+        "Vector index of a new index: exact (flat), inverted lists (ivf), a graph (hnsw), or flat until it is large, "
+        "then ivf (auto) [default: auto].",
+        choices=tuple(KIND_MODULES),  # the registry's kinds, named without importing them (citeline.vectors)
+    )
+    document_vectors: bool | None = option(
+        None,
+        "A new index also embeds each document whole (title and text, one vector more per document), a hybrid "
+        "ranking signal [default: off].",
+    )
+    shards: int | None = option(
+        None,
+        "A new index of N shards (documents routed by a hash of their id; each shard a complete index, ingested in "
+        "parallel: processes, or Dask with --dask-address/--dask-workers) [default: unsharded, or the index's own].",
+        minimum=1,
+    )
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    @classmethod
+    def pick(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The entries of ``values`` that are fields of this class (a command's or flow's parameters)."""
+        return pick(cls, values)
+
+    def arguments(self) -> dict[str, Any]:
+        """The settings as keyword arguments of :meth:`citeline.Index.create`."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -64,66 +107,66 @@ class IngestOptions:
     """The settings of one ingestion run (the Python keyword arguments, CLI flags and Prefect parameters of the
     same names)."""
 
-    max_file_bytes: int = _option(
+    max_file_bytes: int = option(
         DEFAULT_MAX_FILE_BYTES,
         "Skip (and report) files larger than this many bytes, for the formats read whole.",
         minimum=1,
     )
-    wait: float | None = _option(
+    wait: float | None = option(
         None, "Seconds to wait for another writer of the index [default: as long as it takes].", minimum=0
     )
-    commit_every: int = _option(
+    commit_every: int = option(
         COMMIT_EVERY,
         "Commit about this many chunks at a time: bounds the run's memory; a crash loses at most that much.",
         minimum=1,
     )
-    allow_removals: bool = _option(
+    allow_removals: bool = option(
         False,
         "Let this run remove the documents of a root that came back empty, or more than the removal threshold of a "
         "root's documents (otherwise such a run is refused and changes nothing).",
     )
-    removal_threshold: float = _option(
+    removal_threshold: float = option(
         DEFAULT_REMOVAL_THRESHOLD,
         "Share of a root's documents a run may remove without allowing removals (--allow-removals).",
         minimum=0.0,
         maximum=1.0,
     )
-    dry_run: bool = _option(False, "Only plan: report what the run would add, update and remove; write nothing.")
-    include: tuple[str, ...] = _option(
+    dry_run: bool = option(False, "Only plan: report what the run would add, update and remove; write nothing.")
+    include: tuple[str, ...] = option(
         (),
         "Only files matching this glob (gitignore style, relative to the root, e.g. '*.md' or 'docs/**'); "
         "repeatable [default: every supported file].",
         metavar="GLOB",
     )
-    exclude: tuple[str, ...] = _option(
+    exclude: tuple[str, ...] = option(
         (),
         "Leave out files and folders matching this glob (gitignore style, e.g. 'drafts/' or '*.tmp'); repeatable. "
         "Added to the defaults (hidden entries, node_modules, __pycache__, virtualenvs) and the root's "
         ".citelineignore.",
         metavar="GLOB",
     )
-    encoding: str | None = _option(
+    encoding: str | None = option(
         None,
         "Read the text files that are neither UTF-8 nor marked (a byte-order mark) in this encoding (a Python codec "
         "name: cp1250, latin-1, ...) instead of detecting theirs; a file not valid in it fails alone "
         "[default: detect each file's].",
         metavar="NAME",
     )
-    strict: bool = _option(
+    strict: bool = option(
         False,
         "Treat a partial run (some files failed) as a failure: exit status 3 (the CLI), a Failed flow run (Prefect).",
     )
-    files_per_batch: int = _option(FILES_PER_BATCH, "Files per parse task.", minimum=1, cli=False)
-    chunks_per_batch: int = _option(
+    files_per_batch: int = option(FILES_PER_BATCH, "Files per parse task.", minimum=1, cli=False)
+    chunks_per_batch: int = option(
         CHUNKS_PER_BATCH, "About this many chunks per chunk+embed task.", minimum=1, cli=False
     )
     #: a progress bar on stderr (the CLI's --progress/--no-progress decides it from the terminal)
-    progress: bool = field(default=False, compare=False, metadata=_INTERNAL)
+    progress: bool = field(default=False, compare=False, metadata=INTERNAL)
     #: who hears about the run's progress [default: a bar when ``progress``, else log lines only]
-    reporter: Reporter | None = field(default=None, compare=False, metadata=_INTERNAL)
+    reporter: Reporter | None = field(default=None, compare=False, metadata=INTERNAL)
     #: prepare the target's query encoder after the commit (``target.prepare_queries()``, if it has one), as a
     #: stage of its own: searches then start fast. The Prefect flow does it in a task of its own instead.
-    prepare_queries: bool = field(default=True, compare=False, metadata=_INTERNAL)
+    prepare_queries: bool = field(default=True, compare=False, metadata=INTERNAL)
 
     def __post_init__(self) -> None:
         if self.encoding is not None:  # an unknown codec is one line before any work; kept by its Python name
@@ -131,17 +174,7 @@ class IngestOptions:
             from citeline.sources.encoding import codec_name
 
             object.__setattr__(self, "encoding", codec_name(self.encoding))
-        for spec in fields(self):
-            value, low, high = getattr(self, spec.name), spec.metadata.get("minimum"), spec.metadata.get("maximum")
-            if isinstance(value, list):  # include=["*.md"] from Python or JSON: kept as a tuple (hashable)
-                object.__setattr__(self, spec.name, value := tuple(value))
-            if isinstance(value, str) and spec.type == "tuple[str, ...]":
-                object.__setattr__(self, spec.name, value := (value,))
-            if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-                continue
-            if (low is not None and value < low) or (high is not None and value > high):
-                bounds = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
-                raise SettingsError(f"{spec.name} must be {bounds}, not {value}")
+        check(self)
 
     @classmethod
     def of(cls, options: IngestOptions | None = None, **values: Any) -> IngestOptions:
@@ -156,15 +189,12 @@ class IngestOptions:
     @classmethod
     def pick(cls, values: Mapping[str, Any]) -> dict[str, Any]:
         """The entries of ``values`` that are fields of this class (a command's or flow's parameters)."""
-        names = {spec.name for spec in fields(cls)}
-        return {name: value for name, value in values.items() if name in names}
+        return pick(cls, values)
 
 
 def user_options(where: str) -> Iterator[Field[Any]]:
     """The fields of :class:`IngestOptions` offered ``where`` (``"cli"`` or ``"flow"``), in declaration order."""
-    for spec in fields(IngestOptions):
-        if spec.metadata.get(where):
-            yield spec
+    return offered(IngestOptions, where)
 
 
 #: The default options (its attributes are the defaults the signatures of ``Index.ingest`` and the flow name).

@@ -2,8 +2,8 @@
 strings the steps together.
 
 :meth:`citeline.Index.ingest` calls :func:`run` with the default :class:`Steps` (everything in this process); the
-Prefect flow (``flows/ingest.py``) calls the same :func:`run` with a :class:`Steps` subclass that runs each step as
-a Prefect task and the parse and chunk/embed batches on its task runner (threads, or Dask workers). Steps take and
+Prefect flow (``orchestration/ingest.py``) calls the same :func:`run` with a :class:`Steps` subclass running each step
+as a Prefect task and the parse and chunk/embed batches on its task runner (threads, or Dask workers). Steps take and
 return plain data, so they can be tested, retried or shipped to a worker on their own. No SQL here: the catalog,
 the ledger and the commit protocol live in ``citeline.store``.
 """

@@ -3,8 +3,8 @@
 :func:`citeline.ingest.pipeline.run` reports to a :class:`Reporter`. The base class logs one line per stage result to
 the
 ``citeline.ingest`` logger at INFO (silent on a console unless logging is configured, e.g. ``citeline ingest -v``);
-:class:`Bar` adds a terminal progress bar per stage; the Prefect flow (``flows/ingest.py``) subclasses it to log
-through Prefect's run logger and update a progress artifact. No Prefect imports here.
+:class:`Bar` adds a terminal progress bar per stage; the Prefect flow (``citeline.orchestration.ingest``) subclasses
+it to log through Prefect's run logger and update a progress artifact. No Prefect imports here.
 
 Progress is counted in *units of the current stage* (files while parsing, documents while chunking, chunks while
 embedding); :meth:`Reporter.fraction` maps them onto one 0..1 scale for the whole run with fixed stage weights. A

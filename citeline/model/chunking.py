@@ -105,18 +105,10 @@ class _Units:
     counted: list[bool]  # True when the unit's count came from the tokenizer (cutting inside it is inexact)
 
 
-def check_requested(max_tokens: int | None, overlap_tokens: int | None) -> None:
-    """Refuse chunk settings no model can read (``None`` means "the index's, or the default")."""
-    if (max_tokens is not None and max_tokens < 1) or (overlap_tokens is not None and overlap_tokens < 0):
-        raise SettingsError(
-            f"max_tokens must be at least 1 and overlap_tokens at least 0, not {max_tokens} and {overlap_tokens}"
-        )
-
-
 def check_settings(max_tokens: int, overlap_tokens: int, model_max_tokens: int) -> None:
     """Refuse chunk settings the model cannot read: :class:`SettingsError` (a ``ValueError``) saying the range."""
     budget = model_max_tokens - SPECIAL_TOKENS
-    if not 8 <= max_tokens <= budget:
+    if not 8 <= max_tokens <= budget:  # 8: IndexSettings' declared minimum (ingest.options.MIN_CHUNK_TOKENS, tested)
         raise SettingsError(
             f"max_tokens must be between 8 and {budget} (the model reads {model_max_tokens} tokens, "
             f"{SPECIAL_TOKENS} of them special); got {max_tokens}"

@@ -29,6 +29,7 @@ on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/ser
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import time
@@ -57,8 +58,8 @@ from citeline.dry_runs import index_for_run
 from citeline.errors import PartialRunError, SettingsError
 from citeline.index import Index
 from citeline.ingest import pipeline, stopping
-from citeline.ingest.options import DEFAULTS, IngestOptions
-from citeline.orchestration.parameters import Backend, IngestParameters
+from citeline.ingest.options import IndexSettings, IngestOptions
+from citeline.orchestration.parameters import IngestParameters
 from citeline.orchestration.reporting import (
     BatchReporter,
     FlowReporter,
@@ -372,11 +373,22 @@ def _unregister(index_dir: str) -> None:
     live_reporters.pop(index_dir, None)
 
 
-def _documented(function: Any) -> Any:
-    # The docstring's Args are what Prefect shows beside each parameter in the UI's run form: IngestParameters'
-    # descriptions, so there is one text for each.
+def _declared(function: Any) -> Any:
+    # The flow's signature and docstring Args from IngestParameters (so from the declarations of the index settings
+    # and run options): Prefect builds the UI's run form from them, each field with its type, default, bounds,
+    # choices and description, and validates a run's parameters against them.
+    from typing import Annotated
+
+    parameters = [inspect.Parameter("paths", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=list[str])]
+    for name, field in IngestParameters.model_fields.items():
+        if name != "paths":
+            annotation = Annotated[field.annotation, field]  # type: ignore[name-defined]  # bounds reach the schema
+            keyword = inspect.Parameter.KEYWORD_ONLY  # the function takes them as **parameters
+            parameters.append(inspect.Parameter(name, keyword, default=field.default, annotation=annotation))
+    function.__signature__ = inspect.Signature(parameters, return_annotation=dict[str, Any])
     function.__doc__ = (
-        "Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.\n\nArgs:\n"
+        (function.__doc__ or "").rstrip()
+        + "\n\nArgs:\n"
         + "".join(f"    {name}: {field.description}\n" for name, field in IngestParameters.model_fields.items())
     )
     return function
@@ -384,78 +396,40 @@ def _documented(function: Any) -> Any:
 
 # The function keeps the flow's name: a served deployment's entrypoint is this module's attribute of that name.
 @flow(name="citeline-ingest", flow_run_name=_flow_run_name, timeout_seconds=FLOW_TIMEOUT, validate_parameters=True)
-@_documented
-def ingest_flow(
-    paths: list[str],
-    index_path: str = "index",
-    model: str | None = None,
-    backend: Backend | None = None,
-    max_tokens: int | None = None,
-    overlap_tokens: int | None = None,
-    vector_index: str | None = None,
-    document_vectors: bool | None = None,
-    max_file_bytes: int = DEFAULTS.max_file_bytes,
-    wait: float | None = DEFAULTS.wait,
-    dask_address: str | None = None,
-    dask_workers: int | None = None,
-    files_per_batch: int = DEFAULTS.files_per_batch,
-    chunks_per_batch: int = DEFAULTS.chunks_per_batch,
-    commit_every: int = DEFAULTS.commit_every,
-    allow_removals: bool = DEFAULTS.allow_removals,
-    removal_threshold: float = DEFAULTS.removal_threshold,
-    dry_run: bool = DEFAULTS.dry_run,
-    include: list[str] | None = None,
-    exclude: list[str] | None = None,
-    encoding: str | None = DEFAULTS.encoding,
-    strict: bool = DEFAULTS.strict,
-    shards: int | None = None,
-    shard_workers: dict[int, str] | str | None = None,
-) -> dict[str, Any]:
+@_declared
+def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
     """Bring the index at ``index_path`` up to date with ``paths``; returns the run's ledger row.
 
-    ``vector_index`` is the vector index kind of a new index (auto, flat, ivf, hnsw; see ``citeline.vectors``);
-    ``document_vectors``: a new index also embeds each document whole (``citeline.query.doc_signals``).
-    ``wait`` bounds the seconds to wait for another writer (default: as long as it takes). ``dask_address``
-    (``tcp://host:8786``) or ``dask_workers`` (a local cluster) spread parsing and embedding over Dask
-    workers, which must see ``paths`` and ``index_path`` at the same locations. ``files_per_batch`` and
-    ``chunks_per_batch`` size the mapped tasks (about 1,000 characters a chunk); ``commit_every`` chunks are
-    committed at a time (a generation each; the run's ledger row says ``running`` until the last). A root that
-    comes back empty, or would lose more than ``removal_threshold`` of its documents, fails the flow run with
-    :class:`citeline.RemovalRefusedError` (recorded in the ledger as refused) unless ``allow_removals``;
-    ``dry_run`` returns what the run would do and writes nothing. On a sharded root, ``shard_workers`` pins
-    shards' tasks to the Dask workers that hold their disks (``{0: "tcp://10.0.0.5:8786"}`` or ``"0=ADDRESS,1=NAME"``;
-    ``citeline.sharding.remote``). ``include``/``exclude``: globs selecting the files (``citeline.sources.selection``).
-    ``encoding``: read the text files that are neither marked nor UTF-8 in it instead of detecting theirs.
+    The parameters are :data:`citeline.orchestration.parameters.IngestParameters`' fields: the paths and index, the
+    index settings of a new index (:class:`citeline.ingest.options.IndexSettings`: ``model``, ``backend``,
+    ``max_tokens``, ``overlap_tokens``, ``vector_index``, ``document_vectors``, ``shards``), the run's options
+    (:class:`citeline.ingest.options.IngestOptions`), and where the work runs: ``dask_address``
+    (``tcp://host:8786``) or ``dask_workers`` (a local cluster) spread parsing and embedding over Dask workers,
+    which must see ``paths`` and ``index_path`` at the same locations; on a sharded root, ``shard_workers`` pins
+    shards' tasks to the Dask workers that hold their disks (``{0: "tcp://10.0.0.5:8786"}`` or
+    ``"0=ADDRESS,1=NAME"``; ``citeline.sharding.remote``). ``files_per_batch`` and ``chunks_per_batch`` size the
+    mapped tasks; ``commit_every`` chunks are committed at a time (a generation each; the run's ledger row says
+    ``running`` until the last). A root that comes back empty, or would lose more than ``removal_threshold`` of
+    its documents, fails the flow run with :class:`citeline.RemovalRefusedError` (recorded in the ledger as
+    refused) unless ``allow_removals``; ``dry_run`` returns what the run would do and writes nothing.
 
     A partial run (some files failed) logs each failed file at WARNING and ends Completed with a message naming
     the failures (an automation matches ``state.message`` starting with ``partial``), or Failed with
     :class:`citeline.errors.PartialRunError` when ``strict``.
     """
-    given = {name: value for name, value in locals().items()}
-    settings = IngestParameters.parse(
-        **{name: value for name, value in given.items() if value is not None or name not in ("include", "exclude")}
-    )
+    given = IngestParameters.parse(paths=paths, **parameters).model_dump()
+    dask_address, dask_workers, shard_workers = given["dask_address"], given["dask_workers"], given["shard_workers"]
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
+    index_path, create = given["index_path"], IndexSettings.pick(given)
     # A dry run where no index exists plans in an empty one in a temporary folder (citeline.dry_runs).
-    with index_for_run(
-        settings.index_path,
-        dry_run=dry_run,
-        create=Index.create,
-        model=model,
-        backend=backend,
-        max_tokens=max_tokens,
-        overlap_tokens=overlap_tokens,
-        vector_index=vector_index,
-        document_vectors=document_vectors,
-        shards=shards,
-    ) as index:
+    with index_for_run(index_path, dry_run=given["dry_run"], create=Index.create, **create) as index:
         # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
         # Index, which for a new index has loaded its model already.
         index_dir = str(index.path.resolve())
-        key = index_key(str(Path(settings.index_path).resolve()))  # the index asked for, even in a dry run
+        key = index_key(str(Path(index_path).resolve()))  # the index asked for, even in a dry run
         reporter = _register(index_dir, index, key)
         options = IngestOptions.of(
-            **IngestOptions.pick(settings.model_dump()),
+            **IngestOptions.pick(given),
             reporter=reporter,
             prepare_queries=False,  # its own task below, visible in the UI
         )

@@ -1,6 +1,6 @@
 """What a flow run shows an operator besides its task runs: the pipeline's lines through Prefect's run logger, a
 progress artifact, the waiting-for-a-writer state message, and the report and failures artifacts keyed per index.
-Split from ``flows/ingest.py``; no task or flow is defined here."""
+The flow is in :mod:`citeline.orchestration.ingest`; no task or flow is defined here."""
 
 from __future__ import annotations
 

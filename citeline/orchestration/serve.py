@@ -26,11 +26,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from citeline.errors import CitelineError, SettingsError
-from citeline.ingest.options import DEFAULTS
 
 if TYPE_CHECKING:  # Prefect is imported only when a deployment is built: `citeline` starts fast without it
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
@@ -45,11 +43,6 @@ HEALTH_TIMEOUT = 5.0
 
 class ServerUnavailableError(CitelineError):
     """No reachable Prefect server with a scheduler is configured."""
-
-
-def pipeline_threshold(removal_threshold: float | None) -> float:
-    """The removal threshold a deployment's runs use (the pipeline's default when not given)."""
-    return DEFAULTS.removal_threshold if removal_threshold is None else removal_threshold
 
 
 def concurrency() -> ConcurrencyLimitConfig:
@@ -85,33 +78,15 @@ def build_deployment(
     cron: str = DEFAULT_CRON,
     name: str = DEFAULT_NAME,
     timezone: str | None = None,
-    index_path: str = "index",
-    model: str | None = None,
-    backend: str | None = None,
-    max_tokens: int | None = None,
-    overlap_tokens: int | None = None,
-    vector_index: str | None = None,
-    document_vectors: bool | None = None,
-    max_file_bytes: int = DEFAULTS.max_file_bytes,
-    wait: float | None = DEFAULTS.wait,
-    dask_address: str | None = None,
-    dask_workers: int | None = None,
-    allow_removals: bool = DEFAULTS.allow_removals,
-    removal_threshold: float | None = None,
-    dry_run: bool = DEFAULTS.dry_run,
-    commit_every: int | None = None,
-    shards: int | None = None,
-    shard_workers: dict[int, str] | str | None = None,
-    include: Sequence[str] = DEFAULTS.include,
-    exclude: Sequence[str] = DEFAULTS.exclude,
-    strict: bool = DEFAULTS.strict,
-    encoding: str | None = DEFAULTS.encoding,
+    **parameters: Any,
 ) -> RunnerDeployment:
-    """The deployment ``citeline-ingest/<name>``: the ingestion flow with these parameters on ``cron``.
+    """The deployment ``citeline-ingest/<name>``: the ingestion flow with these ``parameters`` on ``cron``.
 
-    Paths are made absolute, so runs do not depend on the directory they start in. Raises
-    :class:`SourceError` for a path that does not exist and :class:`SettingsError` (a ``ValueError``) for a bad
-    cron string, Dask settings or parameter, before anything is registered.
+    ``parameters`` are the flow's (:data:`citeline.orchestration.parameters.IngestParameters`: ``index_path``, the
+    index settings, the run options, the Dask settings); one given as None takes its default. Paths are made
+    absolute, so runs do not depend on the directory they start in. Raises :class:`SourceError` for a path that
+    does not exist and :class:`SettingsError` (a ``ValueError``) for a bad cron string, Dask settings or parameter,
+    before anything is registered.
     """
     from prefect.deployments.runner import RunnerDeployment
     from prefect.schedules import Cron
@@ -120,30 +95,11 @@ def build_deployment(
 
     if name == WORKER_NAME:
         raise SettingsError(f"the deployment name {WORKER_NAME!r} belongs to prefect.yaml's worker deployment")
-    settings = IngestParameters.parse(
-        paths=[os.path.abspath(path) for path in paths],
-        index_path=os.path.abspath(index_path),
-        model=model,
-        backend=backend,
-        max_tokens=max_tokens,
-        overlap_tokens=overlap_tokens,
-        max_file_bytes=max_file_bytes,
-        wait=wait,
-        dask_address=dask_address,
-        dask_workers=dask_workers,
-        vector_index=vector_index,
-        document_vectors=document_vectors,
-        allow_removals=allow_removals,
-        removal_threshold=pipeline_threshold(removal_threshold),
-        dry_run=dry_run,
-        shards=shards,
-        shard_workers=shard_workers,
-        include=list(include),
-        exclude=list(exclude),
-        strict=strict,
-        encoding=encoding,
-        **({} if commit_every is None else {"commit_every": commit_every}),
-    )
+    given = {key: value for key, value in parameters.items() if value is not None}
+    given["index_path"] = os.path.abspath(given.get("index_path", "index"))
+    given |= {key: list(given[key]) for key in ("include", "exclude") if key in given}
+    settings = IngestParameters.parse(paths=[os.path.abspath(path) for path in paths], **given)
+    dask_address, dask_workers = given.get("dask_address"), given.get("dask_workers")
     dask_task_runner(dask_address, dask_workers)  # validates the Dask settings
     try:
         schedule = Cron(cron, timezone=timezone or "UTC")

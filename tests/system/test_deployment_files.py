@@ -244,6 +244,7 @@ def test_citeline_schedule_options_are_deployment_parameters() -> None:
     command = cli.commands["schedule"]
     # Every option is a parameter of serve.build_deployment (the flow's parameters, plus the schedule's).
     accepted = set(inspect.signature(serve.build_deployment).parameters)
+    accepted |= set(flow_module.IngestParameters.model_fields)
     cli_names = {param.name for param in command.params} - {"run_now"}  # run_now is serve()'s: not a parameter
     assert cli_names <= accepted
 
@@ -324,6 +325,23 @@ def test_run_form_describes_every_parameter_and_offers_backend_as_a_choice() -> 
         assert schema[name].get("description") == field.description, name
     (choice, _) = schema["backend"]["anyOf"]
     assert tuple(choice["enum"]) == BACKENDS
+
+
+def test_run_form_carries_each_declared_setting_its_bounds_and_choices() -> None:
+    from prefect.utilities.callables import parameter_schema
+
+    from citeline.ingest.options import IndexSettings, IngestOptions
+    from citeline.util.declared import offered
+
+    schema = parameter_schema(ingest_flow.fn).model_dump()["properties"]
+    for spec in [*offered(IndexSettings, "flow"), *offered(IngestOptions, "flow")]:
+        meta, form = spec.metadata, schema[spec.name]
+        value = next((branch for branch in form.get("anyOf", [form]) if branch.get("type") != "null"), form)
+        assert form["description"] == meta["help"], spec.name
+        default = list(spec.default) if isinstance(spec.default, tuple) else spec.default
+        assert form.get("default") == default, spec.name
+        assert (value.get("minimum"), value.get("maximum")) == (meta["minimum"], meta["maximum"]), spec.name
+        assert tuple(value.get("enum", ())) == tuple(meta.get("choices", ())), spec.name
 
 
 def test_deployment_has_one_run_at_a_time_and_the_flow_a_timeout(seeds_dir: Path, tmp_path: Path) -> None:
