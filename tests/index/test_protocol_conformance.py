@@ -305,3 +305,14 @@ def test_every_class_that_implements_a_protocol_is_checked(protocol: type) -> No
         if name not in protocols and methods <= _members(name, classes) and (protocol, name) not in NOT_IMPLEMENTATIONS
     }
     assert implementing <= IMPLEMENTATIONS[protocol], implementing - IMPLEMENTATIONS[protocol]
+
+
+def test_a_shard_whose_worker_lost_its_generation_is_not_current(built: dict[str, Any]) -> None:
+    """``RemoteShard.is_current`` declares what the Dask view once probed for (its ``moved`` flag)."""
+    generations = [ReadSnapshot(shard).generation for shard in built["shards"]]
+    dask = DaskShardedSnapshot(built["root"], built["shards"], _InProcess(), lambda: generations)  # type: ignore[arg-type]
+    assert dask.is_current()
+    moved = dask.parts[1]
+    assert isinstance(moved, RemoteShard)
+    moved.moved = True
+    assert not moved.is_current() and not dask.is_current()
