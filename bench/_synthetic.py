@@ -212,10 +212,19 @@ class HashBowEmbedder:
     fingerprint = "hash-bow-384-v1"
     dimension = 384
     max_seq_length = 256
+    model_path = None  #: no model files
 
     def __init__(self) -> None:
         self.tokenizer_file = _tokenizer_file()
         self._codes: dict[str, int] = {}
+
+    @property
+    def query_encoder(self) -> HashBowEmbedder:
+        """Itself: queries are embedded as documents are."""
+        return self
+
+    def prepare_query_encoder(self) -> None:
+        """Nothing to prepare."""
 
     def _code(self, word: str) -> int:
         code = zlib.crc32(word.encode())

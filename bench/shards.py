@@ -80,7 +80,7 @@ def latency(root: Path, build: Path | None, shards: int, count: int) -> dict[str
         for mode in ("lexical", "hybrid"):
             for name, whole in whole_arrays.items():
                 if whole:
-                    MergedLexical.ranked = LexicalIndex.ranked  # type: ignore[method-assign]
+                    MergedLexical.ranked = LexicalIndex.ranked  # type: ignore[method-assign,assignment]  # its scores, chunk_ids
                 else:
                     MergedLexical.ranked = per_shard  # type: ignore[method-assign]
                 cpu, wall = time.process_time(), time.perf_counter()

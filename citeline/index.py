@@ -20,6 +20,7 @@ from citeline.model.embedding import (
     check_embedder,
     default_backend,
     prepare_queries,
+    require_embedder,
 )
 from citeline.query import plan
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
@@ -65,7 +66,8 @@ class Index:
     def __init__(
         self, path: Path, meta: dict[str, Any], embedder: Embedder | None = None, read: MetaRead | None = None
     ):
-        self.path, self.meta, self._embedder = path, meta, embedder  # (Index.open/create validated meta)
+        self.path, self.meta = path, meta  # (Index.open/create validated meta)
+        self._embedder = None if embedder is None else require_embedder(embedder)
         self._snapshot: ReadSnapshot | MetaRead | None = read  # Index.open's: the first snapshot maps it if current
 
     #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.sharding.index`` registers it; read last).
@@ -103,6 +105,7 @@ class Index:
         if (shards is not None or (Path(path) / SHARDS_MANIFEST).exists()) and Index.sharded:
             return Index.sharded.create(path, embedder=embedder, **declared.arguments())
         index_dir = Path(path)
+        embedder = None if embedder is None else require_embedder(embedder)  # one line naming what it lacks
         from citeline.model import chunking
 
         if not catalog.db_path(index_dir).exists():
@@ -177,7 +180,7 @@ class Index:
 
     def encode_query(self, query: str) -> np.ndarray:
         """Embed one query with the fast-starting query encoder (see ``SentenceTransformerEmbedder.query_encoder``)."""
-        return getattr(self.embedder, "query_encoder", self.embedder).encode([query])[0]
+        return self.embedder.query_encoder.encode([query])[0]
 
     # ---------------------------------------------------------------- writing
 

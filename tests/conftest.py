@@ -47,11 +47,20 @@ class HashEmbedder:
     fingerprint = "hash-bow-64-v1"
     dimension = 64
     max_seq_length = 256
+    model_path = None  #: no model files (the ``Embedder`` Protocol's answer for that)
 
     def __init__(self) -> None:
         self.tokenizer_file = str(Path(resolve_model_path("all-MiniLM-L6-v2")) / "tokenizer.json")
         self.calls = 0
         self.texts_encoded = 0
+
+    @property
+    def query_encoder(self) -> HashEmbedder:
+        """Itself: queries are embedded as documents are."""
+        return self
+
+    def prepare_query_encoder(self) -> None:
+        """Nothing to prepare."""
 
     def encode(self, texts: Sequence[str], *, batch_size: int | None = 64) -> np.ndarray:
         self.calls += 1

@@ -28,6 +28,10 @@ class Counting:
     def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
         return getattr(self.inner, name)
 
+    def __dir__(self):  # type: ignore[no-untyped-def]
+        # the delegated names too: an index checks an embedder's members by name (citeline.util.protocols)
+        return [*super().__dir__(), *dir(self.inner)]
+
     def encode(self, texts, **kwargs):  # type: ignore[no-untyped-def]
         self.texts += len(texts)
         self.chars += sum(len(t) for t in texts)

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -47,8 +47,10 @@ class EmbedInterrupted(KeyboardInterrupt):
         self.cache, self.new, self.stop = cache, new, stop
 
 
+@runtime_checkable
 class Target(Protocol):
-    """What the pipeline needs of the index it writes to (:class:`citeline.Index` is one)."""
+    """What the pipeline needs of the index it writes to: :class:`citeline.Index` (a plain index, and each shard of a
+    sharded one, ``citeline.sharding.runs``); tests/index/test_protocol_conformance.py checks it at run time."""
 
     @property
     def path(self) -> Path:
@@ -67,6 +69,11 @@ class Target(Protocol):
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Embed texts with the index's model."""
+        ...
+
+    def prepare_queries(self) -> None:
+        """Make later searches start fast (after a run's last commit, outside the writer lock; a no-op for a model
+        without a separate query encoder)."""
         ...
 
 
@@ -107,7 +114,7 @@ def chunk_documents(
         if advance is not None:
             advance(len(part))
     headers = chunker.embed_text == "title + chunk"
-    whole = getattr(chunker, "document_vectors", False)
+    whole = chunker.document_vectors
     for document, spans in zip(documents, all_spans, strict=True):
         content_hash = document.content_hash
         title = (document.title or "").strip() if headers else ""

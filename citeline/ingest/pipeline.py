@@ -329,10 +329,9 @@ def run(
     with stopping.deferred_sigterm():  # SIGTERM at its default action: commit what is embedded, then end
         try:
             committed = _run_locked(target, paths, options, steps, reporter)
-            prepare = getattr(target, "prepare_queries", None)
-            if options.prepare_queries and prepare is not None and committed.status != "dry-run":
+            if options.prepare_queries and committed.status != "dry-run":
                 reporter.stage("query model")  # outside the lock: readers need it, writers do not
-                prepare()
+                target.prepare_queries()
         finally:
             reporter.finish()
     if options.strict and committed.status == "partial":

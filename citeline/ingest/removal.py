@@ -23,7 +23,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from citeline.errors import QueryError, SettingsError
 from citeline.ingest.pipeline import Target, record_failure
@@ -35,6 +35,7 @@ from citeline.store.ledger import RunSummary
 from citeline.store.rows import ChunkRows, documents_table
 
 
+@runtime_checkable
 class Writer(Target, Protocol):
     """What a removal or an ``add_texts`` run needs of its index (:class:`citeline.Index` is one): a pipeline
     target whose ``meta["generation"]`` the run keeps up to date."""

@@ -163,9 +163,7 @@ def add_texts(
             except BaseException as exc:
                 pipeline.record_failure(target.path, run_id, started_at, [source], exc)
                 raise
-        prepare = getattr(target, "prepare_queries", None)
-        if prepare is not None:
-            prepare()  # outside the lock, as pipeline.run does: searches then start fast
+        target.prepare_queries()  # outside the lock, as pipeline.run does: searches then start fast
         return summary
     finally:
         reporter.finish()

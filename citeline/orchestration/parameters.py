@@ -54,10 +54,12 @@ class _Parameters(BaseModel):
 
     @model_validator(mode="after")
     def _one_dask_setting(self) -> _Parameters:
-        dask_address, dask_workers = getattr(self, "dask_address", None), getattr(self, "dask_workers", None)
+        # The Dask fields are declared on the model create_model builds from this base (IngestParameters).
+        dask = self.model_dump(include={"dask_address", "dask_workers", "shard_workers"})
+        dask_address, dask_workers = dask.get("dask_address"), dask.get("dask_workers")
         if dask_address and dask_workers:
             raise ValueError("give either dask_address (an existing cluster) or dask_workers (a local one), not both")
-        if getattr(self, "shard_workers", None) and not (dask_address or dask_workers):
+        if dask.get("shard_workers") and not (dask_address or dask_workers):
             raise ValueError("shard_workers pins shards to Dask workers: give dask_address or dask_workers too")
         return self
 

@@ -44,6 +44,7 @@ import numpy as np
 from citeline.errors import QueryError
 from citeline.lexical.analyzer import BM25_B, BM25_K1
 from citeline.lexical.query import idf_of
+from citeline.query.readers import LexicalReader
 from citeline.util.ids import chunk_id_for
 from citeline.vectors import VectorReader
 
@@ -160,7 +161,7 @@ def _held(held: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return held[at] == ids
 
 
-Signal = Callable[[Documents, str, np.ndarray, VectorReader, Any], np.ndarray]
+Signal = Callable[[Documents, str, np.ndarray, VectorReader, LexicalReader], np.ndarray]
 #: The document signals, by name: each returns one value per document of a :class:`Documents`.
 SIGNALS: dict[str, Signal] = {}
 #: How many of the best candidates (by the chunk scores) get each signal: -1 for :data:`DEPTH`, None for all of
@@ -194,7 +195,7 @@ def document_signal(
 
 @document_signal("dense")
 def mean_vector_cosine(
-    documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: Any
+    documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: LexicalReader
 ) -> np.ndarray:
     """The cosine of the query with the mean of each document's chunk vectors (normalised)."""
     return _centroid_cosine(documents, query_vector, vectors, weighted=False)
@@ -202,7 +203,7 @@ def mean_vector_cosine(
 
 @document_signal("dense_length")
 def length_weighted_vector_cosine(
-    documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: Any
+    documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: LexicalReader
 ) -> np.ndarray:
     """The cosine of the query with the mean of each document's chunk vectors weighted by the chunks' lengths in
     characters (normalised; the plain mean when ``documents.lengths_of`` is None)."""
@@ -235,7 +236,7 @@ def centroids(documents: Documents, vectors: VectorReader, *, weighted: bool = T
 
 @document_signal("whole", depth=None, probe=False)
 def whole_document_cosine(
-    documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: Any
+    documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: LexicalReader
 ) -> np.ndarray:
     """The cosine of the query with each document's stored whole-text vector (the ``dense`` value for a document
     without one)."""
@@ -264,13 +265,15 @@ def _flat(chunks: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 @document_signal("lexical", scale="unit")
 def document_bm25(
-    documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: Any
+    documents: Documents, query: str, query_vector: np.ndarray, vectors: VectorReader, lexical: LexicalReader
 ) -> np.ndarray:
     """BM25 ("lucene", the index's k1 and b) of each document as one text, from the chunk postings, over the
     query's bound (the sum of its terms' idf): in [0, 1), whatever the candidates."""
-    if not documents.chunks or not hasattr(lexical, "term_frequencies"):  # a BM25 folder from before segments
-        return np.zeros(len(documents.chunks))
+    if not documents.chunks:
+        return np.zeros(0)
     statistics = lexical.statistics(query)  # corpus-wide (a sharded index sums its shards')
+    if statistics is None:  # a BM25 folder from before segments keeps no term statistics
+        return np.zeros(len(documents.chunks))
     weighted = [
         (column, float(idf_of(statistics.count, frequency)))
         for column, frequency in enumerate(statistics.frequencies)
@@ -280,7 +283,10 @@ def document_bm25(
         return np.zeros(len(documents.chunks))
     every, starts = _flat(documents.chunks)
     # Each chunk's counts from the index (a sharded one asks the shard that holds it, on its Dask worker if remote).
-    tfs, lengths = lexical.term_frequencies(query, every)
+    counted = lexical.term_frequencies(query, every)
+    if counted is None:  # (never, where statistics are kept)
+        return np.zeros(len(documents.chunks))
+    tfs, lengths = counted
     doc_tfs = np.add.reduceat(tfs, starts, axis=0)
     doc_lengths = np.add.reduceat(lengths, starts)
     if documents.corpus_documents:
@@ -303,7 +309,7 @@ def candidate_values(
     query: str,
     query_vector: np.ndarray,
     vectors: VectorReader,
-    lexical: Any,
+    lexical: LexicalReader,
     corpus_documents: int | None = None,
     vectors_of: VectorsOf | None = None,
     lengths_of: LengthsOf | None = None,

@@ -1,11 +1,22 @@
-"""The read interfaces a search runs on: :class:`SnapshotReader` (one generation's rows, vectors and BM25 index) and
-:class:`LexicalReader` (its BM25 index).
+"""The read interfaces a search runs on: :class:`SnapshotReader` (one generation's rows, vectors and BM25 index),
+:class:`LexicalReader` (its BM25 index) and :class:`LexicalShard` (one shard's BM25 index, as a sharded index's
+merge reads it); the vectors' is ``citeline.vectors.base.VectorReader``.
 
-Three readers implement them, structurally: one index's ``citeline.store.snapshot.ReadSnapshot``, a sharded index's
-``citeline.sharding.search.ShardedSnapshot`` (its shards on threads, merged) and one shard read on a Dask worker,
-``citeline.sharding.remote.RemoteShard``. A new read is declared here once; mypy then names every reader that
-must write it (``citeline.sharding.remote`` checks the three against these Protocols), and the query plan reads
-only what is declared.
+Implementations, structurally (no reader subclasses another's class):
+
+- :class:`SnapshotReader`: one index's ``citeline.store.snapshot.ReadSnapshot``, a sharded index's
+  ``citeline.sharding.search.ShardedSnapshot`` (its shards on threads, merged; ``DaskShardedSnapshot`` on Dask) and
+  one shard read on a Dask worker, ``citeline.sharding.remote.RemoteShard``.
+- :class:`LexicalReader`: ``citeline.lexical.segments.SegmentedIndex``, the 0.1.0 bm25s folder's adapter
+  ``citeline.lexical.legacy.LegacyLexical``, ``citeline.sharding.search.MergedLexical`` and
+  ``citeline.sharding.remote.RemoteLexical``.
+- :class:`LexicalShard`: ``SegmentedIndex`` and ``RemoteLexical`` (what ``LexicalReader.as_shard`` returns).
+
+A read that some reader cannot answer is still declared, with an explicit answer: ``statistics`` and
+``term_frequencies`` return None, and ``as_shard`` None, for a 0.1.0 folder; callers handle None (mypy makes them),
+and never probe a reader for a method (tests/unit/test_capability_probes.py). A new read is declared here once;
+mypy then names every reader that must write it (``citeline.sharding.remote`` checks them against these
+Protocols), and tests/index/test_protocol_conformance.py checks each implementation at run time.
 """
 
 from __future__ import annotations
@@ -15,9 +26,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from citeline.lexical.query import Statistics
 from citeline.vectors import VectorReader
 
-__all__ = ["LexicalReader", "SnapshotReader"]
+__all__ = ["LexicalReader", "LexicalShard", "SnapshotReader", "Statistics"]
 
 
 @runtime_checkable
@@ -52,6 +64,65 @@ class LexicalReader(Protocol):
         self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None
     ) -> list[list[int]]:
         """For each text, at most k chunk ids that repeat it (collapse's lookup of copies)."""
+        ...
+
+    def statistics(self, query: str) -> Statistics | None:
+        """The corpus-wide numbers ``query`` is scored with (live documents, their length, each query term's
+        document frequency); None when the index does not keep them (a 0.1.0 bm25s folder)."""
+        ...
+
+    def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each of ``ids``'s frequency of each analyzed query term (ids x terms, query order) and its length in
+        terms, 0 for an id not held; None when the index does not keep them (a 0.1.0 bm25s folder)."""
+        ...
+
+    def as_shard(self) -> LexicalShard | None:
+        """This index as one shard of a larger corpus, scored with corpus-wide statistics (what a sharded index
+        merges); None when it cannot be one (a 0.1.0 bm25s folder, or a merge of shards itself)."""
+        ...
+
+
+@runtime_checkable
+class LexicalShard(Protocol):
+    """What a sharded index's merge (``citeline.sharding.search.MergedLexical``) reads of each shard's BM25 index:
+    its share of the corpus-wide statistics, and scores under the sum of every shard's (``statistics`` None: the
+    shard's own)."""
+
+    @property
+    def chunk_ids(self) -> np.ndarray:
+        """The live chunk ids, ascending."""
+        ...
+
+    def __len__(self) -> int:
+        """Live chunks."""
+        ...
+
+    def statistics(self, query: str) -> Statistics:
+        """This shard's share of the corpus-wide statistics of ``query`` (shards add theirs up)."""
+        ...
+
+    def search(
+        self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Statistics | None = None
+    ) -> list[tuple[int, float]]:
+        """The shard's k best as ``(chunk_id, score)`` under ``statistics``, best first (ties by chunk id)."""
+        ...
+
+    def scores(self, query: str, statistics: Statistics | None = None) -> np.ndarray:
+        """Every live chunk's score (``chunk_ids`` order) under ``statistics``."""
+        ...
+
+    def scores_of(self, query: str, ids: np.ndarray, statistics: Statistics | None = None) -> np.ndarray:
+        """The scores of chunk ``ids`` under ``statistics`` (0 for an id not held)."""
+        ...
+
+    def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`LexicalReader.term_frequencies`, which a shard always keeps."""
+        ...
+
+    def sharing_rare_terms(
+        self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None
+    ) -> list[list[int]]:
+        """For each text, at most k chunk ids of this shard that repeat it."""
         ...
 
 

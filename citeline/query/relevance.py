@@ -43,6 +43,7 @@ import numpy as np
 from citeline.errors import QueryError
 from citeline.lexical.analyzer import analyze
 from citeline.lexical.query import idf_of
+from citeline.query.readers import LexicalReader
 from citeline.query.results import SearchResult, evolve
 
 
@@ -87,16 +88,16 @@ def validate_min_score(min_score: object) -> float | None:
     return value
 
 
-def coverage(lexical: Any, query: str, chunk_ids: np.ndarray) -> np.ndarray | None:
+def coverage(lexical: LexicalReader, query: str, chunk_ids: np.ndarray) -> np.ndarray | None:
     """Each chunk's idf-weighted share of the query's distinct terms (see the module docstring); None when the
     lexical index cannot tell (a BM25 folder from before segments)."""
-    if not hasattr(lexical, "term_frequencies") or not hasattr(lexical, "statistics"):
+    statistics = lexical.statistics(query)
+    if statistics is None:
         return None
     ids = np.asarray(chunk_ids, dtype=np.int64)
     terms = analyze([query])[0]
     if not terms:  # only stopwords: nothing to weigh, nothing covered
         return np.zeros(len(ids), dtype=np.float64)
-    statistics = lexical.statistics(query)
     count = max(int(statistics.count), 1)
     seen: dict[str, int] = {}
     for column, term in enumerate(terms):
@@ -106,7 +107,10 @@ def coverage(lexical: Any, query: str, chunk_ids: np.ndarray) -> np.ndarray | No
     weights = np.array([float(idf_of(count, int(statistics.frequencies[c]))) for c in first], dtype=np.float64)
     if not len(ids):
         return np.zeros(0, dtype=np.float64)
-    tfs, _ = lexical.term_frequencies(query, ids)
+    counted = lexical.term_frequencies(query, ids)
+    if counted is None:  # (never, where statistics are kept)
+        return None
+    tfs = counted[0]
     present = np.asarray(tfs)[:, first] > 0
     total = float(weights.sum())
     return (present @ weights) / total if total > 0 else np.zeros(len(ids), dtype=np.float64)

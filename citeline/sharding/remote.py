@@ -22,10 +22,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from citeline.errors import CitelineError, SettingsError
-from citeline.query.readers import SnapshotReader
+from citeline.query.readers import LexicalReader, LexicalShard, SnapshotReader, Statistics
 from citeline.sharding.search import ShardedSnapshot
 from citeline.sharding.worker import ShardMovedError, open_shard, shard_call
 from citeline.store.snapshot import ReadSnapshot
+from citeline.vectors.base import VectorReader
 
 T = TypeVar("T")
 #: How often a task's wait checks that a pinned shard's worker is still there (seconds).
@@ -190,8 +191,9 @@ class RemoteShard:
         return self.call("root_chunks", root)
 
     def is_current(self) -> bool:
-        """Whether to reopen is the sharded snapshot's decision (the manifest's generation set)."""
-        return True
+        """False once the worker lost this generation (:attr:`moved`); otherwise whether to reopen is the sharded
+        snapshot's decision (the manifest's generation set: :meth:`DaskShardedSnapshot.is_current`)."""
+        return not self.moved
 
     def close(self) -> None:
         """Nothing here: the worker keeps its snapshots for the next client."""
@@ -220,7 +222,9 @@ class RemoteVectors:
 
 
 class RemoteLexical:
-    """A remote shard's BM25 index (what :class:`citeline.sharding.search.MergedLexical` reads of a part)."""
+    """A remote shard's BM25 index: a ``LexicalShard`` (what :class:`citeline.sharding.search.MergedLexical` reads of
+    a part) and a ``LexicalReader`` under the shard's own statistics. A shard whose folder predates segments is
+    refused on its worker (``citeline.sharding.worker``)."""
 
     def __init__(self, shard: RemoteShard, chunk_ids: np.ndarray):
         self.shard, self.chunk_ids = shard, chunk_ids
@@ -228,12 +232,16 @@ class RemoteLexical:
     def __len__(self) -> int:
         return len(self.chunk_ids)
 
-    def statistics(self, query: str) -> Any:
+    def statistics(self, query: str) -> Statistics:
         """The shard's share of the corpus-wide statistics of ``query``."""
         return self.shard.call("statistics", query)
 
+    def as_shard(self) -> RemoteLexical:
+        """Itself: every read of a part takes the corpus-wide statistics."""
+        return self
+
     def search(
-        self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Any = None
+        self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Statistics | None = None
     ) -> list[tuple[int, float]]:
         """The shard's pruned top k under the corpus-wide ``statistics`` (None: the shard's own)."""
         return self.shard.call("lexical", query, k, allowed, statistics)
@@ -244,11 +252,11 @@ class RemoteLexical:
         """The shard's top k and a function scoring any of its chunk ids, under the shard's own statistics."""
         return self.search(query, k, allowed), lambda ids: self.scores_of(query, ids)
 
-    def scores(self, query: str, statistics: Any) -> np.ndarray:
+    def scores(self, query: str, statistics: Statistics | None = None) -> np.ndarray:
         """Every chunk's score (chunk_ids order)."""
         return self.shard.call("scores", query, statistics)
 
-    def scores_of(self, query: str, ids: np.ndarray, statistics: Any = None) -> np.ndarray:
+    def scores_of(self, query: str, ids: np.ndarray, statistics: Statistics | None = None) -> np.ndarray:
         """The scores of ``ids`` (hybrid candidates; ``statistics`` None: the shard's own)."""
         return self.shard.call("scores_of", query, np.asarray(ids, dtype=np.int64), statistics)
 
@@ -278,15 +286,21 @@ class DaskShardedSnapshot(ShardedSnapshot):
 
     def is_current(self) -> bool:
         """False once a run has recorded a new generation set in the manifest (or a worker lost a generation)."""
-        if any(getattr(part, "moved", False) for part in self.parts):
-            return False
-        return self.read_recorded() == self.recorded
+        return super().is_current() and self.read_recorded() == self.recorded
 
 
-def _readers_conform(local: ReadSnapshot, threaded: ShardedSnapshot, remote: RemoteShard) -> list[SnapshotReader]:
-    """Never called: mypy checks here that the three readers implement the read interfaces
-    (``citeline.query.readers``), so a read declared there names every reader that must write it."""
-    return [local, threaded, remote]
+def _readers_conform(
+    local: ReadSnapshot, threaded: ShardedSnapshot, dask: DaskShardedSnapshot, remote: RemoteShard
+) -> tuple[list[SnapshotReader], list[LexicalReader], list[LexicalShard], list[VectorReader]]:
+    """Never called: mypy checks here that the readers implement the read interfaces (``citeline.query.readers``),
+    so a read declared there names every reader that must write it (tests/index/test_protocol_conformance.py checks
+    them at run time too)."""
+    return (
+        [local, threaded, dask, remote],
+        [local.lexical, threaded.lexical, remote.lexical],
+        [remote.lexical],
+        [local.vectors, threaded.vectors, remote.vectors],
+    )
 
 
 class DaskShards:

@@ -8,7 +8,7 @@ collapse) runs on a sharded index unchanged and ranks exactly as on one index ov
   top, and each document's chunks, vectors and lengths are read from the one shard that holds the document.
 - **Lexical**: BM25's idf and average length are corpus-wide, so each query costs two rounds: every shard counts
   its live documents, their length and the query terms' document frequencies
-  (``SegmentedIndex.statistics``), and then scores its own chunks with the sums (``scores(query, statistics)``).
+  (``LexicalShard.statistics``), and then scores its own chunks with the sums (``scores(query, statistics)``).
   Lexical search and hybrid fusion merge each shard's top k (:meth:`MergedLexical.ranked`); hybrid reads its
   candidates' scores from the shards that hold them, never a concatenation of every shard's scores.
 - **Hybrid**: the fusion stages (``citeline.query.stages``) run over the merged views (:class:`MergedVectors`,
@@ -22,14 +22,12 @@ import itertools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 
 from citeline.errors import IndexMismatchError
-from citeline.lexical.analyzer import LexicalIndex
-from citeline.lexical.segments import SegmentedIndex, Statistics
-from citeline.query.readers import LexicalReader, SnapshotReader
+from citeline.query.readers import LexicalReader, LexicalShard, SnapshotReader, Statistics
 from citeline.store.snapshot import ReadSnapshot
 from citeline.util.arrays import top_k
 from citeline.vectors.base import VectorReader
@@ -74,7 +72,7 @@ class MergedVectors:
         self.parts = list(parts)
         self.owners = owners
         self.fan_out = fan_out
-        self.kind = getattr(parts[0], "kind", "flat") if parts else "flat"
+        self.kind = parts[0].kind if parts else "flat"
 
     @property
     def dimension(self) -> int:
@@ -115,19 +113,33 @@ class MergedVectors:
         return out
 
 
-class MergedLexical(LexicalIndex):
-    """The shards' BM25 indexes as one, scored with corpus-wide statistics (see the module docstring)."""
+class MergedLexical:
+    """The shards' BM25 indexes as one, scored with corpus-wide statistics (see the module docstring): a
+    ``LexicalReader`` over each shard's ``LexicalShard``."""
 
     def __init__(self, parts: Sequence[LexicalReader], owners: _Owners, fan_out: Callable[..., list[Any]]):
-        super().__init__(None, owners.ids)
-        for part in parts:  # a shard read on a Dask worker (citeline.sharding.remote) is checked there
-            if isinstance(part, LexicalIndex) and not isinstance(part, SegmentedIndex):
+        self.chunk_ids = owners.ids
+        self.parts: list[LexicalShard] = []
+        for part in parts:
+            shard = part.as_shard()
+            if shard is None:  # a 0.1.0 bm25s folder: its scores cannot take the corpus-wide statistics
                 raise IndexMismatchError(
                     "a shard's BM25 folder predates segments; run `citeline rebuild` on the index to rewrite it"
                 )
-        self.parts = cast(list[SegmentedIndex], list(parts))
+            self.parts.append(shard)
         self.owners = owners
         self.fan_out = fan_out
+
+    def __len__(self) -> int:
+        return len(self.chunk_ids)
+
+    def as_shard(self) -> None:
+        """None: a merge of shards is not itself a shard of a larger corpus."""
+        return None
+
+    def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The k best chunks overall, as :meth:`ranked` finds them."""
+        return self.ranked(query, k, allowed)[0]
 
     def statistics(self, query: str) -> Statistics:
         """The corpus-wide statistics of ``query``: the sum of every shard's."""
@@ -135,7 +147,7 @@ class MergedLexical(LexicalIndex):
         total = shares[0]
         for share in shares[1:]:
             total = total + share
-        return cast(Statistics, total)
+        return total
 
     def shard_scores(self, query: str) -> list[np.ndarray]:
         """Every shard's scores (its ``chunk_ids`` order) with the corpus-wide statistics."""
@@ -192,7 +204,7 @@ class MergedLexical(LexicalIndex):
         return out
 
     def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`SegmentedIndex.term_frequencies`, each id read from the shard that holds it."""
+        """``LexicalShard.term_frequencies``, each id read from the shard that holds it."""
         wanted = np.asarray(ids, dtype=np.int64)
         split = self.owners.split(wanted)
 
@@ -210,7 +222,7 @@ class MergedLexical(LexicalIndex):
     def sharing_rare_terms(
         self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None
     ) -> list[list[int]]:
-        """:meth:`SegmentedIndex.sharing_rare_terms` in every shard (each with its own term rarities: a lookup of
+        """``LexicalShard.sharing_rare_terms`` in every shard (each with its own term rarities: a lookup of
         copies, not a ranking), the shards' lists interleaved and cut to k."""
 
         def in_shard(number: int) -> list[list[int]]:

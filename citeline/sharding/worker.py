@@ -18,7 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from citeline.errors import CitelineError, IndexNotFoundError
+from citeline.errors import CitelineError, IndexMismatchError, IndexNotFoundError
+from citeline.query.readers import LexicalShard
 from citeline.store import catalog
 from citeline.store.catalog import IndexStatus
 from citeline.store.snapshot import ReadSnapshot
@@ -92,22 +93,32 @@ def open_shard(shard_dir: str) -> dict[str, Any]:
         "chunk_ids": view.lexical.chunk_ids,
         "vectors": len(view.vectors),
         "dimension": view.vectors.dimension,
-        "kind": getattr(view.vectors, "kind", "flat"),
+        "kind": view.vectors.kind,
     }
+
+
+def _shard(view: ReadSnapshot) -> LexicalShard:
+    # The shard's BM25 index as a part of the corpus; a 0.1.0 bm25s folder cannot be one (as on the threads path).
+    shard = view.lexical.as_shard()
+    if shard is None:
+        raise IndexMismatchError(
+            f"{view.index_dir}'s BM25 folder predates segments; run `citeline rebuild` on the index to rewrite it"
+        )
+    return shard
 
 
 #: A shard's parts of a query: each reads the worker's snapshot and returns only its answer.
 OPERATIONS: dict[str, Callable[..., Any]] = {
     "dense": lambda view, query, k, allowed: view.vectors.search(query, k, allowed),
     "vectors": lambda view, ids: view.vectors.vectors(ids),
-    "statistics": lambda view, query: view.lexical.statistics(query),
-    "lexical": lambda view, query, k, allowed, statistics: view.lexical.search(query, k, allowed, statistics),
-    "scores": lambda view, query, statistics: view.lexical.scores(query, statistics),
-    "scores_of": lambda view, query, ids, statistics: view.lexical.scores_of(query, ids, statistics),
+    "statistics": lambda view, query: _shard(view).statistics(query),
+    "lexical": lambda view, query, k, allowed, statistics: _shard(view).search(query, k, allowed, statistics),
+    "scores": lambda view, query, statistics: _shard(view).scores(query, statistics),
+    "scores_of": lambda view, query, ids, statistics: _shard(view).scores_of(query, ids, statistics),
     "rare_terms": lambda view, texts, k, terms, min_share, allowed: view.lexical.sharing_rare_terms(
         texts, k, terms=terms, min_share=min_share, allowed=allowed
     ),
-    "term_frequencies": lambda view, query, ids: view.lexical.term_frequencies(query, ids),
+    "term_frequencies": lambda view, query, ids: _shard(view).term_frequencies(query, ids),
     "chunk_documents": lambda view, ids: view.chunk_documents(ids),
     "chunk_lengths": lambda view, ids: view.chunk_lengths(ids),
     "document_count": lambda view: view.document_count(),

@@ -32,8 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from citeline.errors import IndexCorruptError
-from citeline.lexical.analyzer import LexicalIndex
-from citeline.lexical.segments import SegmentedIndex
+from citeline.lexical.segments import LexicalFolder, SegmentedIndex
 from citeline.store import catalog
 from citeline.util.arrays import unique
 
@@ -164,7 +163,7 @@ def read(folder: Path) -> pa.Table:
         raise IndexCorruptError(f"{path} cannot be read ({exc}); run `citeline rebuild`") from exc
 
 
-def present(index_dir: Path, lexical: LexicalIndex) -> bool:
+def present(index_dir: Path, lexical: LexicalFolder) -> bool:
     """Whether every segment ``lexical`` lists has its rows file (False for a BM25 folder from before segments)."""
     return isinstance(lexical, SegmentedIndex) and all(
         (index_dir / str(part.name) / ROWS_FILE).is_file() for part in lexical.parts
@@ -485,7 +484,7 @@ def _matching(part: _Part, wanted: np.ndarray) -> np.ndarray:
 
 def problems(
     index_dir: Path,
-    lexical: LexicalIndex,
+    lexical: LexicalFolder,
     batches_of: Callable[[np.ndarray], AbstractContextManager[pa.RecordBatchReader]],
 ) -> list[str]:
     """Problems with the rows files of the segments ``lexical`` lists: one missing while others exist, or rows

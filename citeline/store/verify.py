@@ -17,7 +17,6 @@ import numpy as np
 
 from citeline.errors import IndexCorruptError
 from citeline.lexical import segments as lexical_segments
-from citeline.lexical.analyzer import LexicalIndex
 from citeline.store import catalog, checks, ledger, passages
 from citeline.store.generation import (
     bm25_path,
@@ -47,7 +46,7 @@ class State:
     vector_index: SegmentedVectors | None = None
     vector_error: str | None = None
     bm25_dir: Path = field(default_factory=Path)
-    lexical: LexicalIndex | None = None
+    lexical: lexical_segments.LexicalFolder | None = None
     bm25_issues: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     passage_issues: list[str] = field(default_factory=list)

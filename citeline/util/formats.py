@@ -99,7 +99,7 @@ def search_records(results: Iterable[Any]) -> list[dict[str, Any]]:
     """
     records = []
     for rank, result in enumerate(results, 1):
-        data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        data = dict(result) if isinstance(result, Mapping) else result.to_dict()
         # The passage text once: each source's copy of it (the result's own first) is left out, since its offsets
         # say where it is.
         sources = [{key: value for key, value in source.items() if key != "text"} for source in data.get("sources", [])]

@@ -40,6 +40,11 @@ class ApproximateIndex:
     #: Allowed sets up to this size are scored exactly (a kind lowers it when its ``vectors()`` is slower).
     exact_filter_rows: ClassVar[int] = EXACT_FILTER_ROWS
 
+    @property
+    def stored_kind(self) -> str:
+        """The kind itself: its vectors are stored in it."""
+        return self.kind
+
     def __init__(self, index: Any, sorted_ids: np.ndarray | None = None):
         self._index = index
         # A kind that stored its ids sorted with the file (ivf) passes them memory-mapped: nothing read at open.

@@ -58,6 +58,11 @@ class AutoIndex:
         self.inner = inner
 
     @property
+    def stored_kind(self) -> str:
+        """The kind it holds now (flat or ivf)."""
+        return self.inner.stored_kind
+
+    @property
     def dimension(self) -> int:
         """Vector length."""
         return self.inner.dimension

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -23,9 +23,16 @@ from citeline.util.registry import registering
 __all__ = ["DEFAULT_KIND", "KINDS", "NEW_INDEX_KIND", "VectorIndex", "VectorReader", "kind_of", "vector_index"]
 
 
+@runtime_checkable
 class VectorReader(Protocol):
     """What the query plan reads of a generation's vectors: a kind's index, or its segments
-    (``citeline.vectors.segments.SegmentedVectors``) read as one."""
+    (``citeline.vectors.segments.SegmentedVectors``) read as one; a sharded index's merge
+    (``citeline.sharding.search.MergedVectors``) and a shard on a Dask worker (``citeline.sharding.remote``)."""
+
+    @property
+    def kind(self) -> str:
+        """The registry name of the kind the vectors are stored in (``index_meta.vector_index``)."""
+        ...
 
     @property
     def dimension(self) -> int:
@@ -49,6 +56,7 @@ class VectorReader(Protocol):
         ...
 
 
+@runtime_checkable
 class VectorIndex(Protocol):
     """What the store and the query plan need of a vector index over unit-length float32 vectors.
 
@@ -61,6 +69,12 @@ class VectorIndex(Protocol):
     kind: ClassVar[str]
     #: the file name ending of a generation's file: ``vectors.<generation>.<suffix>``
     suffix: ClassVar[str]
+
+    @property
+    def stored_kind(self) -> str:
+        """The kind whose structure holds the vectors now: ``kind``, except for ``auto``, which answers the kind it
+        holds (flat or ivf; ``citeline.vectors.segments`` sizes its deltas and over-fetch by it)."""
+        ...
 
     @property
     def dimension(self) -> int:

@@ -48,6 +48,11 @@ class FlatIndex:
     kind = "flat"
     suffix = "faiss"  # vectors.<generation>.faiss, the name citeline 0.1.0 wrote
 
+    @property
+    def stored_kind(self) -> str:
+        """``flat``: the vectors are stored in this kind."""
+        return self.kind
+
     def __init__(self, index: Any):
         self._index = index
         self._id_map = faiss.vector_to_array(index.id_map).astype(np.int64)

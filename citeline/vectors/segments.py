@@ -216,8 +216,7 @@ class SegmentedVectors:
             return _arrays(self.base.search(vector, k, allowed))
         if allowed is not None:
             return _arrays(self.base.search(vector, k, np.setdiff1d(allowed, dead, assume_unique=True)))
-        inner = getattr(self.base, "inner", self.base)  # auto: the kind it holds now
-        if len(dead) > OVERFETCH_MAX * OVERFETCH_FACTOR.get(inner.kind, 1):
+        if len(dead) > OVERFETCH_MAX * OVERFETCH_FACTOR.get(self.base.stored_kind, 1):
             return _arrays(self.base.search(vector, k, self._base_live))
         # First ask for the tombstones expected among the top k (twice that) plus a margin; only if fewer than k
         # live results remain (and the base had more to give) ask again with every tombstone. Either way the
@@ -289,9 +288,8 @@ class SegmentedVectors:
 
 def delta_budget(base: VectorIndex) -> int:
     """Live delta rows plus base tombstones past which a commit compacts (see the module docstring)."""
-    inner = getattr(base, "inner", base)  # auto: the kind it holds now
-    if inner.kind in APPROXIMATE_DELTA_ROWS:
-        return APPROXIMATE_DELTA_ROWS[inner.kind]
+    if base.stored_kind in APPROXIMATE_DELTA_ROWS:  # auto: the kind it holds now
+        return APPROXIMATE_DELTA_ROWS[base.stored_kind]
     return max(FLAT_DELTA_MIN, int(FLAT_DELTA_FRACTION * len(base)))
 
 
