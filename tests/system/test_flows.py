@@ -707,3 +707,35 @@ def test_sigterm_to_a_flow_run_keeps_what_is_embedded_and_records_the_run_interr
     state = asyncio.run(flow_run_state())
     assert state is not None and state.is_final() and not state.is_completed(), state
     assert opened.ingest([docs]).status == "succeeded" and opened.status().documents == DOCUMENTS
+
+
+# ---------------------------------------------------------------- the flow's encoding parameter
+
+#: Czech in Windows-1250 that reads as plausibly in Windows-1252: the close call of tests/index/test_encodings.py.
+CZECH = "Večer půjdeme do divadla."
+
+
+def test_the_flow_reads_with_its_encoding_parameter(
+    prefect_api: str,
+    tmp_path: Path,
+    fake_embedder: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from conftest import HashEmbedder
+
+    from citeline.orchestration.ingest import ingest_flow
+
+    monkeypatch.setattr("citeline.index.SentenceTransformerEmbedder", lambda *args, **kwargs: HashEmbedder())
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "czech.txt").write_bytes(CZECH.encode("cp1250"))
+    (docs / "plain.txt").write_text("Ferries cross the river at dawn.", encoding="utf-8")
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    index.ingest([docs])  # detection's close call: read as Windows-1252
+    summary = ingest_flow(paths=[str(docs)], index_path=str(index.path), encoding="cp1250")
+    assert (summary["status"], summary["updated"], summary["unchanged"]) == ("succeeded", 1, 1)
+    (czech,) = [d for d in Index.open(index.path).documents() if d.source_id == "czech.txt"]
+    assert czech.encoding == "cp1250" and Index.open(index.path).document(czech.doc_id).text == CZECH
+    with pytest.raises(ValueError, match="unknown encoding"):
+        ingest_flow(paths=[str(docs)], index_path=str(index.path), encoding="cp9999")
