@@ -65,12 +65,12 @@ from citeline import mcp_server, web
 from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError, SettingsError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
-from citeline.query.plan import DEFAULT_MODE, MODES
+from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest
 from citeline.query.results import SearchResult
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.catalog import IndexStatus
 from citeline.store.documents import DocumentDetail, DocumentInfo
-from citeline.store.filters import where_meta
+from citeline.store.filters import filters_from
 from citeline.store.ledger import RunSummary
 from citeline.util.formats import normalize
 
@@ -78,7 +78,6 @@ __all__ = [
     "app_from_environment",
     "check_bind",
     "create_app",
-    "filters_from_params",
     "model_of",
     "serve",
     "serve_mcp_stdio",
@@ -216,30 +215,6 @@ AfterParam = Annotated[_Date, Query(description="Only documents ingested at or a
 BeforeParam = Annotated[_Date, Query(description="Only documents ingested before this date (ISO 8601).")]
 
 
-def filters_from_params(
-    source: list[str] | None = None,
-    path: list[str] | None = None,
-    where: list[str] | None = None,
-    ingested_after: str | None = None,
-    ingested_before: str | None = None,
-) -> dict[str, Any]:
-    """The filter dict of :meth:`citeline.Index.search` from the CLI's flag values (``where`` as the CLI's
-    ``--where``: ``KEY=VALUE``, ``KEY>=VALUE``, ``KEY~TEXT``, ``KEY in A,B``, ...; see
-    :func:`citeline.store.filters.where_meta`). Raises :class:`QueryError` for a malformed ``where``."""
-    try:
-        meta = where_meta(where or [])
-    except QueryError as exc:
-        raise QueryError(f"Invalid value for where: {exc}") from None
-    candidates = {
-        "source": list(source or []),
-        "path_glob": list(path or []),
-        "meta": meta,
-        "ingested_after": ingested_after,
-        "ingested_before": ingested_before,
-    }
-    return {key: value for key, value in candidates.items() if value}
-
-
 class ServerBusyError(CitelineError):
     """A request waited longer than the server's timeout (for the index, or for its own work): 503."""
 
@@ -256,21 +231,12 @@ class _Reader:
         self.timeout = timeout
         self.lock = threading.Lock()
 
-    def search(
-        self,
-        q: str,
-        k: int,
-        mode: str,
-        filters: dict[str, Any],
-        collapse: bool,
-        min_score: float | None,
-        deadline: float,
-    ) -> tuple[list[SearchResult], int]:
-        """The results and the generation of the snapshot they were read from."""
+    def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]:
+        """The results of ``request`` and the generation of the snapshot they were read from."""
         if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise ServerBusyError(f"the server is busy: no search slot within {self.timeout:g} s; try again")
         try:
-            results = self.index.search(q, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score)
+            results = self.index.search(request)
             return results, int(self.index.snapshot(refresh=False).generation)
         finally:
             self.lock.release()
@@ -446,7 +412,7 @@ def create_app(
     reader = _Reader(Index.open(index_path, embedder=embedder, repair=False, **on_dask), timeout)
     # MCP over streamable HTTP at /mcp, behind the same guard (token) as every route, reading through the same reader.
     mcp_endpoint, mcp_lifespan = mcp_server.http_app(
-        mcp_server.build_server(reader, filters_from_params, LIMITS), loopback_only=token is None
+        mcp_server.build_server(reader, LIMITS), loopback_only=token is None
     )
     errors: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 503)}
     app = FastAPI(
@@ -512,8 +478,10 @@ def create_app(
             ),
         ] = None,
     ) -> dict[str, Any]:
-        filters = filters_from_params(source, path, where, ingested_after, ingested_before)
-        found, generation = await reader.run(reader.search, q, k + offset, str(mode), filters, collapse, min_score)
+        filters = filters_from(source, path, where, ingested_after, ingested_before)
+        options: dict[str, Any] = {"mode": str(mode), "filters": filters, "collapse": collapse, "min_score": min_score}
+        wanted = SearchRequest.of(q, k + offset, **options)
+        found, generation = await reader.run(reader.search, wanted)
         response.headers[GENERATION_HEADER] = str(generation)
         records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, 1)][offset:]
         return {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
@@ -540,7 +508,7 @@ def create_app(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many documents.")] = DEFAULT_PAGE,
         offset: Annotated[int, Query(ge=0, le=2**62, description="Skip this many documents (paging).")] = 0,
     ) -> list[dict[str, Any]]:
-        filters = filters_from_params(source, path, where, ingested_after, ingested_before)
+        filters = filters_from(source, path, where, ingested_after, ingested_before)
         rows = await reader.run(lambda deadline: reader.index.documents(filters, limit + 1, offset))
         if len(rows) > limit:  # another page: say where (RFC 8288), as GitHub's API does
             query = [(key, value) for key, value in request.query_params.multi_items() if key != "offset"]
@@ -562,7 +530,7 @@ def create_app(
                    swagger_css_url="swagger/swagger-ui.css", swagger_favicon_url="fastapi/favicon.png")  # fmt: skip
     _add_docs_page(app, "/redoc", get_redoc_html, redoc_js_url="redoc/redoc.standalone.js",
                    redoc_favicon_url="fastapi/favicon.png", with_google_fonts=False)  # fmt: skip
-    web.add_pages(app, reader, filters_from_params, LIMITS)
+    web.add_pages(app, reader, LIMITS)
     return app
 
 
@@ -658,7 +626,7 @@ def serve_mcp_stdio(
     those roots only. Raises :class:`IndexNotFoundError` before serving if there is no index."""
     roots = mcp_server.allowed_roots(ingest_roots)
     reader = _Reader(Index.open(index_path, embedder=embedder, repair=False), timeout)
-    server = mcp_server.build_server(reader, filters_from_params, LIMITS, ingest_roots=roots)
+    server = mcp_server.build_server(reader, LIMITS, ingest_roots=roots)
     anyio.run(mcp_server.run_stdio, server)
 
 
