@@ -33,6 +33,7 @@ import binascii
 import dataclasses
 import enum
 import functools
+import inspect
 import ipaddress
 import json
 import os
@@ -42,14 +43,14 @@ import time
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 from urllib.parse import unquote_to_bytes, urlencode
 
 import anyio
 import anyio.to_thread
 import fastapi_standalone_docs  # type: ignore[import-untyped]
 import uvicorn
-from fastapi import FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi import Path as PathParameter
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -72,6 +73,7 @@ from citeline.store.catalog import IndexStatus
 from citeline.store.documents import DocumentDetail, DocumentInfo
 from citeline.store.filters import filters_from
 from citeline.store.ledger import RunSummary
+from citeline.util.declared import offered, pick
 from citeline.util.formats import normalize
 
 __all__ = [
@@ -213,6 +215,63 @@ WhereParam = Annotated[
 _Date = Annotated[str | None, Field(max_length=64)]
 AfterParam = Annotated[_Date, Query(description="Only documents ingested at or after this date (ISO 8601).")]
 BeforeParam = Annotated[_Date, Query(description="Only documents ingested before this date (ISO 8601).")]
+
+
+#: The filter options as query parameters, by :func:`citeline.store.filters.filters_from`'s names.
+FILTER_PARAMETERS = {
+    "source": SourceParam,
+    "path": PathParam,
+    "where": WhereParam,
+    "ingested_after": AfterParam,
+    "ingested_before": BeforeParam,
+}
+
+
+def _dependency(
+    parameters: list[inspect.Parameter], make: Callable[..., dict[str, Any]] = dict
+) -> Callable[..., dict[str, Any]]:
+    """A FastAPI dependency taking ``parameters`` (query parameters) and answering ``make(**values)``."""
+
+    def values(**given: Any) -> dict[str, Any]:
+        return make(**given)
+
+    values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what FastAPI reads
+    return values
+
+
+#: ``GET /search``'s and ``GET /documents``' filter parameters, answering the filters they select.
+filter_parameters = _dependency(
+    [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind)
+        for name, kind in FILTER_PARAMETERS.items()
+    ],
+    filters_from,
+)
+
+
+def search_parameters() -> Callable[..., dict[str, Any]]:
+    """``GET /search``'s query parameters, generated from the declared fields of :class:`citeline.SearchRequest`
+    (``citeline.util.declared``): its type, default, bounds, choices and help; ``q`` is the query's text, the filters
+    are :data:`filter_parameters`, and the server's own bounds apply (``MAX_QUERY_CHARS``, ``MAX_K``)."""
+    hints, keyword = get_type_hints(SearchRequest), inspect.Parameter.KEYWORD_ONLY
+    parameters: list[inspect.Parameter] = []
+    for spec in offered(SearchRequest):
+        if spec.name == "filters":  # a dependency of its own (filter_parameters), as GET /documents takes them
+            continue
+        meta, annotation = spec.metadata, hints[spec.name]
+        bounds: dict[str, Any] = {"ge": meta["minimum"], "le": meta["maximum"]}
+        if spec.name == "text":
+            bounds = {"min_length": 1, "max_length": MAX_QUERY_CHARS}
+        if spec.name == "k":
+            bounds["le"] = min(MAX_K, meta["maximum"])
+        if "choices" in meta:  # an enum in the OpenAPI schema (the modes': the Mode schema the response names too)
+            annotation = Mode if spec.name == "mode" else Literal[tuple(meta["choices"])]
+        default = inspect.Parameter.empty if spec.default is dataclasses.MISSING else spec.default
+        kind = Annotated[annotation, Query(description=meta["help"], **bounds)]  # type: ignore[valid-type]
+        parameters.append(
+            inspect.Parameter("q" if spec.name == "text" else spec.name, keyword, default=default, annotation=kind)
+        )
+    return _dependency(parameters)
 
 
 class ServerBusyError(CitelineError):
@@ -458,32 +517,16 @@ def create_app(
     @app.get("/search", response_model=SearchResponse, summary="The passages most relevant to q")
     async def search(
         response: Response,
-        q: Annotated[str, Query(description="What to look for.", min_length=1, max_length=MAX_QUERY_CHARS)],
-        k: Annotated[int, Query(description="Number of passages.", ge=1, le=MAX_K)] = 10,
+        options: Annotated[dict[str, Any], Depends(search_parameters())],
+        filters: Annotated[dict[str, Any], Depends(filter_parameters)],
         offset: Annotated[int, Query(description="Skip this many ranked passages (paging).", ge=0, le=MAX_OFFSET)] = 0,
-        mode: Annotated[Mode, Query(description="How to rank.")] = _DEFAULT_MODE,
-        source: SourceParam = None,
-        path: PathParam = None,
-        where: WhereParam = None,
-        ingested_after: AfterParam = None,
-        ingested_before: BeforeParam = None,
-        collapse: Annotated[bool, Query(description="Near-duplicates as one result listing each source.")] = True,
-        min_score: Annotated[
-            float | None,
-            Query(
-                ge=0,
-                le=1,
-                description="Drop passages whose relevance (0-1) is lower; 0 keeps all [default: none, unless all "
-                "are below the calibrated floor].",
-            ),
-        ] = None,
     ) -> dict[str, Any]:
-        filters = filters_from(source, path, where, ingested_after, ingested_before)
-        options: dict[str, Any] = {"mode": str(mode), "filters": filters, "collapse": collapse, "min_score": min_score}
-        wanted = SearchRequest.of(q, k + offset, **options)
+        q, k = options.pop("q"), options.pop("k")
+        wanted = SearchRequest.of(q, k + offset, filters=filters, **pick(SearchRequest, options))
         found, generation = await reader.run(reader.search, wanted)
         response.headers[GENERATION_HEADER] = str(generation)
         records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, 1)][offset:]
+        mode = options["mode"]
         return {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
 
     @app.get("/status", response_model=IndexStatusModel, summary="Counts, model, generation and the last run")
@@ -500,15 +543,10 @@ def create_app(
     async def documents(
         request: Request,
         response: Response,
-        source: SourceParam = None,
-        path: PathParam = None,
-        where: WhereParam = None,
-        ingested_after: AfterParam = None,
-        ingested_before: BeforeParam = None,
+        filters: Annotated[dict[str, Any], Depends(filter_parameters)],
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many documents.")] = DEFAULT_PAGE,
         offset: Annotated[int, Query(ge=0, le=2**62, description="Skip this many documents (paging).")] = 0,
     ) -> list[dict[str, Any]]:
-        filters = filters_from(source, path, where, ingested_after, ingested_before)
         rows = await reader.run(lambda deadline: reader.index.documents(filters, limit + 1, offset))
         if len(rows) > limit:  # another page: say where (RFC 8288), as GitHub's API does
             query = [(key, value) for key, value in request.query_params.multi_items() if key != "offset"]

@@ -119,15 +119,21 @@ def client(index_path: Path) -> TestClient:
     return TestClient(create_app(index_path, embedder=HashEmbedder()))
 
 
-def _endpoint(client: TestClient, path: str) -> Any:
-    return next(route.endpoint for route in client.app.routes if getattr(route, "path", None) == path)  # type: ignore[attr-defined]
+def _query_parameters(client: TestClient, path: str) -> dict[str, Any]:
+    """A route's query parameters and their defaults, its dependencies' included (as FastAPI reads them)."""
+    route = next(route for route in client.app.routes if getattr(route, "path", None) == path)  # type: ignore[attr-defined]
+    parameters, pending = [], [route.dependant]
+    while pending:
+        dependant = pending.pop()
+        parameters += dependant.query_params
+        pending += dependant.dependencies
+    return {field.name: (None if field.field_info.is_required() else field.field_info.default) for field in parameters}
 
 
 @pytest.mark.parametrize("path", ["/search", "/"])
 def test_the_http_api_and_the_page_take_the_request_fields(client: TestClient, path: str) -> None:
-    """Names and defaults from the endpoint's signature; bounds and choices by asking just outside them (400)."""
-    signature = inspect.signature(_endpoint(client, path)).parameters
-    offered_ = _offers({name: p.default for name, p in signature.items()}, "q", expanded=True)
+    """Names and defaults as FastAPI reads them; bounds and choices by asking just outside them (400)."""
+    offered_ = _offers(_query_parameters(client, path), "q", expanded=True)
     for field in DECLARED:
         _same_default(field, offered_[field])
     base = {"q": "cavalry", "mode": "lexical"}
