@@ -367,3 +367,28 @@ def test_random_patterns_give_a_run_or_one_line(small_index: Path, pattern: str,
     if result.exit_code:
         assert result.output.count("Error:") == 1 and "bad pattern" in result.output, (where, pattern, result.output)
         assert (str(ignore) if where == ".citelineignore" else where) in result.output
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_a_row_past_the_limit_is_skipped_whole_wherever_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, newline: str
+) -> None:
+    """A row too large is skipped before the csv module buffers it: its end is found as the csv module would find
+    it (a quoted cell over several lines, quotes doubled inside it, a quote inside an unquoted cell), and every row
+    after it is read with its own line number."""
+    from citeline.sources.formats import delimited
+    from citeline.sources.parsers import SourceFile, parse_source
+
+    monkeypatch.setattr(delimited, "MAX_ROW_CHARS", 200)
+    big = '"a cell ""quoted"" inside,' + newline + ("over lines, " * 30 + newline) * 3 + 'done"'
+    lines = ["id,text", 'a,the "first" row', f"b,{big}", "c,after the big one", f"d,{'x' * 300}", "e,the last row"]
+    path = tmp_path / "rows.csv"
+    path.write_bytes(newline.join(lines).encode() + newline.encode())
+    parsed = parse_source(SourceFile(str(tmp_path), str(path), path.name))
+    assert [(d.record_id, d.text) for d in parsed.documents] == [
+        ("a", 'the "first" row'),
+        ("c", "after the big one"),
+        ("e", "the last row"),
+    ]
+    skipped = "row holds more than 200 characters, the limit for one record; the row is skipped"
+    assert [error.reason for error in parsed.errors] == [f"line 3: {skipped}", f"line 9: {skipped}"]
