@@ -124,7 +124,7 @@ def run(index: Index, queries: list[str], vectors: dict[str, np.ndarray], mode: 
         return vectors[text]
 
     def once(query: str, collapse: bool, repeat: int = 1) -> tuple[float, float]:
-        request = plan.Query.of(query, k, mode=mode, collapse=collapse)
+        request = plan.SearchRequest.of(query, k, mode=mode, collapse=collapse)
         best = (float("inf"), float("inf"))
         for _ in range(repeat):
             start, start_cpu = time.perf_counter(), time.process_time()
@@ -184,7 +184,7 @@ def feedback(index: Index, queries: list[str], vectors: dict[str, np.ndarray], r
         order = list(settings.items()) if i % 2 == 0 else list(reversed(settings.items()))
         tops = {}
         for name, fusion in order:
-            request = replace(plan.Query.of(text, 10), fusion=fusion)
+            request = replace(plan.SearchRequest.of(text, 10), fusion=fusion)
             best = (float("inf"), float("inf"))
             for _ in range(repeat):
                 wall, cpu = time.perf_counter(), time.process_time()
@@ -245,7 +245,7 @@ def main() -> None:
         profile = cProfile.Profile()
         profile.enable()
         for query in queries:
-            plan.search(snapshot, plan.Query.of(query, ARGS.k, mode=ARGS.profile), vectors.__getitem__, model)
+            plan.search(snapshot, plan.SearchRequest.of(query, ARGS.k, mode=ARGS.profile), vectors.__getitem__, model)
         profile.disable()
         pstats.Stats(profile).sort_stats("cumulative").print_stats(45)
 

@@ -214,8 +214,8 @@ def load_queries(count: int) -> list[str]:
 
 def _search_with(index: Any, fusion_name: str) -> Any:
     """``index.search`` for the latency table, hybrid with the named fusion (``DEFAULT_FUSION``,
-    ``DOCUMENT_BM25_FUSION``): through ``Query.fusion`` where the checkout has it, else (an older checkout) by its
-    ``rank``'s default."""
+    ``DOCUMENT_BM25_FUSION``): through ``SearchRequest.fusion`` (``Query.fusion`` before the rename) where the
+    checkout has it, else (an older checkout) by its ``rank``'s default."""
     from dataclasses import fields, replace
 
     from citeline.query import plan
@@ -223,10 +223,11 @@ def _search_with(index: Any, fusion_name: str) -> Any:
     fusion = getattr(plan, fusion_name)
     if fusion_name == "DEFAULT_FUSION":
         return index.search
-    if any(f.name == "fusion" for f in fields(plan.Query)):
+    request_type: Any = getattr(plan, "SearchRequest", None) or getattr(plan, "Query")  # noqa: B009 (older checkouts)
+    if any(f.name == "fusion" for f in fields(request_type)):
 
         def search(query: str, k: int, mode: str, collapse: bool) -> Any:
-            request = replace(plan.Query.of(query, k, mode=mode, collapse=collapse), fusion=fusion)
+            request = replace(request_type.of(query, k, mode=mode, collapse=collapse), fusion=fusion)
             return plan.search(index.snapshot(), request, index.encode_query, index.meta["model"])
 
         return search

@@ -14,6 +14,7 @@ from citeline.errors import (
     SourceError,
 )
 from citeline.index import Index
+from citeline.query.plan import SearchRequest
 from citeline.query.results import SearchResult
 from citeline.store.catalog import IndexStatus
 from citeline.store.documents import ChunkSpan, DocumentDetail, DocumentInfo
@@ -60,6 +61,7 @@ __all__ = [
     "QueryError",
     "RemovalRefusedError",
     "RunSummary",
+    "SearchRequest",
     "SearchResult",
     "SettingsError",
     "ShardedIndex",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from citeline.errors import PartialRunError
+from citeline.errors import PartialRunError, QueryError
 from citeline.ingest.options import DEFAULT_SOURCE, DEFAULTS, IndexSettings, IngestOptions
 from citeline.model.embedding import (
     DEFAULT_MODEL,
@@ -282,8 +282,8 @@ class Index:
 
     def search(
         self,
-        query: str,
-        k: int = 10,
+        query: str | plan.SearchRequest,
+        k: int = plan.DEFAULT_K,
         *,
         mode: str = plan.DEFAULT_MODE,
         filters: Filters | Mapping[str, Any] | None = None,
@@ -293,6 +293,8 @@ class Index:
     ) -> list[SearchResult]:
         """The ``k`` passages most relevant to ``query``, best first, each with its provenance.
 
+        ``query`` is the text to look for, the keyword arguments the rest of the request; or a whole
+        :class:`~citeline.SearchRequest` (``SearchRequest.of(...)``), given alone.
         ``mode``: ``"hybrid"`` (default; fused, :class:`citeline.query.plan.Fusion`), ``"dense"`` or ``"lexical"``
         (BM25). ``filters`` (``source``, ``path_glob``, ``ingested_after``/``_before``, ``meta``: see
         ``citeline.store.filters``) apply before ranking, so k results come back whenever k matching passages exist.
@@ -301,15 +303,21 @@ class Index:
         dropped; None (default): none are, unless every hit is below the calibrated floor (the query matches
         nothing: no hits); 0 keeps every hit (``citeline.query.relevance``).
         """
-        request = plan.Query.of(
-            query,
-            k,
-            mode=mode,
-            filters=filters,
-            collapse=collapse,
-            collapse_threshold=collapse_threshold,
-            min_score=min_score,
-        )
+        if isinstance(query, plan.SearchRequest):
+            given = (k, mode, filters, collapse, collapse_threshold, min_score)
+            if given != (plan.DEFAULT_K, plan.DEFAULT_MODE, None, True, DEFAULT_COLLAPSE_THRESHOLD, None):
+                raise QueryError("give a SearchRequest alone: its fields are the search's options")
+            request = query
+        else:
+            request = plan.SearchRequest.of(
+                query,
+                k,
+                mode=mode,
+                filters=filters,
+                collapse=collapse,
+                collapse_threshold=collapse_threshold,
+                min_score=min_score,
+            )
         return plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
 
     def rank(

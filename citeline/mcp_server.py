@@ -2,10 +2,10 @@
 assistants and agents, with the citation of every passage (``citeline mcp`` over stdio; ``citeline serve`` at
 ``/mcp`` over streamable HTTP). Built on the official ``mcp`` SDK's low-level server, so the protocol is the SDK's.
 
-Tools: ``search`` (its input schema is generated from the fields of :class:`citeline.query.plan.Query`: names, types,
-bounds and help are declared there once), ``get_passage`` and ``get_document`` (a bounded span of a document's text,
-paged), ``list_documents`` (filters, paged), ``index_status``, and ``ingest`` only when roots were allowed
-(``--allow-ingest ROOT``): the model names one of those roots, never a path. Every answer is bounded (see the
+Tools: ``search`` (its input schema is generated from the fields of :class:`citeline.query.plan.SearchRequest`:
+names, types, bounds and help are declared there once), ``get_passage`` and ``get_document`` (a bounded span of a
+document's text, paged), ``list_documents`` (filters, paged), ``index_status``, and ``ingest`` only when roots were
+allowed (``--allow-ingest ROOT``): the model names one of those roots, never a path. Every answer is bounded (see the
 ``MAX_`` constants and the server's :class:`citeline.web.Limits`); a bad argument, a query the index refuses or an
 unknown document is a tool error (``isError``) with one line, never a crash of the server.
 
@@ -20,7 +20,6 @@ generation before or after the commit, never a mix.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import logging
 import os
@@ -38,8 +37,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from citeline.errors import CitelineError
 from citeline.index import Index
-from citeline.query.plan import Query
+from citeline.query.plan import SearchRequest
 from citeline.query.results import SearchResult
+from citeline.store.filters import filters_from
+from citeline.util.declared import offered
 from citeline.util.formats import normalize
 from citeline.web import Limits, Reader
 
@@ -71,7 +72,6 @@ MAX_RUN_ERRORS = 20
 SCHEME = "citeline://"
 _RANGE = re.compile(r"^(?P<doc>[^/]+)/chars/(?P<start>\d+)-(?P<end>\d+)$")
 
-FiltersFrom = Callable[..., dict[str, Any]]
 T = TypeVar("T")
 _LOG = logging.getLogger(__name__)
 
@@ -109,34 +109,27 @@ def _filters_model(limits: Limits) -> type[BaseModel]:
 
 
 def search_arguments(limits: Limits, filters: type[BaseModel]) -> type[BaseModel]:
-    """The ``search`` tool's arguments, from the fields of :class:`~citeline.query.plan.Query` that declare a help
-    text (their type, default, bounds and choices), kept within the server's ``limits``; the query's text is
-    named ``query`` and ``k`` defaults as :meth:`citeline.Index.search` does."""
-    hints = get_type_hints(Query)
-    defaults = {name: p.default for name, p in inspect.signature(Index.search).parameters.items()}
+    """The ``search`` tool's arguments, from the declared fields of :class:`~citeline.query.plan.SearchRequest`
+    (their type, default, bounds and choices: ``citeline.util.declared``), kept within the server's ``limits``; the
+    query's text is named ``query``."""
+    hints = get_type_hints(SearchRequest)
     fields: dict[str, Any] = {}
-    for spec in dataclasses.fields(Query):
+    for spec in offered(SearchRequest):
         meta = spec.metadata
-        if "help" not in meta:
-            continue
         name = "query" if spec.name == "text" else spec.name
         annotation: Any = hints[spec.name]
         bounds: dict[str, Any] = {}
         if spec.name == "text":
             bounds = {"min_length": 1, "max_length": limits.query_chars}
-        if "minimum" in meta:
+        if meta.get("minimum") is not None:
             bounds["ge"] = meta["minimum"]
-        if "maximum" in meta:
+        if meta.get("maximum") is not None:
             bounds["le"] = min(meta["maximum"], limits.k) if spec.name == "k" else meta["maximum"]
         if "choices" in meta:
             annotation = Literal[tuple(meta["choices"])]
+        default = ... if spec.default is dataclasses.MISSING else spec.default
         if spec.name == "filters":
             annotation, default = filters | None, None
-        elif spec.default is not dataclasses.MISSING:
-            default = spec.default
-        else:
-            default = defaults.get(name, inspect.Parameter.empty)
-            default = ... if default is inspect.Parameter.empty else default
         fields[name] = (annotation, Field(default, description=meta["help"], **bounds))
     return create_model("SearchArguments", __base__=_Arguments, **fields)
 
@@ -428,7 +421,7 @@ def allowed_roots(roots: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return resolved
 
 
-def _tools(reader: Reader, filters_from: FiltersFrom, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
+def _tools(reader: Reader, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
     filters_model = _filters_model(limits)
     search_model = search_arguments(limits, filters_model)
 
@@ -437,9 +430,10 @@ def _tools(reader: Reader, filters_from: FiltersFrom, limits: Limits, roots: Seq
 
     async def search(args: Any) -> tuple[dict[str, Any], str]:
         filters = filters_of(args.filters)
-        found, generation = await reader.run(
-            reader.search, args.query, args.k, args.mode, filters, args.collapse, args.min_score
+        request = SearchRequest.of(
+            args.query, args.k, mode=args.mode, filters=filters, collapse=args.collapse, min_score=args.min_score
         )
+        found, generation = await reader.run(reader.search, request)
         answer = {
             "query": args.query,
             "mode": args.mode,
@@ -595,14 +589,12 @@ def _one_line(exc: BaseException) -> str:
     return f"internal error ({type(exc).__name__})"
 
 
-def build_server(
-    reader: Reader, filters_from: FiltersFrom, limits: Limits, *, ingest_roots: Sequence[Path] = ()
-) -> Server[Any]:
-    """The MCP server over ``reader`` (the tools and resources of the module docstring). ``filters_from`` turns the
-    filter arguments (the HTTP API's names) into ``Index.search``'s filters (``citeline.server.filters_from_params``);
+def build_server(reader: Reader, limits: Limits, *, ingest_roots: Sequence[Path] = ()) -> Server[Any]:
+    """The MCP server over ``reader`` (the tools and resources of the module docstring); the filter arguments (the
+    HTTP API's names) become ``Index.search``'s filters by :func:`citeline.store.filters.filters_from`.
     ``ingest_roots``: the roots the ``ingest`` tool may ingest (none: no ``ingest`` tool). ``reader`` is the server's
     (``citeline.server._Reader``: its index, the one search slot, and ``run``, work on a thread within the timeout)."""
-    tools = {tool.name: tool for tool in _tools(reader, filters_from, limits, ingest_roots)}
+    tools = {tool.name: tool for tool in _tools(reader, limits, ingest_roots)}
     declarations = [tool.declaration() for tool in tools.values()]
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:

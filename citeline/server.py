@@ -33,6 +33,7 @@ import binascii
 import dataclasses
 import enum
 import functools
+import inspect
 import ipaddress
 import json
 import os
@@ -42,14 +43,14 @@ import time
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 from urllib.parse import unquote_to_bytes, urlencode
 
 import anyio
 import anyio.to_thread
 import fastapi_standalone_docs  # type: ignore[import-untyped]
 import uvicorn
-from fastapi import FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi import Path as PathParameter
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -65,20 +66,20 @@ from citeline import mcp_server, web
 from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError, SettingsError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
-from citeline.query.plan import DEFAULT_MODE, MODES
+from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest
 from citeline.query.results import SearchResult
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.catalog import IndexStatus
 from citeline.store.documents import DocumentDetail, DocumentInfo
-from citeline.store.filters import where_meta
+from citeline.store.filters import filters_from
 from citeline.store.ledger import RunSummary
+from citeline.util.declared import offered, pick
 from citeline.util.formats import normalize
 
 __all__ = [
     "app_from_environment",
     "check_bind",
     "create_app",
-    "filters_from_params",
     "model_of",
     "serve",
     "serve_mcp_stdio",
@@ -216,28 +217,61 @@ AfterParam = Annotated[_Date, Query(description="Only documents ingested at or a
 BeforeParam = Annotated[_Date, Query(description="Only documents ingested before this date (ISO 8601).")]
 
 
-def filters_from_params(
-    source: list[str] | None = None,
-    path: list[str] | None = None,
-    where: list[str] | None = None,
-    ingested_after: str | None = None,
-    ingested_before: str | None = None,
-) -> dict[str, Any]:
-    """The filter dict of :meth:`citeline.Index.search` from the CLI's flag values (``where`` as the CLI's
-    ``--where``: ``KEY=VALUE``, ``KEY>=VALUE``, ``KEY~TEXT``, ``KEY in A,B``, ...; see
-    :func:`citeline.store.filters.where_meta`). Raises :class:`QueryError` for a malformed ``where``."""
-    try:
-        meta = where_meta(where or [])
-    except QueryError as exc:
-        raise QueryError(f"Invalid value for where: {exc}") from None
-    candidates = {
-        "source": list(source or []),
-        "path_glob": list(path or []),
-        "meta": meta,
-        "ingested_after": ingested_after,
-        "ingested_before": ingested_before,
-    }
-    return {key: value for key, value in candidates.items() if value}
+#: The filter options as query parameters, by :func:`citeline.store.filters.filters_from`'s names.
+FILTER_PARAMETERS = {
+    "source": SourceParam,
+    "path": PathParam,
+    "where": WhereParam,
+    "ingested_after": AfterParam,
+    "ingested_before": BeforeParam,
+}
+
+
+def _dependency(
+    parameters: list[inspect.Parameter], make: Callable[..., dict[str, Any]] = dict
+) -> Callable[..., dict[str, Any]]:
+    """A FastAPI dependency taking ``parameters`` (query parameters) and answering ``make(**values)``."""
+
+    def values(**given: Any) -> dict[str, Any]:
+        return make(**given)
+
+    values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what FastAPI reads
+    return values
+
+
+#: ``GET /search``'s and ``GET /documents``' filter parameters, answering the filters they select.
+filter_parameters = _dependency(
+    [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind)
+        for name, kind in FILTER_PARAMETERS.items()
+    ],
+    filters_from,
+)
+
+
+def search_parameters() -> Callable[..., dict[str, Any]]:
+    """``GET /search``'s query parameters, generated from the declared fields of :class:`citeline.SearchRequest`
+    (``citeline.util.declared``): its type, default, bounds, choices and help; ``q`` is the query's text, the filters
+    are :data:`filter_parameters`, and the server's own bounds apply (``MAX_QUERY_CHARS``, ``MAX_K``)."""
+    hints, keyword = get_type_hints(SearchRequest), inspect.Parameter.KEYWORD_ONLY
+    parameters: list[inspect.Parameter] = []
+    for spec in offered(SearchRequest):
+        if spec.name == "filters":  # a dependency of its own (filter_parameters), as GET /documents takes them
+            continue
+        meta, annotation = spec.metadata, hints[spec.name]
+        bounds: dict[str, Any] = {"ge": meta["minimum"], "le": meta["maximum"]}
+        if spec.name == "text":
+            bounds = {"min_length": 1, "max_length": MAX_QUERY_CHARS}
+        if spec.name == "k":
+            bounds["le"] = min(MAX_K, meta["maximum"])
+        if "choices" in meta:  # an enum in the OpenAPI schema (the modes': the Mode schema the response names too)
+            annotation = Mode if spec.name == "mode" else Literal[tuple(meta["choices"])]
+        default = inspect.Parameter.empty if spec.default is dataclasses.MISSING else spec.default
+        kind = Annotated[annotation, Query(description=meta["help"], **bounds)]  # type: ignore[valid-type]
+        parameters.append(
+            inspect.Parameter("q" if spec.name == "text" else spec.name, keyword, default=default, annotation=kind)
+        )
+    return _dependency(parameters)
 
 
 class ServerBusyError(CitelineError):
@@ -256,21 +290,12 @@ class _Reader:
         self.timeout = timeout
         self.lock = threading.Lock()
 
-    def search(
-        self,
-        q: str,
-        k: int,
-        mode: str,
-        filters: dict[str, Any],
-        collapse: bool,
-        min_score: float | None,
-        deadline: float,
-    ) -> tuple[list[SearchResult], int]:
-        """The results and the generation of the snapshot they were read from."""
+    def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]:
+        """The results of ``request`` and the generation of the snapshot they were read from."""
         if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise ServerBusyError(f"the server is busy: no search slot within {self.timeout:g} s; try again")
         try:
-            results = self.index.search(q, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score)
+            results = self.index.search(request)
             return results, int(self.index.snapshot(refresh=False).generation)
         finally:
             self.lock.release()
@@ -446,7 +471,7 @@ def create_app(
     reader = _Reader(Index.open(index_path, embedder=embedder, repair=False, **on_dask), timeout)
     # MCP over streamable HTTP at /mcp, behind the same guard (token) as every route, reading through the same reader.
     mcp_endpoint, mcp_lifespan = mcp_server.http_app(
-        mcp_server.build_server(reader, filters_from_params, LIMITS), loopback_only=token is None
+        mcp_server.build_server(reader, LIMITS), loopback_only=token is None
     )
     errors: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 503)}
     app = FastAPI(
@@ -492,30 +517,16 @@ def create_app(
     @app.get("/search", response_model=SearchResponse, summary="The passages most relevant to q")
     async def search(
         response: Response,
-        q: Annotated[str, Query(description="What to look for.", min_length=1, max_length=MAX_QUERY_CHARS)],
-        k: Annotated[int, Query(description="Number of passages.", ge=1, le=MAX_K)] = 10,
+        options: Annotated[dict[str, Any], Depends(search_parameters())],
+        filters: Annotated[dict[str, Any], Depends(filter_parameters)],
         offset: Annotated[int, Query(description="Skip this many ranked passages (paging).", ge=0, le=MAX_OFFSET)] = 0,
-        mode: Annotated[Mode, Query(description="How to rank.")] = _DEFAULT_MODE,
-        source: SourceParam = None,
-        path: PathParam = None,
-        where: WhereParam = None,
-        ingested_after: AfterParam = None,
-        ingested_before: BeforeParam = None,
-        collapse: Annotated[bool, Query(description="Near-duplicates as one result listing each source.")] = True,
-        min_score: Annotated[
-            float | None,
-            Query(
-                ge=0,
-                le=1,
-                description="Drop passages whose relevance (0-1) is lower; 0 keeps all [default: none, unless all "
-                "are below the calibrated floor].",
-            ),
-        ] = None,
     ) -> dict[str, Any]:
-        filters = filters_from_params(source, path, where, ingested_after, ingested_before)
-        found, generation = await reader.run(reader.search, q, k + offset, str(mode), filters, collapse, min_score)
+        q, k = options.pop("q"), options.pop("k")
+        wanted = SearchRequest.of(q, k + offset, filters=filters, **pick(SearchRequest, options))
+        found, generation = await reader.run(reader.search, wanted)
         response.headers[GENERATION_HEADER] = str(generation)
         records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, 1)][offset:]
+        mode = options["mode"]
         return {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
 
     @app.get("/status", response_model=IndexStatusModel, summary="Counts, model, generation and the last run")
@@ -532,15 +543,10 @@ def create_app(
     async def documents(
         request: Request,
         response: Response,
-        source: SourceParam = None,
-        path: PathParam = None,
-        where: WhereParam = None,
-        ingested_after: AfterParam = None,
-        ingested_before: BeforeParam = None,
+        filters: Annotated[dict[str, Any], Depends(filter_parameters)],
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many documents.")] = DEFAULT_PAGE,
         offset: Annotated[int, Query(ge=0, le=2**62, description="Skip this many documents (paging).")] = 0,
     ) -> list[dict[str, Any]]:
-        filters = filters_from_params(source, path, where, ingested_after, ingested_before)
         rows = await reader.run(lambda deadline: reader.index.documents(filters, limit + 1, offset))
         if len(rows) > limit:  # another page: say where (RFC 8288), as GitHub's API does
             query = [(key, value) for key, value in request.query_params.multi_items() if key != "offset"]
@@ -562,7 +568,7 @@ def create_app(
                    swagger_css_url="swagger/swagger-ui.css", swagger_favicon_url="fastapi/favicon.png")  # fmt: skip
     _add_docs_page(app, "/redoc", get_redoc_html, redoc_js_url="redoc/redoc.standalone.js",
                    redoc_favicon_url="fastapi/favicon.png", with_google_fonts=False)  # fmt: skip
-    web.add_pages(app, reader, filters_from_params, LIMITS)
+    web.add_pages(app, reader, LIMITS)
     return app
 
 
@@ -658,7 +664,7 @@ def serve_mcp_stdio(
     those roots only. Raises :class:`IndexNotFoundError` before serving if there is no index."""
     roots = mcp_server.allowed_roots(ingest_roots)
     reader = _Reader(Index.open(index_path, embedder=embedder, repair=False), timeout)
-    server = mcp_server.build_server(reader, filters_from_params, LIMITS, ingest_roots=roots)
+    server = mcp_server.build_server(reader, LIMITS, ingest_roots=roots)
     anyio.run(mcp_server.run_stdio, server)
 
 

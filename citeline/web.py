@@ -16,10 +16,12 @@ import jinja2
 from fastapi import FastAPI, Query, Request
 from fastapi import Path as PathParameter
 from fastapi.responses import HTMLResponse
+from pydantic import BeforeValidator, Field
 
 from citeline.errors import CitelineError
-from citeline.query.plan import DEFAULT_MODE, MODES
+from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest
 from citeline.query.results import SearchResult, Source
+from citeline.store.filters import filters_from
 
 __all__ = ["Limits", "add_pages", "marked"]
 
@@ -31,16 +33,7 @@ class Reader(Protocol):
 
     async def run(self, work: Callable[..., Any], *args: Any) -> Any: ...
 
-    def search(
-        self,
-        q: str,
-        k: int,
-        mode: str,
-        filters: dict[str, Any],
-        collapse: bool,
-        min_score: float | None,
-        deadline: float,
-    ) -> tuple[list[SearchResult], int]: ...
+    def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]: ...
 
 
 _STYLE = """
@@ -86,6 +79,8 @@ _SEARCH = """{% extends "base" %}{% block main %}
 <label>Ingested after<input type="date" name="ingested_after" value="{{ form.ingested_after }}"></label>
 <label>Ingested before<input type="date" name="ingested_before" value="{{ form.ingested_before }}"></label>
 <label>Results per page<input type="number" name="k" min="1" max="{{ max_k }}" value="{{ k }}"></label>
+<label>Minimum relevance (0-1)<input type="number" name="min_score" min="0" max="1" step="0.05"
+ value="{{ min_score if min_score is not none else '' }}" placeholder="calibrated"></label>
 <label>Near-duplicates<select name="collapse">
 <option value="true"{% if collapse %} selected{% endif %}>one result, sources listed</option>
 <option value="false"{% if not collapse %} selected{% endif %}>each separately</option></select></label>
@@ -176,9 +171,9 @@ class Limits:
     filter_values: int  #: values of one filter (``source``, ``path``, ``where``)
 
 
-def add_pages(app: FastAPI, reader: Reader, filters_from_params: Callable[..., dict[str, Any]], limits: Limits) -> None:
+def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
     """Add ``/`` and ``/view/{doc_id}`` to ``app``, reading through ``reader`` (the server's, so they share its
-    search slot and timeout) and turning form fields into filters with ``filters_from_params``."""
+    search slot and timeout) and turning form fields into filters with :func:`citeline.store.filters.filters_from`."""
     MAX_QUERY_CHARS, MAX_K, MAX_OFFSET, MAX_ID_CHARS = limits.query_chars, limits.k, limits.offset, limits.id_chars
 
     def render(name: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
@@ -196,6 +191,8 @@ def add_pages(app: FastAPI, reader: Reader, filters_from_params: Callable[..., d
         return f"{root}/view/{quote(item.doc_id, safe='')}?{urlencode(params)}#passage"
 
     Text = Annotated[str | None, Query(max_length=MAX_QUERY_CHARS)]
+    # the form's empty field is no floor; the bounds on the number itself, as an optional value has none
+    Relevance = Annotated[float, Field(ge=0, le=1)]
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def search_page(
@@ -210,6 +207,7 @@ def add_pages(app: FastAPI, reader: Reader, filters_from_params: Callable[..., d
         ingested_after: Annotated[str | None, Query(max_length=64)] = None,
         ingested_before: Annotated[str | None, Query(max_length=64)] = None,
         collapse: bool = True,
+        min_score: Annotated[Relevance | None, BeforeValidator(_blank_to_none)] = None,
     ) -> HTMLResponse:
         root = request.scope.get("root_path", "")
         form = {"source": source, "path": path, "where": where}
@@ -223,8 +221,9 @@ def add_pages(app: FastAPI, reader: Reader, filters_from_params: Callable[..., d
             "k": k,
             "offset": offset,
             "collapse": collapse,
+            "min_score": min_score,
             "form": form,
-            "filtered": any(filled.values()),
+            "filtered": any(filled.values()) or min_score is not None,
             "max_query": MAX_QUERY_CHARS,
             "max_k": MAX_K,
             "results": [],
@@ -236,14 +235,16 @@ def add_pages(app: FastAPI, reader: Reader, filters_from_params: Callable[..., d
         if not q or not q.strip():
             return render("search", request, **context)
         try:
-            filters = filters_from_params(
+            filters = filters_from(
                 [filled["source"]] if filled["source"] else None,
                 [filled["path"]] if filled["path"] else None,
                 [filled["where"]] if filled["where"] else None,
                 filled["ingested_after"],
                 filled["ingested_before"],
             )
-            found, generation = await reader.run(reader.search, q, k + offset + 1, mode, filters, collapse, None)
+            options: dict[str, Any] = {"mode": mode, "filters": filters, "collapse": collapse, "min_score": min_score}
+            wanted = SearchRequest.of(q, k + offset + 1, **options)
+            found, generation = await reader.run(reader.search, wanted)
         except CitelineError as exc:
             return render("search", request, status=400, **{**context, "error": " ".join(str(exc).split())})
         shown = found[offset : offset + k]

@@ -16,7 +16,7 @@ import click
 from citeline.errors import CitelineError, QueryError, SettingsError
 from citeline.ingest import stopping
 from citeline.ingest.options import IndexSettings, IngestOptions, user_options
-from citeline.store.filters import where_meta
+from citeline.store.filters import filters_from as filter_dict
 from citeline.util.declared import offered
 from citeline.util.formats import FORMATS, format_record, format_records, search_records
 
@@ -218,14 +218,6 @@ def show_warning(message: Warning | str, category: type[Warning], *args: Any, **
     click.echo(f"warning: {message}", err=True)
 
 
-def where_filter(values: tuple[str, ...]) -> dict[str, Any]:
-    """``--where`` options as the ``meta`` filter dict (:func:`citeline.store.filters.where_meta`)."""
-    try:
-        return where_meta(values)
-    except QueryError as exc:
-        raise click.BadParameter(str(exc), param_hint="--where") from None
-
-
 _FILTER_OPTIONS = [
     click.option("--source", multiple=True, help="Only this ingested folder or file (or a source id); repeatable."),
     click.option("--path", "path_glob", multiple=True, metavar="GLOB",
@@ -253,12 +245,12 @@ def filters_from(
     ingested_after: str | None,
     ingested_before: str | None,
 ) -> dict[str, Any]:
-    """The filter options as the ``filters=`` dict of the Python API (keys left out when not given)."""
-    values = {
-        "source": list(source), "path_glob": list(path_glob), "meta": where_filter(where),
-        "ingested_after": ingested_after, "ingested_before": ingested_before,
-    }  # fmt: skip
-    return {key: value for key, value in values.items() if value}
+    """The filter options as the ``filters=`` dict of the Python API (:func:`citeline.store.filters.filters_from`,
+    which every surface calls); a malformed ``--where`` is a usage error naming the flag."""
+    try:
+        return filter_dict(source, path_glob, where, ingested_after, ingested_before, where_name="'--where'")
+    except QueryError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 format_option = click.option(

@@ -39,7 +39,7 @@ from citeline.cli.common import (
 )
 from citeline.ingest.options import IndexSettings, IngestOptions
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
-from citeline.query.plan import DEFAULT_MODE, MODES
+from citeline.query.plan import DEFAULT_K, DEFAULT_MODE, MODES, SearchRequest
 
 
 @click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -223,7 +223,7 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
 @cli.command()
 @click.argument("query")
 @index_option
-@click.option("-k", "k", type=int, default=10, show_default=True, help="Number of passages.")
+@click.option("-k", "k", type=int, default=DEFAULT_K, show_default=True, help="Number of passages.")
 @click.option(
     "--mode",
     type=click.Choice(MODES),
@@ -286,15 +286,14 @@ def search(
 
     output = resolve_format(fmt, as_json)
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
-    results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(
-        query,
-        k=k,
-        mode=mode,
-        filters=filters,
-        collapse=collapse,
-        collapse_threshold=collapse_threshold,
-        min_score=min_score,
-    )
+    options: dict[str, Any] = {
+        "mode": mode,
+        "collapse": collapse,
+        "collapse_threshold": collapse_threshold,
+        "min_score": min_score,
+    }
+    request = SearchRequest.of(query, k, filters=filters, **options)
+    results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(request)
     if output:
         emit_search(results, output, columns=columns, headers=headers)
         return

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from citeline.errors import QueryError
+from citeline.query.plan import SearchRequest
+from citeline.util.declared import offered
 from citeline.util.formats import flat, normalize
 
 if TYPE_CHECKING:
@@ -49,8 +51,9 @@ _LOCKS: weakref.WeakKeyDictionary[Index, threading.Lock] = weakref.WeakKeyDictio
 _LOCKS_GUARD = threading.Lock()
 
 
-#: The options a retriever passes to :meth:`citeline.Index.search`, set at construction and per call.
-SEARCH_OPTIONS = ("k", "mode", "filters", "collapse", "min_score")
+#: The options a retriever passes to :meth:`citeline.Index.search`, set at construction and per call: the declared
+#: fields of :class:`~citeline.SearchRequest` but its text.
+SEARCH_OPTIONS = tuple(spec.name for spec in offered(SearchRequest) if spec.name != "text")
 #: Names other retrievers use for them: LangChain vector-store retrievers' ``filter`` and ``score_threshold``,
 #: LlamaIndex's ``similarity_top_k``.
 OPTION_ALIASES = {"filter": "filters", "score_threshold": "min_score", "similarity_top_k": "k"}
@@ -83,11 +86,13 @@ def search(
     collapse: bool,
     min_score: float | None = None,
 ) -> list[SearchResult]:
-    """``index.search(...)``, one search at a time per index, so that threads (and async callers) can share it."""
+    """``index.search(...)`` of the :class:`~citeline.SearchRequest` the options make, one search at a time per index,
+    so that threads (and async callers) can share it."""
+    request = SearchRequest.of(query, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score)
     with _LOCKS_GUARD:
         lock = _LOCKS.setdefault(index, threading.Lock())
     with lock:
-        return index.search(query, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score)
+        return index.search(request)
 
 
 def provenance(result: SearchResult) -> dict[str, Any]:

@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from citeline.index import Index
 from citeline.integrations import SEARCH_OPTIONS, flat, options_of, provenance, search
 from citeline.model.embedding import Embedder
-from citeline.query.plan import DEFAULT_MODE
+from citeline.query.plan import DEFAULT_K, DEFAULT_MODE
 from citeline.query.results import SearchResult
 
 __all__ = ["CitelineRetriever", "to_document"]
@@ -49,7 +49,7 @@ class CitelineRetriever(BaseRetriever):
     """
 
     index: Index
-    k: int = 10
+    k: int = DEFAULT_K
     mode: str = DEFAULT_MODE
     filters: dict[str, Any] | None = None
     collapse: bool = True

@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from citeline.index import Index
 from citeline.integrations import SEARCH_OPTIONS, flat, options_of, provenance, search
 from citeline.model.embedding import Embedder
-from citeline.query.plan import DEFAULT_MODE
+from citeline.query.plan import DEFAULT_K, DEFAULT_MODE
 from citeline.query.results import SearchResult
 from citeline.store.filters import Filters
 
@@ -54,7 +54,7 @@ class CitelineRetriever(BaseRetriever):
         self,
         index: Index,
         *,
-        k: int = 10,
+        k: int = DEFAULT_K,
         mode: str = DEFAULT_MODE,
         filters: Filters | Mapping[str, Any] | None = None,
         collapse: bool = True,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,7 @@ from citeline.query.stages import document_rows as document_rows  # re-exported:
 from citeline.store import metadata as stored_metadata
 from citeline.store.filters import Filters
 from citeline.util.arrays import unique
+from citeline.util.declared import option
 from citeline.util.formats import iso_utc
 
 if TYPE_CHECKING:  # annotations only: a search does not import the Protocols
@@ -346,52 +347,62 @@ def _scored(hit: SearchResult, score: float) -> SearchResult:
     return evolve(hit, sources=(hit.as_source(),))
 
 
-def _option(help: str, **bounds: Any) -> dict[str, Any]:
-    """A request field's ``metadata``: its help text and bounds (``minimum``, ``maximum``, ``choices``), which the
-    surfaces that take a request from outside read (the MCP tools' input schema: ``citeline.mcp_server``)."""
-    return {"help": help, **bounds}
+#: The number of passages a search returns unless told (every surface's default).
+DEFAULT_K = 10
+#: The filter that selects everything (a request's default; ``Filters`` is frozen, so one is shared).
+NO_FILTERS = Filters()
 
 
 @dataclass(frozen=True)
-class Query:
-    """One validated search request. The fields whose ``metadata`` has a ``help`` are a caller's options; their
-    help text and bounds are declared here once."""
+class SearchRequest:
+    """One validated search request: what every surface (``Index.search``, the CLI's ``search``, the HTTP API and
+    its page, the MCP ``search`` tool, the LangChain and LlamaIndex retrievers) builds and :func:`search` runs.
 
-    text: str = field(metadata=_option("What to look for."))
-    k: int = field(metadata=_option("Number of passages.", minimum=1, maximum=MAX_K))
-    mode: str = field(
-        default=DEFAULT_MODE,
-        metadata=_option("How to rank: hybrid (fused), dense (embeddings) or lexical (BM25).", choices=MODES),
+    Build one with :meth:`of`, which checks every part and raises :class:`~citeline.errors.QueryError` naming the
+    bad one, and pass it to :meth:`citeline.Index.search`::
+
+        from citeline import Index, SearchRequest
+
+        request = SearchRequest.of("why did soldiers defect", 5, mode="lexical", filters={"source": "letters"})
+        results = Index.open("index").search(request)
+
+    The fields made with :func:`citeline.util.declared.option` are a caller's options: their help text, bounds and
+    choices are declared here once (the vocabulary of ``IndexSettings`` and ``IngestOptions``), and the surfaces
+    read them (the MCP tool's schema is generated from them; a test ties every surface's parameters to them).
+    ``collapse_threshold`` and ``fusion`` are the library's tuning knobs (``dataclasses.replace`` a validated
+    request to change ``fusion``).
+    """
+
+    text: str = option(MISSING, "What to look for.")
+    k: int = option(DEFAULT_K, "Number of passages.", minimum=1, maximum=MAX_K)
+    mode: str = option(
+        DEFAULT_MODE, "How to rank: hybrid (fused), dense (embeddings) or lexical (BM25).", choices=MODES
     )
-    filters: Filters = field(
-        default_factory=Filters, metadata=_option("Only documents these filters select (applied before ranking).")
-    )
-    collapse: bool = field(default=True, metadata=_option("Near-duplicates as one result listing each source."))
+    filters: Filters = option(NO_FILTERS, "Only documents these filters select (applied before ranking).")  # noqa: RUF009
+    collapse: bool = option(True, "Near-duplicates as one result listing each source.")
     collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
     fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
     #: the relevance floor (``citeline.query.relevance``); None: calibrated
-    min_score: float | None = field(
-        default=None,
-        metadata=_option(
-            "Drop passages whose relevance (0-1) is lower; 0 keeps all [default: none, unless all are below the "
-            "calibrated floor].",
-            minimum=0.0,
-            maximum=1.0,
-        ),
+    min_score: float | None = option(
+        None,
+        "Drop passages whose relevance (0-1) is lower; 0 keeps all [default: none, unless all are below the "
+        "calibrated floor].",
+        minimum=0.0,
+        maximum=1.0,
     )
 
     @classmethod
     def of(
         cls,
         query: object,
-        k: object,
+        k: object = DEFAULT_K,
         *,
         mode: object = DEFAULT_MODE,
         filters: Filters | Mapping[str, Any] | None = None,
         collapse: bool = True,
         collapse_threshold: object = DEFAULT_COLLAPSE_THRESHOLD,
         min_score: object = None,
-    ) -> Query:
+    ) -> SearchRequest:
         """Validate every part of a request; raises :class:`QueryError` naming the bad one."""
         text, k = validate_query(query, k)
         return cls(
@@ -409,7 +420,9 @@ class _Hits:
     """The ranking's best hits as passages, at the depth the plan asks: a deeper ranking runs only when the one
     held is full and shallower than asked, and each passage is read once (a deepening reads only the new ones)."""
 
-    def __init__(self, snapshot: SnapshotReader, request: Query, vector: QueryVector | None, allowed: Any, model: str):
+    def __init__(
+        self, snapshot: SnapshotReader, request: SearchRequest, vector: QueryVector | None, allowed: Any, model: str
+    ):
         self.snapshot, self.request, self.vector, self.allowed, self.model = snapshot, request, vector, allowed, model
         self.ranking: tuple[int, list[tuple[int, float]]] | None = None  # the deepest ranking so far, its depth
         self.fetched: dict[int, SearchResult] = {}  # passages already read, by chunk id
@@ -429,7 +442,9 @@ class _Hits:
         return [_scored(self.fetched[chunk_id], score) for chunk_id, score in hits if chunk_id in self.fetched]
 
 
-def search(snapshot: SnapshotReader, request: Query, encode_query: EncodeQuery, model: str) -> list[SearchResult]:
+def search(
+    snapshot: SnapshotReader, request: SearchRequest, encode_query: EncodeQuery, model: str
+) -> list[SearchResult]:
     """Run the whole plan for ``request`` on one snapshot (see :func:`_search`), then drop the hits below its
     relevance floor (``citeline.query.relevance``)."""
     vectors: dict[str, np.ndarray] = {}  # the query's vector, embedded once (a lexical search embeds nothing)
@@ -450,7 +465,7 @@ def search(snapshot: SnapshotReader, request: Query, encode_query: EncodeQuery, 
 
 def _search(
     snapshot: SnapshotReader,
-    request: Query,
+    request: SearchRequest,
     encode_query: EncodeQuery,
     model: str,
     vectors: Callable[[Sequence[int]], np.ndarray],

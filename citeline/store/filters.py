@@ -53,7 +53,7 @@ from typing import Any
 
 from citeline.errors import QueryError
 
-__all__ = ["FILTER_KEYS", "META_OPERATORS", "Filters", "where_meta"]
+__all__ = ["FILTER_KEYS", "META_OPERATORS", "Filters", "filters_from", "where_meta"]
 
 FILTER_KEYS = ("source", "path_glob", "ingested_after", "ingested_before", "meta")
 
@@ -362,6 +362,34 @@ def where_meta(clauses: Sequence[str]) -> dict[str, Any]:
         else:
             conditions[operator] = values[0]
     return meta
+
+
+def filters_from(
+    source: Sequence[str] | None = None,
+    path: Sequence[str] | None = None,
+    where: Sequence[str] | None = None,
+    ingested_after: str | None = None,
+    ingested_before: str | None = None,
+    *,
+    where_name: str = "where",
+) -> dict[str, Any]:
+    """The filter dict of a :class:`~citeline.query.plan.SearchRequest` (and ``Index.documents``) from the filter
+    options every surface takes under the same names: the CLI's ``--source``, ``--path``, ``--where``,
+    ``--ingested-after`` and ``--ingested-before``, the HTTP API's and the page's query parameters, the MCP tools'
+    ``filters``. Keys not given are left out; ``where`` clauses are read by :func:`where_meta`. A malformed clause
+    raises :class:`QueryError` ``Invalid value for <where_name>: ...`` (the CLI names its flag ``'--where'``)."""
+    try:
+        meta = where_meta(where or [])
+    except QueryError as exc:
+        raise QueryError(f"Invalid value for {where_name}: {exc}") from None
+    values = {
+        "source": list(source or []),
+        "path_glob": list(path or []),
+        "meta": meta,
+        "ingested_after": ingested_after,
+        "ingested_before": ingested_before,
+    }
+    return {key: value for key, value in values.items() if value}
 
 
 def _text(key: str, value: str) -> None:

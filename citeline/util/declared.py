@@ -1,7 +1,7 @@
 """Settings declared once, as dataclass fields whose ``metadata`` carries what every surface needs.
 
 The vocabulary (the same keys on :class:`citeline.ingest.options.IndexSettings`, ``IngestOptions`` and
-:class:`citeline.query.plan.Query`): ``help`` (the text of a CLI flag, a Prefect form field, a tool's argument),
+:class:`citeline.query.plan.SearchRequest`): ``help`` (the text of a CLI flag, a Prefect form field, a tool's argument),
 ``minimum`` and ``maximum`` (inclusive bounds of a number), ``choices`` (the values allowed), ``metavar`` (the CLI's
 name for a value), and ``cli`` and ``flow`` (whether the CLI and the Prefect flow offer the field). A field is made
 with :func:`option`; a class checks its instances with :func:`check`; the surfaces build their own parameters from

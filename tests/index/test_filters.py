@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from citeline import Index, QueryError, SearchResult
 from citeline.cli.main import cli
-from citeline.store.filters import META_OPERATORS, Filters, where_meta
+from citeline.store.filters import META_OPERATORS, Filters, filters_from, where_meta
 from citeline.store.passages import Passages
 from citeline.vectors import flat
 from citeline.vectors.flat import FlatIndex
@@ -498,3 +498,24 @@ def test_any_filter_value_gives_results_or_a_query_error(corpus, key, operator, 
             index.search(QUERY, k=3, mode="lexical", filters=filters)
         except QueryError as exc:
             assert "\n" not in str(exc).strip(), str(exc)[:200]
+
+
+def test_filters_from_the_surfaces_options() -> None:
+    """The one converter every surface calls (the CLI's flags, the HTTP API's and the page's parameters, the MCP
+    tools' filters): keys not given are left out, ``where`` clauses read as the CLI reads them, a bad clause one
+    line naming the option."""
+    assert filters_from() == {}
+    assert filters_from(["a"], ["*.md"], ["x=1", "x=2", "y=3"], "2026-01-01") == {
+        "source": ["a"],
+        "path_glob": ["*.md"],
+        "meta": {"x": {"=": ["1", "2"]}, "y": {"=": ["3"]}},
+        "ingested_after": "2026-01-01",
+    }
+    assert filters_from(where=["year>=2021", "author~mara", "tag in a,b"]) == {
+        "meta": {"year": {">=": "2021"}, "author": {"~": ["mara"]}, "tag": {"=": ["a", "b"]}}
+    }
+    assert filters_from(ingested_before="2026-02-01") == {"ingested_before": "2026-02-01"}
+    with pytest.raises(QueryError, match=r"^Invalid value for where: 'author' is not key=value"):
+        filters_from(where=["author"])
+    with pytest.raises(QueryError, match=r"^Invalid value for '--where': "):
+        filters_from(where=["=x"], where_name="'--where'")

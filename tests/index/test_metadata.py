@@ -16,10 +16,9 @@ from hypothesis import strategies as st
 
 from citeline import Index, SourceError
 from citeline.cli.main import cli
-from citeline.server import filters_from_params
 from citeline.sources.parsers import SourceFile, parse, parse_source
 from citeline.store import metadata as stored_metadata
-from citeline.store.filters import where_meta
+from citeline.store.filters import filters_from, where_meta
 
 FRONT = """---
 title: The river crossing
@@ -211,7 +210,7 @@ def test_where_clauses_parse_to_the_python_shape() -> None:
     }
     assert where_meta(["title=Thin in places"]) == {"title": {"=": ["Thin in places"]}}
     assert where_meta(["author=Mara", "author=Ansel"]) == {"author": {"=": ["Mara", "Ansel"]}}
-    assert filters_from_params(where=["year>=2021"]) == {"meta": {"year": {">=": "2021"}}}
+    assert filters_from(where=["year>=2021"]) == {"meta": {"year": {">=": "2021"}}}
 
 
 def test_cli_where_examples_from_the_readme(library, monkeypatch) -> None:

@@ -30,7 +30,7 @@ from test_server import _free_port, _when_up
 
 from citeline import Index
 from citeline.mcp_server import MAX_SPAN_CHARS, QUOTE_CHARS, parse_uri, uri_of
-from citeline.query.plan import MODES, Query
+from citeline.query.plan import MODES, SearchRequest
 from citeline.server import LIMITS
 
 LEXICAL = {"mode": "lexical", "collapse": False}  # no model needed in the server process
@@ -107,9 +107,9 @@ def test_stdio_tools_cite_and_open_what_they_cite(index: Index) -> None:
     async def test(session: ClientSession) -> None:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert set(tools) == TOOLS  # read-only by default: no ingest tool
-        # The search tool's parameters are Query's declared options: names, help, bounds, choices.
+        # The search tool's parameters are SearchRequest's declared options: names, help, bounds, choices.
         schema = tools["search"].input_schema
-        declared = {f.name: f.metadata for f in dataclasses.fields(Query) if "help" in f.metadata}
+        declared = {f.name: f.metadata for f in dataclasses.fields(SearchRequest) if "help" in f.metadata}
         names = {"query" if name == "text" else name for name in declared}
         assert set(schema["properties"]) == names and schema["required"] == ["query"]
         for name, meta in declared.items():

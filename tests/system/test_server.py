@@ -29,7 +29,7 @@ from citeline import Index, IndexStatus, RunSummary, SearchResult
 from citeline.cli.main import cli
 from citeline.errors import IndexNotFoundError, QueryError, SettingsError
 from citeline.query.results import Source
-from citeline.server import DocumentRecord, _TimelyH11, check_bind, create_app, filters_from_params
+from citeline.server import DocumentRecord, _TimelyH11, check_bind, create_app
 from citeline.store.documents import DOCUMENT_FIELDS
 
 
@@ -226,19 +226,6 @@ def test_a_missing_index_refuses_to_start(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["serve", "--index", str(tmp_path / "none")])
     assert result.exit_code == 1 and result.output.startswith("Error: no citeline index at ")
     assert len(result.output.strip().splitlines()) == 1
-
-
-def test_filters_from_params() -> None:
-    assert filters_from_params() == {}
-    assert filters_from_params(["a"], ["*.md"], ["x=1", "x=2", "y=3"], "2026-01-01") == {
-        "source": ["a"],
-        "path_glob": ["*.md"],
-        "meta": {"x": {"=": ["1", "2"]}, "y": {"=": ["3"]}},
-        "ingested_after": "2026-01-01",
-    }
-    assert filters_from_params(where=["year>=2021", "author~mara", "tag in a,b"]) == {
-        "meta": {"year": {">=": "2021"}, "author": {"~": ["mara"]}, "tag": {"=": ["a", "b"]}}
-    }
 
 
 def test_serve_in_a_subprocess_answers_without_loading_a_model(tmp_path: Path) -> None:
