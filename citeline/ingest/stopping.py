@@ -43,6 +43,10 @@ class StopSignal(KeyboardInterrupt):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
+    def __reduce__(self) -> tuple[type[StopSignal], tuple[int]]:
+        # Pickled by its number (a shard's worker process sends it back to the coordinator): its args hold the name.
+        return StopSignal, (self.signum,)
+
 
 def register_stop_exception(kind: type[BaseException]) -> None:
     """Treat exceptions of ``kind`` (a host's own for a stop signal) as a stop: the run commits what it embedded."""

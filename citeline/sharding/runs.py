@@ -83,7 +83,21 @@ def run_shard(job: ShardJob) -> RunSummary:
     else:
         index = Index.open(job.shard_dir, embedder=embedder)
     options = replace(job.options, prepare_queries=False)
-    return pipeline.run(index, job.paths, options, PreparsedSteps(job.discovery, job.parsed))
+    steps = PreparsedSteps(job.discovery, job.parsed)
+    if multiprocessing.parent_process() is None:  # the coordinator itself (serial): its signals are its caller's
+        return pipeline.run(index, job.paths, options, steps)
+    # A shard's worker process: a stop commits what is embedded whole and is raised back to the coordinator, which
+    # records the run. Ending the worker by the signal (pipeline's deferred_sigterm) broke the process pool, whose
+    # manager then sent SIGTERM to the other workers in the middle of their own commits, and the coordinator read
+    # their ledgers before they wrote them (the CLI said "kept 146" of 292 kept).
+    with stopping.handle_stop_signals():
+        try:
+            return pipeline.run(index, job.paths, options, steps)
+        except BaseException as exc:
+            if not stopping.is_stop(exc):
+                raise
+            signum = stopping.received_signal() or signal.SIGINT
+            raise (KeyboardInterrupt() if signum == signal.SIGINT else stopping.StopSignal(signum)) from None
 
 
 def idle_run(run_id: str, generation: int) -> RunSummary:
