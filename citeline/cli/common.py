@@ -45,6 +45,13 @@ index_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
 
 
+def timeout_option(help: str) -> Callable[[F], F]:
+    """``--timeout SECONDS`` of a server (``serve``, ``mcp``): how long one request may take, waiting included."""
+    return click.option(
+        "--timeout", type=click.FloatRange(0, 3600, min_open=True), default=30.0, show_default=True, help=help
+    )
+
+
 def option_of(owner: type, spec: Field[Any]) -> Callable[[F], F]:
     """The click option of a declared field of ``owner`` (:class:`IndexSettings`, :class:`IngestOptions`; see
     :mod:`citeline.util.declared`): flag ``--name-with-dashes``, its default, help text, bounds (``click.IntRange``,

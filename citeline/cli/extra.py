@@ -23,6 +23,7 @@ from citeline.cli.common import (
     resolve_format,
     search_dask_option,
     shard_workers_option,
+    timeout_option,
     user_errors,
     wait_option,
 )
@@ -62,13 +63,7 @@ AROUND_CHARS = 300
     show_default=True,
     help="Processes serving the port; each runs one search at a time.",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(0, 3600, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Seconds a request may take (waiting included) before it is answered 503.",
-)
+@timeout_option("Seconds a request may take (waiting included) before it is answered 503.")
 @click.option(
     "--log-level",
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
@@ -129,13 +124,7 @@ def serve(
     help="Offer an `ingest` tool that ingests ROOT (by its path or number; never a path the model chooses); "
     "repeatable [default: read-only, no ingest tool].",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(0, 3600, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Seconds a tool call may take (waiting included) before it fails.",
-)
+@timeout_option("Seconds a tool call may take (waiting included) before it fails.")
 @user_errors
 def mcp(index_path: str, allow_ingest: tuple[str, ...], timeout: float) -> None:
     """Serve the index to AI assistants over MCP on stdin/stdout (what a local MCP client starts).
