@@ -20,7 +20,7 @@ By stage: the collapsed searches' time inside ranking, passages, highlights, :fu
 and :func:`citeline.query.collapse.add_unranked_copies` (and its lexical lookups), against the same stages with collapse
 off. ``--profile MODE`` prints cProfile's top functions of that mode's collapsed searches.
 
-``--feedback`` times hybrid's feedback stage instead (was bench/feedback_cost.py): whole searches (collapse on, k=10)
+``--feedback`` times hybrid's feedback stage instead (formerly a script of its own): whole searches (collapse on, k=10)
 with ``DEFAULT_FUSION`` and with its feedback stage off, interleaved, p50/p90 CPU and wall ms, the per-query
 difference, and how many top 10s are the same (``bench/results/feedback-cost.txt``).
 """

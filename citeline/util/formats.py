@@ -2,7 +2,7 @@
 ``tsv``; and one ISO 8601 UTC form for every timestamp citeline prints.
 
 Records are the JSON-ready dicts of ``SearchResult.to_dict()``, ``RunSummary.to_dict()``,
-``IndexStatus.to_dict()`` and ``citeline._documents``. In ``csv``, ``tsv`` and ``table`` cells, nested values
+``IndexStatus.to_dict()`` and ``Index.documents()`` (``citeline.store.documents``). In ``csv``, ``tsv`` and ``table`` cells, nested values
 (lists, dicts: a result's ``sources``, a run's ``errors``, a document's ``metadata``) are JSON-encoded, so every
 cell stays one value a spreadsheet or ``csvkit`` can read back.
 
