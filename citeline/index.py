@@ -4,7 +4,9 @@ to :mod:`citeline.ingest.pipeline`, the directory to :mod:`citeline.store`, read
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -69,6 +71,10 @@ class Index:
         self.path, self.meta = path, meta  # (Index.open/create validated meta)
         self._embedder = None if embedder is None else require_embedder(embedder)
         self._snapshot: ReadSnapshot | MetaRead | None = read  # Index.open's: the first snapshot maps it if current
+        # One search at a time: a search reads the snapshot (one DuckDB connection, replaced after a commit, and
+        # caches filled on first use), which two threads must not use at once. Re-entrant, so that a caller holding
+        # :meth:`reading` can search.
+        self._reads = threading.RLock()
 
     #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.sharding.index`` registers it; read last).
     sharded: ClassVar[type[Index] | None] = None
@@ -318,7 +324,8 @@ class Index:
                 collapse_threshold=collapse_threshold,
                 min_score=min_score,
             )
-        return plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
+        with self._reads:
+            return plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
 
     def rank(
         self,
@@ -331,8 +338,22 @@ class Index:
         dense_document_weight: float | None = None,
     ) -> list[tuple[int, float]]:
         """:meth:`search`'s ranking, ``(chunk_id, score)`` best first; ``dense_document_weight`` 0: cosines alone."""
-        snapshot, weight = self.snapshot(), dense_document_weight
-        return plan.rank_query(snapshot, query, k, mode, allowed, fusion, self.encode_query, weight)
+        with self._reads:
+            snapshot, weight = self.snapshot(), dense_document_weight
+            return plan.rank_query(snapshot, query, k, mode, allowed, fusion, self.encode_query, weight)
+
+    @contextmanager
+    def reading(self, timeout: float | None = None) -> Iterator[None]:
+        """Hold the index's search slot: :meth:`search` and :meth:`rank` take it for each call, so one ``Index``
+        can be shared between threads; a caller takes it to read several things of one snapshot (``citeline
+        serve`` reads the generation that answered a search). ``timeout``: seconds to wait for it (None: as long
+        as it takes), then :class:`TimeoutError`."""
+        if not self._reads.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            raise TimeoutError(f"{self.path}: no search slot within {timeout:g} s")
+        try:
+            yield
+        finally:
+            self._reads.release()
 
     def snapshot(self, *, refresh: bool = True) -> SnapshotReader:
         """The view searches run on, reloaded after every commit (see ``citeline.store.snapshot``).

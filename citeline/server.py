@@ -38,7 +38,6 @@ import ipaddress
 import json
 import os
 import secrets
-import threading
 import time
 import types
 from collections.abc import Callable, Sequence
@@ -283,22 +282,20 @@ T = TypeVar("T")
 
 class _Reader:
     """The served index, kept open (its search snapshot reloads itself after every commit). Searches run one at
-    a time (the snapshot is one DuckDB connection) under ``lock``, which a request waits for until its deadline."""
+    a time in the index's own search slot (:meth:`Index.reading`), which a request waits for until its deadline."""
 
     def __init__(self, index: Index, timeout: float):
         self.index = index
         self.timeout = timeout
-        self.lock = threading.Lock()
 
     def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]:
         """The results of ``request`` and the generation of the snapshot they were read from."""
-        if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise ServerBusyError(f"the server is busy: no search slot within {self.timeout:g} s; try again")
         try:
-            results = self.index.search(request)
-            return results, int(self.index.snapshot(refresh=False).generation)
-        finally:
-            self.lock.release()
+            with self.index.reading(timeout=deadline - time.monotonic()):
+                results = self.index.search(request)
+                return results, int(self.index.snapshot(refresh=False).generation)
+        except TimeoutError:
+            raise ServerBusyError(f"the server is busy: no search slot within {self.timeout:g} s; try again") from None
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """``work(*args, deadline)`` on a worker thread, answered 503 after :attr:`timeout` seconds (the thread

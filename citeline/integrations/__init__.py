@@ -7,8 +7,6 @@ their objects' metadata: :func:`provenance` builds it.
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -45,12 +43,6 @@ PROVENANCE_KEYS = (
     "other_sources",
 )
 
-# One lock per Index: a search reads the index's in-memory snapshot (one DuckDB connection, replaced after a
-# commit), which is not safe to use from two threads at once, and async retrievers run searches on threads.
-_LOCKS: weakref.WeakKeyDictionary[Index, threading.Lock] = weakref.WeakKeyDictionary()
-_LOCKS_GUARD = threading.Lock()
-
-
 #: The options a retriever passes to :meth:`citeline.Index.search`, set at construction and per call: the declared
 #: fields of :class:`~citeline.SearchRequest` but its text.
 SEARCH_OPTIONS = tuple(spec.name for spec in offered(SearchRequest) if spec.name != "text")
@@ -86,13 +78,9 @@ def search(
     collapse: bool,
     min_score: float | None = None,
 ) -> list[SearchResult]:
-    """``index.search(...)`` of the :class:`~citeline.SearchRequest` the options make, one search at a time per index,
-    so that threads (and async callers) can share it."""
-    request = SearchRequest.of(query, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score)
-    with _LOCKS_GUARD:
-        lock = _LOCKS.setdefault(index, threading.Lock())
-    with lock:
-        return index.search(request)
+    """``index.search(...)`` of the :class:`~citeline.SearchRequest` the options make (the index serialises its
+    searches itself, so threads and async callers can share it)."""
+    return index.search(SearchRequest.of(query, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score))
 
 
 def provenance(result: SearchResult) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import hashlib
 import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -135,6 +136,14 @@ class _LockedConnection:
         return then
 
 
+# One DuckDB connect at a time in a process. DuckDB's Python module keeps one database instance per file and
+# process, shared by its connections and torn down with the last; a connect racing another thread's (a reader's
+# while the writer opened the file) got an instance whose Python table functions were not registered yet, and
+# the writer's next query failed with "Table Function with name python_arrow_scan does not exist"
+# (tests/index/test_thread_safety.py). Connecting costs about a millisecond; queries still run in parallel.
+_CONNECTING = threading.Lock()
+
+
 def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckdb.DuckDBPyConnection:
     """Open the index's DuckDB file, waiting while another process holds a conflicting lock.
 
@@ -157,7 +166,8 @@ def connect(index_dir: Path, *, read_only: bool, timeout: float = 30.0) -> duckd
     try:
         while True:
             try:
-                opened = duckdb.connect(str(path), read_only=read_only, config=config)
+                with _CONNECTING:
+                    opened = duckdb.connect(str(path), read_only=read_only, config=config)
                 return _LockedConnection(opened, lock, index_dir, not read_only)  # type: ignore[return-value]
             except duckdb.Error as exc:
                 # Only DuckDB's lock conflict is worth waiting for. (Matching any "lock" also matched damage:

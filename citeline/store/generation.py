@@ -8,7 +8,7 @@ Layout of an index directory::
     bm25.<gen>/                 the BM25 folder of a generation (``citeline.lexical.analyzer``): which segments,
     deletions
     seg.<gen>.<k>/              an immutable lexical segment, written by generation <gen>, listed by later ones
-    db.lock                     store.locks (the writer lock is on the directory itself)
+    db.lock, db.gate            store.locks (the writer lock is on the directory itself)
 
 **Publishing an artifact** (:func:`publish`, the only place citeline renames a file into place): write it under a
 temporary name, fsync its files and folder, rename it into place, fsync the index directory, and record its size

@@ -25,6 +25,7 @@ from citeline.errors import IndexLockedError
 
 WRITE_LOCK_FILE = "write.lock"
 DB_LOCK_FILE = "db.lock"
+DB_GATE_FILE = "db.gate"  #: taken before ``db.lock``, so that a waiting writer goes before new readers
 
 
 def _retry_until(try_lock: Callable[[], bool], deadline: float | None, fail: Callable[[], Exception]) -> None:
@@ -114,6 +115,37 @@ def _lock_file(path: Path, operation: int, deadline: float | None, fail: Callabl
         os.close(descriptor)
 
 
+def _open_lock_file(path: Path) -> BinaryIO | None:
+    # A lock file opened for flock (created if missing); read-only in a read-only directory; None if it cannot exist.
+    try:
+        return path.open("a+b")
+    except FileNotFoundError:
+        return None  # no index directory yet: the caller reports that
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        try:
+            return path.open("rb")  # a read-only index directory still takes a shared lock
+        except FileNotFoundError:
+            return None  # nobody can be writing to a read-only directory without the lock file
+
+
+def _take(path: Path, operation: int, deadline: float, fail: Callable[[], Exception]) -> BinaryIO | None:
+    # An flock on the file at ``path``, re-taken if the path was deleted or replaced between the open and the lock.
+    while True:
+        handle = _open_lock_file(path)
+        if handle is None:
+            return None
+        try:
+            _retry_until(functools.partial(_flock, handle.fileno(), operation), deadline, fail)
+        except BaseException:
+            handle.close()
+            raise
+        if _same_file(handle.fileno(), path):
+            return handle
+        handle.close()
+
+
 def database_lock(index_dir: Path, *, exclusive: bool, deadline: float, what: str) -> BinaryIO | None:
     """Take the index's database lock, shared for readers and exclusive for a writer; None if it cannot exist.
 
@@ -125,33 +157,22 @@ def database_lock(index_dir: Path, *, exclusive: bool, deadline: float, what: st
     holds it only while its connection is open (while it plans and commits), so readers wait at most for one
     commit. ``what`` names the database file in the error. After locking, ``db.lock`` must still be the file
     locked (it was not deleted or replaced in between), else the lock is taken again.
+
+    Writers come first: the lock is taken through a gate (``db.gate``), shared by a reader only while it takes
+    ``db.lock``, exclusive for a writer until it holds ``db.lock``. Without it, readers whose shared locks
+    overlapped (three threads searching and reading documents back to back) kept a writer out until its
+    deadline: an ``flock`` grants a new shared lock while an exclusive one waits, and the commit failed with
+    "stayed locked" (``tests/index/test_thread_safety.py``). With the gate, new readers wait behind a waiting
+    writer, which then waits only for the readers already in.
     """
-    path = index_dir / DB_LOCK_FILE
 
     def locked_out() -> Exception:
-        return IndexLockedError(
-            f"{what} stayed locked by another process's commit; try again, or look for a stuck citeline process"
-        )
+        holders = "readers or another process's commit" if exclusive else "another process's commit"
+        return IndexLockedError(f"{what} stayed locked by {holders}; try again, or look for a stuck citeline process")
 
-    operation = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-    while True:
-        handle: BinaryIO
-        try:
-            handle = path.open("a+b")
-        except FileNotFoundError:
-            return None  # no index directory yet: the caller reports that
-        except OSError as exc:
-            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-                raise
-            try:
-                handle = path.open("rb")  # a read-only index directory still takes a shared lock
-            except FileNotFoundError:
-                return None  # nobody can be writing to a read-only directory without the lock file
-        try:
-            _retry_until(functools.partial(_flock, handle.fileno(), operation), deadline, locked_out)
-        except BaseException:
-            handle.close()
-            raise
-        if _same_file(handle.fileno(), path):
-            return handle
-        handle.close()
+    gate = _take(index_dir / DB_GATE_FILE, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, deadline, locked_out)
+    try:
+        return _take(index_dir / DB_LOCK_FILE, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, deadline, locked_out)
+    finally:
+        if gate is not None:
+            gate.close()

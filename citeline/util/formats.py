@@ -2,9 +2,9 @@
 ``tsv``; and one ISO 8601 UTC form for every timestamp citeline prints.
 
 Records are the JSON-ready dicts of ``SearchResult.to_dict()``, ``RunSummary.to_dict()``,
-``IndexStatus.to_dict()`` and ``Index.documents()`` (``citeline.store.documents``). In ``csv``, ``tsv`` and ``table`` cells, nested values
-(lists, dicts: a result's ``sources``, a run's ``errors``, a document's ``metadata``) are JSON-encoded, so every
-cell stays one value a spreadsheet or ``csvkit`` can read back.
+``IndexStatus.to_dict()`` and ``Index.documents()`` (``citeline.store.documents``). In ``csv``, ``tsv`` and
+``table`` cells, nested values (lists, dicts: a result's ``sources``, a run's ``errors``, a document's
+``metadata``) are JSON-encoded, so every cell stays one value a spreadsheet or ``csvkit`` can read back.
 
 ``table`` is for people: one line per record, every cell on one line (whitespace collapsed), columns shrunk and
 cut with ``…`` to fit the terminal's width (rich's table layout). ``tsv`` is for ``cut``/``awk``: one line per
