@@ -290,6 +290,7 @@ class Index:
         collapse: bool = True,
         collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
         min_score: float | None = None,
+        group: bool = False,
     ) -> list[SearchResult]:
         """The ``k`` passages most relevant to ``query``, best first, each with its provenance.
 
@@ -301,11 +302,14 @@ class Index:
         ``collapse`` merges near-duplicates and shared quotes of documents into one result
         (``citeline.query.collapse``). ``min_score``: hits whose ``relevance`` (absolute, in [0, 1]) is lower are
         dropped; None (default): none are, unless every hit is below the calibrated floor (the query matches
-        nothing: no hits); 0 keeps every hit (``citeline.query.relevance``).
+        nothing: no hits); 0 keeps every hit (``citeline.query.relevance``). ``group``: one result per document,
+        its best passage with the document's other passages that answered in ``more_passages``, and ``k`` counts
+        documents (``citeline.query.grouping``); off by default here (k passages, each its own result, as a program
+        feeding passages to a model expects), on in the CLI and the search page.
         """
         if isinstance(query, plan.SearchRequest):
-            given = (k, mode, filters, collapse, collapse_threshold, min_score)
-            if given != (plan.DEFAULT_K, plan.DEFAULT_MODE, None, True, DEFAULT_COLLAPSE_THRESHOLD, None):
+            given = (k, mode, filters, collapse, collapse_threshold, min_score, group)
+            if given != (plan.DEFAULT_K, plan.DEFAULT_MODE, None, True, DEFAULT_COLLAPSE_THRESHOLD, None, False):
                 raise QueryError("give a SearchRequest alone: its fields are the search's options")
             request = query
         else:
@@ -317,6 +321,7 @@ class Index:
                 collapse=collapse,
                 collapse_threshold=collapse_threshold,
                 min_score=min_score,
+                group=group,
             )
         return plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
 
