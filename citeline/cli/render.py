@@ -4,9 +4,9 @@
 source (a record as ``file#id``) and offsets (a record's: into the record's text), for a collapsed result every
 source with its own copy of the shared words, and for a grouped one the document's other passages, one line each;
 ``full=True`` prints the whole chunk. Colour and bold only reach a terminal: never with ``NO_COLOR`` set or when
-the output is not a tty, where the highlighted words stand between ``»`` and ``«`` instead. :func:`json_lines` gives one JSON
-object per result with ``rank``, ``highlights`` and ``metadata``, and the passage text once (each source's offsets
-say where its copy is; ``citeline show`` prints any of them).
+the output is not a tty, where the highlighted words stand between ``»`` and ``«`` instead. :func:`json_lines`
+gives one JSON object per result with ``rank``, ``highlights`` and ``metadata``, and the passage text once (each
+source's offsets say where its copy is; ``citeline show`` prints any of them).
 """
 
 from __future__ import annotations
