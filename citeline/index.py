@@ -366,8 +366,13 @@ class Index:
         return listing.read_documents(self.path, Filters.from_value(filters), limit, offset)
 
     def document(self, doc_id: str) -> DocumentDetail:
-        """A :meth:`documents` record with its ``text`` and its chunks' ``spans`` (chunk_id, ordinal, offsets, page)."""
-        return listing.read_document(self.path, doc_id)
+        """A :meth:`documents` record with its ``text`` and its chunks' ``spans`` (chunk_id, ordinal, offsets, page).
+
+        ``doc_id`` is a document id, or a document's name: its source id (``notes/a.md``, ``records.jsonl#rec1786``),
+        its file's path (absolute, or relative to the working directory), or a record's ``path#record_id`` (what
+        search results print); a name that fits several documents (a file of records) raises ``QueryError``
+        naming some."""
+        return listing.read_document(self.path, doc_id, listing.spellings(doc_id))
 
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""

@@ -16,7 +16,7 @@ import click
 from citeline.errors import CitelineError, QueryError, SettingsError
 from citeline.ingest import stopping
 from citeline.ingest.options import IndexSettings, IngestOptions, user_options
-from citeline.query.results import record_name
+from citeline.sources.document import record_name
 from citeline.store.filters import filters_from as filter_dict
 from citeline.util.declared import offered
 from citeline.util.formats import FORMATS, format_record, format_records, search_records

@@ -21,7 +21,8 @@ from typing import Any
 
 import click
 
-from citeline.query.results import Passage, SearchResult, record_name
+from citeline.query.results import Passage, SearchResult
+from citeline.sources.document import record_name
 from citeline.util.formats import search_records
 
 #: Characters of context shown on each side of a highlight.

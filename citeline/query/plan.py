@@ -55,6 +55,7 @@ from citeline.query.stages import (
     ranked,
 )
 from citeline.query.stages import document_rows as document_rows  # re-exported: tests import it from here
+from citeline.sources.document import record_id_of
 from citeline.store import metadata as stored_metadata
 from citeline.store.filters import Filters
 from citeline.util.arrays import unique
@@ -340,13 +341,6 @@ def fetch_passages(snapshot: SnapshotReader, hits: list[tuple[int, float]], mode
         )
         results.append(evolve(result, sources=(result.as_source(),)))
     return results
-
-
-def record_id_of(source_id: str, properties: Mapping[str, Any]) -> str | None:
-    """The record's id of a document that is one record of a file (its ``source_id`` is ``file#id``), else None
-    (a whole file; a text added with ``Index.add_texts``, whose source id is its id alone)."""
-    record_id = properties.get("record_id")
-    return str(record_id) if record_id is not None and source_id.endswith(f"#{record_id}") else None
 
 
 def _scored(hit: SearchResult, score: float) -> SearchResult:

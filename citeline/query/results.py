@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
+from citeline.sources.document import record_name
+
 T = TypeVar("T", "Highlight", "Source", "Passage", "SearchResult")
 
 
@@ -168,11 +170,6 @@ class SearchResult:
             shared_end=self.char_end if shared_end is None else shared_end,
             record_id=self.record_id,
         )
-
-
-def record_name(path: str, record_id: str | None) -> str:
-    """A document's name for people: ``path``, or ``path#record_id`` for one record of a file."""
-    return path if record_id is None else f"{path}#{record_id}"
 
 
 def result_json(result: SearchResult) -> str:
