@@ -186,7 +186,7 @@ def documents(
 
 
 @click.command()
-@click.argument("doc_id")
+@click.argument("doc_id", metavar="DOC")
 @index_option
 @click.option(
     "--chunk", type=click.IntRange(min=0), default=None, metavar="N", help="Only chunk N (its ordinal) of the document."
@@ -201,7 +201,10 @@ def documents(
 @json_option
 @user_errors
 def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as_json: bool) -> None:
-    """Print a document's text (or one chunk, or the text around an offset) with its provenance."""
+    """Print a document's text (or one chunk, or the text around an offset) with its provenance.
+
+    DOC is a document id, a source file's path, or a record's name as search prints it (records.jsonl#rec17, its
+    path#id): offsets are into the document's text, a record's own text for a record."""
     from citeline.index import Index
 
     if chunk is not None and around is not None:

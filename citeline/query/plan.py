@@ -453,8 +453,7 @@ class _Hits:
         # only slices it: at 1M chunks 15 of 50 dense searches ranked twice (bench/scale.py).
         request, ranking = self.request, self.ranking
         if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
-            first = GROUP_FIRST_DEPTH if request.group else COLLAPSE_FIRST_DEPTH
-            deep = max(depth, first * request.k) if request.collapse or request.group else depth
+            deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth
             found = rank(self.snapshot, request.text, self.vector, deep, request.mode, self.allowed, request.fusion)
             ranking = self.ranking = (deep, found)
         hits = ranking[1][:depth]
@@ -518,7 +517,9 @@ def _search(
     def shown(results: Sequence[SearchResult]) -> list[SearchResult]:  # what the answer can show of them
         return first_documents(results, k) if request.group else list(results[:k])
 
-    depth = k
+    # Grouped, the first ranking is already GROUP_FIRST_DEPTH * k deep, so that a document's other passages are
+    # listed even when its best one alone makes k documents.
+    depth = GROUP_FIRST_DEPTH * k if request.group else k
     first = hits_at(depth)
     vector = query_vector() if callable(query_vector) else query_vector  # hybrid: the vector the ranking embedded
 
