@@ -385,7 +385,7 @@ class SearchRequest:
     filters: Filters = option(NO_FILTERS, "Only documents these filters select (applied before ranking).")  # noqa: RUF009
     collapse: bool = option(True, "Near-duplicates as one result listing each source.")
     #: off by default for programs (Index.search, GET /search, MCP, the retrievers: k passages, each its own unit),
-    #: on where people read (the CLI, the page): docs/searching.md#one-result-per-document says why
+    #: on where people read (the CLI, the page): docs/quickstart.md#one-result-per-document says why
     group: bool = option(
         False,
         "One result per document: its best passage, the document's other passages that answered listed under it; "

@@ -517,8 +517,8 @@ class ShardedIndex(Index):
             except IndexNotFoundError:
                 continue
         raise IndexNotFoundError(
-            f"no document {doc_id!r} in {self.path}; give a document id, a source file's path or a record's name "
-            "(file#id) as `citeline documents` lists them"
+            f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents` "
+            "(give an id, a source file's path or a record's name, file#id)"
         )
 
 

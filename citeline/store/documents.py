@@ -178,8 +178,8 @@ def read_document(index_dir: Path, doc_id: str, names: Sequence[str] = ()) -> Do
             record = document(connection, found) if found is not None else None
     if record is None:
         raise IndexNotFoundError(
-            f"no document {doc_id!r} in {index_dir}; give a document id, a source file's path or a record's name "
-            "(file#id) as `citeline documents` lists them"
+            f"no document {doc_id!r} in {index_dir}; list the documents with `citeline documents` "
+            "(give an id, a source file's path or a record's name, file#id)"
         )
     return record
 
