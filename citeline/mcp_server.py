@@ -212,7 +212,7 @@ class Citation(BaseModel):
     relevance: float | None
     also_in: list[AlsoIn]
     more_passages: list[MorePassage] = Field(
-        default_factory=list, description="The document's other passages that answered (a search with group on)."
+        description="The document's other passages that answered, best first (a search with group on; else empty)."
     )
 
 

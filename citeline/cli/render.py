@@ -31,6 +31,8 @@ CONTEXT_CHARS = 90
 PREVIEW_CHARS = 300
 #: Characters shown of each source's copy of the shared words.
 SHARED_CHARS = 160
+#: A grouped result's other passages printed, one line each (``full=True``: all of them; JSON always lists all).
+MORE_SHOWN = 3
 #: Around a highlight when the output has no colour (a pipe, ``NO_COLOR``): guillemets, which passages rarely hold.
 HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE = "»", "«"
 
@@ -89,7 +91,10 @@ def human(
                     lines.append(f"        “{shared}”")
         if result.more_passages:
             lines.append(_more_passages(len(result.more_passages), result.record_id))
-            lines += [f"      {_passage_line(passage, width - 6)}" for passage in result.more_passages]
+            shown = result.more_passages if full else result.more_passages[:MORE_SHOWN]
+            lines += [f"      {_passage_line(passage, width - 6)}" for passage in shown]
+            if len(shown) < len(result.more_passages):
+                lines.append(f"      … {len(result.more_passages) - len(shown)} more (--full lists them, --json too)")
         lines.append("")
     return "\n".join(lines)
 
