@@ -201,7 +201,9 @@ def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
         params: dict[str, Any] = {"start": item.char_start, "end": item.char_end, "q": q}
         if highlight is not None:
             params |= {"hs": highlight.char_start, "he": highlight.char_end}
-        doc_id = item.doc_id if doc_id is None else doc_id
+        if doc_id is None:  # a Passage names no document: its result's is given
+            assert not isinstance(item, Passage)
+            doc_id = item.doc_id
         return f"{root}/view/{quote(doc_id, safe='')}?{urlencode(params)}#passage"
 
     Text = Annotated[str | None, Query(max_length=MAX_QUERY_CHARS)]
