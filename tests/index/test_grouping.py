@@ -248,3 +248,13 @@ def test_remove_names_the_record_it_removed(tmp_path: Path) -> None:
     assert f"removed {row.doc_id}  {tmp_path / 'docs' / 'table.csv'}#3" in removed.output
     whole = run("remove", str(tmp_path / "docs" / "note-a.md"), "--index", str(tmp_path / "ix"), "--json")
     assert json.loads(whole.output)["documents"][0]["name"] == str(tmp_path / "docs" / "note-a.md")
+
+
+def test_a_sharded_index_finds_a_record_by_name_and_groups(tmp_path: Path) -> None:
+    """A name is looked for in every shard (an id routes to one); grouping runs on the merged ranking."""
+    sharded = Index.create(tmp_path / "ix", embedder=HashEmbedder(), shards=3)
+    sharded.ingest([_corpus(tmp_path / "docs")])
+    assert sharded.document("records.jsonl#rec2").record_id == "rec2"
+    assert sharded.document(str(tmp_path / "docs" / "table.csv") + "#3").source_id == "table.csv#3"
+    grouped = sharded.search(QUERY, 5, mode="lexical", min_score=0, group=True)
+    assert len({hit.doc_id for hit in grouped}) == 5 and grouped[0].more_passages
