@@ -296,6 +296,7 @@ class Index:
         collapse: bool = True,
         collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
         min_score: float | None = None,
+        group: bool = False,
     ) -> list[SearchResult]:
         """The ``k`` passages most relevant to ``query``, best first, each with its provenance.
 
@@ -307,11 +308,14 @@ class Index:
         ``collapse`` merges near-duplicates and shared quotes of documents into one result
         (``citeline.query.collapse``). ``min_score``: hits whose ``relevance`` (absolute, in [0, 1]) is lower are
         dropped; None (default): none are, unless every hit is below the calibrated floor (the query matches
-        nothing: no hits); 0 keeps every hit (``citeline.query.relevance``).
+        nothing: no hits); 0 keeps every hit (``citeline.query.relevance``). ``group``: one result per document,
+        its best passage with the document's other passages that answered in ``more_passages``, and ``k`` counts
+        documents (``citeline.query.grouping``); off by default here (k passages, each its own result, as a program
+        feeding passages to a model expects), on in the CLI and the search page.
         """
         if isinstance(query, plan.SearchRequest):
-            given = (k, mode, filters, collapse, collapse_threshold, min_score)
-            if given != (plan.DEFAULT_K, plan.DEFAULT_MODE, None, True, DEFAULT_COLLAPSE_THRESHOLD, None):
+            given = (k, mode, filters, collapse, collapse_threshold, min_score, group)
+            if given != (plan.DEFAULT_K, plan.DEFAULT_MODE, None, True, DEFAULT_COLLAPSE_THRESHOLD, None, False):
                 raise QueryError("give a SearchRequest alone: its fields are the search's options")
             request = query
         else:
@@ -323,6 +327,7 @@ class Index:
                 collapse=collapse,
                 collapse_threshold=collapse_threshold,
                 min_score=min_score,
+                group=group,
             )
         with self._reads:
             return plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
@@ -382,8 +387,13 @@ class Index:
         return listing.read_documents(self.path, Filters.from_value(filters), limit, offset)
 
     def document(self, doc_id: str) -> DocumentDetail:
-        """A :meth:`documents` record with its ``text`` and its chunks' ``spans`` (chunk_id, ordinal, offsets, page)."""
-        return listing.read_document(self.path, doc_id)
+        """A :meth:`documents` record with its ``text`` and its chunks' ``spans`` (chunk_id, ordinal, offsets, page).
+
+        ``doc_id`` is a document id, or a document's name: its source id (``notes/a.md``, ``records.jsonl#rec1786``),
+        its file's path (absolute, or relative to the working directory), or a record's ``path#record_id`` (what
+        search results print); a name that fits several documents (a file of records) raises ``QueryError``
+        naming some."""
+        return listing.read_document(self.path, doc_id, listing.spellings(doc_id))
 
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from citeline.errors import CitelineError
 from citeline.index import Index
 from citeline.query.plan import SearchRequest
-from citeline.query.results import SearchResult
+from citeline.query.results import Passage, SearchResult
 from citeline.store.filters import filters_from
 from citeline.util.declared import offered
 from citeline.util.formats import normalize
@@ -170,6 +170,17 @@ class HighlightOut(BaseModel):
     char_end: int = Field(description="End offset into the document's text (exclusive).")
 
 
+class MorePassage(BaseModel):
+    """Another passage of the same document (a grouped search's), best first."""
+
+    uri: str
+    char_start: int
+    char_end: int
+    page: int | None
+    quote: str
+    score: float
+
+
 class AlsoIn(BaseModel):
     """Another document that holds the same passage (collapsed into this result)."""
 
@@ -191,13 +202,18 @@ class Citation(BaseModel):
     record_id: str | None = Field(description="The record's id when the document is one record of a JSONL/CSV file.")
     title: str
     page: int | None
-    char_start: int = Field(description="Start of the passage: an offset into the document's text.")
+    char_start: int = Field(
+        description="Start of the passage: an offset into the document's text (a record's own text, not its file)."
+    )
     char_end: int = Field(description="End of the passage (exclusive): an offset into the document's text.")
     quote: str = Field(description=f"The best highlighted sentences, at most {QUOTE_CHARS} characters.")
     highlights: list[HighlightOut]
     score: float
     relevance: float | None
     also_in: list[AlsoIn]
+    more_passages: list[MorePassage] = Field(
+        description="The document's other passages that answered, best first (a search with group on; else empty)."
+    )
 
 
 class SearchOut(BaseModel):
@@ -319,13 +335,7 @@ def _source(metadata: dict[str, Any], source_path: str) -> str:
     return url if isinstance(url, str) and url.startswith(("http://", "https://")) else source_path
 
 
-def _record_id(source_id: str) -> str | None:
-    # A record's source id is ``file#record`` (citeline.sources.document); a whole file's has no ``#`` there.
-    file, sep, record = source_id.partition("#")
-    return record if sep and file.lower().endswith((".jsonl", ".csv", ".tsv", ".ndjson")) else None
-
-
-def _quote(result: SearchResult) -> str:
+def _quote(result: SearchResult | Passage) -> str:
     best = sorted(result.highlights, key=lambda h: h.char_start)
     text = " … ".join(h.text.strip() for h in best) if best else result.text.strip()
     text = " ".join(text.split())
@@ -351,7 +361,7 @@ def citation(rank: int, result: SearchResult) -> dict[str, Any]:
         "doc_id": result.doc_id,
         "source": _source(result.metadata, result.source_path),
         "source_id": result.source_id,
-        "record_id": _record_id(result.source_id),
+        "record_id": result.record_id,
         "title": result.title,
         "page": result.page,
         "char_start": result.char_start,
@@ -361,6 +371,17 @@ def citation(rank: int, result: SearchResult) -> dict[str, Any]:
         "score": float(result.score),
         "relevance": None if result.relevance is None else float(result.relevance),
         "also_in": also,
+        "more_passages": [
+            {
+                "uri": uri_of(result.doc_id, p.char_start, p.char_end),
+                "char_start": p.char_start,
+                "char_end": p.char_end,
+                "page": p.page,
+                "quote": _quote(p),
+                "score": float(p.score),
+            }
+            for p in result.more_passages
+        ],
     }
 
 
@@ -431,7 +452,13 @@ def _tools(reader: Reader, limits: Limits, roots: Sequence[Path]) -> list[_Tool]
     async def search(args: Any) -> tuple[dict[str, Any], str]:
         filters = filters_of(args.filters)
         request = SearchRequest.of(
-            args.query, args.k, mode=args.mode, filters=filters, collapse=args.collapse, min_score=args.min_score
+            args.query,
+            args.k,
+            mode=args.mode,
+            filters=filters,
+            collapse=args.collapse,
+            min_score=args.min_score,
+            group=args.group,
         )
         found, generation = await reader.run(reader.search, request)
         answer = {

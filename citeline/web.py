@@ -19,9 +19,10 @@ from fastapi.responses import HTMLResponse
 from pydantic import BeforeValidator, Field
 
 from citeline.errors import CitelineError
-from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest
-from citeline.query.results import SearchResult, Source
+from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest, request_field
+from citeline.query.results import Passage, SearchResult, Source
 from citeline.store.filters import filters_from
+from citeline.util.declared import people_default
 
 __all__ = ["Limits", "add_pages", "marked"]
 
@@ -84,6 +85,9 @@ _SEARCH = """{% extends "base" %}{% block main %}
 <label>Near-duplicates<select name="collapse">
 <option value="true"{% if collapse %} selected{% endif %}>one result, sources listed</option>
 <option value="false"{% if not collapse %} selected{% endif %}>each separately</option></select></label>
+<label>Passages of one document<select name="group">
+<option value="true"{% if group %} selected{% endif %}>under its best passage</option>
+<option value="false"{% if not group %} selected{% endif %}>each a result</option></select></label>
 </fieldset></details></form>
 {% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
 {% if q and not error %}
@@ -91,7 +95,9 @@ _SEARCH = """{% extends "base" %}{% block main %}
 {% for r in results %}<li class="result">
 <h2><a href="{{ r.view }}">{{ r.title }}</a></h2>
 <p class="provenance"><code>{{ r.source_id }}</code>{% if r.page is not none %} · page {{ r.page }}{% endif %}
- · characters {{ r.char_start }}–{{ r.char_end }} · score {{ "%.3f"|format(r.score) }} · ingested {{ r.ingested_at }}
+ · characters {{ r.char_start }}–{{ r.char_end }}
+{%- if r.record_id is not none %} of the record's text{% endif %} · score {{ "%.3f"|format(r.score) }}
+ · ingested {{ r.ingested_at }}
  · run <code>{{ r.run_id }}</code></p>
 <blockquote class="passage">
 {%- for cls, part in r.parts -%}
@@ -104,6 +110,13 @@ _SEARCH = """{% extends "base" %}{% block main %}
 {%- if s.page is not none %} · page {{ s.page }}{% endif %} · characters {{ s.char_start }}–{{ s.char_end }}</li>
 {% endfor %}
 </ul></details>{% endif %}
+{% if r.more %}<details class="more">
+<summary>{{ r.more|length }} more passage{{ "s" if r.more|length > 1 }} in this
+{{ "record" if r.record_id is not none else "document" }}</summary><ul>
+{% for p in r.more %}<li><a href="{{ p.view }}">characters {{ p.char_start }}–{{ p.char_end }}</a>
+{%- if p.page is not none %} · page {{ p.page }}{% endif %} · score {{ "%.3f"|format(p.score) }}
+<blockquote>{{ p.quote }}</blockquote></li>
+{% endfor %}</ul></details>{% endif %}
 </li>{% endfor %}</ol>
 <nav class="pages">{% if previous %}<a href="{{ previous }}" rel="prev">← previous</a>{% endif %}
 {% if next %}<a href="{{ next }}" rel="next">next →</a>{% endif %}</nav>
@@ -183,12 +196,15 @@ def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
         )
         return HTMLResponse(page, status_code=status)
 
-    def view_url(root: str, item: SearchResult | Source, q: str) -> str:
-        highlight = item.highlights[0] if isinstance(item, SearchResult) and item.highlights else None
+    def view_url(root: str, item: SearchResult | Source | Passage, q: str, doc_id: str | None = None) -> str:
+        highlight = item.highlights[0] if not isinstance(item, Source) and item.highlights else None
         params: dict[str, Any] = {"start": item.char_start, "end": item.char_end, "q": q}
         if highlight is not None:
             params |= {"hs": highlight.char_start, "he": highlight.char_end}
-        return f"{root}/view/{quote(item.doc_id, safe='')}?{urlencode(params)}#passage"
+        if doc_id is None:  # a Passage names no document: its result's is given
+            assert not isinstance(item, Passage)
+            doc_id = item.doc_id
+        return f"{root}/view/{quote(doc_id, safe='')}?{urlencode(params)}#passage"
 
     Text = Annotated[str | None, Query(max_length=MAX_QUERY_CHARS)]
     # the form's empty field is no floor; the bounds on the number itself, as an optional value has none
@@ -208,6 +224,7 @@ def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
         ingested_before: Annotated[str | None, Query(max_length=64)] = None,
         collapse: bool = True,
         min_score: Annotated[Relevance | None, BeforeValidator(_blank_to_none)] = None,
+        group: bool = people_default(request_field("group")),
     ) -> HTMLResponse:
         root = request.scope.get("root_path", "")
         form = {"source": source, "path": path, "where": where}
@@ -221,6 +238,7 @@ def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
             "k": k,
             "offset": offset,
             "collapse": collapse,
+            "group": group,
             "min_score": min_score,
             "form": form,
             "filtered": any(filled.values()) or min_score is not None,
@@ -243,6 +261,7 @@ def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
                 filled["ingested_before"],
             )
             options: dict[str, Any] = {"mode": mode, "filters": filters, "collapse": collapse, "min_score": min_score}
+            options["group"] = group
             wanted = SearchRequest.of(q, k + offset + 1, **options)
             found, generation = await reader.run(reader.search, wanted)
         except CitelineError as exc:
@@ -291,11 +310,9 @@ def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
         )
 
 
-def _shown_result(
-    result: SearchResult, root: str, q: str, view_url: Callable[[str, SearchResult | Source, str], str]
-) -> dict[str, Any]:
+def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..., str]) -> dict[str, Any]:
     """What the results template shows of one result: its fields, its passage cut around the highlighted
-    sentence, and the other documents it occurs in."""
+    sentence, the other documents it occurs in, and (grouped) the document's other passages."""
     marks = [(h.char_start, h.char_end, "sentence") for h in result.highlights[:1]]
     others = [
         {**dataclasses.asdict(source), "title": source.title or source.source_id, "view": view_url(root, source, q)}
@@ -307,4 +324,19 @@ def _shown_result(
         "parts": marked(result.text, result.char_start, marks),
         "view": view_url(root, result, q),
         "others": others,
+        "more": [
+            {**dataclasses.asdict(passage), "view": view_url(root, passage, q, result.doc_id), "quote": _quote(passage)}
+            for passage in result.more_passages
+        ],
     }
+
+
+#: Characters shown of each of a grouped result's other passages.
+MORE_CHARS = 240
+
+
+def _quote(passage: Passage) -> str:
+    """A grouped result's other passage in one short line: its best sentence, else its beginning."""
+    best = max(passage.highlights, key=lambda h: h.score, default=None)
+    text = " ".join((best.text if best else passage.text).split())
+    return text if len(text) <= MORE_CHARS else text[: MORE_CHARS - 1].rsplit(" ", 1)[0] + " …"

@@ -16,6 +16,7 @@ import click
 from citeline.errors import CitelineError, QueryError, SettingsError
 from citeline.ingest import stopping
 from citeline.ingest.options import IndexSettings, IngestOptions, user_options
+from citeline.sources.document import record_name
 from citeline.store.filters import filters_from as filter_dict
 from citeline.util.declared import offered
 from citeline.util.formats import FORMATS, format_record, format_records, search_records
@@ -327,6 +328,8 @@ def emit_search(results: Sequence[Any], fmt: str, *, columns: str | None = None,
         for record in records:
             best = max(record.get("highlights") or [], key=lambda h: h["score"], default=None)
             record["highlight"] = best["text"] if best else record["text"]
+            if fmt == "table" and record.get("record_id") is not None:  # people read it: the record's name
+                record["source_path"] = record_name(record["source_path"], record["record_id"])
     emit_records(records, fmt, SEARCH_TABLE_COLUMNS, columns=columns, headers=headers)
 
 

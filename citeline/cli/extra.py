@@ -28,6 +28,7 @@ from citeline.cli.common import (
     wait_option,
 )
 from citeline.ingest.options import IndexSettings
+from citeline.sources.document import record_name
 from citeline.store.documents import MAX_ROWS
 
 #: Characters ``show --around`` prints on each side of the offset.
@@ -185,7 +186,7 @@ def documents(
 
 
 @click.command()
-@click.argument("doc_id")
+@click.argument("doc_id", metavar="DOC")
 @index_option
 @click.option(
     "--chunk", type=click.IntRange(min=0), default=None, metavar="N", help="Only chunk N (its ordinal) of the document."
@@ -200,7 +201,10 @@ def documents(
 @json_option
 @user_errors
 def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as_json: bool) -> None:
-    """Print a document's text (or one chunk, or the text around an offset) with its provenance."""
+    """Print a document's text (or one chunk, or the text around an offset) with its provenance.
+
+    DOC is a document id, a source file's path, or a record's name as search prints it (records.jsonl#rec17, its
+    path#id): offsets are into the document's text, a record's own text for a record."""
     from citeline.index import Index
 
     if chunk is not None and around is not None:
@@ -226,7 +230,10 @@ def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as
         return
     pages = f", {doc['pages']} pages" if doc["pages"] else ""
     pages += f", read as {doc['encoding']}" if doc.get("encoding") else ""
-    click.echo(click.style(doc["source_path"], fg="cyan") + f"  [chars {start}-{end} of {len(text)}]")
+    # A record's offsets are into its own text, not its file's: say so beside its name (file#id).
+    of = " in the record's text (not the file's)" if doc["record_id"] is not None else ""
+    name = record_name(doc["source_path"], doc["record_id"])
+    click.echo(click.style(name, fg="cyan") + f"  [chars {start}-{end} of {len(text)}{of}]")
     click.echo(f"  title: {doc['title']}")
     click.echo(f"  id {doc['doc_id']}, {doc['format']}, {doc['chunks']} chunks{pages}, content {doc['content_hash']}")
     click.echo(f"  ingested {doc['ingested_at']} by run {doc['run_id']}")
@@ -266,7 +273,8 @@ def remove(
         click.echo(json.dumps(summary.to_dict(), ensure_ascii=False))
         return
     for document in summary.documents:
-        click.echo(f"{'would remove' if dry_run else 'removed'} {document['doc_id']}  {document['source_path']}")
+        name = document.get("name") or document["source_path"]  # a record: file#id
+        click.echo(f"{'would remove' if dry_run else 'removed'} {document['doc_id']}  {name}")
     count = f"{summary.removed} document{'s' * (summary.removed != 1)}"
     if dry_run:
         click.echo(f"dry run, nothing written: would remove {count} from {index_path}", err=True)

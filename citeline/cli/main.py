@@ -39,7 +39,8 @@ from citeline.cli.common import (
 )
 from citeline.ingest.options import IndexSettings, IngestOptions
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
-from citeline.query.plan import DEFAULT_K, DEFAULT_MODE, MODES, SearchRequest
+from citeline.query.plan import DEFAULT_K, DEFAULT_MODE, MODES, SearchRequest, request_field
+from citeline.util.declared import people_default
 
 
 @click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -223,7 +224,9 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
 @cli.command()
 @click.argument("query")
 @index_option
-@click.option("-k", "k", type=int, default=DEFAULT_K, show_default=True, help="Number of passages.")
+@click.option(
+    "-k", "k", type=int, default=DEFAULT_K, show_default=True, help="Number of results (documents, unless --flat)."
+)
 @click.option(
     "--mode",
     type=click.Choice(MODES),
@@ -244,6 +247,14 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     default=DEFAULT_COLLAPSE_THRESHOLD,
     show_default=True,
     help="Cosine at or above which passages are near-duplicates.",
+)
+@click.option(
+    "--group/--flat",
+    "group",
+    default=people_default(request_field("group")),
+    show_default=True,
+    help="One result per document: its best passage, with the document's other passages that answered under it "
+    "(listed in JSON); -k counts documents. --flat: every passage its own result, -k counts passages.",
 )
 @click.option(
     "--min-score",
@@ -272,6 +283,7 @@ def search(
     ingested_before: str | None,
     collapse: bool,
     collapse_threshold: float,
+    group: bool,
     min_score: float | None,
     full: bool,
     dask_address: str | None,
@@ -291,6 +303,7 @@ def search(
         "collapse": collapse,
         "collapse_threshold": collapse_threshold,
         "min_score": min_score,
+        "group": group,
     }
     request = SearchRequest.of(query, k, filters=filters, **options)
     results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(request)

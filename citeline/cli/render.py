@@ -1,11 +1,12 @@
 """How search results look to people and to programs.
 
 :func:`human` prints, per result, the highlighted sentence(s) with a little context and the span emphasised, the
-source and offsets, and for a collapsed result every source with its own copy of the shared words; ``full=True``
-prints the whole chunk. Colour and bold only reach a terminal: never with ``NO_COLOR`` set or when the output is
-not a tty, where the highlighted words stand between ``»`` and ``«`` instead. :func:`json_lines` gives one JSON
-object per result with ``rank``, ``highlights`` and ``metadata``, and the passage text once (each source's offsets
-say where its copy is; ``citeline show`` prints any of them).
+source (a record as ``file#id``) and offsets (a record's: into the record's text), for a collapsed result every
+source with its own copy of the shared words, and for a grouped one the document's other passages, one line each;
+``full=True`` prints the whole chunk. Colour and bold only reach a terminal: never with ``NO_COLOR`` set or when
+the output is not a tty, where the highlighted words stand between ``»`` and ``«`` instead. :func:`json_lines`
+gives one JSON object per result with ``rank``, ``highlights`` and ``metadata``, and the passage text once (each
+source's offsets say where its copy is; ``citeline show`` prints any of them).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 
 import click
 
-from citeline.query.results import SearchResult
+from citeline.query.results import Passage, SearchResult
+from citeline.sources.document import record_name
 from citeline.util.formats import search_records
 
 #: Characters of context shown on each side of a highlight.
@@ -29,6 +31,8 @@ CONTEXT_CHARS = 90
 PREVIEW_CHARS = 300
 #: Characters shown of each source's copy of the shared words.
 SHARED_CHARS = 160
+#: A grouped result's other passages printed, one line each (``full=True``: all of them; JSON always lists all).
+MORE_SHOWN = 3
 #: Around a highlight when the output has no colour (a pipe, ``NO_COLOR``): guillemets, which passages rarely hold.
 HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE = "»", "«"
 
@@ -61,8 +65,9 @@ def human(
         relevance = f" (relevance {result.relevance:.2f})" if result.relevance is not None else ""
         lines.append(
             style(f"{rank:>2}. {result.score:.3f}{relevance}  ", bold=True)
-            + style(result.source_path, fg="cyan")
-            + f"  [chars {result.char_start}-{result.char_end}, chunk {result.ordinal}{page}]"
+            + style(result.name, fg="cyan")
+            + f"  [chars {result.char_start}-{result.char_end}{_of_record(result.record_id)}, chunk {result.ordinal}"
+            f"{page}]"
         )
         if result.title:
             lines.append(f"    {result.title}")
@@ -74,9 +79,9 @@ def human(
                 where_page = f", page {source.page}" if source.page else ""
                 lines.append(
                     f"      {source.score:.3f}  "
-                    + style(source.source_path, fg="cyan")
+                    + style(record_name(source.source_path, source.record_id), fg="cyan")
                     + f"  [chars {source.shared_start}-{source.shared_end} in chunk {source.ordinal}"
-                    f" (chars {source.char_start}-{source.char_end}){where_page}]"
+                    f" (chars {source.char_start}-{source.char_end}){_of_record(source.record_id)}{where_page}]"
                 )
                 start, end = source.shared_start, source.shared_end
                 if start is not None and end is not None and (start, end) != (source.char_start, source.char_end):
@@ -84,8 +89,37 @@ def human(
                     if len(shared) > SHARED_CHARS:
                         shared = shared[: SHARED_CHARS - 1].rsplit(" ", 1)[0] + " …"
                     lines.append(f"        “{shared}”")
+        if result.more_passages:
+            lines.append(_more_passages(len(result.more_passages), result.record_id))
+            shown = result.more_passages if full else result.more_passages[:MORE_SHOWN]
+            lines += [f"      {_passage_line(passage, width - 6)}" for passage in shown]
+            if len(shown) < len(result.more_passages):
+                lines.append(f"      … {len(result.more_passages) - len(shown)} more (--full lists them, --json too)")
         lines.append("")
     return "\n".join(lines)
+
+
+def _of_record(record_id: str | None) -> str:
+    """What a record's offsets are into (its own text, not the file's); nothing for a whole file."""
+    return "" if record_id is None else " of the record's text"
+
+
+def _more_passages(count: int, record_id: str | None) -> str:
+    """The line above a grouped result's other passages: "2 more passages in this document"."""
+    where = "record" if record_id is not None else "document"
+    return f"    {count} more passage{'s' * (count != 1)} in this {where}:"
+
+
+def _passage_line(passage: Passage, width: int) -> str:
+    """One of a grouped result's other passages on one line: score, chunk, offsets and its best sentence."""
+    page = f", page {passage.page}" if passage.page else ""
+    head = f"{passage.score:.3f}  chunk {passage.ordinal} [chars {passage.char_start}-{passage.char_end}{page}]"
+    best = max(passage.highlights, key=lambda h: h.score, default=None)
+    text = " ".join((best.text if best else passage.text).split())
+    room = max(20, width - len(head) - 4)
+    if len(text) > room:
+        text = text[: room - 1].rsplit(" ", 1)[0] + " …"
+    return f"{head}  “{text}”"
 
 
 def _passage(result: SearchResult, full: bool, mark: Any) -> str:

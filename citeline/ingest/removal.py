@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from citeline.errors import QueryError, SettingsError
 from citeline.ingest.pipeline import Target, record_failure
 from citeline.ingest.progress import announced_writer_lock, default_reporter
+from citeline.sources.document import record_name, record_of
 from citeline.sources.parsers import display_path
 from citeline.store import catalog, generation, ledger
 from citeline.store.filters import Filters
@@ -46,7 +47,8 @@ class Writer(Target, Protocol):
 @dataclass
 class RemovalSummary(RunSummary):
     """A removal's ledger row, and the documents it removed (or, in a dry run, would remove): ``doc_id``,
-    ``source_path`` and ``title`` each. The ledger keeps the counts and the selectors, not this list."""
+    ``source_path``, ``name`` (the path, ``path#record_id`` for one record of a file) and ``title`` each. The
+    ledger keeps the counts and the selectors, not this list."""
 
     documents: list[dict[str, str]] = field(default_factory=list)
 
@@ -95,8 +97,9 @@ def matching(index_dir: Path, chosen: list[tuple[str, str, str, list[Any]]]) -> 
             rows = catalog.damage_reported(catalog.select_documents, connection, condition, params)
             if not rows:
                 unmatched.append(f"{'--' if kind != 'path' else ''}{kind} {display_path(shown)}")
-            for doc_id, _root, _file, _hash, path, title in rows:
-                found.setdefault(doc_id, {"doc_id": doc_id, "source_path": path, "title": title})
+            for doc_id, _root, source_file, _hash, path, title, source_id in rows:
+                name = record_name(path, record_of(source_id, source_file))
+                found.setdefault(doc_id, {"doc_id": doc_id, "source_path": path, "name": name, "title": title})
     return sorted(found.values(), key=lambda record: (record["source_path"], record["doc_id"])), unmatched
 
 

@@ -181,7 +181,7 @@ def _plan(index_dir: Path, source: str, documents: list[Document]) -> Plan:
     wanted = {document.doc_id: (document.title, document.metadata) for document in documents}
     stored = {
         doc_id: (root, source_file, content if descriptions.get(doc_id) == wanted.get(doc_id) else "")
-        for doc_id, root, source_file, content, _, _ in rows
+        for doc_id, root, source_file, content, *_ in rows
     }
     return plan_changes(stored, [source], Discovery(roots=[source]), ParsedBatch(documents=documents))
 

@@ -40,7 +40,9 @@ PROVENANCE_KEYS = (
     "model",
     "score",
     "relevance",
+    "record_id",
     "other_sources",
+    "more_passages",
 )
 
 #: The options a retriever passes to :meth:`citeline.Index.search`, set at construction and per call: the declared
@@ -77,21 +79,28 @@ def search(
     filters: Filters | Mapping[str, Any] | None,
     collapse: bool,
     min_score: float | None = None,
+    group: bool = False,
 ) -> list[SearchResult]:
     """``index.search(...)`` of the :class:`~citeline.SearchRequest` the options make (the index serialises its
     searches itself, so threads and async callers can share it)."""
-    return index.search(SearchRequest.of(query, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score))
+    request = SearchRequest.of(
+        query, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score, group=group
+    )
+    return index.search(request)
 
 
 def provenance(result: SearchResult) -> dict[str, Any]:
     """A search result's provenance as flat, JSON-ready metadata (keys :data:`PROVENANCE_KEYS`).
 
     ``other_sources`` lists the other documents of a collapsed result (each with its own offsets, score and
-    ``shared_start``/``shared_end``); ``highlights`` and the document's own ``metadata`` (as
-    ``document_metadata``, so that its keys cannot shadow provenance) are included.
+    ``shared_start``/``shared_end``), ``more_passages`` the document's other passages of a grouped result;
+    ``highlights`` and the document's own ``metadata`` (as ``document_metadata``, so that its keys cannot shadow
+    provenance) are included.
     """
-    meta: dict[str, Any] = {key: getattr(result, key) for key in PROVENANCE_KEYS if key != "other_sources"}
+    lists = ("other_sources", "more_passages")
+    meta: dict[str, Any] = {key: getattr(result, key) for key in PROVENANCE_KEYS if key not in lists}
     meta["other_sources"] = [source.to_dict() for source in result.sources[1:]]
+    meta["more_passages"] = [passage.to_dict() for passage in result.more_passages]
     meta["highlights"] = result.highlights
     meta["document_metadata"] = result.metadata
     return dict(normalize(meta))

@@ -3,7 +3,7 @@
 >>> from citeline import Index
 >>> from citeline.integrations.langchain import CitelineRetriever
 >>> retriever = CitelineRetriever(index=Index.open("index"), k=5, filters={"source": "seeds"})
->>> docs = retriever.invoke("why did soldiers defect", k=3)  # per call: k, mode, filters, collapse, min_score
+>>> docs = retriever.invoke("why did soldiers defect", k=3)  # per call: k, mode, filters, collapse, min_score, group
 >>> docs[0].metadata["source_path"], docs[0].metadata["char_start"], docs[0].metadata["char_end"]
 """
 
@@ -36,8 +36,10 @@ class CitelineRetriever(BaseRetriever):
     """Passages of a citeline index as LangChain ``Document`` objects, best first.
 
     ``k``, ``mode`` (``hybrid``, ``dense``, ``lexical``), ``filters`` (as :meth:`citeline.Index.search` takes
-    them), ``collapse`` and ``min_score`` (the relevance floor; None: the calibrated default, which answers a query
-    that matches nothing with no documents) pass through to :meth:`citeline.Index.search`. Each can be given at
+    them), ``collapse``, ``min_score`` (the relevance floor; None: the calibrated default, which answers a query
+    that matches nothing with no documents) and ``group`` (one document per result, its other passages in
+    ``metadata["more_passages"]``; off by default: k passages, each its own document, as LangChain's retrievers
+    return) pass through to :meth:`citeline.Index.search`. Each can be given at
     construction, in ``search_kwargs`` (as LangChain's vector-store retrievers take it; ``filter`` and
     ``score_threshold`` are read as ``filters`` and ``min_score``), or per call: ``retriever.invoke(query, k=3)``;
     a call's options win over ``search_kwargs``, which win over the fields.
@@ -54,6 +56,7 @@ class CitelineRetriever(BaseRetriever):
     filters: dict[str, Any] | None = None
     collapse: bool = True
     min_score: float | None = None
+    group: bool = False
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     flat_metadata: bool = False
 

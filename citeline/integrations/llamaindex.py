@@ -3,7 +3,7 @@
 >>> from citeline import Index
 >>> from citeline.integrations.llamaindex import CitelineRetriever
 >>> retriever = CitelineRetriever(Index.open("index"), k=5, mode="dense")
->>> nodes = retriever.retrieve("why did soldiers defect", k=3)  # per call: k, mode, filters, collapse, min_score
+>>> nodes = retriever.retrieve("why did soldiers defect", k=3)  # per call: k, mode, filters, collapse, min_score, group
 >>> nodes[0].score, nodes[0].node.metadata["source_path"], nodes[0].node.start_char_idx
 """
 
@@ -40,8 +40,10 @@ LLM_METADATA_KEYS = ("title", "source_path")
 class CitelineRetriever(BaseRetriever):
     """Passages of a citeline index as LlamaIndex ``NodeWithScore(TextNode)`` objects, best first.
 
-    ``k``, ``mode``, ``filters``, ``collapse`` and ``min_score`` (the relevance floor; None: the calibrated
-    default, which answers a query that matches nothing with no nodes) pass through to
+    ``k``, ``mode``, ``filters``, ``collapse``, ``min_score`` (the relevance floor; None: the calibrated
+    default, which answers a query that matches nothing with no nodes) and ``group`` (one document per node, its
+    other passages in ``metadata["more_passages"]``; off by default: k passages, as ``similarity_top_k`` means) pass
+    through to
     :meth:`citeline.Index.search`, as set at construction or per call: ``retriever.retrieve(query, k=3)``
     (``similarity_top_k`` is read as ``k``). Each node's ``id_`` is the chunk id, ``start_char_idx``/
     ``end_char_idx`` its offsets in the document, its SOURCE relationship the document id, its ``metadata`` the
@@ -59,6 +61,7 @@ class CitelineRetriever(BaseRetriever):
         filters: Filters | Mapping[str, Any] | None = None,
         collapse: bool = True,
         min_score: float | None = None,
+        group: bool = False,
         flat_metadata: bool = False,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
@@ -69,6 +72,7 @@ class CitelineRetriever(BaseRetriever):
         self.filters = filters
         self.collapse = collapse
         self.min_score = min_score
+        self.group = group
         self.flat_metadata = flat_metadata
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import MISSING, asdict, dataclass
+from dataclasses import MISSING, Field, asdict, dataclass, fields
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from citeline.query.dense_stage import (
 )
 from citeline.query.dense_stage import DenseDocument
 from citeline.query.feedback import Feedback
+from citeline.query.grouping import GROUP_FIRST_DEPTH, by_document, document_count, first_documents
 from citeline.query.highlight import analysis_cache, highlight
 from citeline.query.results import SearchResult, evolve
 from citeline.query.stages import (
@@ -54,6 +55,7 @@ from citeline.query.stages import (
     ranked,
 )
 from citeline.query.stages import document_rows as document_rows  # re-exported: tests import it from here
+from citeline.sources.document import record_id_of
 from citeline.store import metadata as stored_metadata
 from citeline.store.filters import Filters
 from citeline.util.arrays import unique
@@ -317,6 +319,7 @@ def fetch_passages(snapshot: SnapshotReader, hits: list[tuple[int, float]], mode
             # Hits and rows come from the same snapshot, so only a chunk row without its document row (a damaged
             # catalog, which `citeline verify` reports) gets here: skip it rather than fail every search.
             continue
+        metadata, properties = stored_metadata.split(row["metadata"], row["format"])
         result = SearchResult(
             text=row["text"],
             score=score,
@@ -333,7 +336,8 @@ def fetch_passages(snapshot: SnapshotReader, hits: list[tuple[int, float]], mode
             model=model,
             chunk_id=chunk_id,
             page=row["page"],
-            metadata=stored_metadata.split(row["metadata"], row["format"])[0],
+            metadata=metadata,
+            record_id=record_id_of(row["source_id"], properties),
         )
         results.append(evolve(result, sources=(result.as_source(),)))
     return results
@@ -380,6 +384,15 @@ class SearchRequest:
     )
     filters: Filters = option(NO_FILTERS, "Only documents these filters select (applied before ranking).")  # noqa: RUF009
     collapse: bool = option(True, "Near-duplicates as one result listing each source.")
+    #: off by default for programs (Index.search, GET /search, MCP, the retrievers: k passages, each its own unit),
+    #: on where people read (the CLI, the page): docs/quickstart.md#one-result-per-document says why
+    group: bool = option(
+        False,
+        "One result per document: its best passage, the document's other passages that answered listed under it; "
+        "k counts documents [default: off for programs (the Python API, the HTTP API, MCP, the retrievers), on in "
+        "the CLI and the search page].",
+        people_default=True,
+    )
     collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
     fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
     #: the relevance floor (``citeline.query.relevance``); None: calibrated
@@ -402,6 +415,7 @@ class SearchRequest:
         collapse: bool = True,
         collapse_threshold: object = DEFAULT_COLLAPSE_THRESHOLD,
         min_score: object = None,
+        group: bool = False,
     ) -> SearchRequest:
         """Validate every part of a request; raises :class:`QueryError` naming the bad one."""
         text, k = validate_query(query, k)
@@ -411,9 +425,15 @@ class SearchRequest:
             validate_mode(mode),
             Filters.from_value(filters),
             bool(collapse),
+            bool(group),
             validate_threshold(collapse_threshold),
             min_score=relevance.validate_min_score(min_score),
         )
+
+
+def request_field(name: str) -> Field[Any]:
+    """The declared field ``name`` of :class:`SearchRequest` (its default, help and bounds, for a surface)."""
+    return next(spec for spec in fields(SearchRequest) if spec.name == name)
 
 
 class _Hits:
@@ -458,9 +478,11 @@ def search(
     # chunks a vectors() call costs 1-1.5 ms CPU whatever its size).
     read_vectors = reading_once(snapshot.vectors.vectors)
     hits = _search(snapshot, request, encode, model, read_vectors)
-    return relevance.apply_floor(
+    kept = relevance.apply_floor(
         snapshot, request.text, vectors.get(request.text), hits, request.min_score, model, read_vectors
     )
+    # Grouped after the floor: a document's passages below it are not listed, and its best passage above it leads.
+    return by_document(kept, request.k) if request.group else kept
 
 
 def _search(
@@ -487,16 +509,29 @@ def _search(
     elif request.mode == "dense":
         query_vector = encode_query(request.text)
     hits_at = _Hits(snapshot, request, query_vector, allowed, model)
-    first = hits_at(request.k)
+    k = request.k
+
+    def enough(results: Sequence[SearchResult]) -> bool:  # k results, or k documents' when grouped
+        return (document_count(results) if request.group else len(results)) >= k
+
+    def shown(results: Sequence[SearchResult]) -> list[SearchResult]:  # what the answer can show of them
+        return first_documents(results, k) if request.group else list(results[:k])
+
+    # Grouped, the first ranking is already GROUP_FIRST_DEPTH * k deep, so that a document's other passages are
+    # listed even when its best one alone makes k documents.
+    depth = GROUP_FIRST_DEPTH * k if request.group else k
+    first = hits_at(depth)
     vector = query_vector() if callable(query_vector) else query_vector  # hybrid: the vector the ranking embedded
 
     def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:
         return highlight(hits, request.text, query_vector=vector)
 
     if not request.collapse:
-        return highlighted(first)
+        while not enough(first) and len(first) >= depth:  # grouped: rank deeper until k documents are found
+            depth *= 4
+            first = hits_at(depth)
+        return highlighted(shown(first))
 
-    k = request.k
     encode = None if vector is None else lambda texts: np.stack([encode_query(text) for text in texts])
     # Each chunk's vector is read once (``vectors``, from search()): a deepening reads only the new hits', the lookup
     # only the copies'. At 1M chunks a vectors() call costs 1-1.5 ms CPU whatever its size.
@@ -504,7 +539,6 @@ def _search(
     # deepening compares the first hits again, and the results are highlighted after the candidates were.
     words = WordCache()
     with analysis_cache():
-        depth = k
         while True:
             hits = hits_at(depth)
             groups = collapse(
@@ -516,10 +550,10 @@ def _search(
                 highlight=highlighted,
                 words=words,
             )
-            if len(groups) >= k or len(hits) < depth:
+            if enough(groups) or len(hits) < depth:
                 break
             depth *= 4
-        results = groups[:k]
+        results = shown(groups)
         bare = [at for at, result in enumerate(results) if not result.highlights]
         for at, lit in zip(bare, highlighted([results[at] for at in bare]), strict=True):
             results[at] = lit

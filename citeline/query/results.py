@@ -7,7 +7,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-T = TypeVar("T", "Highlight", "Source", "SearchResult")
+from citeline.sources.document import record_name
+
+T = TypeVar("T", "Highlight", "Source", "Passage", "SearchResult")
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class Source:
     page: int | None = None
     shared_start: int | None = None
     shared_end: int | None = None
+    #: the record's id in its file when the document is one record (a JSONL line, a CSV row; the offsets are then
+    #: into the record's text, not the file's); None for a whole file
+    record_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The source as JSON-ready data."""
@@ -55,11 +60,39 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Passage:
+    """Another passage of a grouped result's document (``SearchResult.more_passages``): where it is in the
+    document's text (``document_text[char_start:char_end] == text``), its score and relevance in this answer, its
+    highlights and, when it was collapsed with copies in other documents, every source of it (its own first)."""
+
+    chunk_id: int
+    ordinal: int
+    char_start: int
+    char_end: int
+    text: str
+    score: float
+    page: int | None = None
+    relevance: float | None = None
+    highlights: tuple[Highlight, ...] = ()
+    sources: tuple[Source, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The passage as JSON-ready data."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class SearchResult:
     """One passage and where it comes from: ``document_text[char_start:char_end] == text``.
 
+    The offsets are into the document's text as citeline stores it (``citeline show`` prints it): a record's own
+    text when the document is one record of a file (``record_id`` set: a JSONL line, a CSV row), the text
+    extracted from an HTML, .docx or PDF file; for plain text and Markdown, the decoded file.
+
     ``sources`` lists every document the passage occurs in, this result's own first: one entry, or several when
     near-duplicate passages of different documents were collapsed into this result (see ``citeline.query.collapse``).
+    ``more_passages`` lists the document's other passages that answered, best first, when the search grouped its
+    results by document (``SearchRequest.group``).
     """
 
     text: str
@@ -85,10 +118,36 @@ class SearchResult:
     #: absolute relevance in [0, 1], comparable across queries (``score`` only ranks this query's hits); searches
     #: drop hits below ``min_score`` by it (see ``citeline.query.relevance``); None: the index cannot tell
     relevance: float | None = None
+    #: the record's id in its file when the document is one record (``source_id`` is then ``file#record_id``, the
+    #: record's name: ``records.jsonl#rec1786``); None for a whole file
+    record_id: str | None = None
+    #: the document's other passages that answered, best first (a grouped search's; see ``citeline.query.grouping``)
+    more_passages: tuple[Passage, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
         return asdict(self)
+
+    @property
+    def name(self) -> str:
+        """What to call the passage's document for people: its file's path, with ``#record_id`` for a record
+        (``/data/records.jsonl#rec1786``; ``citeline show`` accepts it)."""
+        return record_name(self.source_path, self.record_id)
+
+    def as_passage(self) -> Passage:
+        """This result as another passage of its document (a grouped result's ``more_passages``)."""
+        return Passage(
+            chunk_id=self.chunk_id,
+            ordinal=self.ordinal,
+            char_start=self.char_start,
+            char_end=self.char_end,
+            text=self.text,
+            score=self.score,
+            page=self.page,
+            relevance=self.relevance,
+            highlights=self.highlights,
+            sources=self.sources,
+        )
 
     def as_source(self, *, shared_start: int | None = None, shared_end: int | None = None) -> Source:
         """This result's own passage as a :class:`Source`."""
@@ -109,6 +168,7 @@ class SearchResult:
             page=self.page,
             shared_start=self.char_start if shared_start is None else shared_start,
             shared_end=self.char_end if shared_end is None else shared_end,
+            record_id=self.record_id,
         )
 
 

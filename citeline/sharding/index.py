@@ -504,13 +504,22 @@ class ShardedIndex(Index):
         return found[offset:] if limit is None else found[offset : offset + limit]
 
     def document(self, doc_id: str) -> DocumentDetail:
-        """One document, read from the shard its id routes to."""
+        """One document, read from the shard its id routes to; a name (:meth:`Index.document`) is looked for in every
+        shard."""
+        parts = self._local("documents")
         try:
-            return self._local("documents")[shard_of(doc_id, self.manifest.shards)].document(doc_id)
+            return parts[shard_of(doc_id, self.manifest.shards)].document(doc_id)
         except IndexNotFoundError:
-            raise IndexNotFoundError(
-                f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents`"
-            ) from None
+            pass
+        for part in parts:
+            try:
+                return part.document(doc_id)
+            except IndexNotFoundError:
+                continue
+        raise IndexNotFoundError(
+            f"no document {doc_id!r} in {self.path}; list the documents with `citeline documents` "
+            "(give an id, a source file's path or a record's name, file#id)"
+        )
 
 
 Index.sharded = ShardedIndex

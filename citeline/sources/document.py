@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +88,26 @@ def doc_id_for(source_root: str, source_id: str) -> str:
 #: A file path containing one of these (any case) could equal ``another.jsonl#record`` (or a CSV or TSV file's
 #: record): such files get unambiguous ids.
 _AMBIGUOUS = (".jsonl#", ".csv#", ".tsv#")
+
+
+def record_name(path: str, record_id: str | None) -> str:
+    """A document's name for people: its file's ``path``, or ``path#record_id`` for one record of a file (a JSONL
+    line, a CSV row: ``records.jsonl#rec1786``); ``citeline show`` and ``Index.document`` accept it."""
+    return path if record_id is None else f"{path}#{record_id}"
+
+
+def record_of(source_id: str, source_file: str) -> str | None:
+    """The record id of a document that is one record of its file (its source id is ``source_file#id``), else None."""
+    prefix = f"{source_file}#"
+    return source_id[len(prefix) :] if source_id != source_file and source_id.startswith(prefix) else None
+
+
+def record_id_of(source_id: str, properties: Mapping[str, Any]) -> str | None:
+    """The record id of a stored document that is one record of a file (its ``source_id`` is ``file#id``, its
+    properties hold ``record_id``), else None (a whole file; a text added with ``Index.add_texts``, whose source id
+    is its id alone)."""
+    record_id = properties.get("record_id")
+    return str(record_id) if record_id is not None and source_id.endswith(f"#{record_id}") else None
 
 
 def doc_id_of(source_root: str, source_file: str, record_id: str | None = None) -> str:

@@ -320,9 +320,10 @@ IDS_CONDITION = "d.doc_id = ANY(?)"
 
 
 def select_documents(connection: duckdb.DuckDBPyConnection, condition: str, params: Sequence[Any]) -> list[tuple]:
-    """``(doc_id, source_root, source_file, content_hash, path, title)`` of the documents ``condition`` (over
-    ``documents d``: :data:`PATH_CONDITION`, :data:`IDS_CONDITION` or ``Filters.to_sql``) selects, by path."""
-    sql = "SELECT d.doc_id, d.source_root, d.source_file, d.content_hash, d.path, d.title FROM documents d WHERE "
+    """``(doc_id, source_root, source_file, content_hash, path, title, source_id)`` of the documents ``condition``
+    (over ``documents d``: :data:`PATH_CONDITION`, :data:`IDS_CONDITION` or ``Filters.to_sql``) selects, by path."""
+    sql = "SELECT d.doc_id, d.source_root, d.source_file, d.content_hash, d.path, d.title, d.source_id "
+    sql += "FROM documents d WHERE "
     return connection.execute(f"{sql}{condition} ORDER BY d.path, d.doc_id", list(params)).fetchall()
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from citeline.errors import IndexNotFoundError, QueryError
+from citeline.sources.document import record_id_of, record_name, record_of
 from citeline.store import catalog
 from citeline.store import metadata as stored_metadata
 from citeline.util.formats import iso_utc
@@ -42,6 +43,9 @@ class DocumentInfo:
     run_id: str
     ingested_at: str | None
     metadata: dict[str, Any] = field(default_factory=dict)  #: the document's metadata
+    #: the record's id in its file when the document is one record (``source_id`` is ``file#record_id``; its text,
+    #: what offsets index into, is the record's, not the file's); None for a whole file
+    record_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data (the keys of :data:`DOCUMENT_FIELDS`)."""
@@ -84,6 +88,7 @@ DOCUMENT_FIELDS = (
     "run_id",
     "ingested_at",
     "metadata",
+    "record_id",
 )
 
 _DOCUMENTS_SQL = """
@@ -152,14 +157,57 @@ def read_documents(index_dir: Path, filters: Filters, limit: int | None = None, 
         return documents(connection, filters, limit, offset)
 
 
-def read_document(index_dir: Path, doc_id: str) -> DocumentDetail:
-    """:func:`document` of the index at ``index_dir`` (``Index.document``); an unknown id raises
-    :class:`IndexNotFoundError` saying how to list the ids."""
+def spellings(name: str) -> list[str]:
+    """The spellings of a document's name :func:`named` looks for: as given, and as an absolute path (relative to
+    the working directory; for ``path#record``, the path's part)."""
+    out = [name]
+    for at in [len(name)] + ([name.index("#")] if "#" in name else []):
+        path, rest = name[:at], name[at:]
+        if path.strip():
+            out.append(str(Path(path).expanduser().resolve()) + rest)  # not strict: the file may be gone already
+    return list(dict.fromkeys(out))
+
+
+def read_document(index_dir: Path, doc_id: str, names: Sequence[str] = ()) -> DocumentDetail:
+    """:func:`document` of the index at ``index_dir`` (``Index.document``): ``doc_id``, else the one document
+    ``names`` name (:func:`named`); an unknown one raises :class:`IndexNotFoundError` saying how to list them."""
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
         record = document(connection, doc_id)
+        if record is None and names:
+            found = named(connection, names)
+            record = document(connection, found) if found is not None else None
     if record is None:
-        raise IndexNotFoundError(f"no document {doc_id!r} in {index_dir}; list the documents with `citeline documents`")
+        raise IndexNotFoundError(
+            f"no document {doc_id!r} in {index_dir}; list the documents with `citeline documents` "
+            "(give an id, a source file's path or a record's name, file#id)"
+        )
     return record
+
+
+_NAMED_SQL = """
+SELECT doc_id, path, source_id, source_file FROM documents
+WHERE source_id = ANY($names) OR path = ANY($names) OR path || substr(source_id, length(source_file) + 1) = ANY($names)
+ORDER BY path, source_id
+"""
+#: How many records an ambiguous name's error lists.
+NAMED_SHOWN = 3
+
+
+def named(connection: duckdb.DuckDBPyConnection, names: Sequence[str]) -> str | None:
+    """The id of the one document ``names`` (the spellings of one name: as given, and as an absolute path) name: a
+    source id (``notes/a.md``, ``records.jsonl#rec1786``, relative to its root), a source file's path, or a
+    record's (``/data/records.jsonl#rec1786``); None when none does. A name that fits several documents (a file of
+    records, the same source id under two roots) raises :class:`QueryError` naming some of them."""
+    rows = connection.execute(_NAMED_SQL, {"names": list(names)}).fetchall()
+    exact = [row for row in rows if row[2] in names or record_name(row[1], record_of(row[2], row[3])) in names]
+    chosen = exact or rows  # a path alone names its records only when none is the whole file
+    if len(chosen) == 1:
+        return str(chosen[0][0])
+    if not chosen:
+        return None
+    shown = ", ".join(record_name(path, record_of(source, file)) for _, path, source, file in chosen[:NAMED_SHOWN])
+    more = f" and {len(chosen) - NAMED_SHOWN} more" if len(chosen) > NAMED_SHOWN else ""
+    raise QueryError(f"{names[0]!r} names {len(chosen)} documents ({shown}{more}); give one's name or id")
 
 
 def _document_record(row: tuple[Any, ...]) -> DocumentInfo:
@@ -182,6 +230,7 @@ def _document_record(row: tuple[Any, ...]) -> DocumentInfo:
         run_id=run_id,
         ingested_at=iso_utc(ingested_at),
         metadata=meta,
+        record_id=record_id_of(source_id, properties),
     )
 
 

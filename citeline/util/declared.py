@@ -31,13 +31,25 @@ def option(
     metavar: str | None = None,
     cli: bool = True,
     flow: bool = True,
+    people_default: Any = MISSING,
 ) -> Any:
-    """A declared field: its default, help text, bounds and choices, and whether the CLI and the flow offer it."""
+    """A declared field: its default, help text, bounds and choices, and whether the CLI and the flow offer it.
+
+    ``people_default``: the default of the surfaces people read (the CLI, the search page) where it differs from the
+    programs' ``default`` (the Python API, the HTTP API, the retrievers): a search's ``group``."""
     meta: dict[str, Any] = {"help": help, "minimum": minimum, "maximum": maximum, "metavar": metavar}
     meta |= {"cli": cli, "flow": flow}
+    if people_default is not MISSING:
+        meta["people_default"] = people_default
     if choices is not None:
         meta["choices"] = tuple(choices)
     return field(default=default, metadata=meta)
+
+
+def people_default(spec: Field[Any]) -> Any:
+    """The default of a declared field on the surfaces people read (the CLI, the search page): its
+    ``people_default`` when it has one, else its default."""
+    return spec.metadata.get("people_default", spec.default)
 
 
 #: The metadata of a field for the library's callers only (a reporter object, a switch of the flow's).

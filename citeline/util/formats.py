@@ -93,7 +93,8 @@ def normalize(value: Any, key: str | None = None) -> Any:
 
 def search_records(results: Iterable[Any]) -> list[dict[str, Any]]:
     """Search results (``SearchResult`` objects or their dicts) as records, each with its 1-based ``rank`` first,
-    its ``highlights`` and ``metadata``, and the passage text once (not again in each source).
+    its ``highlights`` and ``metadata``, and the passage text once (not again in each source); a grouped result's
+    ``more_passages`` each with its text, highlights and offsets.
 
     The rank is added here and not in ``SearchResult``: it is a property of one answer list, not of a passage.
     """
@@ -102,9 +103,17 @@ def search_records(results: Iterable[Any]) -> list[dict[str, Any]]:
         data = dict(result) if isinstance(result, Mapping) else result.to_dict()
         # The passage text once: each source's copy of it (the result's own first) is left out, since its offsets
         # say where it is.
-        sources = [{key: value for key, value in source.items() if key != "text"} for source in data.get("sources", [])]
-        records.append({"rank": rank, **normalize({**data, "sources": sources})})
+        data = {**data, "sources": _without_text(data.get("sources", []))}
+        if data.get("more_passages"):
+            data["more_passages"] = [
+                {**passage, "sources": _without_text(passage.get("sources", []))} for passage in data["more_passages"]
+            ]
+        records.append({"rank": rank, **normalize(data)})
     return records
+
+
+def _without_text(sources: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{key: value for key, value in source.items() if key != "text"} for source in sources]
 
 
 def format_records(

@@ -24,7 +24,7 @@ from citeline.cli.main import cli
 from citeline.query.plan import MODES, NO_FILTERS
 from citeline.server import LIMITS, create_app
 from citeline.store.filters import filters_from
-from citeline.util.declared import offered
+from citeline.util.declared import offered, people_default
 
 #: Each declared field's default, bounds and choices.
 DECLARED = {
@@ -36,6 +36,8 @@ DECLARED = {
     )
     for spec in offered(SearchRequest)
 }
+#: Each declared field's default on the surfaces people read (the CLI, the page): ``group`` is on there.
+PEOPLE_DEFAULTS = {spec.name: people_default(spec) for spec in offered(SearchRequest)}
 #: The filter options every surface takes for ``filters`` (:func:`filters_from`'s parameters; the CLI says
 #: ``path_glob`` for ``path``).
 FILTER_OPTIONS = {name for name in inspect.signature(filters_from).parameters if name != "where_name"}
@@ -56,8 +58,10 @@ def _offers(parameters: Mapping[str, Any], text: str, *, expanded: bool) -> dict
     return named
 
 
-def _same_default(field: str, default: Any) -> None:
-    declared = DECLARED[field][0]
+def _same_default(field: str, default: Any, *, people: bool = False) -> None:
+    """``default`` is the declared one: the programs' default, or with ``people`` the one of the surfaces people
+    read (the CLI and the page)."""
+    declared = PEOPLE_DEFAULTS[field] if people else DECLARED[field][0]
     if field == "text":
         assert default in (inspect.Parameter.empty, dataclasses.MISSING, None, ...), default
     elif field == "filters":
@@ -95,7 +99,7 @@ def test_cli_search_takes_the_request_fields() -> None:
         if field in ("text", "filters"):
             continue
         param = offered_[field]
-        _same_default(field, param.default)
+        _same_default(field, param.default, people=True)
         kind = param.type
         if DECLARED[field][1] is not None and isinstance(kind, click.FloatRange | click.IntRange):
             _within(field, kind.min, kind.max)
@@ -135,7 +139,7 @@ def test_the_http_api_and_the_page_take_the_request_fields(client: TestClient, p
     """Names and defaults as FastAPI reads them; bounds and choices by asking just outside them (400)."""
     offered_ = _offers(_query_parameters(client, path), "q", expanded=True)
     for field in DECLARED:
-        _same_default(field, offered_[field])
+        _same_default(field, offered_[field], people=path == "/")
     base = {"q": "cavalry", "mode": "lexical"}
     for field, (_, low, high, choices) in DECLARED.items():
         outside = [value for value in (low - 1 if low is not None else None, high + 1 if high is not None else None)]

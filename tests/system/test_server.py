@@ -192,6 +192,7 @@ def test_openapi_lists_the_fields_of_the_python_objects(served: tuple[httpx.Clie
         "ingested_before",
         "collapse",
         "min_score",
+        "group",
     }
 
 
