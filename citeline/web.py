@@ -20,7 +20,7 @@ from pydantic import BeforeValidator, Field
 
 from citeline.errors import CitelineError
 from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest
-from citeline.query.results import SearchResult, Source
+from citeline.query.results import SearchResult, Source, shown_relevance
 from citeline.store.filters import filters_from
 
 __all__ = ["Limits", "add_pages", "marked"]
@@ -91,7 +91,7 @@ _SEARCH = """{% extends "base" %}{% block main %}
 {% for r in results %}<li class="result">
 <h2><a href="{{ r.view }}">{{ r.title }}</a></h2>
 <p class="provenance"><code>{{ r.source_id }}</code>{% if r.page is not none %} · page {{ r.page }}{% endif %}
- · characters {{ r.char_start }}–{{ r.char_end }} · score {{ "%.3f"|format(r.score) }} · ingested {{ r.ingested_at }}
+ · characters {{ r.char_start }}–{{ r.char_end }} · {{ r.shown_relevance }} · ingested {{ r.ingested_at }}
  · run <code>{{ r.run_id }}</code></p>
 <blockquote class="passage">
 {%- for cls, part in r.parts -%}
@@ -305,6 +305,7 @@ def _shown_result(
         **{field.name: getattr(result, field.name) for field in dataclasses.fields(result)},
         "title": result.title or result.source_id,
         "parts": marked(result.text, result.char_start, marks),
+        "shown_relevance": shown_relevance(result.relevance),
         "view": view_url(root, result, q),
         "others": others,
     }

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from citeline.query.results import SearchResult
+from citeline.query.results import SearchResult, shown_relevance
 from citeline.util.formats import search_records
 
 #: Characters of context shown on each side of a highlight.
@@ -58,9 +58,8 @@ def human(
     lines: list[str] = []
     for rank, result in enumerate(results, 1):
         page = f", page {result.page}" if result.page else ""
-        relevance = f" (relevance {result.relevance:.2f})" if result.relevance is not None else ""
         lines.append(
-            style(f"{rank:>2}. {result.score:.3f}{relevance}  ", bold=True)
+            style(f"{rank:>2}. {shown_relevance(result.relevance)}  ", bold=True)
             + style(result.source_path, fg="cyan")
             + f"  [chars {result.char_start}-{result.char_end}, chunk {result.ordinal}{page}]"
         )
@@ -73,7 +72,7 @@ def human(
             for source in result.sources:
                 where_page = f", page {source.page}" if source.page else ""
                 lines.append(
-                    f"      {source.score:.3f}  "
+                    "      "
                     + style(source.source_path, fg="cyan")
                     + f"  [chars {source.shared_start}-{source.shared_end} in chunk {source.ordinal}"
                     f" (chars {source.char_start}-{source.char_end}){where_page}]"
