@@ -37,7 +37,7 @@ import pickle
 import resource
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ class Hits:
     cosine: np.ndarray  # NaN in lexical mode
     coverage: np.ndarray
     rare: np.ndarray  # holds a rare query term verbatim (lexical rule)
+    score: np.ndarray | None = None  # the ranking's score
 
 
 @dataclass
@@ -84,6 +85,8 @@ def features(index: Index, text: str, mode: str, ids: list[int], results: Any, r
     """The features of hits ``ids`` (``results``: their SearchResults, for the rare-term test; None: read)."""
     snapshot = index.snapshot()
     array = np.array(ids, dtype=np.int64)
+    if not len(ids):
+        return Hits([], np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
     covered = relevance.coverage(snapshot.lexical, text, array)
     assert covered is not None
     if mode == "lexical":
@@ -121,11 +124,17 @@ def read_lists(
     found = {}
     for qid, text in queries.items():
         shown = index.search(text, 10, mode=mode, min_score=0)
-        ranked = [chunk_id for chunk_id, _ in index.rank(text, 100, mode=mode)]
+        pairs = index.rank(text, 100, mode=mode)
         found[qid] = Query(
             qrels.get(qid, {}),
-            features(index, text, mode, [hit.chunk_id for hit in shown], shown, record_of),
-            features(index, text, mode, ranked, None, record_of),
+            replace(
+                features(index, text, mode, [hit.chunk_id for hit in shown], shown, record_of),
+                score=np.array([hit.score for hit in shown]),
+            ),
+            replace(
+                features(index, text, mode, [chunk_id for chunk_id, _ in pairs], None, record_of),
+                score=np.array([score for _, score in pairs]),
+            ),
         )
     return found
 
@@ -298,6 +307,8 @@ def main(argv: list[str]) -> None:
             for name, queries in train.items():
                 report(f"{name} train", queries, mode, model)
             report("off-topic cal", off, mode, model)
+        if args.cache:
+            args.cache.write_bytes(pickle.dumps(CACHE))
         test = lists("test")
         for name, queries in test.items():
             report(f"{name} test", queries, mode, model)

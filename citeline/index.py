@@ -300,8 +300,10 @@ class Index:
         ``citeline.store.filters``) apply before ranking, so k results come back whenever k matching passages exist.
         ``collapse`` merges near-duplicates and shared quotes of documents into one result
         (``citeline.query.collapse``). ``min_score``: hits whose ``relevance`` (absolute, in [0, 1]) is lower are
-        dropped; None (default): none are, unless every hit is below the calibrated floor (the query matches
-        nothing: no hits); 0 keeps every hit (``citeline.query.relevance``).
+        dropped; None (default): each hit is kept or dropped on its own merit, against the best hit of the
+        unfiltered ranking (none when the query matches nothing); 0 keeps every hit (``citeline.query.relevance``).
+        ``relevance`` is the number to show people; ``score`` only orders one answer's hits (its scale depends on
+        the mode, and it can be negative).
         """
         if isinstance(query, plan.SearchRequest):
             given = (k, mode, filters, collapse, collapse_threshold, min_score)

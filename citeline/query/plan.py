@@ -385,8 +385,8 @@ class SearchRequest:
     #: the relevance floor (``citeline.query.relevance``); None: calibrated
     min_score: float | None = option(
         None,
-        "Drop passages whose relevance (0-1) is lower; 0 keeps all [default: none, unless all are below the "
-        "calibrated floor].",
+        "Drop passages whose relevance (0-1) is lower; 0 keeps all [default: each passage kept on its own merit "
+        "against the best of the unfiltered answer; none when the query matches nothing].",
         minimum=0.0,
         maximum=1.0,
     )

@@ -1,34 +1,42 @@
-"""The relevance floor: an absolute, calibrated relevance of each hit, and the ``min_score`` that drops the others.
+"""Relevance per hit: an absolute, calibrated relevance of each hit, and the rule that keeps or drops each hit.
 
 A hit's ``score`` ranks it among the query's candidates: hybrid scores are rescaled per query (min-max over each
-ranking's top), so the best hit of a query that matches nothing (``xyzzy plugh``) scores as high as the best hit of
-one that matches well. ``relevance`` does not depend on the other candidates. It is a logistic model of two
-quantities of the query and the hit's chunk alone:
+ranking's top), dense ones are cosines (after the document stage), lexical ones BM25; they compare hits of one
+answer only, and hybrid and dense ones can be negative. ``relevance`` is what people are shown (the CLI, the page,
+JSON's ``relevance``): a number in [0, 1] that does not depend on the other candidates, read as the chance that
+the hit's document answers the query. It is a logistic model of two quantities of the query and the hit's chunk:
 
 - ``cosine``: the cosine of the query's vector and the chunk's stored vector (hybrid and dense searches);
 - ``coverage``: the idf-weighted share of the query's distinct analyzed terms that occur in the chunk,
   ``sum(idf(t) for t in query if t in chunk) / sum(idf(t) for t in query)``; a term the corpus lacks counts with
   the largest idf, so a query made of words the index has never seen covers nothing.
 
-``relevance = 1 / (1 + exp(-(intercept + a * cosine + b * coverage)))``, read as the chance that the hit is on the
-query's topic. A lexical search has no query vector (it needs no model), so it uses a model of ``coverage`` alone.
-Cosines are on each embedding model's own scale: the dense/hybrid model is fitted for all-MiniLM-L6-v2
-(:data:`CALIBRATED_MODELS`); an index of another model gets ``relevance=None`` in dense and hybrid search.
-The coefficients were fitted on SciFact's train claims (their judged documents' best-ranked chunks as on-topic
-hits) and on half of an off-topic query set (bench/data/off_topic_queries.txt: questions about cooking, sport,
-travel, ... and gibberish, no relevant SciFact abstract; their top-10 chunks as off-topic hits) by
-``bench/tune_quality.py relevance-floor``, which also chose each model's ``floor`` and measures it on SciFact test
-and the other half (docs/quality.md).
+``relevance = 1 / (1 + exp(-(intercept + a * cosine + b * coverage)))`` (:data:`DENSE_MODEL`; a lexical search has
+no query vector, so :data:`LEXICAL_MODEL` uses ``coverage`` alone). Cosines are on each embedding model's own
+scale: the dense/hybrid model is fitted for all-MiniLM-L6-v2 (:data:`CALIBRATED_MODELS`); an index of another model
+gets ``relevance=None`` in dense and hybrid search, and its hits are never dropped. The models were fitted by
+``bench/relevance_per_hit.py --fit`` on the hits users see (``Index.search``, k=10) of SciFact's train claims, of
+the train questions of a judged documentation-like collection the bench generates (bench/_judged_docs.py) and of
+half of an off-topic query set (bench/data/off_topic_queries.txt), a hit being relevant when its document is
+judged relevant; figures in docs/quality.md#relevance-per-hit.
 
-``min_score`` (``Index.search``, ``citeline search --min-score``, the retrievers): a number drops every hit whose
-relevance is below it (``0`` keeps every hit). Unset (None, the default), a search whose hits are *all* below the
-model's calibrated ``floor`` returns nothing (the query matches nothing in the index) and otherwise returns its hits
-as ranked. The default only ever empties an answer, never thins one; its floor is the highest that emptied no
-SciFact train claim's answer (on test, hybrid emptied 4 claims, none with a relevant document in its top 10:
-nDCG@10 unchanged; 77 of 79 held-out off-topic queries emptied). A per-hit floor as high drops relevant hits of low
-cosine and coverage from answers that keep others (hybrid test nDCG@10 0.7325 -> 0.7227, docs/quality.md).
+``min_score`` (``Index.search``, ``citeline search --min-score``, the server, the page, the retrievers): a number
+drops every hit whose relevance is below it (``0`` keeps every hit). Unset (None, the default), each hit is kept
+or dropped on its own merit (:meth:`Rule.kept`), against the *unfiltered* ranking's first :data:`BEST_OF` hits, so
+that a filter changes which hits there are but never whether a hit is shown:
+
+1. the query matches nothing in the index when the best of those hits is below the topic floor (``Rule.topic``:
+   the model fitted before per-hit relevance, on-topic SciFact chunks against off-topic queries' hits; it answers
+   77 of 79 held-out off-topic queries with nothing): then no hit is kept;
+2. else a hit is kept when its relevance is at least ``Rule.keep`` and at most ``Rule.spread`` log-odds below the
+   best relevance of those hits (padding passages of near-zero relevance behind a good answer are dropped);
+3. in a lexical search, a hit holding a rare query term verbatim (a word of the query, case folded, that is in the
+   chunk's text as a word and whose analyzed term is in at most :func:`rare_limit` chunks) is always kept: a query
+   of five rare words, each in one record, shows the five records although each covers a fifth of the query.
+
 An index whose BM25 folder predates segments has no term frequencies to read: its hits get ``relevance=None`` and
-are never dropped.
+are never dropped. Computing relevance reads the hits' stored vectors and the query terms' frequencies in the
+hits' chunks; a filtered search also ranks the unfiltered index for its first :data:`BEST_OF` hits.
 """
 
 from __future__ import annotations
@@ -104,11 +112,13 @@ LEXICAL_TOPIC = RelevanceModel(intercept=-6.6153, cosine=0.0, coverage=16.6012, 
 #: judged relevant, fitted on the hits users see (``Index.search``, k=10) of SciFact train claims, of the judged
 #: documentation collection's train questions and of the off-topic calibration half (bench/relevance_per_hit.py).
 DENSE_MODEL = RelevanceModel(intercept=-6.7278, cosine=6.3468, coverage=4.4149)
-#: The same for lexical searches (coverage alone).
-LEXICAL_MODEL = RelevanceModel(intercept=-6.6153, cosine=0.0, coverage=16.6012)
-#: Hybrid and dense searches with all-MiniLM-L6-v2: keep and spread chosen on the same train lists.
-DENSE_RULE = Rule(DENSE_MODEL, DENSE_TOPIC, keep=0.01, spread=2.5)
-LEXICAL_RULE = Rule(LEXICAL_MODEL, LEXICAL_TOPIC)
+#: The same for lexical searches (coverage alone; at most 0.91, a chunk holding every query term).
+LEXICAL_MODEL = RelevanceModel(intercept=-4.8357, cosine=0.0, coverage=7.1249)
+#: Hybrid and dense searches with all-MiniLM-L6-v2: ``keep`` and ``spread`` chosen on the same train lists (the
+#: highest share of relevant hits shown whose nDCG@10 and recall@10 fall by at most 0.002 on each collection).
+DENSE_RULE = Rule(DENSE_MODEL, DENSE_TOPIC, keep=0.005, spread=3.0)
+#: Lexical searches, chosen the same way.
+LEXICAL_RULE = Rule(LEXICAL_MODEL, LEXICAL_TOPIC, keep=0.02, spread=3.0)
 #: The embedding models :data:`DENSE_RULE` is calibrated for: cosines of other models are on other scales, so
 #: their dense and hybrid hits get ``relevance=None`` (never dropped) until a rule of theirs is fitted here.
 CALIBRATED_MODELS = {"all-MiniLM-L6-v2": DENSE_RULE, "sentence-transformers/all-MiniLM-L6-v2": DENSE_RULE}

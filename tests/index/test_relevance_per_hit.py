@@ -7,11 +7,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import HashEmbedder
+from conftest import SEEDS, HashEmbedder
 from fastapi.testclient import TestClient
 
 from citeline import Index
@@ -98,7 +99,25 @@ class SignedEmbedder(HashEmbedder):
 @pytest.fixture
 def negative_index(tmp_path: Path) -> Index:
     """Prose without a negative number in it, searched in dense mode with an embedder whose cosines go below 0."""
-    words = "apple brick cloud drum eagle fern grape harp iris jade kite lemon maple nest olive pearl quill".split()
+    words = [
+        "apple",
+        "brick",
+        "cloud",
+        "drum",
+        "eagle",
+        "fern",
+        "grape",
+        "harp",
+        "iris",
+        "jade",
+        "kite",
+        "lemon",
+        "maple",
+        "nest",
+        "olive",
+        "pearl",
+        "quill",
+    ]
     documents = {f"note-{n:02d}.txt": " ".join(words[(n + at) % len(words)] for at in range(6)) for n in range(12)}
     index = Index.create(tmp_path / "ix", embedder=SignedEmbedder())
     index.ingest([write_corpus(tmp_path / "docs", documents)])
@@ -125,3 +144,55 @@ def test_no_negative_score_is_shown_on_any_surface(negative_index: Index, monkey
     assert page.status_code == 200 and '<ol class="results"' in page.text
     results = page.text.split('<ol class="results"', 1)[1]
     assert "relevance" in results and "score" not in results and not NUMBER.search(results), results
+
+
+@pytest.fixture(scope="module")
+def seeds_index(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    """The seed documents with the real model (onnx-int8), the garrison report tagged ``history``."""
+    root = tmp_path_factory.mktemp("seeds")
+    docs = root / "docs"
+    docs.mkdir()
+    for path in SEEDS.glob("*.md"):
+        text = path.read_text(encoding="utf-8")
+        if path.name == "defections-at-the-river-garrison.md" and not text.startswith("---"):
+            text = "---\ntags: history\n---\n" + text
+        (docs / path.name).write_text(text, encoding="utf-8")
+    index = Index.create(root / "ix", backend="onnx-int8")
+    index.ingest([docs])
+    return index
+
+
+def shown(hits: Sequence[Any]) -> list[tuple[str, int]]:
+    return [(hit.source_id, hit.ordinal) for hit in hits]
+
+
+@pytest.mark.slow
+def test_a_filter_never_hides_a_hit_the_unfiltered_answer_shows(seeds_index: Index) -> None:
+    """The garrison report ranks 2nd (as a document) for a question about the letters; its best passage is too weak
+    for the topic floor alone, so ``--where tags=history`` answered with nothing. Each hit is now measured against
+    the unfiltered ranking's best, so the filtered answer is the unfiltered one less what the filter removes."""
+    query = "mothers writing letters to sons at the front"
+    unfiltered = seeds_index.search(query, k=10)
+    documents = list(dict.fromkeys(hit.source_id for hit in unfiltered))
+    assert documents[:2] == ["a-mothers-letters-and-a-broken-front.md", "defections-at-the-river-garrison.md"]
+    filtered = seeds_index.search(query, k=10, filters={"meta": {"tags": "history"}})
+    assert filtered and shown(filtered) == [at for at in shown(unfiltered) if at[0] == documents[1]]
+    for mode in ("hybrid", "dense", "lexical"):  # the same rule in every mode
+        every = shown(seeds_index.search(query, k=10, mode=mode))
+        only = shown(seeds_index.search(query, k=10, mode=mode, filters={"meta": {"tags": "history"}}))
+        assert only == [at for at in every if at[0] == documents[1]], mode
+
+
+@pytest.mark.slow
+def test_padding_passages_of_near_zero_relevance_are_not_shown(seeds_index: Index) -> None:
+    """A question about the garrison matched six passages of the two war reports; the default filled k with the
+    levee reports' passages (relevance under 0.01). They are dropped; ``min_score=0`` still lists them."""
+    query = "why are soldiers deserting the garrison"
+    everything = seeds_index.search(query, k=10, min_score=0)
+    assert any("levee" in hit.source_id for hit in everything)
+    hits = seeds_index.search(query, k=10)
+    assert hits and not any("levee" in hit.source_id for hit in hits)
+    assert all(hit.relevance is not None and 0 <= hit.relevance <= 1 for hit in hits)
+    assert min(hit.relevance or 0 for hit in hits) >= relevance.DENSE_RULE.keep
+    # nothing matches nothing, as before
+    assert seeds_index.search("best pizza in Naples", k=10) == []
