@@ -496,7 +496,7 @@ def _search(
     hits_at = _Hits(snapshot, request, query_vector, allowed, model)
     first = hits_at(request.k)
     vector = query_vector() if callable(query_vector) else query_vector  # hybrid: the vector the ranking embedded
-    if request.min_score is None and first:
+    if request.min_score is None and first and relevance.rule_for(vector, model) is not None:
         held = hits_at.ranking
         if allowed is None and held is not None and (len(held[1]) >= relevance.BEST_OF or len(held[1]) < held[0]):
             unfiltered = held[1]  # the ranking held is deep enough, or holds every chunk
