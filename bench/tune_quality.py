@@ -414,7 +414,8 @@ def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def model_of(mode: str) -> relevance.RelevanceModel:
-    return relevance.LEXICAL_MODEL if mode == "lexical" else relevance.DENSE_MODEL
+    """The floor's model: since relevance per hit (bench/relevance_per_hit.py), the topic gate's."""
+    return relevance.LEXICAL_TOPIC if mode == "lexical" else relevance.DENSE_TOPIC
 
 
 def scored(
@@ -534,7 +535,7 @@ def relevance_floor_main(argv: list[str]) -> None:
         kept = [report_off[int(n)] for n, (_, rel) in off_scores.items() if (np.asarray(rel[:10]) >= floor).any()]
         print(f"  off-topic queries with a hit: {kept}")
         if not args.fit:
-            empty = sum(not index.search(text, 10, mode=mode, filters=None, min_score=floor) for text in report_off)
+            empty = sum(not index.search(text, 10, mode=mode, filters=None) for text in report_off)
             print(f"  Index.search(k=10, collapse on): off-topic (report half) with no hit {empty}/{len(report_off)}")
     usage = resource.getrusage(resource.RUSAGE_SELF)
     wall, used = time.perf_counter() - start, time.process_time() - cpu

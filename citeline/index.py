@@ -307,11 +307,13 @@ class Index:
         ``citeline.store.filters``) apply before ranking, so k results come back whenever k matching passages exist.
         ``collapse`` merges near-duplicates and shared quotes of documents into one result
         (``citeline.query.collapse``). ``min_score``: hits whose ``relevance`` (absolute, in [0, 1]) is lower are
-        dropped; None (default): none are, unless every hit is below the calibrated floor (the query matches
-        nothing: no hits); 0 keeps every hit (``citeline.query.relevance``). ``group``: one result per document,
-        its best passage with the document's other passages that answered in ``more_passages``, and ``k`` counts
-        documents (``citeline.query.grouping``); off by default here (k passages, each its own result, as a program
-        feeding passages to a model expects), on in the CLI and the search page.
+        dropped; None (default): each hit is kept or dropped on its own merit, against the best hit of the
+        unfiltered ranking (none when the query matches nothing); 0 keeps every hit (``citeline.query.relevance``).
+        ``relevance`` is the number to show people; ``score`` only orders one answer's hits (its scale depends on
+        the mode, and it can be negative). ``group``: one result per document, its best passage with the
+        document's other passages that answered in ``more_passages``, and ``k`` counts documents
+        (``citeline.query.grouping``); off by default here (k passages, each its own result, as a program feeding
+        passages to a model expects), on in the CLI and the search page.
         """
         if isinstance(query, plan.SearchRequest):
             given = (k, mode, filters, collapse, collapse_threshold, min_score, group)

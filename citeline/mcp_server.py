@@ -208,8 +208,10 @@ class Citation(BaseModel):
     char_end: int = Field(description="End of the passage (exclusive): an offset into the document's text.")
     quote: str = Field(description=f"The best highlighted sentences, at most {QUOTE_CHARS} characters.")
     highlights: list[HighlightOut]
-    score: float
-    relevance: float | None
+    score: float = Field(description="Orders this answer's passages only: its scale depends on the mode; can be < 0.")
+    relevance: float | None = Field(
+        description="The passage's relevance, 0-1, comparable across queries (null: the model is not calibrated)."
+    )
     also_in: list[AlsoIn]
     more_passages: list[MorePassage] = Field(
         description="The document's other passages that answered, best first (a search with group on; else empty)."

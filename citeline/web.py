@@ -20,7 +20,7 @@ from pydantic import BeforeValidator, Field
 
 from citeline.errors import CitelineError
 from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest, request_field
-from citeline.query.results import Passage, SearchResult, Source
+from citeline.query.results import Passage, SearchResult, Source, shown_relevance
 from citeline.store.filters import filters_from
 from citeline.util.declared import people_default
 
@@ -96,7 +96,7 @@ _SEARCH = """{% extends "base" %}{% block main %}
 <h2><a href="{{ r.view }}">{{ r.title }}</a></h2>
 <p class="provenance"><code>{{ r.source_id }}</code>{% if r.page is not none %} · page {{ r.page }}{% endif %}
  · characters {{ r.char_start }}–{{ r.char_end }}
-{%- if r.record_id is not none %} of the record's text{% endif %} · score {{ "%.3f"|format(r.score) }}
+{%- if r.record_id is not none %} of the record's text{% endif %} · {{ r.shown_relevance }}
  · ingested {{ r.ingested_at }}
  · run <code>{{ r.run_id }}</code></p>
 <blockquote class="passage">
@@ -114,7 +114,7 @@ _SEARCH = """{% extends "base" %}{% block main %}
 <summary>{{ r.more|length }} more passage{{ "s" if r.more|length > 1 }} in this
 {{ "record" if r.record_id is not none else "document" }}</summary><ul>
 {% for p in r.more %}<li><a href="{{ p.view }}">characters {{ p.char_start }}–{{ p.char_end }}</a>
-{%- if p.page is not none %} · page {{ p.page }}{% endif %} · score {{ "%.3f"|format(p.score) }}
+{%- if p.page is not none %} · page {{ p.page }}{% endif %} · {{ p.shown_relevance }}
 <blockquote>{{ p.quote }}</blockquote></li>
 {% endfor %}</ul></details>{% endif %}
 </li>{% endfor %}</ol>
@@ -322,10 +322,16 @@ def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..
         **{field.name: getattr(result, field.name) for field in dataclasses.fields(result)},
         "title": result.title or result.source_id,
         "parts": marked(result.text, result.char_start, marks),
+        "shown_relevance": shown_relevance(result.relevance),
         "view": view_url(root, result, q),
         "others": others,
         "more": [
-            {**dataclasses.asdict(passage), "view": view_url(root, passage, q, result.doc_id), "quote": _quote(passage)}
+            {
+                **dataclasses.asdict(passage),
+                "view": view_url(root, passage, q, result.doc_id),
+                "quote": _quote(passage),
+                "shown_relevance": shown_relevance(passage.relevance),
+            }
             for passage in result.more_passages
         ],
     }

@@ -272,7 +272,7 @@ format_option = click.option(
 #: The default columns of ``--format table`` (``--columns`` picks others; csv and tsv carry every field unless
 #: told; json and jsonl whole records). ``highlight`` is a search result's best highlighted sentence, ``duration``
 #: a run's seconds.
-SEARCH_TABLE_COLUMNS = ("rank", "score", "relevance", "source_path", "title", "highlight")
+SEARCH_TABLE_COLUMNS = ("rank", "relevance", "source_path", "title", "highlight")
 DOCUMENT_TABLE_COLUMNS = ("doc_id", "source_path", "title", "format", "chunks", "pages", "ingested_at")
 RUN_TABLE_COLUMNS = (
     "run_id", "status", "started_at", "duration", "roots", "added", "updated", "unchanged", "removed", "failed",

@@ -232,7 +232,8 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     type=click.Choice(MODES),
     default=DEFAULT_MODE,
     show_default=True,
-    help="hybrid fuses the dense (embedding) and lexical (BM25) rankings; the score is the fused score.",
+    help="hybrid fuses the dense (embedding) and lexical (BM25) rankings (JSON's score is the fused score; "
+    "each passage shows its relevance, 0-1).",
 )
 @filter_options
 @click.option(
@@ -261,7 +262,8 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     type=click.FloatRange(0, 1),
     default=None,
     help="Drop passages whose relevance (absolute, 0-1, comparable across queries) is lower; 0 keeps all "
-    "[default: none dropped unless all are below the calibrated floor: a query that matches nothing prints none].",
+    "[default: each passage kept on its own merit, against the best of the unfiltered answer; a query that "
+    "matches nothing prints none].",
 )
 @click.option("--full", is_flag=True, help="Print each passage's whole chunk, not only its highlighted sentences.")
 @search_dask_option
@@ -293,7 +295,7 @@ def search(
     headers: bool,
     as_json: bool,
 ) -> None:
-    """Print the passages most relevant to QUERY, with source, offsets and score."""
+    """Print the passages most relevant to QUERY, with source, offsets and relevance (0-1)."""
     from citeline.index import Index
 
     output = resolve_format(fmt, as_json)

@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from citeline.query.results import Passage, SearchResult
+from citeline.query.results import Passage, SearchResult, shown_relevance
 from citeline.sources.document import record_name
 from citeline.util.formats import search_records
 
@@ -62,9 +62,8 @@ def human(
     lines: list[str] = []
     for rank, result in enumerate(results, 1):
         page = f", page {result.page}" if result.page else ""
-        relevance = f" (relevance {result.relevance:.2f})" if result.relevance is not None else ""
         lines.append(
-            style(f"{rank:>2}. {result.score:.3f}{relevance}  ", bold=True)
+            style(f"{rank:>2}. {shown_relevance(result.relevance)}  ", bold=True)
             + style(result.name, fg="cyan")
             + f"  [chars {result.char_start}-{result.char_end}{_of_record(result.record_id)}, chunk {result.ordinal}"
             f"{page}]"
@@ -78,7 +77,7 @@ def human(
             for source in result.sources:
                 where_page = f", page {source.page}" if source.page else ""
                 lines.append(
-                    f"      {source.score:.3f}  "
+                    "      "
                     + style(record_name(source.source_path, source.record_id), fg="cyan")
                     + f"  [chars {source.shared_start}-{source.shared_end} in chunk {source.ordinal}"
                     f" (chars {source.char_start}-{source.char_end}){_of_record(source.record_id)}{where_page}]"
@@ -111,9 +110,10 @@ def _more_passages(count: int, record_id: str | None) -> str:
 
 
 def _passage_line(passage: Passage, width: int) -> str:
-    """One of a grouped result's other passages on one line: score, chunk, offsets and its best sentence."""
+    """One of a grouped result's other passages on one line: relevance, chunk, offsets and its best sentence."""
     page = f", page {passage.page}" if passage.page else ""
-    head = f"{passage.score:.3f}  chunk {passage.ordinal} [chars {passage.char_start}-{passage.char_end}{page}]"
+    offsets = f"[chars {passage.char_start}-{passage.char_end}{page}]"
+    head = f"{shown_relevance(passage.relevance)}  chunk {passage.ordinal} {offsets}"
     best = max(passage.highlights, key=lambda h: h.score, default=None)
     text = " ".join((best.text if best else passage.text).split())
     room = max(20, width - len(head) - 4)

@@ -398,8 +398,8 @@ class SearchRequest:
     #: the relevance floor (``citeline.query.relevance``); None: calibrated
     min_score: float | None = option(
         None,
-        "Drop passages whose relevance (0-1) is lower; 0 keeps all [default: none, unless all are below the "
-        "calibrated floor].",
+        "Drop passages whose relevance (0-1) is lower; 0 keeps all [default: each passage kept on its own merit "
+        "against the best of the unfiltered answer; none when the query matches nothing].",
         minimum=0.0,
         maximum=1.0,
     )
@@ -477,10 +477,15 @@ def search(
     # Each chunk's stored vector is read once: collapse reads the hits', the relevance floor the results' (at 1M
     # chunks a vectors() call costs 1-1.5 ms CPU whatever its size).
     read_vectors = reading_once(snapshot.vectors.vectors)
-    hits = _search(snapshot, request, encode, model, read_vectors)
-    kept = relevance.apply_floor(
-        snapshot, request.text, vectors.get(request.text), hits, request.min_score, model, read_vectors
-    )
+    top: list[int] = []  # the unfiltered ranking's first relevance.BEST_OF chunk ids (_search fills it)
+    hits = _search(snapshot, request, encode, model, read_vectors, top)
+    vector = vectors.get(request.text)
+    best = None
+    if request.min_score is None and hits:
+        # Every hit is measured against the best hit of the unfiltered ranking, so a filter never changes whether a
+        # hit is shown: only which hits there are.
+        best = relevance.best_of(snapshot, request.text, vector, top, model, read_vectors)
+    kept = relevance.apply_floor(snapshot, request.text, vector, hits, request.min_score, model, read_vectors, best)
     # Grouped after the floor: a document's passages below it are not listed, and its best passage above it leads.
     return by_document(kept, request.k) if request.group else kept
 
@@ -491,8 +496,10 @@ def _search(
     encode_query: EncodeQuery,
     model: str,
     vectors: Callable[[Sequence[int]], np.ndarray],
+    top: list[int],
 ) -> list[SearchResult]:
-    """Run the whole plan for ``request`` on one snapshot (see the module docstring).
+    """Run the whole plan for ``request`` on one snapshot (see the module docstring); ``top`` receives the chunk ids
+    of the unfiltered ranking's first ``relevance.BEST_OF`` hits (the relevance rule's reference).
 
     Collapsed, the plan ranks k hits and deeper (four times, then again) only while collapsing leaves fewer than k
     results and more hits exist; copies of a result's quote ranked below the hits then join its sources too
@@ -522,6 +529,13 @@ def _search(
     depth = GROUP_FIRST_DEPTH * k if request.group else k
     first = hits_at(depth)
     vector = query_vector() if callable(query_vector) else query_vector  # hybrid: the vector the ranking embedded
+    if request.min_score is None and first and relevance.rule_for(vector, model) is not None:
+        held = hits_at.ranking
+        if allowed is None and held is not None and (len(held[1]) >= relevance.BEST_OF or len(held[1]) < held[0]):
+            unfiltered = held[1]  # the ranking held is deep enough, or holds every chunk
+        else:  # a filtered search, or one ranked shallower: the unfiltered ranking's first hits
+            unfiltered = rank(snapshot, request.text, vector, relevance.BEST_OF, request.mode, None, request.fusion)
+        top.extend(chunk_id for chunk_id, _ in unfiltered[: relevance.BEST_OF])
 
     def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:
         return highlight(hits, request.text, query_vector=vector)

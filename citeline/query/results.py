@@ -172,6 +172,14 @@ class SearchResult:
         )
 
 
+def shown_relevance(value: float | None) -> str:
+    """A hit's relevance as people read it on every surface: ``relevance 0.87`` (calibrated, 0-1, comparable across
+    queries: ``citeline.query.relevance``), or ``relevance n/a`` for an index whose embedding model has no
+    calibration (its hits are never dropped). The ranking ``score`` is not shown: its scale depends on the mode
+    (fused, cosine, BM25) and it can be negative."""
+    return "relevance n/a" if value is None else f"relevance {value:.2f}"
+
+
 def result_json(result: SearchResult) -> str:
     """One JSON object on one line (the CLI's ``--json`` format)."""
     return json.dumps(result.to_dict(), ensure_ascii=False)

@@ -99,7 +99,7 @@ def test_format_option_for_search(index_path: str) -> None:
         emit_search(Index.open(index_path, embedder=HashEmbedder()).search("pay stopped", k=2), output)
 
     table = CliRunner().invoke(search, ["--format", "table"]).output.splitlines()
-    assert table[0].split() == ["rank", "score", "relevance", "source_path", "title", "highlight"]
+    assert table[0].split() == ["rank", "relevance", "source_path", "title", "highlight"]
     assert len(table) == 4  # header, rule, one line a result
     lines = CliRunner().invoke(search, ["--json"]).output.splitlines()
     assert [json.loads(line)["rank"] for line in lines] == [1, 2]

@@ -40,7 +40,7 @@ def test_bare_citeline_prints_usage_and_exits_0() -> None:
 
 def test_search_table_is_one_line_a_hit_within_the_terminal(index_path: str) -> None:
     lines = search(index_path, "-k", "3", "--format", "table").output.splitlines()
-    assert lines[0].split() == ["rank", "score", "relevance", "source_path", "title", "highlight"]
+    assert lines[0].split() == ["rank", "relevance", "source_path", "title", "highlight"]
     assert len(lines) == 5 and all(len(line) <= 80 for line in lines)
     assert lines[2].split()[0] == "1" and ".md " in lines[2]  # a path cut keeps its file name
     wide = search(index_path, "-k", "3", "--format", "table", width=200).output.splitlines()

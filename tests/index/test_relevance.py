@@ -82,5 +82,5 @@ def test_the_real_model_answers_gibberish_with_nothing_and_keeps_a_real_match(tm
         assert index.search("best pizza in Naples", k=5, mode=mode) == [], mode
     hits = index.search("does aspirin reduce fever in children", k=5)
     assert hits and hits[0].source_id == "fever.txt" and hits[0].relevance is not None
-    assert hits[0].relevance >= relevance.DENSE_MODEL.floor
+    assert hits[0].relevance >= relevance.DENSE_RULE.keep
     assert len(index.search("xyzzy plugh", k=5, min_score=0)) == 2  # 0 keeps every hit
