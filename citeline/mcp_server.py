@@ -728,18 +728,42 @@ class _Lines:
         return line.decode("utf-8", errors="replace")
 
 
-class _Writer:
-    """A pipe as ``stdio_server`` writes its ``stdout``: ``write`` queues (the loop writes it as the pipe takes
-    it), ``flush`` waits only while the reader is behind."""
+class _Writer(asyncio.Protocol):
+    """A pipe as ``stdio_server`` writes its ``stdout``: ``write`` hands the bytes to the loop's pipe transport
+    (written at once while the pipe takes them, queued when it is full), ``flush`` waits only while the client is
+    behind (the transport paused us), and both raise ``BrokenPipeError`` once the client's end is closed."""
 
-    def __init__(self, writer: asyncio.StreamWriter):
-        self._writer = writer
+    def __init__(self) -> None:
+        self.transport: asyncio.WriteTransport | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._writable.set()
 
     async def write(self, text: str) -> None:
-        self._writer.write(text.encode("utf-8"))
+        if self.transport is None or self.transport.is_closing():
+            raise BrokenPipeError("the client closed stdout")
+        self.transport.write(text.encode("utf-8"))
 
     async def flush(self) -> None:
-        await self._writer.drain()
+        await self._writable.wait()
+        if self.transport is None or self.transport.is_closing():
+            raise BrokenPipeError("the client closed stdout")
+
+    async def drained(self) -> None:
+        """Once the client has read what is queued (or closed its end)."""
+        while self.transport is not None and not self.transport.is_closing() and self.transport.get_write_buffer_size():
+            await asyncio.sleep(0.01)
 
 
 #: The longest line (one JSON-RPC message) read from stdin; a longer one is answered as not JSON.
@@ -774,15 +798,11 @@ async def _pipe_lines() -> AsyncIterator[tuple[Any, Any] | tuple[()]]:
         pipe_in = os.fdopen(wire_in, "rb", buffering=0)
         incoming, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe_in)
         closing.append(incoming)
-        pipe_out = os.fdopen(wire_out, "wb", buffering=0)
-        # FlowControlMixin: asyncio's own protocol for a StreamWriter without a reader (what drain() waits on)
-        out, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe_out)
+        out, writer = await loop.connect_write_pipe(_Writer, os.fdopen(wire_out, "wb", buffering=0))
         closing.append(out)
-        writer = asyncio.StreamWriter(out, protocol, None, loop)
-        yield _Lines(reader), _Writer(writer)
-        with anyio.move_on_after(5):  # what is still queued for a client that reads it
-            writer.close()
-            await writer.wait_closed()
+        yield _Lines(reader), writer
+        with anyio.move_on_after(5):  # what is still queued, for a client that reads it
+            await writer.drained()
     finally:
         # the wire back on fd 0 and 1, blocking again (the client's end of the pipe shares the flag)
         for fd, wire in ((0, wire_in), (1, wire_out)):
