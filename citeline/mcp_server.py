@@ -699,33 +699,14 @@ def build_server(reader: Reader, limits: Limits, *, ingest_roots: Sequence[Path]
 async def run_stdio(server: Server[Any]) -> None:
     """Serve MCP over this process's stdin and stdout until the client closes them (``citeline mcp``).
 
-    The SDK's ``stdio_server`` speaks the protocol; the lines it reads and writes go through :func:`_pipe_lines`
-    (the event loop reads and writes the pipes itself) rather than the SDK's default files, which read each line
-    and write and flush each answer on a worker thread: three thread hand-offs a call, 0.6 ms of the server's CPU
-    (docs/performance.md#mcp-over-stdio-what-the-protocol-adds)."""
+    The SDK's ``stdio_server`` speaks the protocol and reads stdin; its answers go out through :func:`_stdout_pipe`
+    (the event loop writes the pipe itself) rather than the SDK's default file, which writes, then flushes, each
+    answer on a worker thread: two thread hand-offs a call (docs/performance.md#mcp-over-stdio-what-the-protocol-adds;
+    reading stdin on the loop as well saved no CPU and measured slower, docs/decisions/mcp-stdio-overhead.md)."""
     from mcp.server.stdio import stdio_server
 
-    async with _pipe_lines() as lines, stdio_server(*lines) as (read_stream, write_stream):
+    async with _stdout_pipe() as stdout, stdio_server(stdout=stdout) as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-class _Lines:
-    """The lines of a pipe as ``stdio_server`` iterates its ``stdin`` (text, each with its newline)."""
-
-    def __init__(self, reader: asyncio.StreamReader):
-        self._reader = reader
-
-    def __aiter__(self) -> _Lines:
-        return self
-
-    async def __anext__(self) -> str:
-        try:
-            line = await self._reader.readline()
-        except ValueError:  # longer than the reader's limit: dropped, and the SDK answers the rest as not JSON
-            return f"<a line longer than {_MAX_LINE} bytes>\n"
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
 
 
 class _Writer(asyncio.Protocol):
@@ -766,51 +747,39 @@ class _Writer(asyncio.Protocol):
             await asyncio.sleep(0.01)
 
 
-#: The longest line (one JSON-RPC message) read from stdin; a longer one is answered as not JSON.
-_MAX_LINE = 256 * 2**20
-
-
 @asynccontextmanager
-async def _pipe_lines() -> AsyncIterator[tuple[Any, Any] | tuple[()]]:
-    """stdin's lines and stdout's writer on the event loop (no thread), as ``stdio_server``'s ``stdin``/``stdout``;
-    ``()`` (the SDK's own files) where stdin or stdout is not a pipe, socket or terminal (a regular file) or the
-    platform has no such pipes. While serving, fd 0 reads the null device and fd 1 writes to stderr, as the SDK's
-    own claim does, so a library's stray ``print`` cannot corrupt the protocol; both come back at the end."""
-    kinds = (stat.S_ISFIFO, stat.S_ISSOCK, stat.S_ISCHR)
+async def _stdout_pipe() -> AsyncIterator[Any]:  # stdio_server types its stdout as anyio.AsyncFile: it only
+    # awaits write and flush
+    """stdout as a pipe the event loop writes (no thread), for ``stdio_server``'s ``stdout``; None (the SDK's own
+    file) where stdout is not a pipe, socket or terminal (a regular file: the loop cannot watch it) or on Windows.
+    While serving, fd 1 writes to stderr, as the SDK's own claim of it does, so a library's stray ``print``
+    cannot corrupt the protocol; the wire comes back on fd 1 at the end."""
     try:
-        usable = sys.platform != "win32" and all(any(kind(os.fstat(fd).st_mode) for kind in kinds) for fd in (0, 1))
+        mode = os.fstat(1).st_mode
     except OSError:
-        usable = False
-    if not usable:
-        yield ()
+        mode = 0
+    if sys.platform == "win32" or not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        yield None
         return
     import fcntl
 
-    loop = asyncio.get_running_loop()
-    wire_in, wire_out = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (0, 1))
-    nothing = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(nothing, 0)
-    os.close(nothing)
+    wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     os.dup2(2, 1)
-    reader = asyncio.StreamReader(limit=_MAX_LINE)
-    closing: list[asyncio.BaseTransport] = []
+    transport: asyncio.BaseTransport | None = None
     try:
-        pipe_in = os.fdopen(wire_in, "rb", buffering=0)
-        incoming, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe_in)
-        closing.append(incoming)
-        out, writer = await loop.connect_write_pipe(_Writer, os.fdopen(wire_out, "wb", buffering=0))
-        closing.append(out)
-        yield _Lines(reader), writer
+        loop = asyncio.get_running_loop()
+        transport, writer = await loop.connect_write_pipe(_Writer, os.fdopen(wire, "wb", buffering=0))
+        yield writer
         with anyio.move_on_after(5):  # what is still queued, for a client that reads it
             await writer.drained()
     finally:
-        # the wire back on fd 0 and 1, blocking again (the client's end of the pipe shares the flag)
-        for fd, wire in ((0, wire_in), (1, wire_out)):
-            with contextlib.suppress(OSError):
-                os.dup2(wire, fd)
-                os.set_blocking(fd, True)
-        for transport in closing:
+        with contextlib.suppress(OSError):  # the wire back on fd 1, blocking again (the flag is the pipe end's)
+            os.dup2(wire, 1)
+            os.set_blocking(1, True)
+        if transport is not None:
             transport.close()
+        else:
+            os.close(wire)
 
 
 def http_app(server: Server[Any], *, loopback_only: bool) -> tuple[Any, Callable[[Any], Any]]:
