@@ -748,12 +748,12 @@ class _Writer(asyncio.Protocol):
 
 
 @asynccontextmanager
-async def _stdout_pipe() -> AsyncIterator[Any]:  # stdio_server types its stdout as anyio.AsyncFile: it only
-    # awaits write and flush
-    """stdout as a pipe the event loop writes (no thread), for ``stdio_server``'s ``stdout``; None (the SDK's own
-    file) where stdout is not a pipe, socket or terminal (a regular file: the loop cannot watch it) or on Windows.
-    While serving, fd 1 writes to stderr, as the SDK's own claim of it does, so a library's stray ``print``
-    cannot corrupt the protocol; the wire comes back on fd 1 at the end."""
+async def _stdout_pipe() -> AsyncIterator[Any]:
+    """stdout as a pipe the event loop writes (no thread), for ``stdio_server``'s ``stdout`` (typed there as
+    ``anyio.AsyncFile``, of which it awaits only ``write`` and ``flush``); None (the SDK's own file) where stdout is
+    not a pipe, socket or terminal (a regular file: the loop cannot watch it) or on Windows. While serving, fd 1
+    writes to stderr, as the SDK's own claim of it does, so a library's stray ``print`` cannot corrupt the
+    protocol; the wire comes back on fd 1 at the end."""
     try:
         mode = os.fstat(1).st_mode
     except OSError:
@@ -764,11 +764,11 @@ async def _stdout_pipe() -> AsyncIterator[Any]:  # stdio_server types its stdout
     import fcntl
 
     wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    pipe = os.fdopen(wire, "wb", buffering=0)
     os.dup2(2, 1)
     transport: asyncio.BaseTransport | None = None
     try:
-        loop = asyncio.get_running_loop()
-        transport, writer = await loop.connect_write_pipe(_Writer, os.fdopen(wire, "wb", buffering=0))
+        transport, writer = await asyncio.get_running_loop().connect_write_pipe(_Writer, pipe)
         yield writer
         with anyio.move_on_after(5):  # what is still queued, for a client that reads it
             await writer.drained()
@@ -777,9 +777,9 @@ async def _stdout_pipe() -> AsyncIterator[Any]:  # stdio_server types its stdout
             os.dup2(wire, 1)
             os.set_blocking(1, True)
         if transport is not None:
-            transport.close()
+            transport.close()  # closes the pipe too
         else:
-            os.close(wire)
+            pipe.close()
 
 
 def http_app(server: Server[Any], *, loopback_only: bool) -> tuple[Any, Callable[[Any], Any]]:

@@ -243,8 +243,8 @@ def _searched(answers: dict[Any, dict[str, Any]]) -> None:
 
 def test_stdio_takes_lines_as_a_client_writes_them(index: Index) -> None:
     """The wire as clients really write it: a line in pieces, several lines in one write, a line that is not JSON
-    (nor UTF-8) among them; then the client closes stdin and the server ends cleanly (exit 0, nothing on stderr
-    but logging)."""
+    (nor UTF-8) among them; a client that reads its answers late; then the client closes stdin and the server ends
+    cleanly (exit 0, nothing on stderr but logging)."""
     server = subprocess.Popen(
         [sys.executable, "-m", "citeline.cli.main", "mcp", "--index", str(index.path)],
         env=_env(),
@@ -266,6 +266,14 @@ def test_stdio_takes_lines_as_a_client_writes_them(index: Index) -> None:
             line = server.stdout.readline()
             assert line, "the server ended before answering"
             output += line
+        # A client slow to read: 300 answers of 5 kB (far more than a pipe holds) queue in the server until read.
+        listings = [{"jsonrpc": "2.0", "id": 100 + n, "method": "tools/list"} for n in range(300)]
+        server.stdin.write(_lines(*listings))
+        server.stdin.flush()
+        time.sleep(1)
+        listed = [json.loads(server.stdout.readline()) for _ in listings]
+        assert sorted(answer["id"] for answer in listed) == [listing["id"] for listing in listings]
+        assert all(len(answer["result"]["tools"]) == len(TOOLS) for answer in listed)
         rest, errors = server.communicate(timeout=60)  # closes stdin: the client is done
     finally:
         server.kill()
@@ -274,9 +282,9 @@ def test_stdio_takes_lines_as_a_client_writes_them(index: Index) -> None:
 
 
 def test_stdio_from_and_to_regular_files(index: Index, tmp_path: Path) -> None:
-    """stdin and stdout redirected to files (not pipes, which the loop cannot watch: the SDK's own files serve
-    them): the requests read to the end, every one answered; the search still running when stdin ends is
-    answered as the SDK answers a request its client abandoned ("Connection closed")."""
+    """stdin and stdout redirected to files, not pipes (the event loop cannot watch a regular file: the SDK's own
+    file writes stdout then): the requests read to the end, every one answered; the search still running when
+    stdin ends is answered as the SDK answers a request its client abandoned ("Connection closed")."""
     requests = tmp_path / "requests.jsonl"
     requests.write_bytes(_lines(*_HANDSHAKE))
     answers = tmp_path / "answers.jsonl"
