@@ -2,15 +2,19 @@
 against ``Index.search`` in this process, on the same index, the same queries interleaved.
 
     python bench/mcp_latency.py [--scifact ../shared/benchmarks/scifact] [--docs 2000] [--index /tmp/mcp-scifact]
-                                [--queries 200] [--mode hybrid]
+                                [--queries 200] [--mode hybrid] [--no-output-check] [--baseline DIR]
 
 Builds (once) an index of the first ``--docs`` documents of SciFact's corpus with the default model and backend
 (int8 ONNX where the CPU allows) in ``--index``, then opens it here and starts ``citeline mcp --index`` as the
-client's subprocess. Each query runs once through each, the order alternating (so the shared machine's drift falls
-on both alike), after 10 warm-up queries each. Prints the p50/p90 of each and of the per-query difference
-(stdio call minus in-process call): the protocol's overhead (JSON-RPC over pipes, argument validation, the
-structured answer and its text, the client's check of it against the output schema; ``--no-output-check``
-leaves that check out). Also the CPU a call costs each side, which the machine's load does not inflate as much.
+client's subprocess (and a second one from the citeline source in ``--baseline DIR``, e.g. ``git archive`` of an
+older commit unpacked there). Each query runs once through each path, the order rotating (so the shared machine's
+drift falls on all alike), after 10 warm-up queries each. Prints the p50/p90 of each and of the per-query
+difference (stdio call minus in-process call): the protocol's overhead (JSON-RPC over pipes, argument validation,
+the structured answer and its text, the client's check of it against the output schema; ``--no-output-check``
+leaves that check out). Also the CPU a call costs: the server's beyond the search (its process's CPU minus the
+in-process search's, and minus its busiest thread's, the one that ran the searches) and the client's, with its
+check; CPU time is inflated less than wall time by the machine's load. bench/mcp_client_node.mjs measures the
+TypeScript SDK's client.
 
 Run by hand; not part of CI.
 """
