@@ -2,15 +2,19 @@
 against ``Index.search`` in this process, on the same index, the same queries interleaved.
 
     python bench/mcp_latency.py [--scifact ../shared/benchmarks/scifact] [--docs 2000] [--index /tmp/mcp-scifact]
-                                [--queries 200] [--mode hybrid]
+                                [--queries 200] [--mode hybrid] [--no-output-check] [--baseline DIR]
 
 Builds (once) an index of the first ``--docs`` documents of SciFact's corpus with the default model and backend
 (int8 ONNX where the CPU allows) in ``--index``, then opens it here and starts ``citeline mcp --index`` as the
-client's subprocess. Each query runs once through each, the order alternating (so the shared machine's drift falls
-on both alike), after 10 warm-up queries each. Prints the p50/p90 of each and of the per-query difference
-(stdio call minus in-process call): the protocol's overhead (JSON-RPC over pipes, argument validation, the
-structured answer and its text, the client's check of it against the output schema; ``--no-output-check``
-leaves that check out). Also the CPU a call costs each side, which the machine's load does not inflate as much.
+client's subprocess (and a second one from the citeline source in ``--baseline DIR``, e.g. ``git archive`` of an
+older commit unpacked there). Each query runs once through each path, the order rotating (so the shared machine's
+drift falls on all alike), after 10 warm-up queries each. Prints the p50/p90 of each and of the per-query
+difference (stdio call minus in-process call): the protocol's overhead (JSON-RPC over pipes, argument validation,
+the structured answer and its text, the client's check of it against the output schema; ``--no-output-check``
+leaves that check out). Also the CPU a call costs: the server's beyond the search (its process's CPU minus the
+in-process search's, and minus its busiest thread's, the one that ran the searches) and the client's, with its
+check; CPU time is inflated less than wall time by the machine's load. bench/mcp_client_node.mjs measures the
+TypeScript SDK's client.
 
 Run by hand; not part of CI.
 """
@@ -18,6 +22,8 @@ Run by hand; not part of CI.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -25,6 +31,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -60,55 +67,106 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+@dataclasses.dataclass
+class Served:
+    """One server process under measurement: its wall times and the CPU its calls cost (summed, in seconds)."""
+
+    name: str
+    session: ClientSession
+    process: psutil.Process
+    wall: list[float] = dataclasses.field(default_factory=list)
+    difference: list[float] = dataclasses.field(default_factory=list)
+    cpu: dict[str, float] = dataclasses.field(default_factory=lambda: dict.fromkeys(("client", "check", "server"), 0.0))
+    threads: dict[int, float] = dataclasses.field(default_factory=dict)
+
+    def thread_cpu(self) -> dict[int, float]:
+        return {thread.id: thread.user_time + thread.system_time for thread in self.process.threads()}
+
+
 async def measure(
-    index: Index, queries: list[str], mode: str, check_output: bool = True
-) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Wall ms per query of each path and their difference; and CPU ms per call: the client's part of a call, the
-    server process's, and the in-process search's (summed over all calls, so the clock's 10 ms ticks average out)."""
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "citeline.cli.main", "mcp", "--index", str(index.path)]
-    )
-    times: dict[str, list[float]] = {"stdio": [], "in_process": [], "difference": []}
-    cpu = {"client": 0.0, "server": 0.0, "in_process": 0.0}
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        await session.list_tools()  # the client checks structured answers against the listed output schemas
-        server = psutil.Process().children()[-1]
-        if not check_output:  # what a client pays that does not check answers against the output schema in Python
+    index: Index, queries: list[str], mode: str, check_output: bool = True, baseline: Path | None = None
+) -> tuple[list[Served], list[float], float]:
+    """Each query through each server (``citeline mcp`` from this checkout, and from ``baseline``'s source when
+    given) and through ``Index.search`` here, the order rotating. Per server: wall ms per call and its difference
+    from the in-process call of the same query; CPU per call: the client's, of which its output-schema check, and
+    the server process's (summed over all calls, so the clock's ticks average out). Also the in-process search's
+    wall ms per query and CPU s in all."""
+    sources = {"this checkout": None, **({f"baseline {baseline}": baseline} if baseline else {})}
+    served: list[Served] = []
+    local_wall: list[float] = []
+    local_cpu = 0.0
+    async with contextlib.AsyncExitStack() as stack:
+        for name, source in sources.items():
+            env = dict(os.environ, PYTHONPATH=str(source)) if source else None
+            params = StdioServerParameters(
+                command=sys.executable, args=["-m", "citeline.cli.main", "mcp", "--index", str(index.path)], env=env
+            )
+            children = {child.pid for child in psutil.Process().children()}
+            read, write = await stack.enter_async_context(stdio_client(params))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            await session.list_tools()  # the client checks structured answers against the listed output schemas
+            process = next(child for child in psutil.Process().children() if child.pid not in children)
+            served.append(Served(name, session, process))
+            _time_check(served[-1], check_output)
 
-            async def unchecked(name: str, result: object) -> None:
-                return None
-
-            session.validate_tool_result = unchecked  # type: ignore[method-assign]
-
-        async def call(query: str) -> float:
-            started, own, theirs = time.perf_counter(), time.process_time(), sum(server.cpu_times()[:2])
-            result = await session.call_tool("search", {"query": query, "k": 10, "mode": mode})
+        async def call(server: Served, query: str) -> float:
+            started, own, theirs = time.perf_counter(), time.process_time(), sum(server.process.cpu_times()[:2])
+            result = await server.session.call_tool("search", {"query": query, "k": 10, "mode": mode})
             elapsed = time.perf_counter() - started
-            cpu["client"] += time.process_time() - own
-            cpu["server"] += sum(server.cpu_times()[:2]) - theirs
+            server.cpu["client"] += time.process_time() - own
+            server.cpu["server"] += sum(server.process.cpu_times()[:2]) - theirs
             assert not result.is_error, result.content
             return elapsed
 
-        def local(query: str) -> float:
+        def local(query: str) -> tuple[float, float]:
             started, own = time.perf_counter(), time.process_time()
             index.search(query, 10, mode=mode)
-            cpu["in_process"] += time.process_time() - own
-            return time.perf_counter() - started
+            return time.perf_counter() - started, time.process_time() - own
 
         for query in queries[:10]:  # warm-up: models loaded, caches filled, on both sides
-            await call(query)
+            for server in served:
+                await call(server, query)
             local(query)
-        cpu = dict.fromkeys(cpu, 0.0)
+        for server in served:
+            server.cpu = dict.fromkeys(server.cpu, 0.0)
+            server.threads = server.thread_cpu()
         for n, query in enumerate(queries):
-            if n % 2:
-                remote, here = await call(query), local(query)
-            else:
-                here, remote = local(query), await call(query)
-            times["stdio"].append(remote * 1000)
-            times["in_process"].append(here * 1000)
-            times["difference"].append((remote - here) * 1000)
-    return times, {name: seconds * 1000 / len(queries) for name, seconds in cpu.items()}
+            turn: list[Served | None] = [
+                None,
+                *served,
+            ]  # None: in process; the order rotates so each path goes first as often
+            turn = turn[n % len(turn) :] + turn[: n % len(turn)]
+            walls: dict[str | None, float] = {}
+            for path in turn:
+                if path is None:
+                    walls[None], cpu = local(query)
+                    local_cpu += cpu
+                else:
+                    walls[path.name] = await call(path, query)
+            local_wall.append(walls[None] * 1000)
+            for server in served:
+                server.wall.append(walls[server.name] * 1000)
+                server.difference.append((walls[server.name] - walls[None]) * 1000)
+        for server in served:  # each thread's CPU over the measured calls; the busiest one ran the searches
+            after = server.thread_cpu()
+            busiest = max(after[tid] - server.threads.get(tid, 0.0) for tid in after)
+            server.cpu["beyond_busiest"] = server.cpu["server"] - busiest
+    return served, local_wall, local_cpu
+
+
+def _time_check(server: Served, check_output: bool) -> None:
+    """Time the client's check of each answer against the tool's output schema (the SDK's
+    ``validate_tool_result``), or leave it out (``--no-output-check``: a client that does not check)."""
+    checker = server.session.validate_tool_result
+
+    async def timed(name: str, result: Any) -> None:
+        if check_output:
+            own = time.process_time()
+            await checker(name, result)
+            server.cpu["check"] += time.process_time() - own
+
+    server.session.validate_tool_result = timed  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -123,28 +181,45 @@ def main() -> None:
         action="store_true",
         help="the client skips its jsonschema check of each structured answer (as a client that does not check)",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also a server run from the citeline source in this folder (e.g. `git archive` of an older commit, "
+        "unpacked), its calls interleaved with this checkout's",
+    )
     args = parser.parse_args()
     index = build(args.scifact, args.docs, args.index)
     with (args.scifact / "queries.jsonl").open(encoding="utf-8") as lines:
         queries = [json.loads(line)["text"] for line in itertools.islice(lines, args.queries)]
-    times, cpu = anyio.run(measure, index, queries, args.mode, not args.no_output_check)
+    served, local_wall, local_cpu = anyio.run(
+        measure, index, queries, args.mode, not args.no_output_check, args.baseline
+    )
     status = index.status()
     checked = "unchecked" if args.no_output_check else "checked"
     print(
         f"{status.documents} documents, {status.chunks} chunks; {len(queries)} queries, mode {args.mode}, k 10; "
-        f"answers {checked} against the output schema by the client"
+        f"answers {checked} against the output schema by the client; load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} CPUs"
     )
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    for name, values in times.items():
-        print(
-            f"{name:<11} p50 {statistics.median(values):7.2f} ms  p90 {percentile(values, 0.9):7.2f} ms  "
-            f"mean {statistics.fmean(values):7.2f} ms"
-        )
-    protocol = cpu["client"] + cpu["server"] - cpu["in_process"]
+    search = local_cpu * 1000 / len(queries)
     print(
-        f"CPU ms a call: client {cpu['client']:.2f}, server process {cpu['server']:.2f}, in-process search "
-        f"{cpu['in_process']:.2f}; the protocol's (client + server - search) {protocol:.2f}"
+        f"in process  p50 {statistics.median(local_wall):7.2f} ms  p90 {percentile(local_wall, 0.9):7.2f} ms; "
+        f"CPU {search:.2f} ms a search"
     )
+    for server in served:
+        cpu = {name: seconds * 1000 / len(queries) for name, seconds in server.cpu.items()}
+        print(f"{server.name}:")
+        for name, values in (("stdio", server.wall), ("difference", server.difference)):
+            print(
+                f"  {name:<11} p50 {statistics.median(values):7.2f} ms  p90 {percentile(values, 0.9):7.2f} ms  "
+                f"mean {statistics.fmean(values):7.2f} ms"
+            )
+        print(
+            f"  CPU ms a call: server process {cpu['server']:.2f} - search {search:.2f} = {cpu['server'] - search:.2f} "
+            f"beyond the search ({cpu['beyond_busiest']:.2f} beyond its busiest thread, the search's); "
+            f"client {cpu['client']:.2f} (its output-schema check {cpu['check']:.2f}); "
+            f"the protocol's (client + server - search) {cpu['client'] + cpu['server'] - search:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -207,6 +207,130 @@ def test_a_missing_index_is_one_line_and_exit_1(tmp_path: Path) -> None:
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("Error: no citeline index at")
 
 
+_HANDSHAKE = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "search", "arguments": {"query": "ledger", **LEXICAL}},
+    },
+]
+
+
+def _lines(*messages: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(message).encode() + b"\n" for message in messages)
+
+
+def _answered(output: bytes) -> dict[Any, dict[str, Any]]:
+    answers = [json.loads(line) for line in output.splitlines()]
+    assert all(answer["jsonrpc"] == "2.0" for answer in answers)
+    return {answer.get("id"): answer for answer in answers}
+
+
+def _searched(answers: dict[Any, dict[str, Any]]) -> None:
+    assert {1, 2, 3} <= set(answers) and "error" not in answers[3], answers.get(3)
+    hits = answers[3]["result"]["structuredContent"]["results"]
+    assert hits and hits[0]["source_id"] == "records.jsonl#r1"
+
+
+def test_stdio_takes_lines_as_a_client_writes_them(index: Index) -> None:
+    """The wire as clients really write it: a line in pieces, several lines in one write, a line that is not JSON
+    (nor UTF-8) among them; a client that reads its answers late; then the client closes stdin and the server ends
+    cleanly (exit 0, nothing on stderr but logging)."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "citeline.cli.main", "mcp", "--index", str(index.path)],
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        first = _lines(_HANDSHAKE[0])
+        for piece in (first[:25], first[25:60], first[60:]):
+            server.stdin.write(piece)
+            server.stdin.flush()
+            time.sleep(0.2)
+        server.stdin.write(b"\xff\xfe not json\n" + _lines(*_HANDSHAKE[1:]))
+        server.stdin.flush()
+        output = b""
+        while b'"id":3' not in output:  # every answer is one line; the search's is the last
+            line = server.stdout.readline()
+            assert line, "the server ended before answering"
+            output += line
+        # A client slow to read: 300 answers of 5 kB (far more than a pipe holds) queue in the server until read.
+        listings = [{"jsonrpc": "2.0", "id": 100 + n, "method": "tools/list"} for n in range(300)]
+        server.stdin.write(_lines(*listings))
+        server.stdin.flush()
+        time.sleep(1)
+        listed = [json.loads(server.stdout.readline()) for _ in listings]
+        assert sorted(answer["id"] for answer in listed) == [listing["id"] for listing in listings]
+        assert all(len(answer["result"]["tools"]) == len(TOOLS) for answer in listed)
+        rest, errors = server.communicate(timeout=60)  # closes stdin: the client is done
+    finally:
+        server.kill()
+    _searched(_answered(output + rest))
+    assert server.returncode == 0 and b"Traceback" not in errors, errors.decode(errors="replace")[-2000:]
+
+
+def test_stdio_from_and_to_regular_files(index: Index, tmp_path: Path) -> None:
+    """stdin and stdout redirected to files, not pipes (the event loop cannot watch a regular file: the SDK's own
+    file writes stdout then): the requests read to the end, every one answered; the search still running when
+    stdin ends is answered as the SDK answers a request its client abandoned ("Connection closed")."""
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(_lines(*_HANDSHAKE))
+    answers = tmp_path / "answers.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "citeline.cli.main", "mcp", "--index", str(index.path)],
+            env=_env(),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr[-2000:]
+    answered = _answered(answers.read_bytes())
+    assert set(answered) == {1, 2, 3} and "result" in answered[1] and "result" in answered[2]
+    assert {tool["name"] for tool in answered[2]["result"]["tools"]} == TOOLS
+
+
+def test_stray_output_while_serving_goes_to_stderr_not_the_wire(index: Index, tmp_path: Path) -> None:
+    """A library that prints (to sys.stdout or straight to fd 1) during a search must not corrupt the protocol:
+    fd 1 writes to stderr while the server holds the wire."""
+    code = (
+        "import os, sys; from citeline.index import Index; search = Index.search\n"
+        "def noisy(self, *args, **kwargs):\n"
+        "    print('stray print'); sys.stdout.flush(); os.write(1, b'stray write\\n')\n"
+        "    return search(self, *args, **kwargs)\n"
+        "Index.search = noisy\n"
+        "from citeline.server import serve_mcp_stdio\n"
+        f"serve_mcp_stdio({str(index.path)!r})\n"
+    )
+    errors = tmp_path / "stderr.txt"
+
+    async def main() -> None:
+        params = _python(code)
+        with anyio.fail_after(120), errors.open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                for _ in range(2):
+                    result = await session.call_tool("search", {"query": "ledger", **LEXICAL})
+                    assert not result.is_error and result.structured_content is not None
+                    assert result.structured_content["results"][0]["source_id"] == "records.jsonl#r1"
+
+    anyio.run(main)
+    assert errors.read_text().count("stray print") == 2 and errors.read_text().count("stray write") == 2
+
+
 def test_uris_round_trip() -> None:
     assert parse_uri(uri_of("abc")) == ("abc", None)
     assert parse_uri(uri_of("abc", 3, 40)) == ("abc", (3, 40))
