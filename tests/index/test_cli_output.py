@@ -39,7 +39,7 @@ def test_bare_citeline_prints_usage_and_exits_0() -> None:
 
 
 def test_search_table_is_one_line_a_hit_within_the_terminal(index_path: str) -> None:
-    lines = search(index_path, "-k", "3", "--format", "table").output.splitlines()
+    lines = search(index_path, "-k", "3", "--flat", "--format", "table").output.splitlines()
     assert lines[0].split() == ["rank", "relevance", "source_path", "title", "highlight"]
     assert len(lines) == 5 and all(len(line) <= 80 for line in lines)
     assert lines[2].split()[0] == "1" and ".md " in lines[2]  # a path cut keeps its file name
@@ -58,7 +58,7 @@ def test_columns_and_no_headers(index_path: str) -> None:
 
 
 def test_tsv_keeps_each_result_on_one_line(index_path: str) -> None:
-    lines = search(index_path, "-k", "3", "--format", "tsv").output.splitlines()
+    lines = search(index_path, "-k", "3", "--flat", "--format", "tsv").output.splitlines()
     header = lines[0].split("\t")
     assert len(lines) == 4 and all(len(line.split("\t")) == len(header) for line in lines)
     text = [line.split("\t")[header.index("text")] for line in lines[1:]]
