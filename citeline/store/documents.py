@@ -185,6 +185,54 @@ def _document_record(row: tuple[Any, ...]) -> DocumentInfo:
     )
 
 
+#: Values a facet lists unless told (the most frequent first): datasette's default.
+FACET_VALUES = 10
+
+
+@dataclass(frozen=True)
+class FacetValue:
+    """One value of a metadata field and the number of documents that hold it."""
+
+    value: str  #: as ``--where FIELD=VALUE`` matches it (a number or date as its text; an item of a list value)
+    count: int
+
+
+@dataclass(frozen=True)
+class Facet:
+    """A metadata field's facet: how many documents hold the field, and the documents per value, most first."""
+
+    field: str
+    documents: int  #: documents (of those counted) that hold the field
+    values: tuple[FacetValue, ...]  #: at most the ``limit`` asked, by count (most first), then value
+    more: int = 0  #: distinct values beyond those listed
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facet as JSON-ready data."""
+        return asdict(self)
+
+
+#: ``(field, value) -> documents`` counts and ``(field, None) -> documents`` holding the field, as
+#: ``citeline.store.passages.Passages.facet_counts`` reads them (a sharded index adds its shards' up: a document
+#: lies in one shard).
+FacetCounts = dict[tuple[str, str | None], int]
+
+
+def facets_of(counts: FacetCounts, limit: int | None = FACET_VALUES) -> list[Facet]:
+    """:class:`Facet`\\ s of ``counts``: fields by the documents holding them (most first), then name; each with at
+    most ``limit`` values (None: all)."""
+    totals = {key: n for (key, value), n in counts.items() if value is None}
+    values: dict[str, list[FacetValue]] = {key: [] for key in totals}
+    for (key, value), n in counts.items():
+        if value is not None:
+            values.setdefault(key, []).append(FacetValue(value, n))
+    facets = []
+    for key in sorted(values, key=lambda key: (-totals.get(key, 0), key)):
+        ranked = sorted(values[key], key=lambda item: (-item.count, item.value))
+        shown = ranked if limit is None else ranked[:limit]
+        facets.append(Facet(key, totals.get(key, 0), tuple(shown), len(ranked) - len(shown)))
+    return facets
+
+
 def documents_to_plan(
     connection: duckdb.DuckDBPyConnection, roots: Sequence[str], fresh: Sequence[tuple[str, str]]
 ) -> tuple[dict[str, tuple[str, str, str]], dict[str, int]]:

@@ -34,11 +34,13 @@ import pyarrow as pa
 from citeline.errors import IndexCorruptError
 from citeline.lexical.segments import LexicalFolder, SegmentedIndex
 from citeline.store import catalog
+from citeline.store import metadata as stored_metadata
 from citeline.util.arrays import unique
 
 if TYPE_CHECKING:
     import duckdb
 
+    from citeline.store.documents import FacetCounts
     from citeline.store.filters import Filters
 
 ROWS_FILE = "rows.arrow"
@@ -247,6 +249,24 @@ def _value_reader(field: pa.Field, column: pa.Array) -> Callable[[int], Any]:
     return lambda i: column[i].as_py()
 
 
+#: The facets' items over one part's rows: ``(chunk_id, doc_id, key, value)`` per metadata value (each item of a
+#: list value) of each document's first chunk (one row a document) that the condition selects; ``{legacy}`` is the
+#: rule that leaves a legacy row's internal keys out.
+_FACET_ITEMS = """
+WITH pairs AS (
+    SELECT d.chunk_id, d.doc_id, d.format, d.m, k.key AS key,
+           json_extract(d.m, '/' || replace(replace(k.key, '~', '~0'), '/', '~1')) AS v
+    FROM (SELECT *, CAST(metadata AS JSON) AS m FROM {{rows}}) d, unnest(json_keys(d.m)) AS k(key)
+    WHERE d.ordinal = 0 AND ({condition}) AND k.key <> ?
+)
+SELECT chunk_id, doc_id, key, value FROM (
+    SELECT chunk_id, doc_id, key, unnest(CASE WHEN json_type(v) = 'ARRAY' THEN json_extract_string(v, '$[*]')
+                                              ELSE [json_extract_string(v, '$')] END) AS value
+    FROM pairs WHERE json_type(v) NOT IN ('OBJECT', 'NULL') AND NOT ({legacy})
+) WHERE value IS NOT NULL
+"""
+
+
 class Passages:
     """The passage rows of one generation: per segment, its sorted chunk ids, deletions and memory-mapped rows."""
 
@@ -255,6 +275,7 @@ class Passages:
         self._connection: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.Lock()
         self._documents: int | None = None
+        self._facets: FacetCounts | None = None
 
     @classmethod
     def open_segments(cls, index_dir: Path, lexical: SegmentedIndex) -> Passages:
@@ -402,6 +423,42 @@ class Passages:
         condition, params = filters.to_sql()
         ids = self._query(f"SELECT d.chunk_id FROM {{rows}} d WHERE ({condition})", params)["chunk_id"]
         return np.ascontiguousarray(ids, dtype=np.int64)
+
+    def facet_counts(self, filters: Filters, doc_ids: Sequence[str] | None = None) -> FacetCounts:
+        """The documents per value of every top-level metadata field (``citeline.store.documents.Facet``), over the
+        live documents ``filters`` selects and, given ``doc_ids``, only those. A list value counts for each of its
+        items; object values and citeline's own fields (``_citeline``, and the keys a row written before properties
+        were stored apart holds: ``metadata.LEGACY_KEYS``) are not counted. Under ``(field, None)``: the documents
+        holding the field. Read by SQL over the mapped rows' ``metadata`` column, one row a document (its first
+        chunk's); the unfiltered counts are kept (a generation's rows do not change)."""
+        whole = not filters and doc_ids is None
+        if whole and self._facets is not None:
+            return self._facets
+        condition, params = filters.to_sql()
+        if doc_ids is not None:
+            condition, params = f"({condition}) AND d.doc_id IN (SELECT unnest(?::VARCHAR[]))", [*params, list(doc_ids)]
+        legacy = " OR ".join(
+            f"(format = '{fmt}' AND key IN ({', '.join(repr(key) for key in keys)}) AND "
+            f"json_extract(m, '/{stored_metadata.PROPERTIES_KEY}') IS NULL)"
+            for fmt, keys in stored_metadata.LEGACY_KEYS.items()
+        )
+        columns = self._query(
+            _FACET_ITEMS.format(condition=condition, legacy=legacy), [*params, stored_metadata.PROPERTIES_KEY]
+        )
+        counts: FacetCounts = {}
+        if "key" in columns:
+            items = set(
+                zip(columns["doc_id"].tolist(), columns["key"].tolist(), columns["value"].tolist(), strict=True)
+            )
+            holders: set[tuple[str, str]] = set()
+            for doc_id, key, value in items:
+                counts[key, value] = counts.get((key, value), 0) + 1
+                holders.add((doc_id, key))
+            for _, key in holders:
+                counts[key, None] = counts.get((key, None), 0) + 1
+        if whole:
+            self._facets = counts
+        return counts
 
     def root_chunks(self, root: str) -> list[tuple[int, str]]:
         """``(chunk_id, source_id)`` of every chunk of the documents ingested from ``root``, by chunk id."""
