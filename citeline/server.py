@@ -70,7 +70,7 @@ from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest
 from citeline.query.results import SearchResult
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.catalog import IndexStatus
-from citeline.store.documents import DocumentDetail, DocumentInfo
+from citeline.store.documents import FACET_VALUES, DocumentDetail, DocumentInfo, Facet
 from citeline.store.filters import filters_from
 from citeline.store.ledger import RunSummary
 from citeline.util.declared import offered, pick
@@ -165,9 +165,13 @@ RunSummaryModel = model_of(RunSummary)
 IndexStatusModel = model_of(IndexStatus)
 
 
+FacetModel = model_of(Facet)
+
+
 class SearchResponse(BaseModel):
     """The answer to ``GET /search``: the request as understood, the generation it was read from, and the results
-    best first (ranks ``offset + 1`` to ``offset + k``)."""
+    best first (ranks ``offset + 1`` to ``offset + k``); with ``facets=true``, the facet counts of these results'
+    documents (``Index.facets``)."""
 
     query: str
     mode: Mode
@@ -175,6 +179,7 @@ class SearchResponse(BaseModel):
     offset: int
     generation: int
     results: list[SearchResultModel]  # type: ignore[valid-type]
+    facets: list[FacetModel] | None = None  # type: ignore[valid-type]
 
 
 #: ``GET /documents``' records and ``GET /documents/{doc_id}``'s answer: ``Index.documents``' and
@@ -274,6 +279,13 @@ def search_parameters() -> Callable[..., dict[str, Any]]:
     return _dependency(parameters)
 
 
+#: ``GET /search``'s ``facets`` parameter (the page shows them always).
+FACETS_HELP = (
+    "Add the facet counts of this answer's documents: for each metadata field, the documents per value (the most "
+    "frequent first), as GET /facets gives them for the filters alone."
+)
+
+
 class ServerBusyError(CitelineError):
     """A request waited longer than the server's timeout (for the index, or for its own work): 503."""
 
@@ -297,6 +309,17 @@ class _Reader:
         try:
             results = self.index.search(request)
             return results, int(self.index.snapshot(refresh=False).generation)
+        finally:
+            self.lock.release()
+
+    def facets(
+        self, filters: Any, within: Sequence[SearchResult] | None, limit: int | None, deadline: float
+    ) -> list[Facet]:
+        """``Index.facets``, in the search slot (it reads the search's snapshot)."""
+        if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise ServerBusyError(f"the server is busy: no search slot within {self.timeout:g} s; try again")
+        try:
+            return self.index.facets(filters, within=within, limit=limit)
         finally:
             self.lock.release()
 
@@ -520,6 +543,7 @@ def create_app(
         options: Annotated[dict[str, Any], Depends(search_parameters())],
         filters: Annotated[dict[str, Any], Depends(filter_parameters)],
         offset: Annotated[int, Query(description="Skip this many ranked passages (paging).", ge=0, le=MAX_OFFSET)] = 0,
+        facets: Annotated[bool, Query(description=FACETS_HELP)] = False,
     ) -> dict[str, Any]:
         q, k = options.pop("q"), options.pop("k")
         wanted = SearchRequest.of(q, k + offset, filters=filters, **pick(SearchRequest, options))
@@ -527,7 +551,19 @@ def create_app(
         response.headers[GENERATION_HEADER] = str(generation)
         records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, 1)][offset:]
         mode = options["mode"]
-        return {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
+        answer = {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
+        if facets:
+            counted = await reader.run(reader.facets, wanted.filters, found[offset:], FACET_VALUES)
+            answer["facets"] = [facet.to_dict() for facet in counted]
+        return answer
+
+    @app.get("/facets", response_model=list[FacetModel], summary="Documents per metadata value, for the filters")  # type: ignore[valid-type]
+    async def facet_counts(
+        filters: Annotated[dict[str, Any], Depends(filter_parameters)],
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many values a field.")] = FACET_VALUES,
+    ) -> list[dict[str, Any]]:
+        counted = await reader.run(reader.facets, filters, None, limit)
+        return [facet.to_dict() for facet in counted]
 
     @app.get("/status", response_model=IndexStatusModel, summary="Counts, model, generation and the last run")
     async def status() -> dict[str, Any]:
