@@ -250,8 +250,8 @@ def _value_reader(field: pa.Field, column: pa.Array) -> Callable[[int], Any]:
 
 
 #: The facets' items over one part's rows: ``(chunk_id, doc_id, key, value)`` per metadata value (each item of a
-#: list value) of each document's first chunk (one row a document) that the condition selects; ``{legacy}`` is the
-#: rule that leaves a legacy row's internal keys out.
+#: list value; objects, nested lists and nulls are not values a filter matches) of each document's first chunk (one
+#: row a document) that the condition selects; ``{legacy}`` is the rule that leaves a legacy row's internal keys out.
 _FACET_ITEMS = """
 WITH pairs AS (
     SELECT d.chunk_id, d.doc_id, d.format, d.m, k.key AS key,
@@ -259,12 +259,27 @@ WITH pairs AS (
     FROM (SELECT *, CAST(metadata AS JSON) AS m FROM {{rows}}) d, unnest(json_keys(d.m)) AS k(key)
     WHERE d.ordinal = 0 AND ({condition}) AND k.key <> ?
 )
-SELECT chunk_id, doc_id, key, value FROM (
-    SELECT chunk_id, doc_id, key, unnest(CASE WHEN json_type(v) = 'ARRAY' THEN json_extract_string(v, '$[*]')
-                                              ELSE [json_extract_string(v, '$')] END) AS value
+SELECT chunk_id, doc_id, key, json_extract_string(item, '$') AS value FROM (
+    SELECT chunk_id, doc_id, key, unnest(CASE WHEN json_type(v) = 'ARRAY' THEN json_extract(v, '$[*]') ELSE [v] END)
+        AS item
     FROM pairs WHERE json_type(v) NOT IN ('OBJECT', 'NULL') AND NOT ({legacy})
-) WHERE value IS NOT NULL
+) WHERE json_type(item) NOT IN ('OBJECT', 'ARRAY', 'NULL')
 """
+
+
+def _legacy_keys_sql() -> str:
+    """The SQL (over ``format``, ``key`` and the metadata JSON ``m``) true for a key that ``metadata.split`` moves
+    out of a legacy row's metadata: a row without the properties key holds its format's internal keys
+    (``metadata.LEGACY_KEYS``) as metadata, and so does a record whose properties lack them all."""
+    properties = f"/{stored_metadata.PROPERTIES_KEY}"
+    rules = []
+    for fmt, keys in stored_metadata.LEGACY_KEYS.items():
+        legacy = f"json_extract(m, '{properties}') IS NULL"
+        if fmt in stored_metadata.RECORD_FORMATS:
+            lacking = " AND ".join(f"json_extract(m, '{properties}/{key}') IS NULL" for key in keys)
+            legacy = f"({legacy} OR ({lacking}))"
+        rules.append(f"(format = '{fmt}' AND key IN ({', '.join(repr(key) for key in keys)}) AND {legacy})")
+    return " OR ".join(rules)
 
 
 class Passages:
@@ -437,11 +452,7 @@ class Passages:
         condition, params = filters.to_sql()
         if doc_ids is not None:
             condition, params = f"({condition}) AND d.doc_id IN (SELECT unnest(?::VARCHAR[]))", [*params, list(doc_ids)]
-        legacy = " OR ".join(
-            f"(format = '{fmt}' AND key IN ({', '.join(repr(key) for key in keys)}) AND "
-            f"json_extract(m, '/{stored_metadata.PROPERTIES_KEY}') IS NULL)"
-            for fmt, keys in stored_metadata.LEGACY_KEYS.items()
-        )
+        legacy = _legacy_keys_sql()
         columns = self._query(
             _FACET_ITEMS.format(condition=condition, legacy=legacy), [*params, stored_metadata.PROPERTIES_KEY]
         )
