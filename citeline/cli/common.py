@@ -341,7 +341,7 @@ def emit_search(results: Sequence[Any], fmt: str, *, columns: str | None = None,
     """Print search results (``SearchResult`` objects) in ``fmt``, each record with its ``rank`` (and, in
     table, csv and tsv, its best ``highlight``); a table of no results is the line the text format prints."""
     if not results and fmt == "table":
-        click.echo(NO_PASSAGES)
+        click.echo(no_passages(filtered=False))
         return
     records = search_records(results)
     if fmt not in ("json", "jsonl"):
@@ -351,11 +351,13 @@ def emit_search(results: Sequence[Any], fmt: str, *, columns: str | None = None,
     emit_records(records, fmt, SEARCH_TABLE_COLUMNS, columns=columns, headers=headers, known=SEARCH_FIELDS)
 
 
-#: What ``citeline search`` prints for an answer without passages (the text format and ``--format table``).
-NO_PASSAGES = (
-    "no passages found above the relevance floor (--min-score 0 shows the best matches anyway; is the index "
-    "empty? see `citeline status`)"
-)
+def no_passages(*, filtered: bool) -> str:
+    """What ``citeline search`` prints for an answer without passages (the text format and ``--format table``)."""
+    hint = " matching the filters" if filtered else ""
+    return (
+        f"no passages found{hint} above the relevance floor (--min-score 0 shows the best matches anyway; is the "
+        "index empty? see `citeline status`)"
+    )
 
 
 def run_seconds(run: Mapping[str, Any]) -> float | None:

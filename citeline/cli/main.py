@@ -13,7 +13,6 @@ import click
 
 from citeline.cli import extra as cli_extra
 from citeline.cli.common import (
-    NO_PASSAGES,
     RUN_FIELDS,
     RUN_TABLE_COLUMNS,
     SEARCH_FIELDS,
@@ -30,6 +29,7 @@ from citeline.cli.common import (
     index_option,
     ingest_options,
     json_option,
+    no_passages,
     picked_columns,
     resolve_format,
     run_seconds,
@@ -299,11 +299,11 @@ def search(
     }
     request = SearchRequest.of(query, k, filters=filters, **options)
     results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(request)
+    if not results and output in (None, "table"):  # for people: say so (csv, tsv, json: an empty answer)
+        click.echo(no_passages(filtered=bool(filters)))
+        return
     if output:
         emit_search(results, output, columns=columns, headers=headers)
-        return
-    if not results:
-        click.echo(NO_PASSAGES.replace("found", "found matching the filters", 1) if filters else NO_PASSAGES)
         return
     from citeline.cli import render
 

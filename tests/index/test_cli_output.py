@@ -117,3 +117,7 @@ def test_a_table_without_hits_says_so_as_the_text_format_does(index_path: str) -
     table = run("search", "zzyzx qwertyuiop", "--index", index_path, "--mode", "lexical", "--format", "table")
     assert table.exit_code == 0 and text.exit_code == 0
     assert table.output == text.output and table.output.startswith("no passages found")
+    where = ["--where", "author=Mara"]
+    text = run("search", "zzyzx qwertyuiop", "--index", index_path, "--mode", "lexical", *where)
+    table = run("search", "zzyzx qwertyuiop", "--index", index_path, "--mode", "lexical", "--format", "table", *where)
+    assert table.output == text.output and table.output.startswith("no passages found matching the filters")
