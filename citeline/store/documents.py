@@ -6,7 +6,8 @@ catalog's tables through a connection the caller opened with ``catalog.connect``
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -215,6 +216,29 @@ class Facet:
 #: ``citeline.store.passages.Passages.facet_counts`` reads them (a sharded index adds its shards' up: a document
 #: lies in one shard).
 FacetCounts = dict[tuple[str, str | None], int]
+
+
+def count_facets(documents: Iterable[tuple[str | None, str | None]]) -> FacetCounts:
+    """:data:`FacetCounts` of ``(format, stored metadata JSON)`` pairs, one a document: each value of a top-level
+    field that a ``meta`` filter can match counts once a document (a list value: each of its items; numbers and
+    booleans as their JSON text, what ``--where`` compares with); objects, nested lists and nulls are not counted,
+    nor citeline's own fields (``metadata.split`` leaves them out, as the listing does)."""
+    counts: FacetCounts = {}
+    for fmt, stored in documents:
+        metadata, _ = stored_metadata.split(stored, fmt)
+        for key, value in metadata.items():
+            items = value if isinstance(value, list) else [value]
+            texts = {
+                item if isinstance(item, str) else json.dumps(item)
+                for item in items
+                if item is not None and not isinstance(item, dict | list)
+            }
+            if isinstance(value, dict) or not texts:
+                continue
+            counts[key, None] = counts.get((key, None), 0) + 1
+            for text in texts:
+                counts[key, text] = counts.get((key, text), 0) + 1
+    return counts
 
 
 def facets_of(counts: FacetCounts, limit: int | None = FACET_VALUES) -> list[Facet]:

@@ -58,13 +58,3 @@ def split(text: str | None, document_format: str | None = None) -> tuple[dict[st
     elif document_format in _RECORD_FORMATS:
         properties = {key: value.pop(key) for key in _LEGACY_RECORD_PROPERTIES if key in value}
     return value, properties
-
-
-#: Keys a row written before properties were stored apart may hold in its metadata, by format: :func:`split` moves
-#: them out (the facets' SQL leaves them out the same way: ``citeline.store.passages.Passages.facet_counts``).
-#: The formats whose legacy rows may hold record keys (``split``'s rule for them).
-RECORD_FORMATS = _RECORD_FORMATS
-LEGACY_KEYS: dict[str, tuple[str, ...]] = {
-    "pdf": _LEGACY_PROPERTIES,
-    **dict.fromkeys(_RECORD_FORMATS, _LEGACY_RECORD_PROPERTIES),
-}
