@@ -69,24 +69,20 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
     return index
 
 
+def _texts(value: Any) -> set[str]:
+    """What a filter can match of one metadata value: a scalar's text, a list's scalar items' (an object: none)."""
+    if isinstance(value, dict):
+        return set()
+    scalars = [item for item in (value if isinstance(value, list) else [value]) if not isinstance(item, dict | list)]
+    return {item if isinstance(item, str) else json.dumps(item) for item in scalars if item is not None}
+
+
 def _expected(index: Index, filters: dict[str, Any] | None = None, within: set[str] | None = None) -> dict:
     """The facet counts made in Python from what ``Index.documents`` shows of each document's metadata."""
-    counts: Counter[tuple[str, str | None]] = Counter()
-    for document in index.documents(filters):
-        if within is not None and document.doc_id not in within:
-            continue
-        for key, value in document.metadata.items():
-            items = value if isinstance(value, list) else [value]
-            texts = {
-                item if isinstance(item, str) else json.dumps(item)
-                for item in items
-                if item is not None and not isinstance(item, dict | list)
-            }
-            if isinstance(value, dict) or not texts:
-                continue
-            counts[key, None] += 1
-            counts.update((key, text) for text in texts)
-    return dict(counts)
+    shown = [d.metadata for d in index.documents(filters) if within is None or d.doc_id in within]
+    holders = Counter(key for metadata in shown for key, value in metadata.items() if _texts(value))
+    values = Counter((key, text) for metadata in shown for key, value in metadata.items() for text in _texts(value))
+    return {**{(key, None): n for key, n in holders.items()}, **values}
 
 
 def _counts(facets: list[Facet]) -> dict:
