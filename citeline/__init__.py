@@ -17,7 +17,7 @@ from citeline.index import Index
 from citeline.query.plan import SearchRequest
 from citeline.query.results import SearchResult
 from citeline.store.catalog import IndexStatus
-from citeline.store.documents import ChunkSpan, DocumentDetail, DocumentInfo
+from citeline.store.documents import ChunkSpan, DocumentDetail, DocumentInfo, Facet, FacetValue
 from citeline.store.ledger import RunSummary
 
 
@@ -50,6 +50,8 @@ __all__ = [
     "CitelineError",
     "DocumentDetail",
     "DocumentInfo",
+    "Facet",
+    "FacetValue",
     "Index",
     "IndexCorruptError",
     "IndexLockedError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -26,11 +26,11 @@ from citeline.model.embedding import (
 )
 from citeline.query import plan
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
-from citeline.query.results import SearchResult
+from citeline.query.results import SearchResult, answer_documents
 from citeline.store import catalog, generation, vector_files
 from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
-from citeline.store.documents import DocumentDetail, DocumentInfo
+from citeline.store.documents import FACET_VALUES, DocumentDetail, DocumentInfo, Facet
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -387,6 +387,32 @@ class Index:
         after the first ``offset`` (paging): doc id, source path and id, title, format, chunks, pages, size, content
         hash, run, ingested_at, metadata."""
         return listing.read_documents(self.path, Filters.from_value(filters), limit, offset)
+
+    def facets(
+        self,
+        filters: Filters | Mapping[str, Any] | None = None,
+        *,
+        within: Iterable[SearchResult | str] | None = None,
+        limit: int | None = FACET_VALUES,
+    ) -> list[Facet]:
+        """Facet counts, as datasette shows them for a table: for every top-level metadata field, the number of
+        documents per value (a list value counts for each item), among the documents ``filters`` selects (the
+        filters of :meth:`search`) and, given ``within`` (a search's results, or doc ids), among those documents
+        only (a collapsed result's every source included): the facets of an answer. Fields come by the documents
+        holding them (most first), each with its ``limit`` most frequent values (None: all) and how many more
+        there are. A value is what ``--where FIELD=VALUE`` / ``{"meta": {FIELD: VALUE}}`` matches."""
+        return listing.facets_of(self.facet_counts(filters, within=within), limit)
+
+    def facet_counts(
+        self, filters: Filters | Mapping[str, Any] | None = None, *, within: Iterable[SearchResult | str] | None = None
+    ) -> listing.FacetCounts:
+        """:meth:`facets`' counts, every value (``ShardedIndex`` adds its shards' up), read from the generation
+        searches read (:meth:`snapshot`)."""
+        doc_ids = None if within is None else answer_documents(within)
+        with self._reads:  # the search's snapshot: one thread at a time
+            snapshot = self.snapshot()
+            assert isinstance(snapshot, ReadSnapshot)  # an Index's own view (a ShardedIndex has its own facet_counts)
+            return snapshot.facet_counts(Filters.from_value(filters), doc_ids)
 
     def document(self, doc_id: str) -> DocumentDetail:
         """A :meth:`documents` record with its ``text`` and its chunks' ``spans`` (chunk_id, ordinal, offsets, page).

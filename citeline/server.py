@@ -69,7 +69,7 @@ from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest
 from citeline.query.results import SearchResult
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.catalog import IndexStatus
-from citeline.store.documents import DocumentDetail, DocumentInfo
+from citeline.store.documents import FACET_VALUES, DocumentDetail, DocumentInfo, Facet
 from citeline.store.filters import filters_from
 from citeline.store.ledger import RunSummary
 from citeline.util.declared import offered, pick
@@ -164,9 +164,13 @@ RunSummaryModel = model_of(RunSummary)
 IndexStatusModel = model_of(IndexStatus)
 
 
+FacetModel = model_of(Facet)
+
+
 class SearchResponse(BaseModel):
     """The answer to ``GET /search``: the request as understood, the generation it was read from, and the results
-    best first (ranks ``offset + 1`` to ``offset + k``)."""
+    best first (ranks ``offset + 1`` to ``offset + k``); with ``facets=true``, the facet counts of these results'
+    documents (``Index.facets``)."""
 
     query: str
     mode: Mode
@@ -174,6 +178,7 @@ class SearchResponse(BaseModel):
     offset: int
     generation: int
     results: list[SearchResultModel]  # type: ignore[valid-type]
+    facets: list[FacetModel] | None = None  # type: ignore[valid-type]
 
 
 #: ``GET /documents``' records and ``GET /documents/{doc_id}``'s answer: ``Index.documents``' and
@@ -273,6 +278,13 @@ def search_parameters() -> Callable[..., dict[str, Any]]:
     return _dependency(parameters)
 
 
+#: ``GET /search``'s ``facets`` parameter (the page shows them always).
+FACETS_HELP = (
+    "Add the facet counts of this answer's documents: for each metadata field, the documents per value (the most "
+    "frequent first), as GET /facets gives them for the filters alone."
+)
+
+
 class ServerBusyError(CitelineError):
     """A request waited longer than the server's timeout (for the index, or for its own work): 503."""
 
@@ -288,14 +300,27 @@ class _Reader:
         self.index = index
         self.timeout = timeout
 
-    def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]:
-        """The results of ``request`` and the generation of the snapshot they were read from."""
+    def _in_slot(self, work: Callable[[], T], deadline: float) -> T:
+        # ``work`` in the index's search slot, waited for until ``deadline`` (then 503).
         try:
             with self.index.reading(timeout=deadline - time.monotonic()):
-                results = self.index.search(request)
-                return results, int(self.index.snapshot(refresh=False).generation)
+                return work()
         except TimeoutError:
             raise ServerBusyError(f"the server is busy: no search slot within {self.timeout:g} s; try again") from None
+
+    def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]:
+        """The results of ``request`` and the generation of the snapshot they were read from."""
+
+        def answer() -> tuple[list[SearchResult], int]:
+            return self.index.search(request), int(self.index.snapshot(refresh=False).generation)
+
+        return self._in_slot(answer, deadline)
+
+    def facets(
+        self, filters: Any, within: Sequence[SearchResult] | None, limit: int | None, deadline: float
+    ) -> list[Facet]:
+        """``Index.facets``, in the search slot (it reads the search's snapshot)."""
+        return self._in_slot(lambda: self.index.facets(filters, within=within, limit=limit), deadline)
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """``work(*args, deadline)`` on a worker thread, answered 503 after :attr:`timeout` seconds (the thread
@@ -517,6 +542,7 @@ def create_app(
         options: Annotated[dict[str, Any], Depends(search_parameters())],
         filters: Annotated[dict[str, Any], Depends(filter_parameters)],
         offset: Annotated[int, Query(description="Skip this many ranked passages (paging).", ge=0, le=MAX_OFFSET)] = 0,
+        facets: Annotated[bool, Query(description=FACETS_HELP)] = False,
     ) -> dict[str, Any]:
         q, k = options.pop("q"), options.pop("k")
         wanted = SearchRequest.of(q, k + offset, filters=filters, **pick(SearchRequest, options))
@@ -524,7 +550,19 @@ def create_app(
         response.headers[GENERATION_HEADER] = str(generation)
         records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, 1)][offset:]
         mode = options["mode"]
-        return {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
+        answer = {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
+        if facets:
+            counted = await reader.run(reader.facets, wanted.filters, found[offset:], FACET_VALUES)
+            answer["facets"] = [facet.to_dict() for facet in counted]
+        return answer
+
+    @app.get("/facets", response_model=list[FacetModel], summary="Documents per metadata value, for the filters")  # type: ignore[valid-type]
+    async def facet_counts(
+        filters: Annotated[dict[str, Any], Depends(filter_parameters)],
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many values a field.")] = FACET_VALUES,
+    ) -> list[dict[str, Any]]:
+        counted = await reader.run(reader.facets, filters, None, limit)
+        return [facet.to_dict() for facet in counted]
 
     @app.get("/status", response_model=IndexStatusModel, summary="Counts, model, generation and the last run")
     async def status() -> dict[str, Any]:

@@ -8,7 +8,8 @@ into a ``<details>`` element, which browsers open without script.
 
 import dataclasses
 import itertools
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Protocol
 from urllib.parse import quote, urlencode
 
@@ -18,9 +19,10 @@ from fastapi import Path as PathParameter
 from fastapi.responses import HTMLResponse
 from pydantic import BeforeValidator, Field
 
-from citeline.errors import CitelineError
+from citeline.errors import CitelineError, QueryError
 from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest, request_field
 from citeline.query.results import Passage, SearchResult, Source, shown_relevance
+from citeline.store.documents import FACET_VALUES, Facet
 from citeline.store.filters import filters_from
 from citeline.util.declared import people_default
 
@@ -35,6 +37,10 @@ class Reader(Protocol):
     async def run(self, work: Callable[..., Any], *args: Any) -> Any: ...
 
     def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]: ...
+
+    def facets(
+        self, filters: Any, within: Sequence[SearchResult] | None, limit: int | None, deadline: float
+    ) -> list[Facet]: ...
 
 
 _STYLE = """
@@ -55,11 +61,19 @@ mark { background: #fff2a8; } mark.passage { background: #e6f0ff; } mark.sentenc
 pre.document { white-space: pre-wrap; font: inherit; }
 footer { border-top: 1px solid #ddd; margin-top: 2rem; padding: .5rem 0; font-size: .85rem; color: #555; }
 nav.pages { display: flex; gap: 1rem; }
+dl.metadata { display: flex; flex-wrap: wrap; gap: .1rem 1rem; font-size: .85rem; margin: .1rem 0; }
+dl.metadata div { display: flex; gap: .3rem; } dl.metadata dt { color: #555; } dl.metadata dd { margin: 0; }
+section.facets { display: flex; flex-wrap: wrap; gap: .5rem 2rem; font-size: .9rem; margin: 1rem 0; }
+section.facets h2 { flex-basis: 100%; font-size: .95rem; margin: 0; color: #555; font-weight: normal; }
+section.facets div.facet h3 { font-size: .95rem; margin: 0; }
+section.facets ul { list-style: none; padding: 0; margin: 0; }
+section.facets li.selected { font-weight: bold; } section.facets .count { color: #555; }
 """
 
 _BASE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{% if q %}{{ q }} · {% endif %}{{ title }}</title><style>{{ style }}</style></head>
+<title>{% if q %}{{ q }} · {% endif %}{{ title }}</title><link rel="icon" href="data:,">
+<style>{{ style }}</style></head>
 <body><header><a href="{{ root }}/">citeline</a><span>{{ subtitle }}</span></header><main>
 {% block main %}{% endblock %}
 </main><footer>{% if generation is not none %}generation {{ generation }} · {% endif %}
@@ -77,6 +91,7 @@ _SEARCH = """{% extends "base" %}{% block main %}
 <label>Source (ingested folder or file)<input name="source" value="{{ form.source }}"></label>
 <label>Path glob<input name="path" value="{{ form.path }}" placeholder="*.md"></label>
 <label>Metadata KEY=VALUE<input name="where" value="{{ form.where }}" placeholder="author=Mara"></label>
+{% include "field_filters" %}
 <label>Ingested after<input type="date" name="ingested_after" value="{{ form.ingested_after }}"></label>
 <label>Ingested before<input type="date" name="ingested_before" value="{{ form.ingested_before }}"></label>
 <label>Results per page<input type="number" name="k" min="1" max="{{ max_k }}" value="{{ k }}"></label>
@@ -90,6 +105,7 @@ _SEARCH = """{% extends "base" %}{% block main %}
 <option value="false"{% if not group %} selected{% endif %}>each a result</option></select></label>
 </fieldset></details></form>
 {% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
+{% include "facets" %}
 {% if q and not error %}
 {% if results %}<ol class="results" start="{{ offset + 1 }}">
 {% for r in results %}<li class="result">
@@ -99,6 +115,7 @@ _SEARCH = """{% extends "base" %}{% block main %}
 {%- if r.record_id is not none %} of the record's text{% endif %} · {{ r.shown_relevance }}
  · ingested {{ r.ingested_at }}
  · run <code>{{ r.run_id }}</code></p>
+{% include "hit_metadata" %}
 <blockquote class="passage">
 {%- for cls, part in r.parts -%}
 {%- if cls %}<mark class="{{ cls }}">{{ part }}</mark>{% else %}{{ part }}{% endif -%}
@@ -124,6 +141,26 @@ _SEARCH = """{% extends "base" %}{% block main %}
 {% endif %}
 {% endblock %}"""
 
+# The metadata parts of the search page (issue 42.5), each its own template included by "search": a hit's
+# metadata, a filter per metadata field the index holds, and the facets of the answer (datasette's facets).
+_HIT_METADATA = """{% if r.shown_metadata %}<dl class="metadata">{% for key, value in r.shown_metadata %}
+<div><dt>{{ key }}</dt><dd>{{ value }}</dd></div>{% endfor %}</dl>{% endif %}"""
+
+_FIELD_FILTERS = """{% for field in fields %}<label>{{ field.name }} ({{ field.documents }} documents)
+<input name="meta.{{ field.name }}" value="{{ field.chosen }}" list="values-{{ loop.index }}"
+ placeholder="= value, or !=, >=, <, ~text"><datalist id="values-{{ loop.index }}">
+{%- for value in field["values"] %}<option value="{{ value }}">{% endfor %}</datalist></label>
+{% endfor %}"""
+
+_FACETS = """{% if facets %}<section class="facets" aria-label="Facets"><h2>{{ facets_scope }}</h2>
+{% for facet in facets %}<div class="facet"><h3>{{ facet.field }}</h3><ul>
+{% for item in facet["values"] %}<li{% if item.selected %} class="selected"{% endif %}><a href="{{ item.url }}"
+{%- if item.selected %} title="remove this filter"{% endif %}>{{ item.value }}</a>
+ <span class="count">{{ item.count }}</span>{% if item.selected %} <a href="{{ item.url }}" aria-label="remove">✕</a>
+{%- endif %}</li>
+{% endfor %}{% if facet.more %}<li class="more">… {{ facet.more }} more</li>{% endif %}</ul></div>
+{% endfor %}</section>{% endif %}"""
+
 _DOCUMENT = """{% extends "base" %}{% block main %}
 <p>{% if back %}<a href="{{ back }}">← back to the results</a> · {% endif %}<a href="#passage">to the passage</a></p>
 <h1>{{ doc.title or doc.source_id }}</h1>
@@ -145,7 +182,16 @@ _DOCUMENT = """{% extends "base" %}{% block main %}
 {% endblock %}"""
 
 _TEMPLATES = jinja2.Environment(
-    loader=jinja2.DictLoader({"base": _BASE, "search": _SEARCH, "document": _DOCUMENT}),
+    loader=jinja2.DictLoader(
+        {
+            "base": _BASE,
+            "search": _SEARCH,
+            "document": _DOCUMENT,
+            "hit_metadata": _HIT_METADATA,
+            "field_filters": _FIELD_FILTERS,
+            "facets": _FACETS,
+        }
+    ),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
@@ -231,6 +277,8 @@ def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
         form |= {"ingested_after": ingested_after, "ingested_before": ingested_before}
         form = {key: value or "" for key, value in form.items()}
         filled = {key: _blank_to_none(value) for key, value in form.items()}
+        chosen = _chosen_fields(request)
+        held = await reader.run(reader.facets, None, None, FACET_VALUES)  # the index's fields (kept per generation)
         context: dict[str, Any] = {
             "q": q or "",
             "mode": mode,
@@ -241,7 +289,10 @@ def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
             "group": group,
             "min_score": min_score,
             "form": form,
-            "filtered": any(filled.values()) or min_score is not None,
+            "filtered": any(filled.values()) or min_score is not None or bool(chosen),
+            "fields": _field_filters(held, chosen),
+            "facets": [],
+            "facets_scope": "",
             "max_query": MAX_QUERY_CHARS,
             "max_k": MAX_K,
             "results": [],
@@ -250,24 +301,34 @@ def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
             "next": None,
             "generation": None,
         }
-        if not q or not q.strip():
-            return render("search", request, **context)
+        params = [(key, value) for key, value in request.query_params.multi_items() if key != "offset"]
         try:
+            if len(chosen) > limits.filter_values:
+                raise QueryError(f"at most {limits.filter_values} metadata fields a search; got {len(chosen)}")
+            clauses = [filled["where"]] if filled["where"] else []
             filters = filters_from(
                 [filled["source"]] if filled["source"] else None,
                 [filled["path"]] if filled["path"] else None,
-                [filled["where"]] if filled["where"] else None,
+                clauses + [_clause(field, value) for field, value in chosen],
                 filled["ingested_after"],
                 filled["ingested_before"],
             )
+            if not q or not q.strip():  # no query: the facets of the documents the filters select, as datasette's
+                counted = await reader.run(reader.facets, filters, None, FACET_VALUES) if filters else held
+                scope = "In the documents these filters select" if filters else "In the index"
+                context |= {"facets": _shown_facets(counted, params, root), "facets_scope": scope}
+                return render("search", request, **context)
             options: dict[str, Any] = {"mode": mode, "filters": filters, "collapse": collapse, "min_score": min_score}
             options["group"] = group
             wanted = SearchRequest.of(q, k + offset + 1, **options)
             found, generation = await reader.run(reader.search, wanted)
+            shown = found[offset : offset + k]
+            counted = await reader.run(reader.facets, filters, shown, FACET_VALUES) if shown else []
         except CitelineError as exc:
             return render("search", request, status=400, **{**context, "error": " ".join(str(exc).split())})
-        shown = found[offset : offset + k]
-        params = [(key, value) for key, value in request.query_params.multi_items() if key != "offset"]
+        documents = len({doc for result in shown for doc in (result.doc_id, *(s.doc_id for s in result.sources))})
+        context["facets"] = _shown_facets(counted, params, root)
+        context["facets_scope"] = f"In the {documents} document{'s' if documents != 1 else ''} of these results"
         if offset > 0:
             context["previous"] = f"{root}/?{urlencode([*params, ('offset', max(0, offset - k))])}"
         if len(found) > offset + k and offset + k <= MAX_OFFSET:
@@ -310,6 +371,69 @@ def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
         )
 
 
+#: The operators a per-field filter's value may begin with (``--where``'s); any other value means ``=``.
+_LEADING_OPERATORS = ("!=", ">=", "<=", ">", "<", "~", "=")
+#: Characters of a metadata value the page shows (a hit's metadata, a facet's value).
+_VALUE_CHARS = 120
+
+
+def _chosen_fields(request: Request) -> list[tuple[str, str]]:
+    """The per-field filters of the form: ``(field, value)`` of every non-blank ``meta.FIELD`` parameter."""
+    return [
+        (key.removeprefix("meta."), value.strip())
+        for key, value in request.query_params.multi_items()
+        if key.startswith("meta.") and len(key) > len("meta.") and value.strip()
+    ]
+
+
+def _clause(field: str, value: str) -> str:
+    """A per-field filter as a ``where`` clause: ``value`` may begin with an operator (``>=2021``, ``~mara``)."""
+    if value.startswith(_LEADING_OPERATORS):
+        return f"{field}{value}"
+    return f"{field} {value}" if value.startswith("in ") else f"{field}={value}"
+
+
+def _field_filters(held: Sequence[Facet], chosen: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """A filter per metadata field the index holds (and per field already chosen): its name, the documents
+    holding it, its most frequent values (the input's suggestions) and the value chosen."""
+    picked = dict(reversed(chosen))  # the first value given for a field is the one its input shows
+    fields: list[dict[str, Any]] = [
+        {"name": f.field, "documents": f.documents, "values": [v.value for v in f.values], "chosen": ""} for f in held
+    ]
+    names = {field["name"] for field in fields}
+    fields += [{"name": name, "documents": 0, "values": [], "chosen": ""} for name in picked if name not in names]
+    for field in fields:
+        field["chosen"] = picked.get(field["name"], "")
+    return fields
+
+
+def _shown_facets(facets: Sequence[Facet], params: list[tuple[str, str]], root: str) -> list[dict[str, Any]]:
+    """The facets as the page lists them: each value a link that adds ``meta.FIELD=VALUE`` to the current search,
+    or, for a value already chosen, removes it (datasette's facet links)."""
+    shown = []
+    for facet in facets:
+        items = []
+        for item in facet.values:
+            pair = (f"meta.{facet.field}", item.value)
+            selected = pair in params
+            following = [p for p in params if p != pair] if selected else [*params, pair]
+            value = item.value if len(item.value) <= _VALUE_CHARS else item.value[: _VALUE_CHARS - 1] + "…"
+            items.append(
+                {"value": value, "count": item.count, "selected": selected, "url": f"{root}/?{urlencode(following)}"}
+            )
+        shown.append({"field": facet.field, "values": items, "more": facet.more})
+    return shown
+
+
+def _shown_value(value: Any) -> str:
+    """A metadata value as one line of text: a list's items joined, an object as JSON, cut at ``_VALUE_CHARS``."""
+    if isinstance(value, list):
+        text = ", ".join(item if isinstance(item, str) else json.dumps(item, ensure_ascii=False) for item in value)
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
+
+
 def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..., str]) -> dict[str, Any]:
     """What the results template shows of one result: its fields, its passage cut around the highlighted
     sentence, the other documents it occurs in, and (grouped) the document's other passages."""
@@ -334,6 +458,7 @@ def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..
             }
             for passage in result.more_passages
         ],
+        "shown_metadata": [(key, _shown_value(value)) for key, value in result.metadata.items()],
     }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import Field
+from dataclasses import Field, fields
 from functools import partial, wraps
 from typing import Any, TypeVar
 
@@ -16,8 +16,10 @@ import click
 from citeline.errors import CitelineError, QueryError, SettingsError
 from citeline.ingest import stopping
 from citeline.ingest.options import IndexSettings, IngestOptions, user_options
+from citeline.query.results import SearchResult
 from citeline.sources.document import record_name
 from citeline.store.filters import filters_from as filter_dict
+from citeline.store.ledger import RunSummary
 from citeline.util.declared import offered
 from citeline.util.formats import FORMATS, format_record, format_records, search_records
 
@@ -273,6 +275,10 @@ format_option = click.option(
 #: told; json and jsonl whole records). ``highlight`` is a search result's best highlighted sentence, ``duration``
 #: a run's seconds.
 SEARCH_TABLE_COLUMNS = ("rank", "relevance", "source_path", "title", "highlight")
+#: Every field of a search record (``--columns`` may name any): its rank, ``SearchResult``'s fields and the best
+#: ``highlight``; of a run record: ``RunSummary``'s fields and its ``duration``.
+SEARCH_FIELDS = ("rank", *(spec.name for spec in fields(SearchResult)), "highlight")
+RUN_FIELDS = (*(spec.name for spec in fields(RunSummary)), "duration")
 DOCUMENT_TABLE_COLUMNS = ("doc_id", "source_path", "title", "format", "chunks", "pages", "ingested_at")
 RUN_TABLE_COLUMNS = (
     "run_id", "status", "started_at", "duration", "roots", "added", "updated", "unchanged", "removed", "failed",
@@ -297,6 +303,22 @@ def resolve_format(fmt: str | None, as_json: bool, default: str | None = None) -
     return "jsonl" if as_json else (fmt or default)
 
 
+def picked_columns(columns: str | None, known: Sequence[str]) -> list[str] | None:
+    """The fields ``--columns`` (comma-separated) picks, checked against ``known`` (the fields a command's records
+    carry, declared: :data:`SEARCH_FIELDS`, ``DOCUMENT_FIELDS``, :data:`RUN_FIELDS`), so that an unknown field is a
+    usage error before any work, whether or not there is anything to print; None when not given."""
+    if columns is None:
+        return None
+    picked = [name.strip() for name in columns.split(",") if name.strip()]
+    unknown = [name for name in picked if name not in known]
+    if unknown or not picked:
+        raise click.BadParameter(
+            f"unknown field {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}",
+            param_hint="--columns",
+        )
+    return picked
+
+
 def emit_records(
     records: Sequence[Mapping[str, Any]],
     fmt: str,
@@ -304,25 +326,24 @@ def emit_records(
     *,
     columns: str | None = None,
     headers: bool = True,
+    known: Sequence[str] = (),
 ) -> None:
     """Print records in ``fmt``: ``columns`` (``--columns``, comma-separated) or, for a table, ``table_columns``
-    pick the fields; an unknown field is a usage error naming the known ones."""
+    pick the fields; an unknown field (neither in ``known``, the declared fields, nor in a record) is a usage error
+    naming the known ones."""
     picked: Sequence[str] | None = table_columns if fmt == "table" else None
     if columns is not None:
-        picked = [name.strip() for name in columns.split(",") if name.strip()]
-        known = list(dict.fromkeys(key for record in records for key in record)) or list(table_columns or ())
-        unknown = [name for name in picked if name not in known]
-        if unknown or not picked:
-            raise click.BadParameter(
-                f"unknown field {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}",
-                param_hint="--columns",
-            )
+        names = dict.fromkeys([*known, *(key for record in records for key in record)]) or (table_columns or ())
+        picked = picked_columns(columns, list(names))
     click.echo(format_records(records, fmt, columns=picked, headers=headers), nl=False)
 
 
 def emit_search(results: Sequence[Any], fmt: str, *, columns: str | None = None, headers: bool = True) -> None:
     """Print search results (``SearchResult`` objects) in ``fmt``, each record with its ``rank`` (and, in
-    table, csv and tsv, its best ``highlight``)."""
+    table, csv and tsv, its best ``highlight``); a table of no results is the line the text format prints."""
+    if not results and fmt == "table":
+        click.echo(no_passages(filtered=False))
+        return
     records = search_records(results)
     if fmt not in ("json", "jsonl"):
         for record in records:
@@ -330,7 +351,16 @@ def emit_search(results: Sequence[Any], fmt: str, *, columns: str | None = None,
             record["highlight"] = best["text"] if best else record["text"]
             if fmt == "table" and record.get("record_id") is not None:  # people read it: the record's name
                 record["source_path"] = record_name(record["source_path"], record["record_id"])
-    emit_records(records, fmt, SEARCH_TABLE_COLUMNS, columns=columns, headers=headers)
+    emit_records(records, fmt, SEARCH_TABLE_COLUMNS, columns=columns, headers=headers, known=SEARCH_FIELDS)
+
+
+def no_passages(*, filtered: bool) -> str:
+    """What ``citeline search`` prints for an answer without passages (the text format and ``--format table``)."""
+    hint = " matching the filters" if filtered else ""
+    return (
+        f"no passages found{hint} above the relevance floor (--min-score 0 shows the best matches anyway; is the "
+        "index empty? see `citeline status`)"
+    )
 
 
 def run_seconds(run: Mapping[str, Any]) -> float | None:

@@ -20,6 +20,7 @@ from citeline.cli.common import (
     headers_option,
     index_option,
     json_option,
+    picked_columns,
     resolve_format,
     search_dask_option,
     shard_workers_option,
@@ -175,6 +176,9 @@ def documents(
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
     output = resolve_format(fmt, as_json, default="table")
     assert output is not None
+    from citeline.store.documents import DOCUMENT_FIELDS  # here: the listing imports pyarrow, which search does not
+
+    picked_columns(columns, DOCUMENT_FIELDS)
     rows = [
         record.to_dict()
         for record in Index.open(index_path, repair=False).documents(filters=filters, limit=limit, offset=offset)
@@ -182,7 +186,7 @@ def documents(
     if not rows and output == "table":
         click.echo("no documents" + (" match the filters" if filters else " (see `citeline ingest`)"), err=True)
         return
-    emit_records(rows, output, DOCUMENT_TABLE_COLUMNS, columns=columns, headers=headers)
+    emit_records(rows, output, DOCUMENT_TABLE_COLUMNS, columns=columns, headers=headers, known=DOCUMENT_FIELDS)
 
 
 @click.command()

@@ -13,7 +13,9 @@ import click
 
 from citeline.cli import extra as cli_extra
 from citeline.cli.common import (
+    RUN_FIELDS,
     RUN_TABLE_COLUMNS,
+    SEARCH_FIELDS,
     OneLineErrors,
     PathType,
     columns_option,
@@ -27,6 +29,8 @@ from citeline.cli.common import (
     index_option,
     ingest_options,
     json_option,
+    no_passages,
+    picked_columns,
     resolve_format,
     run_seconds,
     search_dask_option,
@@ -299,6 +303,7 @@ def search(
     from citeline.index import Index
 
     output = resolve_format(fmt, as_json)
+    picked_columns(columns, SEARCH_FIELDS)  # an unknown field fails before the search, with hits or without
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
     options: dict[str, Any] = {
         "mode": mode,
@@ -309,15 +314,11 @@ def search(
     }
     request = SearchRequest.of(query, k, filters=filters, **options)
     results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(request)
+    if not results and output in (None, "table"):  # for people: say so (csv, tsv, json: an empty answer)
+        click.echo(no_passages(filtered=bool(filters)))
+        return
     if output:
         emit_search(results, output, columns=columns, headers=headers)
-        return
-    if not results:
-        hint = " matching the filters" if filters else ""
-        click.echo(
-            f"no passages found{hint} above the relevance floor (--min-score 0 shows the best matches anyway; is "
-            "the index empty? see `citeline status`)"
-        )
         return
     from citeline.cli import render
 
@@ -360,13 +361,14 @@ def runs(index_path: str, limit: int, fmt: str | None, columns: str | None, head
     """The run ledger: one line per ingestion run (start, duration, roots, counts), with per-file errors."""
     from citeline.index import Index
 
-    ledger = Index.open(index_path).runs(limit=limit)
     output = resolve_format(fmt, as_json)
+    picked_columns(columns, RUN_FIELDS)
+    ledger = Index.open(index_path).runs(limit=limit)
     if output:
         records = [run.to_dict() for run in ledger]
         if output not in ("json", "jsonl"):
             records = [{**record, "duration": run_seconds(record)} for record in records]
-        emit_records(records, output, RUN_TABLE_COLUMNS, columns=columns, headers=headers)
+        emit_records(records, output, RUN_TABLE_COLUMNS, columns=columns, headers=headers, known=RUN_FIELDS)
         return
     for run in ledger:
         row = run.to_dict()

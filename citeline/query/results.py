@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -196,3 +197,17 @@ def evolve(value: T, **changes: Any) -> T:
     copy = object.__new__(type(value))
     copy.__dict__.update(value.__dict__, **changes)
     return copy
+
+
+def answer_documents(answer: Iterable[SearchResult | str]) -> list[str]:
+    """The documents of a search's answer, each once in order: every result's own and its other sources' (a
+    collapsed result stands for each document it lists); a doc id given as text is taken as it is. What
+    ``Index.facets(within=...)`` counts over."""
+    ids: dict[str, None] = {}
+    for item in answer:
+        if isinstance(item, str):
+            ids[item] = None
+        else:
+            ids[item.doc_id] = None
+            ids.update(dict.fromkeys(source.doc_id for source in item.sources))
+    return list(ids)

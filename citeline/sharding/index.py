@@ -23,7 +23,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from citeline.ingest.planning import ParsedBatch, Plan, refuse_removals, removal
 from citeline.ingest.progress import announced_writer_lock, default_reporter
 from citeline.ingest.removal import Chosen, RemovalSummary
 from citeline.model.embedding import Embedder, SentenceTransformerEmbedder
+from citeline.query.results import SearchResult, answer_documents
 from citeline.sharding.freshness import Freshness, merged_plan, skipping_is_safe, unchanged_files, with_fresh
 from citeline.sharding.remote import DaskShards, ShardWorkers, parse_shard_workers
 from citeline.sharding.reports import ShardedStatus, each_shard, merged_report, merged_status, not_here
@@ -54,7 +55,7 @@ from citeline.sources.encoding import read_as
 from citeline.sources.selection import Selection
 from citeline.store import catalog, files, ledger
 from citeline.store import documents as listing
-from citeline.store.documents import DocumentDetail, DocumentInfo
+from citeline.store.documents import FACET_VALUES, DocumentDetail, DocumentInfo, Facet
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -502,6 +503,21 @@ class ShardedIndex(Index):
         found = [record for part in self._local("documents") for record in part.documents(filters, depth)]
         found.sort(key=lambda r: (str(r.source_root), str(r.source_id), r.doc_id))
         return found[offset:] if limit is None else found[offset : offset + limit]
+
+    def facets(
+        self,
+        filters: Filters | Mapping[str, Any] | None = None,
+        *,
+        within: Iterable[SearchResult | str] | None = None,
+        limit: int | None = FACET_VALUES,
+    ) -> list[Facet]:
+        """:meth:`Index.facets` over every shard: each shard's counts added up (a document lies in one shard)."""
+        counts: listing.FacetCounts = {}
+        doc_ids = None if within is None else answer_documents(within)  # each shard reads them once
+        for part in self._local("documents"):
+            for key, n in part.facet_counts(filters, within=doc_ids).items():
+                counts[key] = counts.get(key, 0) + n
+        return listing.facets_of(counts, limit)
 
     def document(self, doc_id: str) -> DocumentDetail:
         """One document, read from the shard its id routes to; a name (:meth:`Index.document`) is looked for in every

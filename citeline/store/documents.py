@@ -6,7 +6,8 @@ catalog's tables through a connection the caller opened with ``catalog.connect``
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -232,6 +233,77 @@ def _document_record(row: tuple[Any, ...]) -> DocumentInfo:
         metadata=meta,
         record_id=record_id_of(source_id, properties),
     )
+
+
+#: Values a facet lists unless told (the most frequent first): datasette's default.
+FACET_VALUES = 10
+
+
+@dataclass(frozen=True)
+class FacetValue:
+    """One value of a metadata field and the number of documents that hold it."""
+
+    value: str  #: as ``--where FIELD=VALUE`` matches it (a number or date as its text; an item of a list value)
+    count: int
+
+
+@dataclass(frozen=True)
+class Facet:
+    """A metadata field's facet: how many documents hold the field, and the documents per value, most first."""
+
+    field: str
+    documents: int  #: documents (of those counted) that hold the field
+    values: tuple[FacetValue, ...]  #: at most the ``limit`` asked, by count (most first), then value
+    more: int = 0  #: distinct values beyond those listed
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facet as JSON-ready data."""
+        return asdict(self)
+
+
+#: ``(field, value) -> documents`` counts and ``(field, None) -> documents`` holding the field, as
+#: ``citeline.store.passages.Passages.facet_counts`` reads them (a sharded index adds its shards' up: a document
+#: lies in one shard).
+FacetCounts = dict[tuple[str, str | None], int]
+
+
+def count_facets(documents: Iterable[tuple[str | None, str | None]]) -> FacetCounts:
+    """:data:`FacetCounts` of ``(format, stored metadata JSON)`` pairs, one a document: each value of a top-level
+    field that a ``meta`` filter can match counts once a document (a list value: each of its items; numbers and
+    booleans as their JSON text, what ``--where`` compares with); objects, nested lists and nulls are not counted,
+    nor citeline's own fields (``metadata.split`` leaves them out, as the listing does)."""
+    counts: FacetCounts = {}
+    for fmt, stored in documents:
+        metadata, _ = stored_metadata.split(stored, fmt)
+        for key, value in metadata.items():
+            items = value if isinstance(value, list) else [value]
+            texts = {
+                item if isinstance(item, str) else json.dumps(item)
+                for item in items
+                if item is not None and not isinstance(item, dict | list)
+            }
+            if isinstance(value, dict) or not texts:
+                continue
+            counts[key, None] = counts.get((key, None), 0) + 1
+            for text in texts:
+                counts[key, text] = counts.get((key, text), 0) + 1
+    return counts
+
+
+def facets_of(counts: FacetCounts, limit: int | None = FACET_VALUES) -> list[Facet]:
+    """:class:`Facet`\\ s of ``counts``: fields by the documents holding them (most first), then name; each with at
+    most ``limit`` values (None: all)."""
+    totals = {key: n for (key, value), n in counts.items() if value is None}
+    values: dict[str, list[FacetValue]] = {key: [] for key in totals}
+    for (key, value), n in counts.items():
+        if value is not None:
+            values.setdefault(key, []).append(FacetValue(value, n))
+    facets = []
+    for key in sorted(values, key=lambda key: (-totals.get(key, 0), key)):
+        ranked = sorted(values[key], key=lambda item: (-item.count, item.value))
+        shown = ranked if limit is None else ranked[:limit]
+        facets.append(Facet(key, totals.get(key, 0), tuple(shown), len(ranked) - len(shown)))
+    return facets
 
 
 def documents_to_plan(

@@ -186,6 +186,11 @@ class ReadSnapshot:
         or None when it restricts nothing."""
         return self.passages.allowed(filters)
 
+    def facet_counts(self, filters: Any, doc_ids: Sequence[str] | None = None) -> dict[tuple[str, str | None], int]:
+        """This generation's facet counts (``Passages.facet_counts``): documents per metadata value, over the
+        documents ``filters`` selects (and ``doc_ids``, when given)."""
+        return self.passages.facet_counts(filters, doc_ids)
+
     def root_chunks(self, root: str) -> list[tuple[int, str]]:
         """``(chunk_id, source_id)`` of every chunk of the documents ingested from ``root``, by chunk id."""
         return self.passages.root_chunks(root)

@@ -90,3 +90,34 @@ def test_status_table_is_readable(index_path: str) -> None:
     keys = [line.split()[0] for line in lines if line.strip()]
     assert "last_run.status" in keys and "last_run.roots" in keys
     assert not any("{" in line for line in lines)
+
+
+@pytest.mark.parametrize("query", ["soldiers defect from the garrison", "zzyzx qwertyuiop"])
+def test_columns_are_checked_before_the_search_with_hits_or_without(index_path: str, query: str) -> None:
+    """``--columns`` names fields of the search record whether or not the query has hits (issue 42.5): a known
+    field prints (or prints nothing) with exit 0, an unknown one is a usage error (exit 2) even before the index
+    is opened."""
+    known = run(
+        "search", query, "--index", index_path, "--mode", "lexical", "--format", "csv", "--columns", "rank,source_id"
+    )
+    assert known.exit_code == 0, known.output
+    for where in (index_path, index_path + "-missing"):
+        bad = run("search", query, "--index", where, "--mode", "lexical", "--format", "csv", "--columns", "rank,nope")
+        assert bad.exit_code == 2 and "unknown field nope; choose from rank, text, score" in bad.output, bad.output
+    for command, good in (("documents", "doc_id,source_id"), ("runs", "run_id,duration")):
+        filters = ["--where", "author=Nobody"] if command == "documents" else ["--limit", "0"]
+        empty = run(command, "--index", index_path, *filters, "--format", "csv", "--columns", good)
+        assert empty.exit_code == 0, empty.output
+        bad = run(command, "--index", index_path + "-missing", "--format", "csv", "--columns", "nope")
+        assert bad.exit_code == 2 and "unknown field nope" in bad.output, bad.output
+
+
+def test_a_table_without_hits_says_so_as_the_text_format_does(index_path: str) -> None:
+    text = run("search", "zzyzx qwertyuiop", "--index", index_path, "--mode", "lexical")
+    table = run("search", "zzyzx qwertyuiop", "--index", index_path, "--mode", "lexical", "--format", "table")
+    assert table.exit_code == 0 and text.exit_code == 0
+    assert table.output == text.output and table.output.startswith("no passages found")
+    where = ["--where", "author=Mara"]
+    text = run("search", "zzyzx qwertyuiop", "--index", index_path, "--mode", "lexical", *where)
+    table = run("search", "zzyzx qwertyuiop", "--index", index_path, "--mode", "lexical", "--format", "table", *where)
+    assert table.output == text.output and table.output.startswith("no passages found matching the filters")

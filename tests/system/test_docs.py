@@ -4,6 +4,7 @@ come first, and the quickstart's commands run."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -127,3 +128,61 @@ def test_every_dependency_is_explained() -> None:
     page = (ROOT / "docs" / "dependencies.md").read_text(encoding="utf-8").lower()
     names = {re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0].lower() for requirement in requirements}
     assert sorted(name for name in names if name not in page) == []
+
+
+#: Tags by which a page loads something (an href of <a> is a link the reader may follow, not a load).
+_LOADS = re.compile(r"<(?:link|script|img|iframe|source|audio|video)\b[^>]*?\b(?:href|src)=\"((?:https?:)?//[^\"]+)\"")
+
+
+def test_the_docs_site_builds_and_reads_offline(tmp_path: Path) -> None:
+    """``mkdocs build --strict`` succeeds, and no page, stylesheet or script of the site loads anything from the
+    internet (the material theme fetched Roboto from Google Fonts unless ``theme.font`` is false): each page's
+    resource tags and the stylesheets' ``url(...)``/``@import`` point at the site itself. In a headless chromium
+    (when installed), opening the home and the quickstart page asks for nothing outside the site."""
+    site = tmp_path / "site"
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert build.returncode == 0, build.stderr[-2000:]
+    loads = {
+        (str(page.relative_to(site)), url)
+        for page in site.rglob("*.html")
+        for url in _LOADS.findall(page.read_text(encoding="utf-8"))
+    }
+    assert sorted(loads) == []
+    styles = [
+        (str(sheet.relative_to(site)), found)
+        for sheet in site.rglob("*.css")
+        for found in re.findall(r"(?:url\(|@import\s+)[\"']?((?:https?:)?//[^\"')\s]+)", sheet.read_text("utf-8"))
+    ]
+    assert styles == []
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        return
+    sync_api = pytest.importorskip("playwright.sync_api")
+    outside: list[str] = []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox"])
+        try:
+            page = browser.new_page()
+
+            def offline(route: object) -> None:
+                request = route.request  # type: ignore[attr-defined]
+                if request.url.startswith("file://"):
+                    route.continue_()  # type: ignore[attr-defined]
+                else:
+                    outside.append(request.url)
+                    route.abort()  # type: ignore[attr-defined]
+
+            page.route("**/*", offline)
+            for name in ("index.html", "quickstart/index.html"):
+                page.goto((site / name).as_uri())
+                page.wait_for_load_state("load")
+                assert page.locator("h1").first.inner_text()
+        finally:
+            browser.close()
+    assert outside == []

@@ -90,13 +90,19 @@ def test_search_answers_with_provenance(served: tuple[httpx.Client, Index, Path]
 
 def test_search_passes_mode_and_filters(served: tuple[httpx.Client, Index, Path]) -> None:
     client, _, _ = served
-    by_author = client.get("/search", params={"q": "pay", "where": "author=Mara", "mode": "lexical"}).json()
+    records = {"path": "records.jsonl*", "mode": "lexical"}  # the seeds have authors too (Mara's among them)
+    by_author = client.get("/search", params={"q": "pay", "where": "author=Mara", **records}).json()
     assert [r["source_id"] for r in by_author["results"]] == ["records.jsonl#r1"]
     for where in (["author~mar"], ["author in Ansel,Mara"], ["author!=Ansel", "author~MARA"]):
-        found = client.get("/search", params={"q": "pay", "where": where, "mode": "lexical"}).json()
+        found = client.get("/search", params={"q": "pay", "where": where, **records}).json()
         assert [r["source_id"] for r in found["results"]] == ["records.jsonl#r1"], where
-    nobody = client.get("/search", params={"q": "pay", "where": "author~ansel", "mode": "lexical"}).json()
+    nobody = client.get("/search", params={"q": "pay", "where": "author~ansel", **records}).json()
     assert nobody["results"] == []
+    seeds = client.get("/search", params={"q": "pay", "where": "author=Mara", "path": "*.md", "mode": "lexical"}).json()
+    assert {r["source_id"] for r in seeds["results"]} == {
+        "a-mothers-letters-and-a-broken-front.md",
+        "defections-at-the-river-garrison.md",
+    }
     by_glob = client.get("/search", params=[("q", "letters"), ("path", "*.md"), ("path", "*.txt")]).json()
     assert by_glob["results"] and all(r["source_id"].endswith(".md") for r in by_glob["results"])
     assert client.get("/search", params={"q": "pay", "ingested_before": "2000-01-01"}).json()["results"] == []
@@ -150,8 +156,8 @@ def test_status_runs_documents_and_health(served: tuple[httpx.Client, Index, Pat
     listed = client.get("/documents").json()
     assert sorted(r["source_id"] for r in listed) == sorted(["records.jsonl#r1", *(p.name for p in docs.glob("*.md"))])
     assert all(tuple(r) == DOCUMENT_FIELDS for r in listed)
-    mara = client.get("/documents", params={"where": "author=Mara"}).json()
-    assert [r["source_id"] for r in mara] == ["records.jsonl#r1"]
+    mara = client.get("/documents", params={"where": "author=Mara", "path": "records.jsonl*"}).json()
+    assert [r["source_id"] for r in mara] == ["records.jsonl#r1"]  # (two seeds are Mara's too)
     assert len(client.get("/documents", params={"limit": 1}).json()) == 1
     one = client.get(f"/documents/{mara[0]['doc_id']}").json()
     assert one["text"] == index.document_text(mara[0]["doc_id"])
@@ -175,7 +181,7 @@ def test_openapi_lists_the_fields_of_the_python_objects(served: tuple[httpx.Clie
     assert tuple(schemas["DocumentRecord"]["properties"]) == DOCUMENT_FIELDS == tuple(DocumentRecord.model_fields)
     assert set(schemas["DocumentDetail"]["properties"]) == {*DOCUMENT_FIELDS, "text", "spans"}
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/search", "/status", "/runs", "/documents", "/documents/{doc_id}", "/health"} <= set(paths)
+    assert {"/search", "/status", "/runs", "/documents", "/documents/{doc_id}", "/facets", "/health"} <= set(paths)
     search_params = {p["name"]: p for p in paths["/search"]["get"]["parameters"]}
     assert schemas["Mode"]["enum"] == ["hybrid", "dense", "lexical"]
     assert search_params["mode"]["schema"]["$ref"] == "#/components/schemas/Mode"
@@ -193,6 +199,7 @@ def test_openapi_lists_the_fields_of_the_python_objects(served: tuple[httpx.Clie
         "collapse",
         "min_score",
         "group",
+        "facets",
     }
 
 
@@ -471,7 +478,7 @@ def test_no_generated_request_is_a_server_error(served: tuple[httpx.Client, Inde
     logging.getLogger("uvicorn.error").addHandler(handler)
     schema = schemathesis.openapi.from_url(f"{client.base_url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 6
+    assert len(operations) == 7
     for operation in operations:
 
         @hypothesis.given(case=operation.as_strategy())
