@@ -39,7 +39,7 @@ def build(beir: Path, out: Path, shards: int) -> tuple[Index, Index]:
     sys.path.insert(0, str(REPO / "tests"))
     from conftest import HashEmbedder
 
-    from citeline import Index, SearchResult
+    from citeline import Index
     from citeline.sharding.index import ShardedIndex
 
     if not (out / "sharded").exists():
