@@ -89,7 +89,8 @@ def coordinator(corpus: Path, root: Path, workers: int, shards: int) -> dict[str
     from conftest import HashEmbedder
 
     import citeline
-    from citeline import Index, ShardedIndex
+    from citeline import Index
+    from citeline.sharding.index import ShardedIndex
 
     index = Index.create(root, embedder=HashEmbedder(), vector_index="flat", shards=shards)
     assert isinstance(index, ShardedIndex)

@@ -224,11 +224,12 @@ class ShardedIndex(Index):
         """
         run_options = IngestOptions.of(options, **settings)  # checks every setting (Index.ingest's keywords)
         shard_workers = parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work
+        on_dask = bool(dask_address or dask_workers)
         with contextlib.ExitStack() as stack:
-            on_dask = bool(dask_address or dask_workers)
-            client = stack.enter_context(dask_client(dask_address, dask_workers)) if on_dask else None
+            # run_jobs runs the shards' jobs itself (the flow: on its own task runner, which is the Dask cluster's)
+            client = stack.enter_context(dask_client(dask_address, dask_workers)) if on_dask and not run_jobs else None
             steps = pipeline.Steps() if client is None else WorkerSteps(client)
-            committer = ShardCommits(self, parallel, client, shard_workers, run_jobs)
+            committer = ShardCommits(self, parallel, client, shard_workers, run_jobs, on_dask=on_dask)
             summary = pipeline.run(self, paths, run_options, steps, committer=committer)
         self.meta["generation"] = summary.generation
         return summary
@@ -400,7 +401,8 @@ class ShardCommits:
       index, remove or record is idle.
     - **Committing**: each busy shard's part is a :class:`~citeline.sharding.runs.ShardJob`, a plain
       ``pipeline.run`` of that shard (its own writer lock, plan, chunks, embeddings and commits), run in
-      ``parallel`` (processes, threads, serial), on the Dask ``client``'s workers, or by ``run_jobs``; then the
+      ``parallel`` (processes, threads, serial), on the Dask ``client``'s workers, or by ``run_jobs`` (``on_dask``:
+      which run them on Dask workers, so this process's model is not shared with them); then the
       root's manifest records every shard's generation and the run. The removal guard was decided over all
       shards, so no shard's run second-guesses it on its share.
     """
@@ -412,9 +414,13 @@ class ShardCommits:
         client: Any = None,
         shard_workers: ShardWorkers = None,
         run_jobs: RunJobs | None = None,
+        *,
+        on_dask: bool = False,
     ):
         self.root, self.parallel, self.client = root, parallel, client
         self.shard_workers, self.run_jobs = shard_workers, run_jobs
+        #: the jobs run in other processes than this one's model (Dask workers; also the flow's tasks on Dask)
+        self.on_dask = on_dask or client is not None
         self.fresh: Freshness | None = None
         self.parts: list[ParsedBatch] = []
         self.idle: list[bool] = []
@@ -459,9 +465,8 @@ class ShardCommits:
         shard_options = replace(
             run.options, allow_removals=True, strict=False, reporter=None, progress=False, prepare_queries=False
         )
-        local = self.client is None  # with run_jobs too: the flow's shards on its own threads
         shared = None if isinstance(root._embedder, SentenceTransformerEmbedder) else root._embedder
-        if local and self.parallel != "processes":
+        if not self.on_dask and self.parallel != "processes":  # with run_jobs too: the flow's shards on its threads
             shared = root.embedder  # one model for every shard of this process
         # absolute paths and resolved roots: a Dask worker may run in another directory
         jobs = [
