@@ -21,21 +21,6 @@ from citeline.store.documents import ChunkSpan, DocumentDetail, DocumentInfo, Fa
 from citeline.store.ledger import RunSummary
 
 
-class _ShardedOnFirstUse:
-    """``Index.sharded`` until ``citeline.sharding.index`` is imported: the first read imports it, and its import
-    replaces
-    this with ``ShardedIndex``. A one-index search never reads it (``Index.open`` looks for ``shards.json`` first), so
-    it skips the shards modules and the writing pipeline they import (about 0.035 CPU-s of a cold search)."""
-
-    def __get__(self, instance: object, owner: type) -> type:
-        from citeline.sharding.index import ShardedIndex
-
-        return ShardedIndex
-
-
-Index.sharded = _ShardedOnFirstUse()  # type: ignore[assignment]
-
-
 def __getattr__(name: str) -> object:
     """``from citeline import ShardedIndex`` imports ``citeline.sharding.index`` then."""
     if name == "ShardedIndex":

@@ -3,13 +3,14 @@ to :mod:`citeline.ingest.pipeline`, the directory to :mod:`citeline.store`, read
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, cast
 
 import numpy as np
 
@@ -58,6 +59,38 @@ def given_settings(arguments: dict[str, Any], options: IngestOptions | None) -> 
 SHARDS_MANIFEST = "shards.json"  #: in a sharded index's root (``citeline.sharding.index``)
 
 
+class Layout(NamedTuple):
+    """How to create and open an index root of a kind other than one index directory (``Index.create``'s and
+    ``Index.open``'s arguments; each returns the kind's front class, an :class:`Index`)."""
+
+    create: Callable[..., Index]
+    open: Callable[..., Index]
+
+
+#: The module of each index layout, by the file that marks its root (the registry line; importing the module
+#: registers its :class:`Layout` with :func:`register_layout`). A layout's module is imported the first time a root
+#: of its kind is created or opened, so a one-index search never imports the sharding modules.
+LAYOUT_MODULES = {SHARDS_MANIFEST: "citeline.sharding.index"}
+_LAYOUTS: dict[str, Layout] = {}
+
+
+def register_layout(marker: str, layout: Layout) -> None:
+    """Register how roots holding the file ``marker`` are created and opened (its module's import does this)."""
+    _LAYOUTS[marker] = layout
+
+
+def layout_of(marker: str) -> Layout:
+    """The layout of roots marked by ``marker``, its module imported on first use."""
+    if marker not in _LAYOUTS:
+        importlib.import_module(LAYOUT_MODULES[marker])
+    return _LAYOUTS[marker]
+
+
+def marker_of(path: str | os.PathLike[str]) -> str | None:
+    """The layout marker ``path`` holds (``shards.json``), or None: one index directory (or nothing yet)."""
+    return next((marker for marker in LAYOUT_MODULES if (Path(path) / marker).exists()), None)
+
+
 class Index:
     """A citeline index directory: build it with :meth:`ingest`, query it with :meth:`search`.
     >>> index = Index.create("index")          # or Index.open("index") for an existing one
@@ -76,8 +109,8 @@ class Index:
         # :meth:`reading` can search.
         self._reads = threading.RLock()
 
-    #: The front class of a root with a :data:`SHARDS_MANIFEST` (``citeline.sharding.index`` registers it; read last).
-    sharded: ClassVar[type[Index] | None] = None
+    #: The layout a subclass's roots have (``ShardedIndex``: :data:`SHARDS_MANIFEST`); None: by what is on disk.
+    layout: ClassVar[str | None] = None
 
     @classmethod
     def create(
@@ -92,14 +125,15 @@ class Index:
         vector_index: str | None = None,
         shards: int | None = None,
         document_vectors: bool | None = None,
-    ) -> Index:
+    ) -> Self:
         """Create an index at ``path``, or open it if it exists and was built with the same settings.
 
         Settings left as None take the existing index's values, or for a new index the defaults: the bundled
         all-MiniLM-L6-v2 on :func:`~citeline.model.embedding.default_backend` (int8 ONNX where the CPU allows),
         chunks of the model's 254 tokens with 32 of overlap, and the ``auto`` vector index (see ``citeline.vectors``).
         ``embedder`` replaces the model (tests use a fast one). ``shards``: a root of that many shards
-        (``citeline.sharding.index``; an existing root is opened with or without it). ``document_vectors``: also embed
+        (``citeline.sharding.index``: a :class:`~citeline.ShardedIndex` is returned; an existing root is opened with or
+        without it, as is done for what ``path`` holds: :data:`LAYOUT_MODULES`). ``document_vectors``: also embed
         each document whole (``citeline.query.doc_signals``; default ``chunking.DOCUMENT_VECTORS``). The settings'
         help, bounds and choices are declared in :class:`citeline.ingest.options.IndexSettings` (a test ties this
         signature to it)."""
@@ -108,8 +142,9 @@ class Index:
             model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
             vector_index=vector_index, document_vectors=document_vectors, shards=shards,
         )  # fmt: skip
-        if (shards is not None or (Path(path) / SHARDS_MANIFEST).exists()) and Index.sharded:
-            return Index.sharded.create(path, embedder=embedder, **declared.arguments())
+        marker = cls.layout or (SHARDS_MANIFEST if shards is not None else marker_of(path))
+        if marker is not None:  # a root of another layout: its module creates it (or opens it)
+            return cast(Self, layout_of(marker).create(path, embedder=embedder, **declared.arguments()))
         index_dir = Path(path)
         embedder = None if embedder is None else require_embedder(embedder)  # one line naming what it lacks
         from citeline.model import chunking
@@ -137,8 +172,10 @@ class Index:
         embedder: Embedder | None = None,
         repair: bool = True,
         **sharded: Any,
-    ) -> Index:
-        """Open an existing index. Refuses another schema version, model or backend (``sharded``: see ``shards``).
+    ) -> Self:
+        """Open an existing index, or a root of another layout as its front class (a sharded root: a
+        :class:`~citeline.ShardedIndex`, which takes ``sharded``'s ``dask_address`` and ``shard_workers``). Refuses
+        another schema version, model or backend.
 
         A vector file or BM25 folder that does not match DuckDB (missing, or another size, checksum or BM25
         settings than recorded at commit) is rebuilt from the vectors and texts in DuckDB, with an
@@ -146,10 +183,12 @@ class Index:
         running, and only when ``repair`` is true.
         """
         index_dir = Path(path)
-        if ((index_dir / SHARDS_MANIFEST).exists() or any(sharded.values())) and Index.sharded:  # it says if not
-            return Index.sharded.open(
-                index_dir, model=model, backend=backend, embedder=embedder, repair=repair, **sharded
-            )
+        # dask_address or shard_workers name a sharded root: its open says so in one line if this is not one
+        marker = cls.layout or marker_of(index_dir) or (SHARDS_MANIFEST if any(sharded.values()) else None)
+        if marker is not None:
+            opened = layout_of(marker).open(index_dir, model=model, backend=backend, embedder=embedder, repair=repair,
+                                            **sharded)  # fmt: skip
+            return cast(Self, opened)
         read, problems, orphans = open_meta(index_dir)
         check_embedder(index_dir, read.meta, model=model, backend=backend, embedder=embedder)
         if repair and (problems or orphans):

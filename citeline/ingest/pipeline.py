@@ -48,7 +48,14 @@ from citeline.ingest.planning import (
     work_batches,
 )
 from citeline.ingest.progress import Reporter, announced_writer_lock, default_reporter
-from citeline.ingest.runs import close_interrupted, dry_run_summary, record_failure, summarize
+from citeline.ingest.runs import (  # noqa: F401  (dry_run_summary re-exported: texts.py calls it from here)
+    close_interrupted,
+    dry_run_row,
+    dry_run_summary,
+    record_failure,
+    summarize,
+)
+from citeline.ingest.targets import IngestTarget, PlannedRun
 from citeline.sources.discovery import SKIPPED_LISTED, Discovery, resolve_roots, scan
 from citeline.sources.encoding import read_as
 from citeline.sources.parsers import (
@@ -306,6 +313,8 @@ def run(
     paths: Sequence[str | os.PathLike[str]],
     options: Options | None = None,
     steps: Steps | None = None,
+    *,
+    committer: IngestTarget | None = None,
 ) -> RunSummary:
     """Bring the index up to date with the files under ``paths``; returns the run's ledger row.
 
@@ -321,17 +330,22 @@ def run(
     what :func:`removal_problems` objects to raises :class:`RemovalRefusedError` (recorded as ``refused``, with
     nothing changed) unless ``options.allow_removals``. With ``options.dry_run`` it stops after planning and
     returns what it would do (status ``dry-run``, the objections as errors), writing nothing.
+
+    The run is planned here and committed by ``committer`` (``citeline.ingest.targets``: the ingest target), by
+    default :class:`LocalCommits` of ``target`` (a plain index); a sharded root passes its own
+    (``citeline.sharding.index.ShardCommits``), so plain and sharded runs share every step up to the plan.
     """
     options = options or Options()
     steps = steps or Steps()
+    committer = committer or LocalCommits(target, steps)
     reporter = steps.reporter = options.reporter or default_reporter(options.progress)
     stopping.clear_request()  # a stop asked of an earlier run of this process is not this run's
     with stopping.deferred_sigterm():  # SIGTERM at its default action: commit what is embedded, then end
         try:
-            committed = _run_locked(target, paths, options, steps, reporter)
+            committed = _run_locked(committer, paths, options, steps, reporter)
             if options.prepare_queries and committed.status != "dry-run":
                 reporter.stage("query model")  # outside the lock: readers need it, writers do not
-                target.prepare_queries()
+                committer.prepare_queries()
         finally:
             reporter.finish()
     if options.strict and committed.status == "partial":
@@ -340,11 +354,16 @@ def run(
 
 
 def _run_locked(
-    target: Target, paths: Sequence[str | os.PathLike[str]], options: Options, steps: Steps, reporter: Reporter
+    target: IngestTarget,
+    paths: Sequence[str | os.PathLike[str]],
+    options: Options,
+    steps: Steps,
+    reporter: Reporter,
 ) -> RunSummary:
+    # The planning phase, the same for every target; then the target commits the plan.
     run_id, started_at = ledger.new_run_id(), ledger.utc_now()
     roots = resolve_roots(paths)  # a root that cannot be resolved is one SourceError line
-    committed: list[RunSummary] = []  # the run's last committed ledger row, if it committed any
+    committed: list[RunSummary] = []  # the run's committed ledger rows (the target appends them)
     with announced_writer_lock(target.path, options.wait, reporter):
         try:
             reporter.stage("discover")
@@ -355,31 +374,76 @@ def _run_locked(
             for problem in discovery.errors[:LOGGED_FAILURES]:
                 reporter.info(f"could not read {problem.path}: {problem.reason} (its documents are kept)")
             # Files of the same size and time are not read again, and their documents never leave the catalog.
-            parsed, to_read = freshness.unchanged_files(target.path, roots, files)
+            parsed, to_read = target.unchanged_files(roots, files)
             reporter.stage("parse", len(to_read))
             hold_chars = options.commit_every * CHARS_PER_CHUNK
             for batch in steps.parse(batches(to_read, options.files_per_batch), options.max_file_bytes, hold_chars):
                 parsed.absorb(batch, hold_chars=hold_chars)
             report_parsed(reporter, len(files), parsed)
             reporter.stage("plan")
-            planned = steps.plan(target, roots, discovery, parsed)
-            del parsed  # the plan holds what is still needed
+            planned = target.plan(roots, discovery, parsed)
+            del parsed  # the plan (and the target) hold what is still needed
             reporter.info(
                 f"plan: {planned.added} added, {planned.updated} updated, {planned.unchanged} unchanged, "
-                f"{planned.removed} removed (documents)"
+                f"{planned.removed} removed (documents){target.where}"
             )
             objections = [] if options.allow_removals else removal_problems(planned, options.removal_threshold)
             if options.dry_run:
-                return with_skipped(dry_run_summary(target.path, run_id, started_at, planned, objections), discovery)
+                summary = dry_run_row(target.generation(), run_id, started_at, planned, objections)
+                return with_skipped(summary, discovery)
             if objections:
                 raise refuse_removals(objections)
             summary = with_skipped(summarize(run_id, started_at, planned), discovery)
-            return _commit_in_batches(target, options, steps, reporter, planned, files, summary, committed)
+            run = PlannedRun(run_id, started_at, roots, discovery, planned, summary, options, reporter, committed)
+            return target.commit(run)
         except BaseException as exc:
-            recorded = record_failure(target.path, run_id, started_at, roots, exc, committed[-1] if committed else None)
+            recorded = target.record_failure(run_id, started_at, roots, exc, committed[-1] if committed else None)
             if recorded is not None and recorded.status == "interrupted":
                 stopping.note_interrupted(recorded)
             raise
+
+
+class LocalCommits:
+    """The ingest target of a plain index (``citeline.ingest.targets.IngestTarget``): it plans against the index's
+    catalog and commits the plan in groups of about ``commit_every`` chunks, each group chunked, embedded and
+    committed as a generation through the run's :class:`Steps` (here, or the flow's tasks)."""
+
+    where = ""
+
+    def __init__(self, index: Target, steps: Steps):
+        self.index, self.steps = index, steps
+
+    @property
+    def path(self) -> Path:
+        """The index directory."""
+        return self.index.path
+
+    def unchanged_files(self, roots: list[str], files: Sequence[SourceFile]) -> tuple[ParsedBatch, list[SourceFile]]:
+        """The files whose size and time are what was indexed (``freshness.unchanged_files``), and the others."""
+        return freshness.unchanged_files(self.index.path, roots, files)
+
+    def plan(self, roots: list[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
+        """The run's plan (the steps' plan step: here, or a flow's task)."""
+        return self.steps.plan(self.index, roots, discovery, parsed)
+
+    def generation(self) -> int:
+        """The index's committed generation."""
+        return int(generation.read_meta(self.index.path)["generation"])
+
+    def commit(self, run: PlannedRun) -> RunSummary:
+        """Chunk, embed and commit the plan in groups (:func:`_commit_in_batches`)."""
+        return _commit_in_batches(self.index, run.options, self.steps, run.reporter, run.plan, run.discovery.files,
+                                  run.summary, run.committed)  # fmt: skip
+
+    def record_failure(
+        self, run_id: str, started_at: str, roots: list[str], error: BaseException, committed: RunSummary | None
+    ) -> RunSummary | None:
+        """The run's ledger row, failed, refused or interrupted (``runs.record_failure``)."""
+        return record_failure(self.index.path, run_id, started_at, roots, error, committed)
+
+    def prepare_queries(self) -> None:
+        """Export the query model (``Index.prepare_queries``)."""
+        self.index.prepare_queries()
 
 
 def _commit_in_batches(

@@ -85,9 +85,16 @@ def dry_run_summary(
     index_dir: Path, run_id: str, started_at: str, plan: Plan, objections: Sequence[FileError]
 ) -> RunSummary:
     """What a run of ``plan`` would record, without recording it (status ``dry-run``; the generation stays)."""
+    return dry_run_row(int(generation.read_meta(index_dir)["generation"]), run_id, started_at, plan, objections)
+
+
+def dry_run_row(
+    at_generation: int, run_id: str, started_at: str, plan: Plan, objections: Sequence[FileError]
+) -> RunSummary:
+    """:func:`dry_run_summary` of an index (or sharded root) whose committed generation is ``at_generation``."""
     summary = summarize(run_id, started_at, plan)
     summary.status = "dry-run"
-    summary.generation = int(generation.read_meta(index_dir)["generation"])
+    summary.generation = at_generation
     summary.errors += [
         {"path": problem.path, "reason": f"would be refused without --allow-removals: {problem.reason}"}
         for problem in objections

@@ -19,6 +19,7 @@ citeline index (its own DuckDB, vectors, lexical segments, generations and write
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -33,26 +34,24 @@ from citeline.errors import (
     IndexCorruptError,
     IndexMismatchError,
     IndexNotFoundError,
-    PartialRunError,
     SettingsError,
 )
-from citeline.index import SHARDS_MANIFEST, Index
+from citeline.index import SHARDS_MANIFEST, Index, Layout, register_layout
 from citeline.ingest import pipeline, stopping
 from citeline.ingest.options import IngestOptions
-from citeline.ingest.planning import ParsedBatch, Plan, refuse_removals, removal_problems
-from citeline.ingest.progress import announced_writer_lock, default_reporter
+from citeline.ingest.planning import ParsedBatch, Plan
 from citeline.ingest.removal import Chosen, RemovalSummary
+from citeline.ingest.targets import PlannedRun
 from citeline.model.embedding import Embedder, SentenceTransformerEmbedder
 from citeline.query.results import SearchResult, answer_documents
 from citeline.sharding.freshness import Freshness, merged_plan, skipping_is_safe, unchanged_files, with_fresh
 from citeline.sharding.remote import DaskShards, ShardWorkers, parse_shard_workers
 from citeline.sharding.reports import ShardedStatus, each_shard, merged_report, merged_status, not_here
-from citeline.sharding.runs import ShardJob, execute, idle_run
+from citeline.sharding.runs import ShardJob, WorkerSteps, dask_client, execute, execute_on, idle_run
 from citeline.sharding.search import ShardedSnapshot
 from citeline.sharding.worker import shard_check, shard_status
-from citeline.sources.discovery import Discovery, resolve_roots, scan
-from citeline.sources.encoding import read_as
-from citeline.sources.selection import Selection
+from citeline.sources.discovery import Discovery
+from citeline.sources.parsers import SourceFile
 from citeline.store import catalog, files, ledger
 from citeline.store import documents as listing
 from citeline.store.documents import FACET_VALUES, DocumentDetail, DocumentInfo, Facet
@@ -124,6 +123,8 @@ def route(parsed: ParsedBatch, shards: int) -> list[ParsedBatch]:
     ]
     for document in parsed.documents:
         parts[shard_of(document.doc_id, shards)].documents.append(document)
+    for key in parsed.keys:  # documents whose texts the run let go: the shard's run parses their files again
+        parts[shard_of(key.doc_id, shards)].keys.append(key)
     for doc_id in parsed.kept_doc_ids:
         parts[shard_of(doc_id, shards)].kept_doc_ids.append(doc_id)
     return parts
@@ -162,7 +163,11 @@ def _one_line(error: BaseException) -> str:
 
 class ShardedIndex(Index):
     """A sharded index root, with :class:`Index`'s vocabulary (see the module docstring); ``generation`` is the
-    sum of the shards' generations, which grows whenever any shard commits."""
+    sum of the shards' generations, which grows whenever any shard commits. ``Index.create(path, shards=N)`` and
+    ``Index.open(path)`` of a root holding ``shards.json`` return one (:func:`create_root`, :func:`open_root`), as
+    do ``ShardedIndex.create`` and ``ShardedIndex.open``."""
+
+    layout = SHARDS_MANIFEST
 
     def __init__(
         self,
@@ -177,69 +182,6 @@ class ShardedIndex(Index):
         self.shards = shards
         self.dask = dask  #: searches run as tasks on the Dask workers that hold the shards (``shard_remote``)
         self._sharded_snapshot: ShardedSnapshot | None = None
-
-    @classmethod
-    def create(  # type: ignore[override]
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        shards: int | None = None,
-        embedder: Embedder | None = None,
-        **settings: Any,
-    ) -> ShardedIndex:
-        """Create a root of ``shards`` shards with :meth:`Index.create`'s ``settings``, or open an existing root
-        (which must have that many shards, when given)."""
-        root = Path(path)
-        if (root / SHARDS_MANIFEST).exists():
-            manifest = Manifest.read(root)
-            if shards is not None and shards != manifest.shards:
-                raise IndexMismatchError(
-                    f"{root} has {manifest.shards} shards, not {shards}; leave out --shards (an index cannot be "
-                    "resharded: ingest into a new --index directory)"
-                )
-            parts = [Index.create(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
-            return cls(root, manifest, parts, embedder)
-        if catalog.db_path(root).exists():
-            raise IndexMismatchError(
-                f"{root} is an unsharded index; leave out --shards, or use a new --index directory"
-            )
-        if shards is None or shards < 1:
-            raise SettingsError(f"shards must be at least 1, not {shards}")
-        with writer_lock(root):
-            first = Index.create(shard_dir(root, 0), embedder=embedder, **settings)
-            embedder = first.embedder if embedder is None else embedder
-            parts = [first] + [
-                Index.create(shard_dir(root, n), embedder=embedder, **settings) for n in range(1, shards)
-            ]
-            manifest = Manifest(shards, [int(part.meta["generation"]) for part in parts])
-            manifest.write(root)  # last: a crash before it leaves shard folders that the next create reuses
-        return cls(root, manifest, parts, embedder)
-
-    @classmethod
-    def open(  # type: ignore[override]
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        embedder: Embedder | None = None,
-        dask_address: str | None = None,
-        shard_workers: ShardWorkers = None,
-        **settings: Any,
-    ) -> ShardedIndex:
-        """Open a sharded root; every shard is opened (and checked, and repaired) as :meth:`Index.open` does.
-
-        With ``dask_address``, searches run as tasks on that cluster's workers, each shard's part on the worker
-        that holds it (``shard_workers`` pins shards to workers: ``citeline.sharding.remote``). A client that does not
-        see the shards' folders (each on its worker's own disk) reads only the manifest and searches; the other
-        commands run where the shards are."""
-        root = Path(path)
-        if not (root / SHARDS_MANIFEST).exists():
-            raise SettingsError(f"{root} is not a sharded index: --dask-address and --shard-workers search shards")
-        manifest = Manifest.read(root)
-        dask = DaskShards(dask_address, manifest.shards, shard_workers) if dask_address else None
-        if dask is not None and not all(catalog.db_path(shard_dir(root, n)).exists() for n in range(manifest.shards)):
-            return cls(root, manifest, [], embedder, dask)
-        parts = [Index.open(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
-        return cls(root, manifest, parts, embedder, dask)
 
     def _local(self, command: str) -> list[Index]:
         """The shards opened here; one line when this client sees only the manifest (``shard_reports.not_here``)."""
@@ -270,7 +212,10 @@ class ShardedIndex(Index):
         ``"serial"``), or on a Dask cluster (``dask_address``, or a local one of ``dask_workers`` processes), each
         shard's job on the worker ``shard_workers`` pins it to (``citeline.sharding.remote``), if any.
 
-        ``run_jobs`` replaces how the shards' jobs run (the Prefect flow runs each as a task:
+        The run is ``pipeline.run``'s, planned as a plain index's run is, then committed by :class:`ShardCommits`.
+        On Dask the workers parse the files too (keys only come back: ``sharding.runs.WorkerSteps``), and each
+        shard's run parses again the files of the documents it indexes, so no document's text passes through this
+        process. ``run_jobs`` replaces how the shards' jobs run (the Prefect flow runs each as a task:
         ``citeline/orchestration/shards.py``);
         it returns each job's summary or the exception that stopped it, in order. ``prepare_queries=False``: the
         caller prepares the query model itself (the flow does, in a task of its own). A shard that fails is named in
@@ -279,88 +224,21 @@ class ShardedIndex(Index):
         ``prepare_queries``).
         """
         run_options = IngestOptions.of(options, **settings)  # checks every setting (Index.ingest's keywords)
-        max_file_bytes, wait, dry_run = run_options.max_file_bytes, run_options.wait, run_options.dry_run
         shard_workers = parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work
-        run_id, started_at, roots = ledger.new_run_id(), ledger.utc_now(), resolve_roots(paths)
-        reporter = run_options.reporter or default_reporter(run_options.progress)
-        local = not (dask_address or dask_workers)  # with run_jobs too: the flow's shards on its own threads
-        try:
-            with announced_writer_lock(self.path, wait, reporter):
-                reporter.stage("discover")
-                discovery = scan(paths, Selection.of(run_options))
-                discovery.files = read_as(discovery.files, run_options.encoding)
-                reporter.info(f"discovered {len(discovery.files)} files under {', '.join(roots)}")
-                pipeline.report_skipped(reporter, discovery)
-                fresh = self._unchanged_files(discovery)
-                reporter.stage("parse", len(fresh.to_read))
-                parsed = pipeline.parse_files(fresh.to_read, max_file_bytes=max_file_bytes, advance=reporter.advance)
-                pipeline.report_parsed(reporter, len(discovery.files), parsed, sum(fresh.per_shard))
-                parts = route(parsed, self.manifest.shards)
-                with_fresh(parts, fresh.skipped, fresh.per_shard)
-                reporter.stage("plan")
-                plan, idle = merged_plan(self.shard_dirs, roots, discovery, parts)
-                idle = [nothing and not record for nothing, record in zip(idle, fresh.must_record(parsed), strict=True)]
-                reporter.info(
-                    f"plan: {plan.added} added, {plan.updated} updated, {plan.unchanged} unchanged, {plan.removed} "
-                    f"removed (documents), over {self.manifest.shards} shards"
-                )
-                objections = [] if run_options.allow_removals else removal_problems(plan, run_options.removal_threshold)
-                if dry_run:
-                    summary = pipeline.with_skipped(pipeline.summarize(run_id, started_at, plan), discovery)
-                    summary.status, summary.generation = "dry-run", self.generation()
-                    summary.errors += [{"path": p.path, "reason": f"would be refused: {p.reason}"} for p in objections]
-                    return summary
-                if objections:
-                    raise refuse_removals(objections)
-                reporter.stage("shards", len(parts))
-                # The removal guard was decided over all shards above, so no shard second-guesses it on its share.
-                shard_options = replace(
-                    run_options, allow_removals=True, strict=False, reporter=None, progress=False, prepare_queries=False
-                )
-                shared = None if isinstance(self._embedder, SentenceTransformerEmbedder) else self._embedder
-                if local and parallel != "processes":
-                    shared = self.embedder  # one model for every shard of this process
-                # absolute paths and resolved roots: a Dask worker may run in another directory
-                jobs = [
-                    ShardJob(str(directory.absolute()), roots, discovery, part, shard_options, shared)
-                    for directory, part in zip(self.shard_dirs, parts, strict=True)
-                ]
-                # A shard with nothing to index or remove would commit nothing: its job is not started (a DuckDB
-                # open costs 25-35 CPU-ms, and a shard's no-op run opened it five times).
-                busy = [job for job, nothing in zip(jobs, idle, strict=True) if not nothing]
-                try:
-                    done = iter(
-                        execute(busy, parallel, dask_address, dask_workers, shard_workers)
-                        if run_jobs is None
-                        else run_jobs(busy)
-                    )
-                except BaseException as exc:  # Ctrl-C or SIGTERM: each shard committed what it embedded whole
-                    if stopping.is_stop(exc):
-                        self._record_interrupted(RunSummary(run_id, started_at, None, "interrupted", roots, None), idle)
-                    raise
-                outcomes = [
-                    idle_run(run_id, generation) if nothing else next(done)
-                    for nothing, generation in zip(idle, fresh.generations, strict=True)
-                ]
-                reporter.advance(len(jobs))
-                summary = pipeline.with_skipped(merge_runs(run_id, started_at, roots, plan, outcomes), discovery)
-                summary.generation = self._record(summary, outcomes, idle, fresh.generations)
-                reporter.info(f"shard generations {self.manifest.generations}: {summary.status}")
-        finally:
-            reporter.finish()
-        failed = [(n, outcome) for n, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]
-        if failed:
-            raise ShardsFailedError(self.path, failed, len(jobs)) from failed[0][1]
-        if run_options.prepare_queries:
-            self.prepare_queries()
-        if run_options.strict and summary.status == "partial":
-            raise PartialRunError(summary)
+        on_dask = bool(dask_address or dask_workers)
+        with contextlib.ExitStack() as stack:
+            # run_jobs runs the shards' jobs itself (the flow: on its own task runner, which is the Dask cluster's)
+            client = stack.enter_context(dask_client(dask_address, dask_workers)) if on_dask and not run_jobs else None
+            steps = pipeline.Steps() if client is None else WorkerSteps(client)
+            committer = ShardCommits(self, parallel, client, shard_workers, run_jobs, on_dask=on_dask)
+            summary = pipeline.run(self, paths, run_options, steps, committer=committer)
+        self.meta["generation"] = summary.generation
         return summary
 
-    def _unchanged_files(self, discovery: Discovery) -> Freshness:
+    def _unchanged_files(self, found: Sequence[SourceFile]) -> Freshness:
         # The files no shard needs read (``citeline.sharding.freshness``), while the last run finished everywhere.
         self.manifest = Manifest.read(self.path)
-        fresh = unchanged_files(self.shard_dirs, discovery.files)
+        fresh = unchanged_files(self.shard_dirs, found)
         if skipping_is_safe(self.manifest.runs, self.manifest.generations, fresh.generations):
             return fresh
         return fresh.read_all()
@@ -538,4 +416,189 @@ class ShardedIndex(Index):
         )
 
 
-Index.sharded = ShardedIndex
+class ShardCommits:
+    """The ingest target of a sharded root (``citeline.ingest.targets.IngestTarget``): ``pipeline.run`` plans the
+    run once over every shard, and this commits it.
+
+    - **Planning**: the files no shard needs read (``sharding.freshness.unchanged_files``, while the last run
+      finished in every shard); the parsed documents (or their keys) routed to their shards (:func:`route`);
+      the plan is every shard's plan added up (``sharding.freshness.merged_plan``), and a shard with nothing to
+      index, remove or record is idle.
+    - **Committing**: each busy shard's part is a :class:`~citeline.sharding.runs.ShardJob`, a plain
+      ``pipeline.run`` of that shard (its own writer lock, plan, chunks, embeddings and commits), run in
+      ``parallel`` (processes, threads, serial), on the Dask ``client``'s workers, or by ``run_jobs`` (``on_dask``:
+      which run them on Dask workers, so this process's model is not shared with them); then the
+      root's manifest records every shard's generation and the run. The removal guard was decided over all
+      shards, so no shard's run second-guesses it on its share.
+    """
+
+    def __init__(
+        self,
+        root: ShardedIndex,
+        parallel: str = "processes",
+        client: Any = None,
+        shard_workers: ShardWorkers = None,
+        run_jobs: RunJobs | None = None,
+        *,
+        on_dask: bool = False,
+    ):
+        self.root, self.parallel, self.client = root, parallel, client
+        self.shard_workers, self.run_jobs = shard_workers, run_jobs
+        #: the jobs run in other processes than this one's model (Dask workers; also the flow's tasks on Dask)
+        self.on_dask = on_dask or client is not None
+        self.fresh: Freshness | None = None
+        self.parts: list[ParsedBatch] = []
+        self.idle: list[bool] = []
+
+    @property
+    def path(self) -> Path:
+        """The root (its own writer lock serializes sharded runs)."""
+        return self.root.path
+
+    @property
+    def where(self) -> str:
+        """``, over N shards``."""
+        return f", over {self.root.manifest.shards} shards"
+
+    def unchanged_files(self, roots: list[str], files: Sequence[SourceFile]) -> tuple[ParsedBatch, list[SourceFile]]:
+        """The files no shard needs read (all of them, unless the last run finished in every shard), standing for
+        their documents in every shard."""
+        self.fresh = self.root._unchanged_files(files)
+        skipped = ParsedBatch(fresh_files=list(self.fresh.skipped), fresh_documents=sum(self.fresh.per_shard))
+        return skipped, self.fresh.to_read
+
+    def plan(self, roots: list[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
+        """Every shard's plan added up; each shard's part of ``parsed`` kept for its job."""
+        assert self.fresh is not None, "unchanged_files comes first"
+        self.parts = route(parsed, self.root.manifest.shards)
+        with_fresh(self.parts, self.fresh.skipped, self.fresh.per_shard)
+        total, idle = merged_plan(self.root.shard_dirs, roots, discovery, self.parts)
+        must_record = self.fresh.must_record(parsed)
+        self.idle = [nothing and not record for nothing, record in zip(idle, must_record, strict=True)]
+        return total
+
+    def generation(self) -> int:
+        """The sum of the shards' generations."""
+        return self.root.generation()
+
+    def commit(self, run: PlannedRun) -> RunSummary:
+        """Run every busy shard's job, record the manifest, and return the run's row (one naming each failed
+        shard); raises :class:`ShardsFailedError` after recording when a shard failed."""
+        assert self.fresh is not None, "planned first"
+        root, reporter = self.root, run.reporter
+        reporter.stage("shards", len(self.parts))
+        shard_options = replace(
+            run.options, allow_removals=True, strict=False, reporter=None, progress=False, prepare_queries=False
+        )
+        shared = None if isinstance(root._embedder, SentenceTransformerEmbedder) else root._embedder
+        if not self.on_dask and self.parallel != "processes":  # with run_jobs too: the flow's shards on its threads
+            shared = root.embedder  # one model for every shard of this process
+        # absolute paths and resolved roots: a Dask worker may run in another directory
+        jobs = [
+            ShardJob(str(directory.absolute()), run.roots, run.discovery, part, shard_options, shared)
+            for directory, part in zip(root.shard_dirs, self.parts, strict=True)
+        ]
+        self.parts = []  # the jobs hold them now
+        # A shard with nothing to index or remove would commit nothing: its job is not started (a DuckDB open costs
+        # 25-35 CPU-ms, and a shard's no-op run opened it five times).
+        busy = [job for job, nothing in zip(jobs, self.idle, strict=True) if not nothing]
+        try:
+            if self.run_jobs is not None:
+                done = iter(self.run_jobs(busy))
+            elif self.client is not None:
+                done = iter(execute_on(self.client, busy, self.shard_workers))
+            else:
+                done = iter(execute(busy, self.parallel))
+        except BaseException as exc:  # Ctrl-C or SIGTERM: each shard committed what it embedded whole
+            if stopping.is_stop(exc):
+                stopped = RunSummary(run.run_id, run.started_at, None, "interrupted", run.roots, None)
+                root._record_interrupted(stopped, self.idle)
+            raise
+        outcomes = [
+            idle_run(run.run_id, generation) if nothing else next(done)
+            for nothing, generation in zip(self.idle, self.fresh.generations, strict=True)
+        ]
+        reporter.advance(len(jobs))
+        summary = pipeline.with_skipped(
+            merge_runs(run.run_id, run.started_at, run.roots, run.plan, outcomes), run.discovery
+        )
+        summary.generation = root._record(summary, outcomes, self.idle, self.fresh.generations)
+        run.committed.append(summary)
+        reporter.info(f"shard generations {root.manifest.generations}: {summary.status}")
+        failed = [(n, outcome) for n, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]
+        if failed:
+            raise ShardsFailedError(root.path, failed, len(jobs)) from failed[0][1]
+        return summary
+
+    def record_failure(
+        self, run_id: str, started_at: str, roots: list[str], error: BaseException, committed: RunSummary | None
+    ) -> RunSummary | None:
+        """Nothing more: the root has no ledger of its own; a stop during the shards' jobs and failed shards are
+        recorded in the manifest by :meth:`commit`, and a run that fails before them changed nothing."""
+        return None
+
+    def prepare_queries(self) -> None:
+        """Export the query model (``Index.prepare_queries``)."""
+        self.root.prepare_queries()
+
+
+def create_root(
+    path: str | os.PathLike[str],
+    *,
+    shards: int | None = None,
+    embedder: Embedder | None = None,
+    **settings: Any,
+) -> ShardedIndex:
+    """Create a root of ``shards`` shards with :meth:`Index.create`'s ``settings``, or open an existing root
+    (which must have that many shards, when given): ``Index.create(path, shards=N)`` and ``ShardedIndex.create``
+    come here (the layout registered below)."""
+    root = Path(path)
+    if (root / SHARDS_MANIFEST).exists():
+        manifest = Manifest.read(root)
+        if shards is not None and shards != manifest.shards:
+            raise IndexMismatchError(
+                f"{root} has {manifest.shards} shards, not {shards}; leave out --shards (an index cannot be "
+                "resharded: ingest into a new --index directory)"
+            )
+        parts = [Index.create(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
+        return ShardedIndex(root, manifest, parts, embedder)
+    if catalog.db_path(root).exists():
+        raise IndexMismatchError(f"{root} is an unsharded index; leave out --shards, or use a new --index directory")
+    if shards is None or shards < 1:
+        raise SettingsError(f"shards must be at least 1, not {shards}")
+    with writer_lock(root):
+        first = Index.create(shard_dir(root, 0), embedder=embedder, **settings)
+        embedder = first.embedder if embedder is None else embedder
+        parts = [first] + [Index.create(shard_dir(root, n), embedder=embedder, **settings) for n in range(1, shards)]
+        manifest = Manifest(shards, [int(part.meta["generation"]) for part in parts])
+        manifest.write(root)  # last: a crash before it leaves shard folders that the next create reuses
+    return ShardedIndex(root, manifest, parts, embedder)
+
+
+def open_root(
+    path: str | os.PathLike[str],
+    *,
+    embedder: Embedder | None = None,
+    dask_address: str | None = None,
+    shard_workers: ShardWorkers = None,
+    **settings: Any,
+) -> ShardedIndex:
+    """Open a sharded root (``Index.open`` of a root holding ``shards.json``, and ``ShardedIndex.open``); every shard
+    is opened (and checked, and repaired) as :meth:`Index.open` does.
+
+    With ``dask_address``, searches run as tasks on that cluster's workers, each shard's part on the worker
+    that holds it (``shard_workers`` pins shards to workers: ``citeline.sharding.remote``). A client that does not
+    see the shards' folders (each on its worker's own disk) reads only the manifest and searches; the other
+    commands run where the shards are."""
+    root = Path(path)
+    if not (root / SHARDS_MANIFEST).exists():
+        raise SettingsError(f"{root} is not a sharded index: --dask-address and --shard-workers search shards")
+    manifest = Manifest.read(root)
+    dask = DaskShards(dask_address, manifest.shards, shard_workers) if dask_address else None
+    if dask is not None and not all(catalog.db_path(shard_dir(root, n)).exists() for n in range(manifest.shards)):
+        return ShardedIndex(root, manifest, [], embedder, dask)
+    parts = [Index.open(shard_dir(root, n), embedder=embedder, **settings) for n in range(manifest.shards)]
+    return ShardedIndex(root, manifest, parts, embedder, dask)
+
+
+register_layout(SHARDS_MANIFEST, Layout(create=create_root, open=open_root))

@@ -49,11 +49,12 @@ class PreparsedSteps(pipeline.Steps):
         their documents stay in the catalog unplanned, so passing them on would insert them a second time."""
         to_read = {(source.root, source.source_id) for files in file_batches for source in files}
         documents = [d for d in self.parsed.documents if (d.source_root, d.source_file or d.source_id) in to_read]
+        keys = [key for key in self.parsed.keys if (key.source_root, key.source_file) in to_read]
         # Files the root left unread (``citeline.sharding.freshness``) that this shard would read: it holds none of
         # their documents, or they changed since the root looked. Either way they are not planned here (their
         # stored documents stay as they are; a changed file is read by the next run), never taken as vanished.
         unread = [key for key in self.parsed.fresh_files if key in to_read]
-        yield replace(self.parsed, documents=documents, fresh_files=unread, fresh_documents=0)
+        yield replace(self.parsed, documents=documents, keys=keys, fresh_files=unread, fresh_documents=0)
 
 
 @dataclass
@@ -109,19 +110,11 @@ def idle_run(run_id: str, generation: int) -> RunSummary:
     )  # fmt: skip
 
 
-def execute(
-    jobs: list[ShardJob],
-    parallel: str = "processes",
-    dask_address: str | None = None,
-    dask_workers: int | None = None,
-    shard_workers: ShardWorkers = None,
-) -> list[RunSummary | BaseException]:
-    """Run the jobs (in parallel as asked); each job's summary, or the exception that stopped it. On Dask, each
-    shard's job runs where ``shard_workers`` pins it (``citeline.sharding.remote.Placement``)."""
+def execute(jobs: list[ShardJob], parallel: str = "processes") -> list[RunSummary | BaseException]:
+    """Run the jobs here, in ``parallel``: worker processes, threads or in turn; each job's summary, or the
+    exception that stopped it (on Dask: :func:`execute_on`)."""
     if not jobs:
         return []
-    if dask_address or dask_workers:
-        return _execute_dask(jobs, dask_address, dask_workers, shard_workers)
     if parallel not in PARALLEL:
         raise SettingsError(f"parallel must be one of {', '.join(PARALLEL)}, not {parallel!r}")
     if parallel == "serial" or len(jobs) == 1:
@@ -154,12 +147,10 @@ def _pass_on_sigterm(executor: Executor) -> None:
             os.kill(process.pid, signal.SIGTERM)
 
 
-def _execute_dask(
-    jobs: list[ShardJob], address: str | None, workers: int | None, shard_workers: ShardWorkers
-) -> list[RunSummary | BaseException]:
+@contextlib.contextmanager
+def dask_client(address: str | None, workers: int | None) -> Iterator[Any]:
+    """A client of the cluster at ``address``, or of a local cluster of ``workers`` processes, for one run."""
     from distributed import Client, LocalCluster
-
-    from citeline.sharding.remote import Placement
 
     with contextlib.ExitStack() as stack:
         if address:
@@ -167,18 +158,61 @@ def _execute_dask(
         else:
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1))
             client = stack.enter_context(Client(cluster))
-        # pure=False and a key of this run's own: a re-run must run again, never meet an earlier run's result (a
-        # failed run's erred task can linger on the scheduler for a moment after its client lets go)
+        yield client
+
+
+def execute_on(client: Any, jobs: list[ShardJob], shard_workers: ShardWorkers) -> list[RunSummary | BaseException]:
+    """Run the jobs on ``client``'s workers, each shard's where ``shard_workers`` pins it
+    (``citeline.sharding.remote.Placement``); each job's summary, or the exception that stopped it."""
+    from citeline.sharding.remote import Placement
+
+    if not jobs:
+        return []
+    # pure=False and a key of this run's own: a re-run must run again, never meet an earlier run's result (a
+    # failed run's erred task can linger on the scheduler for a moment after its client lets go)
+    token = uuid.uuid4().hex[:8]
+    placement = Placement(client, None, shard_workers)  # checked against the shard count by the caller
+    with ThreadPoolExecutor(max_workers=len(jobs)) as waiting:  # each wait checks its pinned worker is there
+        futures = [
+            waiting.submit(placement.run, _number(job), run_shard, job, key=f"citeline-shard-{job.shard_dir}-{token}")
+            for job in jobs
+        ]
+        return [_outcome(future.result) for future in futures]
+
+
+class WorkerSteps(pipeline.Steps):
+    """A sharded run's steps on Dask: the files are parsed on the cluster's workers, a batch of files a task, and
+    only the documents' keys (id, hash, file, length; ``ParsedBatch.without_texts``) come back, so the coordinator
+    holds keys, stamps and the plan, never the texts; each shard's run parses again the files of the documents it
+    indexes, on its worker. A file is named by its :class:`SourceFile` (root, path, relative id, encoding),
+    which the worker opens itself."""
+
+    def __init__(self, client: Any):
+        self.client = client
+
+    def parse(
+        self, file_batches: list[list[SourceFile]], max_file_bytes: int, hold_chars: int | None = None
+    ) -> Iterator[ParsedBatch]:
+        """Every batch parsed on a worker, keys only, yielded in order."""
         token = uuid.uuid4().hex[:8]
-        placement = Placement(client, None, shard_workers)  # checked against the shard count by the caller
-        with ThreadPoolExecutor(max_workers=len(jobs)) as waiting:  # each wait checks its pinned worker is there
-            futures = [
-                waiting.submit(
-                    placement.run, _number(job), run_shard, job, key=f"citeline-shard-{job.shard_dir}-{token}"
-                )
-                for job in jobs
-            ]
-            return [_outcome(future.result) for future in futures]
+        futures = [
+            self.client.submit(_parse_keys, files, max_file_bytes, key=f"citeline-parse-{number}-{token}")
+            for number, files in enumerate(file_batches)
+        ]
+        try:
+            for files, future in zip(file_batches, futures, strict=True):
+                parsed = future.result()
+                future.release()
+                self.reporter.advance(len(files))
+                yield parsed
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def _parse_keys(files: list[SourceFile], max_file_bytes: int) -> ParsedBatch:
+    # On a worker: parse the batch, keeping only the documents' keys (a record file streams as it is read).
+    return pipeline.parse_files(files, max_file_bytes=max_file_bytes, hold_chars=0)
 
 
 def _number(job: ShardJob) -> int:

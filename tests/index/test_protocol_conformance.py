@@ -6,7 +6,9 @@
   a shard read on a Dask worker (its tasks run here, through the worker's own functions), every vector kind;
 - embedders (``citeline.model.embedding``: ``Embedder``, ``QueryEncoder``): the torch, ONNX and int8 backends of
   ``SentenceTransformerEmbedder``, the ONNX query encoder, the tests' ``HashEmbedder``;
-- ingest targets (``citeline.ingest``: ``Target``, ``Writer``): a plain ``Index`` and a ``ShardedIndex``.
+- ingest targets (``citeline.ingest``: ``Target``, ``Writer``): a plain ``Index`` and a ``ShardedIndex``; and the
+  committers ``pipeline.run`` hands its plan to (``citeline.ingest.targets.IngestTarget``): ``LocalCommits`` of a
+  plain index, ``ShardCommits`` of a sharded root.
 
 Each object is an ``isinstance`` of its ``@runtime_checkable`` Protocol, has every member, and each declared method
 has a compatible signature (the declared parameters, by name, kind and position, with a default where the
@@ -32,11 +34,14 @@ from conftest import LEGACY, HashEmbedder
 from citeline import Index
 from citeline.errors import IndexMismatchError, SettingsError
 from citeline.ingest.embed_step import Target
+from citeline.ingest.pipeline import LocalCommits, Steps
 from citeline.ingest.removal import Writer
+from citeline.ingest.targets import IngestTarget
 from citeline.lexical.legacy import LegacyLexical
 from citeline.model.embedding import Embedder, QueryEncoder, SentenceTransformerEmbedder
 from citeline.model.onnx import OnnxEncoder
 from citeline.query.readers import LexicalReader, LexicalShard, SnapshotReader
+from citeline.sharding.index import ShardCommits
 from citeline.sharding.remote import DaskShardedSnapshot, RemoteShard
 from citeline.sharding.search import MergedLexical, ShardedSnapshot, _Owners
 from citeline.store.snapshot import ReadSnapshot
@@ -47,7 +52,7 @@ from citeline.vectors.segments import SegmentedVectors
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS: list[type] = [SnapshotReader, LexicalReader, LexicalShard, VectorReader, VectorIndex]
-PROTOCOLS += [Embedder, QueryEncoder, Target, Writer]
+PROTOCOLS += [Embedder, QueryEncoder, Target, Writer, IngestTarget]
 
 #: Every implementation of each Protocol, by class name (the completeness check below finds the classes of
 #: citeline/ that define a Protocol's methods, and each must be here).
@@ -61,6 +66,7 @@ IMPLEMENTATIONS: dict[type, set[str]] = {
     QueryEncoder: {"OnnxEncoder", "SentenceTransformerEmbedder", "HashEmbedder"},
     Target: {"Index", "ShardedIndex"},
     Writer: {"Index", "ShardedIndex"},
+    IngestTarget: {"LocalCommits", "ShardCommits"},
 }
 #: Classes of citeline/ that define a Protocol's methods without being one of its implementations, and why.
 NOT_IMPLEMENTATIONS = {
@@ -128,6 +134,8 @@ def _objects(built: dict[str, Any]) -> list[tuple[type, str, Any]]:
         found += [(Embedder, backend, real), (QueryEncoder, backend, real)]
     for label, index in (("plain", built["plain"]), ("sharded", built["sharded"])):
         found += [(Target, label, index), (Writer, label, index)]
+    found += [(IngestTarget, "plain", LocalCommits(built["plain"], Steps()))]
+    found += [(IngestTarget, "sharded", ShardCommits(built["sharded"], "threads"))]
     return found
 
 

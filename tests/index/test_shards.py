@@ -4,6 +4,7 @@ a sharded index ranks exactly as one index over the same documents, in every mod
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,8 @@ from _common import abstracts_file, same_ranking, shard_queries
 
 from citeline import Index, ShardedIndex
 from citeline.errors import IndexMismatchError
+from citeline.ingest.options import IngestOptions
+from citeline.ingest.progress import Reporter
 from citeline.sharding.index import Manifest, shard_dir, shard_of
 
 MODES = ("dense", "lexical", "hybrid")
@@ -379,3 +382,57 @@ def test_a_sharded_run_logs_the_parse_counts_as_one_index_does(tmp_path: Path, f
     with caplog.at_level("INFO", logger="citeline.ingest"):
         run = index.ingest([corpus], parallel="serial")
     assert run.unchanged == 3 and "parsed 2 files: 3 documents, 0 failed\n" in caplog.text
+
+
+class _Lines(Reporter):
+    """A reporter keeping every line a run logs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, level: int, message: str) -> None:
+        self.lines.append(message)
+
+
+def _planning_lines(lines: list[str]) -> list[str]:
+    # The planning phase's lines (up to the plan's), without the sharded run's ", over N shards" and the stages'
+    # seconds.
+    planned = lines[: next(n for n, line in enumerate(lines) if line.startswith("plan:")) + 1]
+    return [re.sub(r": [0-9.]+ s$", ": _ s", line.replace(", over 3 shards", "")) for line in planned]
+
+
+def test_a_sharded_run_plans_as_one_index_does(tmp_path: Path, fake_embedder) -> None:
+    """One planning phase for plain and sharded runs (``pipeline.run``, then the run's ingest target): the same log
+    lines up to the plan (a name that is not UTF-8, a file of no known type, an empty file), the same ledger row,
+    the same dry run with the removal guard's objections, and a run whose texts were let go while parsing
+    (``commit_every``: keys only, each shard's run parses their files again) builds the same documents."""
+    import os
+
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for n in range(12):
+        (corpus / f"d{n}.md").write_text(f"# Note {n}\n\nThe mill at weir {n} ground {n * 7} sacks of barley.\n" * 3)
+    (corpus / "notes.xyz").write_text("no parser for this\n")
+    (corpus / "empty.txt").write_text("")
+    os.close(os.open(os.fsencode(corpus) + b"/bad-\xff-name.txt", os.O_CREAT | os.O_WRONLY))
+    plain = Index.create(tmp_path / "plain", embedder=fake_embedder)
+    sharded = Index.create(tmp_path / "root", embedder=fake_embedder, shards=3)
+    runs, lines = {}, {}
+    for name, index, extra in (("plain", plain, {}), ("sharded", sharded, {"parallel": "serial"})):
+        reporter = _Lines()
+        runs[name] = index.ingest([corpus], options=IngestOptions(reporter=reporter, commit_every=2), **extra)
+        lines[name] = _planning_lines(reporter.lines)
+    assert lines["sharded"] == lines["plain"] and any("not valid UTF-8" in line for line in lines["plain"]), lines
+    fields = ("status", "added", "updated", "unchanged", "removed", "failed", "unsupported", "excluded", "errors")
+    assert [getattr(runs["sharded"], f) for f in fields] == [getattr(runs["plain"], f) for f in fields]
+    assert runs["plain"].added == 12
+    stored = {name: sorted((d.doc_id, d.content_hash, d.chunks) for d in index.documents()) for name, index in
+              (("plain", plain), ("sharded", sharded))}  # fmt: skip
+    assert stored["sharded"] == stored["plain"] and sharded.verify().ok
+    for n in range(9):
+        (corpus / f"d{n}.md").unlink()
+    dry = {name: index.ingest([corpus], dry_run=True) for name, index in (("plain", plain), ("sharded", sharded))}
+    assert dry["plain"].errors and [getattr(dry["sharded"], f) for f in fields] == [
+        getattr(dry["plain"], f) for f in fields
+    ]
