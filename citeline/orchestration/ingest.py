@@ -361,11 +361,11 @@ def _fan_out(runner: TaskRunner[Any] | None) -> Iterator[TaskRunner[Any]]:
         yield runner
 
 
-def _register(index_dir: str, index: Index, key: str) -> FlowReporter:
+def _register(index_dir: str, index: Index, key: str, every: float) -> FlowReporter:
     # The flow's Index and reporter, for tasks in this process. Module-level functions, not globals named in the
     # flow's body: Dask pickles the flow function by value with the globals it names (a live reporter holds locks).
     _open_indexes[index_dir] = index
-    reporter = live_reporters[index_dir] = FlowReporter(key, index_dir, bar=terminal_bar["on"])
+    reporter = live_reporters[index_dir] = FlowReporter(key, index_dir, bar=terminal_bar["on"], every=every)
     return reporter
 
 
@@ -427,7 +427,7 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
         # Index, which for a new index has loaded its model already.
         index_dir = str(index.path.resolve())
         key = index_key(str(Path(index_path).resolve()))  # the index asked for, even in a dry run
-        reporter = _register(index_dir, index, key)
+        reporter = _register(index_dir, index, key, given["progress_every"])
         options = IngestOptions.of(
             **IngestOptions.pick(given),
             reporter=reporter,

@@ -52,6 +52,7 @@ class BatchReporter(Reporter):
 
     def on_advance(self, count: int) -> None:
         if self.flow is not None and self.total:
+            self.flow.chunks_embedded(count)
             self.flow.batch_progress(self.batch, self.done / self.total)
 
     def on_stage_end(self, name: str, seconds: float) -> None:
@@ -69,10 +70,14 @@ class ConsoleBar(Bar):
 class FlowReporter(Reporter):
     """The pipeline's reporter inside the flow: lines to Prefect's run logger, a progress artifact updated at
     most every :data:`PROGRESS_UPDATE_SECONDS`, the waiting-for-a-writer message in the flow run's state, and
-    optionally a terminal bar (``citeline ingest --prefect`` on a terminal)."""
+    optionally a terminal bar (``citeline ingest --prefect`` on a terminal), else a progress line in the run's log
+    every ``every`` seconds (``progress_every``: what an operator reads in a worker's log)."""
 
-    def __init__(self, key: str, index_dir: str, bar: bool = False):
-        super().__init__()
+    #: the flow's embed stage counts thousandths of its batches; the batches in this process report their chunks
+    embed_counts_chunks = False
+
+    def __init__(self, key: str, index_dir: str, bar: bool = False, every: float = 0.0):
+        super().__init__(0.0 if bar else every)
         self.logger = get_run_logger()
         self.bar = ConsoleBar() if bar else None
         self._batches: dict[int, float] = {}
