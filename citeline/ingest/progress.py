@@ -159,7 +159,7 @@ class Reporter:
         1,000 of 1,000 parsed; chunks 3,200 of about 8,000 embedded, 110 chunks/s; about 45s left``."""
         with self._lock:
             now = time.monotonic()
-            where = self.current or "done"
+            where = self.current or ("starting" if self._begun is None else "done")
             if self.parts and self.parts[1] > 1 and self.current in ("parse", *PART_STAGES):
                 where += f", commit {self.parts[0]} of {self.parts[1]}"
             elapsed = now - (self._begun if self._begun is not None else now)
@@ -190,7 +190,7 @@ class Reporter:
     def _time_left(self, elapsed: float, rate: float) -> str:
         # While embedding (most of a run): the chunks left at the rate so far; else the run's fraction so far.
         if self.current is None:
-            return "finished"
+            return "time left not known yet" if self._begun is None else "finished"
         planned = self._planned_chunks()
         if self.current == "embed" and rate > 0 and planned is not None:
             return f"about {_duration(max(planned[0] - self.embedded, 0) / rate)} left (embedding)"

@@ -37,8 +37,9 @@ class Watch:
 
     def __init__(self, docs: Path, index: Path, *extra: str, env: dict[str, str] | None = None):
         argv = command("watch", str(docs), "--index", str(index), "--debounce", DEBOUNCE, "--json", *extra)
+        environment = {**os.environ, **(env or {})}
         self.process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env={**os.environ, **(env or {})}
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=environment
         )
         self.runs: queue.Queue[dict[str, Any]] = queue.Queue()
         self.errors: queue.Queue[str] = queue.Queue()
