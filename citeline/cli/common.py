@@ -75,8 +75,9 @@ def option_of(owner: type, spec: Field[Any]) -> Callable[[F], F]:
     number: Any = float if kind in ("float", "float | None") else int
     bounds = (click.FloatRange if number is float else click.IntRange)(min=low, max=high)
     shown, env = default is not None, meta.get("env")
-    text = meta["help"] + (f" (env {env})" if env else "")
-    return click.option(flag, type=bounds, default=default, show_default=shown, help=text, envvar=env)
+    return click.option(
+        flag, type=bounds, default=default, show_default=shown, help=meta["help"], envvar=env, show_envvar=bool(env)
+    )
 
 
 def _checked(owner: type, ctx: click.Context, param: click.Parameter, value: Any) -> Any:

@@ -302,6 +302,8 @@ class PrefectSteps(pipeline.Steps):
             number = position[future.task_run_id]  # finished, or failed for good: result() below raises then
             if sizes is None and isinstance(self.reporter, FlowReporter):
                 self.reporter.batch_progress(number + 1, 1.0)
+                if future.state.is_completed():  # its chunks, for the progress lines (a Dask batch's, at its end)
+                    self.reporter.batch_embedded(number + 1, future.result().embedded)
             elif sizes is not None:
                 self.reporter.advance(sizes[number])
         return list(futures.result())
