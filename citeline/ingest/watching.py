@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from citeline.errors import CitelineError, IndexLockedError
+from citeline.errors import CitelineError, IndexLockedError, SettingsError
 from citeline.ingest import stopping
 from citeline.ingest.options import DEFAULT_DEBOUNCE, MAX_GROUP_SECONDS
 from citeline.sources.registry import supported_suffixes
@@ -74,11 +74,11 @@ def watch(
     import watchfiles  # imported here: only a watch needs it (the CLI's other commands start without it)
 
     if debounce <= 0:
-        raise ValueError(f"debounce must be more than 0 seconds, not {debounce}")
+        raise SettingsError(f"debounce must be more than 0 seconds, not {debounce}")
     relevant = Relevant(roots, index_dir, selection or Selection())
     report_run = on_run or (lambda run: logger.info("run %s %s", run.run_id, run.status))
     report_error = on_error or logger.warning
-    runs, pending, ready = 0, True, False  # pending: the first run, or one to try again
+    runs, pending, ready, locked = 0, True, False, False  # pending: the first run, or one to try again
     changes_seen = watchfiles.watch(
         *roots,
         watch_filter=relevant,
@@ -97,14 +97,16 @@ def watch(
         pending = False
         try:
             report_run(ingest())
+            runs, locked = runs + 1, False
         except IndexLockedError as exc:  # another writer held the lock past --wait: try again at the next tick
-            report_error(f"{exc}; trying again")
-            pending = True
+            if not locked:  # one line while the other writer runs, not one a second
+                report_error(f"{exc}; trying again each second while it is held")
+            pending = locked = True
         except Exception as exc:  # refused (the removal guard), a root gone, a failed run: one line, watch on
             if stopping.is_stop(exc):  # a host's own stop exception (Prefect's): stop as the run did
                 raise
             report_error(str(exc) if isinstance(exc, CitelineError) else f"run failed: {type(exc).__name__}: {exc}")
-        runs += 1
+            runs, locked = runs + 1, False
         relevant.reload()  # a changed .citelineignore changes what is relevant
         if not ready:
             ready = True

@@ -25,6 +25,7 @@ from _hash_cli import SLOW_ENV, command
 from conftest import HashEmbedder
 
 from citeline import Index
+from citeline.store import locks
 
 #: Seconds a test waits for a run (the process starts, loads the tokenizer, runs; on a loaded CI machine).
 RUN_TIMEOUT = 60.0
@@ -223,6 +224,24 @@ def test_a_deleted_folder_meets_the_removal_guard(tmp_path: Path, watches: Any) 
     assert _index(index).status().documents == 5  # nothing removed
     assert _index(index).runs(1)[0].status == "refused"
     assert watch.process.poll() is None  # the watch goes on
+    assert watch.stop(signal.SIGTERM) == 143
+
+
+def test_a_run_that_cannot_take_the_lock_is_tried_again_once_it_is_free(tmp_path: Path, watches: Any) -> None:
+    """Another writer (a scheduled ingest) holds the lock past --wait: one line, then the run as soon as it is free."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("a bridge letter\n", encoding="utf-8")
+    index = tmp_path / "ix"
+    Index.create(index, embedder=HashEmbedder())
+    with locks.writer_lock(index):
+        watch = watches(docs, index, "--wait", "0")
+        refused = watch.line("Error: ")
+        assert "trying again" in refused, refused
+        watch.line("watching ")
+        assert watch.quiet(2.5) == []  # no run, and no second line while it is held
+        assert not any(line.startswith("Error: ") for line in list(watch.errors.queue)), watch.stderr
+    assert watch.run()["added"] == 1  # at the next tick after the lock is released
     assert watch.stop(signal.SIGTERM) == 143
 
 

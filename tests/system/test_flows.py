@@ -756,8 +756,8 @@ def test_a_flow_run_logs_progress_lines_at_its_interval(
     monkeypatch.setenv(SLOW_ENV, "0.005")
     _with_embedder(monkeypatch, PacedHashEmbedder())
     flow_runs = logging.getLogger("prefect.flow_runs")  # the tests' Prefect logs at WARNING (conftest): INFO here
-    monkeypatch.setattr(flow_runs, "level", logging.INFO)
-    heard = _Heard()
+    level, heard = flow_runs.level, _Heard()
+    flow_runs.setLevel(logging.INFO)  # setLevel, not the attribute: it clears the loggers' cached isEnabledFor
     flow_runs.addHandler(heard)  # beside Prefect's own handlers: what its run logger was given
     try:
         state = ingest_flow(
@@ -766,6 +766,7 @@ def test_a_flow_run_logs_progress_lines_at_its_interval(
         )  # fmt: skip
     finally:
         flow_runs.removeHandler(heard)
+        flow_runs.setLevel(level)
     assert state.is_completed(), state
     lines = [message for message in heard.messages if message.startswith("progress [")]
     assert len(lines) >= 3, heard.messages
