@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, cast
 import numpy as np
 
 from citeline.errors import PartialRunError, QueryError
-from citeline.ingest.options import DEFAULT_SOURCE, DEFAULTS, IndexSettings, IngestOptions
+from citeline.ingest.options import DEFAULT_DEBOUNCE, DEFAULT_SOURCE, DEFAULTS, IndexSettings, IngestOptions
 from citeline.model.embedding import (
     DEFAULT_MODEL,
     Embedder,
@@ -39,6 +39,8 @@ from citeline.store.snapshot import MetaRead, ReadSnapshot, open_meta
 from citeline.vectors import NEW_INDEX_KIND, kind_of
 
 if TYPE_CHECKING:  # writing, chunking and verify load where used: a search skips them (0.02-0.03 CPU-s, bytecode)
+    import threading
+
     from citeline.ingest.removal import Chosen, RemovalSummary
     from citeline.model.chunking import Chunker
     from citeline.query.readers import SnapshotReader
@@ -244,6 +246,7 @@ class Index:
         exclude: Sequence[str] = DEFAULTS.exclude,
         strict: bool = DEFAULTS.strict,
         encoding: str | None = DEFAULTS.encoding,
+        progress_every: float = DEFAULTS.progress_every,
         options: IngestOptions | None = None,
     ) -> RunSummary:
         """Bring the index up to date with the files under ``paths`` and return the run's ledger row.
@@ -266,6 +269,45 @@ class Index:
             raise
         self.meta["generation"] = run.generation
         return run
+
+    def watch(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        debounce: float = DEFAULT_DEBOUNCE,
+        on_run: Callable[[RunSummary], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
+        stop: threading.Event | None = None,
+        options: IngestOptions | None = None,
+        **settings: Any,
+    ) -> int:
+        """Keep the index current with the files under ``paths``: :meth:`ingest` once, then once per group of
+        changes (grouped until the folders are quiet for ``debounce`` seconds), until ``stop`` is set (returns the
+        number of runs) or Ctrl-C/SIGTERM (raised after the run in progress committed what it embedded whole).
+
+        ``settings`` are :meth:`ingest`'s keyword arguments (``include``, ``exclude``, ``encoding``,
+        ``allow_removals``, ``wait``...), or ``options`` a whole :class:`IngestOptions`: every run is an
+        :meth:`ingest` with them, so the same guards and ledger rows. ``on_run`` gets each run's ledger row,
+        ``on_error`` one line for a run refused or failed as a whole (the watch goes on); see
+        :mod:`citeline.ingest.watching`."""
+        from citeline.ingest import watching
+        from citeline.sources.discovery import resolve_roots
+        from citeline.sources.selection import Selection
+
+        run_options = IngestOptions.of(options, **settings)  # an unknown name or a bad value: one line, at once
+        roots = resolve_roots(paths)
+        return watching.watch(
+            lambda: self.ingest(roots, options=run_options),
+            roots,
+            index_dir=self.path,
+            selection=Selection.of(run_options),
+            debounce=debounce,
+            on_run=on_run,
+            on_error=on_error,
+            on_ready=on_ready,
+            stop=stop,
+        )
 
     def add_texts(
         self,

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import Field, fields
 from functools import partial, wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -22,6 +22,9 @@ from citeline.store.filters import filters_from as filter_dict
 from citeline.store.ledger import RunSummary
 from citeline.util.declared import offered
 from citeline.util.formats import FORMATS, format_record, format_records, search_records
+
+if TYPE_CHECKING:
+    from citeline.ingest.progress import Reporter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,8 +77,10 @@ def option_of(owner: type, spec: Field[Any]) -> Callable[[F], F]:
         return click.option(flag, default=default, metavar=meta["metavar"], help=meta["help"], callback=checked)
     number: Any = float if kind in ("float", "float | None") else int
     bounds = (click.FloatRange if number is float else click.IntRange)(min=low, max=high)
-    shown = default is not None
-    return click.option(flag, type=bounds, default=default, show_default=shown, help=meta["help"])
+    shown, env = default is not None, meta.get("env")
+    return click.option(
+        flag, type=bounds, default=default, show_default=shown, help=meta["help"], envvar=env, show_envvar=bool(env)
+    )
 
 
 def _checked(owner: type, ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -118,6 +123,16 @@ _INGEST_OPTIONS = [
     ),
 ]
 
+
+def watch_options(func: F) -> F:
+    """Add the options of ``citeline watch`` to a command: the index settings and the run options of ``ingest``
+    but ``--dry-run`` (a watch writes; ``citeline ingest --dry-run`` plans one run)."""
+    chosen = [option_of(IngestOptions, spec) for spec in user_options("cli") if spec.name != "dry_run"]
+    for option in reversed([*setting_options, *chosen]):
+        func = option(func)
+    return func
+
+
 shard_workers_option = click.option(
     "--shard-workers",
     default=None,
@@ -151,6 +166,17 @@ def stop_signals(func: F) -> F:
             return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def log_lines(bar: bool, every: float) -> Reporter | None:
+    """The reporter of a run whose stderr is not a terminal (cron, systemd, nohup, a container) and draws no bar: a
+    progress line on stderr every ``every`` seconds (``--progress-every``); None where a bar or a terminal shows
+    progress, or ``every`` is 0."""
+    if bar or every <= 0 or sys.stderr.isatty():
+        return None
+    from citeline.ingest.progress import Reporter
+
+    return Reporter(every, write=lambda line: click.echo(line, err=True))
 
 
 def interrupted_line(signum: int) -> str:

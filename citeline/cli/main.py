@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,6 +30,7 @@ from citeline.cli.common import (
     index_option,
     ingest_options,
     json_option,
+    log_lines,
     no_passages,
     picked_columns,
     resolve_format,
@@ -40,11 +42,15 @@ from citeline.cli.common import (
     stop_signals,
     user_errors,
     wait_option,
+    watch_options,
 )
-from citeline.ingest.options import IndexSettings, IngestOptions
+from citeline.ingest.options import DEFAULT_DEBOUNCE, MAX_GROUP_SECONDS, IndexSettings, IngestOptions
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.query.plan import DEFAULT_K, DEFAULT_MODE, MODES, SearchRequest, request_field
 from citeline.util.declared import people_default
+
+if TYPE_CHECKING:
+    from citeline.store.ledger import RunSummary
 
 
 @click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -188,7 +194,9 @@ def _run_ingest(
         on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
         on_shards |= {"shard_workers": shard_workers} if shard_workers else {}
         with index_for_run(index_path, dry_run=run["dry_run"], **create) as index:
-            return index.ingest(paths, progress=progress, **run, **on_shards).to_dict()
+            lines = log_lines(progress, run["progress_every"])  # no bar and no terminal: progress lines on stderr
+            options = IngestOptions.of(reporter=lines) if lines is not None else None
+            return index.ingest(paths, progress=progress, options=options, **run, **on_shards).to_dict()
     except PartialRunError as partial:
         return dict(partial.run.to_dict())
 
@@ -223,6 +231,77 @@ def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
     from citeline.orchestration.serve import serve
 
     serve(list(paths), cron=cron, **options)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=PathType())
+@index_option
+@watch_options
+@click.option(
+    "--debounce",
+    type=click.FloatRange(0, 3600, min_open=True),
+    default=DEFAULT_DEBOUNCE,
+    show_default=True,
+    help="Seconds of quiet after the last change before a run starts (changes keep coming: a run at least every "
+    f"{MAX_GROUP_SECONDS:g} s).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log each run's stages and the changes that started it.")
+@json_option
+@stop_signals
+@user_errors
+def watch(
+    paths: tuple[str, ...], index_path: str, debounce: float, verbose: bool, as_json: bool, **settings: Any
+) -> None:
+    """Keep the index current as the files under PATHS change, until Ctrl-C or SIGTERM.
+
+    Ingests PATHS once, then again each time files under them change (grouped until they are quiet for --debounce
+    seconds: an editor's save or a git checkout is one run): each run is `citeline ingest PATHS` with these
+    options (include/exclude, .citelineignore, --encoding, the removal guard, the writer lock, a ledger row), and
+    prints its line. A file that fails is one line, a run refused or failed is one line; the watch goes on.
+
+    Exit status: 130 after Ctrl-C, 143 after SIGTERM (docker stop, systemd): a run in progress commits what it
+    embedded whole and is recorded as interrupted; 1 if PATHS or the index cannot be used at the start; 2 a
+    usage error."""
+    from citeline.dry_runs import index_for_run
+    from citeline.errors import PartialRunError
+    from citeline.ingest import stopping, watching
+    from citeline.sources.discovery import resolve_roots
+    from citeline.sources.selection import Selection
+
+    create, run = IndexSettings.pick(settings), IngestOptions.pick(settings)
+    roots = resolve_roots(paths)  # a missing or unusable PATH is one line before any index is created
+    selection = Selection(tuple(run["include"]), tuple(run["exclude"]))  # so is a bad --include or --exclude glob
+    _log_to_console(verbose, prefect=False)
+    with index_for_run(index_path, dry_run=False, **create) as index:
+
+        def ingest_once() -> RunSummary:
+            lines = log_lines(False, run["progress_every"])  # a long run in a log: its progress lines
+            try:
+                return index.ingest(roots, options=IngestOptions.of(reporter=lines), **run)
+            except PartialRunError as partial:  # --strict: reported as the run it was; the watch goes on
+                return partial.run
+
+        def on_run(summary: RunSummary) -> None:
+            if as_json:
+                click.echo(json.dumps(summary.to_dict(), ensure_ascii=False))
+            else:
+                _print_run(summary.to_dict(), index_path, verbose)
+            sys.stdout.flush()  # a log (a pipe) shows each run as it ends
+
+        def on_ready() -> None:
+            click.echo(f"watching {', '.join(roots)} (Ctrl-C or SIGTERM to stop)", err=True)
+
+        try:
+            watching.watch(
+                ingest_once, roots, index_dir=index.path, selection=selection, debounce=debounce, on_run=on_run,
+                on_error=lambda line: click.echo(f"Error: {line}", err=True), on_ready=on_ready,
+            )  # fmt: skip
+        except KeyboardInterrupt:
+            if stopping.interrupted_runs():  # a run was stopped: the ingest's line says what it kept
+                raise
+            signum = stopping.received_signal() or signal.SIGINT
+            click.echo(f"stopped watching by {signal.Signals(signum).name}: no run was in progress", err=True)
+            sys.exit(128 + signum)
 
 
 @cli.command()

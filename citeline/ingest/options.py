@@ -46,6 +46,19 @@ FILES_PER_BATCH = 500
 CHUNKS_PER_BATCH = 2000
 
 
+#: Seconds between the progress lines of a run without a progress bar (``progress_every``): often enough that a log
+#: shows a stalled run within a minute, rarely enough that a 5-minute run writes ten lines, not hundreds.
+PROGRESS_EVERY = 30.0
+
+
+#: Seconds of quiet after the last change before a watch (``citeline watch``, ``Index.watch``) starts a run: an
+#: editor's save or a ``git checkout`` of hundreds of files is over well within it, so each is one run.
+DEFAULT_DEBOUNCE = 1.0
+#: The longest a watch's group of changes waits for quiet: files changing without a pause still reach the index
+#: this often.
+MAX_GROUP_SECONDS = 30.0
+
+
 #: The smallest chunk, in model tokens, an index may be created with: ``max_tokens``' one lower bound, on every
 #: surface. Below it a chunk holds a word or two, too little context to embed; ``chunking.check_settings`` refuses
 #: it for every model (its upper bound is the model's window, known only once the model is loaded), so the CLI and
@@ -155,6 +168,14 @@ class IngestOptions:
     strict: bool = option(
         False,
         "Treat a partial run (some files failed) as a failure: exit status 3 (the CLI), a Failed flow run (Prefect).",
+    )
+    progress_every: float = option(
+        PROGRESS_EVERY,
+        "Seconds between progress lines (files listed and parsed, chunks embedded of the planned total, rate, time "
+        "left) when no progress bar is drawn: on stderr when it is not a terminal (cron, systemd, nohup, a "
+        "container), in Prefect's log in the flow; 0: none.",
+        minimum=0.0,
+        env="CITELINE_PROGRESS_EVERY",
     )
     files_per_batch: int = option(FILES_PER_BATCH, "Files per parse task.", minimum=1, cli=False)
     chunks_per_batch: int = option(

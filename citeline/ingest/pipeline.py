@@ -338,7 +338,7 @@ def run(
     options = options or Options()
     steps = steps or Steps()
     committer = committer or LocalCommits(target, steps)
-    reporter = steps.reporter = options.reporter or default_reporter(options.progress)
+    reporter = steps.reporter = options.reporter or default_reporter(options.progress, options.progress_every)
     stopping.clear_request()  # a stop asked of an earlier run of this process is not this run's
     with stopping.deferred_sigterm():  # SIGTERM at its default action: commit what is embedded, then end
         try:
@@ -370,6 +370,7 @@ def _run_locked(
             discovery = steps.discover(paths, Selection.of(options))
             files = discovery.files = read_as(discovery.files, options.encoding)
             reporter.info(f"discovered {len(files)} files under {', '.join(roots)}")
+            reporter.discovered(len(files))
             report_skipped(reporter, discovery)
             for problem in discovery.errors[:LOGGED_FAILURES]:
                 reporter.info(f"could not read {problem.path}: {problem.reason} (its documents are kept)")
@@ -459,6 +460,7 @@ def _commit_in_batches(
     # Each group of about commit_every chunks is chunked, embedded and committed as a generation; the ledger row
     # says "running" (with the counts so far) until the last commit, which removes what vanished.
     groups = work_batches(planned, files, options.commit_every, options.chunks_per_batch) or [[]]
+    reporter.planned([round(sum(work.chars for work in group) / CHARS_PER_CHUNK) for group in groups])
     close_interrupted(target.path)
     summary.added = summary.updated = summary.chunks_embedded = summary.chunks_reused = 0
     for number, group in enumerate(groups, 1):

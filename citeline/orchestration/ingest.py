@@ -302,6 +302,8 @@ class PrefectSteps(pipeline.Steps):
             number = position[future.task_run_id]  # finished, or failed for good: result() below raises then
             if sizes is None and isinstance(self.reporter, FlowReporter):
                 self.reporter.batch_progress(number + 1, 1.0)
+                if future.state.is_completed():  # its chunks, for the progress lines (a Dask batch's, at its end)
+                    self.reporter.batch_embedded(number + 1, future.result().embedded)
             elif sizes is not None:
                 self.reporter.advance(sizes[number])
         return list(futures.result())
@@ -361,11 +363,11 @@ def _fan_out(runner: TaskRunner[Any] | None) -> Iterator[TaskRunner[Any]]:
         yield runner
 
 
-def _register(index_dir: str, index: Index, key: str) -> FlowReporter:
+def _register(index_dir: str, index: Index, key: str, every: float) -> FlowReporter:
     # The flow's Index and reporter, for tasks in this process. Module-level functions, not globals named in the
     # flow's body: Dask pickles the flow function by value with the globals it names (a live reporter holds locks).
     _open_indexes[index_dir] = index
-    reporter = live_reporters[index_dir] = FlowReporter(key, index_dir, bar=terminal_bar["on"])
+    reporter = live_reporters[index_dir] = FlowReporter(key, index_dir, bar=terminal_bar["on"], every=every)
     return reporter
 
 
@@ -427,7 +429,7 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
         # Index, which for a new index has loaded its model already.
         index_dir = str(index.path.resolve())
         key = index_key(str(Path(index_path).resolve()))  # the index asked for, even in a dry run
-        reporter = _register(index_dir, index, key)
+        reporter = _register(index_dir, index, key, given["progress_every"])
         options = IngestOptions.of(
             **IngestOptions.pick(given),
             reporter=reporter,

@@ -52,6 +52,7 @@ class BatchReporter(Reporter):
 
     def on_advance(self, count: int) -> None:
         if self.flow is not None and self.total:
+            self.flow.batch_chunks(self.batch, count)
             self.flow.batch_progress(self.batch, self.done / self.total)
 
     def on_stage_end(self, name: str, seconds: float) -> None:
@@ -69,13 +70,18 @@ class ConsoleBar(Bar):
 class FlowReporter(Reporter):
     """The pipeline's reporter inside the flow: lines to Prefect's run logger, a progress artifact updated at
     most every :data:`PROGRESS_UPDATE_SECONDS`, the waiting-for-a-writer message in the flow run's state, and
-    optionally a terminal bar (``citeline ingest --prefect`` on a terminal)."""
+    optionally a terminal bar (``citeline ingest --prefect`` on a terminal), else a progress line in the run's log
+    every ``every`` seconds (``progress_every``: what an operator reads in a worker's log)."""
 
-    def __init__(self, key: str, index_dir: str, bar: bool = False):
-        super().__init__()
+    #: the flow's embed stage counts thousandths of its batches; the batches in this process report their chunks
+    embed_counts_chunks = False
+
+    def __init__(self, key: str, index_dir: str, bar: bool = False, every: float = 0.0):
+        super().__init__(0.0 if bar else every)
         self.logger = get_run_logger()
         self.bar = ConsoleBar() if bar else None
         self._batches: dict[int, float] = {}
+        self._live_chunks: dict[int, int] = {}  # chunks each batch of this stage reported while it ran
         self._last_update = 0.0
         self.artifact_id: UUID | None = None
         try:
@@ -94,6 +100,7 @@ class FlowReporter(Reporter):
 
     def on_stage(self, name: str, total: int | None) -> None:
         self._batches.clear()
+        self._live_chunks.clear()
         if self.bar is not None:
             self.bar.stage(name, total)
         self._update(force=True)
@@ -110,6 +117,18 @@ class FlowReporter(Reporter):
             units = round(sum(self._batches.values()) * 1000)
             if units > self.done:
                 self.advance(units - self.done)
+
+    def batch_chunks(self, batch: int, count: int) -> None:
+        """Batch ``batch`` embedded ``count`` more chunks (a task in this process, as it runs)."""
+        with self._lock:
+            self._live_chunks[batch] = self._live_chunks.get(batch, 0) + count
+            self.chunks_embedded(count)
+
+    def batch_embedded(self, batch: int, chunks: int) -> None:
+        """Batch ``batch`` finished having embedded ``chunks``: those it did not report as it ran (a Dask
+        worker's batch reports none) are counted now."""
+        with self._lock:
+            self.chunks_embedded(max(chunks - self._live_chunks.pop(batch, 0), 0))
 
     def finish(self) -> None:
         super().finish()

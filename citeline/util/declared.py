@@ -3,7 +3,8 @@
 The vocabulary (the same keys on :class:`citeline.ingest.options.IndexSettings`, ``IngestOptions`` and
 :class:`citeline.query.plan.SearchRequest`): ``help`` (the text of a CLI flag, a Prefect form field, a tool's argument),
 ``minimum`` and ``maximum`` (inclusive bounds of a number), ``choices`` (the values allowed), ``metavar`` (the CLI's
-name for a value), and ``cli`` and ``flow`` (whether the CLI and the Prefect flow offer the field). A field is made
+name for a value), ``cli`` and ``flow`` (whether the CLI and the Prefect flow offer the field) and ``env`` (an
+environment variable the CLI reads the value from when the flag is not given). A field is made
 with :func:`option`; a class checks its instances with :func:`check`; the surfaces build their own parameters from
 the fields (``citeline.cli.common.option_of``: a click option, :func:`pydantic_field`: a pydantic field, which the
 Prefect flow's run form and the server's schemas render).
@@ -32,13 +33,15 @@ def option(
     cli: bool = True,
     flow: bool = True,
     people_default: Any = MISSING,
+    env: str | None = None,
 ) -> Any:
-    """A declared field: its default, help text, bounds and choices, and whether the CLI and the flow offer it.
+    """A declared field: its default, help text, bounds and choices, whether the CLI and the flow offer it, and the
+    environment variable the CLI also reads it from (``env``).
 
     ``people_default``: the default of the surfaces people read (the CLI, the search page) where it differs from the
     programs' ``default`` (the Python API, the HTTP API, the retrievers): a search's ``group``."""
     meta: dict[str, Any] = {"help": help, "minimum": minimum, "maximum": maximum, "metavar": metavar}
-    meta |= {"cli": cli, "flow": flow}
+    meta |= {"cli": cli, "flow": flow, "env": env}
     if people_default is not MISSING:
         meta["people_default"] = people_default
     if choices is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import re
 import shutil
@@ -739,3 +740,45 @@ def test_the_flow_reads_with_its_encoding_parameter(
     assert czech.encoding == "cp1250" and Index.open(index.path).document(czech.doc_id).text == CZECH
     with pytest.raises(ValueError, match="unknown encoding"):
         ingest_flow(paths=[str(docs)], index_path=str(index.path), encoding="cp9999")
+
+
+def test_a_flow_run_logs_progress_lines_at_its_interval(
+    prefect_api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Prefect worker's run is read in its log (issue 43.6): a ``progress [...]`` line every ``progress_every``
+    seconds in the flow run's logs, with the files listed and the chunks embedded of the planned total."""
+    from _hash_cli import SLOW_ENV, PacedHashEmbedder
+    from _stop_signals import write_folder
+
+    from citeline.orchestration.ingest import ingest_flow
+
+    docs = write_folder(tmp_path / "docs", 60)  # about 420 chunks, 5 ms each: two seconds of embedding
+    monkeypatch.setenv(SLOW_ENV, "0.005")
+    _with_embedder(monkeypatch, PacedHashEmbedder())
+    flow_runs = logging.getLogger("prefect.flow_runs")  # the tests' Prefect logs at WARNING (conftest): INFO here
+    level, heard = flow_runs.level, _Heard()
+    flow_runs.setLevel(logging.INFO)  # setLevel, not the attribute: it clears the loggers' cached isEnabledFor
+    flow_runs.addHandler(heard)  # beside Prefect's own handlers: what its run logger was given
+    try:
+        state = ingest_flow(
+            paths=[str(docs)], index_path=str(tmp_path / "ix"), progress_every=0.2, chunks_per_batch=100,
+            return_state=True,
+        )  # fmt: skip
+    finally:
+        flow_runs.removeHandler(heard)
+        flow_runs.setLevel(level)
+    assert state.is_completed(), state
+    lines = [message for message in heard.messages if message.startswith("progress [")]
+    assert len(lines) >= 3, heard.messages
+    assert all(" files 60 listed" in line for line in lines if not line.startswith("progress [discover]")), lines
+    embedding = [line for line in lines if line.startswith("progress [embed]")]
+    assert embedding and all(re.search(r"chunks [\d,]+ of about [\d,]+ embedded", line) for line in embedding), lines
+
+
+class _Heard(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
