@@ -53,7 +53,7 @@ def _examples() -> list[tuple[str, str, object]]:
         name = str(page.relative_to(REPO))
         for language, lines in _fenced(page.read_text(encoding="utf-8")):
             if language in ("bash", "sh", "shell", "console"):
-                for line in lines:
+                for line in "\n".join(lines).replace("\\\n", " ").splitlines():  # continued lines joined
                     for part in line.split("&&"):
                         words = shlex.split(part, comments=True)
                         if words[:1] == ["curl"]:
