@@ -44,12 +44,13 @@ from citeline.query.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, 
     MIN_SHARED_WORDS,
     Words,
     quote_partners,
+    same_text,
     shared_statement,
     text_words,
     word_spans,
     words_of,
 )
-from citeline.query.results import SearchResult, evolve
+from citeline.query.results import Highlight, SearchResult, evolve
 
 #: Chunks whose vectors have at least this cosine are the same passage: copies of one passage score 0.94-1.0, two
 #: distinct SciFact papers 0.939 at most (docs/quality.md#choices-measured-in-the-code). Lower it
@@ -191,7 +192,9 @@ def add_unranked_copies(
             copy = copies.get(chunk_id)
             if copy is None or chunk_id in ranked or chunk_id in taken or copy.doc_id in docs:
                 continue
-            if float(vector_of[chunk_id] @ vector_of[result.chunk_id]) >= threshold:
+            if float(vector_of[chunk_id] @ vector_of[result.chunk_id]) >= threshold and same_text(
+                lead_words := lead_words or words(result.text), words(copy.text)
+            ):
                 extra.append(copy.as_source())
                 lead_shared = (result.char_start, result.char_end)
             else:
@@ -201,7 +204,8 @@ def add_unranked_copies(
                     continue
                 (lead_start, lead_end), (start, end) = shared
                 lead_start, lead_end = result.char_start + lead_start, result.char_start + lead_end
-                if not any(h.char_start < lead_end and lead_start < h.char_end for h in result.highlights):
+                best = max(h.score for h in result.highlights)
+                if not answers(result.highlights, lead_start, lead_end, floor=ANSWER_SHARE * best):
                     continue  # shared words elsewhere than what answered the query (a footer, a disclaimer)
                 extra.append(copy.as_source(shared_start=copy.char_start + start, shared_end=copy.char_start + end))
                 lead_shared = (min(lead_shared[0], lead_start), max(lead_shared[1], lead_end))
@@ -213,6 +217,25 @@ def add_unranked_copies(
         sources = [evolve(lead, shared_start=lead_shared[0], shared_end=lead_shared[1]), *result.sources[1:]]
         out[at] = evolve(result, sources=tuple(sources + [evolve(s, score=floor) for s in extra]))
     return out
+
+
+#: The least score, as a share of the best highlight of the two hits, of the highlight shared words must cover to be
+#: what answered the query: a boilerplate line ("A citeline seed document: an original ...") that holds one common
+#: query word (0.08) is highlighted second in a passage whose answer scores 1.0, and is not why it matched.
+ANSWER_SHARE = 0.5
+
+
+def answers(highlights: Sequence[Highlight], start: int, end: int, *, floor: float = 0.0) -> bool:
+    """Are the shared words ``start:end`` (document offsets) what answered the query: do they cover at least half of
+    a highlight scoring above ``floor`` (or a highlight half of them)? A highlight holding none of the query's words
+    (scored 0: the passage matched by its vector) says nothing, and shared words that only touch the answer (a
+    disclaimer whose alignment runs a word into the next sentence) are not it."""
+    return any(
+        h.score > floor
+        and h.score > 0
+        and min(end, h.char_end) - max(start, h.char_start) >= 0.5 * min(h.char_end - h.char_start, end - start)
+        for h in highlights
+    )
 
 
 @dataclass
@@ -254,15 +277,21 @@ def collapse(
     group_of: dict[int, int] = {}  # leader's hit -> its group
     lit: list[SearchResult] = []
 
-    def relevant(i: int, start: int, end: int) -> bool:
-        """Are the shared words of hit ``i`` (document offsets) why it matched the query?"""
+    def lit_hit(i: int) -> SearchResult:
         hit = hits[i]
         if not hit.highlights and highlight is not None:
             if not lit:
                 lit.extend(highlight(hits))
             hit = lit[i]
+        return hit
+
+    def relevant(i: int, start: int, end: int, other: int) -> bool:
+        """Are the shared words of hit ``i`` (document offsets) why it matched the query (as well as hit ``other``
+        matched it)?"""
+        hit = lit_hit(i)
         if hit.highlights:
-            return any(h.char_start < end and start < h.char_end for h in hit.highlights)
+            best = max(h.score for h in (*hit.highlights, *lit_hit(other).highlights))
+            return answers(hit.highlights, start, end, floor=ANSWER_SHARE * best)
         if encode is None or query_vector is None:
             return False  # nothing to judge by (a search always sets highlights)
         shared = np.asarray(encode([hit.text[start - hit.char_start : end - hit.char_start]])[0], np.float32)
@@ -275,7 +304,7 @@ def collapse(
             similar = np.flatnonzero(leader_vectors[: len(groups)] @ vectors[i] >= threshold)
             for near in similar:
                 group = groups[near]
-                if hit.doc_id not in group.docs:
+                if hit.doc_id not in group.docs and same_text(hit_words[group.leader], hit_words[i]):
                     group.members.append((i, hit.char_start, hit.char_end))
                     group.docs.add(hit.doc_id)
                     group.lead_whole = True
@@ -293,7 +322,7 @@ def collapse(
                 (lead_start, lead_end), (start, end) = shared
                 lead_start, lead_end = leader.char_start + lead_start, leader.char_start + lead_end
                 start, end = hit.char_start + start, hit.char_start + end
-                if not (relevant(group.leader, lead_start, lead_end) or relevant(i, start, end)):
+                if not (relevant(group.leader, lead_start, lead_end, i) or relevant(i, start, end, group.leader)):
                     continue  # the shared words are not what the hits matched on (a footer, a disclaimer)
                 group.members.append((i, start, end))
                 group.add_quote(lead_start, lead_end)

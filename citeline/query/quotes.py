@@ -16,13 +16,17 @@ that differ only in a number (9 matching words, tests/index/test_collapse.py) st
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from rapidfuzz.distance import Indel
+from rapidfuzz.distance import Indel, Levenshtein
+
+from citeline.query.highlight import STOP_WORDS, _stemmer
 
 #: The fewest matching words that make two passages report the same statement: a full clause, more than the stock
 #: phrases ("the defence ministry said on Monday that") that reports of one event share.
@@ -71,11 +75,7 @@ def text_words(text: str) -> Words:
     cost five times as much, and the spans are needed only for the rare pairs that share a
     statement. Hashes need no shared state, so any two texts' words compare.
     """
-    if text.isascii():
-        words = text.translate(_ASCII_WORDS).split()  # the same words as _WORD.findall(text.lower())
-    else:
-        words = [w.lower() if w.isascii() else _folded(w) for w in _WORD.findall(text)]
-    return text, list(map(hash, words))
+    return text, list(map(hash, normalised_words(text)))
 
 
 def words_of(*texts: str) -> list[Words]:
@@ -94,52 +94,261 @@ def shared_statement(a: Words, b: Words) -> tuple[tuple[int, int], tuple[int, in
     Aligns the two word sequences (longest common subsequence), chains matching runs separated by at most
     :data:`MAX_GAP` words on either side, and returns the character span of the longest chain in each text, from
     its first matching word to its last, if it has :data:`MIN_SHARED_WORDS` matches and :data:`MIN_DENSITY`.
+    None when the two texts are one frame filled in differently (:func:`alignment`): records of a template share
+    long runs of words, not a statement.
+    """
+    if len(a[1]) < MIN_SHARED_WORDS or len(b[1]) < MIN_SHARED_WORDS:
+        return None
+    found = alignment(a, b, MIN_SHARED_WORDS)
+    if found is None or found.templated or found.best is None:
+        return None
+    _, (a_first, a_last), (b_first, b_last) = found.best
+    a_spans, b_spans = word_spans(a[0]), word_spans(b[0])
+    return (a_spans[a_first][0], a_spans[a_last][1]), (b_spans[b_first][0], b_spans[b_last][1])
+
+
+def same_text(a: Words, b: Words) -> bool:
+    """Are ``a`` and ``b`` the same text, however spelt, punctuated and cased, with at most a few words added or
+    dropped (:data:`SAME_SHARE` of the longer text's words matched in one chain), and no slot filled differently (a
+    number, a name or another content word in the same place: :func:`alignment`)?"""
+    longest = max(len(a[1]), len(b[1]))
+    if not longest:
+        return False
+    if a[1] == b[1]:
+        return True
+    found = alignment(a, b, math.ceil(SAME_SHARE * longest))
+    return found is not None and not found.templated and found.best is not None
+
+
+#: The least share of the longer text's words that two chunks must match, in one chain, to be the same text.
+SAME_SHARE = 0.85
+#: A substitution of content words (a slot filled differently) of up to this many words on each side keeps a chain
+#: going, marked: texts whose chain holds one are records of one frame (:func:`alignment`).
+SLOT_SPAN = 8
+#: A chain may hold one slot of other content words per this many matched words and still be one text edited.
+WORDS_PER_SLOT = 10
+#: Matched words a chain must still hold beyond a slot for the slot to count: a quote followed by a different
+#: attribution ("said Corporal Drury" against "he told us") and a stray "the" is not a frame.
+FRAME_RUN = 3
+#: The least share of a templated chain's words (on the longer side) that match: a frame is mostly frame.
+FRAME_DENSITY = 0.5
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """The result of :func:`alignment`: the best plain chain ``(matched, (a_first, a_last), (b_first, b_last))`` in
+    word indexes, if one holds enough words, and whether the texts are one frame filled in differently."""
+
+    best: tuple[int, tuple[int, int], tuple[int, int]] | None
+    templated: bool
+
+
+def alignment(a: Words, b: Words, least: int) -> Alignment | None:
+    """Align ``a`` and ``b`` word by word; the best chain of at least ``least`` matched words, and whether they are
+    templated.
+
+    Matching runs chain across gaps of at most :data:`MAX_GAP` words that are edits: an insertion or a deletion,
+    function words for function words ("did not" against "didn't"), spelling variants ("harbour", "harbor"), one
+    number written two ways ("two thousand", "2,000"). A gap where content words stand for other content words (a
+    slot of a frame filled differently) chains too when it is short beside the runs around it (a frame is mostly
+    frame). Once the run beyond each outermost slot is dropped if it holds fewer than :data:`FRAME_RUN` matched words
+    (an attribution: 'else," Tiago Alves said' against 'else," the striker said'), a chain of at least ``least``
+    matched words is templated if a slot left in it holds a number or a name, or if it holds more slots than one
+    per :data:`WORDS_PER_SLOT` matched words ("newspapers" for "papers" is an edit; a catalogue's building, place,
+    event and authority are a frame). None when no chain holds ``least`` words and none is templated.
     """
     (a_text, a_ids), (b_text, b_ids) = a, b
-    if len(a_ids) < MIN_SHARED_WORDS or len(b_ids) < MIN_SHARED_WORDS:
-        return None
     best: tuple[int, tuple[int, int], tuple[int, int]] | None = None
+    templated = False
     chain: list[tuple[int, int, int]] = []
+    # (i, kind): a slot between chain[i] and chain[i + 1]: "number", "name", "content", or "inserted" (a number on
+    # one side only)
+    slots: list[tuple[int, str]] = []
+    words: list[list[str]] = []  # both texts' normalised words, read only when a gap substitutes words
+
+    def strings() -> tuple[list[str], list[str]]:
+        if not words:
+            words.extend((normalised_words(a_text), normalised_words(b_text)))
+        return words[0], words[1]
 
     def close() -> None:
-        nonlocal best
+        nonlocal best, templated
+        runs, marks = list(chain), [(at, kind) for at, kind in slots if kind != "inserted"]
+        # (A number is never an attribution: "Record 1964. In 1959" against "Record 1999. In 1959" stays a slot.)
+        if marks and marks[-1][1] != "number" and sum(size for _, _, size in runs[marks[-1][0] + 1 :]) < FRAME_RUN:
+            runs = runs[: marks[-1][0] + 1]
+            marks.pop()
+        if marks and marks[0][1] != "number" and sum(size for _, _, size in runs[: marks[0][0] + 1]) < FRAME_RUN:
+            cut = marks[0][0] + 1
+            runs = runs[cut:]
+            marks = [(at - cut, kind) for at, kind in marks[1:]]
+        matched = sum(size for _, _, size in runs)
+        # A number only one text has (the other's was aligned elsewhere: "Record 1901. In 1982" against "Record
+        # 1929. In 1901") is another record's number when the texts also differ in a slot.
+        first, last = chain.index(runs[0]) if runs else 0, chain.index(runs[-1]) if runs else -1
+        inserted = any(kind == "inserted" and first <= at < last for at, kind in slots)
+        hard = inserted or any(kind != "content" for _, kind in marks)
+        if marks and matched >= least and (hard or len(marks) * WORDS_PER_SLOT > matched):
+            templated = True
+            return
         # A lone word at either end that only an insertion separates from the rest ('mud," said' against 'mud,"
         # he said') is attribution, not the shared words; one past a substituted word ("We cannot keep" against
         # "We can't keep") is kept.
-        while len(chain) > 1 and chain[-1][2] == 1 and 0 in _gaps(chain[-2], chain[-1]):
-            chain.pop()
-        while len(chain) > 1 and chain[0][2] == 1 and 0 in _gaps(chain[0], chain[1]):
-            chain.pop(0)
-        if not chain:
+        while len(runs) > 1 and runs[-1][2] == 1 and 0 in _gaps(runs[-2], runs[-1]):
+            runs.pop()
+        while len(runs) > 1 and runs[0][2] == 1 and 0 in _gaps(runs[0], runs[1]):
+            runs.pop(0)
+        if not runs:
             return
-        matched = sum(size for _, _, size in chain)
-        (a0, b0, _), (a1, b1, size) = chain[0], chain[-1]
+        matched = sum(size for _, _, size in runs)
+        (a0, b0, _), (a1, b1, size) = runs[0], runs[-1]
         span = max(a1 + size - a0, b1 + size - b0)
-        if matched >= MIN_SHARED_WORDS and matched >= MIN_DENSITY * span and (best is None or matched > best[0]):
+        if matched >= least and matched >= MIN_DENSITY * span and (best is None or matched > best[0]):
             best = (matched, (a0, a1 + size - 1), (b0, b1 + size - 1))
 
-    # Trimming a chain only lowers its matches, so a chain with fewer than MIN_SHARED_WORDS (or than the best so
-    # far) is dropped without closing it: most chains of two unrelated passages are a few common words apart, and
-    # closing each cost a third of an alignment.
+    # Trimming a chain only lowers its matches, so a chain with fewer than ``least`` words (or than the best so far)
+    # is dropped without closing it, unless it holds a slot: most chains of two unrelated passages are a few common
+    # words apart, and closing each cost a third of an alignment.
     total = 0
     for block in Indel.opcodes(a_ids, b_ids).as_matching_blocks():
         if not block.size:
             continue
         if chain:
             a_end, b_end = chain[-1][0] + chain[-1][2], chain[-1][1] + chain[-1][2]
-            if block.a - a_end > MAX_GAP or block.b - b_end > MAX_GAP:
-                if total >= MIN_SHARED_WORDS and (best is None or total > best[0]):
+            a_gap, b_gap = block.a - a_end, block.b - b_end
+            kind = None
+            # A slot is short beside the runs around it; the gaps between the stray common words two unrelated
+            # passages share are longer than those words.
+            if a_gap and b_gap and max(a_gap, b_gap) <= min(SLOT_SPAN, min(chain[-1][2], block.size) + 1):
+                a_words, b_words = strings()
+                kind = gap_kind(a_words[a_end : block.a], b_words[b_end : block.b])
+                if kind == "name" and not (_named(a_text, a_end, block.a) and _named(b_text, b_end, block.b)):
+                    kind = "content"
+            if not (a_gap and b_gap) and max(a_gap, b_gap) <= MAX_GAP:
+                a_words, b_words = strings()
+                if any(w[:1].isdigit() for w in (a_words[a_end : block.a] or b_words[b_end : block.b])):
+                    slots.append((len(chain) - 1, "inserted"))
+            if kind is not None and kind != "edit":
+                slots.append((len(chain) - 1, kind))
+            elif a_gap > MAX_GAP or b_gap > MAX_GAP:
+                if slots or (total >= least and (best is None or total > best[0])):
                     close()
-                chain, total = [], 0
+                chain, slots, total = [], [], 0
         chain.append((block.a, block.b, block.size))
         total += block.size
-    if total >= MIN_SHARED_WORDS and (best is None or total > best[0]):
+    if chain and (slots or (total >= least and (best is None or total > best[0]))):
         close()
-    if best is None:
+    if best is None and not templated:
         return None
-    _, (a_first, a_last), (b_first, b_last) = best
-    a_spans, b_spans = word_spans(a_text), word_spans(b_text)
-    return (a_spans[a_first][0], a_spans[a_last][1]), (b_spans[b_first][0], b_spans[b_last][1])
+    return Alignment(best, templated)
+
+
+def gap_kind(a_words: Sequence[str], b_words: Sequence[str]) -> str:
+    """What a gap where ``a_words`` stand for ``b_words`` is: ``"edit"`` (function words, spelling variants, one
+    number written two ways), ``"number"`` (numbers that differ), ``"name"`` (content words differ, and may be
+    names: the caller checks their capitals) or ``"content"``."""
+    a_number, b_number = _number(a_words), _number(b_words)
+    if a_number is not None and b_number is not None:
+        return "edit" if a_number == b_number else "number"
+    if (a_number is not None or b_number is not None) and any(_number([w]) is not None for w in (*a_words, *b_words)):
+        return "number"
+    a_content = [w for w in a_words if w not in FUNCTION_WORDS]
+    b_content = [w for w in b_words if w not in FUNCTION_WORDS]
+    if not a_content or not b_content:
+        return "edit"
+    left = list(b_content)
+    for word in a_content:
+        twin = next((other for other in left if _variant(word, other)), None)
+        if twin is None:
+            return "name"
+        left.remove(twin)
+    return "edit"
+
+
+def _variant(a: str, b: str) -> bool:
+    """Are two normalised words forms or spellings of one word ("harbour" and "harbor", "losing" and "lose")? Never
+    two numbers: 1922 and 1923 are as alike as letters go, and are another record."""
+    if a == b:
+        return True
+    if a.isdigit() or b.isdigit() or min(len(a), len(b)) < 4:
+        return False
+    if Levenshtein.normalized_similarity(a, b) >= VARIANT_SIMILARITY:
+        return True
+    stem = _stemmer().stemWord
+    return bool(stem(a) == stem(b))
+
+
+#: How alike two words' letters must be to be spellings of one word (rapidfuzz's normalised Levenshtein
+#: similarity): "harbour"/"harbor" 0.86, "organised"/"organized" 0.89, "colour"/"color" 0.83, "north"/"south" 0.6.
+VARIANT_SIMILARITY = 0.8
+
+
+def _named(text: str, start: int, end: int) -> bool:
+    """Do the words ``start:end`` of ``text`` (as :func:`word_spans` counts them) hold a capitalised word that does
+    not open a sentence (a name)?"""
+    spans = word_spans(text)[start:end]
+    for first, _ in spans:
+        before = text[:first].rstrip()
+        if text[first].isupper() and before and before[-1] not in ".!?:\"“”'‘’«»—-(\n":
+            return True
+    return False
+
+
+def _split(words: str) -> list[str]:
+    return words.split()
+
+
+#: Number words and their values, to read "two thousand" as 2000.
+NUMBER_WORDS = {
+    word: value
+    for value, word in enumerate(
+        _split(
+            "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+            "seventeen eighteen nineteen"
+        )
+    )
+} | {word: 10 * (i + 2) for i, word in enumerate(_split("twenty thirty forty fifty sixty seventy eighty ninety"))}
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000, "billion": 1_000_000_000}
+_DIGITS = re.compile(r"(\d+)[a-z]*")
+
+#: Words that say how, not what: a gap of only these on both sides is an edit, not a slot filled differently.
+#: English function words (the highlighter's) and the pieces contractions leave ("didn't": "didn", "t").
+FUNCTION_WORDS = (STOP_WORDS - NUMBER_WORDS.keys()) | frozenset(
+    _split(
+        "t s d ll m re ve didn doesn don isn wasn weren aren hasn haven hadn couldn wouldn shouldn won can cannot "
+        "mustn needn shan ain also says told tells without"
+    )
+)
+
+
+def _number(words: Sequence[str]) -> int | None:
+    """The number ``words`` write, if they are only a number: digits ("2 000" as 2000, "10pm" as 10) or words."""
+    if not words:
+        return None
+    digits = [_DIGITS.fullmatch(w) for w in words]
+    if all(digits):
+        return int("".join(m.group(1) for m in digits if m))
+    if not any(word in NUMBER_WORDS or word in _SCALES for word in words):
+        return None
+    total = current = 0
+    for word in words:
+        if word in NUMBER_WORDS:
+            current += NUMBER_WORDS[word]
+        elif word in _SCALES:
+            current = max(current, 1) * _SCALES[word]
+            if _SCALES[word] > 100:
+                total, current = total + current, 0
+        elif word != "and":
+            return None
+    return total + current
+
+
+@lru_cache(maxsize=256)
+def normalised_words(text: str) -> list[str]:
+    """The normalised words of ``text`` as strings, the words :func:`text_words` hashes."""
+    if text.isascii():
+        return text.translate(_ASCII_WORDS).split()  # the same words as _WORD.findall(text.lower())
+    return [w.lower() if w.isascii() else _folded(w) for w in _WORD.findall(text)]
 
 
 def _gaps(first: tuple[int, int, int], second: tuple[int, int, int]) -> tuple[int, int]:
