@@ -84,16 +84,33 @@ def validate_threshold(threshold: object) -> float:
 
 
 class WordCache:
-    """Each chunk text's :func:`text_words`, computed once per search."""
+    """Each chunk text's :func:`text_words`, and each pair of texts' comparisons, computed once per search (a search
+    that deepens collapses its first hits again)."""
 
     def __init__(self) -> None:
         self._known: dict[str, Words] = {}
+        self._shared: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int]] | None] = {}
+        self._same: dict[tuple[str, str], bool] = {}
 
     def __call__(self, text: str) -> Words:
         found = self._known.get(text)
         if found is None:
             found = self._known[text] = text_words(text)
         return found
+
+    def shared(self, a: Words, b: Words) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """:func:`shared_statement` of ``a`` and ``b``."""
+        key = (a[0], b[0])
+        if key not in self._shared:
+            self._shared[key] = shared_statement(a, b)
+        return self._shared[key]
+
+    def same(self, a: Words, b: Words) -> bool:
+        """:func:`same_text` of ``a`` and ``b``."""
+        key = (a[0], b[0])
+        if key not in self._same:
+            self._same[key] = same_text(a, b)
+        return self._same[key]
 
 
 def reading_once(vectors: Callable[[Sequence[int]], np.ndarray]) -> Callable[[Sequence[int]], np.ndarray]:
@@ -192,14 +209,14 @@ def add_unranked_copies(
             copy = copies.get(chunk_id)
             if copy is None or chunk_id in ranked or chunk_id in taken or copy.doc_id in docs:
                 continue
-            if float(vector_of[chunk_id] @ vector_of[result.chunk_id]) >= threshold and same_text(
+            if float(vector_of[chunk_id] @ vector_of[result.chunk_id]) >= threshold and words.same(
                 lead_words := lead_words or words(result.text), words(copy.text)
             ):
                 extra.append(copy.as_source())
                 lead_shared = (result.char_start, result.char_end)
             else:
                 lead_words = lead_words or words(result.text)
-                shared = shared_statement(lead_words, words(copy.text))
+                shared = words.shared(lead_words, words(copy.text))
                 if shared is None:
                     continue
                 (lead_start, lead_end), (start, end) = shared
@@ -304,7 +321,7 @@ def collapse(
             similar = np.flatnonzero(leader_vectors[: len(groups)] @ vectors[i] >= threshold)
             for near in similar:
                 group = groups[near]
-                if hit.doc_id not in group.docs and same_text(hit_words[group.leader], hit_words[i]):
+                if hit.doc_id not in group.docs and words_of_text.same(hit_words[group.leader], hit_words[i]):
                     group.members.append((i, hit.char_start, hit.char_end))
                     group.docs.add(hit.doc_id)
                     group.lead_whole = True
@@ -316,7 +333,7 @@ def collapse(
                     continue
                 group = groups[group_of[partner]]
                 leader = hits[group.leader]
-                shared = shared_statement(hit_words[group.leader], hit_words[i])
+                shared = words_of_text.shared(hit_words[group.leader], hit_words[i])
                 if shared is None:
                     continue
                 (lead_start, lead_end), (start, end) = shared

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from rapidfuzz.distance import Indel, Levenshtein
+from rapidfuzz.distance import OSA, Indel
 
 from citeline.query.highlight import STOP_WORDS, _stemmer
 
@@ -83,6 +83,7 @@ def words_of(*texts: str) -> list[Words]:
     return [text_words(text) for text in texts]
 
 
+@lru_cache(maxsize=256)
 def word_spans(text: str) -> list[tuple[int, int]]:
     """The ``(start, end)`` of each word of ``text``, as :func:`text_words` counts them."""
     return [match.span() for match in _WORD.finditer(text)]
@@ -125,8 +126,6 @@ SAME_SHARE = 0.85
 #: A substitution of content words (a slot filled differently) of up to this many words on each side keeps a chain
 #: going, marked: texts whose chain holds one are records of one frame (:func:`alignment`).
 SLOT_SPAN = 8
-#: A chain may hold one slot of other content words per this many matched words and still be one text edited.
-WORDS_PER_SLOT = 10
 #: Matched words a chain must still hold beyond a slot for the slot to count: a quote followed by a different
 #: attribution ("said Corporal Drury" against "he told us") and a stray "the" is not a frame.
 FRAME_RUN = 3
@@ -153,27 +152,47 @@ def alignment(a: Words, b: Words, least: int) -> Alignment | None:
     slot of a frame filled differently) chains too when it is short beside the runs around it (a frame is mostly
     frame). Once the run beyond each outermost slot is dropped if it holds fewer than :data:`FRAME_RUN` matched words
     (an attribution: 'else," Tiago Alves said' against 'else," the striker said'), a chain of at least ``least``
-    matched words is templated if a slot left in it holds a number or a name, or if it holds more slots than one
-    per :data:`WORDS_PER_SLOT` matched words ("newspapers" for "papers" is an edit; a catalogue's building, place,
-    event and authority are a frame). None when no chain holds ``least`` words and none is templated.
+    matched words that still holds a slot, or a number only one text has between its runs, is templated: the two
+    texts share a frame, not a statement. None when no chain holds ``least`` words and none is templated.
     """
     (a_text, a_ids), (b_text, b_ids) = a, b
-    best: tuple[int, tuple[int, int], tuple[int, int]] | None = None
+    found: list[tuple[int, tuple[int, int], tuple[int, int]]] = []
     templated = False
-    chain: list[tuple[int, int, int]] = []
-    # (i, kind): a slot between chain[i] and chain[i + 1]: "number", "name", "content", or "inserted" (a number on
-    # one side only)
-    slots: list[tuple[int, str]] = []
-    words: list[list[str]] = []  # both texts' normalised words, read only when a gap substitutes words
+    words: list[list[str]] = []  # both texts' normalised words, read only for a chain long enough to matter
 
     def strings() -> tuple[list[str], list[str]]:
         if not words:
             words.extend((normalised_words(a_text), normalised_words(b_text)))
         return words[0], words[1]
 
-    def close() -> None:
-        nonlocal best, templated
-        runs, marks = list(chain), [(at, kind) for at, kind in slots if kind != "inserted"]
+    def close(chain: list[tuple[int, int, int]]) -> None:
+        if templated:
+            return  # the pair is a frame's records already
+        """Judge a chain of runs: split it at long edits, then find its slots and its best plain part."""
+        a_words, b_words = strings()
+        piece: list[tuple[int, int, int]] = [chain[0]]
+        slots: list[tuple[int, str]] = []  # (i, kind): between piece[i] and piece[i + 1]
+        for run in chain[1:]:
+            before = piece[-1]
+            a_end, b_end = before[0] + before[2], before[1] + before[2]
+            a_gap, b_gap = run[0] - a_end, run[1] - b_end
+            kind = "edit"
+            if a_gap and b_gap and max(a_gap, b_gap) <= min(SLOT_SPAN, min(before[2], run[2]) + 1):
+                kind = gap_kind(tuple(a_words[a_end : run[0]]), tuple(b_words[b_end : run[1]]))
+            if kind == "edit" and max(a_gap, b_gap) > MAX_GAP:
+                judge(piece, slots)
+                piece, slots = [run], []
+                continue
+            if kind != "edit":
+                slots.append((len(piece) - 1, kind))
+            piece.append(run)
+        judge(piece, slots)
+
+    def judge(runs: list[tuple[int, int, int]], slots: list[tuple[int, str]]) -> None:
+        nonlocal templated
+        if templated or sum(size for _, _, size in runs) < least:
+            return
+        marks = list(slots)
         # (A number is never an attribution: "Record 1964. In 1959" against "Record 1999. In 1959" stays a slot.)
         if marks and marks[-1][1] != "number" and sum(size for _, _, size in runs[marks[-1][0] + 1 :]) < FRAME_RUN:
             runs = runs[: marks[-1][0] + 1]
@@ -182,14 +201,8 @@ def alignment(a: Words, b: Words, least: int) -> Alignment | None:
             cut = marks[0][0] + 1
             runs = runs[cut:]
             marks = [(at - cut, kind) for at, kind in marks[1:]]
-        matched = sum(size for _, _, size in runs)
-        # A number only one text has (the other's was aligned elsewhere: "Record 1901. In 1982" against "Record
-        # 1929. In 1901") is another record's number when the texts also differ in a slot.
-        first, last = chain.index(runs[0]) if runs else 0, chain.index(runs[-1]) if runs else -1
-        inserted = any(kind == "inserted" and first <= at < last for at, kind in slots)
-        hard = inserted or any(kind != "content" for _, kind in marks)
-        if marks and matched >= least and (hard or len(marks) * WORDS_PER_SLOT > matched):
-            templated = True
+        if marks:
+            templated = sum(size for _, _, size in runs) >= least
             return
         # A lone word at either end that only an insertion separates from the rest ('mud," said' against 'mud,"
         # he said') is attribution, not the shared words; one past a substituted word ("We cannot keep" against
@@ -203,55 +216,60 @@ def alignment(a: Words, b: Words, least: int) -> Alignment | None:
         matched = sum(size for _, _, size in runs)
         (a0, b0, _), (a1, b1, size) = runs[0], runs[-1]
         span = max(a1 + size - a0, b1 + size - b0)
-        if matched >= least and matched >= MIN_DENSITY * span and (best is None or matched > best[0]):
-            best = (matched, (a0, a1 + size - 1), (b0, b1 + size - 1))
+        if matched >= least and matched >= MIN_DENSITY * span:
+            found.append((matched, (a0, a1 + size - 1), (b0, b1 + size - 1)))
 
-    # Trimming a chain only lowers its matches, so a chain with fewer than ``least`` words (or than the best so far)
-    # is dropped without closing it, unless it holds a slot: most chains of two unrelated passages are a few common
-    # words apart, and closing each cost a third of an alignment.
+    # Runs chain across any gap that may be an edit or a slot; a chain with fewer than ``least`` matched words is
+    # dropped without reading its gaps (most chains of two unrelated passages are a few common words apart, and
+    # reading each gap's words would cost more than the alignment).
+    chain: list[tuple[int, int, int]] = []
     total = 0
     for block in Indel.opcodes(a_ids, b_ids).as_matching_blocks():
         if not block.size:
             continue
         if chain:
-            a_end, b_end = chain[-1][0] + chain[-1][2], chain[-1][1] + chain[-1][2]
-            a_gap, b_gap = block.a - a_end, block.b - b_end
-            kind = None
-            # A slot is short beside the runs around it; the gaps between the stray common words two unrelated
-            # passages share are longer than those words.
-            if a_gap and b_gap and max(a_gap, b_gap) <= min(SLOT_SPAN, min(chain[-1][2], block.size) + 1):
-                a_words, b_words = strings()
-                kind = gap_kind(a_words[a_end : block.a], b_words[b_end : block.b])
-                if kind == "name" and not (_named(a_text, a_end, block.a) and _named(b_text, b_end, block.b)):
-                    kind = "content"
-            if not (a_gap and b_gap) and max(a_gap, b_gap) <= MAX_GAP:
-                a_words, b_words = strings()
-                if any(w[:1].isdigit() for w in (a_words[a_end : block.a] or b_words[b_end : block.b])):
-                    slots.append((len(chain) - 1, "inserted"))
-            if kind is not None and kind != "edit":
-                slots.append((len(chain) - 1, kind))
-            elif a_gap > MAX_GAP or b_gap > MAX_GAP:
-                if slots or (total >= least and (best is None or total > best[0])):
-                    close()
-                chain, slots, total = [], [], 0
+            last = chain[-1]
+            a_gap, b_gap = block.a - last[0] - last[2], block.b - last[1] - last[2]
+            slot_sized = a_gap and b_gap and max(a_gap, b_gap) <= min(SLOT_SPAN, min(last[2], block.size) + 1)
+            if not slot_sized and max(a_gap, b_gap) > MAX_GAP:
+                if total >= least:
+                    close(chain)
+                chain, total = [], 0
         chain.append((block.a, block.b, block.size))
         total += block.size
-    if chain and (slots or (total >= least and (best is None or total > best[0]))):
-        close()
+    if total >= least:
+        close(chain)
+    best = max(found) if found and not templated else None
     if best is None and not templated:
         return None
     return Alignment(best, templated)
 
 
-def gap_kind(a_words: Sequence[str], b_words: Sequence[str]) -> str:
+@lru_cache(maxsize=65_536)  # the gaps of a frame's records recur in every pair of them
+def gap_kind(a_words: tuple[str, ...], b_words: tuple[str, ...]) -> str:
     """What a gap where ``a_words`` stand for ``b_words`` is: ``"edit"`` (function words, spelling variants, one
-    number written two ways), ``"number"`` (numbers that differ), ``"name"`` (content words differ, and may be
-    names: the caller checks their capitals) or ``"content"``."""
+    number written two ways), ``"number"`` (numbers that differ) or ``"content"`` (other content words: a name, a
+    place, a thing)."""
+    if not any(map(_numeric, a_words)) and not any(map(_numeric, b_words)):
+        return _content_kind(a_words, b_words)
     a_number, b_number = _number(a_words), _number(b_words)
     if a_number is not None and b_number is not None:
         return "edit" if a_number == b_number else "number"
-    if (a_number is not None or b_number is not None) and any(_number([w]) is not None for w in (*a_words, *b_words)):
+    # ("one" alone is as often a pronoun: "nobody" against "no one".)
+    a_numbers = sorted(n for n in map(_number, ([w] for w in a_words if w != "one")) if n is not None)
+    b_numbers = sorted(n for n in map(_number, ([w] for w in b_words if w != "one")) if n is not None)
+    if a_numbers != b_numbers:
         return "number"
+    return _content_kind(a_words, b_words)
+
+
+def _numeric(word: str) -> bool:
+    return word[:1].isdigit() or word in NUMBER_WORDS or word in _SCALES
+
+
+def _content_kind(a_words: Sequence[str], b_words: Sequence[str]) -> str:
+    """``"edit"`` when every content word of one side is a variant of one of the other's (or a side has none),
+    else ``"content"``."""
     a_content = [w for w in a_words if w not in FUNCTION_WORDS]
     b_content = [w for w in b_words if w not in FUNCTION_WORDS]
     if not a_content or not b_content:
@@ -260,7 +278,7 @@ def gap_kind(a_words: Sequence[str], b_words: Sequence[str]) -> str:
     for word in a_content:
         twin = next((other for other in left if _variant(word, other)), None)
         if twin is None:
-            return "name"
+            return "content"
         left.remove(twin)
     return "edit"
 
@@ -272,26 +290,32 @@ def _variant(a: str, b: str) -> bool:
         return True
     if a.isdigit() or b.isdigit() or min(len(a), len(b)) < 4:
         return False
-    if Levenshtein.normalized_similarity(a, b) >= VARIANT_SIMILARITY:
+    if OSA.normalized_similarity(a, b) >= VARIANT_SIMILARITY:
         return True
     stem = _stemmer().stemWord
-    return bool(stem(a) == stem(b))
+    if stem(a) == stem(b):
+        return True
+    # One word inside the other's ending or beginning ("papers" in "newspapers", "every" of "everybody" and
+    # "everyone"): a shorter form an editor chose, not another thing.
+    shorter = min(len(a), len(b))
+    prefix = _common_start(a, b)
+    suffix = _common_start(a[::-1], b[::-1])
+    return max(prefix, suffix) >= max(AFFIX, AFFIX_SHARE * shorter)
 
 
-#: How alike two words' letters must be to be spellings of one word (rapidfuzz's normalised Levenshtein
-#: similarity): "harbour"/"harbor" 0.86, "organised"/"organized" 0.89, "colour"/"color" 0.83, "north"/"south" 0.6.
+def _common_start(a: str, b: str) -> int:
+    """How many first characters ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+#: How alike two words' letters must be to be spellings of one word (rapidfuzz's normalised optimal string alignment
+#: similarity, a swap of two letters one edit): "harbour"/"harbor" 0.86, "organised"/"organized" 0.89,
+#: "metre"/"meter" 0.8, "centre"/"center" 0.83; "north"/"south" 0.6, "green"/"grey" 0.6.
 VARIANT_SIMILARITY = 0.8
-
-
-def _named(text: str, start: int, end: int) -> bool:
-    """Do the words ``start:end`` of ``text`` (as :func:`word_spans` counts them) hold a capitalised word that does
-    not open a sentence (a name)?"""
-    spans = word_spans(text)[start:end]
-    for first, _ in spans:
-        before = text[:first].rstrip()
-        if text[first].isupper() and before and before[-1] not in ".!?:\"“”'‘’«»—-(\n":
-            return True
-    return False
+#: The least shared beginning or ending of two words that are one word's forms.
+AFFIX = 5
+#: ... and its least share of the shorter word.
+AFFIX_SHARE = 0.6
 
 
 def _split(words: str) -> list[str]:
