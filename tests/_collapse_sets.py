@@ -243,7 +243,7 @@ def rst_page(source: str) -> str:
     """reStructuredText rendered by docutils into a Sphinx-like page: ``headerlink`` anchors, a sidebar, a footer."""
     from docutils.core import publish_parts
 
-    parts = publish_parts(source, writer_name="html5", settings_overrides={"report_level": 5})
+    parts = publish_parts(source, writer="html5", settings_overrides={"report_level": 5})
     body = parts["html_title"] + parts["body"]
 
     def anchored(match: re.Match[str]) -> str:
