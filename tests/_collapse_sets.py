@@ -217,7 +217,7 @@ ARTEFACTS = ["¶", "Permalink", "Permanent link", "Quick search", "Navigation", 
 
 def markdown_page(text: str) -> str:
     """``text`` (Markdown) rendered as MkDocs does: Python-Markdown with ``toc`` permalinks, in a page with nav."""
-    import markdown
+    import markdown  # type: ignore[import-untyped]
 
     body = markdown.markdown(text, extensions=["toc"], extension_configs={"toc": {"permalink": True}})
     title = text.splitlines()[0].lstrip("# ").strip()

@@ -4,12 +4,21 @@ After ranking, hits from *different* documents that carry the same passage becom
 hit is kept and :attr:`SearchResult.sources` lists every source, each with its own chunk offsets and the offsets
 of the part it shares. Two hits carry the same passage when
 
-1. their chunk vectors are near-identical: cosine >= ``threshold`` (the same article syndicated twice, a record
-   ingested from two exports, a page saved as HTML and PDF); or
+1. they are the same text: their chunk vectors are near-identical (cosine >= ``threshold``) *and* their words are
+   (:func:`citeline.query.quotes.same_text`: spelling, punctuation, casing and a few added or dropped words aside,
+   and no number, name or other content word in the place of another) — the same article syndicated twice, a
+   record ingested from two exports, a page rendered as HTML beside its Markdown source; or
 2. they report the same quote or statement (``citeline.query.quotes``: at least 10 normalised words aligned, tolerant of
-   re-punctuation, inserted and dropped words), and the shared words are why both hits matched: they overlap a
-   hit's highlight when highlights are set, else their vector is at least as close to the query as the hit's (a
-   common footer or disclaimer never merges two otherwise unrelated hits).
+   re-punctuation, inserted and dropped words, never a frame filled differently), and the shared words are why
+   both hits matched: they cover half of a highlight that scores at least half the two hits' best
+   (:func:`answers`) when highlights are set, else their vector is at least as close to the query as the hit's
+   (a common footer or disclaimer never merges two otherwise unrelated hits).
+
+Records made from one sentence frame ("In 1922 the hospital near the harbour collapsed. Witnesses recall ...", with
+other years, places and events: catalogues, logs, forms, product pages) have near-identical vectors and share long
+runs of words, but they are not one passage: the vector alone never merges (the words must be the same text), and
+a run of shared words whose chain holds a slot filled differently (a year, a name, a place) is a frame, not a quote
+(:func:`citeline.query.quotes.alignment`). Measured on generated sets: docs/quality.md#collapse-precision.
 
 Rule 2 exists because a chunk is ~250 tokens of context around a quote: in the seed articles the two chunks that
 quote Corporal Drury have a cosine of only 0.67 with the real model, lower than the 0.76 of two chunks of theirs
@@ -52,9 +61,10 @@ from citeline.query.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, 
 )
 from citeline.query.results import Highlight, SearchResult, evolve
 
-#: Chunks whose vectors have at least this cosine are the same passage: copies of one passage score 0.94-1.0, two
-#: distinct SciFact papers 0.939 at most (docs/quality.md#choices-measured-in-the-code). Lower it
-#: (--collapse-threshold 0.9) to also merge lightly edited versions.
+#: Chunks whose vectors have at least this cosine, and whose words are the same text (``same_text``), are the same
+#: passage: copies of one passage score 0.94-1.0, two distinct SciFact papers 0.939 at most
+#: (docs/quality.md#choices-measured-in-the-code). Lowering it (--collapse-threshold 0.9) lets copies whose chunks
+#: were cut at other places merge too; it never merges two texts whose words differ in content.
 DEFAULT_COLLAPSE_THRESHOLD = 0.95
 
 

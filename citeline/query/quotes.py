@@ -11,6 +11,14 @@ matching (:func:`shared_statement`). On tests/data/quotes (31 pairs sharing a qu
 none; bench/collapse_eval.py) every setting with MAX_GAP 3-4, MIN_SHARED_WORDS 8-10 and MIN_DENSITY 0.6-0.7 finds
 all 31 quotes and no false pair. MIN_SHARED_WORDS sits at the top of that range so that templated one-line reports
 that differ only in a number (9 matching words, tests/index/test_collapse.py) stay apart.
+
+A shared statement is a quote, not a frame: records made from one template share long runs of words around their
+slots (a year, a building, a place), and :func:`alignment` reads the gaps between matching runs. An edit (function
+words for function words, a spelling variant, one number written two ways, a few words added or dropped) keeps a
+chain going; a slot filled differently (a number, a name, another content word) in a chain of
+:data:`MIN_SHARED_WORDS` makes the pair templated, and it shares no statement. :func:`same_text` is the stricter
+test of collapse's first rule: one chain of edits over :data:`SAME_SHARE` of the longer text. The generated sets
+(tests/_collapse_sets.py) and bench/collapse_precision.py measure both: docs/quality.md#collapse-precision.
 """
 
 from __future__ import annotations
