@@ -15,8 +15,8 @@ that differ only in a number (9 matching words, tests/index/test_collapse.py) st
 A shared statement is a quote, not a frame: records made from one template share long runs of words around their
 slots (a year, a building, a place), and :func:`alignment` reads the gaps between matching runs. An edit (function
 words for function words, a spelling variant, one number written two ways, a few words added or dropped) keeps a
-chain going; a slot filled differently (a number, a name, another content word) in a chain of
-:data:`MIN_SHARED_WORDS` makes the pair templated, and it shares no statement. :func:`same_text` is the stricter
+chain going; a chain of :data:`MIN_SHARED_WORDS` that holds a slot filled differently (a number, a name, another
+content word) is a frame, never a shared statement. :func:`same_text` is the stricter
 test of collapse's first rule: one chain of edits over :data:`SAME_SHARE` of the longer text. The generated sets
 (tests/_collapse_sets.py) and bench/collapse_precision.py measure both: docs/quality.md#collapse-precision.
 """
@@ -109,7 +109,7 @@ def shared_statement(a: Words, b: Words) -> tuple[tuple[int, int], tuple[int, in
     if len(a[1]) < MIN_SHARED_WORDS or len(b[1]) < MIN_SHARED_WORDS:
         return None
     found = alignment(a, b, MIN_SHARED_WORDS)
-    if found is None or found.templated or found.best is None:
+    if found is None or found.best is None:
         return None
     _, (a_first, a_last), (b_first, b_last) = found.best
     a_spans, b_spans = word_spans(a[0]), word_spans(b[0])
@@ -126,7 +126,7 @@ def same_text(a: Words, b: Words) -> bool:
     if a[1] == b[1]:
         return True
     found = alignment(a, b, math.ceil(SAME_SHARE * longest))
-    return found is not None and not found.templated and found.best is not None
+    return found is not None and found.best is not None
 
 
 #: The least share of the longer text's words that two chunks must match, in one chain, to be the same text.
@@ -137,14 +137,13 @@ SLOT_SPAN = 8
 #: Matched words a chain must still hold beyond a slot for the slot to count: a quote followed by a different
 #: attribution ("said Corporal Drury" against "he told us") and a stray "the" is not a frame.
 FRAME_RUN = 3
-#: The least share of a templated chain's words (on the longer side) that match: a frame is mostly frame.
-FRAME_DENSITY = 0.5
 
 
 @dataclass(frozen=True)
 class Alignment:
     """The result of :func:`alignment`: the best plain chain ``(matched, (a_first, a_last), (b_first, b_last))`` in
-    word indexes, if one holds enough words, and whether the texts are one frame filled in differently."""
+    word indexes, if one holds enough words, and whether a chain of as many words was a frame filled in
+    differently (not a statement, so never the best chain)."""
 
     best: tuple[int, tuple[int, int], tuple[int, int]] | None
     templated: bool
@@ -160,8 +159,9 @@ def alignment(a: Words, b: Words, least: int) -> Alignment | None:
     slot of a frame filled differently) chains too when it is short beside the runs around it (a frame is mostly
     frame). Once the run beyond each outermost slot is dropped if it holds fewer than :data:`FRAME_RUN` matched words
     (an attribution: 'else," Tiago Alves said' against 'else," the striker said'), a chain of at least ``least``
-    matched words that still holds a slot, or a number only one text has between its runs, is templated: the two
-    texts share a frame, not a statement. None when no chain holds ``least`` words and none is templated.
+    matched words that still holds a slot is templated: there the two texts share a frame, not a statement, and it
+    is never the best chain (another chain of the pair may still be a quote they share). None when no chain holds
+    ``least`` words.
     """
     (a_text, a_ids), (b_text, b_ids) = a, b
     found: list[tuple[int, tuple[int, int], tuple[int, int]]] = []
@@ -174,8 +174,6 @@ def alignment(a: Words, b: Words, least: int) -> Alignment | None:
         return words[0], words[1]
 
     def close(chain: list[tuple[int, int, int]]) -> None:
-        if templated:
-            return  # the pair is a frame's records already
         """Judge a chain of runs: split it at long edits, then find its slots and its best plain part."""
         a_words, b_words = strings()
         piece: list[tuple[int, int, int]] = [chain[0]]
@@ -198,7 +196,7 @@ def alignment(a: Words, b: Words, least: int) -> Alignment | None:
 
     def judge(runs: list[tuple[int, int, int]], slots: list[tuple[int, str]]) -> None:
         nonlocal templated
-        if templated or sum(size for _, _, size in runs) < least:
+        if sum(size for _, _, size in runs) < least:
             return
         marks = list(slots)
         # (A number is never an attribution: "Record 1964. In 1959" against "Record 1999. In 1959" stays a slot.)
@@ -210,7 +208,7 @@ def alignment(a: Words, b: Words, least: int) -> Alignment | None:
             runs = runs[cut:]
             marks = [(at - cut, kind) for at, kind in marks[1:]]
         if marks:
-            templated = sum(size for _, _, size in runs) >= least
+            templated = templated or sum(size for _, _, size in runs) >= least
             return
         # A lone word at either end that only an insertion separates from the rest ('mud," said' against 'mud,"
         # he said') is attribution, not the shared words; one past a substituted word ("We cannot keep" against
@@ -247,10 +245,9 @@ def alignment(a: Words, b: Words, least: int) -> Alignment | None:
         total += block.size
     if total >= least:
         close(chain)
-    best = max(found) if found and not templated else None
-    if best is None and not templated:
+    if not found and not templated:
         return None
-    return Alignment(best, templated)
+    return Alignment(max(found) if found else None, templated)
 
 
 @lru_cache(maxsize=65_536)  # the gaps of a frame's records recur in every pair of them
