@@ -134,3 +134,18 @@ def test_edits_are_not_slots_and_differing_numbers_are() -> None:
     assert shared_statement(*words_of(a, b)) is not None
     c = b.replace("4,000", "6,000")
     assert not same_text(*words_of(b, c))
+
+
+def test_a_pair_whose_boilerplate_differs_in_a_word_still_shares_its_quote() -> None:
+    """The seed levee reports: their notes are one frame ("report" / "analysis"), and they quote Irena Voss."""
+    note = "A citeline seed document: an original, fictional news {} written for this project's examples and tests."
+    quote = (
+        '"We told the council in writing, three winters running, that this embankment would not survive a spring '
+        'like this one," said Irena Voss.'
+    )
+    a = f"{note.format('report')} The water rose after two o'clock. {quote}"
+    b = f"{note.format('analysis')} Two days later the town counted the cost. {quote.replace('would not', 'wouldn’t')}"
+    found = shared_statement(*words_of(a, b))
+    assert found is not None
+    (a0, a1), _ = found
+    assert a[a0:a1].startswith("We told the council") and "seed document" not in a[a0:a1]
