@@ -4,12 +4,21 @@ After ranking, hits from *different* documents that carry the same passage becom
 hit is kept and :attr:`SearchResult.sources` lists every source, each with its own chunk offsets and the offsets
 of the part it shares. Two hits carry the same passage when
 
-1. their chunk vectors are near-identical: cosine >= ``threshold`` (the same article syndicated twice, a record
-   ingested from two exports, a page saved as HTML and PDF); or
+1. they are the same text: their chunk vectors are near-identical (cosine >= ``threshold``) *and* their words are
+   (:func:`citeline.query.quotes.same_text`: spelling, punctuation, casing and a few added or dropped words aside,
+   and no number, name or other content word in the place of another) — the same article syndicated twice, a
+   record ingested from two exports, a page rendered as HTML beside its Markdown source; or
 2. they report the same quote or statement (``citeline.query.quotes``: at least 10 normalised words aligned, tolerant of
-   re-punctuation, inserted and dropped words), and the shared words are why both hits matched: they overlap a
-   hit's highlight when highlights are set, else their vector is at least as close to the query as the hit's (a
-   common footer or disclaimer never merges two otherwise unrelated hits).
+   re-punctuation, inserted and dropped words, never a frame filled differently), and the shared words are why
+   both hits matched: they cover half of a highlight that scores at least half the two hits' best
+   (:func:`answers`) when highlights are set, else their vector is at least as close to the query as the hit's
+   (a common footer or disclaimer never merges two otherwise unrelated hits).
+
+Records made from one sentence frame ("In 1922 the hospital near the harbour collapsed. Witnesses recall ...", with
+other years, places and events: catalogues, logs, forms, product pages) have near-identical vectors and share long
+runs of words, but they are not one passage: the vector alone never merges (the words must be the same text), and
+a run of shared words whose chain holds a slot filled differently (a year, a name, a place) is a frame, not a quote
+(:func:`citeline.query.quotes.alignment`). Measured on generated sets: docs/quality.md#collapse-precision.
 
 Rule 2 exists because a chunk is ~250 tokens of context around a quote: in the seed articles the two chunks that
 quote Corporal Drury have a cosine of only 0.67 with the real model, lower than the 0.76 of two chunks of theirs
@@ -44,16 +53,18 @@ from citeline.query.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, 
     MIN_SHARED_WORDS,
     Words,
     quote_partners,
+    same_text,
     shared_statement,
     text_words,
     word_spans,
     words_of,
 )
-from citeline.query.results import SearchResult, evolve
+from citeline.query.results import Highlight, SearchResult, evolve
 
-#: Chunks whose vectors have at least this cosine are the same passage: copies of one passage score 0.94-1.0, two
-#: distinct SciFact papers 0.939 at most (docs/quality.md#choices-measured-in-the-code). Lower it
-#: (--collapse-threshold 0.9) to also merge lightly edited versions.
+#: Chunks whose vectors have at least this cosine, and whose words are the same text (``same_text``), are the same
+#: passage: copies of one passage score 0.94-1.0, two distinct SciFact papers 0.939 at most
+#: (docs/quality.md#choices-measured-in-the-code). Lowering it (--collapse-threshold 0.9) lets copies whose chunks
+#: were cut at other places merge too; it never merges two texts whose words differ in content.
 DEFAULT_COLLAPSE_THRESHOLD = 0.95
 
 
@@ -83,16 +94,33 @@ def validate_threshold(threshold: object) -> float:
 
 
 class WordCache:
-    """Each chunk text's :func:`text_words`, computed once per search."""
+    """Each chunk text's :func:`text_words`, and each pair of texts' comparisons, computed once per search (a search
+    that deepens collapses its first hits again)."""
 
     def __init__(self) -> None:
         self._known: dict[str, Words] = {}
+        self._shared: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int]] | None] = {}
+        self._same: dict[tuple[str, str], bool] = {}
 
     def __call__(self, text: str) -> Words:
         found = self._known.get(text)
         if found is None:
             found = self._known[text] = text_words(text)
         return found
+
+    def shared(self, a: Words, b: Words) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """:func:`shared_statement` of ``a`` and ``b``."""
+        key = (a[0], b[0])
+        if key not in self._shared:
+            self._shared[key] = shared_statement(a, b)
+        return self._shared[key]
+
+    def same(self, a: Words, b: Words) -> bool:
+        """:func:`same_text` of ``a`` and ``b``."""
+        key = (a[0], b[0])
+        if key not in self._same:
+            self._same[key] = same_text(a, b)
+        return self._same[key]
 
 
 def reading_once(vectors: Callable[[Sequence[int]], np.ndarray]) -> Callable[[Sequence[int]], np.ndarray]:
@@ -191,17 +219,20 @@ def add_unranked_copies(
             copy = copies.get(chunk_id)
             if copy is None or chunk_id in ranked or chunk_id in taken or copy.doc_id in docs:
                 continue
-            if float(vector_of[chunk_id] @ vector_of[result.chunk_id]) >= threshold:
+            if float(vector_of[chunk_id] @ vector_of[result.chunk_id]) >= threshold and words.same(
+                lead_words := lead_words or words(result.text), words(copy.text)
+            ):
                 extra.append(copy.as_source())
                 lead_shared = (result.char_start, result.char_end)
             else:
                 lead_words = lead_words or words(result.text)
-                shared = shared_statement(lead_words, words(copy.text))
+                shared = words.shared(lead_words, words(copy.text))
                 if shared is None:
                     continue
                 (lead_start, lead_end), (start, end) = shared
                 lead_start, lead_end = result.char_start + lead_start, result.char_start + lead_end
-                if not any(h.char_start < lead_end and lead_start < h.char_end for h in result.highlights):
+                best = max(h.score for h in result.highlights)
+                if not answers(result.highlights, lead_start, lead_end, floor=ANSWER_SHARE * best):
                     continue  # shared words elsewhere than what answered the query (a footer, a disclaimer)
                 extra.append(copy.as_source(shared_start=copy.char_start + start, shared_end=copy.char_start + end))
                 lead_shared = (min(lead_shared[0], lead_start), max(lead_shared[1], lead_end))
@@ -213,6 +244,25 @@ def add_unranked_copies(
         sources = [evolve(lead, shared_start=lead_shared[0], shared_end=lead_shared[1]), *result.sources[1:]]
         out[at] = evolve(result, sources=tuple(sources + [evolve(s, score=floor) for s in extra]))
     return out
+
+
+#: The least score, as a share of the best highlight of the two hits, of the highlight shared words must cover to be
+#: what answered the query: a boilerplate line ("A citeline seed document: an original ...") that holds one common
+#: query word (0.08) is highlighted second in a passage whose answer scores 1.0, and is not why it matched.
+ANSWER_SHARE = 0.5
+
+
+def answers(highlights: Sequence[Highlight], start: int, end: int, *, floor: float = 0.0) -> bool:
+    """Are the shared words ``start:end`` (document offsets) what answered the query: do they cover at least half of
+    a highlight scoring above ``floor`` (or a highlight half of them)? A highlight holding none of the query's words
+    (scored 0: the passage matched by its vector) says nothing, and shared words that only touch the answer (a
+    disclaimer whose alignment runs a word into the next sentence) are not it."""
+    return any(
+        h.score > floor
+        and h.score > 0
+        and min(end, h.char_end) - max(start, h.char_start) >= 0.5 * min(h.char_end - h.char_start, end - start)
+        for h in highlights
+    )
 
 
 @dataclass
@@ -254,15 +304,21 @@ def collapse(
     group_of: dict[int, int] = {}  # leader's hit -> its group
     lit: list[SearchResult] = []
 
-    def relevant(i: int, start: int, end: int) -> bool:
-        """Are the shared words of hit ``i`` (document offsets) why it matched the query?"""
+    def lit_hit(i: int) -> SearchResult:
         hit = hits[i]
         if not hit.highlights and highlight is not None:
             if not lit:
                 lit.extend(highlight(hits))
             hit = lit[i]
+        return hit
+
+    def relevant(i: int, start: int, end: int, other: int) -> bool:
+        """Are the shared words of hit ``i`` (document offsets) why it matched the query (as well as hit ``other``
+        matched it)?"""
+        hit = lit_hit(i)
         if hit.highlights:
-            return any(h.char_start < end and start < h.char_end for h in hit.highlights)
+            best = max(h.score for h in (*hit.highlights, *lit_hit(other).highlights))
+            return answers(hit.highlights, start, end, floor=ANSWER_SHARE * best)
         if encode is None or query_vector is None:
             return False  # nothing to judge by (a search always sets highlights)
         shared = np.asarray(encode([hit.text[start - hit.char_start : end - hit.char_start]])[0], np.float32)
@@ -275,7 +331,7 @@ def collapse(
             similar = np.flatnonzero(leader_vectors[: len(groups)] @ vectors[i] >= threshold)
             for near in similar:
                 group = groups[near]
-                if hit.doc_id not in group.docs:
+                if hit.doc_id not in group.docs and words_of_text.same(hit_words[group.leader], hit_words[i]):
                     group.members.append((i, hit.char_start, hit.char_end))
                     group.docs.add(hit.doc_id)
                     group.lead_whole = True
@@ -287,13 +343,13 @@ def collapse(
                     continue
                 group = groups[group_of[partner]]
                 leader = hits[group.leader]
-                shared = shared_statement(hit_words[group.leader], hit_words[i])
+                shared = words_of_text.shared(hit_words[group.leader], hit_words[i])
                 if shared is None:
                     continue
                 (lead_start, lead_end), (start, end) = shared
                 lead_start, lead_end = leader.char_start + lead_start, leader.char_start + lead_end
                 start, end = hit.char_start + start, hit.char_start + end
-                if not (relevant(group.leader, lead_start, lead_end) or relevant(i, start, end)):
+                if not (relevant(group.leader, lead_start, lead_end, i) or relevant(i, start, end, group.leader)):
                     continue  # the shared words are not what the hits matched on (a footer, a disclaimer)
                 group.members.append((i, start, end))
                 group.add_quote(lead_start, lead_end)

@@ -240,7 +240,7 @@ def highlight(
     )
     out = []
     for hit, (spans, _), scores in zip(hits, analysed, scored, strict=True):
-        chosen = pick(scores)
+        chosen = pick(_headings_last(hit.text, spans, scores))
         found = tuple(
             Highlight(
                 hit.char_start + spans[i][0],
@@ -289,6 +289,33 @@ def _scores(
         out.append(np.asarray(scores[at : at + len(hit)], dtype=np.float64))
         at += len(hit)
     return out
+
+
+#: A heading's (a title line's) share of its score when sentences compete: a title ("Record 1942", "Installation")
+#: names what a passage is about, the sentence under it says it, so a heading is highlighted only when it holds
+#: more than twice the query's weight of the best sentence, and never when no sentence holds a query word.
+HEADING_WEIGHT = 0.5
+_HEADING_END = ".!?…:;,\"'”’)]"
+
+
+def is_heading(text: str, start: int, end: int) -> bool:
+    """Is the sentence ``text[start:end]`` a heading: a whole line of its own, of at most 15 words, with no
+    sentence-ending punctuation (a title line, a record's title, a Markdown ``#`` heading)?"""
+    if text[end - 1] in _HEADING_END or (start and text[:start].rstrip(" \t")[-1:] not in ("\n", "")):
+        return False
+    after = text[end:].lstrip(" \t")
+    return (not after or after[0] in "\r\n") and len(text[start:end].split()) <= 15
+
+
+def _headings_last(text: str, spans: Sequence[tuple[int, int]], scores: np.ndarray) -> np.ndarray:
+    """``scores`` for choosing: a heading's weighed by :data:`HEADING_WEIGHT`, and below any other sentence's on a
+    tie (when no sentence holds a query word, the first sentence that is not a heading is chosen, not the title)."""
+    if len(spans) < 2:
+        return scores
+    heading = np.fromiter((is_heading(text, s, e) for s, e in spans), bool, count=len(spans))
+    if not heading.any() or heading.all():
+        return scores
+    return np.where(heading, scores * HEADING_WEIGHT - 1e-9, scores)
 
 
 def pick(scores: np.ndarray) -> list[int]:

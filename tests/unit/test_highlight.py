@@ -177,3 +177,35 @@ def test_highlights_are_the_same_with_the_per_search_analysis_cache() -> None:
     with analysis_cache():
         cached = [highlight(hits, "supplies at the bridge"), highlight(hits[1:], "supplies at the bridge")]
     assert cached == plain
+
+
+RECORD = (
+    "Record 1942\n\nIn 1922 the hospital near the harbour collapsed. Witnesses recall the sirens sounding across "
+    "the whole district for most of that night, and the council rebuilt it within 3 years."
+)
+
+
+def test_a_title_line_is_not_the_highlight_when_no_sentence_holds_a_query_word() -> None:
+    # The record came back by its vector ("building fell" ~ "hospital collapsed"): no sentence holds a query word,
+    # and the first sentence, the title, used to be chosen.
+    (lit,) = highlight([_hit(RECORD)], "which building fell down")
+    assert [h.text for h in lit.highlights] == ["In 1922 the hospital near the harbour collapsed."]
+
+
+def test_a_title_line_loses_a_tie_with_the_sentence_under_it() -> None:
+    (lit,) = highlight([_hit(RECORD)], "record of the harbour")  # "record" in the title, "harbour" in the sentence
+    assert lit.highlights[0].text == "In 1922 the hospital near the harbour collapsed."
+    assert all(not h.text.startswith("Record") for h in lit.highlights)
+
+
+def test_a_title_line_that_holds_the_query_is_still_highlighted() -> None:
+    (lit,) = highlight([_hit(RECORD)], "record 1942")
+    assert lit.highlights[0].text == "Record 1942"
+
+
+def test_headings_are_whole_short_lines_without_a_full_stop() -> None:
+    from citeline.query.highlight import is_heading
+
+    text = "# Installing\n\nRun the installer. It takes a minute.\n\nNotes\n\nA line that ends with a stop.\n"
+    spans = sentences(text)
+    assert [text[s:e] for s, e in spans if is_heading(text, s, e)] == ["# Installing", "Notes"]

@@ -29,9 +29,11 @@ def parse_html(source: SourceFile, data: bytes) -> list[Document]:
 
     decoded = decode(source, data)
     markup = decoded.text
-    text = trafilatura.extract(markup, include_comments=False, include_tables=True, favor_recall=True)
+    cleaned = without_page_furniture(markup)
+    text = trafilatura.extract(cleaned, include_comments=False, include_tables=True, favor_recall=True)
     if not text or not text.strip():
-        text = trafilatura.html2txt(markup) or ""
+        text = trafilatura.html2txt(cleaned) or ""
+    text = _PILCROWS.sub("", text)
     if not text.strip():
         raise SourceError(source.path, "HTML page has no text")
     metadata = page_metadata(markup)
@@ -39,6 +41,68 @@ def parse_html(source: SourceFile, data: bytes) -> list[Document]:
     document = Document(source.root, source.source_id, source.path, title[:200], text, "html", metadata)
     document.properties["encoding"] = decoded.encoding
     return [document]
+
+
+#: Classes of a documentation generator's page furniture: navigation bars, sidebars, tables of contents beside the
+#: text, breadcrumbs, headers and footers (Sphinx's basic and Read the Docs themes, Furo, MkDocs and Material for
+#: MkDocs, Docusaurus, pydata-sphinx-theme), and the permalink anchors they put in headings.
+FURNITURE_CLASSES = frozenset(
+    {
+        "headerlink", "anchorlink", "anchor-link", "anchorjs-link", "heading-anchor", "hash-link", "permalink",
+        "sphinxsidebar", "sphinxsidebarwrapper", "related", "rst-versions", "wy-nav-side", "wy-nav-top",
+        "wy-breadcrumbs", "breadcrumbs", "breadcrumb", "sidebar-drawer", "toc-drawer", "md-header", "md-tabs",
+        "md-sidebar", "md-footer", "md-nav", "md-search", "md-source", "navbar", "bd-sidebar", "bd-toc", "skip-link",
+        "headerlinks", "theme-doc-toc-desktop", "pagination-nav", "table-of-contents",
+    }
+)  # fmt: skip
+#: Landmark roles that are never a page's text.
+FURNITURE_ROLES = frozenset({"navigation", "search", "contentinfo", "banner"})
+#: What a permalink anchor shows instead of words.
+_ANCHOR_MARKS = frozenset({"¶", "§", "#", "🔗", "⚓", "\uf0c1", ""})
+#: A pilcrow or section sign left at the end of a line (an anchor the markup did not mark as one).
+_PILCROWS = re.compile(r"[ \t]*[¶§]+[ \t]*$", re.MULTILINE)
+
+
+def without_page_furniture(markup: str) -> str:
+    """``markup`` without the furniture documentation generators put around and into a page's text: ``<nav>`` and
+    navigation, search, banner and footer landmarks, sidebars, breadcrumbs, and the permalink anchors of headings
+    (``<a class="headerlink">¶</a>``), which trafilatura would keep in the text ("Installation¶") and which make a
+    rendered page differ from its Markdown or reStructuredText source. Markup lxml cannot read is returned as is.
+    """
+    from lxml import etree
+    from lxml import html as lxml_html
+
+    try:
+        tree = lxml_html.document_fromstring(markup.encode("utf-8"), parser=lxml_html.HTMLParser(encoding="utf-8"))
+    except (etree.ParserError, ValueError):
+        return markup
+    doomed = []
+    for element in tree.iter():
+        if not isinstance(element.tag, str):
+            continue
+        classes = set((element.get("class") or "").split())
+        if (
+            element.tag == "nav"
+            or (element.get("role") or "").strip() in FURNITURE_ROLES
+            or classes & FURNITURE_CLASSES
+            or (element.tag == "a" and _is_anchor(element))
+        ):
+            doomed.append(element)
+    for element in doomed:
+        parent = element.getparent()
+        if parent is None:
+            continue
+        # drop_tree keeps the element's tail (the text after it), which belongs to the parent.
+        element.drop_tree()
+    return lxml_html.tostring(tree, encoding="unicode")
+
+
+def _is_anchor(element: Any) -> bool:
+    """Is an ``<a>`` a permalink to a place in its own page that shows a mark, not words (``¶``, ``#``, ``§``)?"""
+    href = (element.get("href") or "").strip()
+    title = (element.get("title") or "").lower()
+    mark = (element.text_content() or "").strip()
+    return href.startswith("#") and (mark in _ANCHOR_MARKS or "permalink" in title or "permanent link" in title)
 
 
 def page_metadata(markup: str) -> dict[str, Any]:
