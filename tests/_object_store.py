@@ -31,6 +31,7 @@ _OBJECT_GET = re.compile(r'"GET /[^/?\s]+/[^?\s]+ HTTP/')
 #: was refused as SignatureDoesNotMatch. Here the query is put in canonical form first. The server's own code
 #: otherwise; the client (s3fs, botocore in the test process) is untouched.
 _LAUNCH = """
+import os
 import sys
 from urllib.parse import quote, unquote
 from moto.iam import access_control
@@ -45,6 +46,13 @@ def _create_aws_request(self):
     )
     return _create(self)
 access_control.IAMRequestBase._create_aws_request = _create_aws_request
+if int(os.environ.get("FILL_OBJECTS", "0")):  # bench/remote_listing.py: objects put straight into the backend
+    from moto.s3.models import s3_backends
+    backend = s3_backends["123456789012"]["aws"]
+    backend.create_bucket(os.environ["FILL_BUCKET"], "us-east-1")
+    for number in range(int(os.environ["FILL_OBJECTS"])):
+        body = f"# Note {number}\\n\\nThe garrison at crossing {number} held for {number % 17} days.\\n".encode()
+        backend.put_object(os.environ["FILL_BUCKET"], f"corpus/{number // 1000:04d}/note{number}.md", body)
 sys.argv[0] = "moto_server"
 main()
 """
@@ -57,14 +65,20 @@ def _free_port() -> int:
 
 
 class S3Server:
-    """One moto S3 server process, its bucket and an access key with full rights (``key``/``secret``)."""
+    """One moto S3 server process, its bucket and an access key with full rights (``key``/``secret``).
 
-    def __init__(self, folder: Path, bucket: str = "docs") -> None:
+    ``fill``: that many small Markdown objects under ``corpus/`` of the bucket (folders of 1,000), put into the
+    server's backend before it serves, with authentication off (bench/remote_listing.py: 100k objects in seconds).
+    """
+
+    def __init__(self, folder: Path, bucket: str = "docs", fill: int = 0) -> None:
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.bucket = bucket
-        self.log_path = folder / "moto.log"
-        environment = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(_SETUP_ACTIONS)}
+        self.log_path = folder / f"moto-{self.port}.log"
+        environment = {**os.environ, "FILL_OBJECTS": str(fill), "FILL_BUCKET": bucket}
+        if not fill:
+            environment["INITIAL_NO_AUTH_ACTION_COUNT"] = str(_SETUP_ACTIONS)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", _LAUNCH, "-H", "127.0.0.1", "-p", str(self.port)],
@@ -73,6 +87,9 @@ class S3Server:
                 env=environment,
             )
         self._wait_ready()
+        if fill:
+            self.key = self.secret = "x"
+            return
         iam = boto3.client(
             "iam", endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
         )
@@ -96,7 +113,7 @@ class S3Server:
         self.client.create_bucket(Bucket=bucket)
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 600  # a filled server puts its objects first
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"moto server exited: {self.log_path.read_text(errors='replace')}")
@@ -105,7 +122,7 @@ class S3Server:
                     return
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError("moto server did not start in 30 s")
+        raise RuntimeError("moto server did not start in 600 s")
 
     def options(self, secret: str | None = None) -> dict[str, Any]:
         """fsspec storage options reaching this server (with ``secret`` instead of the right one: refused)."""

@@ -267,8 +267,7 @@ def _walk(fs: AbstractFileSystem, path: str) -> Iterator[Entry]:
     # Every object below ``path``, as entries. S3: s3fs's ListObjectsV2 pages, one page (1,000 keys) fetched at a
     # time and dropped once its entries are made; other stores: fs.find.
     prefix = path.rstrip("/") + "/"
-    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
-    if "s3" in protocols and hasattr(fs, "_list_pages"):
+    if "s3" in _protocols(fs) and hasattr(fs, "_list_pages"):
         from fsspec.asyn import sync
 
         bucket, _, key_prefix = path.strip("/").partition("/")
@@ -286,10 +285,15 @@ def _walk(fs: AbstractFileSystem, path: str) -> Iterator[Entry]:
             yield _entry(info, key)
 
 
+def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
+    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+
+
 async def _next_page(pages: Any) -> dict[str, Any] | None:
     # The paginator's next page, or None at its end.
     try:
-        return await pages.__anext__()  # type: ignore[no-any-return]
+        page: dict[str, Any] = await pages.__anext__()
+        return page
     except StopAsyncIteration:
         return None
 
@@ -340,7 +344,9 @@ def open_object(source: SourceFile) -> Iterator[BinaryIO]:
     try:
         fs, path = filesystem(source.path)
         if (source.size or 0) <= BLOCK_BYTES or (protocol_of(source.path) or "") in WEB_PROTOCOLS:
-            handle: Any = io.BytesIO(fs.cat_file(path))
+            # s3fs asks an object's size (a HEAD) before a GET unless told to fetch it in one part
+            whole = {"max_concurrency": 1} if "s3" in _protocols(fs) else {}
+            handle: Any = io.BytesIO(fs.cat_file(path, **whole))
         else:
             handle = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead", size=source.size)
     except Exception as exc:

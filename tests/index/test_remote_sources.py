@@ -91,6 +91,9 @@ def test_a_changed_object_is_fetched_alone_and_a_deleted_one_removed(tmp_path: P
     assert (deleted.removed, deleted.unchanged) == (1, 4)
     assert "s3://docs/corpus/letters/harvest.txt" not in {d.source_path for d in index.documents()}
     assert server.object_gets() == before + 1
+    # removed on purpose by URL, as a folder's files are by path: the object, then everything below a prefix
+    assert index.remove(["s3://docs/corpus/mill.md"]).removed == 1
+    assert index.remove(["s3://docs/corpus/"]).removed == 3
 
 
 def test_an_empty_listing_is_refused_and_removes_nothing(tmp_path: Path, server: S3Server) -> None:
@@ -208,6 +211,13 @@ def test_storage_options_from_the_environment_file(
     monkeypatch.setenv(remote.OPTIONS_ENV, str(file))
     run = _index(tmp_path).ingest([ROOT])
     assert run.added == 5
+
+
+def test_a_schedule_keeps_the_url_and_no_credential(tmp_path: Path) -> None:
+    from citeline.orchestration.serve import build_deployment
+
+    deployment = build_deployment([ROOT], cron="0 * * * *", index_path=str(tmp_path / "ix"))
+    assert deployment.parameters["paths"] == [ROOT]
 
 
 def test_storage_option_pairs() -> None:
