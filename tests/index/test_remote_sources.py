@@ -274,3 +274,25 @@ def test_a_web_url_is_one_document_read_again_only_when_it_changes(tmp_path: Pat
     assert len(_Handler.gets) == 2
     with pytest.raises(SourceError, match="no such"):
         index.ingest([f"{base}/missing.md"])
+
+
+def test_an_index_written_before_stamps_gets_the_column(tmp_path: Path) -> None:
+    # the catalog's files table of an index written before remote roots has no stamp column: a read-only plan
+    # still answers, and the next commit adds the column
+    import duckdb
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    note = docs / "note.md"
+    note.write_text("# Note\n\nThe garrison held.\n", encoding="utf-8")
+    old = time.time() - 3600
+    os.utime(note, (old, old))
+    index = _index(tmp_path)
+    index.ingest([docs])
+    with duckdb.connect(str(tmp_path / "ix" / "meta.duckdb")) as connection:
+        connection.execute("ALTER TABLE files DROP COLUMN stamp")
+    assert index.ingest([docs], dry_run=True).unchanged == 1
+    assert index.ingest([docs]).unchanged == 1
+    with duckdb.connect(str(tmp_path / "ix" / "meta.duckdb")) as connection:
+        columns = {row[0] for row in connection.execute("DESCRIBE files").fetchall()}
+    assert "stamp" in columns
