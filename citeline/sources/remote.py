@@ -68,9 +68,16 @@ def is_remote(root: str | os.PathLike[str]) -> bool:
 
 
 def normalized(url: str) -> str:
-    """A root URL as runs key it: the scheme lower-cased, no trailing ``/`` (``s3://b/docs/`` is ``s3://b/docs``)."""
+    """A root URL as runs key it: the scheme lower-cased, no trailing ``/`` (``s3://b/docs/`` is ``s3://b/docs``).
+
+    A URL carrying credentials (``https://user:password@host/...``) is refused with one line: the URL is every
+    document's provenance, stored and printed, so a secret in it would be written everywhere."""
     protocol = protocol_of(url) or ""
     rest = url[len(protocol) + 3 :]
+    if "@" in rest.split("/", 1)[0]:
+        raise SourceError(
+            f"{protocol}://...", "the URL holds credentials (user:password@); give them as storage options instead"
+        )
     if protocol not in WEB_PROTOCOLS:
         rest = rest.rstrip("/")
     return f"{protocol}://{rest}"

@@ -26,6 +26,7 @@ from citeline.errors import RemovalRefusedError, SourceError, SourceUnavailable
 from citeline.ingest import pipeline
 from citeline.ingest.options import IngestOptions
 from citeline.sources import remote
+from citeline.sources.discovery import resolve_roots
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
@@ -225,6 +226,9 @@ def test_storage_option_pairs() -> None:
     assert parsed == {"anon": True, "client_kwargs": {"endpoint_url": "http://h:9000"}, "secret": "a:b{c"}
     assert remote.is_remote("s3://b/p") and remote.is_remote("https://h/a.md") and not remote.is_remote("c://x")
     assert not remote.is_remote("file:///tmp/x") and not remote.is_remote("docs/s3://x")
+    with pytest.raises(SourceError, match="holds credentials") as refused:
+        resolve_roots(["https://reader:hunter2@example.org/a.md"])
+    assert "hunter2" not in str(refused.value)
 
 
 # ---------------------------------------------------------------- a web server
