@@ -34,6 +34,18 @@ class SourceError(CitelineError):
         self.reason = reason
 
 
+class SourceUnavailable(CitelineError):
+    """A remote root's store stopped answering during a run (connection refused or reset, a timeout, a server
+    error): the run stops with this one line rather than count every object after it as a failed file. Not a
+    :class:`SourceError`, so a per-file handler does not swallow it; what the run committed before stands, and
+    nothing is removed (the run did not finish)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}; nothing was removed, the next run goes on from the last commit")
+        self.path = url
+        self.reason = reason
+
+
 class SettingsError(CitelineError, ValueError):
     """A setting or argument is invalid (``max_tokens=0``, a bad cron string): the CLI's usage error, exit 2."""
 

@@ -247,9 +247,11 @@ class Index:
         strict: bool = DEFAULTS.strict,
         encoding: str | None = DEFAULTS.encoding,
         progress_every: float = DEFAULTS.progress_every,
+        storage_options: Mapping[str, Any] | None = DEFAULTS.storage_options,
         options: IngestOptions | None = None,
     ) -> RunSummary:
-        """Bring the index up to date with the files under ``paths`` and return the run's ledger row.
+        """Bring the index up to date with the files under ``paths`` (folders, files, or remote URLs:
+        ``s3://bucket/prefix``, ``gs://``, ``az://``, ``https://``, any fsspec URL) and return the run's ledger row.
 
         The keyword arguments are the fields of :class:`citeline.ingest.options.IngestOptions` (their meaning,
         default and bounds are declared there); ``options`` is a whole ``IngestOptions`` instead (keyword
@@ -258,7 +260,9 @@ class Index:
         failed files reported in the ledger (``pipeline.run``). ``include``/``exclude``: globs selecting the files
         (``citeline.sources.selection``). A root that comes back empty or would lose over ``removal_threshold`` of
         its documents raises :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` writes nothing;
-        ``strict`` raises :class:`citeline.errors.PartialRunError` after a partial run (its commits stand)."""
+        ``strict`` raises :class:`citeline.errors.PartialRunError` after a partial run (its commits stand).
+        ``storage_options``: fsspec options of the remote roots (credentials, ``endpoint_url``), held for this run
+        only and never stored (``citeline.sources.remote``)."""
         from citeline.ingest import pipeline
 
         settings = given_settings(locals(), options)

@@ -148,6 +148,42 @@ search_dask_option = click.option(
 )
 
 
+storage_options_file_option = click.option(
+    "--storage-options",
+    "storage_options_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="A YAML or JSON file of fsspec storage options for remote roots (s3://, gs://, az://...: credentials, "
+    "endpoint_url; flat, or one mapping per protocol) [default: env CITELINE_STORAGE_OPTIONS, else the store's "
+    "own (environment, ~/.aws, ...)]. Never stored or logged.",
+)
+storage_option_option = click.option(
+    "--storage-option",
+    "storage_option_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="One fsspec storage option for remote roots (key=..., anon=true, client_kwargs.endpoint_url=http://...); "
+    "repeatable, over --storage-options' file. Never stored or logged.",
+)
+
+
+def storage_options_from(pairs: Sequence[str], file: str | None) -> dict[str, Any] | None:
+    """The storage options a command was given (``--storage-options FILE``, then ``--storage-option`` pairs over
+    it), or None when it was given none (the file of ``CITELINE_STORAGE_OPTIONS``, else the clients' defaults)."""
+    from citeline.sources import remote
+
+    if not pairs and file is None:
+        return None
+    options = remote.load_options(file) if file is not None else {}
+    for key, value in remote.parse_pairs(pairs).items():
+        if isinstance(value, dict) and isinstance(options.get(key), dict):
+            options[key] = {**options[key], **value}
+        else:
+            options[key] = value
+    return options
+
+
 def ingest_options(func: F) -> F:
     """Add the ingestion settings' options to a command."""
     for option in reversed(_INGEST_OPTIONS):

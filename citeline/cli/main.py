@@ -40,6 +40,9 @@ from citeline.cli.common import (
     shard_workers_option,
     show_warning,
     stop_signals,
+    storage_option_option,
+    storage_options_file_option,
+    storage_options_from,
     user_errors,
     wait_option,
     watch_options,
@@ -75,6 +78,8 @@ def cli(ctx: click.Context) -> None:
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log each stage's counts and seconds (and Prefect's lines).")
 @click.option("--source", default=None, help="With PATH -: the source name of the texts [default: texts].")
+@storage_options_file_option
+@storage_option_option
 @json_option
 @stop_signals
 @user_errors
@@ -88,10 +93,16 @@ def ingest(
     shard_workers: str | None,
     verbose: bool,
     source: str | None,
+    storage_options_file: str | None,
+    storage_option_pairs: tuple[str, ...],
     as_json: bool,
     **settings: Any,
 ) -> None:
     """Add, update and remove the documents under PATHS (folders or files) in the index.
+
+    A PATH may be a URL: s3://bucket/prefix, gs://..., az://..., https://host/file.pdf, any fsspec URL. Objects
+    are listed, and only new or changed ones (by ETag, version, or size and time) are fetched; credentials come
+    from the environment, the store's profiles, or --storage-options/--storage-option.
 
     PATH - reads texts as JSON lines from stdin ({"id": ..., "text": ..., "title": ..., "metadata": {...}}):
     added or replaced by id, never removed (see `citeline remove`).
@@ -124,11 +135,14 @@ def ingest(
         where["progress"] = show_progress
         summary = cli_extra.ingest_stdin(paths, index_path, source, {**create, **run, **where})
     else:
+        from citeline.sources import remote
+
         resolve_roots(paths)  # a missing or unusable PATH is one line before any index is created
         Selection(tuple(run["include"]), tuple(run["exclude"]))  # so is a bad --include or --exclude glob
-        summary = _run_ingest(
-            paths, index_path, run, show_progress, prefect, dask_address, dask_workers, shard_workers, create
-        )
+        with remote.storage(storage_options_from(storage_option_pairs, storage_options_file)):
+            summary = _run_ingest(
+                paths, index_path, run, show_progress, prefect, dask_address, dask_workers, shard_workers, create
+            )
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
     elif dry_run:
@@ -220,16 +234,24 @@ def _log_to_console(verbose: bool, prefect: bool) -> None:
 @click.option("--run-now", is_flag=True, help="Start one run at once, then follow the schedule.")
 @index_option
 @ingest_options
+@storage_options_file_option
 @user_errors
-def schedule(paths: tuple[str, ...], cron: str, **options: Any) -> None:
+def schedule(paths: tuple[str, ...], cron: str, storage_options_file: str | None, **options: Any) -> None:
     """Serve the ingestion of PATHS on a cron schedule against the Prefect server at PREFECT_API_URL.
 
     Refuses at once if PREFECT_API_URL is unset or the server does not answer. Registers the deployment
     citeline-ingest/NAME (one run at a time: a run due while another runs is cancelled) and runs its scheduled
     and manually triggered runs until stopped with Ctrl-C. Same as `python -m flows.serve`.
+
+    PATHS may be remote URLs (s3://bucket/prefix, ...): their credentials come from this process's environment or
+    --storage-options FILE (the file is read by each run; it is never a parameter of the deployment).
     """
     from citeline.orchestration.serve import serve
+    from citeline.sources import remote
 
+    if storage_options_file is not None:
+        remote.load_options(storage_options_file)  # a bad file is one line now, not at the first run
+        os.environ[remote.OPTIONS_ENV] = os.path.abspath(storage_options_file)  # the runs' subprocesses inherit it
     serve(list(paths), cron=cron, **options)
 
 

@@ -37,11 +37,15 @@ SETTLED_SECONDS = 2.0
 
 
 def found_files(files: Sequence[SourceFile]) -> pa.Table:
-    """Each file's ``root``, ``source_file``, ``size``, ``mtime`` and the ``encoding`` the run reads it in (None:
-    detected): the table ``file_stats.fresh_files`` joins against the catalog. A file that cannot be stat'ed is
-    left out (never fresh: parsing reads and reports it)."""
+    """Each file's ``root``, ``source_file``, ``size``, ``mtime``, the ``encoding`` the run reads it in (None:
+    detected) and a remote object's ``stamp`` (its listing's, with its size and time): the table
+    ``file_stats.fresh_files`` joins against the catalog. A file that cannot be stat'ed is left out (never fresh:
+    parsing reads and reports it)."""
     stats: list[tuple[SourceFile, int, float]] = []
     for source in files:
+        if source.size is not None:  # a remote object: its listing's size and time, never a download
+            stats.append((source, source.size, source.mtime or 0.0))
+            continue
         try:
             stat = os.stat(source.path)
         except OSError:
@@ -54,6 +58,7 @@ def found_files(files: Sequence[SourceFile]) -> pa.Table:
             "size": pa.array([size for _, size, _ in stats], pa.int64()),
             "mtime": pa.array([mtime for _, _, mtime in stats], pa.float64()),
             "encoding": pa.array([source.encoding for source, _, _ in stats], pa.string()),
+            "stamp": pa.array([source.stamp for source, _, _ in stats], pa.string()),
         }
     )
     return found

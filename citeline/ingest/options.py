@@ -185,6 +185,10 @@ class IngestOptions:
     progress: bool = field(default=False, compare=False, metadata=INTERNAL)
     #: who hears about the run's progress [default: a bar when ``progress``, else log lines only]
     reporter: Reporter | None = field(default=None, compare=False, metadata=INTERNAL)
+    #: fsspec storage options of the run's remote roots (credentials, ``endpoint_url``; flat or one mapping per
+    #: protocol): kept in memory for the run only, never shown (``repr``), stored or made a Prefect parameter
+    #: (``citeline.sources.remote``); None: ``CITELINE_STORAGE_OPTIONS``'s file, else the clients' own defaults
+    storage_options: Mapping[str, Any] | None = field(default=None, compare=False, repr=False, metadata=INTERNAL)
     #: prepare the target's query encoder after the commit (``target.prepare_queries()``, if it has one), as a
     #: stage of its own: searches then start fast. The Prefect flow does it in a task of its own instead.
     prepare_queries: bool = field(default=True, compare=False, metadata=INTERNAL)

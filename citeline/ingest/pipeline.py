@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from citeline.errors import PartialRunError, SourceError
+from citeline.errors import PartialRunError, SourceError, SourceUnavailable
 from citeline.ingest import freshness, stopping
 
 # The chunk and embed steps (re-exported: the flow and texts.py call them as pipeline.chunk_documents / embed).
@@ -56,6 +56,7 @@ from citeline.ingest.runs import (  # noqa: F401  (dry_run_summary re-exported: 
     summarize,
 )
 from citeline.ingest.targets import IngestTarget, PlannedRun
+from citeline.sources import remote
 from citeline.sources.discovery import SKIPPED_LISTED, Discovery, resolve_roots, scan
 from citeline.sources.encoding import read_as
 from citeline.sources.parsers import (
@@ -99,7 +100,7 @@ def parse_files(
 
         def add(document: Document, source: SourceFile = source, stats: list[FileStat] = stats) -> None:
             if not stats:  # every document of a file carries the stat it was read at
-                stats.append(FileStat(source.root, source.source_id, document.size_bytes, document.mtime))
+                stats.append(FileStat(source.root, source.source_id, document.size_bytes, document.mtime, source.stamp))
             batch.add(document, hold_chars)
 
         def restart(mark: tuple[int, int, int] = mark, stats: list[FileStat] = stats) -> None:
@@ -108,6 +109,8 @@ def parse_files(
 
         try:
             parsed = parse_source(source, max_file_bytes=max_file_bytes, on_document=add, restart=restart)
+        except SourceUnavailable:  # a remote store stopped answering: the run stops (one line), it keeps everything
+            raise
         except Exception as exc:  # a parser library's own failure must not stop the run
             parsed = Parsed(errors=[SourceError(source.path, f"{type(exc).__name__}: {exc}")], failed=True)
         if parsed.failed:  # what a streamed file yielded before it failed as a whole is not used
@@ -198,6 +201,8 @@ def load_documents(work: Work, max_file_bytes: int, advance: Callable[[int], Non
                 span=work.spans.get(source.path),
                 restart=restart,
             )
+        except SourceUnavailable:
+            raise
         except Exception:  # reported when the file was parsed for the plan; its documents are missing now
             parsed = Parsed(failed=True)
         if not parsed.failed:
@@ -340,7 +345,8 @@ def run(
     committer = committer or LocalCommits(target, steps)
     reporter = steps.reporter = options.reporter or default_reporter(options.progress, options.progress_every)
     stopping.clear_request()  # a stop asked of an earlier run of this process is not this run's
-    with stopping.deferred_sigterm():  # SIGTERM at its default action: commit what is embedded, then end
+    # SIGTERM at its default action: commit what is embedded, then end; remote roots read with the run's credentials
+    with stopping.deferred_sigterm(), remote.storage(options.storage_options):
         try:
             committed = _run_locked(committer, paths, options, steps, reporter)
             if options.prepare_queries and committed.status != "dry-run":

@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from citeline.errors import QueryError, SettingsError
 from citeline.ingest.pipeline import Target, record_failure
 from citeline.ingest.progress import announced_writer_lock, default_reporter
+from citeline.sources import remote
 from citeline.sources.document import record_name, record_of
 from citeline.sources.parsers import display_path
 from citeline.store import catalog, generation, ledger
@@ -75,6 +76,10 @@ def selectors(
     """The selectors of a removal: ``(kind, shown value, WHERE condition, params)`` each, in the order given."""
     out: list[tuple[str, str, str, list[Any]]] = []
     for path in _strings("paths", paths):
+        if remote.is_remote(path):  # a URL as its documents store it (s3://bucket/prefix: everything below it)
+            resolved = remote.normalized(path)
+            out.append(("path", resolved, catalog.PATH_CONDITION, [resolved, path, resolved.rstrip("/") + "/"]))
+            continue
         resolved = str(Path(path).expanduser().resolve())  # not strict: the file may be gone already
         out.append(("path", resolved, catalog.PATH_CONDITION, [resolved, path, resolved.rstrip(os.sep) + os.sep]))
     for value in _strings("source", source):

@@ -15,6 +15,7 @@ from citeline.errors import SettingsError, SourceError
 from citeline.ingest.options import IndexSettings, IngestOptions
 from citeline.sharding.remote import parse_shard_workers
 from citeline.sources.encoding import codec_name
+from citeline.sources.remote import is_remote
 from citeline.util.declared import offered, pydantic_field
 
 
@@ -25,7 +26,10 @@ class _Parameters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     paths: list[str] = Field(
-        min_length=1, description="Folders or files to ingest (absolute paths as the flow run's machine sees them)."
+        min_length=1,
+        description="Folders or files to ingest (absolute paths as the flow run's machine sees them), or URLs "
+        "(s3://bucket/prefix, gs://, az://, https://; credentials from the worker's environment or the file named "
+        "by CITELINE_STORAGE_OPTIONS, never a parameter).",
     )
     index_path: str = Field(
         "index", description="The index directory; created on the first run (env CITELINE_INDEX in the CLI)."
@@ -37,7 +41,7 @@ class _Parameters(BaseModel):
         for path in paths:
             if "{{" in path:  # a prefect.yaml placeholder whose environment variable was not set at deploy time
                 raise SourceError(path, "unresolved placeholder: set the variable before `prefect deploy`")
-            if not os.path.exists(path):
+            if not is_remote(path) and not os.path.exists(path):  # a URL is listed by the run (one line if it fails)
                 raise SourceError(path, "no such file or directory")
         return paths
 

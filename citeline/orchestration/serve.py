@@ -92,13 +92,15 @@ def build_deployment(
     from prefect.schedules import Cron
 
     from citeline.orchestration.ingest import IngestParameters, dask_task_runner, index_key, ingest_flow
+    from citeline.sources.remote import is_remote
 
     if name == WORKER_NAME:
         raise SettingsError(f"the deployment name {WORKER_NAME!r} belongs to prefect.yaml's worker deployment")
     given = {key: value for key, value in parameters.items() if value is not None}
     given["index_path"] = os.path.abspath(given.get("index_path", "index"))
     given |= {key: list(given[key]) for key in ("include", "exclude") if key in given}
-    settings = IngestParameters.parse(paths=[os.path.abspath(path) for path in paths], **given)
+    absolute = [path if is_remote(path) else os.path.abspath(path) for path in paths]  # a URL stays as given
+    settings = IngestParameters.parse(paths=absolute, **given)
     dask_address, dask_workers = given.get("dask_address"), given.get("dask_workers")
     dask_task_runner(dask_address, dask_workers)  # validates the Dask settings
     try:

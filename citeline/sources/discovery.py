@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from citeline.errors import SourceError
+from citeline.sources import remote
 from citeline.sources.parsers import PARSERS, SourceFile, display_path, is_valid_text, supported_suffixes
 from citeline.sources.selection import IGNORE_FILE, RootRules, Selection, under_any
 
@@ -131,8 +132,9 @@ def resolve_root(root: str | os.PathLike[str]) -> Path:
 
 
 def resolve_roots(roots: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """Roots as absolute, resolved paths: the scope a run's removals are limited to."""
-    return [str(resolve_root(root)) for root in roots]
+    """Roots as absolute, resolved paths (a remote root as its normalized URL, ``citeline.sources.remote``): the
+    scope a run's removals are limited to."""
+    return [remote.normalized(str(root)) if remote.is_remote(root) else str(resolve_root(root)) for root in roots]
 
 
 def scan(roots: Iterable[str | os.PathLike[str]], selection: Selection | None = None) -> Discovery:
@@ -147,6 +149,9 @@ def scan(roots: Iterable[str | os.PathLike[str]], selection: Selection | None = 
     selection = selection or Selection()
     discovery = Discovery()
     for root in roots:
+        if remote.is_remote(root):
+            _scan_remote(remote.normalized(str(root)), discovery, selection)
+            continue
         root_path = resolve_root(root)
         discovery.roots.append(str(root_path))
         if root_path.is_file():
@@ -163,6 +168,33 @@ def scan(roots: Iterable[str | os.PathLike[str]], selection: Selection | None = 
             raise SourceError(str(root_path), "not a regular file or directory")
     discovery.files.sort(key=lambda f: (f.root, f.source_id))
     return discovery
+
+
+def _scan_remote(root: str, discovery: Discovery, selection: Selection) -> None:
+    """List one remote root (keys and stamps only: ``remote.list_root``) into ``discovery``, with the same rules as
+    a folder: the defaults, the root's ``.citelineignore`` object, then ``exclude`` and ``include``. An empty
+    listing is an empty root (the removal guard keeps what is stored); one that cannot be taken raises."""
+    listing = remote.list_root(root)
+    discovery.roots.append(root)
+    found_before = len(discovery.files)
+    rules = selection.with_ignore(listing.ignore_lines or [], f"{root}/{IGNORE_FILE}")
+    for source in remote.source_files(root, listing):
+        if listing.single:  # the user named the object: always taken, if a parser reads it
+            if _suffix(source.source_id) not in PARSERS:
+                raise SourceError(
+                    root,
+                    f"unsupported file type {_suffix(source.source_id) or '(none)'}; "
+                    f"citeline reads {', '.join(supported_suffixes())}",
+                )
+        elif rules.excluded_file(source.source_id):
+            discovery.skip(source.path, excluded=True)
+            continue
+        elif _suffix(source.source_id) not in PARSERS:
+            discovery.skip(source.path, excluded=False)
+            continue
+        discovery.files.append(source)
+    if len(discovery.files) == found_before:
+        discovery.empty_roots.append(root)
 
 
 def discover(roots: Iterable[str | os.PathLike[str]]) -> list[SourceFile]:

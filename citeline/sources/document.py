@@ -27,6 +27,12 @@ class SourceFile:
     source_id: str  #: path relative to ``root``, with forward slashes
     #: the text encoding the run was told to read it in (``--encoding``: a Python codec name), or None to detect it
     encoding: str | None = None
+    #: an object of a remote root (``citeline.sources.remote``): its size, modification time and stamp (ETag,
+    #: version or generation) as the listing gave them, compared with the catalog's without fetching the object;
+    #: None for a local file (its stat is read when needed)
+    size: int | None = None
+    mtime: float | None = None
+    stamp: str | None = None
 
 
 @dataclass

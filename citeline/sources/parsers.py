@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from citeline.errors import SourceError
 from citeline.sources import (
@@ -24,6 +24,7 @@ from citeline.sources import (
     DEFAULT_SOURCE,
     MAX_SOURCE_CHARS,
     formats,  # noqa: F401  (importing the formats fills the registry)
+    remote,
 )
 from citeline.sources.document import (
     Document,
@@ -110,8 +111,7 @@ def parse_source(
     were handed to ``on_document`` already: ``restart()`` is called before it is read again, to drop them;
     without ``restart`` such a file fails at once (``failed``: the caller drops what it was handed).
     """
-    path = Path(source.path)
-    read_records = RECORD_PARSERS.get(path.suffix.lower())
+    read_records = RECORD_PARSERS.get(_suffix(source))
     for attempt in range(1, READ_ATTEMPTS + 1):
         if read_records is not None:
             parsed = _stream(source, read_records, on_document, span)
@@ -146,24 +146,52 @@ def _check_unchanged(handle: BinaryIO, before: os.stat_result) -> None:
         raise _Changed
 
 
+def _suffix(source: SourceFile) -> str:
+    # A remote object's from its key (a URL's query string is no suffix), a local file's from its path.
+    return Path(source.source_id if remote.is_remote(source.path) else source.path).suffix.lower()
+
+
+class _Stat(NamedTuple):
+    """A remote object's size and time, as its listing gave them (a local file's are ``os.fstat``'s)."""
+
+    st_size: int
+    st_mtime: float
+
+
+@contextlib.contextmanager
+def _opened(source: SourceFile) -> Iterator[tuple[BinaryIO, _Stat | os.stat_result, Callable[[], None]]]:
+    # The file open for reading, its stat, and the check that it did not change while it was read. A remote object
+    # (citeline.sources.remote) is fetched as one version (one GET, or block reads s3fs ties to its ETag): its
+    # listed size and time are its stat, and there is nothing to check after.
+    if remote.is_remote(source.path):
+        with remote.open_object(source) as handle:
+            yield handle, _Stat(source.size or 0, source.mtime or 0.0), lambda: None
+        return
+    with open(source.path, "rb") as handle:
+        stat = os.fstat(handle.fileno())
+        yield handle, stat, lambda: _check_unchanged(handle, stat)
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (
+        f"file is {size:,} bytes, above the {limit:,}-byte limit (raise max_file_bytes / --max-file-bytes to index it)"
+    )
+
+
 def _parse_whole(source: SourceFile, max_file_bytes: int, on_document: Callable[[Document], None] | None) -> Parsed:
     # A file of a format read whole (parse_source's other half): read, checked unchanged, parsed.
-    path = Path(source.path)
-    parse_file = PARSERS.get(path.suffix.lower())
+    parse_file = PARSERS.get(_suffix(source))
     try:
         if parse_file is None:
-            raise SourceError(source.path, f"unsupported file type {path.suffix or '(none)'}")
+            raise SourceError(source.path, f"unsupported file type {_suffix(source) or '(none)'}")
         try:
-            with open(path, "rb") as handle:
-                stat = os.fstat(handle.fileno())
+            if source.size is not None and source.size > max_file_bytes:  # a remote object: not fetched at all
+                raise SourceError(source.path, _too_large(source.size, max_file_bytes))
+            with _opened(source) as (handle, stat, check_unchanged):
                 if stat.st_size > max_file_bytes:
-                    raise SourceError(
-                        source.path,
-                        f"file is {stat.st_size:,} bytes, above the {max_file_bytes:,}-byte limit "
-                        "(raise max_file_bytes / --max-file-bytes to index it)",
-                    )
+                    raise SourceError(source.path, _too_large(stat.st_size, max_file_bytes))
                 data = _read_all(handle)
-                _check_unchanged(handle, stat)
+                check_unchanged()
         except OSError as exc:
             raise SourceError(source.path, f"cannot read file: {exc.strerror or exc}") from exc
         if is_blank(data):
@@ -203,8 +231,7 @@ def _stream(
     found = 0
     try:
         try:
-            with open(source.path, "rb") as stream:
-                stat = os.fstat(stream.fileno())
+            with _opened(source) as (stream, stat, check_unchanged):
                 if span is not None:
                     stream.seek(span[0])
                 with contextlib.closing(read_records(source, stream, parsed)) as records:
@@ -218,7 +245,7 @@ def _stream(
                             parsed.documents.append(document)
                         else:
                             on_document(document)
-                _check_unchanged(stream, stat)  # the records read hold one version of the file
+                check_unchanged()  # the records read hold one version of the file
         except OSError as exc:
             raise SourceError(source.path, f"cannot read file: {exc.strerror or exc}") from exc
     except _Changed:
@@ -232,7 +259,7 @@ def _stream(
     return parsed
 
 
-def _finished(document: Document, source: SourceFile, stat: os.stat_result, parsed: Parsed) -> bool:
+def _finished(document: Document, source: SourceFile, stat: _Stat | os.stat_result, parsed: Parsed) -> bool:
     # Stamp a parsed document with its file and the stat it was read at, and check it can be stored: True if it
     # can; a record that cannot fails alone (recorded in ``parsed``), a whole file's document raises SourceError.
     document.source_file = source.source_id

@@ -102,6 +102,11 @@ class Selection:
             ignored = []  # none (or the root itself cannot be read: discovery reports that)
         except UnicodeDecodeError as exc:
             raise SourceError(ignore_file, f"the ignore file is not UTF-8 ({exc.reason}); save it as UTF-8") from None
+        return self.with_ignore(ignored, ignore_file)
+
+    def with_ignore(self, ignored: list[str], ignore_file: str) -> RootRules:
+        """The rules of a root whose ignore file (named ``ignore_file`` in errors) holds the lines ``ignored``: a
+        directory's (:meth:`for_root`) or a remote root's ``.citelineignore`` object (``citeline.sources.remote``)."""
         try:
             _spec(ignored)
         except _BadPattern as bad:  # the user's file: its path and line (exit 1, like an unreadable ignore file)

@@ -45,15 +45,20 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     size BIGINT NOT NULL,
     mtime DOUBLE NOT NULL,
     checked_at DOUBLE NOT NULL,
-    PRIMARY KEY (source_root, source_file)
+    PRIMARY KEY (source_root, source_file),
+    stamp VARCHAR
 )
 """
+
+#: A remote object's stamp (ETag, version, generation: ``citeline.sources.remote``), added to tables written before
+#: remote roots; NULL for a local file.
+_ADD_STAMP = f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS stamp VARCHAR"
 
 # The documents' stat where every document of a file recorded the same one: the files the old rule called fresh
 # (given the settling test, applied to the earliest ingestion of the file's documents) keep being fresh.
 _SEED = f"""
 INSERT INTO {TABLE}
-SELECT source_root, source_file, min(size_bytes), min(mtime), min(epoch(ingested_at))
+SELECT source_root, source_file, min(size_bytes), min(mtime), min(epoch(ingested_at)), NULL
 FROM documents
 GROUP BY source_root, source_file
 HAVING count(size_bytes) = count(*) AND count(mtime) = count(*)
@@ -68,6 +73,8 @@ class FileStat(NamedTuple):
     source_file: str  #: relative to the root, as documents record it
     size: int
     mtime: float
+    #: a remote object's stamp (its ETag, with its version where the store keeps versions); None for a local file
+    stamp: str | None = None
 
 
 def exists(connection: duckdb.DuckDBPyConnection) -> bool:
@@ -82,9 +89,19 @@ def ensure(connection: duckdb.DuckDBPyConnection) -> None:
     """Create the table if the catalog lacks it, filled from the documents' stat (inside a writer's
     transaction: an index written before the table gets it with its next commit)."""
     if exists(connection):
+        if not _has_stamp(connection):
+            connection.execute(_ADD_STAMP)
         return
     connection.execute(_CREATE)
     connection.execute(_SEED)
+
+
+def _has_stamp(connection: duckdb.DuckDBPyConnection) -> bool:
+    rows = connection.execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND schema_name = 'main' AND column_name = 'stamp'",
+        [TABLE],
+    ).fetchall()
+    return bool(rows[0][0])
 
 
 def record(connection: duckdb.DuckDBPyConnection, files: Sequence[FileStat], started_at: str) -> None:
@@ -99,14 +116,16 @@ def record(connection: duckdb.DuckDBPyConnection, files: Sequence[FileStat], sta
             "size": pa.array([f.size for f in files], pa.int64()),
             "mtime": pa.array([f.mtime for f in files], pa.float64()),
             "checked_at": pa.array([checked_at] * len(files), pa.float64()),
+            "stamp": pa.array([f.stamp for f in files], pa.string()),
         }
     )
     connection.register("citeline_file_stats", rows)
     try:
         # A file may appear twice when a run lists it under two roots' views of one path: the last stat wins.
         connection.execute(
-            f"INSERT OR REPLACE INTO {TABLE} SELECT source_root, source_file, last(size), last(mtime), "
-            "last(checked_at) FROM citeline_file_stats GROUP BY source_root, source_file"
+            f"INSERT OR REPLACE INTO {TABLE} (source_root, source_file, size, mtime, checked_at, stamp) "
+            "SELECT source_root, source_file, last(size), last(mtime), last(checked_at), last(stamp) "
+            "FROM citeline_file_stats GROUP BY source_root, source_file"
         )
     finally:
         connection.unregister("citeline_file_stats")
@@ -148,18 +167,24 @@ _SAME_READING = (
 def fresh_files(
     connection: duckdb.DuckDBPyConnection, found: pa.Table, settled_seconds: float
 ) -> list[tuple[str, str, int, bool]]:
-    """Per file of ``found`` (columns ``root``, ``source_file``, ``size``, ``mtime``, ``encoding``: the files a run
-    found, their stat and the encoding the run reads them in) that has stored documents: ``(root, source_file,
-    documents, fresh)``, where ``fresh`` says the file's row holds this size and modification time, the file had
-    been left alone for ``settled_seconds`` when that run started, and reading it in the run's encoding cannot
+    """Per file of ``found`` (columns ``root``, ``source_file``, ``size``, ``mtime``, ``encoding`` and ``stamp``: the
+    files a run found, their stat, the encoding the run reads them in and a remote object's stamp) that has stored
+    documents: ``(root, source_file, documents, fresh)``, where ``fresh`` says the file's row holds this size and
+    modification time, the file had been left alone for ``settled_seconds`` when that run started (a remote object
+    with a stamp: the row holds this size and stamp, no settling), and reading it in the run's encoding cannot
     change its text (:data:`_SAME_READING`). One row per file, computed in SQL: the documents never come to Python.
 
     Without the table (an index no writer has touched since it was added) the old rule answers: every document
     stored from the file recorded this stat, and the file had settled when each was indexed."""
     if exists(connection):
+        # A remote object with a stamp is unchanged when its size and stamp are (an ETag names the content: no
+        # settling, and a re-upload of the same bytes is no change); anything else by size and settled time.
+        stored_stamp = "s.stamp" if _has_stamp(connection) else "NULL"
         sql = (
             "SELECT f.root, f.source_file, count(*) AS documents, "
-            "coalesce(any_value(s.size = f.size AND s.mtime = f.mtime AND f.mtime < s.checked_at - ?), false) "
+            "coalesce(any_value(s.size = f.size AND CASE WHEN f.stamp IS NOT NULL "
+            f"THEN {stored_stamp} IS NOT DISTINCT FROM f.stamp "
+            "ELSE s.mtime = f.mtime AND f.mtime < s.checked_at - ? END), false) "
             f"AND {_SAME_READING} "
             "FROM citeline_found_files f "
             "JOIN documents d ON d.source_root = f.root AND d.source_file = f.source_file "

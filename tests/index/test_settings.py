@@ -41,7 +41,7 @@ def test_hand_written_signatures_are_the_declarations() -> None:
     assert ShardedIndex.open.__func__ is Index.open.__func__  # type: ignore[attr-defined]
     # Index.ingest: every run option a caller sets (the flow's batch sizes are the flow's), same default
     ingest = _keywords(Index.ingest, {"options"})
-    run_options = {spec.name for spec in offered(IngestOptions, "cli")} | {"progress"}
+    run_options = {spec.name for spec in offered(IngestOptions, "cli")} | {"progress", "storage_options"}
     assert set(ingest) == run_options
     for name, default in ingest.items():
         assert default == getattr(DEFAULTS, name), name

@@ -245,7 +245,8 @@ def test_citeline_schedule_options_are_deployment_parameters() -> None:
     # Every option is a parameter of serve.build_deployment (the flow's parameters, plus the schedule's).
     accepted = set(inspect.signature(serve.build_deployment).parameters)
     accepted |= set(flow_module.IngestParameters.model_fields)
-    cli_names = {param.name for param in command.params} - {"run_now"}  # run_now is serve()'s: not a parameter
+    # run_now is serve()'s, and storage_options_file the runs' environment (credentials): neither is a parameter
+    cli_names = {param.name for param in command.params} - {"run_now", "storage_options_file"}
     assert cli_names <= accepted
 
 

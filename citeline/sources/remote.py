@@ -1,0 +1,411 @@
+"""Remote roots: documents kept in object stores (S3 and S3-compatible stores, Google Cloud Storage, Azure Blob) and
+on web servers, read through fsspec (``s3://bucket/prefix``, ``gs://...``, ``az://...``, ``https://host/file.pdf``
+and any other fsspec URL).
+
+A remote root is listed, never downloaded, to plan a run: each object's key, size, modification time and
+**stamp** (its ETag, with its version id where the store keeps versions; a web server's ``ETag``,
+``Content-MD5`` or ``Digest``) become a :class:`~citeline.sources.document.SourceFile`, and the catalog's ``files``
+table (``citeline.store.file_stats``) says which of them are unchanged, so an unchanged object is never fetched.
+The listing is taken a page at a time and only :class:`Entry` tuples (key and stamp) are kept of it: 100,000
+objects cost their keys, not the store's metadata dicts (docs/scale.md).
+
+Credentials come from where the store's own client looks (environment variables, ``~/.aws``, a workload identity,
+``GOOGLE_APPLICATION_CREDENTIALS``, ``AZURE_STORAGE_*``), or from fsspec ``storage_options`` given to a run
+(:func:`storage`: the CLI's ``--storage-option KEY=VALUE`` and ``--storage-options FILE``, ``Index.ingest``'s
+``storage_options``, or the YAML/JSON file named by ``CITELINE_STORAGE_OPTIONS`` for the flow and workers). They
+are held in memory for the run only: never in :class:`SourceFile`, the catalog, the ledger, a log line or a
+Prefect parameter.
+
+**The seam for workers.** Everything needed to fetch and parse one object is its :class:`SourceRef` (root URL,
+key, size, time and stamp: plain strings and numbers, picklable), and the filesystem is rebuilt from the URL's
+protocol and the storage options of the process that reads it (:func:`filesystem`): a Dask worker given
+``SourceRef``\\ s fetches and parses its objects itself (``parsers.parse_source(ref.source_file())``), with
+credentials from its own environment, never from the coordinator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
+
+from citeline.errors import SettingsError, SourceError, SourceUnavailable
+from citeline.sources.document import SourceFile
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
+#: A URL's scheme: two characters at least, so ``C://`` stays a Windows path.
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
+#: The environment variable naming a YAML or JSON file of storage options (the flow's and workers' credentials).
+OPTIONS_ENV = "CITELINE_STORAGE_OPTIONS"
+#: Web URLs are one document each (a page's links are not followed).
+WEB_PROTOCOLS = ("http", "https")
+#: Objects up to this size are fetched in one GET; larger ones (a big JSONL export) are streamed in blocks of it.
+BLOCK_BYTES = 16 * 1024 * 1024
+
+
+def protocol_of(root: str | os.PathLike[str]) -> str | None:
+    """The fsspec protocol of a remote root (``s3``, ``gs``, ``https``...), or None for a local path (``file://``
+    included)."""
+    if not isinstance(root, str):
+        return None
+    match = _URL.match(root)
+    if match is None or match.group(1).lower() == "file":
+        return None
+    return match.group(1).lower()
+
+
+def is_remote(root: str | os.PathLike[str]) -> bool:
+    """True when ``root`` is a URL read through fsspec rather than a local path."""
+    return protocol_of(root) is not None
+
+
+def normalized(url: str) -> str:
+    """A root URL as runs key it: the scheme lower-cased, no trailing ``/`` (``s3://b/docs/`` is ``s3://b/docs``).
+
+    A URL carrying credentials (``https://user:password@host/...``) is refused with one line: the URL is every
+    document's provenance, stored and printed, so a secret in it would be written everywhere."""
+    protocol = protocol_of(url) or ""
+    rest = url[len(protocol) + 3 :]
+    if "@" in rest.split("/", 1)[0]:
+        raise SourceError(
+            f"{protocol}://...", "the URL holds credentials (user:password@); give them as storage options instead"
+        )
+    if protocol not in WEB_PROTOCOLS:
+        rest = rest.rstrip("/")
+    return f"{protocol}://{rest}"
+
+
+# ---------------------------------------------------------------- storage options (credentials)
+
+_run_options: dict[str, Any] | None = None
+
+
+@contextlib.contextmanager
+def storage(options: Mapping[str, Any] | None) -> Iterator[None]:
+    """Use ``options`` (fsspec ``storage_options``: flat, or one mapping per protocol, ``{"s3": {...}}``) for the
+    remote roots read inside; None: those of an enclosing ``storage`` (the CLI's around a Prefect run), else the
+    file named by ``CITELINE_STORAGE_OPTIONS``, else the clients' own defaults. Held in this process's memory
+    only, for the run."""
+    global _run_options
+    previous = _run_options
+    _run_options = dict(options) if options is not None else previous
+    try:
+        yield
+    finally:
+        _run_options = previous
+
+
+def load_options(path: str) -> dict[str, Any]:
+    """The storage options in a YAML or JSON file (a mapping); a file that cannot be read or is not a mapping is
+    one :class:`SettingsError` line naming the file (never echoing its content: it holds secrets)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot read the storage options: {exc.strerror or exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        raise SettingsError(f"{path}: the storage options are not valid YAML or JSON") from None
+    if not isinstance(loaded, dict):
+        raise SettingsError(f"{path}: the storage options must be a mapping of names to values")
+    return loaded
+
+
+def parse_pairs(pairs: Iterable[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as storage options: a value is read as YAML (``anon=true`` is a bool, ``8`` an int), a
+    dotted key nests (``client_kwargs.endpoint_url=http://...``)."""
+    import yaml
+
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise SettingsError(f"--storage-option {key.strip() or '?'}: give KEY=VALUE")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        if not isinstance(value, (str, int, float, bool)) and value is not None:
+            value = raw  # a secret with YAML punctuation in it is still the string given
+        node = options
+        *parents, last = key.strip().split(".")
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[last] = value
+    return options
+
+
+def options_for(protocol: str) -> dict[str, Any]:
+    """The storage options of ``protocol``: the run's (:func:`storage`), or the ``CITELINE_STORAGE_OPTIONS`` file's;
+    a section named after the protocol wins over the flat options."""
+    given = _run_options
+    if given is None:
+        path = os.environ.get(OPTIONS_ENV)
+        given = load_options(path) if path else {}
+    section = given.get(protocol)
+    if isinstance(section, Mapping):
+        return dict(section)
+    return {key: value for key, value in given.items() if not (isinstance(value, Mapping) and key == protocol)}
+
+
+def filesystem(url: str) -> tuple[AbstractFileSystem, str]:
+    """The fsspec filesystem of ``url`` (built from its protocol and :func:`options_for`) and the path in it."""
+    import fsspec
+
+    protocol = protocol_of(url) or "file"
+    try:
+        return fsspec.core.url_to_fs(url, **options_for(protocol))
+    except ImportError as exc:
+        raise SourceError(url, f"reading {protocol}:// URLs needs a package: {_first_line(exc)}") from None
+    except (ValueError, TypeError) as exc:  # an unknown protocol, or a storage option its client does not take
+        raise SourceError(url, f"cannot use {protocol}://: {_first_line(exc)}") from None
+
+
+# ---------------------------------------------------------------- listing
+
+
+class Entry(NamedTuple):
+    """One object of a listing: all of it a run keeps in memory before planning."""
+
+    key: str  #: relative to the root, ``/``-separated
+    size: int
+    mtime: float
+    stamp: str | None
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What listing a root gave: its objects (``single``: the root is one object, its entry's key its name) and
+    the text of its ``.citelineignore``, if it has one."""
+
+    entries: list[Entry]
+    single: bool = False
+    ignore_lines: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """Everything needed to fetch and parse one object (the seam for workers that read their sources
+    themselves): picklable, no credentials; the filesystem is rebuilt where it is read (:func:`filesystem`)."""
+
+    root: str
+    key: str
+    url: str  #: the object's URL (its documents' path and provenance)
+    size: int
+    mtime: float
+    stamp: str | None
+
+    def source_file(self) -> SourceFile:
+        """The object as a :class:`SourceFile` (``parsers.parse_source`` reads it)."""
+        return SourceFile(self.root, self.url, self.key, size=self.size, mtime=self.mtime, stamp=self.stamp)
+
+    @classmethod
+    def of(cls, source: SourceFile) -> SourceRef:
+        """The reference of a remote :class:`SourceFile`."""
+        return cls(source.root, source.source_id, source.path, source.size or 0, source.mtime or 0.0, source.stamp)
+
+
+def source_files(root: str, listing: Listing) -> Iterator[SourceFile]:
+    """The objects of ``root``'s listing as :class:`SourceFile` s (a single-object root is its own URL)."""
+    for entry in listing.entries:
+        url = root if listing.single else f"{root}/{entry.key}"
+        yield SourceFile(root, url, entry.key, size=entry.size, mtime=entry.mtime, stamp=entry.stamp)
+
+
+def list_root(root: str) -> Listing:
+    """List the objects under ``root`` (a URL), keeping only their :class:`Entry` tuples.
+
+    A web URL is one object (its size, time and stamp from a HEAD request). Anything else is listed recursively
+    (S3 a page of 1,000 keys at a time, streamed from s3fs's paginator; other stores through ``fs.find``); when
+    nothing lies below the root and the root is an object itself, it is a single-object root. A listing that
+    cannot be taken (no such bucket, access denied, wrong credentials, the store not answering) raises one
+    :class:`SourceError` line: the run stops before anything is planned, so nothing is removed.
+    """
+    fs, path = filesystem(root)
+    protocol = protocol_of(root) or ""
+    try:
+        with contextlib.suppress(AttributeError):
+            fs.invalidate_cache()  # a listing cached by an earlier run of this process is not this run's
+        if protocol in WEB_PROTOCOLS:
+            info = fs.info(root)
+            return Listing([_entry(info, _name(root))], single=True)
+        entries, ignore = [], None
+        for entry in _walk(fs, path):
+            if entry.key == IGNORE_KEY:
+                ignore = entry
+            entries.append(entry)
+        if not entries and path.count("/") and fs.isfile(path):
+            return Listing([_entry(fs.info(path), _name(path))], single=True)
+        ignore_lines = None
+        if ignore is not None:
+            entries.remove(ignore)
+            data = fs.cat_file(f"{path.rstrip('/')}/{IGNORE_KEY}")
+            try:
+                ignore_lines = data.decode("utf-8").splitlines()
+            except UnicodeDecodeError as exc:
+                raise SourceError(
+                    f"{root}/{IGNORE_KEY}", f"the ignore file is not UTF-8 ({exc.reason}); save it as UTF-8"
+                ) from None
+        return Listing(entries, ignore_lines=ignore_lines)
+    except SourceError:
+        raise
+    except FileNotFoundError:
+        raise SourceError(root, "no such bucket, container or object") from None
+    except PermissionError as exc:
+        raise SourceError(root, f"access denied ({_first_line(exc)}); check the credentials") from None
+    except Exception as exc:  # the client's own errors: a connection refused, a bad signature, a timeout
+        raise SourceError(root, f"cannot list: {_reason(exc)}; nothing was indexed or removed") from None
+
+
+#: The ignore file of a root (``citeline.sources.selection.IGNORE_FILE``; named here so listing needs no import).
+IGNORE_KEY = ".citelineignore"
+
+
+def _walk(fs: AbstractFileSystem, path: str) -> Iterator[Entry]:
+    # Every object below ``path``, as entries. S3: s3fs's ListObjectsV2 pages, one page (1,000 keys) fetched at a
+    # time and dropped once its entries are made; other stores: fs.find.
+    prefix = path.rstrip("/") + "/"
+    if "s3" in _protocols(fs) and hasattr(fs, "_list_pages"):
+        from fsspec.asyn import sync
+
+        bucket, _, key_prefix = path.strip("/").partition("/")
+        key_prefix = key_prefix + "/" if key_prefix else ""
+        pages = fs._list_pages("list_objects_v2", Bucket=bucket, Prefix=key_prefix, **getattr(fs, "req_kw", {}))
+        while (page := sync(fs.loop, _next_page, pages)) is not None:
+            for item in page.get("Contents", ()):
+                key = item["Key"][len(key_prefix) :]
+                if key and not key.endswith("/"):  # "folder/" markers some consoles write
+                    yield _entry({"size": item.get("Size"), "ETag": item.get("ETag"), **item}, key)
+        return
+    for name, info in fs.find(path, detail=True, withdirs=False).items():
+        key = name[len(prefix) :] if name.startswith(prefix) else _name(name)
+        if key:
+            yield _entry(info, key)
+
+
+def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
+    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+
+
+async def _next_page(pages: Any) -> dict[str, Any] | None:
+    # The paginator's next page, or None at its end.
+    try:
+        page: dict[str, Any] = await pages.__anext__()
+        return page
+    except StopAsyncIteration:
+        return None
+
+
+def _entry(info: Mapping[str, Any], key: str) -> Entry:
+    # The size, time and stamp of an fsspec info dict, whatever the store named them.
+    stamp = None
+    for name in ("ETag", "etag", "generation", "md5Hash", "Content-MD5", "Digest", "content_md5"):
+        if info.get(name):
+            stamp = str(info[name]).strip('"')
+            break
+    version = info.get("VersionId") or info.get("version_id")
+    if stamp is not None and version:
+        stamp = f"{stamp}@{version}"
+    mtime = 0.0
+    for name in ("LastModified", "last_modified", "mtime", "updated", "Last-Modified", "created"):
+        value = info.get(name)
+        if value:
+            mtime = _epoch(value)
+            break
+    return Entry(key, int(info.get("size") or 0), mtime, stamp)
+
+
+def _epoch(value: Any) -> float:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, (int, float)):
+        return float(value)
+    with contextlib.suppress(TypeError, ValueError):
+        return parsedate_to_datetime(str(value)).timestamp()  # an HTTP date
+    with contextlib.suppress(ValueError):
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    return 0.0
+
+
+def _name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0] or path
+
+
+# ---------------------------------------------------------------- reading
+
+
+@contextlib.contextmanager
+def open_object(source: SourceFile) -> Iterator[BinaryIO]:
+    """Open a remote object for reading: fetched in one GET up to :data:`BLOCK_BYTES` (a web URL always), else
+    streamed in blocks. A missing or forbidden object raises its ``OSError`` (the file fails alone); the store not
+    answering raises :class:`SourceUnavailable` (the run stops)."""
+    try:
+        fs, path = filesystem(source.path)
+        if (source.size or 0) <= BLOCK_BYTES or (protocol_of(source.path) or "") in WEB_PROTOCOLS:
+            # s3fs asks an object's size (a HEAD) before a GET unless told to fetch it in one part
+            whole = {"max_concurrency": 1} if "s3" in _protocols(fs) else {}
+            handle: Any = io.BytesIO(fs.cat_file(path, **whole))
+        else:
+            handle = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead", size=source.size)
+    except Exception as exc:
+        raise _translated(source.path, exc) from None
+    with contextlib.closing(_Guarded(handle, source.path)) as guarded:
+        yield guarded  # type: ignore[misc]
+
+
+def _translated(url: str, exc: BaseException) -> BaseException:
+    # The per-object errors stay (the file fails alone); anything else means the store is not answering.
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, SourceError)):
+        return exc
+    return SourceUnavailable(url, f"the store stopped answering ({_reason(exc)})")
+
+
+class _Guarded:
+    """A remote file whose reads raise :class:`SourceUnavailable` when the store stops answering mid-read."""
+
+    def __init__(self, handle: Any, url: str) -> None:
+        self._handle, self._url = handle, url
+
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            return getattr(self._handle, name)(*args)
+        except Exception as exc:
+            raise _translated(self._url, exc) from None
+
+    def read(self, size: int = -1) -> bytes:
+        """Read up to ``size`` bytes (all: -1)."""
+        return self._call("read", size)
+
+    def readline(self, size: int = -1) -> bytes:
+        """Read one line of at most ``size`` bytes."""
+        return self._call("readline", size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        """Move to ``offset``."""
+        return self._call("seek", offset, whence)
+
+    def tell(self) -> int:
+        """The position."""
+        return self._call("tell")
+
+    def close(self) -> None:
+        """Close the remote file."""
+        with contextlib.suppress(Exception):
+            self._handle.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {_first_line(exc)}"

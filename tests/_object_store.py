@@ -1,0 +1,161 @@
+"""A real S3-compatible server for the tests: moto's server mode (``python -m moto.server``) in a subprocess on a
+loopback port, with IAM authentication on (a request signed with a wrong secret is refused, as S3 refuses it).
+
+Not a mock of the client library: citeline's s3fs talks HTTP to the server, and the server's request log is what
+the tests count requests in (:meth:`S3Server.object_gets`: GETs of an object, never the listing's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+#: Requests the server serves before it checks signatures: creating the user, its policy and its access key.
+_SETUP_ACTIONS = 3
+#: "GET /bucket/key HTTP/1.1" (an object), not "GET /bucket?list-type=2..." (a listing).
+_OBJECT_GET = re.compile(r'"GET /[^/?\s]+/[^?\s]+ HTTP/')
+
+
+#: moto's server, with one bug of its signature check fixed: it hands botocore's signer the request's query as it
+#: arrived (``prefix=corpus/``), which the signer's URL form takes as canonical, while a client signs each value
+#: percent-encoded (``prefix=corpus%2F``); so every request with a ``/`` in a query value (a listing under a prefix)
+#: was refused as SignatureDoesNotMatch. Here the query is put in canonical form first. The server's own code
+#: otherwise; the client (s3fs, botocore in the test process) is untouched.
+_LAUNCH = """
+import os
+import sys
+from urllib.parse import quote, unquote
+from moto.iam import access_control
+from moto.server import main
+
+_create = access_control.IAMRequestBase._create_aws_request
+def _create_aws_request(self):
+    path, sep, query = self._path.partition("?")
+    pairs = (pair.partition("=") for pair in query.split("&")) if query else ()
+    self._path = path + sep + "&".join(
+        quote(unquote(k), safe="-_.~") + "=" + quote(unquote(v), safe="-_.~") for k, _, v in pairs
+    )
+    return _create(self)
+access_control.IAMRequestBase._create_aws_request = _create_aws_request
+if int(os.environ.get("FILL_OBJECTS", "0")):  # bench/remote_listing.py: objects put straight into the backend
+    from moto.s3.models import s3_backends
+    backend = s3_backends["123456789012"]["aws"]
+    backend.create_bucket(os.environ["FILL_BUCKET"], "us-east-1")
+    for number in range(int(os.environ["FILL_OBJECTS"])):
+        body = f"# Note {number}\\n\\nThe garrison at crossing {number} held for {number % 17} days.\\n".encode()
+        backend.put_object(os.environ["FILL_BUCKET"], f"corpus/{number // 1000:04d}/note{number}.md", body)
+sys.argv[0] = "moto_server"
+main()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class S3Server:
+    """One moto S3 server process, its bucket and an access key with full rights (``key``/``secret``).
+
+    ``fill``: that many small Markdown objects under ``corpus/`` of the bucket (folders of 1,000), put into the
+    server's backend before it serves, with authentication off (bench/remote_listing.py: 100k objects in seconds).
+    """
+
+    def __init__(self, folder: Path, bucket: str = "docs", fill: int = 0) -> None:
+        self.port = _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.bucket = bucket
+        self.log_path = folder / f"moto-{self.port}.log"
+        environment = {**os.environ, "FILL_OBJECTS": str(fill), "FILL_BUCKET": bucket}
+        if not fill:
+            environment["INITIAL_NO_AUTH_ACTION_COUNT"] = str(_SETUP_ACTIONS)
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _LAUNCH, "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+            )
+        self._wait_ready()
+        if fill:
+            self.key = self.secret = "x"
+            return
+        iam = boto3.client(
+            "iam", endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+        )
+        iam.create_user(UserName="citeline")
+        iam.put_user_policy(
+            UserName="citeline",
+            PolicyName="all",
+            PolicyDocument=json.dumps(
+                {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+            ),
+        )
+        created = iam.create_access_key(UserName="citeline")["AccessKey"]
+        self.key, self.secret = created["AccessKeyId"], created["SecretAccessKey"]
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=self.key,
+            aws_secret_access_key=self.secret,
+        )
+        self.client.create_bucket(Bucket=bucket)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 600  # a filled server puts its objects first
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"moto server exited: {self.log_path.read_text(errors='replace')}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("moto server did not start in 600 s")
+
+    def options(self, secret: str | None = None) -> dict[str, Any]:
+        """fsspec storage options reaching this server (with ``secret`` instead of the right one: refused)."""
+        return {
+            "key": self.key,
+            "secret": self.secret if secret is None else secret,
+            "client_kwargs": {"endpoint_url": self.endpoint, "region_name": "us-east-1"},
+            # fail fast when the server is gone (s3fs and botocore would retry for many seconds)
+            "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2, "read_timeout": 5},
+        }
+
+    def put(self, key: str, body: str | bytes) -> None:
+        """Write one object."""
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=body.encode() if isinstance(body, str) else body)
+
+    def delete(self, key: str) -> None:
+        """Delete one object."""
+        self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def log(self) -> str:
+        """The server's request log so far."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def object_gets(self) -> int:
+        """How many GETs of an object (not of a listing) the server has served."""
+        return len(_OBJECT_GET.findall(self.log()))
+
+    def stop(self) -> None:
+        """Stop the server (a store that stops answering)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

@@ -1,0 +1,302 @@
+"""Remote roots (citeline.sources.remote) against a REAL S3-compatible server (moto's server mode in a subprocess on
+a loopback port, IAM authentication on: tests/_object_store.py) and a real local web server: first ingest, an
+unchanged re-run that fetches no object (GETs counted in the server's own request log), one object changed, one
+deleted, an empty listing refused, wrong credentials, the server stopped mid-run, include/exclude and a
+.citelineignore object, credentials never written anywhere under the index or to the logs."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from click.testing import CliRunner
+from conftest import HashEmbedder
+
+from citeline import Index
+from citeline.cli.main import cli
+from citeline.errors import RemovalRefusedError, SourceError, SourceUnavailable
+from citeline.ingest import pipeline
+from citeline.ingest.options import IngestOptions
+from citeline.sources import remote
+from citeline.sources.discovery import resolve_roots
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto.server")
+
+from _object_store import S3Server  # after the skips: boto3 comes with moto
+
+NOTES = {
+    "corpus/garrison.md": "# Garrison\n\nThe garrison at the river crossing held for three days.\n",
+    "corpus/letters/harvest.txt": "The harvest failed in the northern valleys after the late frost.\n",
+    "corpus/records.jsonl": (
+        '{"id": "r1", "text": "Soldiers defected when their pay was six months late."}\n'
+        '{"id": "r2", "text": "The bridge was rebuilt in stone the following spring."}\n'
+    ),
+    "corpus/mill.md": "# Mill\n\nThe mill ground barley for the whole district.\n",
+}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[S3Server]:
+    """A fresh S3 server holding :data:`NOTES` in bucket ``docs``."""
+    store = S3Server(tmp_path)
+    for key, text in NOTES.items():
+        store.put(key, text)
+    yield store
+    store.stop()
+
+
+def _index(tmp_path: Path) -> Index:
+    return Index.create(tmp_path / "ix", embedder=HashEmbedder())
+
+
+ROOT = "s3://docs/corpus"
+
+
+def test_first_ingest_then_an_unchanged_run_fetches_no_object(tmp_path: Path, server: S3Server) -> None:
+    index = _index(tmp_path)
+    first = index.ingest([ROOT], storage_options=server.options())
+    assert (first.status, first.added, first.failed) == ("succeeded", 5, 0)
+    fetched = server.object_gets()
+    assert fetched == 4  # each object once (the JSONL's records are planned from the one read)
+    # provenance keeps the URL: the documents' paths and a search's sources
+    paths = {document.source_path for document in index.documents()}
+    assert paths == {f"s3://docs/{key}" for key in NOTES}
+    assert {document.source_root for document in index.documents()} == {ROOT}
+    hit = index.search("why did soldiers defect", k=1)[0]
+    assert hit.sources[0].source_path == "s3://docs/corpus/records.jsonl"
+    again = index.ingest([ROOT], storage_options=server.options())
+    assert (again.status, again.added, again.updated, again.unchanged, again.removed) == ("succeeded", 0, 0, 5, 0)
+    assert server.object_gets() == fetched  # listed, compared by ETag: not one object fetched
+
+
+def test_a_changed_object_is_fetched_alone_and_a_deleted_one_removed(tmp_path: Path, server: S3Server) -> None:
+    index = _index(tmp_path)
+    index.ingest([ROOT], storage_options=server.options())
+    before = server.object_gets()
+    server.put("corpus/mill.md", "# Mill\n\nThe mill burned down in the dry summer.\n")
+    changed = index.ingest([ROOT], storage_options=server.options())
+    assert (changed.updated, changed.unchanged, changed.added, changed.removed) == (1, 4, 0, 0)
+    assert server.object_gets() == before + 1
+    assert "burned" in index.search("mill burned", k=1)[0].text
+    server.delete("corpus/letters/harvest.txt")
+    deleted = index.ingest([ROOT], storage_options=server.options())
+    assert (deleted.removed, deleted.unchanged) == (1, 4)
+    assert "s3://docs/corpus/letters/harvest.txt" not in {d.source_path for d in index.documents()}
+    assert server.object_gets() == before + 1
+    # removed on purpose by URL, as a folder's files are by path: the object, then everything below a prefix
+    assert index.remove(["s3://docs/corpus/mill.md"]).removed == 1
+    assert index.remove(["s3://docs/corpus/"]).removed == 3
+
+
+def test_an_empty_listing_is_refused_and_removes_nothing(tmp_path: Path, server: S3Server) -> None:
+    index = _index(tmp_path)
+    index.ingest([ROOT], storage_options=server.options())
+    for key in NOTES:
+        server.delete(key)
+    with pytest.raises(RemovalRefusedError, match="holds no files now"):
+        index.ingest([ROOT], storage_options=server.options())
+    assert len(index.documents()) == 5
+
+
+def test_wrong_credentials_are_one_line_and_remove_nothing(tmp_path: Path, server: S3Server) -> None:
+    index = _index(tmp_path)
+    index.ingest([ROOT], storage_options=server.options())
+    options = tmp_path / "wrong.yaml"
+    options.write_text(json.dumps(server.options(secret="not-the-secret-0123456789")), encoding="utf-8")
+    command = ["ingest", ROOT, "--index", str(tmp_path / "ix"), "--storage-options", str(options)]
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {ROOT}: "), result.output
+    assert "not-the-secret" not in result.output
+    assert len(Index.open(tmp_path / "ix", embedder=HashEmbedder()).documents()) == 5
+
+
+def test_the_server_stopped_mid_run_fails_in_one_line_and_loses_nothing(
+    tmp_path: Path, server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = _index(tmp_path)
+    index.ingest([ROOT], storage_options=server.options())
+    for key in ("corpus/garrison.md", "corpus/mill.md", "corpus/letters/harvest.txt"):
+        server.put(key, NOTES[key] + "\nAmended after the survey.\n")
+    real = pipeline.parse_source
+    calls: list[str] = []
+
+    def stop_after_first(source: Any, **kwargs: Any) -> Any:
+        if calls:
+            server.stop()  # the store goes away between two objects of the run
+        calls.append(source.path)
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(pipeline, "parse_source", stop_after_first)
+    started = time.monotonic()
+    with pytest.raises(SourceUnavailable) as stopped:
+        index.ingest([ROOT], storage_options=server.options())
+    assert time.monotonic() - started < 60
+    assert len(str(stopped.value).splitlines()) == 1
+    assert "stopped answering" in str(stopped.value) and "nothing was removed" in str(stopped.value)
+    reopened = Index.open(tmp_path / "ix", embedder=HashEmbedder())
+    assert len(reopened.documents()) == 5  # nothing lost
+    assert not any("Amended" in reopened.document_text(d.doc_id) for d in reopened.documents())
+    assert reopened.runs()[0].status == "failed"
+
+
+def test_include_exclude_and_a_citelineignore_object(tmp_path: Path, server: S3Server) -> None:
+    server.put("corpus/.citelineignore", "letters/\n# drafts stay out\n")
+    server.put("corpus/drafts.md", "# Draft\n\nNot ready.\n")
+    server.put("corpus/.hidden.md", "# Hidden\n\nA hidden object.\n")
+    index = _index(tmp_path)
+    run = index.ingest([ROOT], storage_options=server.options(), exclude=["drafts.md"], include=["*.md", "*.jsonl"])
+    found = {document.source_id.split("#")[0] for document in index.documents()}
+    assert found == {"garrison.md", "mill.md", "records.jsonl"}
+    assert run.excluded == 3  # letters/harvest.txt (.citelineignore), drafts.md (exclude), .hidden.md (defaults)
+    server.delete("corpus/.citelineignore")  # letters/ comes back; what was excluded before was never removed
+    again = index.ingest([ROOT], storage_options=server.options(), exclude=["drafts.md"])
+    assert (again.added, again.removed) == (1, 0)
+
+
+def test_a_single_object_root_and_an_unsupported_one(tmp_path: Path, server: S3Server) -> None:
+    index = _index(tmp_path)
+    run = index.ingest(["s3://docs/corpus/mill.md"], storage_options=server.options())
+    assert run.added == 1
+    assert index.documents()[0].source_path == "s3://docs/corpus/mill.md"
+    server.put("corpus/image.bin", b"\x00\x01")
+    with pytest.raises(SourceError, match=r"unsupported file type \.bin"):
+        index.ingest(["s3://docs/corpus/image.bin"], storage_options=server.options())
+    with pytest.raises(SourceError, match="no such bucket"):
+        index.ingest(["s3://no-such-bucket/corpus"], storage_options=server.options())
+
+
+def test_credentials_are_never_written_under_the_index_or_logged(
+    tmp_path: Path, server: S3Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    options = server.options()
+    index_dir = tmp_path / "ix"
+    pairs = [
+        f"--storage-option=key={options['key']}",
+        f"--storage-option=secret={options['secret']}",
+        f"--storage-option=client_kwargs.endpoint_url={server.endpoint}",
+        "--storage-option=client_kwargs.region_name=us-east-1",
+    ]
+    caplog.set_level(logging.DEBUG)
+    runner = CliRunner()
+    outputs = []
+    for extra in ([], ["--json"], ["--dry-run"]):
+        result = runner.invoke(cli, ["ingest", ROOT, "--index", str(index_dir), "-v", *pairs, *extra])
+        assert result.exit_code == 0, result.output
+        outputs.append(result.output)
+    server.put("corpus/mill.md", "changed")
+    assert runner.invoke(cli, ["ingest", ROOT, "--index", str(index_dir), *pairs]).exit_code == 0
+    secret = options["secret"].encode()
+    written = [path for path in index_dir.rglob("*") if path.is_file() and secret in path.read_bytes()]
+    assert written == []
+    assert options["secret"] not in "".join(outputs) + caplog.text
+    assert "secret" not in repr(IngestOptions(storage_options=options))
+
+
+def test_storage_options_from_the_environment_file(
+    tmp_path: Path, server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the flow's and the workers' way: a file named by CITELINE_STORAGE_OPTIONS (never a Prefect parameter)
+    file = tmp_path / "storage.yaml"
+    file.write_text(json.dumps({"s3": server.options()}), encoding="utf-8")
+    monkeypatch.setenv(remote.OPTIONS_ENV, str(file))
+    run = _index(tmp_path).ingest([ROOT])
+    assert run.added == 5
+
+
+def test_a_schedule_keeps_the_url_and_no_credential(tmp_path: Path) -> None:
+    from citeline.orchestration.serve import build_deployment
+
+    deployment = build_deployment([ROOT], cron="0 * * * *", index_path=str(tmp_path / "ix"))
+    assert deployment.parameters["paths"] == [ROOT]
+
+
+def test_storage_option_pairs() -> None:
+    parsed = remote.parse_pairs(["anon=true", "client_kwargs.endpoint_url=http://h:9000", "secret=a:b{c"])
+    assert parsed == {"anon": True, "client_kwargs": {"endpoint_url": "http://h:9000"}, "secret": "a:b{c"}
+    assert remote.is_remote("s3://b/p") and remote.is_remote("https://h/a.md") and not remote.is_remote("c://x")
+    assert not remote.is_remote("file:///tmp/x") and not remote.is_remote("docs/s3://x")
+    with pytest.raises(SourceError, match="holds credentials") as refused:
+        resolve_roots(["https://reader:hunter2@example.org/a.md"])
+    assert "hunter2" not in str(refused.value)
+
+
+# ---------------------------------------------------------------- a web server
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    gets: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        type(self).gets.append(self.path)
+        super().do_GET()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def web(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A local http.server serving ``tmp_path/site``; its handler counts GETs."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _Handler.gets = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a, **k: _Handler(*a, directory=str(site), **k))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield site, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_web_url_is_one_document_read_again_only_when_it_changes(tmp_path: Path, web: tuple[Path, str]) -> None:
+    site, base = web
+    page = site / "report.md"
+    page.write_text("# Report\n\nThe survey counted forty wells.\n", encoding="utf-8")
+    old = time.time() - 3600
+    os.utime(page, (old, old))  # settled: the server's Last-Modified vouches for it (no ETag from http.server)
+    index = _index(tmp_path)
+    url = f"{base}/report.md"
+    assert index.ingest([url]).added == 1
+    assert index.documents()[0].source_path == url
+    assert _Handler.gets == ["/report.md"]
+    assert index.ingest([url]).unchanged == 1
+    assert _Handler.gets == ["/report.md"]  # a HEAD, no GET
+    page.write_text("# Report\n\nThe survey counted fifty wells.\n", encoding="utf-8")
+    os.utime(page, (old + 60, old + 60))
+    assert index.ingest([url]).updated == 1
+    assert len(_Handler.gets) == 2
+    with pytest.raises(SourceError, match="no such"):
+        index.ingest([f"{base}/missing.md"])
+
+
+def test_an_index_written_before_stamps_gets_the_column(tmp_path: Path) -> None:
+    # the catalog's files table of an index written before remote roots has no stamp column: a read-only plan
+    # still answers, and the next commit adds the column
+    import duckdb
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    note = docs / "note.md"
+    note.write_text("# Note\n\nThe garrison held.\n", encoding="utf-8")
+    old = time.time() - 3600
+    os.utime(note, (old, old))
+    index = _index(tmp_path)
+    index.ingest([docs])
+    with duckdb.connect(str(tmp_path / "ix" / "meta.duckdb")) as connection:
+        connection.execute("ALTER TABLE files DROP COLUMN stamp")
+    assert index.ingest([docs], dry_run=True).unchanged == 1
+    assert index.ingest([docs]).unchanged == 1
+    with duckdb.connect(str(tmp_path / "ix" / "meta.duckdb")) as connection:
+        columns = {row[0] for row in connection.execute("DESCRIBE files").fetchall()}
+    assert "stamp" in columns
