@@ -38,7 +38,11 @@ ALWAYS = [
     re.compile(_NUM + r"\s?(?:CPU-s|CPU-ms|ms CPU|CPU ms|s CPU)\b"),
     re.compile(r"\bof (?:its|the) CPU-s\b"),
     re.compile(r"\bp(?:50|90|95|99)\b[^.;\n]{0,12}\d"),
-    re.compile(r"\b(?:nDCG|ndcg|recall|Recall|MRR|MAP)(?:@\d+)?\b[^.;\n]{0,30}?(?<![\w.])[01]\.\d{2,}"),
+    # (a target is a rule: "recall@10 >= 0.95", "over 0.95", "at least 0.9")
+    re.compile(
+        r"\b(?:nDCG|ndcg|recall|Recall|MRR|MAP)(?:@\d+)?\b"
+        r"(?:(?!>=|≥|\bover\b|\bat least\b|\babove\b|\bmust\b)[^.;\n]){0,30}?(?<![\w.])[01]\.\d{2,}"
+    ),
     re.compile(r"(?<![\w.])[01]\.\d{3,}\s?(?:->|→|against)\s?[01]\.\d{3,}"),
     re.compile(r"(?<![\w.])[01]\.\d{2,}\s(?:nDCG|recall|MRR)"),
     re.compile(r"\bSciFact\b.*(?<![\w.])0\.\d{3,}|(?<![\w.])0\.\d{3,}.*\bSciFact\b"),
@@ -54,6 +58,9 @@ MEASURED = re.compile(
     r"a call|a query|a search|per call|to import|slower|faster|instead of|median|mean of)\b",
     re.IGNORECASE,
 )
+
+#: A link to a docs page section (its anchor's words, "choices-measured-in-the-code", are not the line's).
+LINK = re.compile(r"\S*\.md#[\w-]+")
 
 #: (path, substring of the flagged line) -> why the line stays. Kept small: a figure that is not a rule moves.
 ALLOWED: dict[tuple[str, str], str] = {}
@@ -86,11 +93,8 @@ PENDING = {
     "citeline/ingest/embed_step.py",
     "citeline/ingest/progress.py",
     "citeline/lexical/analyzer.py",
-    "citeline/lexical/lookup.py",
     "citeline/lexical/merge.py",
-    "citeline/lexical/query.py",
     "citeline/mcp_server.py",
-    "citeline/model/chunking.py",
     "citeline/model/embedding.py",
     "citeline/model/onnx.py",
     "citeline/orchestration/ingest.py",
@@ -99,7 +103,6 @@ PENDING = {
     "citeline/query/doc_signals.py",
     "citeline/query/feedback.py",
     "citeline/query/highlight.py",
-    "citeline/query/plan.py",
     "citeline/query/quotes.py",
     "citeline/query/relevance.py",
     "citeline/query/results.py",
@@ -111,12 +114,10 @@ PENDING = {
     "citeline/sources/formats/pdf.py",
     "citeline/sources/registry.py",
     "citeline/store/catalog.py",
-    "citeline/store/connection.py",
     "citeline/store/filters.py",
     "citeline/store/full_build.py",
     "citeline/store/generation.py",
     "citeline/store/meta_cache.py",
-    "citeline/store/passages.py",
     "citeline/store/snapshot.py",
     "citeline/store/vector_files.py",
     "citeline/util/arrays.py",
@@ -124,15 +125,11 @@ PENDING = {
     "citeline/util/ids.py",
     "citeline/vectors/__init__.py",
     "citeline/vectors/approximate.py",
-    "citeline/vectors/auto.py",
     "citeline/vectors/flat.py",
     "citeline/vectors/hnsw.py",
-    "citeline/vectors/ivf.py",
     "citeline/vectors/ivf_calibration.py",
-    "citeline/vectors/ivf_codes.py",
     "citeline/vectors/ivf_files.py",
     "citeline/vectors/ivf_table.py",
-    "citeline/vectors/segments.py",
 }
 
 
@@ -153,6 +150,7 @@ def prose_lines(source: str) -> list[tuple[int, str]]:
 
 def is_measurement(text: str) -> bool:
     """Whether one line of prose states a measured figure rather than a rule."""
+    text = LINK.sub("", text)
     if any(pattern.search(text) for pattern in ALWAYS):
         return True
     return bool(FIGURE.search(text) and MEASURED.search(text))
@@ -204,6 +202,7 @@ def test_lint_tells_rules_from_measurements() -> None:
         "peaked at 2.38 GB with DuckDB's default",
         "a silent fallback cost 15.6 s against 2.7 s a cold",
         "recall@10 0.945 at 1x",
+        "on SciFact train it added 0.0006 nDCG@10 to the default fusion",
     ]
     rules = [
         "#: Texts longer than this are refused: at most 4 Mi characters.",
@@ -214,6 +213,9 @@ def test_lint_tells_rules_from_measurements() -> None:
         "#: Documents each ranking must reach: Recall@100 needs the first 100.",
         "# 45s, 2m10s, 1h05m: short enough for a log line",
         "#: Checked every 30 s.",
+        "- ``nprobe``: :func:`nprobe_for` (recall@10 against exact >= 0.95 at 100k and 1M clustered vectors)",
+        "#: this many candidates exactly: 5 and 2,500 keep recall@10 over 0.95 at 1M at the",
+        "seconds at 1M vectors (docs/scale.md#choices-measured-in-the-code); with it, opening reads 32 bytes.",
     ]
     assert [text for text in measurements if not is_measurement(text)] == []
     assert [text for text in rules if is_measurement(text)] == []
