@@ -92,8 +92,8 @@ _WORD_WINDOW = 48
 
 def _last_word(text: str, start: int, end: int) -> re.Match[str] | None:
     """``_LAST_WORD.search(text, start, end)``, searched first in the last :data:`_WORD_WINDOW` characters: a search
-    from the sentence's start tries the pattern at every word of the sentence (11.7 us a full stop on SciFact, 4.2
-    with the window; the same matches).
+    from the sentence's start tries the pattern at every word of the sentence (the window more than halves it, the
+    same matches: docs/performance.md#choices-measured-in-the-code).
     When the window may have cut the word, the whole sentence is searched."""
     window = max(start, end - _WORD_WINDOW)
     found = _LAST_WORD.search(text, window, end)

@@ -282,8 +282,8 @@ def lexical_texts(connection: duckdb.DuckDBPyConnection, ids: np.ndarray | None 
     """All chunk ids (or those of ``ids``) and the text BM25 indexes for each, ordered by chunk id.
 
     That text is the chunk's own, preceded by its document's title unless the chunk already starts with it:
-    a passage deep in a document is still about what its title says (on SciFact this lifts BM25's nDCG@10 by
-    about 0.012; docs/quality.md#how-the-first-settings-were-chosen)."""
+    a passage deep in a document is still about what its title says (on SciFact this lifts BM25's nDCG@10:
+    docs/quality.md#how-the-first-settings-were-chosen)."""
     table = connection.sql(
         f"{_LEXICAL_SQL}{'' if ids is None else 'WHERE c.chunk_id = ANY(?) '}ORDER BY c.chunk_id",
         params=None if ids is None else [np.asarray(ids).tolist()],

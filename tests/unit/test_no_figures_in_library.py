@@ -37,6 +37,7 @@ _MEMORY = r"(?:B|KB|kB|MB|GB|KiB|MiB|GiB|bytes)"
 ALWAYS = [
     re.compile(_NUM + r"\s?(?:CPU-s|CPU-ms|ms CPU|CPU ms|s CPU)\b"),
     re.compile(r"\bof (?:its|the) CPU-s\b"),
+    re.compile(_NUM + r"\s?(?:µs|us|ns)\b"),
     re.compile(r"\bp(?:50|90|95|99)\b[^.;\n]{0,12}\d"),
     # (a target is a rule: "recall@10 >= 0.95", "over 0.95", "at least 0.9")
     re.compile(
@@ -57,7 +58,7 @@ FIGURE = re.compile(_NUM + r"\s?(?:" + _TIME + "|" + _MEMORY + r"|%)(?![\w])")
 #: ... counts as a measurement on a line that says it was measured.
 MEASURED = re.compile(
     r"\b(?:cost|costs|costing|took|takes|measured|peak|peaked|against|RSS|wall|profile|timeit|benchmark|"
-    r"a call|a query|a search|per call|to import|slower|faster|instead of|median|mean of)\b",
+    r"a call|a query|a search|per call|to import|slower|faster|instead of|median|mean of|SciFact)\b",
     re.IGNORECASE,
 )
 
