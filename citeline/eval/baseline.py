@@ -3,7 +3,8 @@
 - ``dense-doc``: each document's ``title + " " + text`` encoded whole by the index's model (truncated at the
   model's 256 tokens, as BEIR, MTEB and txtai do), ranked by cosine.
 - ``lexical-doc``: bm25s over whole documents (title + text) with its default scoring (lucene, k1=1.5, b=0.75)
-  and citeline's analyzer (English stopwords, Snowball stemmer: "bm25s stemmed", 0.687 on SciFact test).
+  and citeline's analyzer (English stopwords, Snowball stemmer: "bm25s stemmed"; its SciFact
+  figure: docs/quality.md#todays-figures).
 - ``baseline``: reciprocal rank fusion, ``sum 1 / (60 + rank)``, of those two rankings' top 100 each.
 
 Hybrid's gain over the ``baseline`` row is the figure a user can check on their own collection. Whole-document

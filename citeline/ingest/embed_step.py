@@ -27,13 +27,14 @@ from citeline.store.rows import ChunkRows
 from citeline.util.ids import chunk_id_for
 
 #: Texts per encode call when progress is reported: 32 chunks take a few seconds with torch on 2 cores, so the
-#: bar moves every few seconds (256 froze it for ~40 s); with texts sorted by length it costs no CPU (below).
+#: bar moves every few seconds (256 froze it for most of a minute); with texts sorted by length it costs no CPU
+#: (below).
 EMBED_PROGRESS_STEP = 32
 #: Texts embedded in document order, window by window (sorted by length within a window, so each encode call still
 #: pads little): a Ctrl-C then finds the documents of the windows done embedded whole, which the run commits
 #: (:class:`EmbedInterrupted`); one sort of the whole batch by length would leave most documents with a long chunk
-#: still to embed. Cost: none measurable. 1,976 SciFact chunks, onnx-int8, 2 loaded cores, alternating runs
-#: (bench/experiments/embed_window.py): windows of 1,024 35.0 and 35.2 CPU-s, one sort 34.7 and 36.2 CPU-s.
+#: still to embed. Cost: none measurable (bench/experiments/embed_window.py; figures:
+#: docs/performance.md#choices-measured-in-the-code).
 EMBED_WINDOW = 1024
 
 

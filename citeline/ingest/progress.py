@@ -35,8 +35,8 @@ from citeline.store.locks import WRITE_LOCK_FILE, writer_lock
 
 logger = logging.getLogger("citeline.ingest")
 
-#: Share of a run's progress scale given to each stage (measured on 1,000 SciFact abstracts with the torch
-#: model: embedding is ~85% of the wall time, chunking ~8%, the rest a few percent each).
+#: Share of a run's progress scale given to each stage, in proportion to the stages' measured wall time
+#: (docs/performance.md#choices-measured-in-the-code): embedding most of it, chunking a little.
 STAGE_WEIGHTS = {
     "discover": 0.01,
     "parse": 0.04,

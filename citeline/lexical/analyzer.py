@@ -73,7 +73,8 @@ def _stemmer() -> Any:
 TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")
 #: bm25s's English stopword list (``bm25s.stopwords.STOPWORDS_EN``, from NLTK), matched before stemming.
 #: Held here so that a query is analyzed without importing bm25s, whose package imports scipy.sparse: that
-#: import was about 0.7 of a cold ``citeline search``'s 2.4 CPU-s. tests/index/test_search_modes.py checks both
+#: import was most of a cold ``citeline search`` (docs/performance.md#choices-measured-in-the-code).
+#: tests/index/test_search_modes.py checks both
 #: against bm25s's own tokenizer.
 ENGLISH_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "  # noqa: SIM905
@@ -119,7 +120,7 @@ class LexicalIndex:
     ) -> LexicalIndex:
         """Index ``texts``; ``chunk_ids`` (same order, ascending) names them. Other scoring settings than the
         defaults are for tuning: an index's folder built with them is rebuilt when the index is opened."""
-        import bm25s  # only for folders written before segments, and the eval baseline: 0.7 CPU-s to import
+        import bm25s  # only for folders written before segments, and the eval baseline: slow to import
 
         ids = np.ascontiguousarray(chunk_ids, dtype=np.int64)
         if len(ids) != len(texts):
@@ -151,7 +152,7 @@ class LexicalIndex:
             raise IndexCorruptError(f"{directory} cannot be read ({exc}); run `citeline rebuild`") from exc
         if "segments" in settings:
             raise IndexCorruptError(f"{directory} is segmented: read it with citeline.lexical.segments.load")
-        import bm25s  # only for folders written before segments, and the eval baseline: 0.7 CPU-s to import
+        import bm25s  # only for folders written before segments, and the eval baseline: slow to import
 
         try:
             chunk_ids = np.load(directory / CHUNK_IDS_FILE, allow_pickle=False)

@@ -9,11 +9,10 @@ Every posting of the chosen terms is read (one gather per segment); per segment 
 the chunk's position in the segment, the term's row) and sorted, the idf weights summed per chunk in the terms'
 order, and only the chunks that reach ``min_share`` are mapped to index positions
 (``tests/unit/test_collapse_lookup.py``
-checks the results against the definition). Cost: 3.6 ms CPU a call at 1M chunks in hybrid mode, about 1.9 on
-SciFact (docs/performance.md#duplicate-collapse).
+checks the results against the definition). Its cost: docs/performance.md#duplicate-collapse.
 
-Term hashes are kept per lookup (:data:`HASH_CACHE` of them): blake2b costs ~3 us a term, and a search's
-highlights hold ~200 distinct terms, most of them seen before.
+Term hashes are kept per lookup (:data:`HASH_CACHE` of them): a search's highlights hold a few hundred distinct
+terms, most of them seen before, and hashing each again adds up (docs/performance.md#choices-measured-in-the-code).
 """
 
 from __future__ import annotations
@@ -28,9 +27,8 @@ from citeline.util.arrays import positions_of
 
 #: A text with fewer usable terms than this finds nothing (too few words to single a chunk out).
 MIN_SHARED_TERMS = 3
-#: Terms in more than this share of the chunks are left out (their postings are long and single nothing out): on
-#: SciFact (13,081 chunks, the highlights of 100 test queries' 10 results a call) a call cost 2.5 ms CPU at 0.02,
-#: 2.4 at 0.01, 1.3 at 0.005 (the first version).
+#: Terms in more than this share of the chunks are left out (their postings are long and single nothing out); the
+#: share that halved a call's cost on SciFact: docs/performance.md#choices-measured-in-the-code.
 RARE_AT_MOST = 0.005
 #: ... unless the index is small (then every term's postings are short anyway).
 RARE_FLOOR = 50
@@ -50,7 +48,7 @@ def _words(text: str) -> set[str]:
     stems.
 
     ``TOKEN_PATTERN`` finds runs of two or more word characters; in ASCII text (most highlights) ``translate`` and
-    ``split`` find the same runs at a third of the cost (a search's ten highlights: 0.11 ms against 0.33).
+    ``split`` find the same runs at a third of the cost (docs/performance.md#choices-measured-in-the-code).
     """
     if text.isascii():
         words = set(text.translate(_ASCII_WORDS).split())
@@ -69,10 +67,10 @@ class RareTermLookup:
     def _text_hashes(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Each text's sorted distinct term hashes, as :func:`citeline.lexical.analyzer.analyze` would name its terms.
 
-        Kept per lowercased word (a stop word as None): a word seen before is neither stemmed nor hashed again. A
-        search's ten highlights cost 0.99 ms when analysed and then hashed per stemmed term (SciFact, 300 test
-        queries, lexical), ~0.2 this way. The cache is shared by threads: entries are only added, and a full cache
-        is replaced by a new one holding these texts' words.
+        Kept per lowercased word (a stop word as None): a word seen before is neither stemmed nor hashed again,
+        which cuts a search's highlights' analysis to a fifth (docs/performance.md#choices-measured-in-the-code).
+        The cache is shared by threads: entries are only added, and a full cache is replaced by a new one holding
+        these texts' words.
         """
         cache = self._hashes
         words = [_words(text) for text in texts]
@@ -143,10 +141,11 @@ class RareTermLookup:
         texts_of = owner[chosen]
         totals = np.bincount(texts_of, weights=idf, minlength=len(owned))
         # Per part, one key per posting: (text, the chunk's position in the part, the term's row in chosen), sorted.
-        # A plain sort costs an eighth of np.unique's stable argsort (53k keys: 0.6 ms against 4.5), and with the
+        # A plain sort is cheaper than np.unique's stable argsort (docs/performance.md#choices-measured-in-the-code),
+        # and with the
         # term's row in the key each chunk's idf weights are summed in the terms' order (the same float sums as the
         # first version's bincount). Only the chunks that hold enough of the weight are then mapped to index
-        # positions: mapping every posting (a gather from an 8 MB array at 1M chunks) cost more than the sort.
+        # positions: mapping every posting (a gather from an array as long as the index) cost more than the sort.
         row_bits = max(int(len(chosen) - 1).bit_length(), 1)
         row_mask = (1 << row_bits) - 1
         found_text, found_position, found_score = [], [], []
@@ -161,9 +160,9 @@ class RareTermLookup:
             # The key's fields packed in bits (text, position, row: at most ~10 + 20 + 9 of 63 bits at 1M chunks),
             # so that splitting them again is a shift and a mask rather than np.divmod's integer divisions, and
             # sorted by timsort ("stable"), which merges the keys' ascending runs (each term's postings) rather than
-            # sorting them afresh: the lookups of 50 claims x 3 modes at 1M chunks (a median 61k postings in lexical
-            # mode) cost 3.07 -> 2.82 and 3.58 -> 3.31 ms a call (two runs, the versions alternated call by call;
-            # the same chunks). The keys are distinct, so any sort gives the same order and the same float sums.
+            # sorting them afresh, which measured cheaper at 1M chunks
+            # (docs/performance.md#choices-measured-in-the-code).
+            # The keys are distinct, so any sort gives the same order and the same float sums.
             size_bits = max(int(len(p.chunk_ids) - 1).bit_length(), 1)
             pair = np.repeat(texts_of[inside].astype(np.int64) << size_bits, lengths) | p.postings[offsets]
             keys = np.sort((pair << row_bits) | np.repeat(inside, lengths), kind="stable")

@@ -1,11 +1,12 @@
 """Merging lexical segments into one, written straight to its folder a range of terms at a time.
 
 A merge (ten segments of a size tier) or a compaction (every segment, past a quarter deleted) used to gather every
-posting of its segments in memory and sort them at once: about 60 bytes a posting at the peak (term, document and
-count as int64, the sort order, the sorted copies), 1.3 GB for the 21.6M postings of a 320k-chunk merge at 1M
-chunks. Here the postings of one range of term hashes (:data:`GROUP_POSTINGS` at most) are read from each
-segment (with ``pread``-like reads, not through the memory maps, so the files' pages never count towards the
-process's resident memory), renumbered, sorted and appended to the new segment's ``postings.npy`` and ``tfs.npy``,
+posting of its segments in memory and sort them at once: tens of bytes a posting at the peak (term, document and count
+as int64, the sort order, the sorted copies), gigabytes for a large merge at 1M chunks
+(docs/scale.md#choices-measured-in-the-code). Here the postings of one range of term hashes (:data:`GROUP_POSTINGS` at
+most) are read from each segment (with ``pread``-like reads, not through the memory maps, so the files' pages never
+count towards the process's resident memory), renumbered, sorted and appended to the new segment's ``postings.npy`` and
+``tfs.npy``,
 whose lengths are counted first. The result is array for array the segment :meth:`Segment.build` makes of the
 live chunks' texts (``tests/index/test_incremental_commits.py``).
 """

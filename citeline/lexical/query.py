@@ -2,21 +2,20 @@
 (the lookup of chunks sharing a text's rare terms, collapse's copies of a quote, is ``citeline.lexical.lookup``'s).
 
 ``SegmentedIndex.scores`` sums every query term's postings into one float32 score per live chunk, through each
-part's position -> index position map, and a ranking then partitions all of it (34 ms CPU a query at 1M chunks).
+part's position -> index position map, and a ranking then partitions all of it.
 :meth:`Reader.top` sums in each part's own positions (no map) into that part's slice of one array, with each part's
 length norms computed once per average length, gathers and adds with ``np.take``/``np.add.at`` (no intp copies of
 the positions), and ranks only the chunks that reach the k-th best score of a rarest term's chunks (a lower bound
-of the k-th best): 7.3 CPU-ms at 1M (docs/scale.md#choices-measured-in-the-code). What is left is memory-bound:
-~556k postings a query, a gather and a scatter each. :meth:`Reader.ranked` also reads hybrid's candidates' scores
-from that array; :meth:`Reader.scores_of` scores given chunks by binary search in each term's postings.
+of the k-th best): a fraction of the whole-array cost at 1M (figures: docs/scale.md#choices-measured-in-the-code).
+What is left is memory-bound: a gather and a scatter of each posting of the query's terms. :meth:`Reader.ranked`
+also reads hybrid's candidates' scores from that array; :meth:`Reader.scores_of` scores given chunks by binary
+search in each term's postings.
 
-MaxScore pruning (score the chunks of the rarest terms, look up the others) was measured twice and dropped: with
-these queries, even knowing the true k-th score, the terms that must be read in full hold a median 17 % (k=10) and
-25-27 % (k=200) of the query's postings. Term-at-a-time with exact per-term upper bounds (each term's largest share
-in each part, computed ahead) and the running k-th best: the switch to look-ups came at the last one or two terms
-and left 4k-125k candidates, 30.7 CPU-ms at k=200 against 16.8 exhaustive (the synthetic corpus's words are drawn
-independently, so the top 200 barely stand out: its 200th score is ~0.6 of the best). Scoring in doc-range blocks
-(cache-sized) was slower too (6.0 against 4.9 CPU-ms), as was reading tf=1 shares from a per-document table.
+MaxScore pruning (score the chunks of the rarest terms, look up the others) was measured twice and dropped: even
+knowing the true k-th score, the terms that must be read in full hold a large share of the query's postings, and
+term-at-a-time with exact per-term upper bounds switched to look-ups only at the last terms and cost more than the
+exhaustive sum. Scoring in doc-range blocks (cache-sized) was slower too, as was reading tf=1 shares from a
+per-document table (figures: docs/scale.md#choices-measured-in-the-code).
 
 Both are exact: the same chunks, the same float32 scores bit for bit (every term's share computed as :func:`shares`
 does and summed in query order, as ``SegmentedIndex.scores`` does), ties by chunk id, so a sharded index still ranks
@@ -78,7 +77,7 @@ class Statistics:
 
 @dataclass(frozen=True)
 class _Plain:
-    """One part's arrays as plain views (slicing a memmap costs ~30 us, a view ~0.3), and its deletions."""
+    """One part's arrays as plain views (slicing a memmap costs a hundred times a view's), and its deletions."""
 
     chunk_ids: np.ndarray
     lengths: np.ndarray
@@ -237,14 +236,14 @@ class Reader:
 
         One binary search per query term and part; the term frequencies, lengths and shares of every term at once
         (a term's share where it is absent: 0, which adds nothing). Per term, hybrid's ~200 candidates cost ~10
-        calls on tiny arrays each: 2.0 CPU-ms a query at 1M chunks, ~0.6 batched."""
+        calls on tiny arrays each, which batching cuts to about a third (docs/scale.md#choices-measured-in-the-code)."""
         out = []
         for number, local in enumerate(positions):
             p = self.plain[number]
             total = np.zeros(len(local), dtype=np.float32)
             out.append(total)
             idfs, found, ends = [], [], []
-            # searchsorted copies the postings to the positions' dtype if they differ (int64 here: 17 us a call)
+            # searchsorted copies the postings to the positions' dtype if they differ (int64 here, on every call)
             needles = local.astype(p.postings.dtype)
             for term, idf in weighted if len(local) else ():
                 for part, start, end in self.term(term).ranges:
@@ -293,12 +292,12 @@ class Reader:
         self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Statistics | None = None
     ) -> tuple[list[tuple[int, float]], Callable[[np.ndarray], np.ndarray]]:
         """:meth:`top`, and a function giving any chunk ids' scores (:meth:`scores_of`'s, bit for bit) read from
-        the score array the top k was ranked from (hybrid's candidates: 2.2 CPU-ms a query at 1M by binary search
-        in the postings, one look-up of the ids a part here).
+        the score array the top k was ranked from (hybrid's candidates: one look-up of the ids a part here instead
+        of a binary search in the postings).
 
-        Every part is scored into its own slice of one array, then ranked once: at 1M chunks in 6 parts, one
-        selection instead of one a part cost 0.4-0.6 CPU-ms less a query (the zeroing, the floor's compare and the
-        top k of each part)."""
+        Every part is scored into its own slice of one array, then ranked once: one selection instead of one a part
+        saves the zeroing, the floor's compare and the top k of each part
+        (docs/scale.md#choices-measured-in-the-code)."""
         weighted, average = self.weighted(query, statistics)
         if not weighted:
             return [], lambda ids: np.zeros(len(ids), dtype=np.float32)
@@ -327,7 +326,7 @@ class Reader:
                 continue
             # The k-th best score of the rarest term's chunks (of those with k of them here) bounds this part's k-th
             # best, and so the k-th best of all, from below: only chunks reaching the highest such bound are ranked
-            # (an argpartition over 1M scores cost ~5 ms, this compare ~0.5).
+            # (a compare is a tenth of an argpartition over every score).
             usable = [(end - start, start, end) for _, start, end in ranges if end - start >= k]
             if usable:
                 _, start, end = min(usable)
@@ -400,9 +399,8 @@ def _accumulate(scores: np.ndarray, norm: np.ndarray, docs: np.ndarray, tfs: np.
     (distinct positions), given the part's :meth:`Reader._norm`.
 
     ``np.take`` and ``np.add.at`` rather than ``norm[docs]`` and ``scores[docs] += ...``: fancy indexing first copies
-    the int32 positions to intp, twice for the read-modify-write; at 1M chunks (bench/scale.py, 50 claims, ~556k
-    postings a query) the gather cost 3.9 and the scatter 4.5 of a 13.4 CPU-ms top 200 (tmp profile, numpy 2.4),
-    in a micro-benchmark of 150k postings 2.05 -> 1.12 and 6.15 -> 1.92 ns a posting. Temporaries are reused.
+    the int32 positions to intp, twice for the read-modify-write, and at 1M chunks the gather and the scatter were
+    most of a top 200 (figures: docs/scale.md#choices-measured-in-the-code). Temporaries are reused.
     """
     tf = tfs.astype(np.float32)
     ratio = np.take(norm, docs)  # float64, as shares() divides

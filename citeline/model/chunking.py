@@ -18,8 +18,8 @@ characters) are tokenized. A chunk cut inside a run that was tokenized (only pos
 a small budget) is checked with the real tokenizer and shortened until it fits. Other tokenizers get the
 same plan, but every chunk is checked that way.
 
-Version 1 was ``semantic-text-splitter`` with the model's tokenizer: about 1.6-2.5 ms CPU per chunk on
-SciFact, and superlinear on pathological input (a 2 MB base64 text did not finish in 5 minutes).
+Version 1 was ``semantic-text-splitter`` with the model's tokenizer: slower per chunk, and superlinear on
+pathological input (figures: docs/performance.md#choices-measured-in-the-code).
 """
 
 from __future__ import annotations
@@ -47,18 +47,19 @@ CHUNKER_VERSION = 3
 #: What the model embeds for each chunk, recorded in a new index's meta (``embed_text``): ``"chunk"``, the chunk's
 #: text as stored, or ``"title + chunk"``, the document's title on a line before it (a contextual chunk header)
 #: unless the chunk already starts with it; offsets and stored text are the chunk's own either way. "chunk" ships:
-#: headers lowered dense nDCG@10 on SciFact train, 0.8319 -> 0.8263 (docs/quality.md#baseline-rows-and-tuning-on-train).
+#: headers lowered dense nDCG@10 on SciFact train (docs/quality.md#baseline-rows-and-tuning-on-train).
 #: Indexes made before this setting have no ``embed_text`` in their meta and embed the chunk alone.
 EMBED_TEXT = "chunk"
 EMBED_TEXTS = ("chunk", "title + chunk")
 #: Whether a new index also embeds each document whole (``document_vectors`` in its meta;
 # ``citeline.ingest.embed_step``,
-#: the ``whole`` document signal). Off: on SciFact train it added 0.0006 nDCG@10 to the default fusion (within the
-#: noise) for +57-72 % ingest CPU (int8, 300 documents of 2.5 chunks); ``Index.create(document_vectors=True)`` or
-#: ``citeline ingest --document-vectors`` keeps them. Indexes made before this setting have none.
+#: the ``whole`` document signal). Off: on SciFact train its gain to the default fusion is within the noise, for
+#: over half again the ingest CPU (docs/quality.md#choices-measured-in-the-code);
+#: ``Index.create(document_vectors=True)`` or ``citeline ingest --document-vectors`` keeps them. Indexes made
+#: before this setting have none.
 DOCUMENT_VECTORS = False
-#: Runs at least this long may be counted by an upper bound instead of the tokenizer. The tokenizer costs about
-#: 3-7 us per token (0.45 us/char on SciFact prose, 2.4 us/char on base64: 4.7 CPU-s for 2 MB).
+#: Runs at least this long may be counted by an upper bound instead of the tokenizer, whose cost per character is
+#: several times higher on long runs such as base64 (docs/performance.md#choices-measured-in-the-code).
 LONG_RUN = 32
 #: Runs from ``LONG_RUN`` to below this length are still tokenized when all of a document's long runs make at
 #: most 1/``LONG_SHARE`` of its characters: in prose they are a few URLs, DOIs or chemical names, whose bound
@@ -410,8 +411,8 @@ class Chunker:
         This is how version 1 (semantic-text-splitter) overlapped: whole sections of the level the chunk was
         built from, so a chunk of paragraphs overlaps by whole paragraphs (usually not at all) and a chunk of
         sentences by whole sentences of at most ``overlap_tokens``. Falling back to a word-level overlap
-        instead, as version 2 did, made 6% more chunks on SciFact (13,868 against 13,081), each starting
-        mid-sentence or in the previous paragraph (the title), and cost lexical nDCG@10 (0.6787 against 0.6815).
+        instead, as version 2 did, made more chunks on SciFact, each starting mid-sentence or in the previous
+        paragraph (the title), and cost lexical nDCG@10 (docs/quality.md#choices-measured-in-the-code).
         """
         after = _skip_space(text, end)
         if not self.overlap_tokens:

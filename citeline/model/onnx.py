@@ -30,7 +30,7 @@ def model_fingerprint(model_path: str, backend: str) -> str:
     """A short hash that changes when the model's configuration, tokenizer, weights or backend change.
 
     The weights are identified by size and their first and last megabyte rather than a full hash, so that
-    opening an index for a query does not read 90 MB.
+    opening an index to search it does not read the whole weights file.
     """
     digest = hashlib.sha256(backend.encode())
     root = Path(model_path)
@@ -85,17 +85,16 @@ def onnx_model_dir(model_path: str) -> Path:
 
 def mapped_file(model_file: Path) -> Path:
     """The copy of an exported ONNX file whose weights lie in ``<copy>.data``, which onnxruntime memory-maps
-    instead of parsing them out of the protobuf. Cold session, CPU-s (3 runs, 2 cores): fp32 export 0.29-0.32,
-    its copy 0.10-0.14 (peak RSS 187 against 100 MB); int8 0.16-0.18 against 0.11. Outputs are bit-identical."""
+    instead of parsing them out of the protobuf: a cold session costs a third of the CPU and less memory (figures:
+    docs/performance.md#choices-measured-in-the-code). Outputs are bit-identical."""
     return model_file.with_name(model_file.stem + ".mapped.onnx")
 
 
 def optimized_file(model_file: Path) -> Path:
     """The copy of an exported ONNX file whose graph onnxruntime optimized once (``ORT_ENABLE_EXTENDED``, the
     portable fusions) and saved with its weights in ``<copy>.data``, the MatMul weights already packed for this
-    CPU's kernels: a session then skips the optimizer (``ORT_DISABLE_ALL``) and the packing. Cold session of the
-    fp32 MiniLM, CPU-s (2 loaded cores): the memory-mapped copy 0.114-0.120, optimized 0.072-0.099; with the packed
-    weights saved, median of 8 0.085 against 0.105 without. Outputs bit-identical to the memory-mapped copy's
+    CPU's kernels: a session then skips the optimizer (``ORT_DISABLE_ALL``) and the packing, for a cheaper cold
+    session (docs/performance.md#choices-measured-in-the-code). Outputs bit-identical to the memory-mapped copy's
     (tested). Packing depends on the CPU's instruction set, so it is in the name (a cache moved to another CPU
     writes its own copy)."""
     return model_file.with_name(f"{model_file.stem}.optimized-{quantization_target()}.onnx")
@@ -287,7 +286,8 @@ class OnnxEncoder:
 
     The session runs each inference on one thread, and ``encode`` spreads texts over ``workers`` Python threads
     (onnxruntime releases the GIL). Measured on SciFact chunks on 2 cores (bench/embed.py), one text at a time
-    on two single-threaded workers is about 1.8× the chunks/s of one worker with two intra-op threads: a single
+    on two single-threaded workers embeds nearly twice the chunks a second of one worker with two intra-op
+    threads (docs/performance.md#choices-measured-in-the-code): a single
     short sequence is too small a job to split across cores. A text's vector is computed by the same
     single-threaded kernels whichever worker runs it, so vectors do not depend on ``workers`` (tested).
     """

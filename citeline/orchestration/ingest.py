@@ -85,7 +85,8 @@ RETRIES = 3  # after 2, 4 and 8 seconds
 #: Only the tasks that run on the flow's main thread get one: there Prefect interrupts a blocking call, while in
 #: the task runner's worker threads it cannot (and logs a warning per task run saying so). The mapped parse and
 #: chunk+embed batches are bounded by the flow's timeout, which includes the wait for another writer (bound
-#: that per run with `wait`). A batch of 2,000 chunks takes about 6 minutes with torch on 2 cores.
+#: that per run with `wait`). A batch of chunks takes minutes with torch on 2 cores
+#: (docs/performance.md#choices-measured-in-the-code).
 DISCOVER_TIMEOUT = 30 * 60
 PLAN_TIMEOUT = 30 * 60
 COMMIT_TIMEOUT = 60 * 60

@@ -37,8 +37,8 @@ replaces ranking 3k + 10 candidates: a collapsed search ranks k hits (deeper onl
 highlights only its k results; a deepening reads only the new hits' passages and vectors.
 
 A search analyses each chunk once (:class:`WordCache` for the normalised words, ``highlight.analysis_cache`` for
-sentences and stems), since the slow searches are those that deepen. Collapse adds about 3.5 ms CPU to a k=10 search
-on SciFact and 5-7 ms at 1M chunks, most of it the rare-term lookup: docs/performance.md#duplicate-collapse.
+sentences and stems), since the slow searches are those that deepen. What collapse adds to a search, most of it the
+rare-term lookup: docs/performance.md#duplicate-collapse.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from citeline.query.quotes import (  # noqa: F401  (MIN_SHARED_WORDS, words_of, 
 from citeline.query.results import Highlight, SearchResult, evolve
 
 #: Chunks whose vectors have at least this cosine, and whose words are the same text (``same_text``), are the same
-#: passage: copies of one passage score 0.94-1.0, two distinct SciFact papers 0.939 at most
+#: passage: copies of one passage score above it, two distinct SciFact papers below it
 #: (docs/quality.md#choices-measured-in-the-code). Lowering it (--collapse-threshold 0.9) lets copies whose chunks
 #: were cut at other places merge too; it never merges two texts whose words differ in content.
 DEFAULT_COLLAPSE_THRESHOLD = 0.95
@@ -182,8 +182,8 @@ def add_unranked_copies(
     new_ids = sorted({chunk_id for ids in found for chunk_id in ids if chunk_id not in ranked})
     if not new_ids:
         return list(results)
-    # Most matches are the overlapping neighbours of the results' own chunks: their documents are read first (0.1
-    # ms), and only the other chunks' rows (a passage fetch costs ~1.5 ms, mostly fixed).
+    # Most matches are the overlapping neighbours of the results' own chunks: their documents are read first (cheap),
+    # and only the other chunks' rows (a passage fetch has a large fixed cost).
     document_of = dict(zip(new_ids, lookup.documents(new_ids), strict=True))
     new_ids = sorted(
         {

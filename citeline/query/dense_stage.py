@@ -16,7 +16,7 @@ from citeline.query.stages import Candidates, StageQuery, stage
 #: centroid being the mean of the document's chunk vectors weighted by their lengths in characters, normalised
 #: (``doc_signals`` ``dense_length``); 0 turns the stage off (the chunk's cosine alone). A short document split
 #: into a lone title chunk and a body chunk is then scored nearer to how whole-document encoding scores it.
-#: Chosen on SciFact train: 0.8319 -> 0.8441 nDCG@10 on torch at 0.3 (docs/quality.md#dense-modes-document-stage).
+#: Chosen on SciFact train, where 0.3 scored best (docs/quality.md#dense-modes-document-stage).
 DENSE_DOCUMENT_WEIGHT = 0.3
 #: The dense ranking's top chunks (at least k) the document stage re-scores: its cost grows with them and deeper
 #: candidates rarely reach a top 10 (50 gave 200's top 10 for 399 of 400 claims;

@@ -49,7 +49,7 @@ from citeline.util.ids import chunk_id_for
 from citeline.vectors import VectorReader
 
 #: Candidates (the best by the chunk scores) whose documents get the signals. Grouping candidates by document
-#: costs ~0.1 ms a candidate (reading their rows, probing their neighbours); the first results are decided
+#: has a cost per candidate (reading their rows, probing their neighbours); the first results are decided
 #: among the best few dozen (docs/quality.md#choices-measured-in-the-code).
 DEPTH = 100
 

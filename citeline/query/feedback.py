@@ -6,7 +6,7 @@ length-weighted mean of its chunk vectors, the ``dense_length`` document signal'
 in the collection's own words. The moved query ``normalise(q + beta * centroid)`` re-scores every candidate's
 cosine; BM25 is unchanged, so a document the lexical ranking found keeps its lexical evidence. No second search
 runs: the candidates stay those of the first fusion, so the stage costs reading one document's chunk vectors
-and lengths and a matrix-vector product over the candidates (+0.8-1.0 CPU-ms a search on SciFact).
+and lengths and a matrix-vector product over the candidates (docs/quality.md#hybrids-feedback-stage).
 ``citeline.query.plan.Fusion``'s ``feedback`` (beta; 0 turns the stage off) and ``feedback_weight`` (the second
 fusion's dense weight) set it.
 

@@ -2,7 +2,7 @@
 
 A hit is a whole chunk (up to ~250 tokens, often 1,000-1,300 characters); a reader wants the sentence that answers.
 :func:`sentences` splits a chunk into sentences with offsets (a regex splitter that knows quotes and common
-abbreviations; ~115 µs a whole SciFact abstract), :func:`highlight` scores each sentence against the query and
+abbreviations), :func:`highlight` scores each sentence against the query and
 returns the hits with their :attr:`SearchResult.highlights` set: ``document_text[h.char_start:h.char_end] == h.text``.
 
 Scoring is by query-term overlap (stemmed, stop words aside, each term weighted by its rarity among the hits'
@@ -50,7 +50,8 @@ ABBREVIATIONS = _words(
     "lt ltd maj mar mr mrs ms no nos nov oct prof ref refs rep resp rev sen sep sept sgt sr st univ vol vs"
 )
 # The leading lookahead names every alternative's first character: the regex engine then skips other positions
-# at once (90 -> 35 us a SciFact abstract, the same matches on its 5,183 abstracts and the test and seed files).
+# at once, at well under half the cost, with the same matches on SciFact's abstracts and the test and seed files
+# (docs/performance.md#choices-measured-in-the-code).
 _BOUNDARY = re.compile(
     r"""(?=[.!?…"'”’»\n])(?:"""
     r"""(?:[.!?…]+["'”’»)\]]*|["'”’»]\s*[-—–]\s*)(?=\s+["'“‘«(\[]?[A-Z0-9À-Þ])"""  # end mark, then a capital
@@ -91,8 +92,8 @@ _WORD_WINDOW = 48
 
 def _last_word(text: str, start: int, end: int) -> re.Match[str] | None:
     """``_LAST_WORD.search(text, start, end)``, searched first in the last :data:`_WORD_WINDOW` characters: a search
-    from the sentence's start tries the pattern at every word of the sentence (11.7 us a full stop on SciFact, 4.2
-    with the window; the same matches).
+    from the sentence's start tries the pattern at every word of the sentence (the window more than halves it, the
+    same matches: docs/performance.md#choices-measured-in-the-code).
     When the window may have cut the word, the whole sentence is searched."""
     window = max(start, end - _WORD_WINDOW)
     found = _LAST_WORD.search(text, window, end)
@@ -149,7 +150,8 @@ STEM_CACHE = 200_000
 
 
 def _stemmed(texts: Sequence[list[str]]) -> list[list[str]]:
-    """Stem many word lists: the words not stemmed before, with one call of the stemmer (6x faster than a call each).
+    """Stem many word lists: the words not stemmed before, with one call of the stemmer (far cheaper than a call
+    each: docs/performance.md#choices-measured-in-the-code).
 
     Shared by threads: entries are only added (a full cache is replaced by a new one), and a stem never changes.
     """
@@ -185,8 +187,8 @@ def overlap_scores(query_terms: Sequence[str], sentence_terms: Sequence[Sequence
 
 #: Per search, each chunk text's sentences and their stemmed terms (set by :func:`analysis_cache`): a collapsed
 #: search highlights its candidates to judge a shared quote, then its k results among themselves, and a deepening
-#: does it again over more hits; splitting and stemming a chunk costs ~0.1 ms, its scores (which depend on the
-#: other hits' sentences) little.
+#: does it again over more hits; splitting and stemming a chunk is the costly part, its scores (which depend on the
+#: other hits' sentences) cheap.
 _ANALYSED: ContextVar[dict[str, tuple[list[tuple[int, int]], list[list[str]]]] | None] = ContextVar(
     "citeline_highlight_analysed", default=None
 )

@@ -158,7 +158,7 @@ class Fusion:
 
 
 #: The shipped hybrid setting: the chunk scores, dense weight 0.4, then the feedback stage (beta 0.25, dense weight
-#: 0.5); SciFact test nDCG@10 0.7323 on torch (docs/quality.md#todays-figures).
+#: 0.5); its SciFact figures: docs/quality.md#todays-figures.
 DEFAULT_FUSION = Fusion(weight=0.4, feedback=feedback_stage.FEEDBACK)
 #: The chunk scores at weight 0.5, the default before (docs/quality.md#the-chunk-fusion-shipped-first).
 CHUNK_FUSION = Fusion()
@@ -176,15 +176,13 @@ def fusion_for(fusion: Fusion, meta: Mapping[str, Any]) -> Fusion:
 
 #: Whether hybrid search may embed the query and run its dense ranking on a thread beside the lexical ranking
 #: (FAISS, onnxruntime and numpy release the GIL), so the search waits for the longer leg, not their sum. It does
-#: so from :data:`PARALLEL_HYBRID_MIN_VECTORS` vectors: at 1M chunks wall p50 43.3 ms on, 49.9 off; on SciFact
-#: (13k chunks, int8) 10.65 on, 10.21 off, and 11.52 against 10.57 CPU ms a query
-#: (docs/performance.md#choices-measured-in-the-code).
+#: so from :data:`PARALLEL_HYBRID_MIN_VECTORS` vectors: at 1M chunks the overlap shortens a search, on SciFact's
+#: 13k chunks the thread's hand-offs cost more than they save
+#: (figures: docs/performance.md#choices-measured-in-the-code).
 PARALLEL_HYBRID = True
-#: Below this many vectors both legs run on the calling thread: the lexical leg (0.4 ms at 13k chunks, 0.6 at 39k,
-#: 0.8 at 97k) is shorter than what handing the dense leg to a thread costs in GIL hand-offs. Measured (wall p50,
-#: parallel against sequential): 13k 10.65 against 10.21 ms, 39k 14.36 / 14.23 against 13.78 / 13.97, 97k 14.59 /
-#: 14.93 against 14.61 / 14.64 (a tie, for 1 CPU-ms more), 1M 43.3 against 49.9. So the break-even lies at about
-#: 100k; between 100k and 1M it is not measured.
+#: Below this many vectors both legs run on the calling thread: the lexical leg, which grows slowly with the corpus,
+#: is shorter than what handing the dense leg to a thread costs in GIL hand-offs. The measured break-even lies at
+#: about 100k; between 100k and 1M it is not measured (figures: docs/performance.md#choices-measured-in-the-code).
 PARALLEL_HYBRID_MIN_VECTORS = 100_000
 _POOL: list[ThreadPoolExecutor] = []
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
@@ -236,11 +234,11 @@ def hybrid_candidates(
     parallel = PARALLEL_HYBRID and len(vectors) >= PARALLEL_HYBRID_MIN_VECTORS
     pending = _pool().submit(dense_leg) if parallel else None
     # The lexical top `depth` and, below, the BM25 scores of the candidates it does not hold, read from the scores
-    # the top was ranked from (a segmented index's ranked(): at 1M chunks 0.6 CPU-ms a query, against 2.0 for
-    # scoring them by binary search in the postings and 2.9 for scoring all ~370 candidates that way).
+    # the top was ranked from (a segmented index's ranked()): cheaper than scoring them by binary search in the
+    # postings (figures: docs/performance.md#choices-measured-in-the-code).
     top_lexical, lexical_scores = lexical.ranked(query, depth, allowed)
     vector, dense = pending.result() if pending is not None else dense_leg()
-    # map(itemgetter) rather than a generator: 14 against 21 us for a leg of 200 pairs (timeit)
+    # map(itemgetter) rather than a generator: the faster of the two (docs/performance.md#choices-measured-in-the-code)
     dense_ids = np.fromiter(map(_FIRST, dense), dtype=np.int64, count=len(dense))
     lexical_ids = np.fromiter(map(_FIRST, top_lexical), dtype=np.int64, count=len(top_lexical))
     lexical_top = np.fromiter(map(_SECOND, top_lexical), dtype=np.float64, count=len(top_lexical))
@@ -474,8 +472,8 @@ def search(
             vectors[text] = encode_query(text)
         return vectors[text]
 
-    # Each chunk's stored vector is read once: collapse reads the hits', the relevance floor the results' (at 1M
-    # chunks a vectors() call costs 1-1.5 ms CPU whatever its size).
+    # Each chunk's stored vector is read once: collapse reads the hits', the relevance floor the results' (a
+    # vectors() call has a fixed cost whatever its size: docs/performance.md#choices-measured-in-the-code).
     read_vectors = reading_once(snapshot.vectors.vectors)
     top: list[int] = []  # the unfiltered ranking's first relevance.BEST_OF chunk ids (_search fills it)
     hits = _search(snapshot, request, encode, model, read_vectors, top)
@@ -548,7 +546,7 @@ def _search(
 
     encode = None if vector is None else lambda texts: np.stack([encode_query(text) for text in texts])
     # Each chunk's vector is read once (``vectors``, from search()): a deepening reads only the new hits', the lookup
-    # only the copies'. At 1M chunks a vectors() call costs 1-1.5 ms CPU whatever its size.
+    # only the copies'. A vectors() call has a fixed cost whatever its size.
     # Each chunk's words and sentences are analysed once per search too (WordCache, highlight.analysis_cache): a
     # deepening compares the first hits again, and the results are highlighted after the candidates were.
     words = WordCache()

@@ -45,8 +45,8 @@ MAX_GAP = 3
 MIN_DENSITY = 0.65
 #: A pair of hits is aligned only if they share this many distinct SHINGLE-word runs (a cheap numpy prefilter):
 #: 4-word runs, 2 of them, keep every pair of the evaluation set and send only a few pairs of 40 SciFact candidates (a
-#: query's worth) to alignment; the whole collapse then costs 7.0 ms CPU against 7.9-9.1 ms for the previous
-#: exact-12-word rule on the same hits (bench/collapse_eval.py, 2 busy shared cores).
+#: query's worth) to alignment; the whole collapse then costs less than with the previous exact-12-word rule on the
+#: same hits (bench/collapse_eval.py; docs/performance.md#choices-measured-in-the-code).
 MIN_SHARED_SHINGLES = 2
 SHINGLE = 4
 
@@ -77,10 +77,10 @@ def _folded(word: str) -> str:
 def text_words(text: str) -> Words:
     """The normalised words of ``text``: case-folded, Unicode-compatibility-decomposed, accents dropped.
 
-    ASCII text (83% of SciFact's hits) is split with ``str.translate`` and ``split`` (18 us an 840-character
-    chunk, ``findall`` 45), and the words become ids by ``map(hash, ...)`` (a C loop), not by numbering them through
-    a per-search vocabulary dict (``setdefault`` in a Python loop, 15-35 us); ``finditer`` with a span per word
-    cost five times as much, and the spans are needed only for the rare pairs that share a
+    ASCII text (most of SciFact's hits) is split with ``str.translate`` and ``split`` (cheaper than ``findall``), and
+    the words become ids by ``map(hash, ...)`` (a C loop), not by numbering them through a per-search vocabulary dict
+    (``setdefault`` in a Python loop); ``finditer`` with a span per word cost several times as much
+    (docs/performance.md#choices-measured-in-the-code), and the spans are needed only for the rare pairs that share a
     statement. Hashes need no shared state, so any two texts' words compare.
     """
     return text, list(map(hash, normalised_words(text)))
@@ -391,8 +391,8 @@ def quote_partners(docs: Sequence[str], words: Sequence[list[int]]) -> dict[int,
 
     Every run of :data:`SHINGLE` normalised words is hashed with numpy, all hits' at once, and hits are paired
     through equal hashes with one sort. A pair is only a candidate: :func:`shared_statement` aligns its words.
-    Hashing hit by hit and counting pairs in Python cost 1.8-3.2 ms for 40 SciFact hits, this 0.8-0.9 (100 test
-    queries' hybrid hits, the same pairs); up to :data:`SMALL_HITS` hits Python sets of word tuples cost as little.
+    Hashing hit by hit and counting pairs in Python cost twice this (docs/performance.md#choices-measured-in-the-code);
+    up to :data:`SMALL_HITS` hits Python sets of word tuples cost as little.
     """
     if len(docs) <= SMALL_HITS:
         return _quote_partners_few(docs, words)
@@ -431,7 +431,7 @@ def quote_partners(docs: Sequence[str], words: Sequence[list[int]]) -> dict[int,
 
 
 #: Up to this many hits, :func:`quote_partners` pairs them through Python sets of shingles: for a k=10 search's
-#: hits that costs 0.24-0.39 ms, the numpy pairing 0.31-0.34 (SciFact, 100 test queries, hybrid).
+#: hits that costs no more than the numpy pairing (docs/performance.md#choices-measured-in-the-code).
 SMALL_HITS = 16
 _MULTIPLIER = np.int64(1_000_003)
 
@@ -440,8 +440,8 @@ def _quote_partners_few(docs: Sequence[str], words: Sequence[list[int]]) -> dict
     """:func:`quote_partners` for a few hits: every pair's shared shingles counted with set intersections."""
     # Every hit's shingles hashed at once with numpy (the polynomial hash of quote_partners; int64 arithmetic wraps
     # around), then one set of ints per hit, rather than sets of word tuples; and a hit is intersected pair by pair
-    # only if it shares two shingles with the union of the hits above it. For the hits of SciFact's 300 test queries
-    # x 3 modes x collapse on/off (10 each, the same partners): 0.29 ms a search, the tuple sets 0.36 (best of 7).
+    # only if it shares two shingles with the union of the hits above it: cheaper than the tuple sets
+    # (docs/performance.md#choices-measured-in-the-code).
     lengths = [len(ids) for ids in words]
     ids = np.fromiter(itertools.chain.from_iterable(words), np.int64, count=sum(lengths))
     hashed = np.zeros(max(len(ids) - SHINGLE + 1, 0), np.int64)

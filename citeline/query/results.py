@@ -188,9 +188,9 @@ def result_json(result: SearchResult) -> str:
 
 def evolve(value: T, **changes: Any) -> T:
     """A copy of ``value`` (a :class:`SearchResult`, :class:`Source` or :class:`Highlight`) with ``changes``:
-    ``dataclasses.replace`` without running ``__init__`` again (a collapsed search copies ~35 results and sources;
-    16 us each with ``replace`` against 3.8 us, timeit on a 1,000-character hit), for these classes, which
-    check nothing in ``__init__``."""
+    ``dataclasses.replace`` without running ``__init__`` again (a collapsed search copies dozens of results and
+    sources, each a quarter of ``replace``'s cost: docs/performance.md#choices-measured-in-the-code), for these
+    classes, which check nothing in ``__init__``."""
     unknown = changes.keys() - value.__dataclass_fields__.keys()
     if unknown:
         raise TypeError(f"{type(value).__name__} has no field {', '.join(sorted(unknown))}")

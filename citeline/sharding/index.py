@@ -499,8 +499,8 @@ class ShardCommits:
             for directory, part in zip(root.shard_dirs, self.parts, strict=True)
         ]
         self.parts = []  # the jobs hold them now
-        # A shard with nothing to index or remove would commit nothing: its job is not started (a DuckDB open costs
-        # 25-35 CPU-ms, and a shard's no-op run opened it five times).
+        # A shard with nothing to index or remove would commit nothing: its job is not started (a DuckDB open is not
+        # free, and a shard's no-op run opened it five times).
         busy = [job for job, nothing in zip(jobs, self.idle, strict=True) if not nothing]
         try:
             if self.run_jobs is not None:

@@ -9,9 +9,9 @@ DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 
 #: The most text one source may give (a file read whole, or one record of a record file), in characters: a larger
 #: one is refused with one line naming this limit, so that no single source can push a run's memory far past what
-#: the rest of the run needs. Chunking holds a document's words, tokens and chunks at once, about 64 bytes a
-#: character of ordinary prose (4 Mi characters: +248 MiB peak RSS, 8 Mi: +514 MiB; docs/reliability.md), so this
-#: is the largest text that stays well inside the 512 MiB a source may cost. About 700,000 words: War and Peace
+#: the rest of the run needs. Chunking holds a document's words, tokens and chunks at once, tens of bytes a
+#: character of ordinary prose (figures: docs/scale.md#choices-measured-in-the-code, docs/reliability.md), so this
+#: is the largest text that stays well inside a source's memory budget of 512 MiB. About 700,000 words: War and Peace
 #: (3.2 M characters) fits, a larger file is split into parts to be indexed.
 MAX_SOURCE_CHARS = 4 * 1024 * 1024
 
@@ -19,8 +19,9 @@ MAX_SOURCE_CHARS = 4 * 1024 * 1024
 #: they inflate (the sizes a zip's headers state are not trusted: a zip bomb lies in them).
 MAX_INFLATED_BYTES = 256 * 1024 * 1024
 
-#: The most XML elements a source's XML parts may hold: python-docx builds a tree of them (about 430 bytes an
-#: element with lxml's proxies, so 500,000 cost about 210 MiB); a Word book of 1,000 pages holds far fewer.
+#: The most XML elements a source's XML parts may hold: python-docx builds a tree of them, hundreds of bytes an
+#: element with lxml's proxies (docs/scale.md#choices-measured-in-the-code); a Word book of 1,000 pages holds far
+#: fewer.
 MAX_XML_ELEMENTS = 500_000
 
 

@@ -74,7 +74,8 @@ _SNIFF_BYTES = 8192
 
 #: The longest line a record file may have, in bytes: six times the text one source may give (a JSON escape writes
 #: a character in at most six bytes), so no record under the text limit is lost. A longer line is not read into
-#: memory (a 200 MiB JSONL line cost a run +974 MiB): :func:`record_lines` skips it and reports it as a bad line.
+#: memory (a line read whole cost many times its size: docs/reliability.md#hostile-files): :func:`record_lines`
+#: skips it and reports it as a bad line.
 MAX_RECORD_LINE_BYTES = 6 * MAX_SOURCE_CHARS
 
 #: Where a record file's lines end (:func:`record_lines`).

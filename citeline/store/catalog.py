@@ -12,8 +12,7 @@ other way round.
 Each table has a primary key (``key``, ``doc_id``, ``chunk_id``, ``run_id``), so no writer, however it got in,
 can store a row twice. Indexes created before the keys (schema version 1 all the same) get them from
 ``citeline rebuild``, which first removes duplicate rows (``checks.remove_duplicate_rows``, ``add_primary_keys``).
-The keys cost about 10% of insert time and 3% of file size (200,000 chunks of 384 floats: 3.9 -> 4.3 s wall, the
-same 2.4 s CPU, 291 -> 299 MB).
+The keys cost a little insert time and file size (figures: docs/scale.md#choices-measured-in-the-code).
 """
 
 from __future__ import annotations
@@ -250,7 +249,7 @@ def vector_batches(
     connection: duckdb.DuckDBPyConnection, dimension: int, batch_rows: int = 32_768
 ) -> Iterator[Iterator[tuple[np.ndarray, np.ndarray]]]:
     """Every chunk id and vector, ``batch_rows`` at a time, in storage order (``verify`` compares them with the
-    vector index, a full build spills them to a file: memory holds one batch, 48 MB at 384 dimensions, instead of
+    vector index, a full build spills them to a file: memory holds one batch of ``batch_rows`` vectors rather than
     every vector twice). A context manager, like :func:`passage_batches`: the stream closes with the block."""
     with contextlib.closing(connection.sql("SELECT chunk_id, vector FROM chunks").to_arrow_reader(batch_rows)) as rows:
         yield ((batch.column(0).to_numpy().astype(np.int64), _vectors_of(batch, dimension)) for batch in rows)
@@ -283,8 +282,8 @@ def lexical_texts(connection: duckdb.DuckDBPyConnection, ids: np.ndarray | None 
     """All chunk ids (or those of ``ids``) and the text BM25 indexes for each, ordered by chunk id.
 
     That text is the chunk's own, preceded by its document's title unless the chunk already starts with it:
-    a passage deep in a document is still about what its title says (on SciFact this lifts BM25's nDCG@10 by
-    about 0.012; docs/quality.md#how-the-first-settings-were-chosen)."""
+    a passage deep in a document is still about what its title says (on SciFact this lifts BM25's nDCG@10:
+    docs/quality.md#how-the-first-settings-were-chosen)."""
     table = connection.sql(
         f"{_LEXICAL_SQL}{'' if ids is None else 'WHERE c.chunk_id = ANY(?) '}ORDER BY c.chunk_id",
         params=None if ids is None else [np.asarray(ids).tolist()],

@@ -30,15 +30,13 @@ if TYPE_CHECKING:  # imported where used: a search that reads meta.json never lo
 DB_FILE = "meta.duckdb"
 
 #: DuckDB's memory ceiling for each connection, in MB (its buffer pool, joins, sorts and the checkpoint at close).
-#: One 20k-chunk commit into the 1M-chunk index (9 new JSONL files, one process, loaded machine) peaked at 2.38 GB
-#: with DuckDB's default (80% of RAM: 18.8 GiB here), 1.25 GB of it the checkpoint as the writer's connection
-#: closed; with 512 MB it peaked at 1.08-1.11 GB for the same CPU (32.7-37.9 CPU-s in the commit, against 34.8).
+#: With DuckDB's default a commit into the 1M-chunk index peaked at twice this ceiling's peak, most of it the
+#: checkpoint as the writer's connection closed, for the same CPU (figures: docs/scale.md#choices-measured-in-the-code).
 MEMORY_LIMIT_MB = 512
 #: DuckDB's threads per connection. Each thread pins buffers of its own: at 512 MB with two threads, the passage
 #: rows of a 330k-chunk segment (``catalog.passage_batches``, which ``verify`` compares) failed with "failed to pin
-#: block" at 1M chunks; with one thread they spill and pass (6.8 CPU-s, 0.96 GB peak; no limit: 4.6 CPU-s, 1.73
-#: GB; 1 GB and two threads: 4.0 CPU-s, 1.52 GB), as do all 1M rows (11.2 CPU-s, 0.94 GB) and all BM25 texts
-#: (``rebuild``). The commit's peak and CPU did not move (1.11 GB, 37.9 CPU-s in the commit).
+#: block" at 1M chunks; with one thread they spill and pass, as do all 1M rows and all BM25 texts (``rebuild``),
+#: and a commit's peak and CPU do not move (figures: docs/scale.md#choices-measured-in-the-code).
 THREADS = 1
 #: Past this share of the catalog file's size, the ceiling grows with it: what DuckDB cannot spill (the primary
 #: keys' ART indexes, a transaction's undo) grows with the rows, and a statement that reaches the ceiling fails.
@@ -124,8 +122,8 @@ class _LockedConnection:
                 self._lock = None
 
     def _before_close(self) -> list[Callable[[], None]]:
-        # Through the writer's own connection: a fresh read-only connection after the close cost 20-45 ms CPU a
-        # writer connection (hook_cost.py, seeds index), this about 1 ms.
+        # Through the writer's own connection: a fresh read-only connection after the close cost many times more
+        # (docs/scale.md#choices-measured-in-the-code).
         import duckdb
 
         then = []

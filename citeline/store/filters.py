@@ -253,9 +253,9 @@ def _meta_sql(pointer: str, operator: str, values: tuple[MetaValue, ...]) -> tup
     """One ``meta`` condition as SQL over ``documents d`` and its parameters (the pointer is a parameter too).
 
     The values of ``=``/``in``/``!=`` travel as one list parameter per kind (text, numbers, dates, ...), matched
-    with ``IN (SELECT unnest(?))`` (a hash join): one ``OR`` and four parameters a value made 20,000 values a 2.3 MB
-    statement that cost 41 s and 1.27 GiB to bind (200,000: over 6 GiB), while a set costs the same for one value
-    as ``= ?`` did (1M rows: 1.0 s against 1.07).
+    with ``IN (SELECT unnest(?))`` (a hash join): one ``OR`` and four parameters a value made a statement of
+    thousands of values take tens of seconds and gigabytes to bind, while a set costs the same for one value as
+    ``= ?`` did (figures: docs/scale.md#choices-measured-in-the-code).
     """
     text = "json_extract_string(d.metadata, ?)"
     if operator in _ORDERING:

@@ -1,8 +1,8 @@
 """A generation's artifacts built from every row of the catalog (``citeline rebuild``, the repair on open, and a
 commit whose previous artifacts cannot serve), in bounded memory. ``store.generation`` runs the commit around it.
 
-Reading every vector and every BM25 text at once cost about 4.6 GB at 1M chunks (the vectors as Arrow and numpy,
-FAISS's copy, every text as a Python string). Here:
+Reading every vector and every BM25 text at once held them several times over (the vectors as Arrow and numpy,
+FAISS's copy, every text as a Python string; figures: docs/scale.md#choices-measured-in-the-code). Here:
 
 - the vectors are read from DuckDB a batch at a time into a spill file (``vectors.<g>.rows.tmp``: float32 rows in
   the catalog's order, an orphan by name if the process dies), and read back a span at a time with ``pread`` (the

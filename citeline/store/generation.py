@@ -131,7 +131,7 @@ def publish_incremental(
     parts: list[tuple[str | None, Part]] = [(None, part.without(removed)) for part in previous_lexical.parts]
     if len(delta):
         parts.append((DELTA, Part(None, delta)))
-    # The live chunk ids, from the previous ones without a full sort: at 1M chunks 5 ms instead of 80 ms.
+    # The live chunk ids, from the previous ones without a full sort (a sixteenth of the cost at 1M chunks).
     kept = np.asarray(previous_lexical.chunk_ids)
     kept = np.delete(kept, positions_of(kept, removed))
     chunk_ids = np.insert(kept, np.searchsorted(kept, delta.chunk_ids), delta.chunk_ids)

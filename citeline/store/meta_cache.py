@@ -1,12 +1,11 @@
 """``meta.json``: the catalog's ``index_meta`` as of the database file's last change, so that a reader (a cold
 ``citeline search``) opens an index without DuckDB.
 
-Importing DuckDB and reading the meta through a read-only connection cost a cold search on the seeds index
-0.17-0.23 CPU-s (3 runs by stage: the import 0.085-0.118; ``Index.open``'s connect, meta and checks 0.083-0.115,
-from this file 0.005). Every writer's
-connection refreshes the file as it closes (``connection.after_writes``): it reads the meta through that connection
-in a transaction of its own (none if one is open: then the file is left stale), and once DuckDB has closed the file,
-still under the exclusive database lock, writes it with the stamp (times, size and inode) of ``meta.duckdb``
+Importing DuckDB and reading the meta through a read-only connection was a large share of a cold search
+(docs/performance.md#choices-measured-in-the-code). Every writer's connection refreshes the file as it closes
+(``connection.after_writes``): it reads the meta through that connection in a transaction of its own (none if one is
+open: then the file is left stale), and once DuckDB has closed the file, still under the exclusive database lock, writes
+it with the stamp (times, size and inode) of ``meta.duckdb``
 and its WAL as they are then. A reader takes the shared database lock and uses the file only
 while that stamp still holds; any other change of the database files (a commit, a ledger row, a writer killed
 before it refreshed the file, a damaged or replaced file) leaves a stamp that no longer matches, and the reader

@@ -202,9 +202,9 @@ class _Part:
         return read
 
     def row(self, position: int) -> dict[str, Any]:
-        """One row as a dict, each value read straight from the mapped buffers (:func:`_value_reader`: ~25 us a
-        row of 22 columns; ``column[offset].as_py()`` per value cost ~120 us, a slice's ``to_pylist`` twice that,
-        and ``Table.take`` imports ``pyarrow.compute``)."""
+        """One row as a dict, each value read straight from the mapped buffers (:func:`_value_reader`: a few times
+        cheaper than ``column[offset].as_py()`` per value or a slice's ``to_pylist``, and ``Table.take`` imports
+        ``pyarrow.compute``; figures: docs/performance.md#choices-measured-in-the-code)."""
         _, starts = self._batches
         number = int(np.searchsorted(starts, position, side="right")) - 1
         offset = position - int(starts[number])
@@ -215,8 +215,8 @@ def _value_reader(field: pa.Field, column: pa.Array) -> Callable[[int], Any]:
     """A function reading value ``i`` of ``column`` as a Python object, from its buffers (zero-copy views of the
     memory map, so only the pages of the values read are touched). Strings, integers, floats and timestamps are
     read this way; any other type by ``column[i].as_py()``. Timestamps with a time zone are converted here:
-    pyarrow's own conversion imports pandas to resolve the zone (0.9 CPU-s, a third of a cold search at 100k
-    chunks), though UTC needs none."""
+    pyarrow's own conversion imports pandas to resolve the zone (a third of a cold search), though UTC needs
+    none."""
     kind, base = field.type, column.offset
     buffers = column.buffers()
     if column.null_count == 0 or buffers[0] is None:
@@ -316,15 +316,15 @@ class Passages:
         for part in self._parts:
             where = _matching(part, wanted)
             if len(where):
-                # Read from the buffers (:func:`_value_reader`): ``column[position].as_py()`` cost ~60 us a value,
-                # 0.17 ms of collapse's lookup of copies a search (SciFact, lexical), this ~2.
+                # Read from the buffers (:func:`_value_reader`), not ``column[position].as_py()`` per value, which was
+                # most of collapse's lookup of copies (docs/performance.md#choices-measured-in-the-code).
                 doc = part.value("doc_id")
                 found.update(zip(part.chunk_ids[where].tolist(), map(doc, where.tolist()), strict=True))
         return found
 
     def chunk_documents(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, int]]:
         """``(doc_id, content_hash, ordinal)`` of each live chunk id held: three columns read from the maps (the
-        hybrid document signals group ~400 candidates a query with it; whole rows cost 0.35 ms each)."""
+        hybrid document signals group hundreds of candidates a query with it, too many to read whole rows)."""
         wanted = np.asarray(chunk_ids, dtype=np.int64)
         found: dict[int, tuple[str, str, int]] = {}
         for part in self._parts:
@@ -336,7 +336,7 @@ class Passages:
             names = batches[0].schema.names if batches else []
             columns = [names.index(name) for name in ("doc_id", "content_hash", "ordinal")]
             for position, number in zip(where.tolist(), numbers.tolist(), strict=True):
-                # the row's values read by part._readers (from the buffers: ~1 us a value; as_py ~9 us)
+                # the row's values read by part._readers (from the buffers, several times cheaper than as_py)
                 readers, offset = part._readers[number], position - int(starts[number])
                 found[int(part.chunk_ids[position])] = tuple(readers[c][1](offset) for c in columns)
         return found
@@ -349,8 +349,8 @@ class Passages:
         for part in self._parts:
             where = _matching(part, wanted)
             if len(where):
-                # Vectorised over the mapped buffers: reading the two values per chunk as chunk_documents does cost
-                # 2.4 of the stage's 7 CPU-ms a SciFact query (~500 chunks).
+                # Vectorised over the mapped buffers: reading the two values per chunk as chunk_documents does was a
+                # third of the stage's CPU (docs/performance.md#choices-measured-in-the-code).
                 lengths = _integers(part, "char_end", where) - _integers(part, "char_start", where)
                 found.update(zip(part.chunk_ids[where].tolist(), lengths.tolist(), strict=True))
         return found
@@ -417,8 +417,8 @@ class Passages:
         it (``metadata.split``: citeline's own fields are not metadata) and counted
         (``documents.count_facets``). The unfiltered counts are kept (a generation's rows do not change).
 
-        Why not count in SQL: DuckDB's JSON functions over every document (keys, values, list items) cost 230 ms at
-        5k documents, against 20 ms for selecting the metadata text and parsing it here."""
+        Why not count in SQL: DuckDB's JSON functions over every document (keys, values, list items) cost ten times
+        selecting the metadata text and parsing it here (docs/performance.md#choices-measured-in-the-code)."""
         whole = not filters and doc_ids is None
         if whole and self._facets is not None:
             return self._facets
@@ -442,9 +442,9 @@ class Passages:
         """Live documents (their ordinal-0 chunks), counted once (a generation's rows do not change): the document
         BM25 signal's mean document length is the corpus's, not the candidates' (``citeline.query.doc_signals``).
 
-        Counted with numpy over the mapped ``ordinal`` column and the segments' live masks, not by SQL: at 1M
-        chunks the SQL count cost 94-142 CPU-ms (0.6 s wall under load) on each reader's first hybrid search and
-        imported DuckDB into a search process; this reads 4 MB of mapped int32 (``bench/scale.py`` latency)."""
+        Counted with numpy over the mapped ``ordinal`` column and the segments' live masks, not by SQL: the SQL count
+        weighed on each reader's first hybrid search and imported DuckDB into a search process; this reads one
+        mapped int32 column (figures: docs/performance.md#choices-measured-in-the-code)."""
         if self._documents is None:
             self._documents = sum(_first_chunks(part) for part in self._parts)
         return self._documents
@@ -459,7 +459,7 @@ class Passages:
 
 def _first_chunks(part: _Part) -> int:
     # The live rows of ``part`` whose ordinal is 0, one record batch at a time, read from the column's buffers
-    # (views of the map): pyarrow's to_numpy imports pandas (0.4 CPU-s of a reader's first hybrid search at 1M).
+    # (views of the map): pyarrow's to_numpy imports pandas, a large share of a reader's first hybrid search.
     count, start = 0, 0
     for chunk in part.rows.column("ordinal").chunks:
         values, valid = _int_column(chunk)

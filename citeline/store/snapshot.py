@@ -26,8 +26,8 @@ __all__ = ["MetaRead", "ReadSnapshot", "Stamp", "db_stamp", "open_meta"]
 @dataclass(frozen=True)
 class MetaRead:
     """The meta an open read and the database files' stamp taken just before: a snapshot taken while the stamp
-    still holds uses this meta instead of connecting to DuckDB again (a connect and close cost a cold search about
-    40 ms CPU of its 1.2 s)."""
+    still holds uses this meta instead of connecting to DuckDB again (a connect and close that a cold search
+    otherwise pays: docs/performance.md#choices-measured-in-the-code)."""
 
     stamp: Stamp
     meta: dict[str, Any]
@@ -75,7 +75,7 @@ def _cached_inspect(index_dir: Path) -> tuple[Stamp, tuple[dict[str, Any], list[
 class ReadSnapshot:
     """A reader's consistent view of one generation: passage rows, the vector and the BM25 index.
 
-    Opening DuckDB costs about 12 ms and a process that keeps it open blocks writers, so a reader reads the meta
+    Opening DuckDB takes time and a process that keeps it open blocks writers, so a reader reads the meta
     under a short read-only connection, and while it is open (no writer can commit and remove this generation's
     files meanwhile) memory-maps what the generation's files hold: the vector index, the BM25 segments and their
     passage rows (``store.passages``). Files a writer unlinks later stay readable through the maps, so the view

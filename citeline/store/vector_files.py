@@ -27,9 +27,8 @@ from citeline.vectors.segments import Delta, SegmentedVectors
 VECTORS = "vectors"
 VECTOR_MERGE, VECTOR_COMPACTION = "vector-merge", "vector-compaction"
 #: Opening an index hashes artifacts up to this size; larger ones get the size check only (verify() hashes all).
-#: At 64 MiB a cold search at 100k chunks hashed every lexical segment (0.147 of its CPU-s; 0.058 at 1M, where the
-#: big segments were over the limit): what a reader hashes now is the small, recent segments and deltas, the files
-#: a commit last wrote.
+#: At 64 MiB a cold search hashed every lexical segment (docs/performance.md#choices-measured-in-the-code): what a
+#: reader hashes now is the small, recent segments and deltas, the files a commit last wrote.
 QUICK_CHECKSUM_BYTES = 4 * 1024 * 1024
 
 

@@ -107,7 +107,8 @@ def read_state(index_dir: Path) -> State:
 
 
 def _vectors_differ(connection: Any, index: SegmentedVectors, dimension: int) -> bool:
-    # Streamed: at 1M chunks reading every vector at once held them twice (Arrow and numpy, 3 GB).
+    # Streamed: reading every vector at once held them twice (Arrow and numpy;
+    # docs/scale.md#choices-measured-in-the-code).
     with catalog.vector_batches(connection, dimension) as batches:
         return any(not np.allclose(index.vectors(ids), vectors, atol=1e-6) for ids, vectors in batches)
 

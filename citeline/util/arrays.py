@@ -18,7 +18,7 @@ def positions_of(sorted_ids: np.ndarray, wanted: Sequence[int] | np.ndarray) -> 
 
 def unique(values: np.ndarray) -> np.ndarray:
     """The sorted distinct values of a 1-d array: ``np.unique`` without its masked-array check, which imports
-    ``numpy.ma`` on first use (about 0.03 CPU-s of a cold search, numpy 2.4)."""
+    ``numpy.ma`` on first use, at a cold search's expense (docs/performance.md#choices-measured-in-the-code)."""
     ordered = np.sort(np.asarray(values).ravel())
     if len(ordered) < 2:
         return ordered

@@ -12,7 +12,7 @@ record, with backslash, tab, newline and carriage return in a cell written as ``
 escapes PostgreSQL's and MySQL's text formats use); ``csv`` quotes such cells instead (RFC 4180).
 
 This module is imported by ``citeline search`` on every call, so it imports only the standard library at import
-time; ``rich`` (the table format, 30 ms to import) is imported when a table is printed.
+time; ``rich`` (the table format, slow to import) is imported when a table is printed.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Chunk ids: a light module, so that the query path (``citeline.query.doc_signals``) finds a document's chunks without
-importing the writing pipeline (discovery, parsing, planning: about 0.03 CPU-s of a cold search)."""
+importing the writing pipeline (discovery, parsing, planning; what that costs a cold search:
+docs/performance.md#choices-measured-in-the-code)."""
 
 from __future__ import annotations
 

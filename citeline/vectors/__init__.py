@@ -7,8 +7,8 @@ whenever k allowed ids exist, copy-on-write updates, save/load round trips).
 
 A kind's module is imported when the kind is first asked for (:func:`kind_of`), and every kind's once
 :data:`KINDS` is read: a cold search of a small (flat) index loads neither ivf nor hnsw (with the full build, which
-``store.generation`` now imports where it builds, their modules cost 0.004-0.005 CPU-s with bytecode and
-0.019-0.031 compiled from source, 5 runs each, after the rest of a search's imports).
+``store.generation`` now imports where it builds; what their modules cost a cold search:
+docs/performance.md#choices-measured-in-the-code).
 """
 
 from __future__ import annotations

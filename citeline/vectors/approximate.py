@@ -104,7 +104,8 @@ class ApproximateIndex:
             raise ValueError("an added id is already in the index; remove it in the same update")
 
     def _exact(self, vector: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[int, float]]:
-        # einsum, not `@`: OpenBLAS's threaded sgemv took 11.5 ms for 2k x 384 on the 2 busy cores, einsum 0.5 ms.
+        # einsum, not `@`: OpenBLAS's threaded sgemv spins on busy cores, many times einsum's cost
+        # (docs/performance.md#choices-measured-in-the-code).
         return top_k(np.einsum("ij,j->i", self.vectors(ids), vector), ids, k)
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:

@@ -3,20 +3,19 @@ build and update, so an index created small switches to IVF in the generation th
 generation's file is written anew, so a generation may change kind; the file keeps one name, ``vectors.<g>.faiss``,
 and its FAISS header says which kind it holds).
 
-Why flat, then IVF (``bench/ann.py``, 384 dimensions, one search thread, 2 shared cores; the full table is in
+Why flat, then IVF (``bench/ann.py``; the figures: docs/scale.md#choices-measured-in-the-code, the full table in
 that module's docstring):
 
-- Flat is exact and costs nothing to build, but a search scans every vector: p50 2.2 ms at 20k, 24.9 ms at 100k,
-  445 ms at 1M on the loaded machine. Its file is the raw vectors (1.5 KB each).
-- IVF costs a k-means at build time (11.8 CPU-s at 100k) and about the same disk (151 MB against 147 MB at
-  100k); a search scans ``nprobe`` of ``4 sqrt(n)`` lists: p50 3.2 ms at 100k with recall@10 1.000.
-- HNSW searches fastest (p50 0.31 ms at 100k, recall 0.999), but its build is the slowest of the three
-  (29.4 CPU-s, 102 s wall at 100k; at least ten times that at 1M), it cannot remove vectors (tombstones, then
-  a rebuild) and its graph adds ``2 M`` ids per vector; so ``auto`` does not pick it. Choose it with
-  ``--vector-index hnsw`` for read-heavy indexes that rarely change.
+- Flat is exact and costs nothing to build, but a search scans every vector, so its latency grows with the index.
+  Its file is the raw vectors (1.5 KB each).
+- IVF costs a k-means at build time and about the same disk; a search scans ``nprobe`` of ``4 sqrt(n)`` lists,
+  an order of magnitude fewer vectors at 100k, at a recall near exact.
+- HNSW searches fastest, but its build is the slowest of the three (and grows faster than linearly), it cannot
+  remove vectors (tombstones, then a rebuild) and its graph adds ``2 M`` ids per vector; so ``auto`` does not pick
+  it. Choose it with ``--vector-index hnsw`` for read-heavy indexes that rarely change.
 
-Below :data:`IVF_MIN_VECTORS` (50k) a flat search costs under about 12 ms (interpolating 2.2 ms at 20k and 24.9
-ms at 100k), inside the hybrid query's 30 ms budget, and it is exact: the approximation buys little there.
+Below :data:`IVF_MIN_VECTORS` (50k) a flat search stays well inside the hybrid query's budget, and it is exact: the
+approximation buys little there.
 """
 
 from __future__ import annotations

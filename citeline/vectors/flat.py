@@ -15,15 +15,13 @@ from citeline.util.arrays import positions_of, positions_of_all, top_k
 from citeline.vectors.base import vector_index
 
 #: Below this many vectors a query is scanned on one thread: splitting a single query's scan of a small flat
-#: index over OpenMP threads costs more than it saves (24 ms instead of 0.7 ms for 13k vectors on 2 busy cores).
+#: index over OpenMP threads costs more than it saves (docs/performance.md#choices-measured-in-the-code).
 SINGLE_THREAD_MAX_VECTORS = 200_000
 
 #: Below this fraction of the index, a filtered search scores the allowed rows with numpy instead of asking FAISS
-#: to scan everything through an IDSelectorBatch. Both are exact. `python bench/experiments/filtered_search.py` on 100k
-# x 384
-#: unit vectors: the selector costs a full scan whatever the filter (9-16 ms for 100-1k allowed ids, 20 ms at 10 %,
-#: 25 ms at 30 %), numpy costs in proportion to the allowed rows (0.4-1.2 ms for 100-1k, 16 ms at 10 %, 47 ms at
-#: 30 %). They cross near 10 %.
+#: to scan everything through an IDSelectorBatch. Both are exact. The selector costs a full scan whatever the
+#: filter, numpy costs in proportion to the allowed rows; they cross near a tenth
+#: (`python bench/experiments/filtered_search.py`; figures: docs/performance.md#choices-measured-in-the-code).
 NUMPY_FILTER_FRACTION = 0.1
 
 

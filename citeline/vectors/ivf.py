@@ -3,17 +3,17 @@
 The lists hold the float32 vectors themselves, so scores are exact inner products of the candidates, ``vectors()``
 is exact (a hash-table direct map from chunk id to list and offset), and one FAISS file is the whole index, read
 memory-mapped (``IO_FLAG_MMAP`` maps the lists: opening a 1M-vector file costs milliseconds and no resident
-memory). At 1M x 384 the raw lists are 1.5 GB on disk and a search reads about 10 % of them (148 MB: 22-30 CPU-ms,
-memory-bound); so a file of at least ``ivf_codes.MIN_VECTORS`` also carries 4-bit fast-scan PQ codes of its lists
-(``citeline.vectors.ivf_codes``: 96 bytes a vector), which an unfiltered search scans 3x deeper and re-ranks exactly
-from the raw vectors (1M: 10.2 CPU-ms at recall@10 0.958 instead of 22.6 at 0.948).
+memory). At 1M x 384 the raw lists are 1.5 GB on disk, and each search reads a tenth of them, memory-bound; so a
+file of at least ``ivf_codes.MIN_VECTORS`` also carries 4-bit fast-scan PQ codes of its lists
+(``citeline.vectors.ivf_codes``: 96 bytes a vector), which an unfiltered search scans deeper and re-ranks exactly
+from the raw vectors, for less CPU at the same recall (figures: docs/scale.md#choices-measured-in-the-code).
 
 The file ends with an *id table* after FAISS's own bytes (FAISS reads what it wrote and ignores the rest): every
 id ascending, the row of its vector in the mapped file and its list, written when the file is written (a build or
-a compaction), so that a reader maps it instead of computing it. At 1M vectors a reader without it walked the
-4,000 lists and sorted 1M ids (1.7 CPU-s) and read FAISS's hash-table direct map (1.1 s, which the file no longer
-holds: ``updated`` rebuilds it in memory); with it, opening reads 32 bytes. Files written before the table are read
-as before.
+a compaction), so that a reader maps it instead of computing it. A reader without it walked every list, sorted
+every id and read FAISS's hash-table direct map (which the file no longer holds: ``updated`` rebuilds it in memory),
+seconds at 1M vectors (docs/scale.md#choices-measured-in-the-code); with it, opening reads 32 bytes. Files written
+before the table are read as before.
 
 Sizes (measured with ``bench/ann.py``, see its docstring for the table):
 
@@ -90,8 +90,8 @@ TRAIN_ITERATIONS = 10
 #: FAISS warns below 39 training vectors per list.
 MIN_PER_LIST = TRAIN_PER_LIST
 #: A filtered search probes lists until it has scored this many times as many allowed vectors as an unfiltered
-#: search scores vectors. bench/ann.py's topics-10% filter (the allowed vectors are 10 % of the topics) at 100k:
-#: recall@10 0.945 at 1x, see the docstring of bench/ann.py for 2x.
+#: search scores vectors: 1x fell short of the recall target on bench/ann.py's topics-10% filter (figures:
+#: docs/scale.md#choices-measured-in-the-code, and the docstring of bench/ann.py for 2x).
 FILTERED_BUDGET = 2
 
 
@@ -198,7 +198,7 @@ class IVFIndex(ApproximateIndex):
 
     def _reranked(self, vector: np.ndarray, k: int, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
         """The best ``k`` of the codes' candidates by their exact scores (FAISS's kernel over the stored vectors,
-        gathered from the mapped file: 1,000 rows about 1 ms)."""
+        gathered from the mapped file)."""
         assert self._codes is not None
         found = self._codes.candidates(vector, k, nprobe)
         if not len(found):
@@ -210,7 +210,7 @@ class IVFIndex(ApproximateIndex):
         """Lists to probe so that a filtered search scores :data:`FILTERED_BUDGET` times as many *allowed*
         vectors as an unfiltered one scores vectors (nearest lists first). A filter correlated with the geometry
         (one source, one folder) leaves the lists nearest the query nearly empty of allowed vectors: at the
-        unfiltered nprobe, recall@10 on bench/ann.py's topics-10% filter at 1M was 0.77."""
+        unfiltered nprobe, recall fell far below the target (docs/scale.md#choices-measured-in-the-code)."""
         budget = FILTERED_BUDGET * nprobe * len(self) / self.nlist
         per_list = np.bincount(self._where[0][positions_of(self._sorted_ids, allowed)], minlength=self.nlist)
         _, nearest = self._ivf().quantizer.search(vector, self.nlist)
@@ -224,7 +224,7 @@ class IVFIndex(ApproximateIndex):
             return np.zeros((0, self.dimension), dtype=np.float32)
         found = positions_of_all(self._sorted_ids, wanted)
         # Gathered list by list from the (memory-mapped) lists: FAISS's reconstruct_batch through the hash-table
-        # direct map cost 7-15 us an id (2k ids: 14-30 ms), this about 1 us an id plus 2 us a list touched.
+        # direct map cost several times this (docs/scale.md#choices-measured-in-the-code).
         if self._rows is not None:
             rows, starts = self._rows
             return np.array(rows[starts[found]], dtype=np.float32)
@@ -382,8 +382,8 @@ def _trained(data: np.ndarray, nlist: int, dimension: int) -> Any:
 
 def _no_prefetch(lists: Any) -> None:
     """Turn off FAISS's prefetch threads on memory-mapped lists. ``OnDiskInvertedLists`` starts 32 threads per search
-    that read every probed list ahead of the scan: the lists are read twice. On the 1M-chunk scale index (nprobe
-    216, 50 SciFact queries, one search thread) a search cost 52.2 CPU-ms with them, 24.1 without, same results."""
+    that read every probed list ahead of the scan: the lists are read twice, and a search cost twice the CPU with
+    them for the same results (docs/scale.md#choices-measured-in-the-code)."""
     mapped: Any = faiss.downcast_InvertedLists(lists)
     if isinstance(mapped, faiss.OnDiskInvertedLists):
         mapped.prefetch_nthread = 0

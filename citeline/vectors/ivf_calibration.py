@@ -45,7 +45,7 @@ def nprobe_for(nlist: int) -> int:
 CALIBRATION_QUERIES = 64
 CALIBRATION_RECALL = 0.97
 #: The float scan probes this many times the measured nprobe, since stored vectors as queries overstate what real
-#: queries find: 2 takes recall@10 at 100k from 0.927 to 0.961 (docs/scale.md#choices-measured-in-the-code). Large
+#: queries find: 2 lifts recall@10 at 100k past the target (docs/scale.md#choices-measured-in-the-code). Large
 #: files search their codes instead (``ivf_codes.NPROBE_FACTOR``); a filtered search starts from this nprobe too.
 QUERY_NPROBE_FACTOR = 2
 

@@ -1,11 +1,11 @@
 """4-bit PQ *fast-scan codes* beside a large ``ivf`` file's exact lists: a search scans the codes of more lists than
 the float scan could afford and re-ranks the best :data:`RERANK` candidates exactly from the stored vectors.
 
-Why: the float scan is memory-bound (about 148 MB of float32 read a query at 1M chunks). Codes of the same lists,
-96 bytes a vector instead of 1,536 (``IndexIVFPQFastScan``, 2 dimensions a sub-quantizer, 4 bits, residuals to the
-list's centroid), scanned with FAISS's SIMD kernel and re-ranked from the exact vectors, let a search probe
-:data:`NPROBE_FACTOR` times the calibrated nprobe and re-rank :data:`RERANK`: less CPU than the float scan at
-higher recall (docs/scale.md#choices-measured-in-the-code). A filtered search keeps the float scan with its id
+Why: the float scan is memory-bound (it reads a tenth of the float32 lists). Codes of the same lists, 96 bytes
+a vector where its float32 values take 1,536 (``IndexIVFPQFastScan``, 2 dimensions a sub-quantizer, 4 bits,
+residuals to the list's centroid), scanned with FAISS's SIMD kernel and re-ranked from the exact vectors, let a
+search probe :data:`NPROBE_FACTOR` times the calibrated nprobe and re-rank :data:`RERANK`: less CPU than the float
+scan at higher recall (docs/scale.md#choices-measured-in-the-code). A filtered search keeps the float scan with its id
 selector (exact scores inside the scan, and FAISS's fast-scan search takes no selector).
 
 The codes are an ``IndexIVFPQFastScan`` in FAISS's own serialization, written after the lists and before the id
@@ -32,10 +32,11 @@ from citeline.errors import IndexCorruptError
 from citeline.vectors import ivf_files
 from citeline.vectors.flat import faiss_threads
 
-#: Files of at least this many vectors carry codes. Below, the float scan costs about what the codes do: the 100k
-#: scale index (1,265 lists) 5.9 CPU-ms at recall@10 0.976 with the float lists, 6.6 at 0.996 with codes (50 claims).
+#: Files of at least this many vectors carry codes. Below, the float scan costs about what the codes do (figures:
+#: docs/scale.md#choices-measured-in-the-code).
 MIN_VECTORS = 200_000
-#: Dimensions per 4-bit sub-quantizer (384 -> 192 sub-quantizers, 96 bytes a vector); see the module docstring.
+#: Dimensions per 4-bit sub-quantizer (384 dimensions in 192 sub-quantizers, 96 bytes a vector); see the module
+#: docstring.
 DIMS_PER_CODE = 2
 #: A code search probes this many times the nprobe the float scan would (the calibrated nprobe), and re-ranks
 #: this many candidates exactly (at least twice the k asked for): 5 and 2,500 keep recall@10 over 0.95 at 1M at the
@@ -60,7 +61,7 @@ def _empty(quantizer: Any, dimension: int, nlist: int) -> Any:
     index: Any = faiss.IndexIVFPQFastScan(
         quantizer, dimension, nlist, dimension // DIMS_PER_CODE, 4, faiss.METRIC_INNER_PRODUCT
     )
-    index.by_residual = True  # FAISS's default here is False: PQ 64x4 of the vectors themselves reached recall 0.60
+    index.by_residual = True  # FAISS's default here is False: PQ of the vectors themselves fell far short in recall
     index.own_fields = True
     quantizer.this.disown()
     return index
@@ -75,7 +76,7 @@ def append(path: Path, pq: Any = None) -> None:
     centroids = mapped.quantizer.reconstruct_n(0, nlist)
     codes = _empty(faiss.clone_index(mapped.quantizer), dimension, nlist)
     if pq is None:
-        with faiss_threads(0):  # 2 OpenMP threads spin on busy cores: 5.2 CPU-s for 2k vectors of 32 dimensions
+        with faiss_threads(0):  # OpenMP threads spin on busy cores (docs/scale.md#choices-measured-in-the-code)
             codes.train(_sample(mapped, path))  # the quantizer holds its nlist centroids: only the PQ is trained
     else:
         codes.pq = pq
@@ -108,8 +109,8 @@ def append(path: Path, pq: Any = None) -> None:
 
 def _sample(mapped: Any, path: Path) -> np.ndarray:
     """About :data:`TRAIN_VECTORS` vectors drawn uniformly from every list (one pass over the lists, a span at a
-    time). Vectors of 73 randomly chosen whole lists (32k at 1M) trained a PQ whose re-ranked recall@10 was 0.940
-    where a uniform 65k sample's was 0.960 (the 1M-chunk scale index, nprobe 648, re-rank 1,000)."""
+    time). Vectors of randomly chosen whole lists trained a PQ of lower re-ranked recall than a uniform sample's
+    (docs/scale.md#choices-measured-in-the-code)."""
     share = min(1.0, TRAIN_VECTORS / max(1, int(mapped.ntotal)))
     rng = np.random.default_rng(1234)
     parts = [

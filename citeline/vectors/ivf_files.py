@@ -2,10 +2,10 @@
 of vectors in memory, never all of them.
 
 ``faiss.write_index`` needs the whole index in memory (``ArrayInvertedLists``): at 1M x 384 that is 1.5 GB of lists,
-and a compaction used to hold them twice (a copy of the memory-mapped lists to add to, and the copy ``save`` made)
-next to the old file's pages it had touched: the first ingest of 972k chunks peaked at 6.3 GB RSS
-(bench/results/scale-1M.txt). Here the old lists are read with ``pread`` a span at a time (no page of the old file
-is mapped into this process), each vector is assigned to its list, and the new file is written in place with
+and a compaction used to hold them twice (a copy of the memory-mapped lists to add to, and the copy ``save`` made) next
+to the old file's pages it had touched (bench/results/scale-1M.txt; docs/scale.md#choices-measured-in-the-code). Here
+the old lists are read with ``pread`` a span at a time (no page of the old file is mapped into this process), each
+vector is assigned to its list, and the new file is written in place with
 ``pwrite`` at offsets known up front.
 
 The file is byte for byte what ``IVFIndex.save`` wrote with FAISS (``faiss.write_index`` of an ``IndexIVFFlat``
@@ -32,8 +32,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-#: Bytes of old lists read per ``pread`` (and so the vectors held at once while copying): 64 MB is 44k vectors of
-#: 384 dimensions. Larger spans do not copy faster (page cache to page cache: about 1.5 GB/s either way).
+#: Bytes of old lists read per ``pread`` (and so the vectors held at once while copying): 64 MB is 44k vectors of 384
+#: dimensions. Larger spans do not copy faster (page cache to page cache; docs/scale.md#choices-measured-in-the-code).
 SPAN_BYTES = 64 * 1024 * 1024
 #: Vectors assigned to lists per quantizer search when added or re-assigned (FAISS's own add batches by 64k too).
 ASSIGN_BATCH = 65_536

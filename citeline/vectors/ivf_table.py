@@ -65,8 +65,8 @@ def _vector_bytes(
 
 def _float_rows(region: np.ndarray, residue: int, dimension: int) -> np.ndarray:
     """The mapped file as overlapping float32 rows of ``dimension``, from byte ``residue`` on: row ``r`` starts at
-    byte ``residue + 4 r``, so ``vectors()`` is one numpy gather (2k ids: 0.2 ms instead of 18 ms through the lists
-    one by one)."""
+    byte ``residue + 4 r``, so ``vectors()`` is one numpy gather instead of a walk through the lists one by one
+    (docs/scale.md#choices-measured-in-the-code)."""
     floats = region[residue : residue + (len(region) - residue) // 4 * 4].view(np.float32)
     rows = np.lib.stride_tricks.as_strided(floats, shape=(len(floats) - dimension + 1, dimension), strides=(4, 4))
     rows.flags.writeable = False
@@ -117,8 +117,8 @@ def _read_table(path: Path, count: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     def mapped(dtype: str, start: int) -> np.ndarray:
         array = np.asarray(np.memmap(path, dtype=np.dtype(dtype), mode="r", offset=start, shape=(count,)))
         # The table follows FAISS's bytes, so it may start off an 8-byte boundary; numpy's searchsorted then copies
-        # the whole misaligned array on every call (1.0-1.6 ms for 10 ids at 1M rows, against 0.004 ms aligned;
-        # col2's profile of vectors()). One aligned copy at open costs about 2 ms and 8 MB per array at 1M.
+        # the whole misaligned array on every call; one aligned copy at open is far cheaper
+        # (docs/scale.md#choices-measured-in-the-code).
         return array if start % array.dtype.itemsize == 0 else array.copy()
 
     return mapped("<i8", offset), mapped("<i8", offset + 8 * count), mapped("<i4", offset + 16 * count), residue

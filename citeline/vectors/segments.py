@@ -15,11 +15,11 @@ the flat kind the result is the exact top k, bit for bit the stored vectors.
 - **compaction**: once the deltas' live rows plus the base's tombstones pass :func:`delta_budget`, everything is
   folded into a new base with the kind's own ``updated`` (flat: a rewrite; ivf: the trained lists copied and
   added to, no retraining unless the size drifted past a factor of two; hnsw: graph insertions and its own
-  tombstones). The budget is where scanning the deltas stops being cheap next to the base's own search (a 1k-row
-  scan costs about 0.18 ms CPU): flat, a tenth of the base (a search costs at most 10 % more); hnsw, 2k rows; ivf,
-  32k rows, so that a 1% update of a 1M-chunk index writes a delta rather than a new IVF base. An ivf base with
-  tombstones overfetches (:data:`OVERFETCH_FACTOR`) rather than taking the live ids as an allowed set (30x the
-  CPU at 1M). The measurements: docs/scale.md#choices-measured-in-the-code.
+  tombstones). The budget is where scanning the deltas stops being cheap next to the base's own search: flat, a
+  tenth of the base (a search scans at most a tenth more rows); hnsw, 2k rows; ivf, 32k rows, so that a one-percent
+  update of a 1M-chunk index writes a delta rather than a new IVF base. An ivf base with tombstones overfetches
+  (:data:`OVERFETCH_FACTOR`) rather than taking the live ids as an allowed set (many times the CPU at 1M). The
+  measurements: docs/scale.md#choices-measured-in-the-code.
 """
 
 from __future__ import annotations
@@ -47,12 +47,11 @@ FLAT_DELTA_MIN = 4_096
 APPROXIMATE_DELTA_ROWS = {"ivf": 32_000, "hnsw": 2_000}
 #: An unfiltered search asks the base for k + (its tombstones) results and drops the tombstoned ones while there
 #: are at most this many; beyond, it passes the base's live ids as the allowed set (each kind's exact filtered path).
-#: The allowed-set path is a cliff for IVF: at 1M vectors (bench/scale.py's index, 20 claims, ~3.2k tombstones) it
-#: cost 1,178 ms CPU a query against 53-55 ms for k + 3.2k or k + 10k results asked of the base (57 ms for k alone):
-#: the lists probed are the same, and only the heap is deeper.
+#: The allowed-set path is a cliff for IVF (docs/scale.md#choices-measured-in-the-code): asking the base for more
+#: results probes the same lists, and only the heap is deeper.
 OVERFETCH_MAX = 1_024
-#: Kinds whose allowed-set path over nearly every id costs far more than overfetching (ivf: 30x at 1,000 of 972k
-#: tombstoned, see the module docstring) overfetch up to this multiple of OVERFETCH_MAX (ivf: 32,768 >= its budget).
+#: Kinds whose allowed-set path over nearly every id costs far more than overfetching (ivf, see the module
+#: docstring) overfetch up to this multiple of OVERFETCH_MAX (ivf: 32,768, at least its budget).
 OVERFETCH_FACTOR = {"ivf": 32}
 #: An unfiltered search first asks the base for k + twice the tombstones expected among k results + this many.
 OVERFETCH_MARGIN = 16
@@ -133,7 +132,7 @@ class SegmentedVectors:
             live[positions_of(delta.ids, removed_later)] = False
             self._live[number] = live
             self._delta_dead[number] = len(live) - int(np.count_nonzero(live))
-            # (np.union1d calls np.unique, which imports numpy.ma: 0.018-0.039 CPU-s, 5 runs, on its first call)
+            # (np.union1d calls np.unique, which imports numpy.ma on its first call: a cold search pays for it)
             removed_later = unique(np.concatenate([removed_later, delta.removed]))
         base_ids = base.ids()
         self._dead = positions_of(base_ids, removed_later)  # positions of the base's tombstones in base.ids()
@@ -177,8 +176,8 @@ class SegmentedVectors:
         if allowed is not None:
             allowed = unique(np.asarray(allowed, dtype=np.int64))
         parts = [self._search_base(vector, k, allowed)]
-        # One query on one thread: faiss.knn over a 12k-row delta cost 14.6 CPU-ms on FAISS's two OpenMP threads
-        # (the idle one spins), 2.3 on one (1M-chunk scale index, 50 queries).
+        # One query on one thread: on FAISS's two OpenMP threads the idle one spins, at several times the CPU
+        # (docs/scale.md#choices-measured-in-the-code).
         with faiss_threads(0):
             parts += [self._search_delta(number, vector, k, allowed) for number in range(len(self.deltas))]
         return top_k(np.concatenate([s for _, s in parts]), np.concatenate([i for i, _ in parts]), k)
@@ -205,7 +204,7 @@ class SegmentedVectors:
         if not len(delta.ids):
             return _NO_IDS, _NO_SCORES
         # The whole memory-mapped delta, k plus its dead rows deep, the dead rows dropped: gathering the live rows
-        # first copied them (21.8k rows of the 1M-chunk scale index: 9 ms a query, more than the scan's 5.5 ms).
+        # first copied them, at more than the scan's own cost (docs/scale.md#choices-measured-in-the-code).
         found, where = faiss.knn(vector[None, :], delta.vectors, min(k + dead, len(delta.ids)), metric=_IP)
         keep = live[where[0]] if dead else slice(None)
         return delta.ids[where[0][keep]], found[0][keep]
@@ -221,9 +220,8 @@ class SegmentedVectors:
         # First ask for the tombstones expected among the top k (twice that) plus a margin; only if fewer than k
         # live results remain (and the base had more to give) ask again with every tombstone. Either way the
         # result is the best k live ids of what the base's search ranks, since a live id below the first answer's
-        # last one is below k live ones. At 1M chunks with 9,876 tombstones, asking k + 9,876 of the ivf base
-        # cost 9.7 CPU-ms a query more than k + 16 (FAISS's deeper heap and 10k tuples), and a
-        # FAISS IDSelectorNot(IDSelectorBatch(tombstones)) 8.2 CPU-ms more (bench/ann.py --index, an earlier run).
+        # last one is below k live ones. Asking for every tombstone at once, or a FAISS
+        # IDSelectorNot(IDSelectorBatch(tombstones)), cost more (docs/scale.md#choices-measured-in-the-code).
         expected = -(-2 * k * len(dead) // max(len(self.base), 1)) + OVERFETCH_MARGIN
         for depth in dict.fromkeys((k + min(len(dead), expected), k + len(dead))):
             found, scores = _arrays(self.base.search(vector, depth))

@@ -23,8 +23,8 @@ the first cell past it, losing every later row), so citeline raises that limit a
 :data:`CSV_MODULE_LIMIT` (never lowering another library's setting) and bounds rows itself: the lines are fed to
 the reader one at a time (no copy of the table in the 4-byte form ``io.StringIO`` keeps), and a row that would
 grow past the limit is skipped before the reader buffers it, its end found on a skeleton of the rest (each run of
-ordinary characters one ``x``: the quotes, delimiters and line breaks that decide where a row ends, kept). A
-60 MiB cell cost a run +741 MiB read whole; see docs/reliability.md for the figure now.
+ordinary characters one ``x``: the quotes, delimiters and line breaks that decide where a row ends, kept). A cell
+read whole cost many times its size: see docs/reliability.md#hostile-files for the figures before and now.
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ offsets index into that text. Headers, footers, footnotes and comments are not r
 ``language``) are the metadata, dates as ISO date-times; the title is the ``title`` property, else the first
 heading, else the first line.
 
-A ``.docx`` is a zip file, and a hostile one can fill the memory of the run (a 1 MB file of 400 MiB of tiny
-paragraphs drove a run past 4 GiB). So before python-docx reads it, :func:`check_parts` inflates every part in
-chunks, counting the bytes as they come (a zip's headers may lie about the sizes), and reads each XML part with
+A ``.docx`` is a zip file, and a hostile one can fill the memory of the run (a small file of tiny paragraphs that
+inflate a hundredfold: docs/reliability.md#hostile-files). So before python-docx reads it, :func:`check_parts` inflates
+every part in chunks, counting the bytes as they come (a zip's headers may lie about the sizes), and reads each XML part
+with
 defusedxml's streaming parser, counting elements and characters: a file whose parts inflate past
 :data:`~citeline.sources.MAX_INFLATED_BYTES`, hold more than :data:`~citeline.sources.MAX_XML_ELEMENTS` elements or
 more than :data:`~citeline.sources.MAX_SOURCE_CHARS` characters of text, or declare a DTD (entity bombs; Word never
@@ -148,8 +149,8 @@ def _body(document: Any) -> tuple[list[str], str]:
         elif block.text.strip():
             lines.append(block.text)
             # Only a paragraph with a style of its own can be a heading, and each style is looked up once:
-            # python-docx's block.style scans all styles for the default on every call (3 ms a paragraph: a
-            # document of 40,000 paragraphs took 2 minutes).
+            # python-docx's block.style scans all styles for the default on every call (a document of tens of
+            # thousands of paragraphs took minutes: docs/performance.md#choices-measured-in-the-code).
             style_id = block._p.style if not heading else None
             if style_id is not None:
                 if style_id not in style_names:
