@@ -38,7 +38,9 @@ from citeline.store.locks import writer_lock
 from citeline.store.snapshot import MetaRead, ReadSnapshot, open_meta
 from citeline.vectors import NEW_INDEX_KIND, kind_of
 
-if TYPE_CHECKING:  # writing, chunking and verify load where used: a search skips them (0.02-0.03 CPU-s, bytecode)
+# Writing, chunking and verify load where used: a search skips their import
+# (docs/performance.md#choices-measured-in-the-code).
+if TYPE_CHECKING:
     import threading
 
     from citeline.ingest.removal import Chosen, RemovalSummary

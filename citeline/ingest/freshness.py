@@ -3,9 +3,9 @@ are still what they were when their documents were indexed, as make and rsync de
 of the catalog (only the documents of the other files).
 
 A run used to parse every file to compare content hashes, so an unchanged re-run cost what the corpus costs to
-parse: 1.86 CPU-s at 100k chunks (46 JSONL files of 1,000 records), about ten times that at 1M. Then it loaded
-every stored document's fingerprint and key into Python (about 25 µs a document: most of a one-document update
-at 1M chunks, 454,545 documents). Now both questions are asked in SQL per file: the files' stat goes to DuckDB
+parse, and then it loaded every stored document's fingerprint and key into Python, most of a one-document update
+at 1M chunks (figures: docs/scale.md#choices-measured-in-the-code). Now both questions are asked in SQL per
+file: the files' stat goes to DuckDB
 as one Arrow table, a file comes back with its document count and whether it is fresh, and
 the plan loads only the documents of files that were read or vanished (:func:`plan`).
 

@@ -45,7 +45,7 @@ from citeline.store.ledger import RunSummary
 if TYPE_CHECKING:
     from watchfiles import Change
 
-logger = logging.getLogger("citeline.watch")
+logger = logging.getLogger(__name__)
 
 #: Seconds between the watcher's quiet ticks (the first run starts at the first; a run that could not take the
 #: writer lock is tried again at the next).
@@ -68,9 +68,10 @@ def watch(
     under ``roots``, until ``stop`` is set (returns the number of runs) or a stop signal (raised to the caller).
 
     ``on_run`` gets each run's ledger row; ``on_error`` one line for each run that failed or was refused as a
-    whole (the default for both: the ``citeline.watch`` logger); ``on_ready`` is called once the first run is over
-    and the watcher listens. ``selection`` (the run's include/exclude) and each root's ``.citelineignore`` decide
-    which changes are worth a run, as they decide what the run reads; ``index_dir``'s own changes never are."""
+    whole (the default for both: the ``citeline.ingest.watching`` logger); ``on_ready`` is called once the first
+    run is over and the watcher listens. ``selection`` (the run's include/exclude) and each root's
+    ``.citelineignore`` decide which changes are worth a run, as they decide what the run reads; ``index_dir``'s
+    own changes never are."""
     import watchfiles  # imported here: only a watch needs it (the CLI's other commands start without it)
 
     if debounce <= 0:

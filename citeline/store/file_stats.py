@@ -5,7 +5,7 @@ found file's stat with; this module owns the table and every statement on it.
 Why a table of its own: freshness used to ask whether every *document* stored from a file recorded the file's
 current stat. A run rewrites only the documents whose content changed, so once some records of a JSONL file
 changed, its other documents kept the older stat and the file was read again on every later run (an unchanged
-re-run of a 1M-chunk index after a 1 % update cost 24.6 CPU-s: docs/scale.md#what-the-figures-show). A touched file
+re-run of a 1M-chunk index after a 1 % update re-read those files: docs/scale.md#what-the-figures-show). A touched file
 whose documents were all unchanged was read again forever for the same reason. The file's own row, written for
 every file a run read whole, is right in both cases.
 
