@@ -41,6 +41,10 @@ ALLOWED = {
     ("citeline/ingest/stopping.py", "getattr(error, 'signal', None)"): "third-party exception",
     # the stdlib ProcessPoolExecutor's worker processes (not public): a stop is passed on to each
     ("citeline/sharding/runs.py", "getattr(executor, '_processes', None)"): "stdlib executor",
+    # s3fs's paged ListObjectsV2 (not public API): listing a page at a time holds one page's keys, not the bucket's;
+    # an s3fs without it is listed with fsspec's find, and req_kw (requester-pays and the like) is passed if set
+    ("citeline/sources/remote.py", "hasattr(fs, '_list_pages')"): "s3fs internals",
+    ("citeline/sources/remote.py", "getattr(fs, 'req_kw', {})"): "s3fs internals",
     # an OSError carries errno; the other exceptions a failed commit may raise do not
     ("citeline/store/generation.py", "getattr(exc, 'errno', None)"): "exception",
     # a FAISS index read from a file: whether it is an IndexIDMap2 is the file's content, checked before use
