@@ -66,6 +66,28 @@ def test_the_reported_short_files_decode_exactly(text: str, encoding: str) -> No
     assert decoded.text == text
 
 
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        # found by the stateful test: read as Windows-1250 ("prčs", "seńora"), whose letters Czech nearly holds
+        (
+            "L'été dernier, nous avons visité une église près du château, où la cérémonie était très émouvante. "
+            "La señora García compró café, azúcar y piñones en el mercado de la plaza mayor del pueblo.",
+            "cp1252",
+        ),
+        ("Die Brücke über den Fluß. Le pont près de la forêt, où l'on pêche.", "cp1252"),
+        ("A casa é grande e o pão está quente. Il caffè è già pronto, però è amaro.", "cp1252"),
+        ("Dzień dobry, jak się masz? Dobrý den, jak se máte, přítel?", "cp1250"),
+        ("Добрий день, як справи? Добрый вечер, всё хорошо.", "cp1251"),
+    ],
+)
+def test_a_text_in_two_languages_decodes_exactly(text: str, encoding: str) -> None:
+    """A file written in two languages of one code page (a bilingual notice, a quote in another language): no one
+    alphabet holds its letters, and a wrong code page's reading may come closer to one than the right one does."""
+    decoded, _ = _decode(text.encode(encoding))
+    assert decoded.text == text
+
+
 def test_a_plain_reading_is_confident_and_a_close_call_is_not() -> None:
     assert _decode("Die Straße ist nach dem Regen nass.".encode("cp1252"))[1] is False
     decoded, low = _decode("Holnap esni fog az eső.".encode("cp1250"))  # "esõ" in cp1252 is as plausible
