@@ -4,8 +4,8 @@ step against a plain in-memory model.
 
 CI runs :data:`EXAMPLES` sequences of up to :data:`STEPS` steps, derandomized; the slow tier runs
 :data:`SLOW_EXAMPLES` more from a fixed seed, and ``CITELINE_STATEFUL_EXAMPLES=500`` a longer hunt
-(``bench/soak.py`` runs it for a given time and prints the seed of each failure). ``CITELINE_STATEFUL_HUNT=all`` switches on the generators of the
-known bugs (``_stateful.KNOWN_BUGS``).
+(``bench/soak.py`` runs it for a given time and prints the seed of each failure). ``CITELINE_STATEFUL_HUNT=all``
+switches on the generators of the known bugs (``_stateful.KNOWN_BUGS``).
 """
 
 from __future__ import annotations
