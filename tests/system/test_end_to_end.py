@@ -72,7 +72,8 @@ def test_cli_search_prints_sources_and_offsets(seeds_index: Path) -> None:
 
 
 def test_cli_search_json_is_one_object_per_line(seeds_index: Path, seeds_dir_session: Path) -> None:
-    result = CliRunner().invoke(cli, ["search", "why did soldiers defect", "--index", str(seeds_index), "--json"])
+    argv = ["search", "why did soldiers defect", "--index", str(seeds_index), "--json", "--flat", "--min-score", "0"]
+    result = CliRunner().invoke(cli, argv)  # every passage: k=10 of them
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.output.splitlines()]
     assert len(rows) == min(10, Index.open(seeds_index).status().chunks)
@@ -137,7 +138,8 @@ def test_cli_usage_errors_are_one_line_with_exit_status_2(seeds_index: Path, arg
 
 
 def test_cli_huge_k_is_clamped_to_what_the_index_holds(seeds_index: Path) -> None:
-    argv = ["search", "soldiers", "-k", "100000000", "--no-collapse", "--json", "--index", str(seeds_index)]
+    argv = ["search", "soldiers", "-k", "100000000", "--no-collapse", "--json", "--flat", "--min-score", "0"]
+    argv += ["--index", str(seeds_index)]
     result = CliRunner().invoke(cli, argv)
     assert result.exit_code == 0, result.output
     chunks = Index.open(seeds_index).status().chunks

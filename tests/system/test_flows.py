@@ -172,6 +172,7 @@ def test_schedule_is_registered_with_its_cron_and_parameters(served: dict[str, A
         "include": [],
         "exclude": [],
         "strict": False,
+        "progress_every": 30.0,  # a worker's log gets a progress line this often
     }
 
 

@@ -59,8 +59,10 @@ def page_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     quote = (
         "The quartermaster's ledger shows the garrison's pay stopped in the spring, and the sentries left their posts."
     )
-    for name in ("copy-one.md", "copy-two.md"):
-        (docs / name).write_text(f"# {name}\n\n{quote}\n", encoding="utf-8")
+    # Two documents of their own titles quoting one passage ("copy-one"/"copy-two" as titles made a template of a
+    # number, which collapse rightly keeps apart).
+    for name, title in (("copy-one.md", "Notes from the garrison"), ("copy-two.md", "What the sentries told us")):
+        (docs / name).write_text(f"# {title}\n\n{quote}\n", encoding="utf-8")
     index = Index.create(root / "ix", embedder=HashEmbedder())
     index.ingest([docs])
     with running(create_app(index.path, HashEmbedder())) as url:
