@@ -7,7 +7,6 @@ unchanged re-run fetches no object (GETs counted in the server's request log).""
 from __future__ import annotations
 
 import json
-import os
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +18,13 @@ from conftest import HashEmbedder
 from citeline import Index, ShardedIndex
 from citeline.sources import remote
 
-distributed = pytest.importorskip("distributed")
+pytest.importorskip("distributed")
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
-pytestmark = pytest.mark.slow
 
 from _object_store import S3Server  # after the skips: boto3 comes with moto
+
+pytestmark = pytest.mark.slow
 
 ROOT = "s3://docs/corpus"
 OBJECTS = 24
@@ -50,7 +50,9 @@ def cluster(server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     file = tmp_path / "storage.json"
     file.write_text(json.dumps(server.options()))
     monkeypatch.setenv(remote.OPTIONS_ENV, str(file))
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as local:
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as local:
         yield local
 
 
@@ -93,9 +95,8 @@ def test_a_sharded_ingest_of_an_s3_root_on_dask_reads_on_the_workers_then_an_unc
         for name, index in (("plain", plain), ("sharded", sharded))
     }
     assert stored["sharded"] == stored["plain"] and sharded.verify().ok
-    assert {d.source_path for d in sharded.documents()} == {
-        f"s3://docs/corpus/part{n % 3}/note{n:02d}.md" for n in range(OBJECTS)
-    }
+    urls = {f"s3://docs/corpus/part{n % 3}/note{n:02d}.md" for n in range(OBJECTS)}
+    assert {d.source_path for d in sharded.documents()} == urls  # provenance keeps the URL
     assert sharded.search("garrison crossing 5", k=1)[0].sources[0].source_path.startswith("s3://docs/corpus/")
 
     fetched = server.object_gets()
@@ -104,4 +105,14 @@ def test_a_sharded_ingest_of_an_s3_root_on_dask_reads_on_the_workers_then_an_unc
         "succeeded", 0, 0, OBJECTS, 0,
     ), again  # fmt: skip
     assert server.object_gets() == fetched  # listed, compared by ETag: not one object fetched
-    assert os.environ[remote.OPTIONS_ENV]  # (the workers' credentials: the file, as in this process)
+    # the workers' credentials: the file their environment names, never a run's options sent to them
+    from distributed import Client
+
+    with Client(cluster, set_as_default=False) as client:
+        seen_there = client.run(_worker_storage)
+    assert list(seen_there.values()) == [(server.endpoint, None)] * 2
+
+
+def _worker_storage() -> tuple[str, Any]:
+    # On a worker: the endpoint its storage options reach, and any run options set in its memory.
+    return remote.options_for("s3")["client_kwargs"]["endpoint_url"], remote._run_options
