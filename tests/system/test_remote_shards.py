@@ -7,6 +7,7 @@ unchanged re-run fetches no object (GETs counted in the server's request log).""
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,3 +117,28 @@ def test_a_sharded_ingest_of_an_s3_root_on_dask_reads_on_the_workers_then_an_unc
 def _worker_storage() -> tuple[str, Any]:
     # On a worker: the endpoint its storage options reach, and any run options set in its memory.
     return remote.options_for("s3")["client_kwargs"]["endpoint_url"], remote._run_options
+
+
+def test_the_cli_ingests_an_s3_root_into_shards_on_its_local_cluster_whose_workers_read_the_options_file(
+    server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``citeline ingest s3://... --shards 2 --dask-workers 2 --storage-options FILE``: the local cluster's workers
+    (this process's children) read the file too, named in their environment; ``--storage-option`` pairs, which
+    live in this process's memory only, cannot reach them and are refused in one line (the real model: the CLI's)."""
+    from click.testing import CliRunner
+
+    from citeline.cli.main import cli
+
+    monkeypatch.delenv(remote.OPTIONS_ENV, raising=False)
+    file = tmp_path / "s3.json"
+    file.write_text(json.dumps(server.options()))
+    command = ["ingest", ROOT, "--index", str(tmp_path / "ix"), "--shards", "2", "--dask-workers", "2", "--json"]
+    refused = CliRunner().invoke(cli, [*command, f"--storage-option=key={server.key}", "--storage-options", str(file)])
+    assert refused.exit_code == 2 and "--storage-option does not reach Dask workers" in refused.output, refused.output
+    assert server.object_gets() == 0 and not (tmp_path / "ix").exists()
+    result = CliRunner().invoke(cli, [*command, "--storage-options", str(file)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (summary["status"], summary["added"], summary["failed"]) == ("succeeded", OBJECTS, 0), summary
+    assert server.object_gets() == 2 * OBJECTS  # on the workers: the keys, then each shard's run
+    assert remote.OPTIONS_ENV not in os.environ  # this process's environment as it was
