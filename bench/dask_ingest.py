@@ -2,6 +2,7 @@
 
     python bench/dask_ingest.py --out /tmp/dask-ingest [--megabytes 16] [--scales 1 2 4] [--workers 2] [--shards 2]
     PYTHONPATH=/path/to/other/checkout python bench/dask_ingest.py ...   # the same, with another checkout's citeline
+    python bench/dask_ingest.py --remote --out /tmp/dask-remote --megabytes 4 --scales 1 2   # from an S3 server
 
 Writes a corpus of ``--megabytes`` x scale of generated text (``.txt`` files of about 16 KB of sentences drawn from
 a fixed vocabulary, the same on every machine) for each scale, then ingests each into a new root of ``--shards``
@@ -13,18 +14,27 @@ A thread samples every 0.1 s the coordinator's RSS and each worker's; the line p
 RSS before the run (imports, index open) and its peak (``ru_maxrss``), the workers' peak RSS, the source megabytes
 and documents, the run's wall seconds and the source megabytes a second per worker. Run by hand (a few minutes on
 2 cores); not part of CI.
+
+``--remote``: the corpus is put into moto's S3 server (the tests' server, tests/_object_store.py: a subprocess on a
+loopback port, its own RSS not counted) and the run ingests ``s3://docs/corpus``: no folder is shared, the workers
+fetch the objects themselves, with the credentials of the file named by ``CITELINE_STORAGE_OPTIONS`` in their
+environment. Then the same run again (unchanged: a second line, ``rerun``); each line adds the object GETs the
+server served during the run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
 import resource
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +93,9 @@ class Sampler(threading.Thread):
             self.stopped.wait(self.interval)
 
 
-def coordinator(corpus: Path, root: Path, workers: int, shards: int) -> dict[str, Any]:
-    """One sharded run (this process is its coordinator); its figures."""
+def coordinator(corpus: str, root: Path, workers: int, shards: int) -> dict[str, Any]:
+    """One sharded run of ``corpus`` (a folder or a URL) into ``root`` (made if it is not there; this process is
+    its coordinator); its figures."""
     sys.path.insert(0, str(REPO / "tests"))
     from conftest import HashEmbedder
 
@@ -92,7 +103,10 @@ def coordinator(corpus: Path, root: Path, workers: int, shards: int) -> dict[str
     from citeline import Index
     from citeline.sharding.index import ShardedIndex
 
-    index = Index.create(root, embedder=HashEmbedder(), vector_index="flat", shards=shards)
+    if root.exists():
+        index = Index.open(root, embedder=HashEmbedder())
+    else:
+        index = Index.create(root, embedder=HashEmbedder(), vector_index="flat", shards=shards)
     assert isinstance(index, ShardedIndex)
     sampler = Sampler()
     before = sampler.process.memory_info().rss
@@ -106,6 +120,7 @@ def coordinator(corpus: Path, root: Path, workers: int, shards: int) -> dict[str
         "citeline": str(Path(citeline.__file__).parent),
         "status": run.status,
         "documents": run.added,
+        "unchanged": run.unchanged,
         "seconds": round(seconds, 1),
         "coordinator_rss_before_mb": round(before / 1e6),
         "coordinator_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3),
@@ -120,22 +135,50 @@ def main() -> None:
     parser.add_argument("--scales", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--remote", action="store_true", help="ingest the corpus from an S3 server (moto)")
     parser.add_argument("--one", nargs=2, metavar=("CORPUS", "ROOT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(coordinator(Path(args.one[0]), Path(args.one[1]), args.workers, args.shards)))
+        print(json.dumps(coordinator(args.one[0], Path(args.one[1]), args.workers, args.shards)))
         return
     tag = str(int(time.time()))
     for scale in args.scales:
         corpus = args.out / f"corpus-{scale}x"
         files, size = write_corpus(corpus, args.megabytes * scale)
         root = args.out / f"root-{scale}x-{tag}"
-        command = [sys.executable, __file__, "--out", str(args.out), "--one", str(corpus), str(root)]
-        command += ["--workers", str(args.workers), "--shards", str(args.shards)]
-        line = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-        line.update(scale=scale, files=files, source_mb=round(size / 1e6, 1))
-        line["mb_per_s_per_worker"] = round(size / 1e6 / line["seconds"] / args.workers, 2)
-        print(json.dumps(line), flush=True)
+        with contextlib.ExitStack() as stack:
+            source, environment, server = str(corpus), dict(os.environ), None
+            if args.remote:
+                server = stack.enter_context(_served(corpus, args.out))
+                source, environment["CITELINE_STORAGE_OPTIONS"] = "s3://docs/corpus", str(args.out / "storage.json")
+            for name in ("run", "rerun") if args.remote else ("run",):
+                gets = server.object_gets() if server else 0
+                command = [sys.executable, __file__, "--out", str(args.out), "--one", source, str(root)]
+                command += ["--workers", str(args.workers), "--shards", str(args.shards)]
+                done = subprocess.run(command, check=True, capture_output=True, text=True, env=environment)
+                line = json.loads(done.stdout.splitlines()[-1])
+                line.update(scale=scale, files=files, source_mb=round(size / 1e6, 1))
+                line["mb_per_s_per_worker"] = round(size / 1e6 / line["seconds"] / args.workers, 2)
+                if server:
+                    line.update(step=name, object_gets=server.object_gets() - gets)
+                print(json.dumps(line), flush=True)
+
+
+@contextlib.contextmanager
+def _served(corpus: Path, out: Path) -> Iterator[Any]:
+    # moto's S3 server holding the corpus's files under corpus/ of bucket docs, and the storage options file that
+    # reaches it (the coordinator's and, through their environment, the Dask workers' credentials)
+    sys.path.insert(0, str(REPO / "tests"))
+    from _object_store import S3Server
+
+    server = S3Server(out)
+    try:
+        for path in sorted(corpus.glob("*.txt")):
+            server.put(f"corpus/{path.name}", path.read_bytes())
+        (out / "storage.json").write_text(json.dumps(server.options()))
+        yield server
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":

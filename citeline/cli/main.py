@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -53,6 +54,8 @@ from citeline.query.plan import DEFAULT_K, DEFAULT_MODE, MODES, SearchRequest, r
 from citeline.util.declared import people_default
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
     from citeline.store.ledger import RunSummary
 
 
@@ -139,7 +142,10 @@ def ingest(
 
         resolve_roots(paths)  # a missing or unusable PATH is one line before any index is created
         Selection(tuple(run["include"]), tuple(run["exclude"]))  # so is a bad --include or --exclude glob
-        with remote.storage(storage_options_from(storage_option_pairs, storage_options_file)):
+        with (
+            remote.storage(storage_options_from(storage_option_pairs, storage_options_file)),
+            _for_dask_workers(paths, storage_options_file, storage_option_pairs, bool(dask_address or dask_workers)),
+        ):
             summary = _run_ingest(
                 paths, index_path, run, show_progress, prefect, dask_address, dask_workers, shard_workers, create
             )
@@ -174,6 +180,35 @@ def _print_run(summary: dict[str, Any], index_path: str, verbose: bool) -> None:
         )
     for error in summary["errors"]:
         click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)
+
+
+@contextlib.contextmanager
+def _for_dask_workers(paths: Sequence[str], file: str | None, pairs: Sequence[str], on_dask: bool) -> Iterator[None]:
+    # Dask workers read the remote objects themselves, with the storage options of their own environment (never a
+    # task's arguments): a local cluster's workers are this process's children and inherit the file's path; the
+    # pairs, held in this process's memory only, cannot reach them.
+    from citeline.sources import remote
+
+    if not on_dask or not any(remote.is_remote(path) for path in paths):
+        yield
+        return
+    if pairs:
+        raise click.UsageError(
+            "--storage-option does not reach Dask workers, which fetch the objects themselves: give --storage-options "
+            "FILE (or set CITELINE_STORAGE_OPTIONS in the workers' environment)"
+        )
+    if file is None:
+        yield
+        return
+    before = os.environ.get(remote.OPTIONS_ENV)
+    os.environ[remote.OPTIONS_ENV] = os.path.abspath(file)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(remote.OPTIONS_ENV, None)
+        else:
+            os.environ[remote.OPTIONS_ENV] = before
 
 
 def _run_ingest(

@@ -490,6 +490,11 @@ class ShardCommits:
         shard_options = replace(
             run.options, allow_removals=True, strict=False, reporter=None, progress=False, prepare_queries=False
         )
+        if self.on_dask or self.run_jobs is not None:
+            # Credentials never ride in a task's arguments (Dask pickles them to the scheduler, Prefect may record
+            # them): a Dask worker or flow task reads its own, from its environment or the CITELINE_STORAGE_OPTIONS
+            # file (citeline.sources.remote), as the workers that parse the files (WorkerSteps) do.
+            shard_options = replace(shard_options, storage_options=None)
         shared = None if isinstance(root._embedder, SentenceTransformerEmbedder) else root._embedder
         if not self.on_dask and self.parallel != "processes":  # with run_jobs too: the flow's shards on its threads
             shared = root.embedder  # one model for every shard of this process
