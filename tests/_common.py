@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -133,3 +134,10 @@ def abstracts_file(folder: Path, documents: int = SHARD_DOCUMENTS, name: str = "
     records, _ = synthetic_abstracts(documents)
     (folder / name).write_text("".join(json.dumps(record) + "\n" for record in records))
     return folder
+
+
+def interruptible() -> None:
+    """``preexec_fn`` of a child process a test will send SIGINT: SIGINT at its default action. Started in the
+    background by a non-interactive shell (``pytest ... &``, nohup), the test run inherits SIGINT ignored, Python then
+    installs no KeyboardInterrupt handler, and the child ignored the Ctrl-C the test sent (its run 'succeeded')."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -50,7 +50,7 @@ TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from _common import minimal_pdf  # noqa: E402
+from _common import interruptible, minimal_pdf  # noqa: E402
 from conftest import HashEmbedder  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule  # noqa: E402
@@ -726,6 +726,7 @@ def signal_trial(work: Path, signum: int, seed: int, files: int = 24) -> dict[st
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     assert process.stdout is not None
     calls, target = 0, rng.randint(2, 3)

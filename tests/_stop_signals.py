@@ -33,6 +33,7 @@ TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+from _common import interruptible  # noqa: E402
 from conftest import HashEmbedder  # noqa: E402
 
 SECONDS_PER_TEXT = 0.003
@@ -140,7 +141,9 @@ def signal_at(
 ) -> Stopped:
     """Start ``argv``; at its first stderr line for which ``when`` matches (a marker, or ``embedded>=N``) send
     ``signals[0]``; each further signal at the next ``committing interrupted`` marker. Returns how it ended."""
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, bufsize=1)
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, bufsize=1, preexec_fn=interruptible
+    )
     lines: queue.Queue[str | None] = queue.Queue()
     seen: list[str] = []
     out: list[str] = []

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _common import interruptible
 from _hash_cli import SLOW_ENV, command
 from conftest import HashEmbedder
 
@@ -40,7 +41,13 @@ class Watch:
         argv = command("watch", str(docs), "--index", str(index), "--debounce", DEBOUNCE, "--json", *extra)
         environment = {**os.environ, **(env or {})}
         self.process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=environment
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            env=environment,
+            preexec_fn=interruptible,
         )
         self.runs: queue.Queue[dict[str, Any]] = queue.Queue()
         self.errors: queue.Queue[str] = queue.Queue()
