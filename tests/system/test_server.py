@@ -39,6 +39,10 @@ def running(app: object, **config: Any) -> Iterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    # Keep-alive for the whole module: the tests share one client, and at uvicorn's 5 s a pooled connection idle
+    # between two tests on a loaded machine was closed by the server just as the client reused it (a CI run: one
+    # request reset by peer). The served CLI keeps its own 5 s.
+    config.setdefault("timeout_keep_alive", 600)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", **config))  # type: ignore[arg-type]
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
