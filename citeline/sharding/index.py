@@ -54,7 +54,7 @@ from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
 from citeline.store import catalog, files, ledger
 from citeline.store import documents as listing
-from citeline.store.documents import FACET_VALUES, DocumentDetail, DocumentInfo, Facet
+from citeline.store.documents import DocumentDetail, DocumentInfo
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -382,20 +382,17 @@ class ShardedIndex(Index):
         found.sort(key=lambda r: (str(r.source_root), str(r.source_id), r.doc_id))
         return found[offset:] if limit is None else found[offset : offset + limit]
 
-    def facets(
-        self,
-        filters: Filters | Mapping[str, Any] | None = None,
-        *,
-        within: Iterable[SearchResult | str] | None = None,
-        limit: int | None = FACET_VALUES,
-    ) -> list[Facet]:
-        """:meth:`Index.facets` over every shard: each shard's counts added up (a document lies in one shard)."""
+    def facet_counts(
+        self, filters: Filters | Mapping[str, Any] | None = None, *, within: Iterable[SearchResult | str] | None = None
+    ) -> listing.FacetCounts:
+        """:meth:`Index.facet_counts` over every shard: each shard's counts added up (a document lies in one shard);
+        :meth:`Index.facets` ranks them."""
         counts: listing.FacetCounts = {}
         doc_ids = None if within is None else answer_documents(within)  # each shard reads them once
         for part in self._local("documents"):
             for key, n in part.facet_counts(filters, within=doc_ids).items():
                 counts[key] = counts.get(key, 0) + n
-        return listing.facets_of(counts, limit)
+        return counts
 
     def document(self, doc_id: str) -> DocumentDetail:
         """One document, read from the shard its id routes to; a name (:meth:`Index.document`) is looked for in every
