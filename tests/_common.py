@@ -6,6 +6,7 @@ import json
 import re
 import signal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -141,3 +142,26 @@ def interruptible() -> None:
     background by a non-interactive shell (``pytest ... &``, nohup), the test run inherits SIGINT ignored, Python then
     installs no KeyboardInterrupt handler, and the child ignored the Ctrl-C the test sent (its run 'succeeded')."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def reading_only_on_workers(monkeypatch: pytest.MonkeyPatch, *forbidden: tuple[object, str]) -> list[Any]:
+    """A sharded run on Dask with nothing read in this process: ``pipeline.parse_source`` (and each ``(module,
+    name)`` of ``forbidden``) fails here, the workers have their own; returns the list the shards' jobs sent to the
+    cluster are collected in."""
+    from citeline.ingest import pipeline
+    from citeline.sharding import index as sharding_index
+
+    jobs: list[Any] = []
+    real_execute_on = sharding_index.execute_on
+
+    def seen(client: Any, busy: list[Any], shard_workers: Any) -> Any:
+        jobs.extend(busy)
+        return real_execute_on(client, busy, shard_workers)
+
+    def not_here(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a source was read in the coordinator")
+
+    monkeypatch.setattr(sharding_index, "execute_on", seen)
+    for module, name in ((pipeline, "parse_source"), *forbidden):
+        monkeypatch.setattr(module, name, not_here)
+    return jobs

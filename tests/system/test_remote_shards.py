@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _common import reading_only_on_workers
 from conftest import HashEmbedder
 
 from citeline import Index, ShardedIndex
@@ -60,27 +61,12 @@ def cluster(server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_a_sharded_ingest_of_an_s3_root_on_dask_reads_on_the_workers_then_an_unchanged_rerun_gets_nothing(
     cluster: Any, server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citeline.ingest import pipeline
-    from citeline.sharding import index as sharding_index
-    from citeline.sharding.runs import ShardJob
 
     plain = Index.create(tmp_path / "plain", embedder=HashEmbedder(), vector_index="flat")
     assert plain.ingest([ROOT]).added == OBJECTS  # in this process, from the same file of credentials
     gets = server.object_gets()
     assert gets == OBJECTS
-    jobs: list[ShardJob] = []
-    real_execute_on = sharding_index.execute_on
-
-    def seen(client: Any, busy: list[ShardJob], shard_workers: Any) -> Any:
-        jobs.extend(busy)
-        return real_execute_on(client, busy, shard_workers)
-
-    def not_here(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("an object was read in the coordinator")
-
-    monkeypatch.setattr(sharding_index, "execute_on", seen)
-    monkeypatch.setattr(pipeline, "parse_source", not_here)  # this process's only: the workers have their own
-    monkeypatch.setattr(remote, "open_object", not_here)
+    jobs = reading_only_on_workers(monkeypatch, (remote, "open_object"))
     sharded = Index.create(tmp_path / "sharded", embedder=HashEmbedder(), vector_index="flat", shards=2)
     assert isinstance(sharded, ShardedIndex)
     # credentials given to the run too: they stay in this process (the workers read theirs from their environment)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _common import same_ranking, synthetic_abstracts
+from _common import reading_only_on_workers, same_ranking, synthetic_abstracts
 from conftest import HashEmbedder
 
 from citeline import Index, ShardedIndex
@@ -191,25 +191,10 @@ def test_on_dask_the_workers_parse_and_no_text_passes_through_the_coordinator(
     """Issue 43's Dask ingest that reads from the source: the files are parsed on the workers (parsing in this
     process fails here), only the documents' keys come back, and the shards' jobs carry keys, never texts (each
     shard's run parses its documents' files again on its worker); the index is the one a plain run builds."""
-    from citeline.ingest import pipeline
-    from citeline.sharding import index as sharding_index
-    from citeline.sharding.runs import ShardJob
-
     corpus, _ = _corpus(tmp_path, 64)
     plain = Index.create(tmp_path / "plain", embedder=HashEmbedder(), vector_index="flat")
     plain.ingest([corpus])
-    jobs: list[ShardJob] = []
-    real_execute_on = sharding_index.execute_on
-
-    def seen(client: Any, busy: list[ShardJob], shard_workers: Any) -> Any:
-        jobs.extend(busy)
-        return real_execute_on(client, busy, shard_workers)
-
-    def not_here(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("a file was parsed in the coordinator")
-
-    monkeypatch.setattr(sharding_index, "execute_on", seen)
-    monkeypatch.setattr(pipeline, "parse_source", not_here)  # this process's only: the workers have their own
+    jobs = reading_only_on_workers(monkeypatch)
     sharded = Index.create(tmp_path / "sharded", embedder=HashEmbedder(), vector_index="flat", shards=2)
     assert isinstance(sharded, ShardedIndex)
     run = sharded.ingest([corpus], dask_address=cluster.scheduler_address)
