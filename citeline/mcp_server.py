@@ -725,17 +725,102 @@ def build_server(reader: Reader, limits: Limits, *, ingest_roots: Sequence[Path]
     )
 
 
-async def run_stdio(server: Server[Any]) -> None:
+async def run_stdio(server: Server[Any], *, drain: float = 30.0) -> None:
     """Serve MCP over this process's stdin and stdout until the client closes them (``citeline mcp``).
 
     The SDK's ``stdio_server`` speaks the protocol and reads stdin; its answers go out through :func:`_stdout_pipe`
     (the event loop writes the pipe itself) rather than the SDK's default file, which writes, then flushes, each
     answer on a worker thread: two thread hand-offs a call (docs/performance.md#mcp-over-stdio-what-the-protocol-adds;
-    reading stdin on the loop as well saved no CPU and measured slower, docs/decisions/mcp-stdio-overhead.md)."""
+    reading stdin on the loop as well saved no CPU and measured slower, docs/decisions/mcp-stdio-overhead.md).
+
+    When stdin ends, the requests already read are answered before the server stops (for up to ``drain`` seconds;
+    the SDK answers what is left "Connection closed"): left to itself the SDK cancels them at once, and an answer
+    cancelled while being written is never sent, so ``citeline mcp < requests > answers`` lost answers."""
     from mcp.server.stdio import stdio_server
 
     async with _stdout_pipe() as stdout, stdio_server(stdout=stdout) as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        unanswered = _Unanswered(drain)
+        await server.run(
+            unanswered.reading(read_stream), unanswered.writing(write_stream), server.create_initialization_options()
+        )
+
+
+class _Unanswered:
+    """The ids of the requests read and not yet answered, between the SDK's stdio streams and its server loop: the
+    read stream ends (the server's cue to stop) only once none is left, or ``drain`` seconds after stdin ended."""
+
+    def __init__(self, drain: float) -> None:
+        self.drain = drain
+        self.ids: set[Any] = set()
+        self.changed = anyio.Event()
+
+    def _settle(self, request_id: Any) -> None:
+        self.ids.discard(request_id)
+        if not self.ids:
+            self.changed.set()
+
+    def reading(self, stream: Any) -> Any:
+        unanswered = self
+
+        class Reading:
+            last_context = None  # the SDK reads the sender's context from here
+
+            async def __aenter__(self) -> Reading:
+                await stream.__aenter__()
+                return self
+
+            async def __aexit__(self, *exc: Any) -> bool | None:
+                return bool(await stream.__aexit__(*exc))
+
+            def __aiter__(self) -> Reading:
+                return self
+
+            async def receive(self) -> Any:
+                return await self.__anext__()
+
+            async def aclose(self) -> None:
+                await stream.aclose()
+
+            async def __anext__(self) -> Any:
+                try:
+                    item = await stream.__anext__()
+                except StopAsyncIteration:
+                    with anyio.move_on_after(unanswered.drain):
+                        while unanswered.ids:
+                            unanswered.changed = anyio.Event()
+                            await unanswered.changed.wait()
+                    raise
+                self.last_context = getattr(stream, "last_context", None)
+                message = getattr(item, "message", None)
+                if isinstance(message, types.JSONRPCRequest):
+                    unanswered.ids.add(message.id)
+                elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+                    unanswered._settle((message.params or {}).get("requestId"))  # a cancelled request is not answered
+                return item
+
+        return Reading()
+
+    def writing(self, stream: Any) -> Any:
+        unanswered = self
+
+        class Writing:
+            async def __aenter__(self) -> Writing:
+                await stream.__aenter__()
+                return self
+
+            async def __aexit__(self, *exc: Any) -> bool | None:
+                return bool(await stream.__aexit__(*exc))
+
+            async def aclose(self) -> None:
+                await stream.aclose()
+
+            async def send(self, item: Any, /) -> None:
+                await stream.send(item)
+                message = getattr(item, "message", None)
+                if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+                    unanswered._settle(message.id)
+
+        return Writing()
 
 
 class _Writer(asyncio.Protocol):

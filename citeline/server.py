@@ -700,7 +700,7 @@ def serve_mcp_stdio(
     roots = mcp_server.allowed_roots(ingest_roots)
     reader = _Reader(Index.open(index_path, embedder=embedder, repair=False), timeout)
     server = mcp_server.build_server(reader, LIMITS, ingest_roots=roots)
-    anyio.run(mcp_server.run_stdio, server)
+    anyio.run(functools.partial(mcp_server.run_stdio, server, drain=timeout))
 
 
 def _without_path(settings: dict[str, Any]) -> dict[str, Any]:

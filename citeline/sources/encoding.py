@@ -235,7 +235,10 @@ def _likeliest(sample: bytes, encodings: list[str]) -> tuple[str, bool]:
     import chardet
 
     scores = {name: 0.0 for name in encodings}
-    for result in chardet.detect_all(sample[:_CHARDET_BYTES], include_encodings=encodings, compat_names=False):
+    # chardet's answer when nothing fits is Windows-1252, and it warns (a UserWarning line on the user's terminal)
+    # when that is not among the encodings allowed: allowed always, scored only when a candidate.
+    allowed = [*encodings, PREFERRED_LEGACY] if PREFERRED_LEGACY not in encodings else encodings
+    for result in chardet.detect_all(sample[:_CHARDET_BYTES], include_encodings=allowed, compat_names=False):
         name = codecs.lookup(result["encoding"]).name if result["encoding"] else None
         if name in scores:
             scores[name] = max(scores[name], result["confidence"] * (_PREFERENCE if name == PREFERRED_LEGACY else 1))

@@ -281,12 +281,32 @@ def test_stdio_takes_lines_as_a_client_writes_them(index: Index) -> None:
     assert server.returncode == 0 and b"Traceback" not in errors, errors.decode(errors="replace")[-2000:]
 
 
+def _batch() -> bytes:
+    """The handshake, then 40 searches and 40 listings interleaved: a client that writes all it asks at once."""
+    asks: list[dict[str, Any]] = []
+    for n in range(40):
+        search = {"name": "search", "arguments": {"query": "ledger", **LEXICAL}}
+        asks.append({"jsonrpc": "2.0", "id": 100 + n, "method": "tools/call", "params": search})
+        asks.append({"jsonrpc": "2.0", "id": 200 + n, "method": "tools/list"})
+    return _lines(*_HANDSHAKE, *asks)
+
+
+def _all_answered(output: bytes) -> None:
+    answered = _answered(output)
+    assert set(answered) == {1, 2, 3} | set(range(100, 140)) | set(range(200, 240))
+    assert all("result" in answer for answer in answered.values()), [a for a in answered.values() if "error" in a][:2]
+    _searched(answered)
+    assert all(answered[100 + n]["result"]["structuredContent"]["results"] for n in range(40))
+    assert {tool["name"] for tool in answered[2]["result"]["tools"]} == TOOLS
+
+
 def test_stdio_from_and_to_regular_files(index: Index, tmp_path: Path) -> None:
     """stdin and stdout redirected to files, not pipes (the event loop cannot watch a regular file: the SDK's own
-    file writes stdout then): the requests read to the end, every one answered; the search still running when
-    stdin ends is answered as the SDK answers a request its client abandoned ("Connection closed")."""
+    file writes stdout then): stdin ends at once, and yet every request read is answered before the server stops
+    (the SDK alone cancels them at stdin's end, and an answer cancelled while being written was lost: CI saw
+    ``tools/list`` go unanswered)."""
     requests = tmp_path / "requests.jsonl"
-    requests.write_bytes(_lines(*_HANDSHAKE))
+    requests.write_bytes(_batch())
     answers = tmp_path / "answers.jsonl"
     with requests.open("rb") as stdin, answers.open("wb") as stdout:
         done = subprocess.run(
@@ -298,9 +318,56 @@ def test_stdio_from_and_to_regular_files(index: Index, tmp_path: Path) -> None:
             timeout=120,
         )
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr[-2000:]
-    answered = _answered(answers.read_bytes())
-    assert set(answered) == {1, 2, 3} and "result" in answered[1] and "result" in answered[2]
-    assert {tool["name"] for tool in answered[2]["result"]["tools"]} == TOOLS
+    _all_answered(answers.read_bytes())
+
+
+def test_stdio_pipe_closed_as_soon_as_written(index: Index) -> None:
+    """The same batch through pipes, stdin closed right after the last request (``cat requests | citeline mcp``):
+    every request answered, then the server ends by itself."""
+    done = subprocess.run(
+        [sys.executable, "-m", "citeline.cli.main", "mcp", "--index", str(index.path)],
+        env=_env(),
+        input=_batch(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr[-2000:]
+    _all_answered(done.stdout)
+
+
+def test_stdio_stops_drain_seconds_after_stdin_ends(index: Index) -> None:
+    """Answering what was asked before stdin ended is bounded: a search that would take 30 s is answered
+    "Connection closed" ``drain`` seconds after stdin ended, and the server ends."""
+    code = (
+        "import time; from citeline.index import Index\n"
+        "Index.search = lambda self, *args, **kwargs: time.sleep(30)\n"
+        "import anyio; from citeline import mcp_server; from citeline.server import LIMITS, _Reader\n"
+        f"reader = _Reader(Index.open({str(index.path)!r}), 120.0)\n"
+        "anyio.run(lambda: mcp_server.run_stdio(mcp_server.build_server(reader, LIMITS), drain=1.0))\n"
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", code], env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        server.stdin.write(_lines(*_HANDSHAKE))
+        server.stdin.close()
+        started = time.monotonic()
+        output = b""
+        while b'"id":3' not in output:  # the search's answer, the last one
+            line = server.stdout.readline()
+            assert line, "the server ended before answering"
+            output += line
+        answered = _answered(output)
+        waited = time.monotonic() - started
+        # The abandoned search's thread still runs out its 30 s before the process exits, as any search would.
+        assert server.stderr is not None and server.wait(timeout=120) == 0
+        errors = server.stderr.read()
+    finally:
+        server.kill()
+    assert waited < 20, f"the server waited {waited:.0f} s for the search instead of its 1 s drain"
+    assert b"Traceback" not in errors, errors[-2000:]
+    assert "result" in answered[2] and answered[3]["error"]["message"] == "Connection closed"
 
 
 def test_stray_output_while_serving_goes_to_stderr_not_the_wire(index: Index, tmp_path: Path) -> None:

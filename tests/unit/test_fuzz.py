@@ -106,6 +106,7 @@ def check_documents(documents: list[Document]) -> None:
 
 
 @pytest.mark.parametrize("suffix", supported_suffixes())
+@pytest.mark.filterwarnings("error::UserWarning")  # a warning from a parser's library is a line on a user's terminal
 @FUZZ
 @given(data=st.binary(max_size=4096))
 def test_random_bytes_raise_only_source_error(suffix: str, data: bytes) -> None:
