@@ -310,9 +310,11 @@ def main(argv: list[str]) -> None:
     ]
     for split in ("scifact train", "scifact test"):
         first_relevant, other = [], []
+        repeats = np.zeros((2, 2))  # [first passage of its document, a later one] x [passages, relevant]
         for query in lists[split].values():
             gap, seen = shipped(query, query.shown, None), set()
             for at, doc in enumerate(query.shown.docs):
+                repeats[int(doc in seen)] += (1, query.qrels.get(doc or "", 0) > 0)
                 if query.qrels.get(doc or "", 0) > 0:
                     if doc not in seen:
                         first_relevant.append(gap[at])
@@ -325,6 +327,10 @@ def main(argv: list[str]) -> None:
             + ", ".join(f"< -{g}: {np.mean(a < -g):.1%} ({int(np.sum(a < -g))})" for g in (2.0, 2.5, 3.0, 4.0))
             + f" of {len(a)}; other passages: "
             + ", ".join(f"< -{g}: {np.mean(b < -g):.1%}" for g in (2.0, 2.5, 3.0, 4.0))
+        )
+        print(
+            f"{split}: relevant, a document's first passage shown: {repeats[0, 1] / repeats[0, 0]:.1%}, "
+            f"a later passage of a document already shown: {repeats[1, 1] / repeats[1, 0]:.1%}"
         )
     print(
         "| rule (hybrid, shown list) | train's t | SciFact train share / nDCG / recall | SciFact test share / nDCG /"
