@@ -38,6 +38,7 @@ import anyio.to_thread
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from citeline.errors import CitelineError
@@ -442,7 +443,10 @@ def allowed_roots(roots: Sequence[str | os.PathLike[str]]) -> list[Path]:
 
     resolved = []
     for root in roots:
-        path = Path(root).expanduser().resolve()
+        try:
+            path = Path(root).expanduser().resolve()
+        except (RuntimeError, OSError, ValueError) as exc:  # ~nosuchuser, a symlink loop, a NUL byte
+            raise SettingsError(f"--allow-ingest {root}: cannot be resolved: {exc}") from None
         if not path.exists():
             raise SettingsError(f"--allow-ingest {root}: no such file or folder")
         resolved.append(path)
@@ -763,7 +767,10 @@ class _Unanswered:
         unanswered = self
 
         class Reading:
-            last_context = None  # the SDK reads the sender's context from here
+            @property
+            def last_context(self) -> Any:
+                """The context the SDK's stream carried with the last message (the SDK reads it from here)."""
+                return stream.last_context
 
             async def __aenter__(self) -> Reading:
                 await stream.__aenter__()
@@ -790,8 +797,7 @@ class _Unanswered:
                             unanswered.changed = anyio.Event()
                             await unanswered.changed.wait()
                     raise
-                self.last_context = getattr(stream, "last_context", None)
-                message = getattr(item, "message", None)
+                message = item.message if isinstance(item, SessionMessage) else None  # else a line that is not JSON-RPC
                 if isinstance(message, types.JSONRPCRequest):
                     unanswered.ids.add(message.id)
                 elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
@@ -814,11 +820,10 @@ class _Unanswered:
             async def aclose(self) -> None:
                 await stream.aclose()
 
-            async def send(self, item: Any, /) -> None:
+            async def send(self, item: SessionMessage, /) -> None:
                 await stream.send(item)
-                message = getattr(item, "message", None)
-                if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
-                    unanswered._settle(message.id)
+                if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):
+                    unanswered._settle(item.message.id)
 
         return Writing()
 

@@ -80,7 +80,10 @@ def selectors(
             resolved = remote.normalized(path)
             out.append(("path", resolved, catalog.PATH_CONDITION, [resolved, path, resolved.rstrip("/") + "/"]))
             continue
-        resolved = str(Path(path).expanduser().resolve())  # not strict: the file may be gone already
+        try:
+            resolved = str(Path(path).expanduser().resolve())  # not strict: the file may be gone already
+        except (RuntimeError, OSError, ValueError) as exc:  # ~nosuchuser, a symlink loop, a NUL byte
+            raise SettingsError(f"remove: path {path!r} cannot be resolved: {exc}") from None
         out.append(("path", resolved, catalog.PATH_CONDITION, [resolved, path, resolved.rstrip(os.sep) + os.sep]))
     for value in _strings("source", source):
         condition, params = Filters.from_value({"source": value}).to_sql()

@@ -165,7 +165,10 @@ def spellings(name: str) -> list[str]:
     for at in [len(name)] + ([name.index("#")] if "#" in name else []):
         path, rest = name[:at], name[at:]
         if path.strip():
-            out.append(str(Path(path).expanduser().resolve()) + rest)  # not strict: the file may be gone already
+            try:
+                out.append(str(Path(path).expanduser().resolve()) + rest)  # not strict: the file may be gone already
+            except (RuntimeError, OSError, ValueError):  # ~nosuchuser, a symlink loop, a NUL: no path spelling then
+                continue
     return list(dict.fromkeys(out))
 
 

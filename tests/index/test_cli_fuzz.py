@@ -29,7 +29,8 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
-COMMANDS = ["ingest", "search", "status", "runs", "verify", "rebuild"]
+#: Every command that reads or changes an index (not the long-running servers, watch and schedule, nor eval).
+COMMANDS = ["ingest", "search", "status", "runs", "verify", "rebuild", "show", "remove", "documents"]
 OPTIONS = {
     "ingest": [
         "--max-tokens",
@@ -59,6 +60,9 @@ OPTIONS = {
     "runs": ["--limit", "--json"],
     "verify": ["--json"],
     "rebuild": ["--wait", "--json"],
+    "show": ["--chunk", "--around", "--json"],
+    "remove": ["--source", "--doc", "--dry-run", "--wait", "--json"],
+    "documents": ["--source", "--path", "--where", "--limit", "--offset", "--columns", "--json"],
 }
 #: Values that have broken argument handling somewhere: negative and huge numbers, paths that cannot be
 #: resolved, NUL bytes, undecodable bytes (as Python sees them: lone surrogates), globs, empty strings.
@@ -104,7 +108,7 @@ def _value() -> st.SearchStrategy[str]:
 def argument_lists(draw: st.DrawFn) -> list[str]:
     command = draw(st.sampled_from(COMMANDS))
     args = [command]
-    if command in ("ingest", "search"):
+    if command in ("ingest", "search", "show", "remove"):
         args.append(draw(_value()))
     for _ in range(draw(st.integers(0, 4))):
         option = draw(st.sampled_from(OPTIONS[command]))

@@ -403,6 +403,10 @@ def test_a_query_that_is_not_utf8_is_a_query_error(legacy: Path) -> None:
         (["ingest", "~nosuchuser/docs"], 1, "~nosuchuser/docs"),
         (["ingest", "LOOP"], 1, "symbolic link loop"),
         (["search", "x", "--source", "~nosuchuser"], 1, "~nosuchuser"),
+        (["show", "~nosuchuser/x"], 1, "~nosuchuser/x"),
+        (["show", "LOOP"], 1, "loop"),
+        (["remove", "~nosuchuser/x"], 2, "~nosuchuser/x"),
+        (["documents", "--source", "~nosuchuser"], 1, "~nosuchuser"),
         (["ingest", "DOCS", "--removal-threshold", "2"], 2, "--removal-threshold"),
     ],
 )

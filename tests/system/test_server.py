@@ -145,8 +145,9 @@ def test_errors_are_one_json_line_with_the_cli_message(served: tuple[httpx.Clien
         assert "SELECT" not in response.text and "duckdb" not in response.text.lower()
     assert client.get("/runs", params={"limit": 10**30}).status_code == 400
     assert client.get("/documents/" + "x" * 201).status_code == 400
-    missing = client.get("/documents/nope")
-    assert missing.status_code == 404 and missing.json()["error"].startswith("no document 'nope' in ")
+    for name in ("nope", "~0", "~nosuchuser"):  # "~0": a path of a user that does not exist (schemathesis)
+        missing = client.get(f"/documents/{name}")
+        assert missing.status_code == 404 and missing.json()["error"].startswith(f"no document '{name}' in ")
     assert client.get("/nowhere").json() == {"error": "Not Found"}
 
 
