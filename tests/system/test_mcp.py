@@ -29,7 +29,8 @@ from mcp.shared.exceptions import MCPError
 from test_server import _free_port, _when_up
 
 from citeline import Index
-from citeline.mcp_server import MAX_SPAN_CHARS, QUOTE_CHARS, parse_uri, uri_of
+from citeline.errors import SettingsError
+from citeline.mcp_server import MAX_SPAN_CHARS, QUOTE_CHARS, allowed_roots, parse_uri, uri_of
 from citeline.query.plan import MODES, SearchRequest
 from citeline.server import LIMITS
 
@@ -396,6 +397,14 @@ def test_stray_output_while_serving_goes_to_stderr_not_the_wire(index: Index, tm
 
     anyio.run(main)
     assert errors.read_text().count("stray print") == 2 and errors.read_text().count("stray write") == 2
+
+
+def test_allowed_roots_that_cannot_be_used_are_one_line_settings_errors(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for root, says in [(tmp_path / "missing", "no such file"), ("~nosuchuser/x", "cannot be resolved"), (loop, "")]:
+        with pytest.raises(SettingsError, match=f"--allow-ingest .*{says}"):
+            allowed_roots([root])
 
 
 def test_uris_round_trip() -> None:
