@@ -12,8 +12,8 @@ unknown document is a tool error (``isError``) with one line, never a crash of t
 Resources: ``citeline://DOC_ID`` is a document's text, ``citeline://DOC_ID/chars/START-END`` the characters
 ``START`` to ``END`` of it (the offsets a search result cites), listed a page at a time.
 
-Reads go through the server's reader (``citeline.server._Reader``: the kept-open index whose search snapshot reloads
-itself after a commit, one search at a time), so a search while ``citeline ingest`` commits answers from the
+Reads go through the server's :class:`citeline.server.IndexService` (the kept-open index whose search snapshot
+reloads itself after a commit, one search at a time), so a search while ``citeline ingest`` commits answers from the
 generation before or after the commit, never a mix.
 """
 
@@ -630,7 +630,8 @@ def build_server(reader: Reader, limits: Limits, *, ingest_roots: Sequence[Path]
     """The MCP server over ``reader`` (the tools and resources of the module docstring); the filter arguments (the
     HTTP API's names) become ``Index.search``'s filters by :func:`citeline.store.filters.filters_from`.
     ``ingest_roots``: the roots the ``ingest`` tool may ingest (none: no ``ingest`` tool). ``reader`` is the server's
-    (``citeline.server._Reader``: its index, the one search slot, and ``run``, work on a thread within the timeout)."""
+    :class:`citeline.server.IndexService` (its index, the one search slot, and ``run``, work on a thread within the
+    timeout)."""
     tools = {tool.name: tool for tool in _tools(reader, limits, ingest_roots)}
     declarations = [tool.declaration() for tool in tools.values()]
 

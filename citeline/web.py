@@ -30,7 +30,7 @@ __all__ = ["Limits", "add_pages", "marked"]
 
 
 class Reader(Protocol):
-    """What the pages need of the server's reader (``citeline.server._Reader``)."""
+    """What the pages need of the server's reader (``citeline.server.IndexService``)."""
 
     index: Any
 
