@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from citeline.lexical.analyzer import TOKEN_PATTERN, analyze
-from citeline.lexical.query import Reader, term_hashes
+from citeline.lexical.scoring import Reader, term_hashes
 from citeline.util.arrays import positions_of
 
 #: A text with fewer usable terms than this finds nothing (too few words to single a chunk out).

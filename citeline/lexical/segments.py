@@ -44,7 +44,7 @@ from citeline.lexical.lookup import (  # noqa: F401  (re-exported: the tests nam
     RARE_FLOOR,
     RareTermLookup,
 )
-from citeline.lexical.query import (  # also re-exported: shards and the tests name them here
+from citeline.lexical.scoring import (  # also re-exported: shards and the tests name them here
     Reader,
     Statistics,
     shares,
@@ -227,7 +227,7 @@ class SegmentedIndex:
 
     @cached_property
     def _reader(self) -> Reader:
-        """Query evaluation over the parts (``citeline.lexical.query``): term locations, pruned top k."""
+        """Query evaluation over the parts (``citeline.lexical.scoring``): term locations, pruned top k."""
         return Reader(self.parts, self.chunk_ids)
 
     @cached_property
@@ -268,7 +268,7 @@ class SegmentedIndex:
     ) -> list[tuple[int, float]]:
         """The k chunks with the highest BM25 score, as ``(chunk_id, score)`` best first (ties by chunk id), among
         ``allowed`` if given; exact, without scoring every posting when the query's rare terms decide the top k
-        (``citeline.lexical.query``)."""
+        (``citeline.lexical.scoring``)."""
         found = self._reader.top(query, k, allowed, statistics)
         if found is not None:
             return found

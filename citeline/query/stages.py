@@ -169,7 +169,7 @@ def lexical_values(
 ) -> np.ndarray:
     """The BM25 score of each of ``ids`` (sorted, distinct; float64): read from the lexical top (``top_ids``,
     ``top_scores``) where it holds the id, the others' from ``score`` (every lexical kind's top k scores are its
-    ``scores_of``'s, bit for bit: tests/unit/test_lexical_query.py)."""
+    ``scores_of``'s, bit for bit: tests/unit/test_lexical_scoring.py)."""
     values = np.zeros(len(ids), dtype=np.float64)
     known = np.zeros(len(ids), dtype=bool)
     at = np.searchsorted(ids, top_ids)  # every top id is among ids

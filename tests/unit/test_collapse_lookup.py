@@ -8,7 +8,7 @@ import pytest
 
 from citeline.lexical.analyzer import analyze
 from citeline.lexical.lookup import MIN_SHARED_TERMS, RARE_AT_MOST, RARE_FLOOR
-from citeline.lexical.query import term_hashes
+from citeline.lexical.scoring import term_hashes
 from citeline.lexical.segments import Part, Segment, SegmentedIndex
 
 WORDS = [f"w{n}x" for n in range(400)]

@@ -19,7 +19,7 @@ per-document table (figures: docs/scale.md#choices-measured-in-the-code).
 
 Both are exact: the same chunks, the same float32 scores bit for bit (every term's share computed as :func:`shares`
 does and summed in query order, as ``SegmentedIndex.scores`` does), ties by chunk id, so a sharded index still ranks
-exactly as one (tests/unit/test_lexical_query.py, tests/index/test_shards.py). Terms' locations and live document
+exactly as one (tests/unit/test_lexical_scoring.py, tests/index/test_shards.py). Terms' locations and live document
 frequencies
 are cached per reader (a generation's snapshot). Nothing here imports the segment format (``lexical_segments``
 builds a :class:`Reader` from its parts).
