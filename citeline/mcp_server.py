@@ -47,7 +47,7 @@ from citeline.query.results import Passage, SearchResult
 from citeline.store.filters import filters_from
 from citeline.util.declared import offered
 from citeline.util.formats import normalize
-from citeline.web import Limits, Reader
+from citeline.web import Limits, ServedIndex
 
 __all__ = [
     "MAX_SPAN_CHARS",
@@ -449,7 +449,7 @@ def allowed_roots(roots: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return resolved
 
 
-def _tools(reader: Reader, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
+def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
     filters_model = _filters_model(limits)
     search_model = search_arguments(limits, filters_model)
 
@@ -574,7 +574,7 @@ def _tools(reader: Reader, limits: Limits, roots: Sequence[Path]) -> list[_Tool]
     return tools
 
 
-def _ingest_tool(reader: Reader, roots: Sequence[Path]) -> _Tool:
+def _ingest_tool(reader: ServedIndex, roots: Sequence[Path]) -> _Tool:
     names = [str(root) for root in roots]
     listed = "; ".join(f"{n}: {name}" for n, name in enumerate(names))
     root_type: Any = Literal[tuple([*names, *range(len(names))])]
@@ -626,7 +626,7 @@ def _one_line(exc: BaseException) -> str:
     return f"internal error ({type(exc).__name__})"
 
 
-def build_server(reader: Reader, limits: Limits, *, ingest_roots: Sequence[Path] = ()) -> Server[Any]:
+def build_server(reader: ServedIndex, limits: Limits, *, ingest_roots: Sequence[Path] = ()) -> Server[Any]:
     """The MCP server over ``reader`` (the tools and resources of the module docstring); the filter arguments (the
     HTTP API's names) become ``Index.search``'s filters by :func:`citeline.store.filters.filters_from`.
     ``ingest_roots``: the roots the ``ingest`` tool may ingest (none: no ``ingest`` tool). ``reader`` is the server's
