@@ -29,9 +29,18 @@ from citeline.query import plan
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.query.results import SearchResult, answer_documents
 from citeline.store import catalog, generation, vector_files
-from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
-from citeline.store.documents import FACET_VALUES, DocumentDetail, DocumentInfo, Facet
+from citeline.store.documents import (
+    FACET_VALUES,
+    DocumentDetail,
+    DocumentInfo,
+    Facet,
+    FacetCounts,
+    facets_of,
+    read_document,
+    read_documents,
+    spellings,
+)
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -473,7 +482,7 @@ class Index:
         """The documents ``filters`` selects (the filters of :meth:`search`), by source and path, at most ``limit``
         after the first ``offset`` (paging): doc id, source path and id, title, format, chunks, pages, size, content
         hash, run, ingested_at, metadata."""
-        return listing.read_documents(self.path, Filters.from_value(filters), limit, offset)
+        return read_documents(self.path, Filters.from_value(filters), limit, offset)
 
     def facets(
         self,
@@ -488,11 +497,11 @@ class Index:
         only (a collapsed result's every source included): the facets of an answer. Fields come by the documents
         holding them (most first), each with its ``limit`` most frequent values (None: all) and how many more
         there are. A value is what ``--where FIELD=VALUE`` / ``{"meta": {FIELD: VALUE}}`` matches."""
-        return listing.facets_of(self.facet_counts(filters, within=within), limit)
+        return facets_of(self.facet_counts(filters, within=within), limit)
 
     def facet_counts(
         self, filters: Filters | Mapping[str, Any] | None = None, *, within: Iterable[SearchResult | str] | None = None
-    ) -> listing.FacetCounts:
+    ) -> FacetCounts:
         """:meth:`facets`' counts, every value (``ShardedIndex`` adds its shards' up), read from the generation
         searches read (:meth:`snapshot`)."""
         doc_ids = None if within is None else answer_documents(within)
@@ -508,7 +517,7 @@ class Index:
         its file's path (absolute, or relative to the working directory), or a record's ``path#record_id`` (what
         search results print); a name that fits several documents (a file of records) raises ``QueryError``
         naming some."""
-        return listing.read_document(self.path, doc_id, listing.spellings(doc_id))
+        return read_document(self.path, doc_id, spellings(doc_id))
 
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""
