@@ -46,7 +46,7 @@ from citeline.query.plan import SearchRequest
 from citeline.query.results import Passage, SearchResult
 from citeline.store.filters import filters_from
 from citeline.util.declared import offered
-from citeline.util.formats import normalize
+from citeline.util.output import normalize
 from citeline.web import Limits, ServedIndex
 
 __all__ = [

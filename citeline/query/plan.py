@@ -60,7 +60,7 @@ from citeline.store import metadata as stored_metadata
 from citeline.store.filters import Filters
 from citeline.util.arrays import unique
 from citeline.util.declared import option
-from citeline.util.formats import iso_utc
+from citeline.util.output import iso_utc
 
 if TYPE_CHECKING:  # annotations only: a search does not import the Protocols
     from citeline.query.readers import SnapshotReader

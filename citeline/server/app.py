@@ -50,7 +50,7 @@ from citeline.server.reads import IndexService, ServerBusyError
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.documents import FACET_VALUES
 from citeline.util.declared import pick
-from citeline.util.formats import normalize
+from citeline.util.output import normalize
 
 _DOC_ASSETS = Path(fastapi_standalone_docs.__path__[0]) / "static"
 
