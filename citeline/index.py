@@ -443,7 +443,7 @@ class Index:
         """:meth:`search`'s ranking, ``(chunk_id, score)`` best first; ``dense_document_weight`` 0: cosines alone."""
         with self._reads:
             snapshot, weight = self.snapshot(), dense_document_weight
-            return plan.rank_query(snapshot, query, k, mode, allowed, fusion, self.encode_query, weight)
+            return plan.embed_and_rank(snapshot, query, k, mode, allowed, fusion, self.encode_query, weight)
 
     @contextmanager
     def reading(self, timeout: float | None = None) -> Iterator[None]:

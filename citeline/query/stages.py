@@ -37,7 +37,7 @@ __all__ = [
     "Stage",
     "StageQuery",
     "document_rows",
-    "ranked",
+    "run_stages",
     "stage",
 ]
 
@@ -139,7 +139,7 @@ def stage(name: str) -> Callable[[T], T]:
     return registering(STAGES, name)
 
 
-def ranked(stages: Sequence[Stage], query: StageQuery, candidates: Candidates, k: int) -> list[tuple[int, float]]:
+def run_stages(stages: Sequence[Stage], query: StageQuery, candidates: Candidates, k: int) -> list[tuple[int, float]]:
     """The k best ``(chunk_id, score)`` after every stage in order, by score then chunk id."""
     if not len(candidates.ids):
         return []
