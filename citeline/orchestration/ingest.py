@@ -54,9 +54,8 @@ from prefect.states import Completed, State
 from prefect.task_runners import TaskRunner
 from prefect.tasks import exponential_backoff
 
-from citeline.dry_runs import index_for_run
 from citeline.errors import PartialRunError, SettingsError
-from citeline.index import Index
+from citeline.index import Index, index_for_run
 from citeline.ingest import pipeline, stopping
 from citeline.ingest.options import IndexSettings, IngestOptions
 from citeline.orchestration.parameters import IngestParameters
@@ -424,7 +423,7 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
     dask_address, dask_workers, shard_workers = given["dask_address"], given["dask_workers"], given["shard_workers"]
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
     index_path, create = given["index_path"], IndexSettings.pick(given)
-    # A dry run where no index exists plans in an empty one in a temporary folder (citeline.dry_runs).
+    # A dry run where no index exists plans in an empty one in a temporary folder (citeline.index.index_for_run).
     with index_for_run(index_path, dry_run=given["dry_run"], create=Index.create, **create) as index:
         # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
         # Index, which for a new index has loaded its model already.
