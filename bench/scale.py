@@ -233,12 +233,12 @@ def _search_with(index: Any, fusion_name: str) -> Any:
         return search
 
     def patched(query: str, k: int, mode: str, collapse: bool) -> Any:
-        saved = plan.rank.__defaults__
-        plan.rank.__defaults__ = (*saved[:-1], fusion)  # type: ignore[index]
+        saved = plan.rank_chunks.__defaults__
+        plan.rank_chunks.__defaults__ = (*saved[:-1], fusion)  # type: ignore[index]
         try:
             return index.search(query, k=k, mode=mode, collapse=collapse)
         finally:
-            plan.rank.__defaults__ = saved
+            plan.rank_chunks.__defaults__ = saved
 
     return patched
 

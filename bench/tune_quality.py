@@ -123,7 +123,7 @@ def peakedness(normalized_top: np.ndarray) -> float:
 def chunk_ranking(
     mode: str, cos: np.ndarray, lex: np.ndarray, fusion: Fusion, adaptive: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Positions and scores of the best ``CHUNK_DEPTH`` chunks, as ``citeline.query.plan.rank`` ranks them."""
+    """Positions and scores of the best ``CHUNK_DEPTH`` chunks, as ``citeline.query.plan.rank_chunks`` ranks them."""
     if mode == "dense":
         positions = top(cos, CHUNK_DEPTH)
         return positions, cos[positions]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -29,9 +31,18 @@ from citeline.query import plan
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.query.results import SearchResult, answer_documents
 from citeline.store import catalog, generation, vector_files
-from citeline.store import documents as listing
 from citeline.store.catalog import IndexStatus
-from citeline.store.documents import FACET_VALUES, DocumentDetail, DocumentInfo, Facet
+from citeline.store.documents import (
+    FACET_VALUES,
+    DocumentDetail,
+    DocumentInfo,
+    Facet,
+    FacetCounts,
+    facets_of,
+    read_document,
+    read_documents,
+    spellings,
+)
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -434,7 +445,7 @@ class Index:
         """:meth:`search`'s ranking, ``(chunk_id, score)`` best first; ``dense_document_weight`` 0: cosines alone."""
         with self._reads:
             snapshot, weight = self.snapshot(), dense_document_weight
-            return plan.rank_query(snapshot, query, k, mode, allowed, fusion, self.encode_query, weight)
+            return plan.embed_and_rank(snapshot, query, k, mode, allowed, fusion, self.encode_query, weight)
 
     @contextmanager
     def reading(self, timeout: float | None = None) -> Iterator[None]:
@@ -473,7 +484,7 @@ class Index:
         """The documents ``filters`` selects (the filters of :meth:`search`), by source and path, at most ``limit``
         after the first ``offset`` (paging): doc id, source path and id, title, format, chunks, pages, size, content
         hash, run, ingested_at, metadata."""
-        return listing.read_documents(self.path, Filters.from_value(filters), limit, offset)
+        return read_documents(self.path, Filters.from_value(filters), limit, offset)
 
     def facets(
         self,
@@ -488,11 +499,11 @@ class Index:
         only (a collapsed result's every source included): the facets of an answer. Fields come by the documents
         holding them (most first), each with its ``limit`` most frequent values (None: all) and how many more
         there are. A value is what ``--where FIELD=VALUE`` / ``{"meta": {FIELD: VALUE}}`` matches."""
-        return listing.facets_of(self.facet_counts(filters, within=within), limit)
+        return facets_of(self.facet_counts(filters, within=within), limit)
 
     def facet_counts(
         self, filters: Filters | Mapping[str, Any] | None = None, *, within: Iterable[SearchResult | str] | None = None
-    ) -> listing.FacetCounts:
+    ) -> FacetCounts:
         """:meth:`facets`' counts, every value (``ShardedIndex`` adds its shards' up), read from the generation
         searches read (:meth:`snapshot`)."""
         doc_ids = None if within is None else answer_documents(within)
@@ -508,8 +519,39 @@ class Index:
         its file's path (absolute, or relative to the working directory), or a record's ``path#record_id`` (what
         search results print); a name that fits several documents (a file of records) raises ``QueryError``
         naming some."""
-        return listing.read_document(self.path, doc_id, listing.spellings(doc_id))
+        return read_document(self.path, doc_id, spellings(doc_id))
 
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""
         return self.document(doc_id).text
+
+
+# ---------------------------------------------------------------- the index a run works on
+# For every ingestion path (``citeline ingest``, ``ingest -``, ``watch``, the Prefect flow). A dry run writes nothing,
+# and that includes the index itself: ``Index.create`` would create the directory and an empty index where none
+# exists yet. So a dry run on a path that holds no index plans against an empty index of the same settings in a
+# temporary folder, removed afterwards: every document is planned as new, and the path is left as it was (missing,
+# or without an index).
+
+
+def holds_index(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds an index (a plain index's catalog or a sharded root's manifest)."""
+    return catalog.db_path(Path(path)).exists() or (Path(path) / SHARDS_MANIFEST).exists()
+
+
+@contextmanager
+def index_for_run(
+    path: str | os.PathLike[str], *, dry_run: bool, create: Callable[..., Index] | None = None, **settings: Any
+) -> Iterator[Index]:
+    """``create(path, **settings)`` (default ``Index.create``); for a dry run where ``path`` holds no index, an
+    empty index of those settings in a temporary folder (removed on exit), so that the dry run creates nothing at
+    ``path``. ``create``: the caller's front class (the flow's, which its tests replace)."""
+    create = create or Index.create
+    if not dry_run or holds_index(path):
+        yield create(path, **settings)
+        return
+    scratch = tempfile.mkdtemp(prefix="citeline-dry-run-")
+    try:
+        yield create(Path(scratch) / Path(path).name, **settings)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

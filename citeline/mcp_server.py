@@ -12,8 +12,8 @@ unknown document is a tool error (``isError``) with one line, never a crash of t
 Resources: ``citeline://DOC_ID`` is a document's text, ``citeline://DOC_ID/chars/START-END`` the characters
 ``START`` to ``END`` of it (the offsets a search result cites), listed a page at a time.
 
-Reads go through the server's reader (``citeline.server._Reader``: the kept-open index whose search snapshot reloads
-itself after a commit, one search at a time), so a search while ``citeline ingest`` commits answers from the
+Reads go through the server's :class:`citeline.server.IndexService` (the kept-open index whose search snapshot
+reloads itself after a commit, one search at a time), so a search while ``citeline ingest`` commits answers from the
 generation before or after the commit, never a mix.
 """
 
@@ -47,8 +47,8 @@ from citeline.query.plan import SearchRequest
 from citeline.query.results import Passage, SearchResult
 from citeline.store.filters import filters_from
 from citeline.util.declared import offered
-from citeline.util.formats import normalize
-from citeline.web import Limits, Reader
+from citeline.util.output import normalize
+from citeline.web import Limits, ServedIndex
 
 __all__ = [
     "MAX_SPAN_CHARS",
@@ -453,7 +453,7 @@ def allowed_roots(roots: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return resolved
 
 
-def _tools(reader: Reader, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
+def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
     filters_model = _filters_model(limits)
     search_model = search_arguments(limits, filters_model)
 
@@ -578,7 +578,7 @@ def _tools(reader: Reader, limits: Limits, roots: Sequence[Path]) -> list[_Tool]
     return tools
 
 
-def _ingest_tool(reader: Reader, roots: Sequence[Path]) -> _Tool:
+def _ingest_tool(reader: ServedIndex, roots: Sequence[Path]) -> _Tool:
     names = [str(root) for root in roots]
     listed = "; ".join(f"{n}: {name}" for n, name in enumerate(names))
     root_type: Any = Literal[tuple([*names, *range(len(names))])]
@@ -630,11 +630,12 @@ def _one_line(exc: BaseException) -> str:
     return f"internal error ({type(exc).__name__})"
 
 
-def build_server(reader: Reader, limits: Limits, *, ingest_roots: Sequence[Path] = ()) -> Server[Any]:
+def build_server(reader: ServedIndex, limits: Limits, *, ingest_roots: Sequence[Path] = ()) -> Server[Any]:
     """The MCP server over ``reader`` (the tools and resources of the module docstring); the filter arguments (the
     HTTP API's names) become ``Index.search``'s filters by :func:`citeline.store.filters.filters_from`.
     ``ingest_roots``: the roots the ``ingest`` tool may ingest (none: no ``ingest`` tool). ``reader`` is the server's
-    (``citeline.server._Reader``: its index, the one search slot, and ``run``, work on a thread within the timeout)."""
+    :class:`citeline.server.IndexService` (its index, the one search slot, and ``run``, work on a thread within the
+    timeout)."""
     tools = {tool.name: tool for tool in _tools(reader, limits, ingest_roots)}
     declarations = [tool.declaration() for tool in tools.values()]
 

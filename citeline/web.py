@@ -29,8 +29,8 @@ from citeline.util.declared import people_default
 __all__ = ["Limits", "add_pages", "marked"]
 
 
-class Reader(Protocol):
-    """What the pages need of the server's reader (``citeline.server._Reader``)."""
+class ServedIndex(Protocol):
+    """What the pages and the MCP tools need of the index the server serves (:class:`citeline.server.IndexService`)."""
 
     index: Any
 
@@ -230,7 +230,7 @@ class Limits:
     filter_values: int  #: values of one filter (``source``, ``path``, ``where``)
 
 
-def add_pages(app: FastAPI, reader: Reader, limits: Limits) -> None:
+def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
     """Add ``/`` and ``/view/{doc_id}`` to ``app``, reading through ``reader`` (the server's, so they share its
     search slot and timeout) and turning form fields into filters with :func:`citeline.store.filters.filters_from`."""
     MAX_QUERY_CHARS, MAX_K, MAX_OFFSET, MAX_ID_CHARS = limits.query_chars, limits.k, limits.offset, limits.id_chars

@@ -21,7 +21,7 @@ from citeline.sources.document import record_name
 from citeline.store.filters import filters_from as filter_dict
 from citeline.store.ledger import RunSummary
 from citeline.util.declared import offered
-from citeline.util.formats import FORMATS, format_record, format_records, search_records
+from citeline.util.output import OUTPUT_FORMATS, format_record, format_records, search_records
 
 if TYPE_CHECKING:
     from citeline.ingest.progress import Reporter
@@ -328,7 +328,7 @@ def filters_from(
 format_option = click.option(
     "--format",
     "fmt",
-    type=click.Choice(FORMATS),
+    type=click.Choice(OUTPUT_FORMATS),
     default=None,
     help="Output format: an aligned table, a JSON array, JSON lines, CSV or TSV (--json is --format jsonl).",
 )

@@ -292,7 +292,7 @@ def ingest_stdin(
     """`citeline ingest -`: texts as JSON lines on stdin (``citeline.ingest.texts.read_jsonl``) into
     ``Index.add_texts``.
     ``settings`` are the ``ingest`` options; those that only apply to folders must be left at their defaults."""
-    from citeline.dry_runs import index_for_run
+    from citeline.index import index_for_run
     from citeline.ingest.texts import DEFAULT_SOURCE, read_jsonl
 
     if paths != ("-",):

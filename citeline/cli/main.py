@@ -236,8 +236,7 @@ def _run_ingest(
                 progress=progress, paths=list(paths), index_path=index_path, dask_address=dask_address,
                 dask_workers=dask_workers, shard_workers=shard_workers, **parameters,
             )  # fmt: skip
-        from citeline.dry_runs import index_for_run
-        from citeline.index import SHARDS_MANIFEST
+        from citeline.index import SHARDS_MANIFEST, index_for_run
 
         sharded = create["shards"] is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
         on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
@@ -319,8 +318,8 @@ def watch(
     Exit status: 130 after Ctrl-C, 143 after SIGTERM (docker stop, systemd): a run in progress commits what it
     embedded whole and is recorded as interrupted; 1 if PATHS or the index cannot be used at the start; 2 a
     usage error."""
-    from citeline.dry_runs import index_for_run
     from citeline.errors import PartialRunError
+    from citeline.index import index_for_run
     from citeline.ingest import stopping, watching
     from citeline.sources.discovery import resolve_roots
     from citeline.sources.selection import Selection

@@ -23,7 +23,7 @@ import click
 
 from citeline.query.results import Passage, SearchResult, shown_relevance
 from citeline.sources.document import record_name
-from citeline.util.formats import search_records
+from citeline.util.output import search_records
 
 #: Characters of context shown on each side of a highlight.
 CONTEXT_CHARS = 90

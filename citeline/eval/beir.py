@@ -189,7 +189,7 @@ class CorpusChunks:
         self.documents = len(set(self.record_of.values()))
 
 
-def rank_documents(
+def rank_corpus_documents(
     index: Index,
     query: str,
     mode: str,
@@ -229,7 +229,9 @@ def evaluate_index(
     results = []
     for mode in modes:
         start = time.perf_counter()
-        rankings = {qid: rank_documents(index, dataset.queries[qid], mode, chunks, fusion=fusion) for qid in wanted}
+        rankings = {
+            qid: rank_corpus_documents(index, dataset.queries[qid], mode, chunks, fusion=fusion) for qid in wanted
+        }
         results.append(score_rankings(mode, rankings, dataset.qrels, time.perf_counter() - start))
         if progress:
             progress(f"{mode}: nDCG@10 {results[-1].ndcg_at_10:.4f}")

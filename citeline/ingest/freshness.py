@@ -30,7 +30,7 @@ from citeline.ingest.planning import ParsedBatch, Plan, plan_changes
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
 from citeline.store import catalog, file_stats
-from citeline.store import documents as stored_documents
+from citeline.store.documents import documents_to_plan
 
 #: How long a file must have been unmodified when it was indexed for its time and size to vouch for it.
 SETTLED_SECONDS = 2.0
@@ -84,5 +84,5 @@ def plan(index_dir: Path, roots: Sequence[str], discovery: Discovery, parsed: Pa
     """The run's plan, loading of the catalog only the documents outside ``parsed.fresh_files`` (those of files
     read again or vanished) and every root's document count (the removal guard's), both in SQL."""
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
-        stored, stored_by_root = stored_documents.documents_to_plan(connection, sorted(set(roots)), parsed.fresh_files)
+        stored, stored_by_root = documents_to_plan(connection, sorted(set(roots)), parsed.fresh_files)
     return plan_changes(stored, roots, discovery, parsed, stored_by_root)

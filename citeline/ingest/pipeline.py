@@ -38,7 +38,7 @@ from citeline.ingest.options import (  # noqa: F401  (the constants are re-expor
 )
 from citeline.ingest.planning import (
     CHARS_PER_CHUNK,
-    FileError,
+    FileReport,
     ParsedBatch,
     Plan,
     Work,
@@ -87,7 +87,7 @@ def parse_files(
     advance: Callable[[int], None] | None = None,
     hold_chars: int | None = None,
 ) -> ParsedBatch:
-    """Parse each file; a file (or a JSONL record) that fails becomes a :class:`FileError` and the rest go on.
+    """Parse each file; a file (or a JSONL record) that fails becomes a :class:`FileReport` and the rest go on.
     ``advance(1)`` is called after each file (progress).
 
     Documents keep their texts while the batch holds at most ``hold_chars`` characters of text (None: all);
@@ -115,17 +115,17 @@ def parse_files(
             parsed = Parsed(errors=[SourceError(source.path, f"{type(exc).__name__}: {exc}")], failed=True)
         if parsed.failed:  # what a streamed file yielded before it failed as a whole is not used
             batch.drop_since(mark)
-            batch.errors.extend(FileError(display_path(error.path), error.reason) for error in parsed.errors)
+            batch.errors.extend(FileReport(display_path(error.path), error.reason) for error in parsed.errors)
             batch.incomplete.append((source.root, source.source_id))
             if advance is not None:
                 advance(1)
             continue
         if parsed.skipped is not None:
-            batch.skipped.append(FileError(display_path(source.path), parsed.skipped))
+            batch.skipped.append(FileReport(display_path(source.path), parsed.skipped))
         if parsed.empty_records:
             batch.empty_records.append((display_path(source.path), parsed.empty_records, parsed.empty_lines))
-        batch.errors.extend(FileError(display_path(error.path), error.reason) for error in parsed.errors)
-        batch.notes.extend(FileError(display_path(note.path), note.reason) for note in parsed.notes)
+        batch.errors.extend(FileReport(display_path(error.path), error.reason) for error in parsed.errors)
+        batch.notes.extend(FileReport(display_path(note.path), note.reason) for note in parsed.notes)
         batch.kept_doc_ids.extend(parsed.kept_doc_ids)
         if not parsed.complete:
             batch.incomplete.append((source.root, source.source_id))
@@ -179,7 +179,7 @@ def load_documents(work: Work, max_file_bytes: int, advance: Callable[[int], Non
     file changed or broke during the run) is an error of the run; its stored version, if any, stays. Returns an
     :class:`Embedded` without rows yet."""
     documents = list(work.documents)
-    errors: list[FileError] = []
+    errors: list[FileReport] = []
     for source in work.files:
         wanted = set(work.wanted[source.path])
         found: list[Document] = []
@@ -212,7 +212,7 @@ def load_documents(work: Work, max_file_bytes: int, advance: Callable[[int], Non
             advance(1)
         if missing:
             errors.append(
-                FileError(
+                FileReport(
                     display_path(source.path),
                     f"{missing} documents planned from it were gone when it was parsed again (it changed during the "
                     "run); the next run indexes them",
@@ -238,11 +238,11 @@ class Embedded:
     rows: ChunkRows
     embedded: int
     reused: int
-    errors: list[FileError] = field(default_factory=list)
+    errors: list[FileReport] = field(default_factory=list)
 
 
 def embedded_whole(
-    documents: Sequence[Document], rows: ChunkRows, stop: EmbedInterrupted, target: Target, errors: list[FileError]
+    documents: Sequence[Document], rows: ChunkRows, stop: EmbedInterrupted, target: Target, errors: list[FileReport]
 ) -> Embedded:
     """What a batch whose embedding was stopped (:class:`EmbedInterrupted`) keeps: the documents embedded whole."""
     kept, kept_rows, embedded = completed(documents, rows, stop, target.dimension)

@@ -22,8 +22,9 @@ from citeline.store.file_stats import FileStat
 
 
 @dataclass(frozen=True)
-class FileError:
-    """A file that could not be ingested, and why."""
+class FileReport:
+    """A file and what a run reports about it: why it could not be ingested (a plan's ``errors``, and the removal
+    guard's objections), why it was skipped, or a note on how it was read. A record, not an exception."""
 
     path: str
     reason: str
@@ -60,7 +61,7 @@ class ParsedBatch:
     let go (:meth:`absorb`, :meth:`without_texts`); ``documents`` and ``keys`` never share a document."""
 
     documents: list[Document] = field(default_factory=list)
-    errors: list[FileError] = field(default_factory=list)
+    errors: list[FileReport] = field(default_factory=list)
     kept_doc_ids: list[str] = field(default_factory=list)
     incomplete: list[tuple[str, str]] = field(default_factory=list)
     keys: list[DocumentKey] = field(default_factory=list)
@@ -75,11 +76,11 @@ class ParsedBatch:
     #: the run's last commit records it, so the next run need not read them)
     read_files: list[FileStat] = field(default_factory=list)
     #: files skipped rather than parsed, with why (an empty file): not errors, and no document of theirs remains
-    skipped: list[FileError] = field(default_factory=list)
+    skipped: list[FileReport] = field(default_factory=list)
     #: per record file with records left out for holding no text: its path as shown, how many, the first lines
     empty_records: list[tuple[str, int, list[int]]] = field(default_factory=list)
     #: files parsed whose log line says something of them (an encoding that was a close call), not errors
-    notes: list[FileError] = field(default_factory=list)
+    notes: list[FileReport] = field(default_factory=list)
 
     @classmethod
     def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
@@ -158,7 +159,7 @@ class Plan:
     added: int
     updated: int
     unchanged: int
-    errors: list[FileError]
+    errors: list[FileReport]
     #: per root: documents indexed from it before this run, files found under it now, documents that vanished
     stored_by_root: dict[str, int] = field(default_factory=dict)
     found_by_root: dict[str, int] = field(default_factory=dict)
@@ -240,7 +241,7 @@ def plan_changes(
         added=len(changed) - len(updated_ids),
         updated=len(updated_ids),
         unchanged=len(seen) - len(changed) + parsed.fresh_documents,
-        errors=[FileError(problem.path, problem.reason) for problem in discovery.errors] + list(parsed.errors),
+        errors=[FileReport(problem.path, problem.reason) for problem in discovery.errors] + list(parsed.errors),
         stored_by_root=stored_by_root,
         found_by_root=found_by_root,
         vanished_by_root=vanished_by_root,
@@ -250,7 +251,7 @@ def plan_changes(
     )
 
 
-def removal_problems(plan: Plan, threshold: float = DEFAULT_REMOVAL_THRESHOLD) -> list[FileError]:
+def removal_problems(plan: Plan, threshold: float = DEFAULT_REMOVAL_THRESHOLD) -> list[FileReport]:
     """The roots whose removals need an explicit choice: a root that yields no files at all while documents were
     indexed from it (an unmounted share, an empty volume), or one that would lose more than ``threshold`` of its
     documents. Empty when the plan's removals are ordinary."""
@@ -261,7 +262,7 @@ def removal_problems(plan: Plan, threshold: float = DEFAULT_REMOVAL_THRESHOLD) -
             continue
         if not plan.found_by_root.get(root):
             problems.append(
-                FileError(
+                FileReport(
                     root,
                     (
                         f"holds no files now, but {stored} documents were indexed from it (an unmounted share or an "
@@ -271,7 +272,7 @@ def removal_problems(plan: Plan, threshold: float = DEFAULT_REMOVAL_THRESHOLD) -
             )
         elif vanished / stored > threshold:
             problems.append(
-                FileError(
+                FileReport(
                     root,
                     (
                         f"{vanished} of the {stored} documents indexed from it vanished, more than the removal "
@@ -282,7 +283,7 @@ def removal_problems(plan: Plan, threshold: float = DEFAULT_REMOVAL_THRESHOLD) -
     return problems
 
 
-def refuse_removals(problems: Sequence[FileError]) -> RemovalRefusedError:
+def refuse_removals(problems: Sequence[FileReport]) -> RemovalRefusedError:
     """The one-line error for a run refused by :func:`removal_problems`."""
     where = "; ".join(f"{problem.path} {problem.reason}" for problem in problems)
     return RemovalRefusedError(

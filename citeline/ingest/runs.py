@@ -12,7 +12,7 @@ from pathlib import Path
 
 from citeline.errors import RemovalRefusedError
 from citeline.ingest import stopping
-from citeline.ingest.planning import FileError, Plan
+from citeline.ingest.planning import FileReport, Plan
 from citeline.store import catalog, generation, ledger
 from citeline.store.ledger import RunSummary
 
@@ -82,14 +82,14 @@ def record_failure(
 
 
 def dry_run_summary(
-    index_dir: Path, run_id: str, started_at: str, plan: Plan, objections: Sequence[FileError]
+    index_dir: Path, run_id: str, started_at: str, plan: Plan, objections: Sequence[FileReport]
 ) -> RunSummary:
     """What a run of ``plan`` would record, without recording it (status ``dry-run``; the generation stays)."""
     return dry_run_row(int(generation.read_meta(index_dir)["generation"]), run_id, started_at, plan, objections)
 
 
 def dry_run_row(
-    at_generation: int, run_id: str, started_at: str, plan: Plan, objections: Sequence[FileError]
+    at_generation: int, run_id: str, started_at: str, plan: Plan, objections: Sequence[FileReport]
 ) -> RunSummary:
     """:func:`dry_run_summary` of an index (or sharded root) whose committed generation is ``at_generation``."""
     summary = summarize(run_id, started_at, plan)

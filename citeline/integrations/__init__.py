@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from citeline.errors import QueryError
 from citeline.query.plan import SearchRequest
 from citeline.util.declared import offered
-from citeline.util.formats import flat, normalize
+from citeline.util.output import flat, normalize
 
 if TYPE_CHECKING:
     from citeline.index import Index

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from citeline.lexical.analyzer import LexicalIndex
-from citeline.lexical.query import Statistics
+from citeline.lexical.scoring import Statistics
 
 
 class LegacyLexical:

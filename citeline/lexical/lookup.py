@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from citeline.lexical.analyzer import TOKEN_PATTERN, analyze
-from citeline.lexical.query import Reader, term_hashes
+from citeline.lexical.scoring import SegmentScorer, term_hashes
 from citeline.util.arrays import positions_of
 
 #: A text with fewer usable terms than this finds nothing (too few words to single a chunk out).
@@ -58,10 +58,10 @@ def _words(text: str) -> set[str]:
 
 
 class RareTermLookup:
-    """Lookups of chunks sharing texts' rare terms over one generation's :class:`Reader` (its parts and maps)."""
+    """Lookups of chunks sharing texts' rare terms over one generation's :class:`SegmentScorer` (its parts and maps)."""
 
-    def __init__(self, reader: Reader):
-        self.reader = reader
+    def __init__(self, scorer: SegmentScorer):
+        self.scorer = scorer
         self._hashes: dict[str, int | None] = {}
 
     def _text_hashes(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -107,8 +107,8 @@ class RareTermLookup:
     ) -> list[list[int]]:
         """For each text, at most k live chunk ids holding the most idf weight of its ``terms`` rarest terms (and at
         least ``min_share`` of it), best first (ties by position); ``allowed`` (sorted ids) restricts them."""
-        reader = self.reader
-        count, maps = len(reader.chunk_ids), reader.maps
+        scorer = self.scorer
+        count, maps = len(scorer.chunk_ids), scorer.maps
         out: list[list[int]] = [[] for _ in texts]
         owned = self._text_hashes(texts)
         owner = np.repeat(np.arange(len(owned)), [len(h) for h in owned])
@@ -116,7 +116,7 @@ class RareTermLookup:
         # Document frequencies from the postings' bounds (deleted documents included: a ranking of rarity only).
         located = []
         frequency = np.zeros(len(hashes), dtype=np.int64)
-        for p in reader.plain:
+        for p in scorer.plain:
             if not len(p.terms):
                 # A part whose chunks hold no term at all (a file of stop words, punctuation or one letter): its
                 # indptr is [0], so there is no row to read a length from.
@@ -149,7 +149,7 @@ class RareTermLookup:
         row_bits = max(int(len(chosen) - 1).bit_length(), 1)
         row_mask = (1 << row_bits) - 1
         found_text, found_position, found_score = [], [], []
-        for p, mapping, (at, hit) in zip(reader.plain, maps, located, strict=True):
+        for p, mapping, (at, hit) in zip(scorer.plain, maps, located, strict=True):
             inside = np.flatnonzero(hit[chosen])
             if not len(inside):
                 continue
@@ -183,12 +183,12 @@ class RareTermLookup:
         good = np.ones(len(text), dtype=bool)
         if allowed is not None:
             keep = np.zeros(count, dtype=bool)
-            keep[positions_of(reader.chunk_ids, allowed)] = True
+            keep[positions_of(scorer.chunk_ids, allowed)] = True
             good &= keep[positions]
         text, positions, scores = text[good], positions[good], scores[good]
         best = np.lexsort((positions, -scores, text))
         text, positions = text[best], positions[best]
         keep_best = np.arange(len(text)) - np.searchsorted(text, text) < k
         for t, position in zip(text[keep_best].tolist(), positions[keep_best].tolist(), strict=True):
-            out[t].append(int(reader.chunk_ids[position]))
+            out[t].append(int(scorer.chunk_ids[position]))
         return out

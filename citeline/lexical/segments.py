@@ -44,8 +44,8 @@ from citeline.lexical.lookup import (  # noqa: F401  (re-exported: the tests nam
     RARE_FLOOR,
     RareTermLookup,
 )
-from citeline.lexical.query import (  # also re-exported: shards and the tests name them here
-    Reader,
+from citeline.lexical.scoring import (  # also re-exported: shards and the tests name them here
+    SegmentScorer,
     Statistics,
     shares,
     term_hashes,
@@ -226,18 +226,18 @@ class SegmentedIndex:
         return cls([Part(None, segment)] if len(segment) else [], segment.chunk_ids)
 
     @cached_property
-    def _reader(self) -> Reader:
-        """Query evaluation over the parts (``citeline.lexical.query``): term locations, pruned top k."""
-        return Reader(self.parts, self.chunk_ids)
+    def _scorer(self) -> SegmentScorer:
+        """Query evaluation over the parts (``citeline.lexical.scoring``): term locations, pruned top k."""
+        return SegmentScorer(self.parts, self.chunk_ids)
 
     @cached_property
     def _lookup(self) -> RareTermLookup:
         """Lookups of chunks sharing a text's rare terms over the same parts (``citeline.lexical.lookup``)."""
-        return RareTermLookup(self._reader)
+        return RareTermLookup(self._scorer)
 
     def statistics(self, query: str) -> Statistics:
         """This index's share of the corpus-wide statistics ``query`` is scored with (see :class:`Statistics`)."""
-        return self._reader.statistics(query)
+        return self._scorer.statistics(query)
 
     def as_shard(self) -> SegmentedIndex:
         """Itself: its scores take the corpus-wide statistics of a sharded index (``citeline.sharding.search``)."""
@@ -249,14 +249,14 @@ class SegmentedIndex:
         ``statistics`` (the sum of every shard's :meth:`statistics`) scores this index as one part of a larger
         corpus: then a sharded index ranks exactly as one index over all the chunks (``citeline.sharding.index``). Every
         posting of every query term is read: :meth:`search` and :meth:`scores_of` read far fewer."""
-        reader = self._reader
+        scorer = self._scorer
         scores = np.zeros(len(self.chunk_ids), dtype=np.float32)
         if not len(scores):
             return scores
-        weighted, average = reader.weighted(query, statistics)
+        weighted, average = scorer.weighted(query, statistics)
         for term, idf in weighted:
-            for number, start, end in reader.term(term).ranges:
-                plain, mapping = reader.plain[number], reader.maps[number]
+            for number, start, end in scorer.term(term).ranges:
+                plain, mapping = scorer.plain[number], scorer.maps[number]
                 docs = plain.postings[start:end]
                 where = mapping[docs]
                 keep = where >= 0
@@ -268,8 +268,8 @@ class SegmentedIndex:
     ) -> list[tuple[int, float]]:
         """The k chunks with the highest BM25 score, as ``(chunk_id, score)`` best first (ties by chunk id), among
         ``allowed`` if given; exact, without scoring every posting when the query's rare terms decide the top k
-        (``citeline.lexical.query``)."""
-        found = self._reader.top(query, k, allowed, statistics)
+        (``citeline.lexical.scoring``)."""
+        found = self._scorer.top(query, k, allowed, statistics)
         if found is not None:
             return found
         scores = self.scores(query, statistics)
@@ -282,16 +282,16 @@ class SegmentedIndex:
     ) -> tuple[list[tuple[int, float]], Callable[[np.ndarray], np.ndarray]]:
         """:meth:`search`'s k best and a function scoring any chunk ids as :meth:`scores_of` does (hybrid fusion
         scores only the candidates the k best do not hold): read from the scores the k best were ranked from."""
-        return self._reader.ranked(query, k, allowed, statistics)
+        return self._scorer.ranked(query, k, allowed, statistics)
 
     def term_frequencies(self, query: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each of ``ids``'s frequency of each analyzed query term (ids x terms, query order) and its length in
         tokens; 0 for an id not held (``citeline.query.doc_signals`` sums them over a document's chunks)."""
-        return self._reader.term_frequencies(query, ids)
+        return self._scorer.term_frequencies(query, ids)
 
     def scores_of(self, query: str, ids: np.ndarray, statistics: Statistics | None = None) -> np.ndarray:
         """The BM25 scores of chunk ``ids`` (float32; 0 for an id not held), equal to ``scores(query)``'s."""
-        return self._reader.scores_of(query, ids, statistics)
+        return self._scorer.scores_of(query, ids, statistics)
 
     def sharing_rare_terms(
         self, texts: Sequence[str], k: int, *, terms: int = 8, min_share: float = 0.5, allowed: np.ndarray | None = None

@@ -51,22 +51,21 @@ from prefect.context import FlowRunContext
 from prefect.exceptions import TerminationSignal
 from prefect.futures import PrefectFutureList, as_completed
 from prefect.states import Completed, State
-from prefect.task_runners import TaskRunner
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.tasks import exponential_backoff
 
-from citeline.dry_runs import index_for_run
 from citeline.errors import PartialRunError, SettingsError
-from citeline.index import Index
+from citeline.index import Index, index_for_run
 from citeline.ingest import pipeline, stopping
 from citeline.ingest.options import IndexSettings, IngestOptions
 from citeline.orchestration.parameters import IngestParameters
 from citeline.orchestration.reporting import (
     BatchReporter,
     FlowReporter,
+    drawing_terminal_bar,
     index_key,
-    live_reporters,
     report_artifacts,
-    terminal_bar,
+    wants_terminal_bar,
 )
 from citeline.orchestration.shards import ShardTasks
 from citeline.sharding.index import ShardedIndex
@@ -188,14 +187,20 @@ def plan_task(index_path: str, roots: list[str], discovery: Discovery, parsed: p
 
 @_retrying(task_run_name=_batch_name("chunk+embed", "documents"))
 def chunk_embed_task(
-    index_path: str, work: pipeline.Work, max_file_bytes: int, batch: int = 1, batches: int = 1
+    index_path: str,
+    work: pipeline.Work,
+    max_file_bytes: int,
+    batch: int = 1,
+    batches: int = 1,
+    flow_reporter: FlowReporter | None = None,
 ) -> pipeline.Embedded:
-    """Parse again the files of a batch's documents, chunk and embed them; returns the documents, rows and counts."""
+    """Parse again the files of a batch's documents, chunk and embed them; returns the documents, rows and counts.
+    ``flow_reporter``: the flow's, when the batch runs in the flow's process, to report its chunks as they go."""
     started = time.monotonic()
     index = _index(index_path)
     done = pipeline.load_documents(work, max_file_bytes)
     done.rows = pipeline.chunk_documents(done.documents, index.chunker)
-    reporter = BatchReporter(index_path, batch)
+    reporter = BatchReporter(flow_reporter, batch)
     try:
         done.embedded, done.reused = pipeline.embed(index, done.rows, reporter=reporter)
     except pipeline.EmbedInterrupted as stop:  # the flow run was stopped (SIGTERM: a cancellation, docker stop)
@@ -278,6 +283,9 @@ class PrefectSteps(pipeline.Steps):
             "max_file_bytes": unmapped(max_file_bytes),
             "batch": list(range(1, len(work) + 1)),
             "batches": unmapped(len(work)),
+            # The batches report their chunks as they go to the flow's reporter when they run in this process (its
+            # threads); one on a Dask worker cannot reach it (and a reporter, with its locks, does not pickle).
+            "flow_reporter": unmapped(self._live_reporter()),
         }
         futures = self.runner.map(chunk_embed_task, parameters)
         try:
@@ -290,6 +298,11 @@ class PrefectSteps(pipeline.Steps):
 
     def commit(self, target: pipeline.Target, batch: pipeline.CommitBatch, run: RunSummary) -> RunSummary:
         return commit_task(self.index_dir, batch, run)
+
+    def _live_reporter(self) -> FlowReporter | None:
+        # The flow's reporter if the mapped batches run in this process (the flow's thread runner), not on Dask.
+        in_process = isinstance(self.runner, ThreadPoolTaskRunner)
+        return self.reporter if in_process and isinstance(self.reporter, FlowReporter) else None
 
     def _map(self, batch_task: Task[..., Any], parameters: dict[str, Any], sizes: list[int] | None) -> list[Any]:
         # One task run per batch on the runner; results in order (raises if a batch failed for good).
@@ -365,15 +378,11 @@ def _fan_out(runner: TaskRunner[Any] | None) -> Iterator[TaskRunner[Any]]:
 
 
 def _register(index_dir: str, index: Index, key: str, every: float) -> FlowReporter:
-    # The flow's Index and reporter, for tasks in this process. Module-level functions, not globals named in the
-    # flow's body: Dask pickles the flow function by value with the globals it names (a live reporter holds locks).
+    # The flow's Index, for tasks in this process, and the run's reporter (the steps hand it to the batches that run
+    # here). A module-level function, not globals named in the flow's body: Dask pickles the flow function by value
+    # with the globals it names.
     _open_indexes[index_dir] = index
-    reporter = live_reporters[index_dir] = FlowReporter(key, index_dir, bar=terminal_bar["on"], every=every)
-    return reporter
-
-
-def _unregister(index_dir: str) -> None:
-    live_reporters.pop(index_dir, None)
+    return FlowReporter(key, index_dir, bar=wants_terminal_bar(), every=every)
 
 
 def _declared(function: Any) -> Any:
@@ -424,7 +433,7 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
     dask_address, dask_workers, shard_workers = given["dask_address"], given["dask_workers"], given["shard_workers"]
     dask_runner = dask_task_runner(dask_address, dask_workers)  # bad settings fail before the index is touched
     index_path, create = given["index_path"], IndexSettings.pick(given)
-    # A dry run where no index exists plans in an empty one in a temporary folder (citeline.dry_runs).
+    # A dry run where no index exists plans in an empty one in a temporary folder (citeline.index.index_for_run).
     with index_for_run(index_path, dry_run=given["dry_run"], create=Index.create, **create) as index:
         # Tasks get the absolute path (Dask workers may start elsewhere); those that run in this process use this
         # Index, which for a new index has loaded its model already.
@@ -453,8 +462,6 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
                     run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
         except PartialRunError as partial:  # strict: the commits stand, the flow run fails naming the files
             run, strict_failure = partial.run, partial
-        finally:
-            _unregister(index_dir)
         if run.status != "dry-run":
             prepare_queries_task(index_dir)
         reporter.run_done(run)
@@ -491,8 +498,5 @@ def run_from_cli(*, progress: bool = False, **parameters: Any) -> dict[str, Any]
     """``citeline ingest --prefect``: validate the parameters (one-line errors, before Prefect starts), then run
     the flow in this process, with a terminal bar when ``progress``."""
     IngestParameters.parse(**parameters)
-    terminal_bar["on"] = progress
-    try:
+    with drawing_terminal_bar(progress):
         return ingest_flow(**parameters)
-    finally:
-        terminal_bar["on"] = False

@@ -8,6 +8,9 @@ import hashlib
 import os
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from uuid import UUID
 
 from prefect import get_run_logger
@@ -26,9 +29,6 @@ from citeline.store.ledger import RunSummary
 #: Seconds between updates of the progress artifact (each is one API call).
 PROGRESS_UPDATE_SECONDS = 2.0
 
-# The reporter of each index's run in this process, for batch tasks running here (threads) to report into.
-live_reporters: dict[str, FlowReporter] = {}
-
 
 def index_key(index_path: str | os.PathLike[str]) -> str:
     """The artifact key prefix of an index: ``citeline-`` and its absolute path in lowercase and dashes
@@ -43,11 +43,12 @@ def index_key(index_path: str | os.PathLike[str]) -> str:
 class BatchReporter(Reporter):
     """Inside a chunk+embed task: the batch's embedding progress, forwarded to the flow's reporter."""
 
-    # Inside a chunk+embed task: forwards the batch's embedding progress to the flow's reporter when the flow
-    # runs in this process (thread runner); on a Dask worker there is none and the flow counts finished batches.
-    def __init__(self, index_path: str, batch: int):
+    # Inside a chunk+embed task: forwards the batch's embedding progress to the flow's reporter, which the flow
+    # hands its batches when they run in its own process (thread runner); a batch on a Dask worker gets None, and
+    # the flow counts its chunks when it finishes.
+    def __init__(self, flow: FlowReporter | None, batch: int):
         super().__init__()
-        self.flow = live_reporters.get(index_path)
+        self.flow = flow
         self.batch = batch
 
     def on_advance(self, count: int) -> None:
@@ -178,9 +179,26 @@ def set_state_message(message: str) -> None:
         get_run_logger().debug(f"could not set the state message: {exc}")
 
 
-# `citeline ingest --prefect` on a terminal: the flow (in this process) also draws a bar. A plain flag: tasks are
-# pickled by value for Dask workers, with the module globals they reach, and a threading.local cannot be.
-terminal_bar = {"on": False}
+# `citeline ingest --prefect` on a terminal: the flow run it starts in this process also draws a bar. A context
+# variable, set for that one call (:func:`drawing_terminal_bar`), not a flag flipped for the whole process: a flow
+# run started meanwhile by another thread or caller draws none. Only the flow's own process reads it, when the flow
+# makes its reporter; no task names it, so nothing Dask pickles reaches it.
+_terminal_bar: ContextVar[bool] = ContextVar("citeline_terminal_bar", default=False)
+
+
+@contextmanager
+def drawing_terminal_bar(on: bool = True) -> Iterator[None]:
+    """Flow runs started inside this block, in this context, draw a terminal bar (``on``)."""
+    token = _terminal_bar.set(on)
+    try:
+        yield
+    finally:
+        _terminal_bar.reset(token)
+
+
+def wants_terminal_bar() -> bool:
+    """Whether a flow run started here draws a terminal bar (:func:`drawing_terminal_bar`)."""
+    return _terminal_bar.get()
 
 
 def report_artifacts(run: RunSummary, key: str, index_dir: str, seconds: dict[str, float]) -> None:

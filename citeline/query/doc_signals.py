@@ -43,7 +43,7 @@ import numpy as np
 
 from citeline.errors import QueryError
 from citeline.lexical.analyzer import BM25_B, BM25_K1
-from citeline.lexical.query import idf_of
+from citeline.lexical.scoring import idf_of
 from citeline.query.readers import LexicalReader
 from citeline.util.ids import chunk_id_for
 from citeline.vectors import VectorReader

@@ -52,7 +52,7 @@ from citeline.query.stages import (
     RrfFusion,
     Stage,
     StageQuery,
-    ranked,
+    run_stages,
 )
 from citeline.query.stages import document_rows as document_rows  # re-exported: tests import it from here
 from citeline.sources.document import record_id_of
@@ -60,7 +60,7 @@ from citeline.store import metadata as stored_metadata
 from citeline.store.filters import Filters
 from citeline.util.arrays import unique
 from citeline.util.declared import option
-from citeline.util.formats import iso_utc
+from citeline.util.output import iso_utc
 
 if TYPE_CHECKING:  # annotations only: a search does not import the Protocols
     from citeline.query.readers import SnapshotReader
@@ -248,7 +248,7 @@ def hybrid_candidates(
     return Candidates(ids, np.zeros(len(ids)), query32, legs)
 
 
-def rank_query(
+def embed_and_rank(
     snapshot: SnapshotReader,
     query: str,
     k: int,
@@ -258,16 +258,16 @@ def rank_query(
     encode_query: Callable[[str], np.ndarray],
     dense_document_weight: float | None = None,
 ) -> list[tuple[int, float]]:
-    """:func:`rank` for a query text (``Index.rank``): the mode checked, ``allowed`` made sorted and unique (as
+    """:func:`rank_chunks` for a query text (``Index.rank``): the mode checked, ``allowed`` made sorted and unique (as
     the rankings expect), the query embedded unless the mode is lexical."""
     if allowed is not None:
         allowed = unique(np.asarray(allowed, dtype=np.int64))
     mode = validate_mode(mode)
     vector = None if mode == "lexical" else encode_query(query)
-    return rank(snapshot, query, vector, k, mode, allowed, fusion, dense_document_weight)
+    return rank_chunks(snapshot, query, vector, k, mode, allowed, fusion, dense_document_weight)
 
 
-def rank(
+def rank_chunks(
     snapshot: SnapshotReader,
     query: str,
     query_vector: QueryVector | None,
@@ -302,7 +302,7 @@ def rank(
         candidates = Candidates(ids, values, np.asarray(vector, dtype=np.float32).ravel())
     else:
         candidates = hybrid_candidates(reads, query, query_vector, max(k, fusion.depth), allowed)
-    return ranked(stages, StageQuery(query, k, reads), candidates, k)
+    return run_stages(stages, StageQuery(query, k, reads), candidates, k)
 
 
 def fetch_passages(snapshot: SnapshotReader, hits: list[tuple[int, float]], model: str) -> list[SearchResult]:
@@ -452,7 +452,9 @@ class _Hits:
         request, ranking = self.request, self.ranking
         if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
             deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth
-            found = rank(self.snapshot, request.text, self.vector, deep, request.mode, self.allowed, request.fusion)
+            found = rank_chunks(
+                self.snapshot, request.text, self.vector, deep, request.mode, self.allowed, request.fusion
+            )
             ranking = self.ranking = (deep, found)
         hits = ranking[1][:depth]
         fresh = [hit for hit in hits if hit[0] not in self.fetched]
@@ -532,7 +534,9 @@ def _search(
         if allowed is None and held is not None and (len(held[1]) >= relevance.BEST_OF or len(held[1]) < held[0]):
             unfiltered = held[1]  # the ranking held is deep enough, or holds every chunk
         else:  # a filtered search, or one ranked shallower: the unfiltered ranking's first hits
-            unfiltered = rank(snapshot, request.text, vector, relevance.BEST_OF, request.mode, None, request.fusion)
+            unfiltered = rank_chunks(
+                snapshot, request.text, vector, relevance.BEST_OF, request.mode, None, request.fusion
+            )
         top.extend(chunk_id for chunk_id, _ in unfiltered[: relevance.BEST_OF])
 
     def highlighted(hits: Sequence[SearchResult]) -> list[SearchResult]:

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from citeline.lexical.query import Statistics
+from citeline.lexical.scoring import Statistics
 from citeline.vectors import VectorReader
 
 __all__ = ["LexicalReader", "LexicalShard", "SnapshotReader", "Statistics"]

@@ -50,7 +50,7 @@ import numpy as np
 
 from citeline.errors import QueryError
 from citeline.lexical.analyzer import ENGLISH_STOPWORDS, TOKEN_PATTERN, analyze
-from citeline.lexical.query import idf_of
+from citeline.lexical.scoring import idf_of
 from citeline.query.readers import LexicalReader
 from citeline.query.results import SearchResult, evolve
 

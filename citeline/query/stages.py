@@ -37,7 +37,7 @@ __all__ = [
     "Stage",
     "StageQuery",
     "document_rows",
-    "ranked",
+    "run_stages",
     "stage",
 ]
 
@@ -139,7 +139,7 @@ def stage(name: str) -> Callable[[T], T]:
     return registering(STAGES, name)
 
 
-def ranked(stages: Sequence[Stage], query: StageQuery, candidates: Candidates, k: int) -> list[tuple[int, float]]:
+def run_stages(stages: Sequence[Stage], query: StageQuery, candidates: Candidates, k: int) -> list[tuple[int, float]]:
     """The k best ``(chunk_id, score)`` after every stage in order, by score then chunk id."""
     if not len(candidates.ids):
         return []
@@ -169,7 +169,7 @@ def lexical_values(
 ) -> np.ndarray:
     """The BM25 score of each of ``ids`` (sorted, distinct; float64): read from the lexical top (``top_ids``,
     ``top_scores``) where it holds the id, the others' from ``score`` (every lexical kind's top k scores are its
-    ``scores_of``'s, bit for bit: tests/unit/test_lexical_query.py)."""
+    ``scores_of``'s, bit for bit: tests/unit/test_lexical_scoring.py)."""
     values = np.zeros(len(ids), dtype=np.float64)
     known = np.zeros(len(ids), dtype=bool)
     at = np.searchsorted(ids, top_ids)  # every top id is among ids

@@ -53,8 +53,7 @@ from citeline.sharding.worker import shard_check, shard_status
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
 from citeline.store import catalog, files, ledger
-from citeline.store import documents as listing
-from citeline.store.documents import DocumentDetail, DocumentInfo
+from citeline.store.documents import MAX_ROWS, DocumentDetail, DocumentInfo, FacetCounts, check_rows
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -374,20 +373,20 @@ class ShardedIndex(Index):
     ) -> list[DocumentInfo]:
         """:meth:`Index.documents` over every shard, in the same order (by source root, source id, doc id)."""
         if limit is not None:
-            listing.check_rows("limit", limit, 1)
-        listing.check_rows("offset", offset, 0)
+            check_rows("limit", limit, 1)
+        check_rows("offset", offset, 0)
         # Each shard's first offset + limit rows hold the merged page (a shard's rows come in the same order).
-        depth = None if limit is None else min(offset + limit, listing.MAX_ROWS)
+        depth = None if limit is None else min(offset + limit, MAX_ROWS)
         found = [record for part in self._local("documents") for record in part.documents(filters, depth)]
         found.sort(key=lambda r: (str(r.source_root), str(r.source_id), r.doc_id))
         return found[offset:] if limit is None else found[offset : offset + limit]
 
     def facet_counts(
         self, filters: Filters | Mapping[str, Any] | None = None, *, within: Iterable[SearchResult | str] | None = None
-    ) -> listing.FacetCounts:
+    ) -> FacetCounts:
         """:meth:`Index.facet_counts` over every shard: each shard's counts added up (a document lies in one shard);
         :meth:`Index.facets` ranks them."""
-        counts: listing.FacetCounts = {}
+        counts: FacetCounts = {}
         doc_ids = None if within is None else answer_documents(within)  # each shard reads them once
         for part in self._local("documents"):
             for key, n in part.facet_counts(filters, within=doc_ids).items():

@@ -176,7 +176,7 @@ class MergedLexical:
         statistics = self.statistics(query)
 
         def in_shard(number: int) -> list[tuple[int, float]]:
-            # The shard's own pruned top k (citeline.lexical.query), exact under the corpus-wide statistics.
+            # The shard's own pruned top k (citeline.lexical.scoring), exact under the corpus-wide statistics.
             return self.parts[number].search(query, k, self.owners.restrict(allowed, number), statistics)
 
         answers = self.fan_out(in_shard, range(len(self.parts)))

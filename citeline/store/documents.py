@@ -18,7 +18,7 @@ from citeline.errors import IndexNotFoundError, QueryError
 from citeline.sources.document import record_id_of, record_name, record_of
 from citeline.store import catalog
 from citeline.store import metadata as stored_metadata
-from citeline.util.formats import iso_utc
+from citeline.util.output import iso_utc
 
 if TYPE_CHECKING:
     import duckdb

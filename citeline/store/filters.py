@@ -1,6 +1,6 @@
 """Structured search filters, turned into parameterized SQL that selects the chunks a search may return.
 
-A filter restricts the candidates *before* ranking (see :func:`citeline.query.plan.rank`'s ``allowed``), so a
+A filter restricts the candidates *before* ranking (see :func:`citeline.query.plan.rank_chunks`'s ``allowed``), so a
 search returns k passages whenever k matching passages exist, however low the matching ones would rank overall.
 Every user value is a bound SQL parameter — metadata key names included — so quotes and SQL fragments in a
 filter are plain values that match nothing unusual.

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from citeline.errors import IndexCorruptError
-from citeline.util.formats import iso_utc
+from citeline.util.output import iso_utc
 
 if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
     import duckdb
@@ -88,7 +88,7 @@ def new_run_id() -> str:
 
 
 def utc_now() -> str:
-    """The current time in ISO 8601, UTC, in the one form every output uses (``citeline.util.formats.iso_utc``)."""
+    """The current time in ISO 8601, UTC, in the one form every output uses (``citeline.util.output.iso_utc``)."""
     return str(iso_utc(datetime.now(UTC)))
 
 

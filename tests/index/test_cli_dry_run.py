@@ -1,5 +1,5 @@
 """A dry run writes nothing, not even the index: ``citeline ingest --dry-run`` where no index exists plans every
-document as new and leaves the path as it was (``citeline.dry_runs``)."""
+document as new and leaves the path as it was (``citeline.index.index_for_run``)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from citeline import Index, QueryError
 from citeline.integrations import PROVENANCE_KEYS, provenance
 from citeline.integrations.langchain import CitelineRetriever as LangChainRetriever
 from citeline.integrations.llamaindex import CitelineRetriever as LlamaIndexRetriever
-from citeline.util.formats import iso_utc
+from citeline.util.output import iso_utc
 
 QUERY = "soldiers defect when pay stops"
 

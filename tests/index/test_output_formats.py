@@ -1,4 +1,4 @@
-"""citeline.util.formats: every output format, the one timestamp form, and real records from a real index."""
+"""citeline.util.output: every output format, the one timestamp form, and real records from a real index."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.util.formats import FORMATS, format_record, format_records, iso_utc, normalize, search_records
+from citeline.util.output import OUTPUT_FORMATS, format_record, format_records, iso_utc, normalize, search_records
 
 RECORDS = [
     {"id": 1, "name": 'a, "quoted"\tname', "score": 0.123456789, "tags": ["x", "y"], "ok": True, "gone": None},
@@ -149,7 +149,7 @@ def test_real_records_print_in_every_format(tmp_path: Path, seeds_dir: Path) -> 
     assert normalize(summary.to_dict())["started_at"] == normalize(runs[0])["started_at"]
     assert normalize(runs[0])["started_at"].endswith("+00:00")
     status = index.status().to_dict()
-    for fmt in FORMATS:
+    for fmt in OUTPUT_FORMATS:
         for rows in (records, runs):
             assert format_records(rows, fmt).strip()
         assert format_record(status, fmt).strip()

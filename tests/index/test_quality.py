@@ -150,7 +150,7 @@ def test_document_bm25_equals_bm25_over_the_joined_chunks(tmp_path, fake_embedde
     chunk index's idf and the corpus's mean document length, over the sum of the query terms' idf (checked against
     a direct computation): the same whichever candidates ask."""
     from citeline.lexical.analyzer import BM25_B, BM25_K1, analyze
-    from citeline.lexical.query import idf_of
+    from citeline.lexical.scoring import idf_of
     from citeline.query.doc_signals import Documents, document_bm25
     from citeline.query.plan import document_rows
 

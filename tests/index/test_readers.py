@@ -124,7 +124,7 @@ def test_every_reader_gives_the_same_answers(readers: dict[str, Any]) -> None:
 @pytest.mark.parametrize("mode", plan.MODES)
 def test_the_plan_ranks_alike_on_every_reader(readers: dict[str, Any], mode: str) -> None:
     vector = HashEmbedder().encode(["harbour flood tide"])[0]
-    found = [plan.rank(readers[name], "harbour flood tide", vector, 5, mode) for name in ("local", "threaded")]
+    found = [plan.rank_chunks(readers[name], "harbour flood tide", vector, 5, mode) for name in ("local", "threaded")]
     assert found[0] and found[0] == found[1]
 
 

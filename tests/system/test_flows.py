@@ -567,6 +567,38 @@ def _with_embedder(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> None:
     monkeypatch.setattr(flow_module, "Index", TestIndex)
 
 
+def test_ingest_prefect_draws_its_bar_and_a_flow_run_beside_it_draws_none(
+    prefect_api: str, tmp_path: Path, seeds_dir: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``citeline ingest --prefect`` on a terminal (``run_from_cli(progress=True)``) draws a bar in the flow run it
+    starts; a flow run another thread of the process starts meanwhile draws none: the bar is that call's choice (a
+    context variable), not a process flag the CLI flips (issue 41.6)."""
+    import threading
+
+    from citeline.orchestration import ingest as flow_module
+
+    _with_embedder(monkeypatch, fake_embedder)
+    bars: dict[str, bool] = {}
+
+    class Recording(flow_module.FlowReporter):
+        def __init__(self, key: str, index_dir: str, bar: bool = False, every: float = 0.0):
+            super().__init__(key, index_dir, bar=bar, every=every)
+            bars[Path(index_dir).name] = bar
+            if Path(index_dir).name == "cli":  # while the CLI's run goes: another flow run, from another thread
+                beside = threading.Thread(
+                    target=flow_module.ingest_flow,
+                    kwargs={"paths": [str(seeds_dir)], "index_path": str(tmp_path / "beside")},
+                )
+                beside.start()
+                beside.join()
+
+    monkeypatch.setattr(flow_module, "FlowReporter", Recording)
+    summary = flow_module.run_from_cli(progress=True, paths=[str(seeds_dir)], index_path=str(tmp_path / "cli"))
+    assert summary["status"] == "succeeded"
+    assert bars == {"cli": True, "beside": False}, bars
+    assert Index.open(tmp_path / "beside", embedder=fake_embedder).status().documents == summary["added"]
+
+
 def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
     prefect_api: str, tmp_path: Path, seeds_dir: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -342,8 +342,8 @@ def test_stdio_stops_drain_seconds_after_stdin_ends(index: Index) -> None:
     code = (
         "import time; from citeline.index import Index\n"
         "Index.search = lambda self, *args, **kwargs: time.sleep(30)\n"
-        "import anyio; from citeline import mcp_server; from citeline.server import LIMITS, _Reader\n"
-        f"reader = _Reader(Index.open({str(index.path)!r}), 120.0)\n"
+        "import anyio; from citeline import mcp_server; from citeline.server import LIMITS, IndexService\n"
+        f"reader = IndexService(Index.open({str(index.path)!r}), 120.0)\n"
         "anyio.run(lambda: mcp_server.run_stdio(mcp_server.build_server(reader, LIMITS), drain=1.0))\n"
     )
     server = subprocess.Popen(

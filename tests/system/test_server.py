@@ -29,7 +29,7 @@ from citeline import Index, IndexStatus, RunSummary, SearchResult
 from citeline.cli.main import cli
 from citeline.errors import IndexNotFoundError, QueryError, SettingsError
 from citeline.query.results import Source
-from citeline.server import DocumentRecord, _TimelyH11, check_bind, create_app
+from citeline.server import DocumentRecord, TimelyH11, check_bind, create_app
 from citeline.store.documents import DOCUMENT_FIELDS
 
 
@@ -538,7 +538,7 @@ def _free_port() -> int:
 def test_a_client_that_sends_no_request_head_in_time_is_disconnected(tmp_path: Path) -> None:
     index = _small_index(tmp_path)
 
-    class Quick(_TimelyH11):
+    class Quick(TimelyH11):
         head_timeout = 0.5
 
     with running(create_app(index.path, HashEmbedder()), http=Quick, timeout_keep_alive=5) as url:

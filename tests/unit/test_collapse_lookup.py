@@ -8,7 +8,7 @@ import pytest
 
 from citeline.lexical.analyzer import analyze
 from citeline.lexical.lookup import MIN_SHARED_TERMS, RARE_AT_MOST, RARE_FLOOR
-from citeline.lexical.query import term_hashes
+from citeline.lexical.scoring import term_hashes
 from citeline.lexical.segments import Part, Segment, SegmentedIndex
 
 WORDS = [f"w{n}x" for n in range(400)]
@@ -118,7 +118,7 @@ def test_lookup_analyses_words_as_the_lexical_index_does(monkeypatch: pytest.Mon
     for text in texts:
         assert lookup_module._words(text) == set(TOKEN_PATTERN.findall(text.lower()))
     index, *_ = corpus(0)
-    lookup = lookup_module.RareTermLookup(index._lookup.reader)
+    lookup = lookup_module.RareTermLookup(index._lookup.scorer)
     expected = [np.array(sorted(set(term_hashes(words).tolist())), dtype=np.uint64) for words in analyze(texts)]
     monkeypatch.setattr(lookup_module, "HASH_CACHE", 20)  # every call overflows the cache
     for _ in range(2):

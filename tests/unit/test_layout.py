@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"citeline.store"},
     {"citeline.query", "citeline.ingest"},
     {"citeline.index"},
-    {"citeline.dry_runs", "citeline.sharding", "citeline.eval", "citeline.integrations"},
+    {"citeline.sharding", "citeline.eval", "citeline.integrations"},
     {"citeline", "citeline.server", "citeline.web", "citeline.mcp_server", "citeline.orchestration"},
     {"citeline.cli"},
     {"flows"},

@@ -3,12 +3,13 @@
 
 ``SegmentedIndex.scores`` sums every query term's postings into one float32 score per live chunk, through each
 part's position -> index position map, and a ranking then partitions all of it.
-:meth:`Reader.top` sums in each part's own positions (no map) into that part's slice of one array, with each part's
-length norms computed once per average length, gathers and adds with ``np.take``/``np.add.at`` (no intp copies of
-the positions), and ranks only the chunks that reach the k-th best score of a rarest term's chunks (a lower bound
-of the k-th best): a fraction of the whole-array cost at 1M (figures: docs/scale.md#choices-measured-in-the-code).
-What is left is memory-bound: a gather and a scatter of each posting of the query's terms. :meth:`Reader.ranked`
-also reads hybrid's candidates' scores from that array; :meth:`Reader.scores_of` scores given chunks by binary
+:meth:`SegmentScorer.top` sums in each part's own positions (no map) into that part's slice of one array, with each
+part's length norms computed once per average length, gathers and adds with ``np.take``/``np.add.at`` (no intp
+copies of the positions), and ranks only the chunks that reach the k-th best score of a rarest term's chunks (a
+lower bound of the k-th best): a fraction of the whole-array cost at 1M
+(figures: docs/scale.md#choices-measured-in-the-code).
+What is left is memory-bound: a gather and a scatter of each posting of the query's terms. :meth:`SegmentScorer.ranked`
+also reads hybrid's candidates' scores from that array; :meth:`SegmentScorer.scores_of` scores given chunks by binary
 search in each term's postings.
 
 MaxScore pruning (score the chunks of the rarest terms, look up the others) was measured twice and dropped: even
@@ -19,10 +20,9 @@ per-document table (figures: docs/scale.md#choices-measured-in-the-code).
 
 Both are exact: the same chunks, the same float32 scores bit for bit (every term's share computed as :func:`shares`
 does and summed in query order, as ``SegmentedIndex.scores`` does), ties by chunk id, so a sharded index still ranks
-exactly as one (tests/unit/test_lexical_query.py, tests/index/test_shards.py). Terms' locations and live document
-frequencies
-are cached per reader (a generation's snapshot). Nothing here imports the segment format (``lexical_segments``
-builds a :class:`Reader` from its parts).
+exactly as one (tests/unit/test_lexical_scoring.py, tests/index/test_shards.py). Terms' locations and live document
+frequencies are cached per scorer (a generation's snapshot). Nothing here imports the segment format
+(``citeline.lexical.segments`` builds a :class:`SegmentScorer` from its parts).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import numpy as np
 from citeline.lexical.analyzer import BM25_B, BM25_K1, analyze
 from citeline.util.arrays import positions_of
 
-#: Distinct terms whose locations and live document frequencies a :class:`Reader` keeps (a generation's reader
+#: Distinct terms whose locations and live document frequencies a :class:`SegmentScorer` keeps (a generation's scorer
 #: lives as long as its snapshot; common terms recur in most queries).
 TERM_CACHE = 50_000
 
@@ -64,7 +64,7 @@ class Statistics:
 
     @property
     def average(self) -> float:
-        """Average live document length (as :class:`Reader` computes it for itself)."""
+        """Average live document length (as :class:`SegmentScorer` computes it for itself)."""
         return self.total_length / self.count if self.count else 0.0
 
     def __add__(self, other: Statistics) -> Statistics:
@@ -108,9 +108,9 @@ def idf_of(count: int, frequency: int) -> np.float32:
     return np.float32(math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)))
 
 
-class Reader:
-    """Queries over a generation's parts (``lexical_segments.Part``: a segment and its deletions); ``chunk_ids``
-    are the live ids, ascending."""
+class SegmentScorer:
+    """BM25 scoring over a generation's parts (``citeline.lexical.segments.Part``: a segment and its deletions);
+    ``chunk_ids`` are the live ids, ascending."""
 
     def __init__(self, parts: Sequence[Any], chunk_ids: np.ndarray):
         self.chunk_ids = chunk_ids
@@ -396,7 +396,7 @@ def _query_terms(query: str) -> tuple[int, ...]:
 
 def _accumulate(scores: np.ndarray, norm: np.ndarray, docs: np.ndarray, tfs: np.ndarray, idf: np.float32) -> None:
     """Add one term's float32 share (:func:`shares`'s value, bit for bit) to the ``scores`` of its postings ``docs``
-    (distinct positions), given the part's :meth:`Reader._norm`.
+    (distinct positions), given the part's :meth:`SegmentScorer._norm`.
 
     ``np.take`` and ``np.add.at`` rather than ``norm[docs]`` and ``scores[docs] += ...``: fancy indexing first copies
     the int32 positions to intp, twice for the read-modify-write, and at 1M chunks the gather and the scatter were

@@ -29,7 +29,7 @@ from typing import IO, Any
 
 __all__ = [
     "DEFAULT_FORMAT",
-    "FORMATS",
+    "OUTPUT_FORMATS",
     "TIMESTAMP_KEYS",
     "flat",
     "format_record",
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 #: Output formats, in the order ``--format`` lists them.
-FORMATS = ("table", "json", "jsonl", "csv", "tsv")
+OUTPUT_FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 DEFAULT_FORMAT = "table"
 
 #: Keys whose text values are timestamps, rewritten by :func:`normalize` into the :func:`iso_utc` form.
@@ -125,7 +125,7 @@ def format_records(
     headers: bool = True,
     width: int | None = None,
 ) -> str:
-    """Records as text in ``fmt`` (one of :data:`FORMATS`), ending with a newline unless empty.
+    """Records as text in ``fmt`` (one of :data:`OUTPUT_FORMATS`), ending with a newline unless empty.
 
     ``json`` is one array (sqlite-utils' default), ``jsonl`` one object per line (what ``--json`` printed so
     far), ``csv``/``tsv`` a header row then one row per record, ``table`` an aligned plain-text table, one line a
@@ -133,8 +133,8 @@ def format_records(
     of csv, tsv and table (default: every key, in first-seen order); json and jsonl always carry whole records.
     ``max_col_width`` caps a table column's width; ``headers=False`` leaves the header row out.
     """
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in OUTPUT_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(OUTPUT_FORMATS)}")
     rows = [normalize(record) for record in records]
     if fmt == "json":
         return json.dumps(rows, ensure_ascii=False, indent=2) + "\n"

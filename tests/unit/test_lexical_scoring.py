@@ -1,4 +1,4 @@
-"""BM25 queries that do not rank every chunk (citeline.lexical.query): the top k and the scores of given chunks are
+"""BM25 queries that do not rank every chunk (citeline.lexical.scoring): the top k and the scores of given chunks are
 those of scoring every posting (``SegmentedIndex.scores``), bit for bit, with deletions, filters and shard-wide
 statistics."""
 

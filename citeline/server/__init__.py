@@ -1,0 +1,77 @@
+"""``citeline serve``: a read-only HTTP API over one index (FastAPI, run with uvicorn), and a search page.
+
+GET ``/search``, ``/status``, ``/runs``, ``/documents``, ``/documents/{doc_id}`` and ``/health``, and MCP (streamable
+HTTP) at ``/mcp`` (``citeline.mcp_server``); query parameters
+have the names of the CLI's flags (``q``, ``k``, ``offset``, ``mode``, ``source``, ``path``, ``where``,
+``ingested_after``, ``ingested_before``, ``collapse``, ``limit``), and the response models are generated from the
+Python objects' dataclasses (``SearchResult``, ``RunSummary``, ``IndexStatus``), so the OpenAPI schema at
+``/openapi.json`` names exactly their fields. ``/`` is a search page for people (``citeline.web``: plain HTML,
+no script) and ``/docs`` and ``/redoc`` the interactive API docs, their assets served by the server itself
+(``fastapi-standalone-docs`` ships them), so everything works offline.
+
+Errors are ``{"error": "<one line>"}``: 400 for a bad parameter (every parameter is bounded: see the ``MAX_``
+constants; a query string that is not UTF-8 too), 401 without the token, 404 for an unknown document, 409 when
+the index stayed locked by a commit, 503 when a request waited longer than the timeout; 500 only for a bug.
+
+The server never takes the writer lock: the index is opened with ``repair=False`` and every read goes through a
+read-only connection or the search snapshot, which reloads itself after a commit, so ``citeline ingest`` can run
+beside it and the next query sees the new generation without a restart. A process runs one search at a time (the
+snapshot is one DuckDB connection); several processes (``workers``) serve more at once, and each answer says in
+its ``X-Citeline-Generation`` header (and ``generation`` field) which committed generation it was read from.
+
+Security: the server binds 127.0.0.1 unless told otherwise, and refuses any other address unless a bearer token
+is set (``token``, or the ``CITELINE_TOKEN`` environment variable so that it stays out of ``ps``) or ``no_auth``
+says it is meant to be open; CORS is off unless origins are given; it reads nothing but the index (documents'
+texts come from the catalog, never from their source paths) and the assets inside the installed packages.
+
+The modules: ``limits.py`` (the defaults and bounds), ``models.py`` (the response models and the error form),
+``parameters.py`` (the query parameters), ``reads.py`` (:class:`IndexService`: how requests read the index),
+``guard.py`` (the token and the bind check), ``app.py`` (:func:`create_app`: the routes) and ``serving.py``
+(:func:`serve`, :func:`app_from_environment`, :func:`serve_mcp_stdio`: running it).
+"""
+
+from citeline.server.app import create_app
+from citeline.server.guard import check_bind, is_loopback
+from citeline.server.limits import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    DEFAULT_TIMEOUT,
+    GENERATION_HEADER,
+    LIMITS,
+    MAX_FILTER_VALUES,
+    MAX_ID_CHARS,
+    MAX_K,
+    MAX_OFFSET,
+    MAX_PAGE,
+    MAX_QUERY_CHARS,
+    TOKEN_ENV,
+)
+from citeline.server.models import DocumentRecord, model_of
+from citeline.server.reads import IndexService, ServerBusyError
+from citeline.server.serving import TimelyH11, app_from_environment, serve, serve_mcp_stdio
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "DEFAULT_TIMEOUT",
+    "GENERATION_HEADER",
+    "LIMITS",
+    "MAX_FILTER_VALUES",
+    "MAX_ID_CHARS",
+    "MAX_K",
+    "MAX_OFFSET",
+    "MAX_PAGE",
+    "MAX_QUERY_CHARS",
+    "TOKEN_ENV",
+    "DocumentRecord",
+    "IndexService",
+    "ServerBusyError",
+    "TimelyH11",
+    "app_from_environment",
+    "check_bind",
+    "create_app",
+    "is_loopback",
+    "model_of",
+    "serve",
+    "serve_mcp_stdio",
+]
