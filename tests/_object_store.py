@@ -21,8 +21,9 @@ import boto3
 
 #: Requests the server serves before it checks signatures: creating the user, its policy and its access key.
 _SETUP_ACTIONS = 3
-#: "GET /bucket/key HTTP/1.1" (an object), not "GET /bucket?list-type=2..." (a listing).
-_OBJECT_GET = re.compile(r'"GET /[^/?\s]+/[^?\s]+ HTTP/')
+#: "GET /bucket/key HTTP/1.1" or "GET /bucket/key?versionId=... HTTP/1.1" (an object), not
+#: "GET /bucket?list-type=2..." or "GET /bucket?versions..." (a listing).
+_OBJECT_GET = re.compile(r'"GET /[^/?\s]+/[^?\s]+(?:\?\S*)? HTTP/')
 
 
 #: moto's server, with one bug of its signature check fixed: it hands botocore's signer the request's query as it
@@ -134,9 +135,20 @@ class S3Server:
             "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2, "read_timeout": 5},
         }
 
-    def put(self, key: str, body: str | bytes) -> None:
-        """Write one object."""
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=body.encode() if isinstance(body, str) else body)
+    def put(self, key: str, body: str | bytes) -> str | None:
+        """Write one object; its version id (None in an unversioned bucket)."""
+        written = self.client.put_object(
+            Bucket=self.bucket, Key=key, Body=body.encode() if isinstance(body, str) else body
+        )
+        return written.get("VersionId")
+
+    def keep_versions(self) -> None:
+        """Turn versioning on for the bucket (each write a new version, a delete a delete marker)."""
+        self.client.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
+
+    def object_gets_of(self, key: str) -> list[str]:
+        """The request lines of the GETs of one object served so far (with their query: ``?versionId=...``)."""
+        return re.findall(rf'"(GET /{re.escape(self.bucket)}/{re.escape(key)}(?:\?\S*)?) HTTP/', self.log())
 
     def delete(self, key: str) -> None:
         """Delete one object."""

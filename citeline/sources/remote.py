@@ -279,10 +279,18 @@ def _walk(fs: AbstractFileSystem, path: str) -> Iterator[Entry]:
 
         bucket, _, key_prefix = path.strip("/").partition("/")
         key_prefix = key_prefix + "/" if key_prefix else ""
-        pages = fs._list_pages("list_objects_v2", Bucket=bucket, Prefix=key_prefix, **getattr(fs, "req_kw", {}))
+        request = {"Bucket": bucket, "Prefix": key_prefix, **getattr(fs, "req_kw", {})}
+        # A versioned bucket is listed by its versions, keeping each key's latest (a key whose latest is a delete
+        # marker is gone): the version id joins the ETag in the stamp, so an overwrite is seen even when the ETag
+        # repeats, and the object is fetched at the version listed (open_object).
+        versioned = _versioned(fs, bucket)
+        method, field = ("list_object_versions", "Versions") if versioned else ("list_objects_v2", "Contents")
+        pages = fs._list_pages(method, **request)
         while (page := sync(fs.loop, _next_page, pages)) is not None:
-            for item in page.get("Contents", ()):
+            for item in page.get(field, ()):
                 key = item["Key"][len(key_prefix) :]
+                if versioned and not item.get("IsLatest"):
+                    continue
                 if key and not key.endswith("/"):  # "folder/" markers some consoles write
                     yield _entry({"size": item.get("Size"), "ETag": item.get("ETag"), **item}, key)
         return
@@ -290,6 +298,28 @@ def _walk(fs: AbstractFileSystem, path: str) -> Iterator[Entry]:
         key = name[len(prefix) :] if name.startswith(prefix) else _name(name)
         if key:
             yield _entry(info, key)
+
+
+def _versioned(fs: AbstractFileSystem, bucket: str) -> bool:
+    # Whether the bucket keeps versions (versioning enabled, or suspended with versions kept). Without the right to
+    # ask (s3:GetBucketVersioning) or on a store that does not answer it, the bucket is listed as unversioned: its
+    # stamps are ETags, as before.
+    from fsspec.asyn import sync
+
+    try:
+        answer = sync(fs.loop, fs._call_s3, "get_bucket_versioning", Bucket=bucket)
+    except Exception:
+        return False
+    return answer.get("Status") in ("Enabled", "Suspended")
+
+
+def version_of(source: SourceFile) -> str | None:
+    """The S3 version id a listing gave ``source`` (the part of its stamp after ``@``), or None: an object of an
+    unversioned bucket, written before versioning (``null``), or of another store."""
+    if source.stamp is None or (protocol_of(source.path) or "") not in ("s3", "s3a"):
+        return None
+    _, at, version = source.stamp.rpartition("@")
+    return version if at and version and version != "null" else None
 
 
 def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
@@ -308,13 +338,15 @@ async def _next_page(pages: Any) -> dict[str, Any] | None:
 def _entry(info: Mapping[str, Any], key: str) -> Entry:
     # The size, time and stamp of an fsspec info dict, whatever the store named them.
     stamp = None
-    for name in ("ETag", "etag", "generation", "md5Hash", "Content-MD5", "Digest", "content_md5"):
+    for name in ("ETag", "etag", "md5Hash", "Content-MD5", "Digest", "content_md5"):
         if info.get(name):
             stamp = str(info[name]).strip('"')
             break
-    version = info.get("VersionId") or info.get("version_id")
-    if stamp is not None and version:
-        stamp = f"{stamp}@{version}"
+    # The object's version where the store keeps them (S3's VersionId, Azure's version_id, GCS's generation): a new
+    # version is a new stamp even when the ETag repeats.
+    version = info.get("VersionId") or info.get("version_id") or info.get("generation")
+    if version:
+        stamp = f"{stamp or ''}@{version}"
     mtime = 0.0
     for name in ("LastModified", "last_modified", "mtime", "updated", "Last-Modified", "created"):
         value = info.get(name)
@@ -352,14 +384,22 @@ def open_object(source: SourceFile) -> Iterator[BinaryIO]:
         fs, path = filesystem(source.path)
         if (source.size or 0) <= BLOCK_BYTES or (protocol_of(source.path) or "") in WEB_PROTOCOLS:
             # s3fs asks an object's size (a HEAD) before a GET unless told to fetch it in one part
-            whole = {"max_concurrency": 1} if "s3" in _protocols(fs) else {}
-            handle: Any = io.BytesIO(fs.cat_file(path, **whole))
+            handle: Any = io.BytesIO(fs.cat_file(path, **_whole_get(fs, source)))
         else:
             handle = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead", size=source.size)
     except Exception as exc:
         raise _translated(source.path, exc) from None
     with contextlib.closing(_Guarded(handle, source.path)) as guarded:
         yield guarded  # type: ignore[misc]
+
+
+def _whole_get(fs: AbstractFileSystem, source: SourceFile) -> dict[str, Any]:
+    # cat_file's arguments for one object: s3fs asks an object's size (a HEAD) before a GET unless told to fetch it
+    # in one part; an object of a versioned bucket is fetched at the version listed (what its stamp says was read).
+    if "s3" not in _protocols(fs):
+        return {}
+    version = version_of(source)
+    return {"max_concurrency": 1, **({"version_id": version} if version else {})}
 
 
 def _translated(url: str, exc: BaseException) -> BaseException:

@@ -97,6 +97,46 @@ def test_a_changed_object_is_fetched_alone_and_a_deleted_one_removed(tmp_path: P
     assert index.remove(["s3://docs/corpus/"]).removed == 3
 
 
+def test_a_versioned_bucket_stamps_each_version_and_fetches_the_one_listed(tmp_path: Path) -> None:
+    # An overwrite with the same bytes keeps the ETag; only the version id says the object was written again. The
+    # stamp holds it (the files table, the run's provenance of what was read), the object is fetched again at that
+    # version, and a delete (a delete marker over the versions) removes the documents as in an unversioned bucket.
+    store = S3Server(tmp_path)
+    try:
+        store.keep_versions()
+        versions = {key: store.put(key, text) for key, text in NOTES.items()}
+        index = _index(tmp_path)
+        assert index.ingest([ROOT], storage_options=store.options()).added == 5
+        assert _stamps(tmp_path)["corpus/mill.md"].endswith(f"@{versions['corpus/mill.md']}")
+        first = versions["corpus/mill.md"]
+        assert store.object_gets_of("corpus/mill.md") == [f"GET /docs/corpus/mill.md?versionId={first}"]
+        fetched = store.object_gets()
+        assert index.ingest([ROOT], storage_options=store.options()).unchanged == 5
+        assert store.object_gets() == fetched  # unchanged: listed, not one object fetched
+        rewritten = store.put("corpus/mill.md", NOTES["corpus/mill.md"])  # the same bytes: the same ETag
+        assert rewritten != versions["corpus/mill.md"]
+        run = index.ingest([ROOT], storage_options=store.options())
+        assert (run.status, run.updated, run.unchanged, run.failed) == ("succeeded", 0, 5, 0)  # same text: no re-embed
+        assert store.object_gets() == fetched + 1
+        assert store.object_gets_of("corpus/mill.md")[-1].endswith(f"?versionId={rewritten}")
+        assert _stamps(tmp_path)["corpus/mill.md"].endswith(f"@{rewritten}")
+        store.delete("corpus/letters/harvest.txt")
+        gone = index.ingest([ROOT], storage_options=store.options())
+        assert (gone.removed, gone.unchanged) == (1, 4)
+        assert store.object_gets() == fetched + 1
+    finally:
+        store.stop()
+
+
+def _stamps(tmp_path: Path) -> dict[str, str]:
+    # The stamp each object was read at, as the catalog's files table holds it (keyed by the object's key).
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "ix" / "meta.duckdb"), read_only=True) as connection:
+        rows = connection.execute("SELECT source_file, stamp FROM files").fetchall()
+    return {f"corpus/{source_file}": stamp for source_file, stamp in rows}
+
+
 def test_an_empty_listing_is_refused_and_removes_nothing(tmp_path: Path, server: S3Server) -> None:
     index = _index(tmp_path)
     index.ingest([ROOT], storage_options=server.options())
