@@ -26,10 +26,12 @@ credentials from its own environment, never from the coordinator.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import io
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -375,16 +377,107 @@ def _name(path: str) -> str:
 # ---------------------------------------------------------------- reading
 
 
+#: Objects fetched together ahead of parsing (:func:`fetch_ahead`): at most this many GETs in flight ...
+AHEAD_OBJECTS = 16
+#: ... and this many bytes (their listed sizes) held at once, fetched and not yet parsed.
+AHEAD_BYTES = 64 * 1024 * 1024
+
+_ahead: contextvars.ContextVar[_Ahead | None] = contextvars.ContextVar("citeline_fetch_ahead", default=None)
+
+
 @contextlib.contextmanager
-def open_object(source: SourceFile) -> Iterator[BinaryIO]:
-    """Open a remote object for reading: fetched in one GET up to :data:`BLOCK_BYTES` (a web URL always), else
-    streamed in blocks. A missing or forbidden object raises its ``OSError`` (the file fails alone); the store not
-    answering raises :class:`SourceUnavailable` (the run stops)."""
+def fetch_ahead(sources: Iterable[SourceFile]) -> Iterator[None]:
+    """Inside, :func:`open_object` of one of ``sources`` (remote objects fetched in one GET; others are left out)
+    fetches it together with the next ones, concurrently: up to :data:`AHEAD_OBJECTS` objects and
+    :data:`AHEAD_BYTES` of them at a time, the batch held until each is opened (then dropped), the next batch
+    fetched when an object past it is opened. Objects are still parsed one at a time, in order, and each keeps its
+    own outcome: a missing or forbidden object fails alone, the store not answering stops the run
+    (:class:`SourceUnavailable`) when the object it failed on is opened. Per thread (a Dask worker's tasks each
+    have their own). Inside an enclosing ``fetch_ahead`` that holds all of ``sources`` already, it adds nothing
+    (a run fetching ahead across its file-by-file parse steps)."""
+    ahead = _Ahead([source for source in sources if _fetched_whole(source)])
+    outer = _ahead.get()
+    if not ahead.sources or (outer is not None and all(item.path in outer.position for item in ahead.sources)):
+        yield
+        return
+    token = _ahead.set(ahead)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # a generator holding it closed from another context: it is closed
+            _ahead.reset(token)
+        ahead.close()
+
+
+def _fetched_whole(source: SourceFile) -> bool:
+    protocol = protocol_of(source.path)
+    return protocol is not None and ((source.size or 0) <= BLOCK_BYTES or protocol in WEB_PROTOCOLS)
+
+
+class _Ahead:
+    """The objects :func:`fetch_ahead` fetches, in order, and the batch fetched and not yet opened."""
+
+    def __init__(self, sources: list[SourceFile]) -> None:
+        self.sources = sources
+        self.position = {source.path: number for number, source in enumerate(sources)}
+        self.fetched: dict[str, bytes | BaseException] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self.closed = False
+
+    def take(self, source: SourceFile) -> bytes | BaseException | None:
+        """The object's bytes (or the exception fetching it raised), fetching its batch first if it is not
+        fetched; None for an object not fetched ahead (or opened a second time): it is fetched alone."""
+        if source.path not in self.fetched:
+            first = self.position.get(source.path)
+            if first is None or self.closed:
+                return None
+            self.fetched = {}  # the last batch's unopened objects (skipped, refused) are not kept
+            batch: list[SourceFile] = []
+            held = 0
+            for candidate in self.sources[first:]:
+                if batch and (len(batch) == AHEAD_OBJECTS or held + (candidate.size or 0) > AHEAD_BYTES):
+                    break
+                batch.append(candidate)
+                held += candidate.size or 0
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(AHEAD_OBJECTS, thread_name_prefix="citeline-fetch")
+            self.fetched = dict(zip((item.path for item in batch), self._pool.map(_fetch, batch), strict=True))
+        return self.fetched.pop(source.path, None)
+
+    def close(self) -> None:
+        """Drop what is held and stop the fetching threads."""
+        self.fetched, self.closed = {}, True
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+def _fetch(source: SourceFile) -> bytes | BaseException:
+    # One object in one GET, or the exception that fetching it raised (kept, raised when the object is opened).
     try:
         fs, path = filesystem(source.path)
-        if (source.size or 0) <= BLOCK_BYTES or (protocol_of(source.path) or "") in WEB_PROTOCOLS:
+        data: bytes = fs.cat_file(path, **_whole_get(fs, source))
+        return data
+    except Exception as exc:
+        return exc
+
+
+@contextlib.contextmanager
+def open_object(source: SourceFile) -> Iterator[BinaryIO]:
+    """Open a remote object for reading: fetched in one GET up to :data:`BLOCK_BYTES` (a web URL always; inside
+    :func:`fetch_ahead`, with the next objects, concurrently), else streamed in blocks. A missing or forbidden object
+    raises its ``OSError`` (the file fails alone); the store not answering raises :class:`SourceUnavailable` (the
+    run stops)."""
+    try:
+        ahead = _ahead.get()
+        taken = ahead.take(source) if ahead is not None else None
+        if isinstance(taken, BaseException):
+            raise taken
+        fs, path = filesystem(source.path)
+        if taken is not None:
+            handle: Any = io.BytesIO(taken)
+        elif (source.size or 0) <= BLOCK_BYTES or (protocol_of(source.path) or "") in WEB_PROTOCOLS:
             # s3fs asks an object's size (a HEAD) before a GET unless told to fetch it in one part
-            handle: Any = io.BytesIO(fs.cat_file(path, **_whole_get(fs, source)))
+            handle = io.BytesIO(fs.cat_file(path, **_whole_get(fs, source)))
         else:
             handle = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead", size=source.size)
     except Exception as exc:

@@ -137,6 +137,25 @@ def _stamps(tmp_path: Path) -> dict[str, str]:
     return {f"corpus/{source_file}": stamp for source_file, stamp in rows}
 
 
+def test_an_object_gone_between_listing_and_fetch_fails_alone(
+    tmp_path: Path, server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # objects are fetched several at a time (remote.fetch_ahead); each keeps its own outcome: the one deleted after
+    # the listing fails alone, one line naming its URL, and the others of its batch are indexed
+    listed = remote.list_root
+
+    def then_deleted(root: str) -> remote.Listing:
+        listing = listed(root)
+        server.delete("corpus/mill.md")
+        return listing
+
+    monkeypatch.setattr(remote, "list_root", then_deleted)
+    run = _index(tmp_path).ingest([ROOT], storage_options=server.options())
+    assert (run.status, run.added, run.failed) == ("partial", 4, 1)
+    assert [error["path"] for error in run.errors] == ["s3://docs/corpus/mill.md"]
+    assert len(run.errors[0]["reason"].splitlines()) == 1
+
+
 def test_an_empty_listing_is_refused_and_removes_nothing(tmp_path: Path, server: S3Server) -> None:
     index = _index(tmp_path)
     index.ingest([ROOT], storage_options=server.options())
@@ -161,9 +180,13 @@ def test_wrong_credentials_are_one_line_and_remove_nothing(tmp_path: Path, serve
     assert len(Index.open(tmp_path / "ix", embedder=HashEmbedder()).documents()) == 5
 
 
+@pytest.mark.parametrize("ahead", [1, 2])
 def test_the_server_stopped_mid_run_fails_in_one_line_and_loses_nothing(
-    tmp_path: Path, server: S3Server, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, server: S3Server, monkeypatch: pytest.MonkeyPatch, ahead: int
 ) -> None:
+    # fetched one at a time (the store stops before the second GET), or two at a time (the second object was
+    # fetched with the first, the third's GET finds the store gone)
+    monkeypatch.setattr(remote, "AHEAD_OBJECTS", ahead)
     index = _index(tmp_path)
     index.ingest([ROOT], storage_options=server.options())
     for key in ("corpus/garrison.md", "corpus/mill.md", "corpus/letters/harvest.txt"):
@@ -297,6 +320,57 @@ def web(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     yield site, f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     httpd.server_close()
+
+
+class _SlowHandler(_Handler):
+    # Each GET takes 0.3 s; the most GETs in flight at once is kept (what fetching ahead overlaps).
+    lock = threading.Lock()
+    in_flight = 0
+    most: ClassVar[list[int]] = [0]
+
+    def do_GET(self) -> None:
+        cls = type(self)
+        with cls.lock:
+            cls.in_flight += 1
+            cls.most[0] = max(cls.most[0], cls.in_flight)
+        try:
+            time.sleep(0.3)
+            super().do_GET()
+        finally:
+            with cls.lock:
+                cls.in_flight -= 1
+
+
+@pytest.mark.parametrize(("objects", "budget", "expected"), [(16, None, 16), (3, None, 3), (None, 60, 1)])
+def test_objects_are_fetched_concurrently_within_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, objects: int | None, budget: int | None, expected: int
+) -> None:
+    # 20 web pages: fetched AHEAD_OBJECTS at a time (never more in flight), or one at a time when each is past
+    # the byte budget (AHEAD_BYTES: never more held than it, one object at least)
+    site = tmp_path / "site"
+    site.mkdir()
+    for number in range(20):
+        (site / f"page{number}.md").write_text(f"# Page {number}\n\nThe well at site {number} ran dry.\n")
+    if objects is not None:
+        monkeypatch.setattr(remote, "AHEAD_OBJECTS", objects)
+    if budget is not None:
+        monkeypatch.setattr(remote, "AHEAD_BYTES", budget)
+    _SlowHandler.gets, _SlowHandler.most = [], [0]
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), lambda *a, **k: _SlowHandler(*a, directory=str(site), **k)
+    )
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}"
+        run = _index(tmp_path).ingest([f"{base}/page{number}.md" for number in range(20)])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert (run.added, run.failed) == (20, 0)
+    assert len(_SlowHandler.gets) == 20  # each page fetched once
+    # never more in flight than the bound; more than one when the bound allows it (all of them on an idle machine)
+    assert _SlowHandler.most[0] <= expected and (_SlowHandler.most[0] > 1) == (expected > 1)
 
 
 def test_a_web_url_is_one_document_read_again_only_when_it_changes(tmp_path: Path, web: tuple[Path, str]) -> None:
