@@ -59,6 +59,7 @@ from citeline.errors import PartialRunError, SettingsError
 from citeline.index import Index
 from citeline.ingest import pipeline, stopping
 from citeline.ingest.options import IndexSettings, IngestOptions
+from citeline.orchestration.blocks import block_storage, task_storage
 from citeline.orchestration.parameters import IngestParameters
 from citeline.orchestration.reporting import (
     BatchReporter,
@@ -175,7 +176,8 @@ def parse_task(files: list[SourceFile], max_file_bytes: int, batch: int = 1, bat
     """Parse a batch of files; bad files become reported errors, not task failures. Only the documents' keys go
     back to the flow (the chunk+embed tasks parse the files of the documents to index again), so the flow's
     process never holds the corpus."""
-    parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes, hold_chars=0)  # keys only, as they stream
+    with task_storage():  # a Dask worker's credentials from the flow's storage_block (blocks.py)
+        parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes, hold_chars=0)  # keys only, as they stream
     get_run_logger().info(pipeline.parsed_counts(len(files), parsed))
     return parsed.without_texts()
 
@@ -193,7 +195,8 @@ def chunk_embed_task(
     """Parse again the files of a batch's documents, chunk and embed them; returns the documents, rows and counts."""
     started = time.monotonic()
     index = _index(index_path)
-    done = pipeline.load_documents(work, max_file_bytes)
+    with task_storage():
+        done = pipeline.load_documents(work, max_file_bytes)
     done.rows = pipeline.chunk_documents(done.documents, index.chunker)
     reporter = BatchReporter(index_path, batch)
     try:
@@ -438,7 +441,7 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
         )
         strict_failure: PartialRunError | None = None
         try:
-            with _fan_out(dask_runner) as fan_out:
+            with block_storage(given["storage_block"]), _fan_out(dask_runner) as fan_out:
                 if isinstance(index, ShardedIndex):  # each shard's run a task (citeline/orchestration/shards.py)
                     run = index.ingest(
                         paths,

@@ -105,6 +105,12 @@ def storage(options: Mapping[str, Any] | None) -> Iterator[None]:
         _run_options = previous
 
 
+def run_options_given() -> bool:
+    """Whether a :func:`storage` of this process gives the storage options (else the environment file's, or the
+    clients' defaults, are used)."""
+    return _run_options is not None
+
+
 def load_options(path: str) -> dict[str, Any]:
     """The storage options in a YAML or JSON file (a mapping); a file that cannot be read or is not a mapping is
     one :class:`SettingsError` line naming the file (never echoing its content: it holds secrets)."""
