@@ -269,9 +269,43 @@ def list_root(root: str) -> Listing:
     except FileNotFoundError:
         raise SourceError(root, "no such bucket, container or object") from None
     except PermissionError as exc:
-        raise SourceError(root, f"access denied ({_first_line(exc)}); check the credentials") from None
+        raise SourceError(
+            root, f"access denied ({_first_line(exc)}); nothing was indexed or removed; {credentials_hint(protocol)}"
+        ) from None
     except Exception as exc:  # the client's own errors: a connection refused, a bad signature, a timeout
+        if _no_credentials(exc):
+            raise SourceError(
+                root,
+                f"no credentials found ({_reason(exc)}); nothing was indexed or removed; {credentials_hint(protocol)}",
+            ) from None
         raise SourceError(root, f"cannot list: {_reason(exc)}; nothing was indexed or removed") from None
+
+
+#: Where each store's client takes credentials from, as an operator sets them (:func:`credentials_hint`).
+_CREDENTIAL_SOURCES = {
+    "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or give storage options key and secret",
+    "gs": "set GOOGLE_APPLICATION_CREDENTIALS to a service account's key file, or give the storage option token",
+    "az": "set AZURE_STORAGE_CONNECTION_STRING (or AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY), or give "
+    "storage options account_name and account_key",
+}
+_CREDENTIAL_PROTOCOLS = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az", "adl": "az"}
+
+
+def credentials_hint(protocol: str) -> str:
+    """How to give ``protocol``'s store the right credentials: its client's environment variables, or storage
+    options, and the places citeline takes those from."""
+    where = _CREDENTIAL_SOURCES.get(_CREDENTIAL_PROTOCOLS.get(protocol, protocol), "give storage options")
+    return (
+        f"{where} (--storage-option KEY=VALUE or --storage-options FILE, Index.ingest(storage_options=...), a "
+        f"Prefect Secret block named by the flow's storage_block, or a file named by {OPTIONS_ENV})"
+    )
+
+
+def _no_credentials(exc: BaseException) -> bool:
+    # botocore's NoCredentialsError / PartialCredentialsError, google-auth's DefaultCredentialsError, azure's
+    # ClientAuthenticationError: told apart by name, without importing each store's client.
+    names = {kind.__name__ for kind in type(exc).__mro__}
+    return bool(names & {"NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError"})
 
 
 #: The ignore file of a root (``citeline.sources.selection.IGNORE_FILE``; named here so listing needs no import).
@@ -505,6 +539,9 @@ def _translated(url: str, exc: BaseException) -> BaseException:
     # The per-object errors stay (the file fails alone); anything else means the store is not answering.
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, SourceError)):
         return exc
+    if _no_credentials(exc):  # a worker without the coordinator's credentials: the run stops, nothing removed
+        hint = credentials_hint(protocol_of(url) or "")
+        return SourceUnavailable(url, f"no credentials found in this process ({_reason(exc)}); {hint}")
     return SourceUnavailable(url, f"the store stopped answering ({_reason(exc)})")
 
 

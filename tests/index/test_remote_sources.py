@@ -175,9 +175,33 @@ def test_wrong_credentials_are_one_line_and_remove_nothing(tmp_path: Path, serve
     result = CliRunner().invoke(cli, command)
     assert result.exit_code == 1, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"Error: {ROOT}: "), result.output
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {ROOT}: access denied ("), result.output
+    # how to fix it: the client's environment variables, or storage options and where they are given
+    assert "AWS_ACCESS_KEY_ID" in lines[0] and "--storage-options FILE" in lines[0], lines[0]
+    assert "nothing was indexed or removed" in lines[0]
     assert "not-the-secret" not in result.output
     assert len(Index.open(tmp_path / "ix", embedder=HashEmbedder()).documents()) == 5
+
+
+def test_no_credentials_at_all_is_one_line_saying_where_to_set_them(
+    tmp_path: Path, server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # botocore finds no credentials anywhere (no environment, no profile files, no instance metadata): its
+    # NoCredentialsError is one line naming the root and the ways to give them, and nothing is removed
+    index = _index(tmp_path)
+    index.ingest([ROOT], storage_options=server.options())
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    options = {key: value for key, value in server.options().items() if key not in ("key", "secret")}
+    with pytest.raises(SourceError) as refused:
+        index.ingest([ROOT], storage_options=options)
+    message = str(refused.value)
+    assert len(message.splitlines()) == 1 and message.startswith(f"{ROOT}: no credentials found ("), message
+    assert "AWS_ACCESS_KEY_ID" in message and "storage_options" in message and "CITELINE_STORAGE_OPTIONS" in message
+    assert len(index.documents()) == 5
 
 
 @pytest.mark.parametrize("ahead", [1, 2])
