@@ -12,11 +12,12 @@ in a parameter, a log line, the ledger or the index.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from citeline.errors import SettingsError
 from citeline.sources import remote
+from citeline.sources.document import SourceFile
 
 
 def storage_options_of_block(name: str) -> dict[str, Any]:
@@ -54,10 +55,11 @@ def block_storage(name: str | None) -> Iterator[None]:
         yield
 
 
-def task_storage() -> contextlib.AbstractContextManager[None]:
-    """In a task of the flow: the storage options of the flow run's ``storage_block`` when this process has none of
-    its own (a Dask worker: the flow's process has them from :func:`block_storage` already)."""
-    if remote.run_options_given():
+def task_storage(files: Iterable[SourceFile]) -> contextlib.AbstractContextManager[None]:
+    """In a task of the flow reading ``files``: the storage options of the flow run's ``storage_block`` when some of
+    them are remote and this process has no options of its own (a Dask worker: the flow's process has them from
+    :func:`block_storage` already). The flow run's parameters are asked of Prefect only then."""
+    if remote.run_options_given() or not any(remote.is_remote(source.path) for source in files):
         return contextlib.nullcontext()
     from prefect.runtime import flow_run
 

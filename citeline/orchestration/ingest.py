@@ -19,8 +19,9 @@ Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` 
 flow's own process, which holds the index's writer lock for the whole run.
 
 A sharded root (``shards``, or an index with a ``shards.json``) runs :meth:`citeline.sharding.index.ShardedIndex.ingest`
-instead, each shard's run a task (citeline/orchestration/shards.py); a failed shard fails the flow run with
-one line naming it.
+instead, with the same discover and parse tasks as a plain run (on Dask, the workers parse; keys only come back),
+each shard's run a task (citeline/orchestration/shards.py); a failed shard fails the flow run with one line naming
+it.
 
 Run it with ``citeline ingest --prefect PATH...`` (``python -m flows.ingest PATH...`` is the same command); serve it
 on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/serve.py).
@@ -176,7 +177,7 @@ def parse_task(files: list[SourceFile], max_file_bytes: int, batch: int = 1, bat
     """Parse a batch of files; bad files become reported errors, not task failures. Only the documents' keys go
     back to the flow (the chunk+embed tasks parse the files of the documents to index again), so the flow's
     process never holds the corpus."""
-    with task_storage():  # a Dask worker's credentials from the flow's storage_block (blocks.py)
+    with task_storage(files):  # a Dask worker's credentials from the flow's storage_block (blocks.py)
         parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes, hold_chars=0)  # keys only, as they stream
     get_run_logger().info(pipeline.parsed_counts(len(files), parsed))
     return parsed.without_texts()
@@ -195,7 +196,7 @@ def chunk_embed_task(
     """Parse again the files of a batch's documents, chunk and embed them; returns the documents, rows and counts."""
     started = time.monotonic()
     index = _index(index_path)
-    with task_storage():
+    with task_storage(work.files):
         done = pipeline.load_documents(work, max_file_bytes)
     done.rows = pipeline.chunk_documents(done.documents, index.chunker)
     reporter = BatchReporter(index_path, batch)
@@ -451,6 +452,7 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
                         dask_workers=dask_workers,
                         shard_workers=shard_workers,  # checked against the shard count before any work
                         run_jobs=ShardTasks(fan_out, shard_workers),
+                        steps=PrefectSteps(index_dir, fan_out),  # parsed as a plain run is: tasks, keys only
                     )
                 else:
                     run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))

@@ -1,7 +1,8 @@
 """The ingestion flow on a sharded root: each shard's run is one Prefect task.
 
-:meth:`citeline.sharding.index.ShardedIndex.ingest` does the run (discovery, parsing and the plan once, in the flow's
-process, under the root's writer lock; the manifest after the shards); the flow only hands it
+:meth:`citeline.sharding.index.ShardedIndex.ingest` does the run (discovery and parsing as the flow's tasks, keys only,
+on Dask workers when the flow fans out; the plan once, in the flow's process, under the root's writer lock; the
+manifest after the shards); the flow hands it its steps (``PrefectSteps``) and
 :class:`ShardTasks`, which runs each shard's job (:func:`citeline.sharding.runs.run_shard`) as the task
 ``shard-002 [1,204 documents]`` on the flow's task runner: its own threads, or the Dask workers of
 ``dask_address``/``dask_workers``. A shard that fails is a failed task run in the UI; the others' commits stand, the

@@ -661,6 +661,49 @@ def test_shard_workers_pin_a_sharded_flow_run_to_its_workers(
     assert Index.open(root, embedder=fake_embedder).verify().ok
 
 
+def test_a_sharded_flow_run_on_dask_parses_on_the_workers(
+    prefect_api: str, tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sharded root's flow run on Dask goes through the flow's parse tasks, as a plain run's: the workers parse
+    (keys only come back), never the flow's own process, where reading a source fails here."""
+    import distributed
+
+    from citeline.ingest import pipeline
+    from citeline.orchestration import shards as flow_shards
+    from citeline.orchestration.ingest import ingest_flow
+
+    _with_embedder(monkeypatch, fake_embedder)
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for n in range(8):
+        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
+    root = tmp_path / "root"
+    Index.create(root, embedder=fake_embedder, shards=2)
+    jobs: list[Any] = []
+    real_call = flow_shards.ShardTasks.__call__
+
+    def seen(self: Any, busy: list[Any]) -> Any:
+        jobs.extend(busy)
+        return real_call(self, busy)
+
+    def not_here(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a source was read in the flow's process")
+
+    monkeypatch.setattr(flow_shards.ShardTasks, "__call__", seen)
+    monkeypatch.setattr(pipeline, "parse_source", not_here)  # the workers' processes have their own
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        state = ingest_flow(paths=[str(corpus)], index_path=str(root), dask_address=cluster.scheduler_address,
+                            return_state=True)  # fmt: skip
+    summary = state.result()
+    assert (summary["status"], summary["added"], summary["failed"]) == ("succeeded", 8, 0), summary
+    assert len(jobs) == 2 and all(not job.parsed.documents for job in jobs)  # keys only reached the shards' jobs
+    assert sum(len(job.parsed.keys) for job in jobs) == 8
+    shown = asyncio.run(what_the_ui_shows(state.state_details.flow_run_id))
+    names = sorted(task_run.name.split()[0] for task_run in shown["task_runs"])
+    assert "parse" in names and "discover" in names, names
+    assert Index.open(root, embedder=fake_embedder).verify().ok
+
+
 # ---------------------------------------------------------------- a stop signal to a flow run's process
 
 
