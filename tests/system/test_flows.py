@@ -567,6 +567,20 @@ def _with_embedder(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> None:
     monkeypatch.setattr(flow_module, "Index", TestIndex)
 
 
+def _harbour_root(
+    tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch, documents: int = 8, shards: int = 2
+) -> tuple[Path, Path]:
+    # Short documents, and a new sharded root the flow opens with ``embedder``.
+    _with_embedder(monkeypatch, embedder)
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for n in range(documents):
+        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
+    root = tmp_path / "root"
+    Index.create(root, embedder=embedder, shards=shards)
+    return corpus, root
+
+
 def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
     prefect_api: str, tmp_path: Path, seeds_dir: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -576,15 +590,9 @@ def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
     from citeline.orchestration.ingest import ingest_flow
     from citeline.sharding.index import Manifest, ShardsFailedError, shard_dir
 
-    _with_embedder(monkeypatch, fake_embedder)
-    corpus = tmp_path / "docs"
-    corpus.mkdir()
-    for n in range(12):
-        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
-    root = tmp_path / "root"
+    corpus, root = _harbour_root(tmp_path, fake_embedder, monkeypatch, documents=12, shards=3)
     whole = Index.create(tmp_path / "whole", embedder=fake_embedder, shards=3)
     whole.ingest([corpus], parallel="serial")
-    Index.create(root, embedder=fake_embedder, shards=3)
     with locks.writer_lock(shard_dir(root, 1)):  # shard 1 is busy: its run gives up after `wait`
         state = ingest_flow(paths=[str(corpus)], index_path=str(root), wait=0.5, return_state=True)
     assert state.is_failed()
@@ -618,13 +626,7 @@ def test_shard_workers_pin_a_sharded_flow_run_to_its_workers(
     from citeline.orchestration.ingest import IngestParameters, ingest_flow
     from citeline.sharding.index import Manifest
 
-    _with_embedder(monkeypatch, fake_embedder)
-    corpus = tmp_path / "docs"
-    corpus.mkdir()
-    for n in range(8):
-        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
-    root = tmp_path / "root"
-    Index.create(root, embedder=fake_embedder, shards=2)
+    corpus, root = _harbour_root(tmp_path, fake_embedder, monkeypatch)
     with pytest.raises(SettingsError, match="shard_workers pins shards to Dask workers"):
         IngestParameters.parse(paths=[str(corpus)], shard_workers="0=w")
     with pytest.raises(SettingsError, match="SHARD=WORKER"):
@@ -672,13 +674,7 @@ def test_a_sharded_flow_run_on_dask_parses_on_the_workers(
     from citeline.orchestration import shards as flow_shards
     from citeline.orchestration.ingest import ingest_flow
 
-    _with_embedder(monkeypatch, fake_embedder)
-    corpus = tmp_path / "docs"
-    corpus.mkdir()
-    for n in range(8):
-        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
-    root = tmp_path / "root"
-    Index.create(root, embedder=fake_embedder, shards=2)
+    corpus, root = _harbour_root(tmp_path, fake_embedder, monkeypatch)
     jobs: list[Any] = []
     real_call = flow_shards.ShardTasks.__call__
 
