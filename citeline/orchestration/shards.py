@@ -20,6 +20,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import TaskRunner
 
+from citeline.orchestration.blocks import task_storage
 from citeline.sharding.remote import Placement, ShardWorkers
 from citeline.sharding.runs import ShardJob, run_shard
 from citeline.store.ledger import RunSummary
@@ -47,7 +48,8 @@ def shard_number(job: ShardJob) -> int:
 def shard_task(job: ShardJob) -> RunSummary:
     """Run one shard's part of the run (:func:`citeline.sharding.runs.run_shard`), under the shard's writer lock."""
     started = time.monotonic()
-    summary = run_shard(job)
+    with task_storage(job.discovery.files):  # a Dask worker's credentials from the flow's storage_block
+        summary = run_shard(job)
     get_run_logger().info(
         f"{shard_dir_name(job)}: {summary.added} added, {summary.updated} updated, {summary.removed} removed, "
         f"{summary.chunks_embedded} chunks embedded, generation {summary.generation}, "

@@ -700,6 +700,47 @@ def test_a_sharded_flow_run_on_dask_parses_on_the_workers(
     assert Index.open(root, embedder=fake_embedder).verify().ok
 
 
+def test_a_sharded_flow_run_of_an_s3_root_on_dask_takes_credentials_from_a_prefect_block(
+    prefect_api: str, tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers of a sharded flow run have no credentials of their own (no environment, no options file): each
+    parse and shard task loads the flow's ``storage_block`` (a Prefect Secret block) where it runs."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    import distributed
+    from _object_store import S3Server
+    from prefect.blocks.system import Secret
+
+    from citeline.ingest import pipeline
+    from citeline.orchestration.ingest import ingest_flow
+    from citeline.sources import remote
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", remote.OPTIONS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    _with_embedder(monkeypatch, fake_embedder)
+    store = S3Server(tmp_path)
+    try:
+        for n in range(6):
+            store.put(f"corpus/d{n}.txt", f"Document {n} is about the harbour, the mill and river {n}.\n")
+        Secret(value={"s3": store.options()}).save("flow-store", overwrite=True)
+        root = tmp_path / "root"
+        Index.create(root, embedder=fake_embedder, shards=2)
+        monkeypatch.setattr(pipeline, "parse_source", lambda *a, **k: pytest.fail("read in the flow's process"))
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+            summary = ingest_flow(
+                paths=["s3://docs/corpus"], index_path=str(root), dask_address=c.scheduler_address,
+                storage_block="flow-store",
+            )  # fmt: skip
+        assert (summary["status"], summary["added"], summary["failed"]) == ("succeeded", 6, 0), summary
+        assert store.object_gets() == 2 * 6  # on the workers: parsed for the keys, then by each shard's run
+    finally:
+        store.stop()
+    assert Index.open(root, embedder=fake_embedder).verify().ok
+
+
 # ---------------------------------------------------------------- a stop signal to a flow run's process
 
 
