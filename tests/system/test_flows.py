@@ -527,7 +527,7 @@ def served_sharded(
 
 
 def test_a_served_sharded_run_shows_one_task_per_shard_and_ranks_like_the_plain_index(
-    served: dict[str, Any], served_sharded: dict[str, Any]
+    served: dict[str, Any], served_sharded: dict[str, Any], seeds_dir_module: Path
 ) -> None:
     from citeline import ShardedIndex
 
@@ -541,9 +541,11 @@ def test_a_served_sharded_run_shows_one_task_per_shard_and_ranks_like_the_plain_
     names = sorted(task_run.name for task_run in served_sharded["task_runs"])
     documents = [part.status().documents for part in index.shards]
     # A shard with nothing to do runs no task (ShardedIndex.ingest skips idle shards): the seeds' 4 documents are
-    # routed by their ids, which hold the seeds folder's path, so one shard gets none in about 1 run of 8.
+    # routed by their ids, which hold the seeds folder's path, so one shard gets none in about 1 run of 8. Discovery
+    # and parsing are the tasks of a plain flow run.
     assert names == sorted(
-        [f"shard-{n:03d} [{count} documents]" for n, count in enumerate(documents) if count] + ["prepare query model"]
+        [f"shard-{n:03d} [{count} documents]" for n, count in enumerate(documents) if count]
+        + ["prepare query model", f"discover [{seeds_dir_module}]", f"parse [batch 1/1, {SEED_FILES} files]"]
     ), names
     assert all(task_run.state.is_completed() for task_run in served_sharded["task_runs"])
     info = [log.message for log in served_sharded["logs"]]
@@ -602,7 +604,10 @@ def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
         state.result()
     shown = asyncio.run(what_the_ui_shows(state.state_details.flow_run_id))
     states = {task_run.name.split()[0]: task_run.state.type.value for task_run in shown["task_runs"]}
-    assert states == {"shard-000": "COMPLETED", "shard-001": "FAILED", "shard-002": "COMPLETED"}, states
+    assert states == {
+        "discover": "COMPLETED", "parse": "COMPLETED", "shard-000": "COMPLETED", "shard-001": "FAILED",
+        "shard-002": "COMPLETED",
+    }, states  # fmt: skip
     index = Index.open(root, embedder=fake_embedder)
     assert isinstance(index, ShardedIndex)
     assert Manifest.read(root).generations == [1, 0, 1] and index.verify().ok
