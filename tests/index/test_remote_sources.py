@@ -306,6 +306,9 @@ def test_a_schedule_keeps_the_url_and_no_credential(tmp_path: Path) -> None:
 
     deployment = build_deployment([ROOT], cron="0 * * * *", index_path=str(tmp_path / "ix"))
     assert deployment.parameters["paths"] == [ROOT]
+    # a Prefect Secret block's name is a parameter (`citeline schedule --storage-block NAME`), its value never
+    named = build_deployment([ROOT], cron="0 * * * *", index_path=str(tmp_path / "ix"), storage_block="docs-store")
+    assert named.parameters["storage_block"] == "docs-store"
 
 
 def test_source_errors_cross_a_process_boundary_whole() -> None:
