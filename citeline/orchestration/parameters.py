@@ -28,8 +28,8 @@ class _Parameters(BaseModel):
     paths: list[str] = Field(
         min_length=1,
         description="Folders or files to ingest (absolute paths as the flow run's machine sees them), or URLs "
-        "(s3://bucket/prefix, gs://, az://, https://; credentials from the worker's environment or the file named "
-        "by CITELINE_STORAGE_OPTIONS, never a parameter).",
+        "(s3://bucket/prefix, gs://, az://, https://; credentials from the worker's environment, the file named "
+        "by CITELINE_STORAGE_OPTIONS or the Prefect block storage_block names, never a parameter).",
     )
     index_path: str = Field(
         "index", description="The index directory; created on the first run (env CITELINE_INDEX in the CLI)."
