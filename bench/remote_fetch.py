@@ -8,7 +8,8 @@ filled with ``N`` Markdown objects of about ``--bytes`` each; ``--latency-ms`` d
 (the round trip of a store farther than the loopback: 0 is the loopback itself). What is timed is the parse step
 of a run (``pipeline.parse_files`` over the discovered objects: every object fetched and parsed, nothing planned,
 embedded or committed), wall seconds and CPU seconds of this process (the server's CPU is not counted), with the
-object GETs counted in the server's log. ``--ahead 1`` is the sequential fetch (one GET at a time).
+object GETs counted in the server's log. ``--ahead 1`` is the sequential fetch (one GET at a time); with
+``PYTHONPATH`` set to a checkout from before ``remote.fetch_ahead``, every row measures that code's fetch.
 
 Results are printed and written to ``bench/results/remote-fetch.txt``.
 """
@@ -66,7 +67,8 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=2000)
     parser.add_argument("--bytes", type=int, default=4096, help="each object's size, about")
     parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 20.0])
-    parser.add_argument("--ahead", type=int, nargs="+", default=[1, remote.AHEAD_OBJECTS])
+    # getattr: the code before fetch_ahead (PYTHONPATH set to an older checkout) fetches one at a time, --ahead or not
+    parser.add_argument("--ahead", type=int, nargs="+", default=[1, getattr(remote, "AHEAD_OBJECTS", 1)])
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="citeline-fetch-"))

@@ -302,8 +302,8 @@ def credentials_hint(protocol: str) -> str:
 
 
 def _no_credentials(exc: BaseException) -> bool:
-    # botocore's NoCredentialsError / PartialCredentialsError, google-auth's DefaultCredentialsError, azure's
-    # ClientAuthenticationError: told apart by name, without importing each store's client.
+    # botocore's NoCredentialsError / PartialCredentialsError, google-auth's DefaultCredentialsError: told apart by
+    # name, without importing each store's client.
     names = {kind.__name__ for kind in type(exc).__mro__}
     return bool(names & {"NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError"})
 
@@ -487,8 +487,8 @@ class _Ahead:
     def close(self) -> None:
         """Drop what is held and stop the fetching threads."""
         self.fetched, self.closed = {}, True
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        if self._pool is not None:  # a stop (Ctrl-C) waits for the GETs in flight only, never starts the others
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _fetch(source: SourceFile) -> bytes | BaseException:
@@ -512,13 +512,13 @@ def open_object(source: SourceFile) -> Iterator[BinaryIO]:
         taken = ahead.take(source) if ahead is not None else None
         if isinstance(taken, BaseException):
             raise taken
-        fs, path = filesystem(source.path)
         if taken is not None:
             handle: Any = io.BytesIO(taken)
-        elif (source.size or 0) <= BLOCK_BYTES or (protocol_of(source.path) or "") in WEB_PROTOCOLS:
-            # s3fs asks an object's size (a HEAD) before a GET unless told to fetch it in one part
+        elif _fetched_whole(source):
+            fs, path = filesystem(source.path)
             handle = io.BytesIO(fs.cat_file(path, **_whole_get(fs, source)))
-        else:
+        else:  # streamed: read at the latest version (s3fs ties its block reads to the ETag it first saw)
+            fs, path = filesystem(source.path)
             handle = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead", size=source.size)
     except Exception as exc:
         raise _translated(source.path, exc) from None
