@@ -123,6 +123,14 @@ def measure(objects: int, ingest: bool, workdir: Path) -> list[str]:
     return lines
 
 
+def save(lines: list[str], name: str) -> None:
+    """Print the figures and write them to ``bench/results/NAME``."""
+    out = BENCH / "results" / name
+    out.parent.mkdir(exist_ok=True)
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
 def main() -> None:
     """Run the sizes asked for and print and save the figures."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -137,10 +145,7 @@ def main() -> None:
     for objects in args.objects:
         lines += measure(objects, objects in args.ingest, workdir)
         print("\n".join(lines[-9:]), flush=True)
-    out = BENCH / "results" / "remote-listing.txt"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines))
+    save(lines, "remote-listing.txt")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,10 @@ class SourceError(CitelineError):
         self.path = path
         self.reason = reason
 
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        # Pickled as made (a Dask worker's error reaches the coordinator whole, not as a TypeError of unpickling).
+        return type(self), (self.path, self.reason)
+
 
 class SourceUnavailable(CitelineError):
     """A remote root's store stopped answering during a run (connection refused or reset, a timeout, a server
@@ -44,6 +48,10 @@ class SourceUnavailable(CitelineError):
         super().__init__(f"{url}: {reason}; nothing was removed, the next run goes on from the last commit")
         self.path = url
         self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        # Pickled as made: raised on a Dask worker (its store stopped answering, it has no credentials).
+        return type(self), (self.path, self.reason)
 
 
 class SettingsError(CitelineError, ValueError):

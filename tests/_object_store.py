@@ -21,8 +21,9 @@ import boto3
 
 #: Requests the server serves before it checks signatures: creating the user, its policy and its access key.
 _SETUP_ACTIONS = 3
-#: "GET /bucket/key HTTP/1.1" (an object), not "GET /bucket?list-type=2..." (a listing).
-_OBJECT_GET = re.compile(r'"GET /[^/?\s]+/[^?\s]+ HTTP/')
+#: "GET /bucket/key HTTP/1.1" or "GET /bucket/key?versionId=... HTTP/1.1" (an object), not
+#: "GET /bucket?list-type=2..." or "GET /bucket?versions..." (a listing).
+_OBJECT_GET = re.compile(r'"GET /[^/?\s]+/[^?\s]+(?:\?\S*)? HTTP/')
 
 
 #: moto's server, with one bug of its signature check fixed: it hands botocore's signer the request's query as it
@@ -50,9 +51,21 @@ if int(os.environ.get("FILL_OBJECTS", "0")):  # bench/remote_listing.py: objects
     from moto.s3.models import s3_backends
     backend = s3_backends["123456789012"]["aws"]
     backend.create_bucket(os.environ["FILL_BUCKET"], "us-east-1")
+    pad = int(os.environ.get("FILL_BYTES", "0"))  # bench/remote_fetch.py: objects of about that size
     for number in range(int(os.environ["FILL_OBJECTS"])):
-        body = f"# Note {number}\\n\\nThe garrison at crossing {number} held for {number % 17} days.\\n".encode()
-        backend.put_object(os.environ["FILL_BUCKET"], f"corpus/{number // 1000:04d}/note{number}.md", body)
+        body = f"# Note {number}\\n\\nThe garrison at crossing {number} held for {number % 17} days.\\n"
+        body += f"The survey of crossing {number} counted {number % 31} wells.\\n" * (pad // 48)
+        backend.put_object(os.environ["FILL_BUCKET"], f"corpus/{number // 1000:04d}/note{number}.md", body.encode())
+latency = float(os.environ.get("GET_LATENCY_MS", "0")) / 1000  # bench/remote_fetch.py: a distant store's round trip
+if latency:
+    import time
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+    _serve = DomainDispatcherApplication.__call__
+    def _delayed(self, environ, start_response):
+        if environ.get("REQUEST_METHOD") == "GET" and environ.get("PATH_INFO", "").strip("/").count("/"):
+            time.sleep(latency)  # an object's GET (not a listing's): answered after the round trip
+        return _serve(self, environ, start_response)
+    DomainDispatcherApplication.__call__ = _delayed
 sys.argv[0] = "moto_server"
 main()
 """
@@ -68,15 +81,25 @@ class S3Server:
     """One moto S3 server process, its bucket and an access key with full rights (``key``/``secret``).
 
     ``fill``: that many small Markdown objects under ``corpus/`` of the bucket (folders of 1,000), put into the
-    server's backend before it serves, with authentication off (bench/remote_listing.py: 100k objects in seconds).
+    server's backend before it serves, with authentication off (bench/remote_listing.py: 100k objects in seconds);
+    ``fill_bytes``: each about that size. ``latency_ms``: each GET of an object answered that late (a store farther
+    than the loopback; bench/remote_fetch.py).
     """
 
-    def __init__(self, folder: Path, bucket: str = "docs", fill: int = 0) -> None:
+    def __init__(
+        self, folder: Path, bucket: str = "docs", fill: int = 0, fill_bytes: int = 0, latency_ms: float = 0
+    ) -> None:
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.bucket = bucket
         self.log_path = folder / f"moto-{self.port}.log"
-        environment = {**os.environ, "FILL_OBJECTS": str(fill), "FILL_BUCKET": bucket}
+        environment = {
+            **os.environ,
+            "FILL_OBJECTS": str(fill),
+            "FILL_BUCKET": bucket,
+            "FILL_BYTES": str(fill_bytes),
+            "GET_LATENCY_MS": str(latency_ms),
+        }
         if not fill:
             environment["INITIAL_NO_AUTH_ACTION_COUNT"] = str(_SETUP_ACTIONS)
         with open(self.log_path, "wb") as log:
@@ -134,9 +157,20 @@ class S3Server:
             "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2, "read_timeout": 5},
         }
 
-    def put(self, key: str, body: str | bytes) -> None:
-        """Write one object."""
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=body.encode() if isinstance(body, str) else body)
+    def put(self, key: str, body: str | bytes) -> str | None:
+        """Write one object; its version id (None in an unversioned bucket)."""
+        written = self.client.put_object(
+            Bucket=self.bucket, Key=key, Body=body.encode() if isinstance(body, str) else body
+        )
+        return written.get("VersionId")
+
+    def keep_versions(self) -> None:
+        """Turn versioning on for the bucket (each write a new version, a delete a delete marker)."""
+        self.client.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
+
+    def object_gets_of(self, key: str) -> list[str]:
+        """The request lines of the GETs of one object served so far (with their query: ``?versionId=...``)."""
+        return re.findall(rf'"(GET /{re.escape(self.bucket)}/{re.escape(key)}(?:\?\S*)?) HTTP/', self.log())
 
     def delete(self, key: str) -> None:
         """Delete one object."""

@@ -269,6 +269,13 @@ def _log_to_console(verbose: bool, prefect: bool) -> None:
 @index_option
 @ingest_options
 @storage_options_file_option
+@click.option(
+    "--storage-block",
+    default=None,
+    metavar="NAME",
+    help="The name of a Prefect Secret block holding the storage options of remote PATHS (JSON), loaded by each "
+    "run; the deployment's parameters hold the name only.",
+)
 @user_errors
 def schedule(paths: tuple[str, ...], cron: str, storage_options_file: str | None, **options: Any) -> None:
     """Serve the ingestion of PATHS on a cron schedule against the Prefect server at PREFECT_API_URL.
@@ -277,8 +284,9 @@ def schedule(paths: tuple[str, ...], cron: str, storage_options_file: str | None
     citeline-ingest/NAME (one run at a time: a run due while another runs is cancelled) and runs its scheduled
     and manually triggered runs until stopped with Ctrl-C. Same as `python -m flows.serve`.
 
-    PATHS may be remote URLs (s3://bucket/prefix, ...): their credentials come from this process's environment or
-    --storage-options FILE (the file is read by each run; it is never a parameter of the deployment).
+    PATHS may be remote URLs (s3://bucket/prefix, ...): their credentials come from this process's environment,
+    --storage-options FILE (the file is read by each run; it is never a parameter of the deployment), or the Prefect
+    Secret block --storage-block names.
     """
     from citeline.orchestration.serve import serve
     from citeline.sources import remote

@@ -66,6 +66,7 @@ from citeline.sources.parsers import (
     SourceFile,
     display_path,
     parse_source,
+    reading_ahead,
 )
 from citeline.sources.selection import Selection
 from citeline.store import generation, ledger
@@ -93,6 +94,13 @@ def parse_files(
     Documents keep their texts while the batch holds at most ``hold_chars`` characters of text (None: all);
     past that only their keys (:meth:`ParsedBatch.add`). A record file (JSONL) streams: its documents are added
     as its lines are read, so a file of any size is parsed in bounded memory."""
+    with reading_ahead(files, max_file_bytes):  # remote objects fetched several at a time, bounded
+        return _parse_each(files, max_file_bytes, advance, hold_chars)
+
+
+def _parse_each(
+    files: Sequence[SourceFile], max_file_bytes: int, advance: Callable[[int], None] | None, hold_chars: int | None
+) -> ParsedBatch:
     batch = ParsedBatch()
     for source in files:
         mark = batch.mark()
@@ -178,6 +186,11 @@ def load_documents(work: Work, max_file_bytes: int, advance: Callable[[int], Non
     record file, only the span of lines holding them, streamed). A planned document its file no longer yields (the
     file changed or broke during the run) is an error of the run; its stored version, if any, stays. Returns an
     :class:`Embedded` without rows yet."""
+    with reading_ahead(work.files, max_file_bytes):  # remote objects fetched several at a time, bounded
+        return _load_each(work, max_file_bytes, advance)
+
+
+def _load_each(work: Work, max_file_bytes: int, advance: Callable[[int], None] | None) -> Embedded:
     documents = list(work.documents)
     errors: list[FileReport] = []
     for source in work.files:
@@ -276,11 +289,13 @@ class Steps:
         """Parse every batch of files, yielding results in order as they come (here: file by file, each holding at
         most ``hold_chars`` characters of text, so no more than that waits before :func:`run` keeps or lets go of
         their texts, whatever a file's size)."""
-        for files in file_batches:
-            for source in files:
-                yield parse_files(
-                    [source], max_file_bytes=max_file_bytes, advance=self.reporter.advance, hold_chars=hold_chars
-                )
+        # remote objects fetched ahead across the files parsed one by one (bounded: remote.fetch_ahead)
+        with reading_ahead([source for files in file_batches for source in files], max_file_bytes):
+            for files in file_batches:
+                for source in files:
+                    yield parse_files(
+                        [source], max_file_bytes=max_file_bytes, advance=self.reporter.advance, hold_chars=hold_chars
+                    )
 
     def plan(self, target: Target, roots: list[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
         """Decide what is new, changed, unchanged and vanished."""

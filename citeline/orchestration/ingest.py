@@ -19,8 +19,9 @@ Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` 
 flow's own process, which holds the index's writer lock for the whole run.
 
 A sharded root (``shards``, or an index with a ``shards.json``) runs :meth:`citeline.sharding.index.ShardedIndex.ingest`
-instead, each shard's run a task (citeline/orchestration/shards.py); a failed shard fails the flow run with
-one line naming it.
+instead, with the same discover and parse tasks as a plain run (on Dask, the workers parse; keys only come back),
+each shard's run a task (citeline/orchestration/shards.py); a failed shard fails the flow run with one line naming
+it.
 
 Run it with ``citeline ingest --prefect PATH...`` (``python -m flows.ingest PATH...`` is the same command); serve it
 on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/serve.py).
@@ -58,6 +59,7 @@ from citeline.errors import PartialRunError, SettingsError
 from citeline.index import Index, index_for_run
 from citeline.ingest import pipeline, stopping
 from citeline.ingest.options import IndexSettings, IngestOptions
+from citeline.orchestration.blocks import block_storage, task_storage
 from citeline.orchestration.parameters import IngestParameters
 from citeline.orchestration.reporting import (
     BatchReporter,
@@ -174,7 +176,8 @@ def parse_task(files: list[SourceFile], max_file_bytes: int, batch: int = 1, bat
     """Parse a batch of files; bad files become reported errors, not task failures. Only the documents' keys go
     back to the flow (the chunk+embed tasks parse the files of the documents to index again), so the flow's
     process never holds the corpus."""
-    parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes, hold_chars=0)  # keys only, as they stream
+    with task_storage(files):  # a Dask worker's credentials from the flow's storage_block (blocks.py)
+        parsed = pipeline.parse_files(files, max_file_bytes=max_file_bytes, hold_chars=0)  # keys only, as they stream
     get_run_logger().info(pipeline.parsed_counts(len(files), parsed))
     return parsed.without_texts()
 
@@ -198,7 +201,8 @@ def chunk_embed_task(
     ``flow_reporter``: the flow's, when the batch runs in the flow's process, to report its chunks as they go."""
     started = time.monotonic()
     index = _index(index_path)
-    done = pipeline.load_documents(work, max_file_bytes)
+    with task_storage(work.files):
+        done = pipeline.load_documents(work, max_file_bytes)
     done.rows = pipeline.chunk_documents(done.documents, index.chunker)
     reporter = BatchReporter(flow_reporter, batch)
     try:
@@ -447,7 +451,7 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
         )
         strict_failure: PartialRunError | None = None
         try:
-            with _fan_out(dask_runner) as fan_out:
+            with block_storage(given["storage_block"]), _fan_out(dask_runner) as fan_out:
                 if isinstance(index, ShardedIndex):  # each shard's run a task (citeline/orchestration/shards.py)
                     run = index.ingest(
                         paths,
@@ -457,6 +461,7 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
                         dask_workers=dask_workers,
                         shard_workers=shard_workers,  # checked against the shard count before any work
                         run_jobs=ShardTasks(fan_out, shard_workers),
+                        steps=PrefectSteps(index_dir, fan_out),  # parsed as a plain run is: tasks, keys only
                     )
                 else:
                     run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))

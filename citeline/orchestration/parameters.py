@@ -28,8 +28,8 @@ class _Parameters(BaseModel):
     paths: list[str] = Field(
         min_length=1,
         description="Folders or files to ingest (absolute paths as the flow run's machine sees them), or URLs "
-        "(s3://bucket/prefix, gs://, az://, https://; credentials from the worker's environment or the file named "
-        "by CITELINE_STORAGE_OPTIONS, never a parameter).",
+        "(s3://bucket/prefix, gs://, az://, https://; credentials from the worker's environment, the file named "
+        "by CITELINE_STORAGE_OPTIONS or the Prefect block storage_block names, never a parameter).",
     )
     index_path: str = Field(
         "index", description="The index directory; created on the first run (env CITELINE_INDEX in the CLI)."
@@ -103,6 +103,19 @@ _PLACEMENT: dict[str, Any] = {
     ),
 }
 
+#: Where a run's credentials come from, by name (never the secret itself: ``citeline.orchestration.blocks``).
+_CREDENTIALS: dict[str, Any] = {
+    "storage_block": (
+        str | None,
+        Field(
+            None,
+            description="The name of a Prefect Secret block holding the storage options of URL paths (JSON: "
+            '{"key": ..., "secret": ..., "client_kwargs": {...}} or one mapping per protocol, {"s3": {...}}); '
+            "loaded by the run, never stored in its parameters, logs or the index.",
+        ),
+    ),
+}
+
 #: The parameters of an ingestion run: the flow's, the deployment's and the CLI's (``citeline ingest``,
 #: ``citeline schedule``): the paths and index, each declared index setting and run option marked ``flow`` (their
 #: help texts are what the Prefect UI's run form shows beside each field), and where the work runs.
@@ -111,5 +124,5 @@ _DECLARED: dict[str, Any] = {
     **{spec.name: pydantic_field(IngestOptions, spec) for spec in offered(IngestOptions, "flow")},
 }
 IngestParameters = create_model(
-    "IngestParameters", __base__=_Parameters, __module__=__name__, **_DECLARED, **_PLACEMENT
+    "IngestParameters", __base__=_Parameters, __module__=__name__, **_DECLARED, **_PLACEMENT, **_CREDENTIALS
 )

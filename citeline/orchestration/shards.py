@@ -1,7 +1,8 @@
 """The ingestion flow on a sharded root: each shard's run is one Prefect task.
 
-:meth:`citeline.sharding.index.ShardedIndex.ingest` does the run (discovery, parsing and the plan once, in the flow's
-process, under the root's writer lock; the manifest after the shards); the flow only hands it
+:meth:`citeline.sharding.index.ShardedIndex.ingest` does the run (discovery and parsing as the flow's tasks, keys only,
+on Dask workers when the flow fans out; the plan once, in the flow's process, under the root's writer lock; the
+manifest after the shards); the flow hands it its steps (``PrefectSteps``) and
 :class:`ShardTasks`, which runs each shard's job (:func:`citeline.sharding.runs.run_shard`) as the task
 ``shard-002 [1,204 documents]`` on the flow's task runner: its own threads, or the Dask workers of
 ``dask_address``/``dask_workers``. A shard that fails is a failed task run in the UI; the others' commits stand, the
@@ -19,6 +20,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import TaskRunner
 
+from citeline.orchestration.blocks import task_storage
 from citeline.sharding.remote import Placement, ShardWorkers
 from citeline.sharding.runs import ShardJob, run_shard
 from citeline.store.ledger import RunSummary
@@ -46,7 +48,8 @@ def shard_number(job: ShardJob) -> int:
 def shard_task(job: ShardJob) -> RunSummary:
     """Run one shard's part of the run (:func:`citeline.sharding.runs.run_shard`), under the shard's writer lock."""
     started = time.monotonic()
-    summary = run_shard(job)
+    with task_storage(job.discovery.files):  # a Dask worker's credentials from the flow's storage_block
+        summary = run_shard(job)
     get_run_logger().info(
         f"{shard_dir_name(job)}: {summary.added} added, {summary.updated} updated, {summary.removed} removed, "
         f"{summary.chunks_embedded} chunks embedded, generation {summary.generation}, "

@@ -205,6 +205,7 @@ class ShardedIndex(Index):
         dask_workers: int | None = None,
         shard_workers: ShardWorkers = None,
         run_jobs: RunJobs | None = None,
+        steps: pipeline.Steps | None = None,
         **settings: Any,
     ) -> RunSummary:
         """:meth:`Index.ingest` over the shards, run in ``parallel`` (``"processes"``, ``"threads"`` or
@@ -216,8 +217,10 @@ class ShardedIndex(Index):
         shard's run parses again the files of the documents it indexes, so no document's text passes through this
         process. ``run_jobs`` replaces how the shards' jobs run (the Prefect flow runs each as a task:
         ``citeline/orchestration/shards.py``);
-        it returns each job's summary or the exception that stopped it, in order. ``prepare_queries=False``: the
-        caller prepares the query model itself (the flow does, in a task of its own). A shard that fails is named in
+        it returns each job's summary or the exception that stopped it, in order; ``steps`` replaces how discovery
+        and parsing run (the flow's: its parse tasks on its task runner, keys only, as a plain flow run's).
+        ``prepare_queries=False``: the caller prepares the query model itself (the flow does, in a task of its own).
+        A shard that fails is named in
         the run's ledger row and in the :class:`ShardsFailedError` raised once the others' commits are recorded.
         ``settings`` are :class:`IngestOptions` fields, as :meth:`Index.ingest`'s keywords (with ``reporter`` and
         ``prepare_queries``).
@@ -228,7 +231,7 @@ class ShardedIndex(Index):
         with contextlib.ExitStack() as stack:
             # run_jobs runs the shards' jobs itself (the flow: on its own task runner, which is the Dask cluster's)
             client = stack.enter_context(dask_client(dask_address, dask_workers)) if on_dask and not run_jobs else None
-            steps = pipeline.Steps() if client is None else WorkerSteps(client)
+            steps = steps or (pipeline.Steps() if client is None else WorkerSteps(client))
             committer = ShardCommits(self, parallel, client, shard_workers, run_jobs, on_dask=on_dask)
             summary = pipeline.run(self, paths, run_options, steps, committer=committer)
         self.meta["generation"] = summary.generation

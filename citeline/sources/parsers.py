@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -70,6 +71,7 @@ __all__ = [
     "parse",
     "parse_source",
     "parser",
+    "reading_ahead",
     "supported_suffixes",
     "text_hash",
     "unstorable_field",
@@ -126,6 +128,20 @@ def parse_source(
     times = f"{attempt} time{'s' * (attempt > 1)}"
     reason = f"changed while it was read ({times}); nothing of it is stored this run, the next run reads it again"
     return Parsed(errors=[SourceError(source.path, reason)], complete=False, failed=True)
+
+
+def reading_ahead(
+    files: Iterable[SourceFile], max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+) -> AbstractContextManager[None]:
+    """Inside, the remote objects of ``files`` that :func:`parse_source` will read are fetched ahead, several at a
+    time, concurrently (``remote.fetch_ahead``: bounded in count and bytes); an object it refuses before reading
+    (a type no parser reads, past ``max_file_bytes``) is not fetched. Local files are read as before."""
+    return remote.fetch_ahead(source for source in files if _read_at_all(source, max_file_bytes))
+
+
+def _read_at_all(source: SourceFile, max_file_bytes: int) -> bool:
+    suffix = _suffix(source)
+    return suffix in RECORD_PARSERS or (suffix in PARSERS and (source.size or 0) <= max_file_bytes)
 
 
 class _Changed(Exception):

@@ -26,10 +26,12 @@ credentials from its own environment, never from the coordinator.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import io
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -101,6 +103,12 @@ def storage(options: Mapping[str, Any] | None) -> Iterator[None]:
         yield
     finally:
         _run_options = previous
+
+
+def run_options_given() -> bool:
+    """Whether a :func:`storage` of this process gives the storage options (else the environment file's, or the
+    clients' defaults, are used)."""
+    return _run_options is not None
 
 
 def load_options(path: str) -> dict[str, Any]:
@@ -261,9 +269,43 @@ def list_root(root: str) -> Listing:
     except FileNotFoundError:
         raise SourceError(root, "no such bucket, container or object") from None
     except PermissionError as exc:
-        raise SourceError(root, f"access denied ({_first_line(exc)}); check the credentials") from None
+        raise SourceError(
+            root, f"access denied ({_first_line(exc)}); nothing was indexed or removed; {credentials_hint(protocol)}"
+        ) from None
     except Exception as exc:  # the client's own errors: a connection refused, a bad signature, a timeout
+        if _no_credentials(exc):
+            raise SourceError(
+                root,
+                f"no credentials found ({_reason(exc)}); nothing was indexed or removed; {credentials_hint(protocol)}",
+            ) from None
         raise SourceError(root, f"cannot list: {_reason(exc)}; nothing was indexed or removed") from None
+
+
+#: Where each store's client takes credentials from, as an operator sets them (:func:`credentials_hint`).
+_CREDENTIAL_SOURCES = {
+    "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or give storage options key and secret",
+    "gs": "set GOOGLE_APPLICATION_CREDENTIALS to a service account's key file, or give the storage option token",
+    "az": "set AZURE_STORAGE_CONNECTION_STRING (or AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY), or give "
+    "storage options account_name and account_key",
+}
+_CREDENTIAL_PROTOCOLS = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az", "adl": "az"}
+
+
+def credentials_hint(protocol: str) -> str:
+    """How to give ``protocol``'s store the right credentials: its client's environment variables, or storage
+    options, and the places citeline takes those from."""
+    where = _CREDENTIAL_SOURCES.get(_CREDENTIAL_PROTOCOLS.get(protocol, protocol), "give storage options")
+    return (
+        f"{where} (--storage-option KEY=VALUE or --storage-options FILE, Index.ingest(storage_options=...), a "
+        f"Prefect Secret block named by the flow's storage_block, or a file named by {OPTIONS_ENV})"
+    )
+
+
+def _no_credentials(exc: BaseException) -> bool:
+    # botocore's NoCredentialsError / PartialCredentialsError, google-auth's DefaultCredentialsError: told apart by
+    # name, without importing each store's client.
+    names = {kind.__name__ for kind in type(exc).__mro__}
+    return bool(names & {"NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError"})
 
 
 #: The ignore file of a root (``citeline.sources.selection.IGNORE_FILE``; named here so listing needs no import).
@@ -279,10 +321,18 @@ def _walk(fs: AbstractFileSystem, path: str) -> Iterator[Entry]:
 
         bucket, _, key_prefix = path.strip("/").partition("/")
         key_prefix = key_prefix + "/" if key_prefix else ""
-        pages = fs._list_pages("list_objects_v2", Bucket=bucket, Prefix=key_prefix, **getattr(fs, "req_kw", {}))
+        request = {"Bucket": bucket, "Prefix": key_prefix, **getattr(fs, "req_kw", {})}
+        # A versioned bucket is listed by its versions, keeping each key's latest (a key whose latest is a delete
+        # marker is gone): the version id joins the ETag in the stamp, so an overwrite is seen even when the ETag
+        # repeats, and the object is fetched at the version listed (open_object).
+        versioned = _versioned(fs, bucket)
+        method, field = ("list_object_versions", "Versions") if versioned else ("list_objects_v2", "Contents")
+        pages = fs._list_pages(method, **request)
         while (page := sync(fs.loop, _next_page, pages)) is not None:
-            for item in page.get("Contents", ()):
+            for item in page.get(field, ()):
                 key = item["Key"][len(key_prefix) :]
+                if versioned and not item.get("IsLatest"):
+                    continue
                 if key and not key.endswith("/"):  # "folder/" markers some consoles write
                     yield _entry({"size": item.get("Size"), "ETag": item.get("ETag"), **item}, key)
         return
@@ -290,6 +340,28 @@ def _walk(fs: AbstractFileSystem, path: str) -> Iterator[Entry]:
         key = name[len(prefix) :] if name.startswith(prefix) else _name(name)
         if key:
             yield _entry(info, key)
+
+
+def _versioned(fs: AbstractFileSystem, bucket: str) -> bool:
+    # Whether the bucket keeps versions (versioning enabled, or suspended with versions kept). Without the right to
+    # ask (s3:GetBucketVersioning) or on a store that does not answer it, the bucket is listed as unversioned: its
+    # stamps are ETags, as before.
+    from fsspec.asyn import sync
+
+    try:
+        answer = sync(fs.loop, fs._call_s3, "get_bucket_versioning", Bucket=bucket)
+    except Exception:
+        return False
+    return answer.get("Status") in ("Enabled", "Suspended")
+
+
+def version_of(source: SourceFile) -> str | None:
+    """The S3 version id a listing gave ``source`` (the part of its stamp after ``@``), or None: an object of an
+    unversioned bucket, written before versioning (``null``), or of another store."""
+    if source.stamp is None or (protocol_of(source.path) or "") not in ("s3", "s3a"):
+        return None
+    _, at, version = source.stamp.rpartition("@")
+    return version if at and version and version != "null" else None
 
 
 def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
@@ -308,13 +380,15 @@ async def _next_page(pages: Any) -> dict[str, Any] | None:
 def _entry(info: Mapping[str, Any], key: str) -> Entry:
     # The size, time and stamp of an fsspec info dict, whatever the store named them.
     stamp = None
-    for name in ("ETag", "etag", "generation", "md5Hash", "Content-MD5", "Digest", "content_md5"):
+    for name in ("ETag", "etag", "md5Hash", "Content-MD5", "Digest", "content_md5"):
         if info.get(name):
             stamp = str(info[name]).strip('"')
             break
-    version = info.get("VersionId") or info.get("version_id")
-    if stamp is not None and version:
-        stamp = f"{stamp}@{version}"
+    # The object's version where the store keeps them (S3's VersionId, Azure's version_id, GCS's generation): a new
+    # version is a new stamp even when the ETag repeats.
+    version = info.get("VersionId") or info.get("version_id") or info.get("generation")
+    if version:
+        stamp = f"{stamp or ''}@{version}"
     mtime = 0.0
     for name in ("LastModified", "last_modified", "mtime", "updated", "Last-Modified", "created"):
         value = info.get(name)
@@ -343,18 +417,108 @@ def _name(path: str) -> str:
 # ---------------------------------------------------------------- reading
 
 
+#: Objects fetched together ahead of parsing (:func:`fetch_ahead`): at most this many GETs in flight ...
+AHEAD_OBJECTS = 16
+#: ... and this many bytes (their listed sizes) held at once, fetched and not yet parsed.
+AHEAD_BYTES = 64 * 1024 * 1024
+
+_ahead: contextvars.ContextVar[_Ahead | None] = contextvars.ContextVar("citeline_fetch_ahead", default=None)
+
+
 @contextlib.contextmanager
-def open_object(source: SourceFile) -> Iterator[BinaryIO]:
-    """Open a remote object for reading: fetched in one GET up to :data:`BLOCK_BYTES` (a web URL always), else
-    streamed in blocks. A missing or forbidden object raises its ``OSError`` (the file fails alone); the store not
-    answering raises :class:`SourceUnavailable` (the run stops)."""
+def fetch_ahead(sources: Iterable[SourceFile]) -> Iterator[None]:
+    """Inside, :func:`open_object` of one of ``sources`` (remote objects fetched in one GET; others are left out)
+    fetches it together with the next ones, concurrently: up to :data:`AHEAD_OBJECTS` objects and
+    :data:`AHEAD_BYTES` of them at a time, the batch held until each is opened (then dropped), the next batch
+    fetched when an object past it is opened. Objects are still parsed one at a time, in order, and each keeps its
+    own outcome: a missing or forbidden object fails alone, the store not answering stops the run
+    (:class:`SourceUnavailable`) when the object it failed on is opened. Per thread (a Dask worker's tasks each
+    have their own). Inside an enclosing ``fetch_ahead`` that holds all of ``sources`` already, it adds nothing
+    (a run fetching ahead across its file-by-file parse steps)."""
+    ahead = _Ahead([source for source in sources if _fetched_whole(source)])
+    outer = _ahead.get()
+    if not ahead.sources or (outer is not None and all(item.path in outer.position for item in ahead.sources)):
+        yield
+        return
+    token = _ahead.set(ahead)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # a generator holding it closed from another context: it is closed
+            _ahead.reset(token)
+        ahead.close()
+
+
+def _fetched_whole(source: SourceFile) -> bool:
+    protocol = protocol_of(source.path)
+    return protocol is not None and ((source.size or 0) <= BLOCK_BYTES or protocol in WEB_PROTOCOLS)
+
+
+class _Ahead:
+    """The objects :func:`fetch_ahead` fetches, in order, and the batch fetched and not yet opened."""
+
+    def __init__(self, sources: list[SourceFile]) -> None:
+        self.sources = sources
+        self.position = {source.path: number for number, source in enumerate(sources)}
+        self.fetched: dict[str, bytes | BaseException] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self.closed = False
+
+    def take(self, source: SourceFile) -> bytes | BaseException | None:
+        """The object's bytes (or the exception fetching it raised), fetching its batch first if it is not
+        fetched; None for an object not fetched ahead (or opened a second time): it is fetched alone."""
+        if source.path not in self.fetched:
+            first = self.position.get(source.path)
+            if first is None or self.closed:
+                return None
+            self.fetched = {}  # the last batch's unopened objects (skipped, refused) are not kept
+            batch: list[SourceFile] = []
+            held = 0
+            for candidate in self.sources[first:]:
+                if batch and (len(batch) == AHEAD_OBJECTS or held + (candidate.size or 0) > AHEAD_BYTES):
+                    break
+                batch.append(candidate)
+                held += candidate.size or 0
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(AHEAD_OBJECTS, thread_name_prefix="citeline-fetch")
+            self.fetched = dict(zip((item.path for item in batch), self._pool.map(_fetch, batch), strict=True))
+        return self.fetched.pop(source.path, None)
+
+    def close(self) -> None:
+        """Drop what is held and stop the fetching threads."""
+        self.fetched, self.closed = {}, True
+        if self._pool is not None:  # a stop (Ctrl-C) waits for the GETs in flight only, never starts the others
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _fetch(source: SourceFile) -> bytes | BaseException:
+    # One object in one GET, or the exception that fetching it raised (kept, raised when the object is opened).
     try:
         fs, path = filesystem(source.path)
-        if (source.size or 0) <= BLOCK_BYTES or (protocol_of(source.path) or "") in WEB_PROTOCOLS:
-            # s3fs asks an object's size (a HEAD) before a GET unless told to fetch it in one part
-            whole = {"max_concurrency": 1} if "s3" in _protocols(fs) else {}
-            handle: Any = io.BytesIO(fs.cat_file(path, **whole))
-        else:
+        data: bytes = fs.cat_file(path, **_whole_get(fs, source))
+        return data
+    except Exception as exc:
+        return exc
+
+
+@contextlib.contextmanager
+def open_object(source: SourceFile) -> Iterator[BinaryIO]:
+    """Open a remote object for reading: fetched in one GET up to :data:`BLOCK_BYTES` (a web URL always; inside
+    :func:`fetch_ahead`, with the next objects, concurrently), else streamed in blocks. A missing or forbidden object
+    raises its ``OSError`` (the file fails alone); the store not answering raises :class:`SourceUnavailable` (the
+    run stops)."""
+    try:
+        ahead = _ahead.get()
+        taken = ahead.take(source) if ahead is not None else None
+        if isinstance(taken, BaseException):
+            raise taken
+        if taken is not None:
+            handle: Any = io.BytesIO(taken)
+        elif _fetched_whole(source):
+            fs, path = filesystem(source.path)
+            handle = io.BytesIO(fs.cat_file(path, **_whole_get(fs, source)))
+        else:  # streamed: read at the latest version (s3fs ties its block reads to the ETag it first saw)
+            fs, path = filesystem(source.path)
             handle = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead", size=source.size)
     except Exception as exc:
         raise _translated(source.path, exc) from None
@@ -362,10 +526,22 @@ def open_object(source: SourceFile) -> Iterator[BinaryIO]:
         yield guarded  # type: ignore[misc]
 
 
+def _whole_get(fs: AbstractFileSystem, source: SourceFile) -> dict[str, Any]:
+    # cat_file's arguments for one object: s3fs asks an object's size (a HEAD) before a GET unless told to fetch it
+    # in one part; an object of a versioned bucket is fetched at the version listed (what its stamp says was read).
+    if "s3" not in _protocols(fs):
+        return {}
+    version = version_of(source)
+    return {"max_concurrency": 1, **({"version_id": version} if version else {})}
+
+
 def _translated(url: str, exc: BaseException) -> BaseException:
     # The per-object errors stay (the file fails alone); anything else means the store is not answering.
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, SourceError)):
         return exc
+    if _no_credentials(exc):  # a worker without the coordinator's credentials: the run stops, nothing removed
+        hint = credentials_hint(protocol_of(url) or "")
+        return SourceUnavailable(url, f"no credentials found in this process ({_reason(exc)}); {hint}")
     return SourceUnavailable(url, f"the store stopped answering ({_reason(exc)})")
 
 

@@ -97,6 +97,65 @@ def test_a_changed_object_is_fetched_alone_and_a_deleted_one_removed(tmp_path: P
     assert index.remove(["s3://docs/corpus/"]).removed == 3
 
 
+def test_a_versioned_bucket_stamps_each_version_and_fetches_the_one_listed(tmp_path: Path) -> None:
+    # An overwrite with the same bytes keeps the ETag; only the version id says the object was written again. The
+    # stamp holds it (the files table, the run's provenance of what was read), the object is fetched again at that
+    # version, and a delete (a delete marker over the versions) removes the documents as in an unversioned bucket.
+    store = S3Server(tmp_path)
+    try:
+        store.keep_versions()
+        versions = {key: store.put(key, text) for key, text in NOTES.items()}
+        index = _index(tmp_path)
+        assert index.ingest([ROOT], storage_options=store.options()).added == 5
+        assert _stamps(tmp_path)["corpus/mill.md"].endswith(f"@{versions['corpus/mill.md']}")
+        first = versions["corpus/mill.md"]
+        assert store.object_gets_of("corpus/mill.md") == [f"GET /docs/corpus/mill.md?versionId={first}"]
+        fetched = store.object_gets()
+        assert index.ingest([ROOT], storage_options=store.options()).unchanged == 5
+        assert store.object_gets() == fetched  # unchanged: listed, not one object fetched
+        rewritten = store.put("corpus/mill.md", NOTES["corpus/mill.md"])  # the same bytes: the same ETag
+        assert rewritten != versions["corpus/mill.md"]
+        run = index.ingest([ROOT], storage_options=store.options())
+        assert (run.status, run.updated, run.unchanged, run.failed) == ("succeeded", 0, 5, 0)  # same text: no re-embed
+        assert store.object_gets() == fetched + 1
+        assert store.object_gets_of("corpus/mill.md")[-1].endswith(f"?versionId={rewritten}")
+        assert _stamps(tmp_path)["corpus/mill.md"].endswith(f"@{rewritten}")
+        store.delete("corpus/letters/harvest.txt")
+        gone = index.ingest([ROOT], storage_options=store.options())
+        assert (gone.removed, gone.unchanged) == (1, 4)
+        assert store.object_gets() == fetched + 1
+    finally:
+        store.stop()
+
+
+def _stamps(tmp_path: Path) -> dict[str, str]:
+    # The stamp each object was read at, as the catalog's files table holds it (keyed by the object's key).
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "ix" / "meta.duckdb"), read_only=True) as connection:
+        rows = connection.execute("SELECT source_file, stamp FROM files").fetchall()
+    return {f"corpus/{source_file}": stamp for source_file, stamp in rows}
+
+
+def test_an_object_gone_between_listing_and_fetch_fails_alone(
+    tmp_path: Path, server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # objects are fetched several at a time (remote.fetch_ahead); each keeps its own outcome: the one deleted after
+    # the listing fails alone, one line naming its URL, and the others of its batch are indexed
+    listed = remote.list_root
+
+    def then_deleted(root: str) -> remote.Listing:
+        listing = listed(root)
+        server.delete("corpus/mill.md")
+        return listing
+
+    monkeypatch.setattr(remote, "list_root", then_deleted)
+    run = _index(tmp_path).ingest([ROOT], storage_options=server.options())
+    assert (run.status, run.added, run.failed) == ("partial", 4, 1)
+    assert [error["path"] for error in run.errors] == ["s3://docs/corpus/mill.md"]
+    assert len(run.errors[0]["reason"].splitlines()) == 1
+
+
 def test_an_empty_listing_is_refused_and_removes_nothing(tmp_path: Path, server: S3Server) -> None:
     index = _index(tmp_path)
     index.ingest([ROOT], storage_options=server.options())
@@ -116,14 +175,42 @@ def test_wrong_credentials_are_one_line_and_remove_nothing(tmp_path: Path, serve
     result = CliRunner().invoke(cli, command)
     assert result.exit_code == 1, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"Error: {ROOT}: "), result.output
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {ROOT}: access denied ("), result.output
+    # how to fix it: the client's environment variables, or storage options and where they are given
+    assert "AWS_ACCESS_KEY_ID" in lines[0] and "--storage-options FILE" in lines[0], lines[0]
+    assert "nothing was indexed or removed" in lines[0]
     assert "not-the-secret" not in result.output
     assert len(Index.open(tmp_path / "ix", embedder=HashEmbedder()).documents()) == 5
 
 
-def test_the_server_stopped_mid_run_fails_in_one_line_and_loses_nothing(
+def test_no_credentials_at_all_is_one_line_saying_where_to_set_them(
     tmp_path: Path, server: S3Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # botocore finds no credentials anywhere (no environment, no profile files, no instance metadata): its
+    # NoCredentialsError is one line naming the root and the ways to give them, and nothing is removed
+    index = _index(tmp_path)
+    index.ingest([ROOT], storage_options=server.options())
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    options = {key: value for key, value in server.options().items() if key not in ("key", "secret")}
+    with pytest.raises(SourceError) as refused:
+        index.ingest([ROOT], storage_options=options)
+    message = str(refused.value)
+    assert len(message.splitlines()) == 1 and message.startswith(f"{ROOT}: no credentials found ("), message
+    assert "AWS_ACCESS_KEY_ID" in message and "storage_options" in message and "CITELINE_STORAGE_OPTIONS" in message
+    assert len(index.documents()) == 5
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+def test_the_server_stopped_mid_run_fails_in_one_line_and_loses_nothing(
+    tmp_path: Path, server: S3Server, monkeypatch: pytest.MonkeyPatch, ahead: int
+) -> None:
+    # fetched one at a time (the store stops before the second GET), or two at a time (the second object was
+    # fetched with the first, the third's GET finds the store gone)
+    monkeypatch.setattr(remote, "AHEAD_OBJECTS", ahead)
     index = _index(tmp_path)
     index.ingest([ROOT], storage_options=server.options())
     for key in ("corpus/garrison.md", "corpus/mill.md", "corpus/letters/harvest.txt"):
@@ -219,6 +306,20 @@ def test_a_schedule_keeps_the_url_and_no_credential(tmp_path: Path) -> None:
 
     deployment = build_deployment([ROOT], cron="0 * * * *", index_path=str(tmp_path / "ix"))
     assert deployment.parameters["paths"] == [ROOT]
+    # a Prefect Secret block's name is a parameter (`citeline schedule --storage-block NAME`), its value never
+    named = build_deployment([ROOT], cron="0 * * * *", index_path=str(tmp_path / "ix"), storage_block="docs-store")
+    assert named.parameters["storage_block"] == "docs-store"
+
+
+def test_source_errors_cross_a_process_boundary_whole() -> None:
+    # raised on a Dask worker (an object that failed, a store that stopped answering, no credentials there), they
+    # reach the coordinator as they were made, not as a TypeError of unpickling
+    import pickle
+
+    for error in (SourceError("s3://docs/a.md", "cannot read file"), SourceUnavailable("s3://docs/a.md", "gone")):
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error)
+        assert (again.path, again.reason) == (error.path, error.reason)
 
 
 def test_storage_option_pairs() -> None:
@@ -257,6 +358,56 @@ def web(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     yield site, f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     httpd.server_close()
+
+
+class _SlowHandler(_Handler):
+    # Each GET takes 0.3 s; the most GETs in flight at once is kept (what fetching ahead overlaps).
+    lock = threading.Lock()
+    in_flight = 0
+    most: ClassVar[list[int]] = [0]
+
+    def do_GET(self) -> None:
+        cls = type(self)
+        with cls.lock:
+            cls.in_flight += 1
+            cls.most[0] = max(cls.most[0], cls.in_flight)
+        try:
+            time.sleep(0.3)
+            super().do_GET()
+        finally:
+            with cls.lock:
+                cls.in_flight -= 1
+
+
+@pytest.mark.parametrize(("objects", "budget", "expected"), [(16, None, 16), (3, None, 3), (None, 60, 1)])
+def test_objects_are_fetched_concurrently_within_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, objects: int | None, budget: int | None, expected: int
+) -> None:
+    # 20 web pages: fetched AHEAD_OBJECTS at a time (never more in flight), or one at a time when each is past
+    # the byte budget (AHEAD_BYTES: never more held than it, one object at least)
+    site = tmp_path / "site"
+    site.mkdir()
+    for number in range(20):
+        (site / f"page{number}.md").write_text(f"# Page {number}\n\nThe well at site {number} ran dry.\n")
+    if objects is not None:
+        monkeypatch.setattr(remote, "AHEAD_OBJECTS", objects)
+    if budget is not None:
+        monkeypatch.setattr(remote, "AHEAD_BYTES", budget)
+    # a class of this test's own: an earlier test's handler may still be finishing (its counts are not this test's)
+    handler = type("Slow", (_SlowHandler,), {"gets": [], "most": [0], "in_flight": 0, "lock": threading.Lock()})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a, **k: handler(*a, directory=str(site), **k))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}"
+        run = _index(tmp_path).ingest([f"{base}/page{number}.md" for number in range(20)])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert (run.added, run.failed) == (20, 0)
+    assert len(handler.gets) == 20  # each page fetched once
+    # never more in flight than the bound; more than one when the bound allows it (all of them on an idle machine)
+    assert handler.most[0] <= expected and (handler.most[0] > 1) == (expected > 1)
 
 
 def test_a_web_url_is_one_document_read_again_only_when_it_changes(tmp_path: Path, web: tuple[Path, str]) -> None:

@@ -527,7 +527,7 @@ def served_sharded(
 
 
 def test_a_served_sharded_run_shows_one_task_per_shard_and_ranks_like_the_plain_index(
-    served: dict[str, Any], served_sharded: dict[str, Any]
+    served: dict[str, Any], served_sharded: dict[str, Any], seeds_dir_module: Path
 ) -> None:
     from citeline import ShardedIndex
 
@@ -541,9 +541,11 @@ def test_a_served_sharded_run_shows_one_task_per_shard_and_ranks_like_the_plain_
     names = sorted(task_run.name for task_run in served_sharded["task_runs"])
     documents = [part.status().documents for part in index.shards]
     # A shard with nothing to do runs no task (ShardedIndex.ingest skips idle shards): the seeds' 4 documents are
-    # routed by their ids, which hold the seeds folder's path, so one shard gets none in about 1 run of 8.
+    # routed by their ids, which hold the seeds folder's path, so one shard gets none in about 1 run of 8. Discovery
+    # and parsing are the tasks of a plain flow run.
     assert names == sorted(
-        [f"shard-{n:03d} [{count} documents]" for n, count in enumerate(documents) if count] + ["prepare query model"]
+        [f"shard-{n:03d} [{count} documents]" for n, count in enumerate(documents) if count]
+        + ["prepare query model", f"discover [{seeds_dir_module}]", f"parse [batch 1/1, {SEED_FILES} files]"]
     ), names
     assert all(task_run.state.is_completed() for task_run in served_sharded["task_runs"])
     info = [log.message for log in served_sharded["logs"]]
@@ -599,6 +601,20 @@ def test_ingest_prefect_draws_its_bar_and_a_flow_run_beside_it_draws_none(
     assert Index.open(tmp_path / "beside", embedder=fake_embedder).status().documents == summary["added"]
 
 
+def _harbour_root(
+    tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch, documents: int = 8, shards: int = 2
+) -> tuple[Path, Path]:
+    # Short documents, and a new sharded root the flow opens with ``embedder``.
+    _with_embedder(monkeypatch, embedder)
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for n in range(documents):
+        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
+    root = tmp_path / "root"
+    Index.create(root, embedder=embedder, shards=shards)
+    return corpus, root
+
+
 def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
     prefect_api: str, tmp_path: Path, seeds_dir: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -608,15 +624,9 @@ def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
     from citeline.orchestration.ingest import ingest_flow
     from citeline.sharding.index import Manifest, ShardsFailedError, shard_dir
 
-    _with_embedder(monkeypatch, fake_embedder)
-    corpus = tmp_path / "docs"
-    corpus.mkdir()
-    for n in range(12):
-        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
-    root = tmp_path / "root"
+    corpus, root = _harbour_root(tmp_path, fake_embedder, monkeypatch, documents=12, shards=3)
     whole = Index.create(tmp_path / "whole", embedder=fake_embedder, shards=3)
     whole.ingest([corpus], parallel="serial")
-    Index.create(root, embedder=fake_embedder, shards=3)
     with locks.writer_lock(shard_dir(root, 1)):  # shard 1 is busy: its run gives up after `wait`
         state = ingest_flow(paths=[str(corpus)], index_path=str(root), wait=0.5, return_state=True)
     assert state.is_failed()
@@ -626,7 +636,10 @@ def test_a_failed_shard_fails_the_flow_run_naming_it_and_the_others_commit(
         state.result()
     shown = asyncio.run(what_the_ui_shows(state.state_details.flow_run_id))
     states = {task_run.name.split()[0]: task_run.state.type.value for task_run in shown["task_runs"]}
-    assert states == {"shard-000": "COMPLETED", "shard-001": "FAILED", "shard-002": "COMPLETED"}, states
+    assert states == {
+        "discover": "COMPLETED", "parse": "COMPLETED", "shard-000": "COMPLETED", "shard-001": "FAILED",
+        "shard-002": "COMPLETED",
+    }, states  # fmt: skip
     index = Index.open(root, embedder=fake_embedder)
     assert isinstance(index, ShardedIndex)
     assert Manifest.read(root).generations == [1, 0, 1] and index.verify().ok
@@ -650,13 +663,7 @@ def test_shard_workers_pin_a_sharded_flow_run_to_its_workers(
     from citeline.orchestration.ingest import IngestParameters, ingest_flow
     from citeline.sharding.index import Manifest
 
-    _with_embedder(monkeypatch, fake_embedder)
-    corpus = tmp_path / "docs"
-    corpus.mkdir()
-    for n in range(8):
-        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
-    root = tmp_path / "root"
-    Index.create(root, embedder=fake_embedder, shards=2)
+    corpus, root = _harbour_root(tmp_path, fake_embedder, monkeypatch)
     with pytest.raises(SettingsError, match="shard_workers pins shards to Dask workers"):
         IngestParameters.parse(paths=[str(corpus)], shard_workers="0=w")
     with pytest.raises(SettingsError, match="SHARD=WORKER"):
@@ -690,6 +697,84 @@ def test_shard_workers_pin_a_sharded_flow_run_to_its_workers(
     assert summary["status"] == "succeeded"
     ran_on = {named[entry["worker"]] for entry in stream.data if str(entry["key"]).startswith("shard_task")}
     assert ran_on == {"1"}, stream.data
+    assert Index.open(root, embedder=fake_embedder).verify().ok
+
+
+def test_a_sharded_flow_run_on_dask_parses_on_the_workers(
+    prefect_api: str, tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sharded root's flow run on Dask goes through the flow's parse tasks, as a plain run's: the workers parse
+    (keys only come back), never the flow's own process, where reading a source fails here."""
+    import distributed
+
+    from citeline.ingest import pipeline
+    from citeline.orchestration import shards as flow_shards
+    from citeline.orchestration.ingest import ingest_flow
+
+    corpus, root = _harbour_root(tmp_path, fake_embedder, monkeypatch)
+    jobs: list[Any] = []
+    real_call = flow_shards.ShardTasks.__call__
+
+    def seen(self: Any, busy: list[Any]) -> Any:
+        jobs.extend(busy)
+        return real_call(self, busy)
+
+    def not_here(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a source was read in the flow's process")
+
+    monkeypatch.setattr(flow_shards.ShardTasks, "__call__", seen)
+    monkeypatch.setattr(pipeline, "parse_source", not_here)  # the workers' processes have their own
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        state = ingest_flow(paths=[str(corpus)], index_path=str(root), dask_address=cluster.scheduler_address,
+                            return_state=True)  # fmt: skip
+    summary = state.result()
+    assert (summary["status"], summary["added"], summary["failed"]) == ("succeeded", 8, 0), summary
+    assert len(jobs) == 2 and all(not job.parsed.documents for job in jobs)  # keys only reached the shards' jobs
+    assert sum(len(job.parsed.keys) for job in jobs) == 8
+    shown = asyncio.run(what_the_ui_shows(state.state_details.flow_run_id))
+    names = sorted(task_run.name.split()[0] for task_run in shown["task_runs"])
+    assert "parse" in names and "discover" in names, names
+    assert Index.open(root, embedder=fake_embedder).verify().ok
+
+
+def test_a_sharded_flow_run_of_an_s3_root_on_dask_takes_credentials_from_a_prefect_block(
+    prefect_api: str, tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers of a sharded flow run have no credentials of their own (no environment, no options file): each
+    parse and shard task loads the flow's ``storage_block`` (a Prefect Secret block) where it runs."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    import distributed
+    from _object_store import S3Server
+    from prefect.blocks.system import Secret
+
+    from citeline.ingest import pipeline
+    from citeline.orchestration.ingest import ingest_flow
+    from citeline.sources import remote
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", remote.OPTIONS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    _with_embedder(monkeypatch, fake_embedder)
+    store = S3Server(tmp_path)
+    try:
+        for n in range(6):
+            store.put(f"corpus/d{n}.txt", f"Document {n} is about the harbour, the mill and river {n}.\n")
+        Secret(value={"s3": store.options()}).save("flow-store", overwrite=True)
+        root = tmp_path / "root"
+        Index.create(root, embedder=fake_embedder, shards=2)
+        monkeypatch.setattr(pipeline, "parse_source", lambda *a, **k: pytest.fail("read in the flow's process"))
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+            summary = ingest_flow(
+                paths=["s3://docs/corpus"], index_path=str(root), dask_address=c.scheduler_address,
+                storage_block="flow-store",
+            )  # fmt: skip
+        assert (summary["status"], summary["added"], summary["failed"]) == ("succeeded", 6, 0), summary
+        assert store.object_gets() == 2 * 6  # on the workers: parsed for the keys, then by each shard's run
+    finally:
+        store.stop()
     assert Index.open(root, embedder=fake_embedder).verify().ok
 
 

@@ -49,3 +49,40 @@ def test_the_prefect_flow_reads_a_remote_root_and_stores_no_credential(tmp_path:
     secret = options["secret"].encode()
     for folder in (index_dir, Path(os.environ["PREFECT_HOME"])):
         assert [p for p in folder.rglob("*") if p.is_file() and secret in p.read_bytes()] == []
+
+
+def test_the_flow_takes_its_storage_options_from_a_prefect_secret_block(tmp_path: Path, server: S3Server) -> None:
+    # The flow is given the NAME of a Prefect Secret block (saved in the run's real Prefect database) holding the
+    # storage options; it loads the block when it runs. The flow run's parameters (read back from Prefect's API),
+    # its logs, the ledger and the index never hold the secret.
+    from prefect.blocks.system import Secret
+    from prefect.client.orchestration import get_client
+
+    from citeline import Index
+    from citeline.errors import SettingsError
+    from citeline.orchestration.blocks import storage_options_of_block
+    from citeline.orchestration.ingest import ingest_flow
+
+    options = server.options()
+    Secret(value={"s3": options}).save("docs-store", overwrite=True)
+    assert storage_options_of_block("docs-store") == {"s3": options}
+    index_dir = tmp_path / "ix"
+    state = ingest_flow(paths=[ROOT], index_path=str(index_dir), storage_block="docs-store", return_state=True)
+    assert state.is_completed(), state.message
+    assert state.result()["added"] == 5
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(state.state_details.flow_run_id)
+        logs = client.read_logs()
+    assert flow_run.parameters["storage_block"] == "docs-store"
+    assert options["secret"] not in json.dumps(flow_run.parameters, default=str)
+    assert not [log.message for log in logs if options["secret"] in log.message]
+    secret = options["secret"].encode()
+    assert [p for p in index_dir.rglob("*") if p.is_file() and secret in p.read_bytes()] == []
+    runs = Index.open(index_dir).runs()
+    assert options["secret"] not in json.dumps([run.to_dict() for run in runs], default=str)
+    # a block that is not there, or holds no mapping: one line naming the block, never its value
+    Secret(value="just-a-password").save("not-a-mapping", overwrite=True)
+    for name, problem in (("no-such-block", "no Prefect Secret block"), ("not-a-mapping", "must hold a mapping")):
+        with pytest.raises(SettingsError, match=problem) as refused:
+            storage_options_of_block(name)
+        assert len(str(refused.value).splitlines()) == 1 and "just-a-password" not in str(refused.value)
