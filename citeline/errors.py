@@ -8,6 +8,19 @@ from typing import Any
 class CitelineError(Exception):
     """Base class of every error citeline raises on purpose."""
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickled as it is (message and attributes), not by calling the class again with ``args``, which holds the
+        # message rather than the constructor's arguments: an error raised on a Dask worker or in a Prefect task
+        # reaches the coordinator whole instead of as a TypeError of unpickling.
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(cls: type[CitelineError], args: tuple[Any, ...], state: dict[str, Any]) -> CitelineError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class IndexNotFoundError(CitelineError):
     """The index directory holds no citeline index."""
@@ -33,10 +46,6 @@ class SourceError(CitelineError):
         self.path = path
         self.reason = reason
 
-    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
-        # Pickled as made (a Dask worker's error reaches the coordinator whole, not as a TypeError of unpickling).
-        return type(self), (self.path, self.reason)
-
 
 class SourceUnavailable(CitelineError):
     """A remote root's store stopped answering during a run (connection refused or reset, a timeout, a server
@@ -48,10 +57,6 @@ class SourceUnavailable(CitelineError):
         super().__init__(f"{url}: {reason}; nothing was removed, the next run goes on from the last commit")
         self.path = url
         self.reason = reason
-
-    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
-        # Pickled as made: raised on a Dask worker (its store stopped answering, it has no credentials).
-        return type(self), (self.path, self.reason)
 
 
 class SettingsError(CitelineError, ValueError):

@@ -311,17 +311,6 @@ def test_a_schedule_keeps_the_url_and_no_credential(tmp_path: Path) -> None:
     assert named.parameters["storage_block"] == "docs-store"
 
 
-def test_source_errors_cross_a_process_boundary_whole() -> None:
-    # raised on a Dask worker (an object that failed, a store that stopped answering, no credentials there), they
-    # reach the coordinator as they were made, not as a TypeError of unpickling
-    import pickle
-
-    for error in (SourceError("s3://docs/a.md", "cannot read file"), SourceUnavailable("s3://docs/a.md", "gone")):
-        again = pickle.loads(pickle.dumps(error))
-        assert type(again) is type(error) and str(again) == str(error)
-        assert (again.path, again.reason) == (error.path, error.reason)
-
-
 def test_storage_option_pairs() -> None:
     parsed = remote.parse_pairs(["anon=true", "client_kwargs.endpoint_url=http://h:9000", "secret=a:b{c"])
     assert parsed == {"anon": True, "client_kwargs": {"endpoint_url": "http://h:9000"}, "secret": "a:b{c"}
