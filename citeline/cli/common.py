@@ -158,6 +158,13 @@ storage_options_file_option = click.option(
     "endpoint_url; flat, or one mapping per protocol) [default: env CITELINE_STORAGE_OPTIONS, else the store's "
     "own (environment, ~/.aws, ...)]. Never stored or logged.",
 )
+storage_block_option = click.option(
+    "--storage-block",
+    default=None,
+    metavar="NAME",
+    help="The name of a Prefect Secret block holding the storage options of remote PATHS (JSON), loaded by the "
+    "flow run (and by Dask workers that fetch objects); the run's parameters hold the name only.",
+)
 storage_option_option = click.option(
     "--storage-option",
     "storage_option_pairs",

@@ -41,6 +41,7 @@ from citeline.cli.common import (
     shard_workers_option,
     show_warning,
     stop_signals,
+    storage_block_option,
     storage_option_option,
     storage_options_file_option,
     storage_options_from,
@@ -83,6 +84,7 @@ def cli(ctx: click.Context) -> None:
 @click.option("--source", default=None, help="With PATH -: the source name of the texts [default: texts].")
 @storage_options_file_option
 @storage_option_option
+@storage_block_option
 @json_option
 @stop_signals
 @user_errors
@@ -98,6 +100,7 @@ def ingest(
     source: str | None,
     storage_options_file: str | None,
     storage_option_pairs: tuple[str, ...],
+    storage_block: str | None,
     as_json: bool,
     **settings: Any,
 ) -> None:
@@ -126,6 +129,8 @@ def ingest(
     dry_run, shards = run["dry_run"], create["shards"]
     show_progress = sys.stderr.isatty() if progress is None else progress
     sharded = shards is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
+    if storage_block is not None and not prefect:
+        raise click.UsageError("--storage-block names a Prefect block, which the Prefect flow loads: add --prefect")
     if (dask_address or dask_workers) and not prefect and not sharded:
         raise click.UsageError(
             "--dask-address and --dask-workers run the Prefect flow or a sharded index: add --prefect"
@@ -147,8 +152,9 @@ def ingest(
             _for_dask_workers(paths, storage_options_file, storage_option_pairs, bool(dask_address or dask_workers)),
         ):
             summary = _run_ingest(
-                paths, index_path, run, show_progress, prefect, dask_address, dask_workers, shard_workers, create
-            )
+                paths, index_path, run, show_progress, prefect, create, storage_block,
+                dask_address=dask_address, dask_workers=dask_workers, shard_workers=shard_workers,
+            )  # fmt: skip
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
     elif dry_run:
@@ -217,10 +223,12 @@ def _run_ingest(
     run: dict[str, Any],
     progress: bool,
     prefect: bool,
+    create: dict[str, Any],
+    storage_block: str | None,
+    *,
     dask_address: str | None,
     dask_workers: int | None,
     shard_workers: str | None,
-    create: dict[str, Any],
 ) -> dict[str, Any]:
     # One ingest of folders and files, in-process or through the Prefect flow (whose run then ends Failed when
     # strict and partial); a strict run that ended partial returns its summary, which the command prints before
@@ -234,7 +242,7 @@ def _run_ingest(
             parameters = {**create, **run, "include": list(run["include"]), "exclude": list(run["exclude"])}
             return run_from_cli(
                 progress=progress, paths=list(paths), index_path=index_path, dask_address=dask_address,
-                dask_workers=dask_workers, shard_workers=shard_workers, **parameters,
+                dask_workers=dask_workers, shard_workers=shard_workers, storage_block=storage_block, **parameters,
             )  # fmt: skip
         from citeline.index import SHARDS_MANIFEST, index_for_run
 
@@ -269,13 +277,7 @@ def _log_to_console(verbose: bool, prefect: bool) -> None:
 @index_option
 @ingest_options
 @storage_options_file_option
-@click.option(
-    "--storage-block",
-    default=None,
-    metavar="NAME",
-    help="The name of a Prefect Secret block holding the storage options of remote PATHS (JSON), loaded by each "
-    "run; the deployment's parameters hold the name only.",
-)
+@storage_block_option
 @user_errors
 def schedule(paths: tuple[str, ...], cron: str, storage_options_file: str | None, **options: Any) -> None:
     """Serve the ingestion of PATHS on a cron schedule against the Prefect server at PREFECT_API_URL.

@@ -86,3 +86,18 @@ def test_the_flow_takes_its_storage_options_from_a_prefect_secret_block(tmp_path
         with pytest.raises(SettingsError, match=problem) as refused:
             storage_options_of_block(name)
         assert len(str(refused.value).splitlines()) == 1 and "just-a-password" not in str(refused.value)
+
+
+def test_ingest_prefect_takes_a_storage_block_by_name(tmp_path: Path, server: S3Server) -> None:
+    # `citeline ingest --prefect --storage-block NAME` mirrors the flow's parameter: the run loads the block; without
+    # --prefect the option is a usage error (there is no Prefect run to load it), before anything is created.
+    from prefect.blocks.system import Secret
+
+    Secret(value={"s3": server.options()}).save("cli-store", overwrite=True)
+    index_dir = tmp_path / "ix"
+    plain = CliRunner().invoke(cli, ["ingest", ROOT, "--index", str(index_dir), "--storage-block", "cli-store"])
+    assert plain.exit_code == 2 and "add --prefect" in plain.output and not index_dir.exists(), plain.output
+    args = ["ingest", ROOT, "--index", str(index_dir), "--prefect", "--storage-block", "cli-store", "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output.strip().splitlines()[-1])["added"] == 5
