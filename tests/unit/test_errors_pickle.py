@@ -33,7 +33,7 @@ def _every_error() -> list[type[CitelineError]]:
 
 #: Constructor arguments for the errors that take more than a message.
 SAMPLES: dict[str, tuple[Any, ...]] = {
-    "PartialRunError": (SimpleNamespace(run_id="r1", errors=[{"path": "docs/a.md", "reason": "cannot read file"}]),),
+    "PartialRunError": (SimpleNamespace(run_id="r1", errors=[{"path": "notes/a.md", "reason": "cannot read file"}]),),
     "ShardsFailedError": (Path("/idx"), [(1, OSError("disk full"))], 3),
 }
 
