@@ -24,6 +24,11 @@ MAX_INFLATED_BYTES = 256 * 1024 * 1024
 #: fewer.
 MAX_XML_ELEMENTS = 500_000
 
+#: The most elements an HTML page may hold (counted as its start tags, before its tree is built): lxml's tree of a
+#: page costs about a kilobyte an element with its text, and main-text extraction copies parts of it
+#: (docs/sources.md#metadata). A long article holds tens of thousands.
+MAX_HTML_ELEMENTS = 250_000
+
 
 def mib(size: int) -> str:
     """``size`` bytes as the limits are written in messages: ``256 MiB`` (``1,000 bytes`` below a MiB)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,50 @@ def test_html_main_text_and_title(tmp_path: Path) -> None:
     (doc,) = parse(source(page))
     assert doc.title == "River report" and doc.format == "html"
     assert "soldiers crossed the river" in doc.text and "var x" not in doc.text
+
+
+def test_a_page_too_large_for_extraction_keeps_its_visible_text_a_block_a_line(tmp_path: Path) -> None:
+    """A page of more markup than MAX_EXTRACTED_MARKUP skips trafilatura (whose cost grows with the square of the
+    page: a 16 MiB page held a run for minutes) for its visible text, one pass: a line per paragraph, heading, item
+    and row; no script, style, head, comment or page furniture; the same words trafilatura keeps of an article."""
+    from citeline.sources.formats import html
+
+    def page_of(parts: int) -> str:
+        body = "".join(
+            f"<h2>Part {i}</h2><p>Paragraph {i}: soldiers <em>crossed</em> the river<!-- note --> at night.</p>"
+            f"<ul><li>wages {i}</li><li>letters {i}</li></ul><table><tr><td>cell {i}</td><td>pay {i}</td></tr></table>"
+            for i in range(parts)
+        )
+        return (
+            "<html><head><title>Long report</title><style>p {color: red}</style></head><body><nav>Home | About</nav>"
+            f"<article>{body}</article><script>var hidden = 1;</script><p>The end.</p></body></html>"
+        )
+
+    markup = page_of(9_000)
+    assert len(markup) > html.MAX_EXTRACTED_MARKUP
+    page = tmp_path / "long.html"
+    page.write_text(markup, encoding="utf-8")
+    (doc,) = parse(source(page))
+    lines = doc.text.splitlines()
+    first = ["Part 0", "Paragraph 0: soldiers crossed the river at night.", "wages 0", "letters 0", "cell 0 pay 0"]
+    assert lines[:5] == first
+    assert lines[-1] == "The end." and len(lines) == 9_000 * 5 + 1
+    assert not {"Home", "hidden", "color", "note", "Long report"} & set(doc.text.replace(":", " ").split())
+    assert doc.title == "Long report"
+    # The same page small enough for trafilatura: the same words (it marks items and cells, "-" and "|"), but for
+    # the line after the article, which main-text extraction leaves out and the visible text keeps.
+    small = page_of(90)
+    page.write_text(small, encoding="utf-8")
+    (extracted,) = parse(source(page))
+    shown = html.visible_text(html._tree(small.replace("<nav>Home | About</nav>", "")))
+    assert [*re.findall(r"\w+", extracted.text), "The", "end"] == re.findall(r"\w+", shown)
+
+
+def test_an_html_page_of_too_many_elements_is_refused_before_its_tree_is_built(tmp_path: Path) -> None:
+    page = tmp_path / "huge.html"
+    page.write_text("<html><body>" + "<p>w</p>" * 300_000 + "</body></html>", encoding="utf-8")
+    with pytest.raises(SourceError, match="more than 250,000 elements, the limit for one source"):
+        parse(source(page))
 
 
 def test_pdf_pages_are_recorded(tmp_path: Path) -> None:

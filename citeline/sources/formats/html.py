@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import itertools
 import json
 import re
 from datetime import date
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from citeline.errors import SourceError
+from citeline.sources import MAX_HTML_ELEMENTS
 from citeline.sources.document import Document, SourceFile
 from citeline.sources.encoding import decode
 from citeline.sources.metadata import present
@@ -29,10 +31,23 @@ def parse_html(source: SourceFile, data: bytes) -> list[Document]:
 
     decoded = decode(source, data)
     markup = decoded.text
-    cleaned = without_page_furniture(markup)
-    text = trafilatura.extract(cleaned, include_comments=False, include_tables=True, favor_recall=True)
-    if not text or not text.strip():
-        text = trafilatura.html2txt(cleaned) or ""
+    if _more_elements_than(markup, MAX_HTML_ELEMENTS):
+        raise SourceError(
+            source.path,
+            f"HTML page holds more than {MAX_HTML_ELEMENTS:,} elements, the limit for one source (refused; split the "
+            "page, or convert it to text)",
+        )
+    tree = _tree(markup)
+    if tree is not None:
+        _drop_page_furniture(tree)
+    text: str | None
+    if tree is not None and len(markup) > MAX_EXTRACTED_MARKUP:
+        text = visible_text(tree)
+    else:
+        cleaned = markup if tree is None else _serialized(tree)
+        text = trafilatura.extract(cleaned, include_comments=False, include_tables=True, favor_recall=True)
+        if not text or not text.strip():
+            text = trafilatura.html2txt(cleaned) or ""
     text = _PILCROWS.sub("", text)
     if not text.strip():
         raise SourceError(source.path, "HTML page has no text")
@@ -63,19 +78,67 @@ _ANCHOR_MARKS = frozenset({"¶", "§", "#", "🔗", "⚓", "\uf0c1", ""})
 _PILCROWS = re.compile(r"[ \t]*[¶§]+[ \t]*$", re.MULTILINE)
 
 
+#: Pages of more markup than this (characters) skip trafilatura's main-text extraction and keep all their visible
+#: text, furniture dropped (:func:`visible_text`): the extraction's cost grows with the square of the page
+#: (docs/sources.md#metadata), so a page of several MiB held a run for minutes; the visible text is one linear pass.
+MAX_EXTRACTED_MARKUP = 1024 * 1024
+
+#: Elements whose content is never a page's text.
+_NOT_TEXT = ("script", "style", "noscript", "template", "head", "svg", "math", "iframe", "object")
+#: Elements that begin a line of their own: a new line after each keeps paragraphs, headings, items and rows apart.
+_BLOCKS = frozenset(
+    {
+        "p", "div", "section", "article", "main", "aside", "header", "footer", "h1", "h2", "h3", "h4", "h5", "h6",
+        "li", "dt", "dd", "tr", "pre", "blockquote", "table", "ul", "ol", "dl", "figure", "figcaption", "br", "hr",
+        "address", "details", "summary", "caption", "form", "fieldset", "legend",
+    }
+)  # fmt: skip
+#: Elements that end with a space: the cells of a table row.
+_CELLS = frozenset({"td", "th"})
+_SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+
+
+#: A start tag (``<p``, ``<div class=...``): closing tags, comments and ``<!DOCTYPE`` do not count.
+_START_TAG = re.compile(r"<[A-Za-z]")
+
+
+def _more_elements_than(markup: str, limit: int) -> bool:
+    # Counted without building anything, stopping at the limit (a script's ``a<b`` counts too: an upper bound).
+    return any(True for _ in itertools.islice(_START_TAG.finditer(markup), limit, None))
+
+
+def _tree(markup: str) -> Any:
+    # The page as an lxml tree; None for markup lxml cannot read.
+    from lxml import etree
+    from lxml import html as lxml_html
+
+    try:
+        return lxml_html.document_fromstring(markup.encode("utf-8"), parser=lxml_html.HTMLParser(encoding="utf-8"))
+    except (etree.ParserError, ValueError):
+        return None
+
+
+def _serialized(tree: Any) -> str:
+    from lxml import html as lxml_html
+
+    return str(lxml_html.tostring(tree, encoding="unicode"))
+
+
 def without_page_furniture(markup: str) -> str:
     """``markup`` without the furniture documentation generators put around and into a page's text: ``<nav>`` and
     navigation, search, banner and footer landmarks, sidebars, breadcrumbs, and the permalink anchors of headings
     (``<a class="headerlink">¶</a>``), which trafilatura would keep in the text ("Installation¶") and which make a
     rendered page differ from its Markdown or reStructuredText source. Markup lxml cannot read is returned as is.
     """
-    from lxml import etree
-    from lxml import html as lxml_html
-
-    try:
-        tree = lxml_html.document_fromstring(markup.encode("utf-8"), parser=lxml_html.HTMLParser(encoding="utf-8"))
-    except (etree.ParserError, ValueError):
+    tree = _tree(markup)
+    if tree is None:
         return markup
+    _drop_page_furniture(tree)
+    return _serialized(tree)
+
+
+def _drop_page_furniture(tree: Any) -> None:
+    # :func:`without_page_furniture` on a tree, in place.
     doomed = []
     for element in tree.iter():
         if not isinstance(element.tag, str):
@@ -89,12 +152,40 @@ def without_page_furniture(markup: str) -> str:
         ):
             doomed.append(element)
     for element in doomed:
-        parent = element.getparent()
-        if parent is None:
-            continue
-        # drop_tree keeps the element's tail (the text after it), which belongs to the parent.
-        element.drop_tree()
-    return lxml_html.tostring(tree, encoding="unicode")
+        if element.getparent() is not None:
+            element.drop_tree()  # keeps the element's tail (the text after it), which belongs to the parent
+
+
+def visible_text(tree: Any) -> str:
+    """All the visible text of a page's tree (scripts, styles and the head left out), a line for each block
+    (paragraph, heading, list item, table row...), spaces within a line collapsed: the text of a page too large for
+    main-text extraction (:data:`MAX_EXTRACTED_MARKUP`), in time linear in the page."""
+    from lxml import etree
+
+    for element in list(tree.iter(*_NOT_TEXT)):
+        element.text = None
+        for child in list(element):
+            element.remove(child)
+    for node in list(tree.iter(etree.Comment, etree.ProcessingInstruction)):
+        if node.getparent() is not None:
+            node.drop_tree()  # its tail, the text after it, stays
+    lines: list[str] = []
+    current: list[str] = []
+    for event, element in etree.iterwalk(tree, events=("start", "end")):
+        if element.tag in _BLOCKS:
+            lines.append("".join(current))
+            current = []
+        if event == "start":
+            if element.text:
+                current.append(element.text)
+        else:
+            if element.tag in _CELLS:
+                current.append(" ")
+            if element.tail:
+                current.append(element.tail)
+    lines.append("".join(current))
+    stripped = (_SPACES.sub(" ", line).strip() for line in lines)
+    return "\n".join(line for line in stripped if line)
 
 
 def _is_anchor(element: Any) -> bool:
