@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 #: (topic title, its terms, two questions a user asks about it)
@@ -335,16 +336,27 @@ def split_of(qid: str) -> str:
 
 def write(out: Path, seed: int = 42) -> Path:
     """Write the collection in BEIR layout under ``out``; returns ``out``."""
-    corpus, queries, qrels = collection(seed)
+    return write_beir(out, *collection(seed), split_of)
+
+
+def write_beir(
+    out: Path,
+    corpus: list[dict[str, str]],
+    queries: list[dict[str, str]],
+    qrels: dict[str, dict[str, int]],
+    split: Callable[[str], str],
+) -> Path:
+    """Write a judged collection in BEIR layout under ``out`` (``split(query id)``: its qrels file); returns ``out``.
+    The other generated collections (bench/_judged_news.py, bench/_judged_records.py) write through it too."""
     (out / "qrels").mkdir(parents=True, exist_ok=True)
     with (out / "corpus.jsonl").open("w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(record) + "\n" for record in corpus)
     with (out / "queries.jsonl").open("w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(query) + "\n" for query in queries)
-    for split in ("train", "test"):
+    for name in ("train", "test"):
         lines = ["query-id\tcorpus-id\tscore"]
-        lines += [f"{q}\t{d}\t{g}" for q, docs in qrels.items() if split_of(q) == split for d, g in docs.items()]
-        (out / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        lines += [f"{q}\t{d}\t{g}" for q, docs in qrels.items() if split(q) == name for d, g in docs.items()]
+        (out / "qrels" / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
 
 
