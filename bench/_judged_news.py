@@ -29,14 +29,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Dock workers strike at Velmouth port",
-                ["the dock workers' union", "the picket line", "idle container cranes", "the pay offer",
-                 "the night shift", "stranded cargo ships"],
+                [
+                    "the dock workers' union",
+                    "the picket line",
+                    "idle container cranes",
+                    "the pay offer",
+                    "the night shift",
+                    "stranded cargo ships",
+                ],
                 ["why are velmouth dock workers on strike", "how many ships are stuck by the port walkout"],
             ),
             (
                 "Velmouth council approves harbour dredging",
-                ["the dredging contract", "the harbour channel", "silt disposal", "the council vote",
-                 "deeper berths", "the environmental survey"],
+                [
+                    "the dredging contract",
+                    "the harbour channel",
+                    "silt disposal",
+                    "the council vote",
+                    "deeper berths",
+                    "the environmental survey",
+                ],
                 ["velmouth harbour dredging vote result", "where will the dredged silt be dumped"],
             ),
         ],
@@ -46,14 +58,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "River Tarn floods Ashcombe lowlands",
-                ["the flood barrier", "evacuated households", "sandbag stations", "the river gauge",
-                 "flooded farmland", "the emergency shelter"],
+                [
+                    "the flood barrier",
+                    "evacuated households",
+                    "sandbag stations",
+                    "the river gauge",
+                    "flooded farmland",
+                    "the emergency shelter",
+                ],
                 ["ashcombe flooding evacuation", "how high did the river tarn rise"],
             ),
             (
                 "Ashcombe water company fined over leaks",
-                ["leaking mains", "the regulator's fine", "lost drinking water", "the leak repair plan",
-                 "customer bills", "the water company's chief executive"],
+                [
+                    "leaking mains",
+                    "the regulator's fine",
+                    "lost drinking water",
+                    "the leak repair plan",
+                    "customer bills",
+                    "the water company's chief executive",
+                ],
                 ["why was the ashcombe water company fined", "will water bills rise after the leak penalty"],
             ),
         ],
@@ -63,14 +87,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Brindle tram line opens to passengers",
-                ["the new tram line", "the first passengers", "ticket prices", "the depot",
-                 "the timetable", "the city centre stops"],
+                [
+                    "the new tram line",
+                    "the first passengers",
+                    "ticket prices",
+                    "the depot",
+                    "the timetable",
+                    "the city centre stops",
+                ],
                 ["when does the brindle tram start running", "how much is a tram ticket in brindle"],
             ),
             (
                 "Brindle bus drivers warn of route cuts",
-                ["rural bus routes", "the drivers' petition", "the subsidy cut", "evening services",
-                 "the transport committee", "elderly passengers"],
+                [
+                    "rural bus routes",
+                    "the drivers' petition",
+                    "the subsidy cut",
+                    "evening services",
+                    "the transport committee",
+                    "elderly passengers",
+                ],
                 ["which brindle bus routes will be cut", "drivers petition against bus subsidy cut"],
             ),
         ],
@@ -80,14 +116,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Corran steel mill to close after 80 years",
-                ["the blast furnace", "the closure date", "redundancy payments", "the mill's owners",
-                 "falling steel prices", "the workforce"],
+                [
+                    "the blast furnace",
+                    "the closure date",
+                    "redundancy payments",
+                    "the mill's owners",
+                    "falling steel prices",
+                    "the workforce",
+                ],
                 ["corran steelworks closure jobs lost", "why is the corran mill shutting down"],
             ),
             (
                 "Corran wins grant for battery factory",
-                ["the battery plant", "the government grant", "new jobs", "the lithium supply",
-                 "the factory site", "the construction timeline"],
+                [
+                    "the battery plant",
+                    "the government grant",
+                    "new jobs",
+                    "the lithium supply",
+                    "the factory site",
+                    "the construction timeline",
+                ],
                 ["corran battery factory grant amount", "when will the battery plant be built"],
             ),
         ],
@@ -97,14 +145,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Dunmere hospital opens new cancer wing",
-                ["the cancer wing", "radiotherapy machines", "waiting times", "the hospital trust",
-                 "nursing staff", "the fundraising appeal"],
+                [
+                    "the cancer wing",
+                    "radiotherapy machines",
+                    "waiting times",
+                    "the hospital trust",
+                    "nursing staff",
+                    "the fundraising appeal",
+                ],
                 ["dunmere hospital cancer unit opening", "will cancer waiting times fall at dunmere"],
             ),
             (
                 "Dunmere GP surgeries short of doctors",
-                ["family doctors", "appointment waits", "locum cover", "the health board",
-                 "retiring partners", "the recruitment drive"],
+                [
+                    "family doctors",
+                    "appointment waits",
+                    "locum cover",
+                    "the health board",
+                    "retiring partners",
+                    "the recruitment drive",
+                ],
                 ["shortage of gps in dunmere", "how long to wait for a doctor appointment in dunmere"],
             ),
         ],
@@ -114,14 +174,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Elsford United unveil stadium plans",
-                ["the new stadium", "seating capacity", "the club chairman", "the training ground",
-                 "matchday traffic", "the planning application"],
+                [
+                    "the new stadium",
+                    "seating capacity",
+                    "the club chairman",
+                    "the training ground",
+                    "matchday traffic",
+                    "the planning application",
+                ],
                 ["elsford united new ground capacity", "where will the elsford stadium be built"],
             ),
             (
                 "Elsford marathon route changed",
-                ["the marathon route", "road closures", "the start line", "runners' entries",
-                 "the charity partners", "the finish at the park"],
+                [
+                    "the marathon route",
+                    "road closures",
+                    "the start line",
+                    "runners' entries",
+                    "the charity partners",
+                    "the finish at the park",
+                ],
                 ["elsford marathon road closures", "why was the marathon course changed"],
             ),
         ],
@@ -131,14 +203,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Drought forces hosepipe ban in Fallowby",
-                ["the hosepipe ban", "reservoir levels", "the dry spring", "garden sprinklers",
-                 "the water restrictions", "rainfall records"],
+                [
+                    "the hosepipe ban",
+                    "reservoir levels",
+                    "the dry spring",
+                    "garden sprinklers",
+                    "the water restrictions",
+                    "rainfall records",
+                ],
                 ["fallowby hosepipe ban start date", "how low are fallowby reservoirs"],
             ),
             (
                 "Fallowby farmers count heatwave losses",
-                ["the wheat harvest", "scorched pasture", "livestock feed prices", "the farmers' union",
-                 "crop insurance", "irrigation licences"],
+                [
+                    "the wheat harvest",
+                    "scorched pasture",
+                    "livestock feed prices",
+                    "the farmers' union",
+                    "crop insurance",
+                    "irrigation licences",
+                ],
                 ["heatwave crop losses fallowby farms", "farmers ask for help with feed costs"],
             ),
         ],
@@ -148,14 +232,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Gristhorpe bridge closed after cracks found",
-                ["the old road bridge", "the structural cracks", "the diversion route", "the inspection report",
-                 "heavy lorries", "the repair estimate"],
+                [
+                    "the old road bridge",
+                    "the structural cracks",
+                    "the diversion route",
+                    "the inspection report",
+                    "heavy lorries",
+                    "the repair estimate",
+                ],
                 ["why is the gristhorpe bridge closed", "how long is the detour while the bridge is repaired"],
             ),
             (
                 "Gristhorpe bypass opens a year late",
-                ["the bypass", "the contractor's delays", "the cost overrun", "through traffic",
-                 "the junction", "the opening ceremony"],
+                [
+                    "the bypass",
+                    "the contractor's delays",
+                    "the cost overrun",
+                    "through traffic",
+                    "the junction",
+                    "the opening ceremony",
+                ],
                 ["gristhorpe bypass delay and cost", "is the new bypass open to traffic"],
             ),
         ],
@@ -165,14 +261,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Hollin museum reopens after restoration",
-                ["the museum's galleries", "the restored roof", "the dinosaur skeleton", "free entry",
-                 "the curator", "the opening weekend"],
+                [
+                    "the museum's galleries",
+                    "the restored roof",
+                    "the dinosaur skeleton",
+                    "free entry",
+                    "the curator",
+                    "the opening weekend",
+                ],
                 ["hollin museum reopening date", "what exhibits are in the restored museum"],
             ),
             (
                 "Hollin library branches face closure",
-                ["branch libraries", "the consultation", "volunteer-run libraries", "opening hours",
-                 "the book budget", "the campaign group"],
+                [
+                    "branch libraries",
+                    "the consultation",
+                    "volunteer-run libraries",
+                    "opening hours",
+                    "the book budget",
+                    "the campaign group",
+                ],
                 ["which hollin libraries may close", "library closure consultation hollin"],
             ),
         ],
@@ -182,14 +290,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Irvale police investigate jewellery raid",
-                ["the jewellery shop", "the stolen watches", "the getaway car", "CCTV footage",
-                 "the detective inspector", "the reward"],
+                [
+                    "the jewellery shop",
+                    "the stolen watches",
+                    "the getaway car",
+                    "CCTV footage",
+                    "the detective inspector",
+                    "the reward",
+                ],
                 ["irvale jewellery shop robbery", "police appeal for cctv of getaway car"],
             ),
             (
                 "Irvale residents oppose new police station site",
-                ["the proposed police station", "the residents' meeting", "the park land", "the planning objection",
-                 "response times", "the police commissioner"],
+                [
+                    "the proposed police station",
+                    "the residents' meeting",
+                    "the park land",
+                    "the planning objection",
+                    "response times",
+                    "the police commissioner",
+                ],
                 ["objections to irvale police station plan", "why do residents oppose the station site"],
             ),
         ],
@@ -199,14 +319,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Kestwick schools shut by heating failure",
-                ["the boiler failure", "closed classrooms", "pupils sent home", "the heating engineers",
-                 "the education department", "remote lessons"],
+                [
+                    "the boiler failure",
+                    "closed classrooms",
+                    "pupils sent home",
+                    "the heating engineers",
+                    "the education department",
+                    "remote lessons",
+                ],
                 ["kestwick schools closed boiler", "when will kestwick pupils return to class"],
             ),
             (
                 "Kestwick exam results best in a decade",
-                ["the exam results", "top grades", "the head teacher", "maths scores",
-                 "the league table", "university places"],
+                [
+                    "the exam results",
+                    "top grades",
+                    "the head teacher",
+                    "maths scores",
+                    "the league table",
+                    "university places",
+                ],
                 ["kestwick exam results this year", "which kestwick school did best in exams"],
             ),
         ],
@@ -216,14 +348,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Lornhaven wind farm approved offshore",
-                ["the offshore wind farm", "the turbines", "the seabed cable", "the fishing grounds",
-                 "the energy minister", "the homes powered"],
+                [
+                    "the offshore wind farm",
+                    "the turbines",
+                    "the seabed cable",
+                    "the fishing grounds",
+                    "the energy minister",
+                    "the homes powered",
+                ],
                 ["lornhaven offshore wind farm approval", "how many turbines in the lornhaven wind farm"],
             ),
             (
                 "Lornhaven fishermen protest quota cut",
-                ["the fishing quota", "the trawler fleet", "cod stocks", "the harbour protest",
-                 "the fisheries agency", "the compensation scheme"],
+                [
+                    "the fishing quota",
+                    "the trawler fleet",
+                    "cod stocks",
+                    "the harbour protest",
+                    "the fisheries agency",
+                    "the compensation scheme",
+                ],
                 ["lornhaven fishing quota protest", "cod quota cut compensation for fishermen"],
             ),
         ],
@@ -233,14 +377,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Marrowgate factory fire injures three",
-                ["the warehouse fire", "the fire crews", "toxic smoke", "the injured workers",
-                 "the fire investigation", "nearby homes"],
+                [
+                    "the warehouse fire",
+                    "the fire crews",
+                    "toxic smoke",
+                    "the injured workers",
+                    "the fire investigation",
+                    "nearby homes",
+                ],
                 ["marrowgate factory fire injuries", "what caused the warehouse fire in marrowgate"],
             ),
             (
                 "Marrowgate fire station to lose night crew",
-                ["the night crew", "the fire service budget", "call-out times", "the firefighters' union",
-                 "the station's engines", "the public meeting"],
+                [
+                    "the night crew",
+                    "the fire service budget",
+                    "call-out times",
+                    "the firefighters' union",
+                    "the station's engines",
+                    "the public meeting",
+                ],
                 ["marrowgate fire station night cover cut", "firefighters union warns about response times"],
             ),
         ],
@@ -250,14 +406,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Nettlebank festival cancelled over storm",
-                ["the music festival", "the storm warning", "ticket refunds", "the headline band",
-                 "the camping fields", "the organisers"],
+                [
+                    "the music festival",
+                    "the storm warning",
+                    "ticket refunds",
+                    "the headline band",
+                    "the camping fields",
+                    "the organisers",
+                ],
                 ["nettlebank festival cancelled refunds", "why was the music festival called off"],
             ),
             (
                 "Nettlebank market square redesign unveiled",
-                ["the market square", "the stall holders", "new paving", "the fountain",
-                 "parking spaces", "the architect's design"],
+                [
+                    "the market square",
+                    "the stall holders",
+                    "new paving",
+                    "the fountain",
+                    "parking spaces",
+                    "the architect's design",
+                ],
                 ["nettlebank market square plans", "will traders lose parking in the square redesign"],
             ),
         ],
@@ -267,14 +435,26 @@ TOWNS: list[tuple[str, list[tuple[str, list[str], list[str]]]]] = [
         [
             (
                 "Orlestone airport adds summer flights",
-                ["the summer routes", "the budget airline", "the runway", "passenger numbers",
-                 "the terminal", "holiday destinations"],
+                [
+                    "the summer routes",
+                    "the budget airline",
+                    "the runway",
+                    "passenger numbers",
+                    "the terminal",
+                    "holiday destinations",
+                ],
                 ["new summer flights from orlestone airport", "how many passengers use orlestone airport"],
             ),
             (
                 "Orlestone residents complain of aircraft noise",
-                ["night flights", "aircraft noise", "the flight path", "the noise monitors",
-                 "the residents' association", "the airport's curfew"],
+                [
+                    "night flights",
+                    "aircraft noise",
+                    "the flight path",
+                    "the noise monitors",
+                    "the residents' association",
+                    "the airport's curfew",
+                ],
                 ["orlestone night flight noise complaints", "airport curfew for night flights"],
             ),
         ],
@@ -303,8 +483,14 @@ QUOTES = [
     '"People here care about {a} more than anything," said {who}.',
 ]
 #: light edits a syndicating outlet makes (and their reverse, for the other direction)
-EDITS = [("Officials said", "Officials told reporters"), ("organisers", "organizers"), ("next week", "in the coming days"),
-         ("concerns", "worries"), ("public meeting", "town-hall meeting"), ("expected", "due")]  # fmt: skip
+EDITS = [
+    ("Officials said", "Officials told reporters"),
+    ("organisers", "organizers"),
+    ("next week", "in the coming days"),
+    ("concerns", "worries"),
+    ("public meeting", "town-hall meeting"),
+    ("expected", "due"),
+]
 
 
 def fill(rng: random.Random, frames: list[str], terms: list[str], **extra: str) -> str:
@@ -336,8 +522,12 @@ def wire(rng: random.Random, town: str, outlet: str, sentences: list[str]) -> st
     editor = rng.choice(REPORTERS)
     updated = f"Updated {rng.randint(6, 22):02d}:{rng.randint(0, 59):02d} GMT, {month} {date}."
     return " ".join(
-        [f"{town.upper()}, {month} {date} ({outlet}) - {sentences[0]}", *sentences[1:],
-         f"Reporting by {credits}; Editing by {editor}.", updated]  # fmt: skip
+        [
+            f"{town.upper()}, {month} {date} ({outlet}) - {sentences[0]}",
+            *sentences[1:],
+            f"Reporting by {credits}; Editing by {editor}.",
+            updated,
+        ]
     )
 
 

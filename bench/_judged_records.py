@@ -21,25 +21,116 @@ from pathlib import Path
 
 from _judged_docs import write_beir
 
-FIRST = ["Ilse", "Tomas", "Maren", "Edvin", "Sigrid", "Arno", "Helka", "Bram", "Odile", "Kasimir", "Runa", "Lief",
-         "Agathe", "Jorun", "Piet", "Wenna", "Fenna", "Ulric", "Dagny", "Emrys"]  # fmt: skip
-LAST = ["Varnholt", "Pelling", "Sorby", "Ardene", "Kettleby", "Moravec", "Thistlewood", "Brask", "Quillon", "Hesketh",
-        "Lindqvar", "Oakshaw", "Renwick", "Dalbeck", "Fairholm", "Gorse", "Ivesby", "Nordahl", "Castlow", "Wrenfield"]  # fmt: skip
-PLACES = ["Pellham", "Tamsford", "Ardwick", "Lowmoor", "Harrowby", "Kelvedge", "Sandmere", "Oxley", "Birchcombe",
-          "Farnholm", "Wexmouth", "Stavely"]  # fmt: skip
-TRADES = [("a tanner", "the tannery"), ("a weaver", "the weaving shed"), ("a cooper", "the cooperage"),
-          ("a clerk", "the shipping office"), ("a miller", "the mill"), ("a carter", "the carrier's yard"),
-          ("a brewer", "the brewery"), ("a smith", "the forge")]  # fmt: skip
-VESSELS = ["Grey Heron", "Margit", "North Star", "Endeavour", "Swift", "Good Intent", "Linnet", "Three Sisters",
-           "Curlew", "Providence", "Osprey", "Hope of Wexmouth", "Tern", "Alder", "Merlin", "Fair Maid"]  # fmt: skip
+FIRST = [
+    "Ilse",
+    "Tomas",
+    "Maren",
+    "Edvin",
+    "Sigrid",
+    "Arno",
+    "Helka",
+    "Bram",
+    "Odile",
+    "Kasimir",
+    "Runa",
+    "Lief",
+    "Agathe",
+    "Jorun",
+    "Piet",
+    "Wenna",
+    "Fenna",
+    "Ulric",
+    "Dagny",
+    "Emrys",
+]
+LAST = [
+    "Varnholt",
+    "Pelling",
+    "Sorby",
+    "Ardene",
+    "Kettleby",
+    "Moravec",
+    "Thistlewood",
+    "Brask",
+    "Quillon",
+    "Hesketh",
+    "Lindqvar",
+    "Oakshaw",
+    "Renwick",
+    "Dalbeck",
+    "Fairholm",
+    "Gorse",
+    "Ivesby",
+    "Nordahl",
+    "Castlow",
+    "Wrenfield",
+]
+PLACES = [
+    "Pellham",
+    "Tamsford",
+    "Ardwick",
+    "Lowmoor",
+    "Harrowby",
+    "Kelvedge",
+    "Sandmere",
+    "Oxley",
+    "Birchcombe",
+    "Farnholm",
+    "Wexmouth",
+    "Stavely",
+]
+TRADES = [
+    ("a tanner", "the tannery"),
+    ("a weaver", "the weaving shed"),
+    ("a cooper", "the cooperage"),
+    ("a clerk", "the shipping office"),
+    ("a miller", "the mill"),
+    ("a carter", "the carrier's yard"),
+    ("a brewer", "the brewery"),
+    ("a smith", "the forge"),
+]
+VESSELS = [
+    "Grey Heron",
+    "Margit",
+    "North Star",
+    "Endeavour",
+    "Swift",
+    "Good Intent",
+    "Linnet",
+    "Three Sisters",
+    "Curlew",
+    "Providence",
+    "Osprey",
+    "Hope of Wexmouth",
+    "Tern",
+    "Alder",
+    "Merlin",
+    "Fair Maid",
+]
 CARGOES = ["grain", "timber", "coal", "salt", "wool", "slate", "herring", "lime", "iron ore", "potatoes"]
-BUILDINGS = ["the hospital", "the granary", "the chapel", "the school", "the bridge", "the warehouse", "the mill",
-             "the station", "the lighthouse", "the town hall"]  # fmt: skip
+BUILDINGS = [
+    "the hospital",
+    "the granary",
+    "the chapel",
+    "the school",
+    "the bridge",
+    "the warehouse",
+    "the mill",
+    "the station",
+    "the lighthouse",
+    "the town hall",
+]
 NEAR = ["the harbour", "the market", "the river", "the station road", "the common", "the quarry"]
 EVENTS = ["collapsed", "burned down", "was flooded", "was struck by lightning", "was closed", "was rebuilt"]
 PRODUCTS = ["kettle", "lantern", "sewing machine", "bicycle", "wireless set", "typewriter", "stove", "clock"]
-MAKERS = ["Brask & Sons", "Ardene Works", "Kelvedge Foundry", "Oxley Brothers", "Sandmere Manufacturing",
-          "Lowmoor Engineering"]  # fmt: skip
+MAKERS = [
+    "Brask & Sons",
+    "Ardene Works",
+    "Kelvedge Foundry",
+    "Oxley Brothers",
+    "Sandmere Manufacturing",
+    "Lowmoor Engineering",
+]
 
 Slots = dict[str, object]
 #: kind -> (title frame, body frames, query frames, the slots each query frame names)
@@ -67,8 +158,10 @@ KINDS: dict[str, tuple[str, list[str], list[tuple[str, tuple[str, ...]]]]] = {
         [
             ("cargo of the {vessel} at {place} in {year}", ("vessel", "place", "year")),
             ("who was master of the {vessel} when she brought {cargo} to {place}", ("vessel", "cargo", "place")),
-            ("where did the {vessel} sail after unloading {cargo} at {place} in {year}",
-             ("vessel", "cargo", "place", "year")),  # fmt: skip
+            (
+                "where did the {vessel} sail after unloading {cargo} at {place} in {year}",
+                ("vessel", "cargo", "place", "year"),
+            ),
         ],
     ),
     "incident": (
@@ -107,22 +200,48 @@ def slots(rng: random.Random, kind: str) -> Slots:
     first, last = rng.choice(FIRST), rng.choice(LAST)
     place, place2 = rng.sample(PLACES, 2)
     year = rng.randint(1850, 1939)
-    common: Slots = {"first": first, "name": f"{first} {last}", "place": place, "place2": place2, "year": year,
-                     "year2": year + rng.randint(1, 25), "n": rng.randint(2, 40)}  # fmt: skip
+    common: Slots = {
+        "first": first,
+        "name": f"{first} {last}",
+        "place": place,
+        "place2": place2,
+        "year": year,
+        "year2": year + rng.randint(1, 25),
+        "n": rng.randint(2, 40),
+    }
     if kind == "register":
         trade, works = rng.choice(TRADES)
         return {**common, "trade": trade, "works": works, "trade_bare": trade.split(" ", 1)[1]}
     if kind == "harbour":
         month = rng.choice(["January", "March", "May", "July", "September", "November"])
-        return {**common, "vessel": rng.choice(VESSELS), "month": month, "cargo": rng.choice(CARGOES),
-                "n": rng.randint(40, 900), "crew": rng.randint(4, 30), "days": rng.randint(2, 20)}  # fmt: skip
+        return {
+            **common,
+            "vessel": rng.choice(VESSELS),
+            "month": month,
+            "cargo": rng.choice(CARGOES),
+            "n": rng.randint(40, 900),
+            "crew": rng.randint(4, 30),
+            "days": rng.randint(2, 20),
+        }
     if kind == "incident":
-        return {**common, "building": rng.choice(BUILDINGS), "near": rng.choice(NEAR), "event": rng.choice(EVENTS),
-                "cost": rng.randint(20, 5000)}  # fmt: skip
+        return {
+            **common,
+            "building": rng.choice(BUILDINGS),
+            "near": rng.choice(NEAR),
+            "event": rng.choice(EVENTS),
+            "cost": rng.randint(20, 5000),
+        }
     maker = rng.choice(MAKERS)
-    return {**common, "maker": maker, "Maker": maker, "product": rng.choice(PRODUCTS),
-            "model": f"{rng.choice('ABCDKLMRST')}{rng.randint(10, 99)}", "n": rng.randint(1, 60),
-            "price": rng.randint(5, 400), "units": rng.randint(100, 20000)}  # fmt: skip
+    return {
+        **common,
+        "maker": maker,
+        "Maker": maker,
+        "product": rng.choice(PRODUCTS),
+        "model": f"{rng.choice('ABCDKLMRST')}{rng.randint(10, 99)}",
+        "n": rng.randint(1, 60),
+        "price": rng.randint(5, 400),
+        "units": rng.randint(100, 20000),
+    }
 
 
 def collection(seed: int = 42) -> tuple[list[dict[str, str]], list[dict[str, str]], dict[str, dict[str, int]]]:

@@ -5,10 +5,17 @@ today's rule with the per-hit rule on test splits, both computed from the same c
     python bench/_judged_docs.py /tmp/judged-docs
     citeline ingest /tmp/judged-docs/corpus.jsonl --index /tmp/judged-docs-int8 --backend onnx-int8
     python bench/relevance_per_hit.py /tmp/scifact-int8 /tmp/judged-docs-int8 --docs /tmp/judged-docs [--fit]
+    python bench/_judged_news.py /tmp/judged-news         # reporting collections (never fitted on)
+    citeline ingest /tmp/judged-news/corpus.jsonl --index /tmp/judged-news-int8 --backend onnx-int8
+    python bench/relevance_per_hit.py --collection news /tmp/judged-news-int8 /tmp/judged-news   # (and records)
 
 Collections: SciFact (train claims calibrate, test claims report), the off-topic queries of
 bench/data/off_topic_queries.txt against SciFact (even lines calibrate, odd lines report; none has a relevant
 document) and the generated documentation collection of bench/_judged_docs.py (even topics calibrate, odd report).
+``--collection NAME INDEX FOLDER`` adds a reporting collection, its test queries only (news: bench/_judged_news.py;
+templated records: bench/_judged_records.py); without SciFact's index only those are reported. Beside the shown
+relevance's distribution, its separation: the median of the shown hits judged relevant and of the others, and the
+AUC over all of them (one scale across queries).
 
 For every query, two candidate lists are read once with every hit's features (cosine, coverage, rare terms held):
 
@@ -164,9 +171,10 @@ def kept_per_hit(rule: Rule, query: Query, hits: Hits, mode: str) -> np.ndarray:
 
 def measure(queries: dict[str, Query], rule: Any, model: Rule, mode: str, which: str) -> dict[str, Any]:
     """nDCG@10, recall@10, share relevant of the hits kept, empty answers, kept relevance values (each rule's own
-    shown relevance: today's topic model, the per-hit rule's hit model)."""
+    shown relevance: today's topic model, the per-hit rule's hit model) and whether each is judged relevant."""
     shown_model = model.topic if rule is kept_today else model.hit
     ndcgs, recalls, shown, relevant, empty, values = [], [], 0, 0, 0, []
+    labels: list[bool] = []  # whether each kept value's hit is judged relevant
     for query in queries.values():
         hits = getattr(query, which)
         keep = rule(model, query, hits, mode)
@@ -182,6 +190,7 @@ def measure(queries: dict[str, Query], rule: Any, model: Rule, mode: str, which:
         empty += not docs
         if which == "shown":
             values.extend(probability(shown_model, hits, mode)[keep].tolist())
+            labels.extend(query.qrels.get(doc or "", 0) > 0 for doc, kept in zip(hits.docs, keep, strict=True) if kept)
     return {
         "ndcg": float(np.mean(ndcgs)) if ndcgs else 0.0,
         "recall": float(np.mean(recalls)) if recalls else 0.0,
@@ -190,17 +199,28 @@ def measure(queries: dict[str, Query], rule: Any, model: Rule, mode: str, which:
         "empty": empty,
         "queries": len(queries),
         "values": np.array(values),
+        "labels": np.array(labels, dtype=bool),
     }
 
 
-def distribution(values: np.ndarray) -> str:
+def distribution(values: np.ndarray, labels: np.ndarray) -> str:
+    """p10 / median / p90 of the shown relevance, the share >= 0.99 and < 0.5, and how well it separates the shown
+    hits judged relevant from the others: their medians and the AUC (the chance that a relevant shown hit, of any
+    query, has a higher relevance than an other shown hit, of any query: one scale across queries)."""
     if not len(values):
         return "none shown"
     q = np.quantile(values, [0.1, 0.5, 0.9])
-    return (
+    text = (
         f"p10 {q[0]:.3f} median {q[1]:.3f} p90 {q[2]:.3f}, >= 0.99: {np.mean(values >= 0.99):.0%}, "
         f"< 0.5: {np.mean(values < 0.5):.0%}"
     )
+    good, other = values[labels], values[~labels]
+    if len(good) and len(other):
+        ordered = np.sort(other)
+        below = np.searchsorted(ordered, good, "left") + np.searchsorted(ordered, good, "right")
+        auc = float(below.sum()) / (2 * len(good) * len(other))
+        text += f"; median relevant {np.median(good):.3f}, other {np.median(other):.3f}, AUC {auc:.3f}"
+    return text
 
 
 def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -263,8 +283,8 @@ def report(name: str, queries: dict[str, Query], mode: str, model: Rule) -> None
             f" of {old['queries']}"
         )
         if which == "shown":
-            print(f"        shown relevance today:   {distribution(old['values'])}")
-            print(f"        shown relevance per hit: {distribution(new['values'])}")
+            print(f"        shown relevance today:   {distribution(old['values'], old['labels'])}")
+            print(f"        shown relevance per hit: {distribution(new['values'], new['labels'])}")
 
 
 def off_topic() -> tuple[dict[str, str], dict[str, str]]:
@@ -275,44 +295,38 @@ def off_topic() -> tuple[dict[str, str], dict[str, str]]:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("scifact_index")
-    parser.add_argument("docs_index")
+    parser.add_argument("scifact_index", nargs="?", help="omitted: only the --collection ones are reported")
+    parser.add_argument("docs_index", nargs="?")
     parser.add_argument("--beir", type=Path, default=SCIFACT)
-    parser.add_argument("--docs", type=Path, required=True, help="bench/_judged_docs.py's folder")
+    parser.add_argument("--docs", type=Path, help="bench/_judged_docs.py's folder")
+    parser.add_argument(
+        "--collection",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("NAME", "INDEX", "FOLDER"),
+        help="a reporting collection (a BEIR folder, e.g. bench/_judged_news.py's, and its index): its test queries "
+        "are reported, never fitted on; repeatable",
+    )
     parser.add_argument("--modes", default="hybrid,lexical")
     parser.add_argument("--fit", action="store_true")
     parser.add_argument("--cache", type=Path, help="a pickle of the candidate lists, read when it exists, else written")
     parser.add_argument("--budget", type=float, default=0.002, help="nDCG@10/recall@10 fall allowed on train")
     args = parser.parse_args(argv)
+    if args.scifact_index and not (args.docs_index and args.docs):
+        parser.error("with SciFact's index, the documentation collection's index and --docs are needed too")
+    if not args.scifact_index and (args.fit or not args.collection):
+        parser.error("--fit needs SciFact's and the documentation collection's indexes; else name a --collection")
     start, cpu = time.perf_counter(), time.process_time()
     if args.cache and args.cache.exists():
         CACHE.update(pickle.loads(args.cache.read_bytes()))
-    scifact, docs = Index.open(args.scifact_index), Index.open(args.docs_index)
-    data = {split: load_beir(args.beir, split) for split in ("train", "test")}
-    judged = {split: load_beir(args.docs, split) for split in ("train", "test")}
-    calibration_off, report_off = off_topic()
+    extra = [(name, Index.open(at), Path(folder), load_beir(folder, "test")) for name, at, folder in args.collection]
     for mode in args.modes.split(","):
         model = relevance.LEXICAL_RULE if mode == "lexical" else relevance.DENSE_RULE
-
-        def lists(split: str, mode: str = mode) -> dict[str, dict[str, Query]]:
-            return {
-                "scifact": read(scifact, args.beir / "corpus.jsonl", data[split].queries, data[split].qrels, mode),
-                "judged-docs": read(docs, args.docs / "corpus.jsonl", judged[split].queries, judged[split].qrels, mode),
-            }
-
-        if args.fit:
-            off = read(scifact, args.beir / "corpus.jsonl", calibration_off, {}, mode)
-            train = lists("train")
-            model = calibrate(train, off, mode, args.budget)
-            for name, queries in train.items():
-                report(f"{name} train", queries, mode, model)
-            report("off-topic cal", off, mode, model)
-        if args.cache:
-            args.cache.write_bytes(pickle.dumps(CACHE))
-        test = lists("test")
-        for name, queries in test.items():
-            report(f"{name} test", queries, mode, model)
-        report("off-topic", read(scifact, args.beir / "corpus.jsonl", report_off, {}, mode), mode, model)
+        if args.scifact_index:
+            model = scifact_and_docs(args, mode, model)
+        for name, index, folder, data in extra:
+            report(f"{name} test", read(index, folder / "corpus.jsonl", data.queries, data.qrels, mode), mode, model)
     if args.cache:
         args.cache.write_bytes(pickle.dumps(CACHE))
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -320,6 +334,35 @@ def main(argv: list[str]) -> None:
         f"wall {time.perf_counter() - start:.0f} s, CPU {time.process_time() - cpu:.0f} s, "
         f"maxrss {usage.ru_maxrss // 1024} MB"
     )
+
+
+def scifact_and_docs(args: argparse.Namespace, mode: str, model: Rule) -> Rule:
+    """SciFact, the documentation collection and the off-topic queries: fit on train (``--fit``), report test;
+    returns the rule reported (the shipped one, or the one fitted)."""
+    scifact, docs = Index.open(args.scifact_index), Index.open(args.docs_index)
+    data = {split: load_beir(args.beir, split) for split in ("train", "test")}
+    judged = {split: load_beir(args.docs, split) for split in ("train", "test")}
+    calibration_off, report_off = off_topic()
+
+    def lists(split: str) -> dict[str, dict[str, Query]]:
+        return {
+            "scifact": read(scifact, args.beir / "corpus.jsonl", data[split].queries, data[split].qrels, mode),
+            "judged-docs": read(docs, args.docs / "corpus.jsonl", judged[split].queries, judged[split].qrels, mode),
+        }
+
+    if args.fit:
+        off = read(scifact, args.beir / "corpus.jsonl", calibration_off, {}, mode)
+        train = lists("train")
+        model = calibrate(train, off, mode, args.budget)
+        for name, queries in train.items():
+            report(f"{name} train", queries, mode, model)
+        report("off-topic cal", off, mode, model)
+    if args.cache:
+        args.cache.write_bytes(pickle.dumps(CACHE))
+    for name, queries in lists("test").items():
+        report(f"{name} test", queries, mode, model)
+    report("off-topic", read(scifact, args.beir / "corpus.jsonl", report_off, {}, mode), mode, model)
+    return model
 
 
 if __name__ == "__main__":
