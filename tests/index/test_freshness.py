@@ -74,18 +74,18 @@ def test_the_plan_loads_only_the_documents_of_files_read_again_or_gone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # File-level planning: fresh files' documents are counted in SQL and never come to Python.
-    from citeline.store import documents as stored_documents
+    from citeline.ingest import freshness
 
     docs, index = _indexed_notes(tmp_path, 6)
     loaded: list[set[str]] = []
-    real = stored_documents.documents_to_plan
+    real = freshness.documents_to_plan
 
     def spying(connection, roots, fresh):  # type: ignore[no-untyped-def]
         stored, counts = real(connection, roots, fresh)
         loaded.append({source_file for _, source_file, _ in stored.values()})
         return stored, counts
 
-    monkeypatch.setattr(stored_documents, "documents_to_plan", spying)
+    monkeypatch.setattr(freshness, "documents_to_plan", spying)  # where the planner looks it up
     _write(docs, "note1.md", "# Note 1\n\nThe garrison at river crossing 1 fell at dawn.\n")
     (docs / "note4.md").unlink()
     (docs / "note5.md").unlink()
