@@ -1,5 +1,5 @@
 """A test that patches a name on a citeline module (``monkeypatch.setattr(module, "name", ...)``) reaches only the
-code that looks the name up through that module. A module that imported the name itself (``from citeline.x import
+code that looks the name up through that module. A module that imported the name itself (``from MODULE import
 name``) keeps the original, and the patch misses it silently: a spy then sees nothing, and a patch that forbids
 something (no reading in the coordinator, a crash at a commit) forbids nothing. A rename moved such an import once,
 and a spy on ``store.documents.documents_to_plan`` saw nothing (CI caught it only because that spy asserted what it
@@ -35,7 +35,7 @@ def imported_by_name() -> dict[tuple[str, str], set[str]]:
 
 def patched_module_names(path: Path) -> list[tuple[int, str]]:
     """The ``module.name`` each ``X.setattr(module, "name", ...)`` of a test file patches, where ``module`` is a
-    citeline module the file imported (``from citeline.x import y``, ``import citeline.x as y``)."""
+    citeline module the file imported (``from MODULE import y``, ``import MODULE as y``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     modules: dict[str, str] = {}
     for node in ast.walk(tree):
