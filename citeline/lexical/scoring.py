@@ -88,6 +88,17 @@ class _Plain:
     live: np.ndarray | None  #: None when nothing is deleted
     deleted: np.ndarray
 
+    def located(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each of ``ids`` (int64, any order) would sit in this part (clamped to its positions) and whether
+        the part holds it live."""
+        if not len(self.chunk_ids):
+            return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
+        at = np.minimum(np.searchsorted(self.chunk_ids, ids), len(self.chunk_ids) - 1)
+        held = self.chunk_ids[at] == ids
+        if self.live is not None:
+            held &= self.live[at]
+        return at, held
+
 
 @dataclass(frozen=True)
 class _Term:
@@ -175,12 +186,7 @@ class SegmentScorer:
         tfs = np.zeros((len(ids), len(terms)), dtype=np.float64)
         lengths = np.zeros(len(ids), dtype=np.float64)
         for number, plain in enumerate(self.plain):
-            if not len(plain.chunk_ids) or not len(ids):
-                continue
-            at = np.minimum(np.searchsorted(plain.chunk_ids, ids), len(plain.chunk_ids) - 1)
-            held = plain.chunk_ids[at] == ids
-            if plain.live is not None:
-                held &= plain.live[at]
+            at, held = plain.located(ids)
             rows, local = np.flatnonzero(held), at[held]
             if not len(rows):
                 continue
@@ -270,10 +276,7 @@ class SegmentScorer:
             return out
         where, positions = [], []
         for p in self.plain:
-            at = np.minimum(np.searchsorted(p.chunk_ids, ids), max(len(p.chunk_ids) - 1, 0))
-            held = (p.chunk_ids[at] == ids) if len(p.chunk_ids) else np.zeros(len(ids), bool)
-            if p.live is not None and len(p.chunk_ids):
-                held &= p.live[at]
+            at, held = p.located(ids)
             local, order = np.unique(at[held], return_inverse=True)
             where.append((np.flatnonzero(held), order))
             positions.append(local)
@@ -351,12 +354,7 @@ class SegmentScorer:
         ids = np.asarray(ids, dtype=np.int64)
         out = np.zeros(len(ids), dtype=np.float32)
         for number, p in enumerate(self.plain):
-            if not len(p.chunk_ids) or not len(ids):
-                continue
-            at = np.minimum(np.searchsorted(p.chunk_ids, ids), len(p.chunk_ids) - 1)
-            held = p.chunk_ids[at] == ids
-            if p.live is not None:
-                held &= p.live[at]
+            at, held = p.located(ids)
             out[held] = scores[self.offsets[number] + at[held]]
         return out
 
