@@ -31,7 +31,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, get_type_hints
+from typing import Annotated, Any, Literal, Self, TypeVar, get_type_hints
 
 import anyio
 import anyio.to_thread
@@ -757,76 +757,81 @@ class _Unanswered:
     def __init__(self, drain: float) -> None:
         self.drain = drain
         self.ids: set[Any] = set()
-        self.changed = anyio.Event()
+        self._settled = anyio.Event()
 
-    def _settle(self, request_id: Any) -> None:
+    def settle(self, request_id: Any) -> None:
+        """``request_id`` is answered (or cancelled by the client, which then expects no answer)."""
         self.ids.discard(request_id)
         if not self.ids:
-            self.changed.set()
+            self._settled.set()
 
-    def reading(self, stream: Any) -> Any:
-        unanswered = self
+    async def wait(self) -> None:
+        """Until every request read is answered, for at most ``drain`` seconds."""
+        with anyio.move_on_after(self.drain):
+            while self.ids:
+                self._settled = anyio.Event()  # one set while ids were empty earlier would not wait
+                await self._settled.wait()
 
-        class Reading:
-            @property
-            def last_context(self) -> Any:
-                """The context the SDK's stream carried with the last message (the SDK reads it from here)."""
-                return stream.last_context
+    def reading(self, stream: Any) -> _Reading:
+        return _Reading(stream, self)
 
-            async def __aenter__(self) -> Reading:
-                await stream.__aenter__()
-                return self
+    def writing(self, stream: Any) -> _Writing:
+        return _Writing(stream, self)
 
-            async def __aexit__(self, *exc: Any) -> bool | None:
-                return bool(await stream.__aexit__(*exc))
 
-            def __aiter__(self) -> Reading:
-                return self
+class _Wrapped:
+    """One of the SDK's memory streams, entered, left and closed as itself."""
 
-            async def receive(self) -> Any:
-                return await self.__anext__()
+    def __init__(self, stream: Any, unanswered: _Unanswered) -> None:
+        self.stream = stream
+        self.unanswered = unanswered
 
-            async def aclose(self) -> None:
-                await stream.aclose()
+    async def __aenter__(self) -> Self:
+        await self.stream.__aenter__()
+        return self
 
-            async def __anext__(self) -> Any:
-                try:
-                    item = await stream.__anext__()
-                except StopAsyncIteration:
-                    with anyio.move_on_after(unanswered.drain):
-                        while unanswered.ids:
-                            unanswered.changed = anyio.Event()
-                            await unanswered.changed.wait()
-                    raise
-                message = item.message if isinstance(item, SessionMessage) else None  # else a line that is not JSON-RPC
-                if isinstance(message, types.JSONRPCRequest):
-                    unanswered.ids.add(message.id)
-                elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-                    unanswered._settle((message.params or {}).get("requestId"))  # a cancelled request is not answered
-                return item
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return bool(await self.stream.__aexit__(*exc))
 
-        return Reading()
+    async def aclose(self) -> None:
+        await self.stream.aclose()
 
-    def writing(self, stream: Any) -> Any:
-        unanswered = self
 
-        class Writing:
-            async def __aenter__(self) -> Writing:
-                await stream.__aenter__()
-                return self
+class _Reading(_Wrapped):
+    """The read stream: notes each request read, and ends only once they are answered (:meth:`_Unanswered.wait`)."""
 
-            async def __aexit__(self, *exc: Any) -> bool | None:
-                return bool(await stream.__aexit__(*exc))
+    @property
+    def last_context(self) -> Any:
+        """The context the SDK's stream carried with the last message (the SDK reads it from here)."""
+        return self.stream.last_context
 
-            async def aclose(self) -> None:
-                await stream.aclose()
+    def __aiter__(self) -> Self:
+        return self
 
-            async def send(self, item: SessionMessage, /) -> None:
-                await stream.send(item)
-                if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):
-                    unanswered._settle(item.message.id)
+    async def receive(self) -> Any:
+        return await self.__anext__()
 
-        return Writing()
+    async def __anext__(self) -> Any:
+        try:
+            item = await self.stream.__anext__()
+        except StopAsyncIteration:
+            await self.unanswered.wait()
+            raise
+        message = item.message if isinstance(item, SessionMessage) else None  # else a line that is not JSON-RPC
+        if isinstance(message, types.JSONRPCRequest):
+            self.unanswered.ids.add(message.id)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            self.unanswered.settle((message.params or {}).get("requestId"))  # a cancelled request is not answered
+        return item
+
+
+class _Writing(_Wrapped):
+    """The write stream: settles each request as its answer goes out."""
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self.stream.send(item)
+        if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):
+            self.unanswered.settle(item.message.id)
 
 
 class _Writer(asyncio.Protocol):
