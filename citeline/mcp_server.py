@@ -46,6 +46,7 @@ from citeline.index import Index
 from citeline.query.plan import SearchRequest
 from citeline.query.results import Passage, SearchResult
 from citeline.store.filters import filters_from
+from citeline.util import paths
 from citeline.util.declared import offered
 from citeline.util.output import normalize
 from citeline.web import Limits, ServedIndex
@@ -444,8 +445,8 @@ def allowed_roots(roots: Sequence[str | os.PathLike[str]]) -> list[Path]:
     resolved = []
     for root in roots:
         try:
-            path = Path(root).expanduser().resolve()
-        except (RuntimeError, OSError, ValueError) as exc:  # ~nosuchuser, a symlink loop, a NUL byte
+            path = paths.resolved(root)
+        except paths.UnresolvablePath as exc:
             raise SettingsError(f"--allow-ingest {root}: cannot be resolved: {exc}") from None
         if not path.exists():
             raise SettingsError(f"--allow-ingest {root}: no such file or folder")

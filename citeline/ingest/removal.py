@@ -35,6 +35,7 @@ from citeline.store import catalog, generation, ledger
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.rows import ChunkRows, documents_table
+from citeline.util.paths import UnresolvablePath, resolved
 
 
 @runtime_checkable
@@ -77,14 +78,14 @@ def selectors(
     out: list[tuple[str, str, str, list[Any]]] = []
     for path in _strings("paths", paths):
         if remote.is_remote(path):  # a URL as its documents store it (s3://bucket/prefix: everything below it)
-            resolved = remote.normalized(path)
-            out.append(("path", resolved, catalog.PATH_CONDITION, [resolved, path, resolved.rstrip("/") + "/"]))
+            url = remote.normalized(path)
+            out.append(("path", url, catalog.PATH_CONDITION, [url, path, url.rstrip("/") + "/"]))
             continue
         try:
-            resolved = str(Path(path).expanduser().resolve())  # not strict: the file may be gone already
-        except (RuntimeError, OSError, ValueError) as exc:  # ~nosuchuser, a symlink loop, a NUL byte
+            absolute = str(resolved(path))
+        except UnresolvablePath as exc:
             raise SettingsError(f"remove: path {path!r} cannot be resolved: {exc}") from None
-        out.append(("path", resolved, catalog.PATH_CONDITION, [resolved, path, resolved.rstrip(os.sep) + os.sep]))
+        out.append(("path", absolute, catalog.PATH_CONDITION, [absolute, path, absolute.rstrip(os.sep) + os.sep]))
     for value in _strings("source", source):
         condition, params = Filters.from_value({"source": value}).to_sql()
         out.append(("source", value, condition, params))

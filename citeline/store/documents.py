@@ -18,6 +18,7 @@ from citeline.errors import IndexNotFoundError, QueryError
 from citeline.sources.document import record_id_of, record_name, record_of
 from citeline.store import catalog
 from citeline.store import metadata as stored_metadata
+from citeline.util import paths
 from citeline.util.output import iso_utc
 
 if TYPE_CHECKING:
@@ -166,8 +167,8 @@ def spellings(name: str) -> list[str]:
         path, rest = name[:at], name[at:]
         if path.strip():
             try:
-                out.append(str(Path(path).expanduser().resolve()) + rest)  # not strict: the file may be gone already
-            except (RuntimeError, OSError, ValueError):  # ~nosuchuser, a symlink loop, a NUL: no path spelling then
+                out.append(str(paths.resolved(path)) + rest)
+            except paths.UnresolvablePath:  # ~nosuchuser, a symlink loop: no path spelling then
                 continue
     return list(dict.fromkeys(out))
 

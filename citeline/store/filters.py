@@ -48,10 +48,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
-from pathlib import Path
 from typing import Any
 
 from citeline.errors import QueryError
+from citeline.util import paths
 
 __all__ = ["FILTER_KEYS", "META_OPERATORS", "Filters", "filters_from", "where_meta"]
 
@@ -174,8 +174,8 @@ def _strings(key: str, value: object) -> tuple[str, ...]:
 def _resolved(source: str) -> str:
     # The source as `citeline ingest` resolves a path; a path that cannot be resolved is a QueryError.
     try:
-        return str(Path(source).expanduser().resolve())
-    except (RuntimeError, OSError) as exc:  # ~nosuchuser ("Could not determine home directory"), a symlink loop
+        return str(paths.resolved(source))
+    except paths.UnresolvablePath as exc:  # ~nosuchuser ("Could not determine home directory"), a symlink loop
         raise QueryError(f"filter 'source' {source!r} cannot be resolved as a path: {exc}") from None
 
 
