@@ -78,7 +78,7 @@ def test_a_page_too_large_for_extraction_keeps_its_visible_text_a_block_a_line(t
     small = page_of(90)
     page.write_text(small, encoding="utf-8")
     (extracted,) = parse(source(page))
-    shown = html.visible_text(html._tree(small.replace("<nav>Home | About</nav>", "")))
+    shown = html.visible_text(html.page_tree(small.replace("<nav>Home | About</nav>", "")))
     assert [*re.findall(r"\w+", extracted.text), "The", "end"] == re.findall(r"\w+", shown)
 
 

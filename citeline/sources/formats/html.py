@@ -24,7 +24,9 @@ def parse_html(source: SourceFile, data: bytes) -> list[Document]:
     """HTML: the main text as trafilatura extracts it (boilerplate, menus and scripts dropped).
 
     The stored text is the extracted text, so chunk offsets index into it, not into the markup. A page where
-    trafilatura finds no main content falls back to all of its visible text. The meta tags become metadata
+    trafilatura finds no main content falls back to all of its visible text, as does a page of more markup than
+    :data:`MAX_EXTRACTED_MARKUP` (:func:`visible_text`); a page of more than ``MAX_HTML_ELEMENTS`` elements is
+    refused before its tree is built. The meta tags become metadata
     (:func:`page_metadata`); the title is ``og:title``, else ``<title>``, else the first line of text.
     """
     import trafilatura
@@ -37,9 +39,9 @@ def parse_html(source: SourceFile, data: bytes) -> list[Document]:
             f"HTML page holds more than {MAX_HTML_ELEMENTS:,} elements, the limit for one source (refused; split the "
             "page, or convert it to text)",
         )
-    tree = _tree(markup)
+    tree = page_tree(markup)
     if tree is not None:
-        _drop_page_furniture(tree)
+        drop_page_furniture(tree)
     text: str | None
     if tree is not None and len(markup) > MAX_EXTRACTED_MARKUP:
         text = visible_text(tree)
@@ -107,8 +109,8 @@ def _more_elements_than(markup: str, limit: int) -> bool:
     return any(True for _ in itertools.islice(_START_TAG.finditer(markup), limit, None))
 
 
-def _tree(markup: str) -> Any:
-    # The page as an lxml tree; None for markup lxml cannot read.
+def page_tree(markup: str) -> Any:
+    """The page as an lxml tree; None for markup lxml cannot read (it is then given to trafilatura as it is)."""
     from lxml import etree
     from lxml import html as lxml_html
 
@@ -124,21 +126,11 @@ def _serialized(tree: Any) -> str:
     return str(lxml_html.tostring(tree, encoding="unicode"))
 
 
-def without_page_furniture(markup: str) -> str:
-    """``markup`` without the furniture documentation generators put around and into a page's text: ``<nav>`` and
-    navigation, search, banner and footer landmarks, sidebars, breadcrumbs, and the permalink anchors of headings
-    (``<a class="headerlink">¶</a>``), which trafilatura would keep in the text ("Installation¶") and which make a
-    rendered page differ from its Markdown or reStructuredText source. Markup lxml cannot read is returned as is.
-    """
-    tree = _tree(markup)
-    if tree is None:
-        return markup
-    _drop_page_furniture(tree)
-    return _serialized(tree)
-
-
-def _drop_page_furniture(tree: Any) -> None:
-    # :func:`without_page_furniture` on a tree, in place.
+def drop_page_furniture(tree: Any) -> None:
+    """Remove from a page's tree (:func:`page_tree`), in place, the furniture documentation generators put around
+    and into a page's text: ``<nav>`` and navigation, search, banner and footer landmarks, sidebars, breadcrumbs,
+    and the permalink anchors of headings (``<a class="headerlink">¶</a>``), which trafilatura would keep in the
+    text ("Installation¶") and which make a rendered page differ from its Markdown or reStructuredText source."""
     doomed = []
     for element in tree.iter():
         if not isinstance(element.tag, str):
