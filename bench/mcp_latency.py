@@ -1,20 +1,23 @@
-"""What MCP over stdio adds to a search: the ``search`` tool called through the SDK's client on ``citeline mcp``
-against ``Index.search`` in this process, on the same index, the same queries interleaved.
+"""What MCP over stdio adds to a search: the ``search`` tool called on ``citeline mcp`` against ``Index.search`` in
+this process, on the same index, the same queries interleaved.
 
     python bench/mcp_latency.py [--scifact ../shared/benchmarks/scifact] [--docs 2000] [--index /tmp/mcp-scifact]
-                                [--queries 200] [--mode hybrid] [--no-output-check] [--baseline DIR]
+                                [--queries 200] [--mode hybrid] [--client sdk|raw|both] [--no-output-check]
+                                [--baseline DIR]
 
 Builds (once) an index of the first ``--docs`` documents of SciFact's corpus with the default model and backend
-(int8 ONNX where the CPU allows) in ``--index``, then opens it here and starts ``citeline mcp --index`` as the
-client's subprocess (and a second one from the citeline source in ``--baseline DIR``, e.g. ``git archive`` of an
-older commit unpacked there). Each query runs once through each path, the order rotating (so the shared machine's
-drift falls on all alike), after 10 warm-up queries each. Prints the p50/p90 of each and of the per-query
-difference (stdio call minus in-process call): the protocol's overhead (JSON-RPC over pipes, argument validation,
-the structured answer and its text, the client's check of it against the output schema; ``--no-output-check``
-leaves that check out). Also the CPU a call costs: the server's beyond the search (its process's CPU minus the
-in-process search's, and minus its busiest thread's, the one that ran the searches) and the client's, with its
-check; CPU time is inflated less than wall time by the machine's load. bench/mcp_client_node.mjs measures the
-TypeScript SDK's client.
+(int8 ONNX where the CPU allows) in ``--index``, then opens it here and starts ``citeline mcp --index`` as a
+subprocess for each client (and from the citeline source in ``--baseline DIR`` too, e.g. ``git archive`` of an
+older commit unpacked there). The clients: ``sdk``, the ``mcp`` SDK's own ``ClientSession`` (its JSON-RPC models
+and its check of each answer against the tool's output schema; ``--no-output-check`` leaves that check out);
+``raw``, the least a client can do (each request one JSON line written to the server's stdin, each answer one line
+read and given to ``json.loads``), which leaves the protocol's own cost: JSON-RPC over pipes and the server's side.
+Each query runs once through each path, the order rotating (so the shared machine's drift falls on all alike),
+after 10 warm-up queries each. Prints the p50/p90 of each and of the per-query difference (stdio call minus
+in-process call): the protocol's overhead. Also the CPU a call costs: the server's beyond the search (its process's
+CPU minus the in-process search's, and minus its busiest thread's, the one that ran the searches) and the client's,
+with the SDK client's check; CPU time is inflated less than wall time by the machine's load.
+bench/mcp_client_node.mjs measures the TypeScript SDK's client.
 
 Run by hand; not part of CI.
 """
@@ -28,6 +31,7 @@ import itertools
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,12 +71,42 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+class RawClient:
+    """The least an MCP client does over stdio: each request one JSON line written to the server's stdin, each answer
+    one line read and parsed with ``json.loads`` (no models, no schema check)."""
+
+    def __init__(self, command: list[str], env: dict[str, str] | None) -> None:
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        self.ids = itertools.count(1)
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": RAW_INFO})
+        self.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self.ids)
+        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        self.stdin.write(line.encode() + b"\n")
+        self.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.stdout.readline())
+        assert answer.get("id") == request_id and "result" in answer, answer
+        return answer["result"]
+
+    def close(self) -> None:
+        self.stdin.close()
+        self.process.wait(timeout=60)
+
+
+RAW_INFO = {"name": "mcp_latency-raw", "version": "1"}
+
+
 @dataclasses.dataclass
 class Served:
-    """One server process under measurement: its wall times and the CPU its calls cost (summed, in seconds)."""
+    """One server process under measurement, with its client: its wall times and the CPU its calls cost (summed,
+    in seconds)."""
 
     name: str
-    session: ClientSession
+    call: Any  # async (query, mode) -> None
     process: psutil.Process
     wall: list[float] = dataclasses.field(default_factory=list)
     difference: list[float] = dataclasses.field(default_factory=list)
@@ -83,14 +117,52 @@ class Served:
         return {thread.id: thread.user_time + thread.system_time for thread in self.process.threads()}
 
 
+def _new_child(before: set[int]) -> psutil.Process:
+    return next(child for child in psutil.Process().children() if child.pid not in before)
+
+
+async def _sdk_server(stack: contextlib.AsyncExitStack, name: str, command: list[str], env: Any, check: bool) -> Served:
+    children = {child.pid for child in psutil.Process().children()}
+    read, write = await stack.enter_async_context(
+        stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=env))
+    )
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    await session.list_tools()  # the client checks structured answers against the listed output schemas
+
+    async def call(query: str, mode: str) -> None:
+        result = await session.call_tool("search", {"query": query, "k": 10, "mode": mode})
+        assert not result.is_error, result.content
+
+    served = Served(name, call, _new_child(children))
+    _time_check(served, session, check)
+    return served
+
+
+def _raw_server(stack: contextlib.AsyncExitStack, name: str, command: list[str], env: Any) -> Served:
+    client = RawClient(command, env)
+    stack.callback(client.close)
+
+    async def call(query: str, mode: str) -> None:
+        result = client.request("tools/call", {"name": "search", "arguments": {"query": query, "k": 10, "mode": mode}})
+        assert not result.get("isError"), result
+
+    return Served(name, call, psutil.Process(client.process.pid))
+
+
 async def measure(
-    index: Index, queries: list[str], mode: str, check_output: bool = True, baseline: Path | None = None
+    index: Index,
+    queries: list[str],
+    mode: str,
+    check_output: bool = True,
+    baseline: Path | None = None,
+    clients: tuple[str, ...] = ("sdk",),
 ) -> tuple[list[Served], list[float], float]:
     """Each query through each server (``citeline mcp`` from this checkout, and from ``baseline``'s source when
-    given) and through ``Index.search`` here, the order rotating. Per server: wall ms per call and its difference
-    from the in-process call of the same query; CPU per call: the client's, of which its output-schema check, and
-    the server process's (summed over all calls, so the clock's ticks average out). Also the in-process search's
-    wall ms per query and CPU s in all."""
+    given), one per client, and through ``Index.search`` here, the order rotating. Per server: wall ms per call and
+    its difference from the in-process call of the same query; CPU per call: the client's, of which its
+    output-schema check, and the server process's (summed over all calls, so the clock's ticks average out). Also
+    the in-process search's wall ms per query and CPU s in all."""
     sources = {"this checkout": None, **({f"baseline {baseline}": baseline} if baseline else {})}
     served: list[Served] = []
     local_wall: list[float] = []
@@ -98,25 +170,20 @@ async def measure(
     async with contextlib.AsyncExitStack() as stack:
         for name, source in sources.items():
             env = dict(os.environ, PYTHONPATH=str(source)) if source else None
-            params = StdioServerParameters(
-                command=sys.executable, args=["-m", "citeline.cli.main", "mcp", "--index", str(index.path)], env=env
-            )
-            children = {child.pid for child in psutil.Process().children()}
-            read, write = await stack.enter_async_context(stdio_client(params))
-            session = await stack.enter_async_context(ClientSession(read, write))
-            await session.initialize()
-            await session.list_tools()  # the client checks structured answers against the listed output schemas
-            process = next(child for child in psutil.Process().children() if child.pid not in children)
-            served.append(Served(name, session, process))
-            _time_check(served[-1], check_output)
+            command = [sys.executable, "-m", "citeline.cli.main", "mcp", "--index", str(index.path)]
+            for client in clients:
+                label = f"{name}, {client} client"
+                if client == "sdk":
+                    served.append(await _sdk_server(stack, label, command, env, check_output))
+                else:
+                    served.append(_raw_server(stack, label, command, env))
 
         async def call(server: Served, query: str) -> float:
             started, own, theirs = time.perf_counter(), time.process_time(), sum(server.process.cpu_times()[:2])
-            result = await server.session.call_tool("search", {"query": query, "k": 10, "mode": mode})
+            await server.call(query, mode)
             elapsed = time.perf_counter() - started
             server.cpu["client"] += time.process_time() - own
             server.cpu["server"] += sum(server.process.cpu_times()[:2]) - theirs
-            assert not result.is_error, result.content
             return elapsed
 
         def local(query: str) -> tuple[float, float]:
@@ -155,10 +222,10 @@ async def measure(
     return served, local_wall, local_cpu
 
 
-def _time_check(server: Served, check_output: bool) -> None:
-    """Time the client's check of each answer against the tool's output schema (the SDK's
-    ``validate_tool_result``), or leave it out (``--no-output-check``: a client that does not check)."""
-    checker = server.session.validate_tool_result
+def _time_check(server: Served, session: ClientSession, check_output: bool) -> None:
+    """Time the SDK client's check of each answer against the tool's output schema (its ``validate_tool_result``),
+    or leave it out (``--no-output-check``: a client that does not check)."""
+    checker = session.validate_tool_result
 
     async def timed(name: str, result: Any) -> None:
         if check_output:
@@ -166,7 +233,7 @@ def _time_check(server: Served, check_output: bool) -> None:
             await checker(name, result)
             server.cpu["check"] += time.process_time() - own
 
-    server.session.validate_tool_result = timed  # type: ignore[method-assign]
+    session.validate_tool_result = timed  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -176,6 +243,12 @@ def main() -> None:
     parser.add_argument("--index", type=Path, default=Path("/tmp/mcp-scifact"))
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--mode", default="hybrid")
+    parser.add_argument(
+        "--client",
+        choices=("sdk", "raw", "both"),
+        default="sdk",
+        help="the mcp SDK's ClientSession, the least client (a JSON line out, a line in), or both (a server each)",
+    )
     parser.add_argument(
         "--no-output-check",
         action="store_true",
@@ -192,7 +265,13 @@ def main() -> None:
     with (args.scifact / "queries.jsonl").open(encoding="utf-8") as lines:
         queries = [json.loads(line)["text"] for line in itertools.islice(lines, args.queries)]
     served, local_wall, local_cpu = anyio.run(
-        measure, index, queries, args.mode, not args.no_output_check, args.baseline
+        measure,
+        index,
+        queries,
+        args.mode,
+        not args.no_output_check,
+        args.baseline,
+        ("sdk", "raw") if args.client == "both" else (args.client,),
     )
     status = index.status()
     checked = "unchecked" if args.no_output_check else "checked"
