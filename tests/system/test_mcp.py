@@ -544,3 +544,60 @@ def test_output_schemas_keep_every_field_inlined() -> None:
     assert "$defs" not in json.dumps(schema) and "$ref" not in json.dumps(schema)
     assert set(item["properties"]) == set(Citation.model_fields) and item["required"] == list(Citation.model_fields)
     assert item["properties"]["record_id"]["type"] == ["string", "null"]
+
+
+# ---------------------------------------------------------------- the documented configuration
+
+
+def _documented(heading: str) -> str:
+    """The first fenced block after ``heading`` in docs/integrations.md."""
+    text = (REPO / "docs" / "integrations.md").read_text(encoding="utf-8")
+    after = text[text.index(heading) :]
+    start = after.index("```")
+    body_start = after.index("\n", start) + 1
+    return after[body_start : after.index("```", body_start)]
+
+
+def test_the_documented_stdio_configuration_cites_seeds(tmp_path: Path) -> None:
+    """Issue 44's "done when": a stdio client configured as docs/integrations.md says (its `mcpServers` block, with
+    the index path filled in) lists the tools and gets cited answers from seeds/, on an index `citeline ingest`
+    built with the default model; the worked example's client code, run as printed, prints its cited answer."""
+    server = json.loads(_documented("### Client configuration"))["mcpServers"]["citeline"]
+    assert "type" not in server  # a stdio server: a command and its arguments
+    bin_dir = Path(sys.executable).parent  # the docs: `which citeline`, or a virtualenv's bin/citeline
+    command = str(bin_dir / server["command"])
+    assert Path(command).exists(), f"{server['command']} is not installed beside {sys.executable}"
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    for seed in SEEDS.iterdir():
+        (seeds / seed.name).write_bytes(seed.read_bytes())
+    ix = tmp_path / "seeds-ix"
+    built = subprocess.run([command, "ingest", str(seeds), "--index", str(ix)], capture_output=True, timeout=600)
+    assert built.returncode == 0, built.stderr.decode(errors="replace")[-2000:]
+    args = [str(ix) if arg == "/home/me/notes-index" else arg for arg in server["args"]]
+    assert str(ix) in args
+
+    async def test(session: ClientSession) -> None:
+        assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
+        found = await session.call_tool("search", {"query": "why did soldiers leave the garrison", "k": 3})
+        assert not found.is_error and found.structured_content is not None, _text(found)
+        hits = found.structured_content["results"]
+        assert hits and all(Path(hit["source"]).parent == seeds for hit in hits)
+        for hit in hits:  # the citation opens what it cites
+            opened = await session.read_resource(hit["uri"])
+            assert isinstance(opened, types.ReadResourceResult)
+            content = opened.contents[0]
+            assert isinstance(content, types.TextResourceContents)
+            assert len(content.text) == hit["char_end"] - hit["char_start"]
+            assert all(light["text"] in content.text for light in hit["highlights"])
+        assert "garrison" in _text(found)
+
+    env = {**_env(), "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
+    _run(StdioServerParameters(command=command, args=args, env=env), test)
+
+    example = _documented("### A worked example\n\n`citeline ingest seeds")
+    example = example.replace("/tmp/seeds-ix", str(ix))
+    printed = subprocess.run([sys.executable, "-c", example], capture_output=True, env=env, timeout=300)
+    assert printed.returncode == 0, printed.stderr.decode(errors="replace")[-2000:]
+    out = printed.stdout.decode()
+    assert "passages for 'why did soldiers leave the garrison'" in out and "citeline://" in out, out
