@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +168,24 @@ def reading_only_on_workers(monkeypatch: pytest.MonkeyPatch, *forbidden: tuple[o
     for module, name in ((pipeline, "parse_source"), *forbidden):
         monkeypatch.setattr(module, name, not_here)
     return jobs
+
+
+@contextlib.contextmanager
+def no_library_warnings(*context: object) -> Iterator[None]:
+    """Fail when the code inside raises a warning a user's terminal would show that citeline did not mean to give:
+    one from a library (chardet's encoding fallback, ``re``'s "Possible nested set" on a translated glob), printed by
+    the CLI as a ``warning:`` line that means nothing to the user. citeline's own warnings (raised in its modules)
+    are messages it means, and Python hides deprecations outside ``__main__``."""
+    import citeline
+
+    own = str(Path(citeline.__file__).parent)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    shown = [
+        f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})"
+        for w in caught
+        if not issubclass(w.category, DeprecationWarning | PendingDeprecationWarning)
+        and not str(w.filename).startswith(own)
+    ]
+    assert not shown, (*context, shown)

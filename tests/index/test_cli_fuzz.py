@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _common import no_library_warnings
 from click.testing import CliRunner
 from conftest import HashEmbedder
 from hypothesis import HealthCheck, given, settings
@@ -148,7 +149,8 @@ def test_no_command_prints_a_traceback(tree: Path, args: list[str], monkeypatch:
         "INDEX": str(index),
     }
     argv = [next((arg.replace(name, path) for name, path in names.items() if name in arg), arg) for arg in args]
-    result = CliRunner().invoke(cli, [*argv, "--index", str(index)], catch_exceptions=True)
+    with no_library_warnings(argv):
+        result = CliRunner().invoke(cli, [*argv, "--index", str(index)], catch_exceptions=True)
     crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
     assert not crashed, f"{argv}: {result.exc_info[0].__name__ if result.exc_info else ''}: {result.exception}"
     assert "Traceback" not in result.output, argv
