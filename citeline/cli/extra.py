@@ -30,7 +30,7 @@ from citeline.cli.common import (
 )
 from citeline.ingest.options import IndexSettings
 from citeline.sources.document import record_name
-from citeline.store.documents import MAX_ROWS
+from citeline.store.connection import MAX_ROWS
 
 #: Characters ``show --around`` prints on each side of the offset.
 AROUND_CHARS = 300

@@ -52,6 +52,7 @@ from citeline.cli.common import (
 from citeline.ingest.options import DEFAULT_DEBOUNCE, MAX_GROUP_SECONDS, IndexSettings, IngestOptions
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.query.plan import DEFAULT_K, DEFAULT_MODE, MODES, SearchRequest, request_field
+from citeline.store.connection import MAX_ROWS
 from citeline.util.declared import people_default
 
 if TYPE_CHECKING:
@@ -496,7 +497,9 @@ def status(index_path: str, fmt: str | None, as_json: bool) -> None:
 
 @cli.command()
 @index_option
-@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="How many runs, newest first.")
+@click.option(
+    "--limit", type=click.IntRange(0, MAX_ROWS), default=20, show_default=True, help="How many runs, newest first."
+)
 @format_option
 @columns_option
 @headers_option

@@ -53,7 +53,8 @@ from citeline.sharding.worker import shard_check, shard_status
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
 from citeline.store import catalog, files, ledger
-from citeline.store.documents import MAX_ROWS, DocumentDetail, DocumentInfo, FacetCounts, check_rows
+from citeline.store.connection import MAX_ROWS, check_rows
+from citeline.store.documents import DocumentDetail, DocumentInfo, FacetCounts
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -366,6 +367,7 @@ class ShardedIndex(Index):
 
     def runs(self, limit: int = 20) -> list[RunSummary]:
         """The root's runs, newest first (each shard's own ledger has its part of every run)."""
+        check_rows("limit", limit, 0)  # as a plain index's ledger does (a negative one sliced the oldest off)
         names = {f.name for f in fields(RunSummary)}
         self.manifest = Manifest.read(self.path)  # another process may have run since this one opened the root
         recent = list(reversed(self.manifest.runs))[:limit]

@@ -21,11 +21,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexNotFoundError, IndexWriteError
+from citeline.errors import (
+    CitelineError,
+    IndexCorruptError,
+    IndexLockedError,
+    IndexNotFoundError,
+    IndexWriteError,
+    QueryError,
+)
 from citeline.store.locks import database_lock
 
 if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
     import duckdb
+
+#: The largest ``LIMIT`` or ``OFFSET`` a query takes: DuckDB's BIGINT, which both convert to (a larger one failed
+#: inside DuckDB and read like a damaged database).
+MAX_ROWS = 2**63 - 1
+
+
+def check_rows(name: str, value: object, least: int) -> None:
+    """Raise :class:`QueryError` unless ``value`` is a whole number from ``least`` to :data:`MAX_ROWS`: what a
+    ``limit`` or ``offset`` a caller gives must be before it reaches DuckDB."""
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_ROWS:
+        raise QueryError(f"{name} must be a whole number from {least} to {MAX_ROWS}, got {value!r}")
+
 
 DB_FILE = "meta.duckdb"
 

@@ -18,6 +18,7 @@ from citeline.errors import IndexNotFoundError, QueryError
 from citeline.sources.document import record_id_of, record_name, record_of
 from citeline.store import catalog
 from citeline.store import metadata as stored_metadata
+from citeline.store.connection import check_rows
 from citeline.util import paths
 from citeline.util.output import iso_utc
 
@@ -101,17 +102,6 @@ FROM documents d
 WHERE {condition}
 ORDER BY d.source_root, d.source_id, d.doc_id
 """
-
-
-#: The largest ``limit`` or ``offset`` a listing takes: DuckDB's BIGINT, which ``LIMIT`` and ``OFFSET`` convert to
-#: (a larger one failed inside DuckDB and read like a damaged database).
-MAX_ROWS = 2**63 - 1
-
-
-def check_rows(name: str, value: object, least: int) -> None:
-    """Raise :class:`QueryError` unless ``value`` is a whole number from ``least`` to :data:`MAX_ROWS`."""
-    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_ROWS:
-        raise QueryError(f"{name} must be a whole number from {least} to {MAX_ROWS}, got {value!r}")
 
 
 def documents(
@@ -296,7 +286,9 @@ def count_facets(documents: Iterable[tuple[str | None, str | None]]) -> FacetCou
 
 def facets_of(counts: FacetCounts, limit: int | None = FACET_VALUES) -> list[Facet]:
     """:class:`Facet`\\ s of ``counts``: fields by the documents holding them (most first), then name; each with at
-    most ``limit`` values (None: all)."""
+    most ``limit`` values (None: all; else a whole number from 0, or :class:`QueryError`)."""
+    if limit is not None:
+        check_rows("limit", limit, 0)  # a negative one sliced values off the end, counted as "more"
     totals = {key: n for (key, value), n in counts.items() if value is None}
     values: dict[str, list[FacetValue]] = {key: [] for key in totals}
     for (key, value), n in counts.items():

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from citeline.errors import IndexCorruptError
+from citeline.store.connection import check_rows
 from citeline.util.output import iso_utc
 
 if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
@@ -128,9 +129,12 @@ def mark_interrupted(connection: duckdb.DuckDBPyConnection) -> None:
 
 
 def read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSummary]:
-    """The newest ``limit`` runs, newest first; a damaged ledger raises :class:`IndexCorruptError` in one line."""
+    """The newest ``limit`` runs, newest first; a damaged ledger raises :class:`IndexCorruptError` in one line, a
+    ``limit`` that is not a whole number from 0 to ``MAX_ROWS`` :class:`QueryError` (checked first: DuckDB's own
+    error for it would read as a damaged ledger)."""
     import duckdb  # loaded already: ``connection`` is DuckDB's
 
+    check_rows("limit", limit, 0)
     try:
         return _read_runs(connection, limit)
     except (duckdb.Error, TypeError, ValueError, AttributeError) as exc:
