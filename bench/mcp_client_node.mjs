@@ -18,10 +18,12 @@ const n = Number(calls);
 const queries = fs.readFileSync(queriesFile, "utf8").trim().split("\n").slice(0, 300).map((line) => JSON.parse(line).text);
 const env = { ...process.env };
 if (pythonpath) env.PYTHONPATH = pythonpath;
+// `python -m` puts its working folder first on sys.path, ahead of PYTHONPATH: another source runs from its folder.
 const transport = new StdioClientTransport({
   command: python,
   args: ["-m", "citeline.cli.main", "mcp", "--index", index],
   env,
+  cwd: pythonpath || process.cwd(),
   stderr: "ignore",
 });
 const client = new Client({ name: "citeline-bench", version: "1" });

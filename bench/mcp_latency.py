@@ -75,8 +75,8 @@ class RawClient:
     """The least an MCP client does over stdio: each request one JSON line written to the server's stdin, each answer
     one line read and parsed with ``json.loads`` (no models, no schema check)."""
 
-    def __init__(self, command: list[str], env: dict[str, str] | None) -> None:
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    def __init__(self, command: list[str], env: dict[str, str] | None, folder: Path) -> None:
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=folder)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin, self.stdout = self.process.stdin, self.process.stdout
         self.ids = itertools.count(1)
@@ -121,10 +121,25 @@ def _new_child(before: set[int]) -> psutil.Process:
     return next(child for child in psutil.Process().children() if child.pid not in before)
 
 
-async def _sdk_server(stack: contextlib.AsyncExitStack, name: str, command: list[str], env: Any, check: bool) -> Served:
+def _check_source(folder: Path, env: dict[str, str]) -> None:
+    """That a server started in ``folder`` imports citeline from there."""
+    imported = subprocess.run(
+        [sys.executable, "-c", "import citeline; print(citeline.__file__)"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(imported).resolve().is_relative_to(folder.resolve()), (folder, imported)
+
+
+async def _sdk_server(
+    stack: contextlib.AsyncExitStack, name: str, command: list[str], env: Any, folder: Path, check: bool
+) -> Served:
     children = {child.pid for child in psutil.Process().children()}
     read, write = await stack.enter_async_context(
-        stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=env))
+        stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=folder))
     )
     session = await stack.enter_async_context(ClientSession(read, write))
     await session.initialize()
@@ -139,8 +154,8 @@ async def _sdk_server(stack: contextlib.AsyncExitStack, name: str, command: list
     return served
 
 
-def _raw_server(stack: contextlib.AsyncExitStack, name: str, command: list[str], env: Any) -> Served:
-    client = RawClient(command, env)
+def _raw_server(stack: contextlib.AsyncExitStack, name: str, command: list[str], env: Any, folder: Path) -> Served:
+    client = RawClient(command, env, folder)
     stack.callback(client.close)
 
     async def call(query: str, mode: str) -> None:
@@ -169,14 +184,19 @@ async def measure(
     local_cpu = 0.0
     async with contextlib.AsyncExitStack() as stack:
         for name, source in sources.items():
-            env = dict(os.environ, PYTHONPATH=str(source)) if source else None
+            # `python -m` puts its working folder first on sys.path, ahead of PYTHONPATH and the editable install:
+            # each server runs in the folder of the source it is to run (a baseline started from this checkout's
+            # folder would run this checkout's code).
+            folder = source or ROOT
+            env = dict(os.environ, PYTHONPATH=str(folder))
+            _check_source(folder, env)
             command = [sys.executable, "-m", "citeline.cli.main", "mcp", "--index", str(index.path)]
             for client in clients:
                 label = f"{name}, {client} client"
                 if client == "sdk":
-                    served.append(await _sdk_server(stack, label, command, env, check_output))
+                    served.append(await _sdk_server(stack, label, command, env, folder, check_output))
                 else:
-                    served.append(_raw_server(stack, label, command, env))
+                    served.append(_raw_server(stack, label, command, env, folder))
 
         async def call(server: Served, query: str) -> float:
             started, own, theirs = time.perf_counter(), time.process_time(), sum(server.process.cpu_times()[:2])

@@ -734,17 +734,21 @@ def build_server(reader: ServedIndex, limits: Limits, *, ingest_roots: Sequence[
 async def run_stdio(server: Server[Any], *, drain: float = 30.0) -> None:
     """Serve MCP over this process's stdin and stdout until the client closes them (``citeline mcp``).
 
-    The SDK's ``stdio_server`` speaks the protocol and reads stdin; its answers go out through :func:`_stdout_pipe`
-    (the event loop writes the pipe itself) rather than the SDK's default file, which writes, then flushes, each
-    answer on a worker thread: two thread hand-offs a call (docs/performance.md#mcp-over-stdio-what-the-protocol-adds;
-    reading stdin on the loop as well saved no CPU and measured slower, docs/decisions/mcp-stdio-overhead.md).
+    The SDK's ``stdio_server`` speaks the protocol; the event loop itself reads the requests (:func:`_stdin_pipe`)
+    and writes the answers (:func:`_stdout_pipe`), where the SDK's default files read each line, and write then
+    flush each answer, on worker threads: three thread hand-offs a call
+    (docs/performance.md#mcp-over-stdio-what-the-protocol-adds).
 
     When stdin ends, the requests already read are answered before the server stops (for up to ``drain`` seconds;
     the SDK answers what is left "Connection closed"): left to itself the SDK cancels them at once, and an answer
     cancelled while being written is never sent, so ``citeline mcp < requests > answers`` lost answers."""
     from mcp.server.stdio import stdio_server
 
-    async with _stdout_pipe() as stdout, stdio_server(stdout=stdout) as (read_stream, write_stream):
+    async with (
+        _stdin_pipe() as stdin,
+        _stdout_pipe() as stdout,
+        stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream),
+    ):
         unanswered = _Unanswered(drain)
         await server.run(
             unanswered.reading(read_stream), unanswered.writing(write_stream), server.create_initialization_options()
@@ -873,6 +877,94 @@ class _Writer(asyncio.Protocol):
             await asyncio.sleep(0.01)
 
 
+#: The longest request line ``citeline mcp`` reads from a pipe: the largest request its tools take (a 1,000-character
+#: query and 5 filters of 20 values of 1,000 characters, JSON-escaped) is under 1 MiB. A longer line is skipped with
+#: a line on stderr, as the SDK skips a line that is not JSON-RPC, rather than held in memory whole.
+MAX_REQUEST_BYTES = 4 * 2**20
+
+
+class _Lines:
+    """stdin as ``stdio_server`` iterates it: its lines, decoded as the SDK's own reader decodes them (UTF-8, bad
+    bytes replaced), each at most :data:`MAX_REQUEST_BYTES`."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            try:
+                line = await self.reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:  # the end: a last line without its newline, or none
+                if not exc.partial:
+                    raise StopAsyncIteration from None
+                line = exc.partial
+            except asyncio.LimitOverrunError as exc:
+                await self._skip(exc.consumed)
+                _LOG.warning("citeline mcp: skipped a request line longer than %d bytes", MAX_REQUEST_BYTES)
+                continue
+            return line.decode("utf-8", errors="replace")
+
+    async def _skip(self, consumed: int) -> None:
+        # The rest of an over-long line, a limit's worth at a time: its first ``consumed`` bytes are buffered and
+        # hold no newline (a newline right after them ends it).
+        while True:
+            await self.reader.readexactly(consumed)
+            try:
+                await self.reader.readuntil(b"\n")
+                return
+            except asyncio.IncompleteReadError:
+                return
+            except asyncio.LimitOverrunError as exc:
+                consumed = exc.consumed
+
+
+def _is_pipe(fd: int, *, terminal: bool = False) -> bool:
+    """Whether ``fd`` is a pipe or a socket (or, with ``terminal``, a character device): what the event loop's pipe
+    transports take. Never on Windows, whose loop has none for the standard streams."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return sys.platform != "win32" and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (terminal and stat.S_ISCHR(mode)))
+
+
+@asynccontextmanager
+async def _stdin_pipe() -> AsyncIterator[Any]:
+    """stdin as a pipe the event loop reads (no thread), for ``stdio_server``'s ``stdin`` (typed there as
+    ``anyio.AsyncFile``, of which it only iterates the lines); None (the SDK's own reader) where stdin is not a pipe
+    or socket (a regular file, which the loop cannot watch, or a terminal, which it would leave non-blocking for the
+    shell) or on Windows. While serving, fd 0 reads the null device, as under the SDK's own claim of it, so neither a
+    library nor a child process can take the client's requests; the wire comes back on fd 0 at the end."""
+    if not _is_pipe(0):
+        yield None
+        return
+    import fcntl
+
+    wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    pipe = os.fdopen(wire, "rb", buffering=0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    transport: asyncio.BaseTransport | None = None
+    try:
+        reader = asyncio.StreamReader(limit=MAX_REQUEST_BYTES)
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+        yield _Lines(reader)
+    finally:
+        with contextlib.suppress(OSError):  # the wire back on fd 0, blocking again (the flag is the pipe end's)
+            os.dup2(wire, 0)
+            os.set_blocking(0, True)
+        if transport is not None:
+            transport.close()  # closes the pipe too
+        else:
+            pipe.close()
+
+
 @asynccontextmanager
 async def _stdout_pipe() -> AsyncIterator[Any]:
     """stdout as a pipe the event loop writes (no thread), for ``stdio_server``'s ``stdout`` (typed there as
@@ -880,11 +972,7 @@ async def _stdout_pipe() -> AsyncIterator[Any]:
     not a pipe, socket or terminal (a regular file: the loop cannot watch it) or on Windows. While serving, fd 1
     writes to stderr, as the SDK's own claim of it does, so a library's stray ``print`` cannot corrupt the
     protocol; the wire comes back on fd 1 at the end."""
-    try:
-        mode = os.fstat(1).st_mode
-    except OSError:
-        mode = 0
-    if sys.platform == "win32" or not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+    if not _is_pipe(1, terminal=True):
         yield None
         return
     import fcntl

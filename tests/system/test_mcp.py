@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -30,7 +31,7 @@ from test_server import _free_port, _when_up
 
 from citeline import Index
 from citeline.errors import SettingsError
-from citeline.mcp_server import MAX_SPAN_CHARS, QUOTE_CHARS, allowed_roots, parse_uri, uri_of
+from citeline.mcp_server import MAX_REQUEST_BYTES, MAX_SPAN_CHARS, QUOTE_CHARS, allowed_roots, parse_uri, uri_of
 from citeline.query.plan import MODES, SearchRequest
 from citeline.server import LIMITS
 
@@ -244,8 +245,9 @@ def _searched(answers: dict[Any, dict[str, Any]]) -> None:
 
 def test_stdio_takes_lines_as_a_client_writes_them(index: Index) -> None:
     """The wire as clients really write it: a line in pieces, several lines in one write, a line that is not JSON
-    (nor UTF-8) among them; a client that reads its answers late; then the client closes stdin and the server ends
-    cleanly (exit 0, nothing on stderr but logging)."""
+    (nor UTF-8) among them, a line longer than the server reads (skipped, said on stderr); a client that reads its
+    answers late; then the client closes stdin in the middle of another over-long line and the server ends cleanly
+    (exit 0, nothing on stderr but logging)."""
     server = subprocess.Popen(
         [sys.executable, "-m", "citeline.cli.main", "mcp", "--index", str(index.path)],
         env=_env(),
@@ -260,7 +262,7 @@ def test_stdio_takes_lines_as_a_client_writes_them(index: Index) -> None:
             server.stdin.write(piece)
             server.stdin.flush()
             time.sleep(0.2)
-        server.stdin.write(b"\xff\xfe not json\n" + _lines(*_HANDSHAKE[1:]))
+        server.stdin.write(b"\xff\xfe not json\n" + _too_long(77) + b"\n" + _lines(*_HANDSHAKE[1:]))
         server.stdin.flush()
         output = b""
         while b'"id":3' not in output:  # every answer is one line; the search's is the last
@@ -275,11 +277,65 @@ def test_stdio_takes_lines_as_a_client_writes_them(index: Index) -> None:
         listed = [json.loads(server.stdout.readline()) for _ in listings]
         assert sorted(answer["id"] for answer in listed) == [listing["id"] for listing in listings]
         assert all(len(answer["result"]["tools"]) == len(TOOLS) for answer in listed)
+        server.stdin.write(_too_long(78))
         rest, errors = server.communicate(timeout=60)  # closes stdin: the client is done
     finally:
         server.kill()
-    _searched(_answered(output + rest))
+    answered = _answered(output + rest)
+    _searched(answered)
+    assert 77 not in answered and 78 not in answered
+    assert errors.count(b"skipped a request line longer than") == 2, errors.decode(errors="replace")[-2000:]
     assert server.returncode == 0 and b"Traceback" not in errors, errors.decode(errors="replace")[-2000:]
+
+
+def _too_long(request_id: int) -> bytes:
+    """A search whose line is longer than ``citeline mcp`` reads (``MAX_REQUEST_BYTES``), without its newline."""
+    query = "ledger " * (MAX_REQUEST_BYTES // 7 + 1000)
+    call = {"name": "search", "arguments": {"query": query}}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": call}).encode()
+
+
+_READ_STDIN = """
+import asyncio, os
+from citeline.mcp_server import _stdin_pipe
+
+async def main():
+    async with _stdin_pipe() as lines:
+        if lines is None:
+            print("not a pipe")
+            return
+        stray = os.read(0, 10)  # a library or a child reading fd 0 while the server serves
+        got = [line async for line in lines]
+    print(repr(stray), got, os.get_blocking(0), os.read(0, 10))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("wire", ["pipe", "socket"])
+def test_the_loop_reads_a_pipe_and_nothing_else_reads_the_wire(tmp_path: Path, wire: str) -> None:
+    """``citeline mcp`` reads a pipe (or a socket: Node's child processes get socket pairs) on its event loop: while
+    it serves, fd 0 reads the null device (so nothing else can take the client's requests), the lines arrive whole,
+    bad UTF-8 replaced as the SDK's reader does, the last one without its newline too, and at the end fd 0 is the
+    wire again, blocking as it was. A regular file is left to the SDK's own reader."""
+    sent = b"one\ntw\xffo\nthree"
+    if wire == "pipe":
+        run = subprocess.run(
+            [sys.executable, "-c", _READ_STDIN], input=sent, capture_output=True, env=_env(), timeout=60
+        )
+    else:
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            ours.sendall(sent)
+            ours.shutdown(socket.SHUT_WR)
+            run = subprocess.run(
+                [sys.executable, "-c", _READ_STDIN], stdin=theirs, capture_output=True, env=_env(), timeout=60
+            )
+    assert run.stdout.decode().split("\n")[0] == "b'' ['one\\n', 'tw\ufffdo\\n', 'three'] True b''", run.stderr
+    (tmp_path / "requests").write_bytes(b"one\n")
+    with (tmp_path / "requests").open("rb") as requests:
+        run = subprocess.run([sys.executable, "-c", _READ_STDIN], stdin=requests, capture_output=True, env=_env())
+    assert run.stdout.decode().strip() == "not a pipe", run.stderr
 
 
 def _batch() -> bytes:
