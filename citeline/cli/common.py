@@ -259,6 +259,10 @@ def user_errors(func: F) -> F:
             duckdb = sys.modules.get("duckdb")  # not imported: not DuckDB's (a search may never load it)
             if duckdb is None or not isinstance(exc, duckdb.Error):
                 raise
+            from citeline.store.connection import argument_error
+
+            if (mistake := argument_error(exc)) is not None:  # the user's text, not the database
+                raise click.ClickException(str(mistake)) from exc
             raise click.ClickException(f"the index's database failed: {str(exc).splitlines()[0]}") from exc
 
     return wrapper  # type: ignore[return-value]

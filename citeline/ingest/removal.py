@@ -32,6 +32,7 @@ from citeline.sources import remote
 from citeline.sources.document import record_name, record_of
 from citeline.sources.parsers import display_path
 from citeline.store import catalog, generation, ledger
+from citeline.store.connection import check_text
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.rows import ChunkRows, documents_table
@@ -65,6 +66,7 @@ def _strings(name: str, values: str | os.PathLike[str] | Sequence[Any] | None) -
         text = os.fspath(item) if isinstance(item, os.PathLike) else item
         if not isinstance(text, str) or not text.strip() or "\0" in text:
             raise SettingsError(f"remove: {name} must be non-empty text without NUL characters, not {item!r}")
+        check_text(f"remove: {name}", text, "; no file whose name is not UTF-8 is indexed")
         out.append(text)
     return out
 

@@ -30,7 +30,7 @@ import pyarrow as pa
 from citeline.errors import IndexCorruptError
 from citeline.store import ledger
 from citeline.store import metadata as stored_metadata
-from citeline.store.connection import DB_FILE, connect, create_file, db_path  # noqa: F401  (re-exported)
+from citeline.store.connection import DB_FILE, argument_error, connect, create_file, db_path  # noqa: F401  (re-exported)
 from citeline.store.rows import arrow_to_vectors
 
 if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
@@ -187,6 +187,8 @@ def damage_reported(read: Callable[..., T], connection: duckdb.DuckDBPyConnectio
     try:
         return read(connection, *args)
     except duckdb.Error as exc:
+        if (mistake := argument_error(exc)) is not None:
+            raise mistake from exc
         raise IndexCorruptError(
             f"the index's {DB_FILE} is damaged ({str(exc).splitlines()[0]}); restore it from a backup, or build "
             "a new index with `citeline ingest PATH --index NEW_DIR`"

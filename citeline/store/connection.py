@@ -46,6 +46,25 @@ def check_rows(name: str, value: object, least: int) -> None:
         raise QueryError(f"{name} must be a whole number from {least} to {MAX_ROWS}, got {value!r}")
 
 
+def check_text(what: str, value: str, why: str = "") -> None:
+    """Raise :class:`QueryError` (``WHAT 'VALUE' is not valid text (not UTF-8)WHY``) unless ``value`` can be
+    encoded as UTF-8, as DuckDB needs every text it is given: an argument with bytes that are not UTF-8 (a file name,
+    a terminal in another encoding) reaches Python as lone surrogates, and DuckDB's error for it read as damage."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise QueryError(f"{what} {value!r} is not valid text (not UTF-8){why}") from None
+
+
+def argument_error(exc: BaseException) -> QueryError | None:
+    """The caller's error in DuckDB's ``exc``, if that is what it is: a text argument it could not convert (one not
+    checked by :func:`check_text` where it came in). None for anything else (damage, a bug)."""
+    message = str(exc)
+    if type(exc).__name__ == "InvalidInputException" and "Python Conversion Failure" in message:
+        return QueryError(f"a value given is not valid text (not UTF-8): {message.splitlines()[0]}")
+    return None
+
+
 DB_FILE = "meta.duckdb"
 
 #: DuckDB's memory ceiling for each connection, in MB (its buffer pool, joins, sorts and the checkpoint at close).

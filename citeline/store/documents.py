@@ -18,7 +18,7 @@ from citeline.errors import IndexNotFoundError, QueryError
 from citeline.sources.document import record_id_of, record_name, record_of
 from citeline.store import catalog
 from citeline.store import metadata as stored_metadata
-from citeline.store.connection import check_rows
+from citeline.store.connection import check_rows, check_text
 from citeline.util import paths
 from citeline.util.output import iso_utc
 
@@ -166,6 +166,8 @@ def spellings(name: str) -> list[str]:
 def read_document(index_dir: Path, doc_id: str, names: Sequence[str] = ()) -> DocumentDetail:
     """:func:`document` of the index at ``index_dir`` (``Index.document``): ``doc_id``, else the one document
     ``names`` name (:func:`named`); an unknown one raises :class:`IndexNotFoundError` saying how to list them."""
+    for text in (doc_id, *names):  # no file whose name is not UTF-8 is indexed (ingest refuses it)
+        check_text("document name", text, "; no file whose name is not UTF-8 is indexed (rename it to index it)")
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
         record = document(connection, doc_id)
         if record is None and names:

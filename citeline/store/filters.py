@@ -51,6 +51,7 @@ from datetime import UTC, date, datetime, time
 from typing import Any
 
 from citeline.errors import QueryError
+from citeline.store.connection import check_text
 from citeline.util import paths
 
 __all__ = ["FILTER_KEYS", "META_OPERATORS", "Filters", "filters_from", "where_meta"]
@@ -394,10 +395,7 @@ def filters_from(
 
 def _text(key: str, value: str) -> None:
     # Text that cannot be encoded as UTF-8 (a lone surrogate from an undecodable argument) cannot be compared.
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise QueryError(f"filter {key!r}: {value!r} is not valid text (not UTF-8)") from None
+    check_text(f"filter {key!r}:", value)
 
 
 def _json_pointer(key: str) -> str:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from citeline.errors import IndexCorruptError
-from citeline.store.connection import check_rows
+from citeline.store.connection import argument_error, check_rows
 from citeline.util.output import iso_utc
 
 if TYPE_CHECKING:  # imported where used: a search that reads meta.json never loads DuckDB (store/meta_cache.py)
@@ -138,6 +138,8 @@ def read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSumm
     try:
         return _read_runs(connection, limit)
     except (duckdb.Error, TypeError, ValueError, AttributeError) as exc:
+        if (mistake := argument_error(exc)) is not None:
+            raise mistake from exc
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise IndexCorruptError(
             f"the run ledger (the runs table of meta.duckdb) is damaged: {reason}; the index itself may be fine "

@@ -389,6 +389,32 @@ def test_filter_values_python_cannot_handle_are_query_errors(legacy: Path, filte
         index.search("river", k=3, filters=filters)
 
 
+def test_text_duckdb_cannot_take_is_the_callers_error_wherever_it_comes_in(legacy: Path) -> None:
+    """A lone surrogate (a byte that was not UTF-8 in an argument) in a document name, a removal's selector or a
+    filter is a QueryError saying so, never DuckDB's conversion error read as a damaged database; and any path that
+    would still let one through to DuckDB is caught the same way (``argument_error``)."""
+    import duckdb
+
+    from citeline.store.catalog import damage_reported
+    from citeline.store.connection import argument_error
+
+    index = Index.open(legacy, embedder=HashEmbedder())
+    for call in (
+        lambda: index.document("\udcff"),
+        lambda: index.remove(["\udcff"]),
+        lambda: index.remove(doc_ids=["\udcff"]),
+        lambda: index.documents({"path_glob": "*\udcff"}),
+    ):
+        with pytest.raises(QueryError, match="not valid text"):
+            call()
+    connection = duckdb.connect()
+    with pytest.raises(QueryError, match="not valid text"):
+        damage_reported(lambda c, value: c.execute("SELECT ?", [value]).fetchall(), connection, "\udcff")
+    with pytest.raises(duckdb.Error) as raised:
+        connection.execute("SELECT * FROM no_such_table")
+    assert argument_error(raised.value) is None  # damage (or a bug) stays what it is
+
+
 def test_a_query_that_is_not_utf8_is_a_query_error(legacy: Path) -> None:
     with pytest.raises(QueryError, match="not valid text"):
         Index.open(legacy, embedder=HashEmbedder()).search("river \udcff", k=3)
@@ -408,6 +434,14 @@ def test_a_query_that_is_not_utf8_is_a_query_error(legacy: Path) -> None:
         (["remove", "~nosuchuser/x"], 2, "~nosuchuser/x"),
         (["documents", "--source", "~nosuchuser"], 1, "~nosuchuser"),
         (["ingest", "DOCS", "--removal-threshold", "2"], 2, "--removal-threshold"),
+        # not UTF-8 (an undecodable byte in a terminal's argument): the user's text, never "the database failed"
+        (["runs", "--limit", "99999999999999999999"], 2, "--limit"),
+        (["show", "\udcff"], 1, "not valid text (not UTF-8)"),
+        (["show", "DOCS/caf\udce9.md"], 1, "no file whose name is not UTF-8 is indexed"),
+        (["remove", "\udcff"], 1, "not valid text (not UTF-8)"),
+        (["remove", "--doc", "\udcff"], 1, "not valid text (not UTF-8)"),
+        (["remove", "--source", "\udcff"], 1, "not valid text (not UTF-8)"),
+        (["documents", "--path", "\udcff"], 1, "not valid text (not UTF-8)"),
     ],
 )
 def test_bad_arguments_are_one_line_with_the_right_exit_status(
@@ -418,7 +452,9 @@ def test_bad_arguments_are_one_line_with_the_right_exit_status(
     index.ingest([docs])
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
-    args = [{"DOCS": str(docs), "LOOP": str(loop)}.get(arg, arg) for arg in args]
+    args = [
+        arg.replace("DOCS", str(docs)) if arg.startswith("DOCS") else {"LOOP": str(loop)}.get(arg, arg) for arg in args
+    ]
     result = CliRunner().invoke(cli, [*args, "--index", str(index.path)])
     assert result.exit_code == code, result.output
     assert "Traceback" not in result.output and says in result.output
