@@ -28,7 +28,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar, get_type_hints
@@ -941,28 +941,18 @@ async def _stdin_pipe() -> AsyncIterator[Any]:
     if not _is_pipe(0):
         yield None
         return
-    import fcntl
-
-    wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    pipe = os.fdopen(wire, "rb", buffering=0)
     null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    transport: asyncio.BaseTransport | None = None
-    try:
-        reader = asyncio.StreamReader(limit=MAX_REQUEST_BYTES)
-        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe
-        )
-        yield _Lines(reader)
-    finally:
-        with contextlib.suppress(OSError):  # the wire back on fd 0, blocking again (the flag is the pipe end's)
-            os.dup2(wire, 0)
-            os.set_blocking(0, True)
-        if transport is not None:
-            transport.close()  # closes the pipe too
-        else:
-            pipe.close()
+    with _claimed(0, "rb", null) as pipe:
+        os.close(null)
+        transport: asyncio.BaseTransport | None = None
+        try:
+            reader = asyncio.StreamReader(limit=MAX_REQUEST_BYTES)
+            transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), pipe
+            )
+            yield _Lines(reader)
+        finally:
+            _close(transport, pipe)
 
 
 @asynccontextmanager
@@ -975,25 +965,40 @@ async def _stdout_pipe() -> AsyncIterator[Any]:
     if not _is_pipe(1, terminal=True):
         yield None
         return
+    with _claimed(1, "wb", 2) as pipe:
+        transport: asyncio.BaseTransport | None = None
+        try:
+            transport, writer = await asyncio.get_running_loop().connect_write_pipe(_Writer, pipe)
+            yield writer
+            with anyio.move_on_after(5):  # what is still queued, for a client that reads it
+                await writer.drained()
+        finally:
+            _close(transport, pipe)
+
+
+@contextlib.contextmanager
+def _claimed(fd: int, mode: str, diversion: int) -> Iterator[Any]:
+    """A standard stream's wire as a private file (close-on-exec, above the standard range) while ``fd`` itself
+    points at ``diversion``, as the SDK's own claim of stdin and stdout does; at the end the wire is back on
+    ``fd``, blocking again (the flag belongs to the pipe end, which the loop's transport made non-blocking)."""
     import fcntl
 
-    wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-    pipe = os.fdopen(wire, "wb", buffering=0)
-    os.dup2(2, 1)
-    transport: asyncio.BaseTransport | None = None
+    wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    pipe = os.fdopen(wire, mode, buffering=0)
+    os.dup2(diversion, fd)
     try:
-        transport, writer = await asyncio.get_running_loop().connect_write_pipe(_Writer, pipe)
-        yield writer
-        with anyio.move_on_after(5):  # what is still queued, for a client that reads it
-            await writer.drained()
+        yield pipe
     finally:
-        with contextlib.suppress(OSError):  # the wire back on fd 1, blocking again (the flag is the pipe end's)
-            os.dup2(wire, 1)
-            os.set_blocking(1, True)
-        if transport is not None:
-            transport.close()  # closes the pipe too
-        else:
-            pipe.close()
+        with contextlib.suppress(OSError):
+            os.dup2(wire, fd)
+            os.set_blocking(fd, True)
+
+
+def _close(transport: asyncio.BaseTransport | None, pipe: Any) -> None:
+    if transport is not None:
+        transport.close()  # closes the pipe too
+    else:
+        pipe.close()
 
 
 def http_app(server: Server[Any], *, loopback_only: bool) -> tuple[Any, Callable[[Any], Any]]:
