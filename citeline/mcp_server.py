@@ -763,6 +763,31 @@ class _Unanswered:
         self.drain = drain
         self.ids: set[Any] = set()
         self._settled = anyio.Event()
+        self._answers: Any = None  # the SDK's write stream, for the answers to lines it could not parse
+
+    async def refuse(self, problem: Exception) -> bool:
+        """Answer a line the SDK could not parse as JSON with JSON-RPC's parse error (-32700): for the request's id
+        when Python's own JSON reader finds one (a lone surrogate escape, ``"\\udcff"``, which the SDK's parser
+        refuses and Python's ``json.dumps`` writes for a file name that is not UTF-8), else for id null, as JSON-RPC
+        asks. Left to the SDK, the line is only logged, and the client waits for an answer that never comes. False
+        for anything else (passed on to the SDK)."""
+        if self._answers is None or not isinstance(problem, ValidationError):
+            return False
+        first = problem.errors()[0]
+        if first["type"] != "json_invalid" or not isinstance(first.get("input"), str):
+            return False
+        try:
+            message = json.loads(first["input"])
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and "method" in message and "id" not in message:
+            return True  # a notification: nothing to answer
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+            request_id = None
+        error = types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {first['msg']}")
+        await self._answers.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+        return True
 
     def settle(self, request_id: Any) -> None:
         """``request_id`` is answered (or cancelled by the client, which then expects no answer)."""
@@ -781,6 +806,7 @@ class _Unanswered:
         return _Reading(stream, self)
 
     def writing(self, stream: Any) -> _Writing:
+        self._answers = stream
         return _Writing(stream, self)
 
 
@@ -803,7 +829,8 @@ class _Wrapped:
 
 
 class _Reading(_Wrapped):
-    """The read stream: notes each request read, and ends only once they are answered (:meth:`_Unanswered.wait`)."""
+    """The read stream: notes each request read, ends only once they are answered (:meth:`_Unanswered.wait`), and
+    answers the lines that are not JSON itself (:meth:`_Unanswered.refuse`)."""
 
     @property
     def last_context(self) -> Any:
@@ -817,11 +844,14 @@ class _Reading(_Wrapped):
         return await self.__anext__()
 
     async def __anext__(self) -> Any:
-        try:
-            item = await self.stream.__anext__()
-        except StopAsyncIteration:
-            await self.unanswered.wait()
-            raise
+        while True:
+            try:
+                item = await self.stream.__anext__()
+            except StopAsyncIteration:
+                await self.unanswered.wait()
+                raise
+            if not (isinstance(item, Exception) and await self.unanswered.refuse(item)):
+                break
         message = item.message if isinstance(item, SessionMessage) else None  # else a line that is not JSON-RPC
         if isinstance(message, types.JSONRPCRequest):
             self.unanswered.ids.add(message.id)

@@ -189,3 +189,8 @@ def no_library_warnings(*context: object) -> Iterator[None]:
         and not str(w.filename).startswith(own)
     ]
     assert not shown, (*context, shown)
+
+
+#: What citeline says only of a damaged index (its database, ledger, manifest or files): a fuzz test over a healthy
+#: one fails when an error says it, which is a caller's mistake (an argument DuckDB could not take) told as damage.
+DAMAGE = re.compile(r"is damaged|database failed|from a backup")

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from _common import no_library_warnings
+from _common import DAMAGE, no_library_warnings
 from click.testing import CliRunner
 from conftest import HashEmbedder
 from hypothesis import HealthCheck, given, settings
@@ -157,3 +157,4 @@ def test_no_command_prints_a_traceback(tree: Path, args: list[str], monkeypatch:
     assert result.exit_code in (0, 1, 2), (argv, result.output)
     if result.exit_code:
         assert result.output.count("Error:") <= 1, (argv, result.output)
+        assert not DAMAGE.search(result.output), (argv, result.output)  # the index is healthy: never told as damage

@@ -262,7 +262,9 @@ def test_stdio_takes_lines_as_a_client_writes_them(index: Index) -> None:
             server.stdin.write(piece)
             server.stdin.flush()
             time.sleep(0.2)
-        server.stdin.write(b"\xff\xfe not json\n" + _too_long(77) + b"\n" + _lines(*_HANDSHAKE[1:]))
+        lone = {"name": "search", "arguments": {"query": "caf\udce9 ledger"}}  # json.dumps writes "caf\\udce9"
+        unparsable = _lines({"jsonrpc": "2.0", "id": 79, "method": "tools/call", "params": lone})
+        server.stdin.write(b"\xff\xfe not json\n" + _too_long(77) + b"\n" + unparsable + _lines(*_HANDSHAKE[1:]))
         server.stdin.flush()
         output = b""
         while b'"id":3' not in output:  # every answer is one line; the search's is the last
@@ -284,6 +286,10 @@ def test_stdio_takes_lines_as_a_client_writes_them(index: Index) -> None:
     answered = _answered(output + rest)
     _searched(answered)
     assert 77 not in answered and 78 not in answered
+    # JSON the SDK cannot parse is answered with JSON-RPC's parse error: for the request's id when Python's JSON
+    # reader finds one (a lone surrogate), else for id null; never left to the client's timeout
+    assert answered[79]["error"]["code"] == -32700 and "surrogate" in answered[79]["error"]["message"], answered[79]
+    assert answered[None]["error"]["code"] == -32700, answered.get(None)
     assert errors.count(b"skipped a request line longer than") == 2, errors.decode(errors="replace")[-2000:]
     assert server.returncode == 0 and b"Traceback" not in errors, errors.decode(errors="replace")[-2000:]
 
