@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from _common import DAMAGE
 from conftest import REPO, SEEDS, HashEmbedder
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -663,3 +667,117 @@ def test_the_documented_stdio_configuration_cites_seeds(tmp_path: Path) -> None:
     assert printed.returncode == 0, printed.stderr.decode(errors="replace")[-2000:]
     out = printed.stdout.decode()
     assert "passages for 'why did soldiers leave the garrison'" in out and "citeline://" in out, out
+
+
+# ---------------------------------------------------------------- fuzzing the tools' arguments
+
+FUZZ_EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "60"))
+#: Values that have broken argument handling somewhere (as in tests/index/test_cli_fuzz.py), as an agent may send
+#: them: huge and negative numbers, text that is not UTF-8 (a lone surrogate), paths that cannot be resolved, globs.
+TRICKY = st.sampled_from(
+    ["", " ", "\udcff", "caf\udce9.md", "~nosuchuser/x", "a\0b", "*", "[", "[[a]", "x=", "k=v", "author=Mara",
+     "2026-13-45", "99999999999999999999", "ledger", "records.jsonl#r1", "citeline://x/chars/1-0", "hybrid"]
+)  # fmt: skip
+VALUES = st.one_of(
+    TRICKY,
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+    st.lists(TRICKY, max_size=3),
+)
+FILTERS = st.dictionaries(st.sampled_from(["source", "path", "where", "ingested_after", "ingested_before"]), VALUES)
+CALLS = {
+    "search": ["query", "k", "mode", "filters", "collapse", "min_score", "group"],
+    "get_passage": ["doc_id", "char_start", "char_end", "context"],
+    "get_document": ["doc_id", "offset", "max_chars"],
+    "list_documents": ["filters", "limit", "offset"],
+    "index_status": [],
+}
+
+
+@st.composite
+def tool_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    name = draw(st.sampled_from(sorted(CALLS)))
+    arguments: dict[str, Any] = {}
+    for key in draw(st.lists(st.sampled_from([*CALLS[name], "extra"]), max_size=4, unique=True)):
+        arguments[key] = draw(FILTERS if key == "filters" else VALUES)
+    if name == "search" and "mode" not in arguments:
+        arguments["mode"] = "lexical"
+    return name, arguments
+
+
+class _Wire:
+    """A client of the least kind on ``citeline mcp``'s stdio: a JSON line out, a line back, each within a minute."""
+
+    def __init__(self, code: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        self.pending = b""
+        self.ids = iter(range(1, 10**9))
+        assert "result" in self.ask("initialize", _HANDSHAKE[0]["params"])
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self.ids)
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + 60
+        while b"\n" not in self.pending:
+            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"no answer to {method} {params!r} within 60 s"
+            chunk = os.read(self.process.stdout.fileno(), 1 << 20)
+            assert chunk, f"the server ended on {method} {params!r}"
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        answer: dict[str, Any] = json.loads(line)
+        assert answer.get("id") == request_id, answer
+        return answer
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait(30)
+
+
+@pytest.fixture(scope="module")
+def wire(index: Index) -> Iterator[_Wire]:
+    code = (
+        "from conftest import HashEmbedder; from citeline.server import serve_mcp_stdio; "
+        f"serve_mcp_stdio({str(index.path)!r}, embedder=HashEmbedder())"
+    )
+    client = _Wire(code)
+    yield client
+    client.close()
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    derandomize=not os.environ.get("CITELINE_FUZZ_RANDOM"),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(call=tool_calls())
+def test_any_arguments_get_an_answer_never_a_crash(wire: _Wire, call: tuple[str, dict[str, Any]]) -> None:
+    """Random arguments to every tool, as a confused agent may send them, each answered: a result, a tool error of
+    one line (never a traceback, never damage on this healthy index), or JSON-RPC's own error for arguments that
+    are not an object of text (a lone surrogate escape is a parse error for the request's id); the server lives on."""
+    name, arguments = call
+    answer = wire.ask("tools/call", {"name": name, "arguments": arguments})
+    if "error" in answer:
+        assert answer["error"]["code"] in (-32700, -32602), answer
+        assert "\n" not in answer["error"]["message"]
+        return
+    result = answer["result"]
+    text = result["content"][0]["text"]
+    if result.get("isError"):
+        assert "\n" not in text and "Traceback" not in text and "internal error" not in text, (call, text)
+        assert not DAMAGE.search(text), (call, text)
+    else:
+        assert result.get("structuredContent") is not None, (call, result)
