@@ -909,7 +909,7 @@ class _Writer(asyncio.Protocol):
 
 #: The longest request line ``citeline mcp`` reads from a pipe: the largest request its tools take (a 1,000-character
 #: query and 5 filters of 20 values of 1,000 characters, JSON-escaped) is under 1 MiB. A longer line is skipped with
-#: a line on stderr, as the SDK skips a line that is not JSON-RPC, rather than held in memory whole.
+#: a line on stderr rather than held in memory whole; it gets no answer (its id is not read).
 MAX_REQUEST_BYTES = 4 * 2**20
 
 

@@ -57,6 +57,7 @@ from citeline.query.stages import (
 from citeline.query.stages import document_rows as document_rows  # re-exported: tests import it from here
 from citeline.sources.document import record_id_of
 from citeline.store import metadata as stored_metadata
+from citeline.store.connection import check_text
 from citeline.store.filters import Filters
 from citeline.util.arrays import unique
 from citeline.util.declared import option
@@ -86,10 +87,7 @@ def validate_query(query: object, k: object) -> tuple[str, int]:
         raise QueryError(f"query must be text, not {type(query).__name__}")
     if not query.strip():
         raise QueryError("query is empty; say what you are looking for")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: a command-line argument that was not valid UTF-8
-        raise QueryError(f"query is not valid text (not UTF-8): {query!r}; check the terminal's encoding") from None
+    check_text("query", query, "; check the terminal's encoding")  # lone surrogates: an argument not UTF-8
     if isinstance(k, bool) or not isinstance(k, int | np.integer):
         raise QueryError(f"k must be a whole number, not {k!r}")
     if k <= 0:
