@@ -482,13 +482,10 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
         return answer, render_search(answer)
 
     async def passage(args: Any) -> tuple[dict[str, Any], str]:
-        if args.char_end < args.char_start:
+        if args.char_end < args.char_start:  # before reading the document: a request that cannot be answered
             raise ToolError(f"char_end ({args.char_end}) is before char_start ({args.char_start})")
         detail = await reader.run(lambda deadline: reader.index.document(args.doc_id))
-        start = max(0, args.char_start - args.context)
-        end = min(len(detail.text), args.char_end + args.context, start + MAX_SPAN_CHARS)
-        if args.char_start > len(detail.text):
-            raise ToolError(f"char_start {args.char_start} is past the end of the document ({len(detail.text)} chars)")
+        start, end = detail.excerpt(args.char_start, args.char_end, context=args.context, limit=MAX_SPAN_CHARS)
         span = _span(detail, start, end, None)
         return span, _render_span(span)
 

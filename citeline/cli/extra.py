@@ -213,20 +213,13 @@ def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as
 
     if chunk is not None and around is not None:
         raise click.UsageError("give --chunk or --around, not both")
-    doc = Index.open(index_path, repair=False).document(doc_id).to_dict()
-    text: str = doc["text"]
-    start, end = 0, len(text)
+    detail = Index.open(index_path, repair=False).document(doc_id)
+    start, end = 0, len(detail.text)
     if chunk is not None:
-        spans = [span for span in doc["spans"] if span["ordinal"] == chunk]
-        if not spans:
-            raise click.ClickException(f"document {doc_id} has chunks 0 to {len(doc['spans']) - 1}, not {chunk}")
-        start, end = spans[0]["char_start"], spans[0]["char_end"]
+        start, end = detail.chunk_span(chunk)
     elif around is not None:
-        if around > len(text):
-            raise click.ClickException(
-                f"document {doc_id} has {len(text)} characters; --around {around} is past the end"
-            )
-        start, end = max(0, around - AROUND_CHARS), min(len(text), around + AROUND_CHARS)
+        start, end = detail.excerpt(around, around, context=AROUND_CHARS)
+    doc, text = detail.to_dict(), detail.text
     if as_json:
         excerpt = {**{key: value for key, value in doc.items() if key != "text"}, "char_start": start,
                    "char_end": end, "text": text[start:end]}  # fmt: skip

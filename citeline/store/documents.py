@@ -74,6 +74,31 @@ class DocumentDetail(DocumentInfo):
     text: str = ""
     spans: tuple[ChunkSpan, ...] = ()
 
+    # The excerpts every surface cuts (``citeline show --chunk/--around``, MCP's ``get_passage``), here so that
+    # they cut and refuse alike.
+
+    def chunk_span(self, ordinal: int) -> tuple[int, int]:
+        """``(char_start, char_end)`` of chunk ``ordinal``; :class:`QueryError` naming the chunks it has."""
+        for span in self.spans:
+            if span.ordinal == ordinal:
+                return span.char_start, span.char_end
+        held = f"chunks 0 to {len(self.spans) - 1}" if self.spans else "no chunks"
+        raise QueryError(f"document {self.doc_id} has {held}, not {ordinal}")
+
+    def excerpt(self, char_start: int, char_end: int, context: int = 0, limit: int | None = None) -> tuple[int, int]:
+        """``(start, end)`` of ``text[char_start:char_end]`` widened by ``context`` characters each side, cut to the
+        text and to at most ``limit`` characters from ``start``; :class:`QueryError` for a span past the end of the
+        text or ending before it starts."""
+        if char_end < char_start:
+            raise QueryError(f"char_end ({char_end}) is before char_start ({char_start})")
+        if char_start > len(self.text):
+            raise QueryError(
+                f"character {char_start} is past the end of document {self.doc_id} ({len(self.text)} characters)"
+            )
+        start = max(0, char_start - context)
+        end = min(len(self.text), char_end + context)
+        return start, end if limit is None else min(end, start + limit)
+
 
 #: The keys of each :func:`documents` record, in order (``document`` adds ``text`` and ``spans``).
 DOCUMENT_FIELDS = (
