@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import re
 import signal
@@ -42,6 +43,41 @@ def minimal_pdf(pages: list[str]) -> bytes:
     out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
     out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return bytes(out)
+
+
+def minimal_docx() -> bytes:
+    """A small Word document by python-docx: properties, a heading, a paragraph and a table."""
+    import docx
+
+    document = docx.Document()
+    document.core_properties.author = "Mara"
+    document.add_heading("Heading", level=1)
+    document.add_paragraph("A paragraph about rivers.")
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "cell", "other"
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+#: A valid file of every registered format (the fuzz tests mutate them; a contract test checks each format has one).
+SAMPLES = {
+    ".txt": b"A title\n\nSome text about rivers and bridges.\n",
+    ".md": b"---\nauthor: Mara\nyear: 2021\ntags: [a, b]\n---\n# Heading\n\nA paragraph.\n\n- a list item\n",
+    ".html": b"<html><head><title>T</title></head><body><article><p>Main text here.</p></article></body></html>",
+    ".jsonl": b'{"_id": "1", "title": "One", "text": "first record"}\n{"id": 2, "text": "second"}\n',
+    ".pdf": minimal_pdf(["First page about wages", "Second page"]),
+    ".docx": minimal_docx(),
+    ".rst": b"=====\nTitle\n=====\n\n:author: Mara\n:year: 2021\n\nA *paragraph*.\n\n- item\n\n::\n\n    code\n",
+    ".csv": b'id,title,text,year\n1,One,"first, record",2021\n2,,second,2020\n',
+    ".tsv": b"name\tcity\tyear\nMara\tTallinn\t2021\n",
+}
+ALIASES = {".markdown": ".md", ".htm": ".html"}
+
+
+def sample(suffix: str) -> bytes:
+    """A valid file of this suffix."""
+    return SAMPLES[ALIASES.get(suffix, suffix)]
 
 
 def make_beir(root: Path) -> Path:

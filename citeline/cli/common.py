@@ -422,9 +422,18 @@ def emit_search(results: Sequence[Any], fmt: str, *, columns: str | None = None,
         for record in records:
             best = max(record.get("highlights") or [], key=lambda h: h["score"], default=None)
             record["highlight"] = best["text"] if best else record["text"]
-            if fmt == "table" and record.get("record_id") is not None:  # people read it: the record's name
-                record["source_path"] = record_name(record["source_path"], record["record_id"])
+    name_records(records, fmt)
     emit_records(records, fmt, SEARCH_TABLE_COLUMNS, columns=columns, headers=headers, known=SEARCH_FIELDS)
+
+
+def name_records(records: Sequence[dict[str, Any]], fmt: str) -> None:
+    """In a table, which people read, a record's ``source_path`` is the record's name (``records.jsonl#rec17``, as
+    the text format prints it): every record of a file would otherwise show the same path. Other formats keep the
+    path and the ``record_id`` apart, for programs."""
+    if fmt == "table":
+        for record in records:
+            if record.get("record_id") is not None:
+                record["source_path"] = record_name(record["source_path"], record["record_id"])
 
 
 def no_passages(*, filtered: bool) -> str:

@@ -20,6 +20,7 @@ from citeline.cli.common import (
     headers_option,
     index_option,
     json_option,
+    name_records,
     picked_columns,
     resolve_format,
     search_dask_option,
@@ -186,6 +187,7 @@ def documents(
     if not rows and output == "table":
         click.echo("no documents" + (" match the filters" if filters else " (see `citeline ingest`)"), err=True)
         return
+    name_records(rows, output)
     emit_records(rows, output, DOCUMENT_TABLE_COLUMNS, columns=columns, headers=headers, known=DOCUMENT_FIELDS)
 
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from citeline.ingest.planning import ParsedBatch, Plan, plan_changes
 from citeline.sources.discovery import Discovery
-from citeline.sources.parsers import SourceFile
+from citeline.sources.parsers import SourceFile, reader_version
 from citeline.store import catalog, file_stats
 from citeline.store.documents import documents_to_plan
 
@@ -38,7 +38,8 @@ SETTLED_SECONDS = 2.0
 
 def found_files(files: Sequence[SourceFile]) -> pa.Table:
     """Each file's ``root``, ``source_file``, ``size``, ``mtime``, the ``encoding`` the run reads it in (None:
-    detected) and a remote object's ``stamp`` (its listing's, with its size and time): the table
+    detected), a remote object's ``stamp`` (its listing's, with its size and time) and the ``reader`` version of
+    its format (``citeline.sources.registry.READERS``): the table
     ``file_stats.fresh_files`` joins against the catalog. A file that cannot be stat'ed is left out (never fresh:
     parsing reads and reports it)."""
     stats: list[tuple[SourceFile, int, float]] = []
@@ -59,6 +60,7 @@ def found_files(files: Sequence[SourceFile]) -> pa.Table:
             "mtime": pa.array([mtime for _, _, mtime in stats], pa.float64()),
             "encoding": pa.array([source.encoding for source, _, _ in stats], pa.string()),
             "stamp": pa.array([source.stamp for source, _, _ in stats], pa.string()),
+            "reader": pa.array([reader_version(source) for source, _, _ in stats], pa.int32()),
         }
     )
     return found

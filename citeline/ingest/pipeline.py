@@ -66,6 +66,7 @@ from citeline.sources.parsers import (
     SourceFile,
     display_path,
     parse_source,
+    reader_version,
     reading_ahead,
 )
 from citeline.sources.selection import Selection
@@ -108,7 +109,12 @@ def _parse_each(
 
         def add(document: Document, source: SourceFile = source, stats: list[FileStat] = stats) -> None:
             if not stats:  # every document of a file carries the stat it was read at
-                stats.append(FileStat(source.root, source.source_id, document.size_bytes, document.mtime, source.stamp))
+                stats.append(
+                    FileStat(
+                        source.root, source.source_id, document.size_bytes, document.mtime, source.stamp,
+                        reader_version(source),
+                    )
+                )  # fmt: skip
             batch.add(document, hold_chars)
 
         def restart(mark: tuple[int, int, int] = mark, stats: list[FileStat] = stats) -> None:

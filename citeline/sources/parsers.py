@@ -43,6 +43,7 @@ from citeline.sources.encoding import guesses, is_blank
 from citeline.sources.formats.pdf import expand_ligatures
 from citeline.sources.registry import (
     PARSERS,
+    READERS,
     RECORD_PARSERS,
     Parser,
     RecordParser,
@@ -71,6 +72,7 @@ __all__ = [
     "parse",
     "parse_source",
     "parser",
+    "reader_version",
     "reading_ahead",
     "supported_suffixes",
     "text_hash",
@@ -160,6 +162,11 @@ def _check_unchanged(handle: BinaryIO, before: os.stat_result) -> None:
     after = os.fstat(handle.fileno())
     if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
         raise _Changed
+
+
+def reader_version(source: SourceFile) -> int:
+    """The reader version of the format ``source`` is read with (``registry.READERS``; 1 for an unknown suffix)."""
+    return READERS.get(_suffix(source), 1)
 
 
 def _suffix(source: SourceFile) -> str:

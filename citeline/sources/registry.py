@@ -30,16 +30,23 @@ Parser = Callable[[SourceFile, bytes], "list[Document] | Parsed"]
 RecordParser = Callable[[SourceFile, BinaryIO, Parsed], Generator[Document, None, None]]
 PARSERS: dict[str, Parser] = {}
 RECORD_PARSERS: dict[str, RecordParser] = {}
+#: Each suffix's reader version (``@parser(..., reader=N)``, 1 unless said). A format whose reading changes so
+#: that a file already indexed would give other text or other records bumps it: the index records the version each
+#: file was read with (``citeline.store.file_stats``), and the next run reads again the unchanged files read with
+#: an older one, so an upgrade reaches what is already indexed instead of only the files that change.
+READERS: dict[str, int] = {}
 
 _Format = TypeVar("_Format", Parser, RecordParser)
 
 
-def parser(*suffixes: str, records: bool = False) -> Callable[[_Format], _Format]:
+def parser(*suffixes: str, records: bool = False, reader: int = 1) -> Callable[[_Format], _Format]:
     """Register a parser for file suffixes (lower case, with the dot); ``records=True`` for a record format (a
-    :data:`RecordParser`, streamed)."""
+    :data:`RecordParser`, streamed); ``reader``: its reader version (:data:`READERS`), bumped when a change of
+    the parser changes what files already indexed give."""
 
     def register(func: _Format) -> _Format:
         for suffix in suffixes:
+            READERS[suffix] = reader
             if records:
                 RECORD_PARSERS[suffix] = func  # type: ignore[assignment]
                 PARSERS[suffix] = whole(func)  # type: ignore[arg-type]

@@ -18,6 +18,11 @@ was read (git's "racy" case). Rows of files with no stored documents are dropped
 (:func:`forget_documents_files`): a record removed on its own (``citeline remove --doc``) must bring its unchanged
 file to be read again, or it would never come back.
 
+Each row also names the reader version of the format the file was read with (``@parser(..., reader=N)``,
+``citeline.sources.registry.READERS``): when an upgrade changes how a format is read, a file read with an older
+version is no longer fresh, so the next run reads it again and stores what the new reader gives (unchanged
+documents are not embedded again). Without this, an upgrade reached only the files that changed after it.
+
 Indexes written before the table get it on their next commit (:func:`ensure`), filled from the documents' own
 stat where every document of a file agrees, which is exactly what the old rule accepted; until then (a read-only
 check of such an index) the old rule answers.
@@ -46,19 +51,23 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     mtime DOUBLE NOT NULL,
     checked_at DOUBLE NOT NULL,
     PRIMARY KEY (source_root, source_file),
-    stamp VARCHAR
+    stamp VARCHAR,
+    reader INTEGER
 )
 """
 
 #: A remote object's stamp (ETag, version, generation: ``citeline.sources.remote``), added to tables written before
 #: remote roots; NULL for a local file.
 _ADD_STAMP = f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS stamp VARCHAR"
+#: The reader version of the format the file was read with (``citeline.sources.registry.READERS``), added to tables
+#: written before versions; NULL reads as 1, the version every format had then.
+_ADD_READER = f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS reader INTEGER"
 
 # The documents' stat where every document of a file recorded the same one: the files the old rule called fresh
 # (given the settling test, applied to the earliest ingestion of the file's documents) keep being fresh.
 _SEED = f"""
 INSERT INTO {TABLE}
-SELECT source_root, source_file, min(size_bytes), min(mtime), min(epoch(ingested_at)), NULL
+SELECT source_root, source_file, min(size_bytes), min(mtime), min(epoch(ingested_at)), NULL, NULL
 FROM documents
 GROUP BY source_root, source_file
 HAVING count(size_bytes) = count(*) AND count(mtime) = count(*)
@@ -75,6 +84,8 @@ class FileStat(NamedTuple):
     mtime: float
     #: a remote object's stamp (its ETag, with its version where the store keeps versions); None for a local file
     stamp: str | None = None
+    #: the reader version of the file's format it was read with (``citeline.sources.registry.READERS``)
+    reader: int = 1
 
 
 def exists(connection: duckdb.DuckDBPyConnection) -> bool:
@@ -89,17 +100,19 @@ def ensure(connection: duckdb.DuckDBPyConnection) -> None:
     """Create the table if the catalog lacks it, filled from the documents' stat (inside a writer's
     transaction: an index written before the table gets it with its next commit)."""
     if exists(connection):
-        if not _has_stamp(connection):
+        if not _has_column(connection, "stamp"):
             connection.execute(_ADD_STAMP)
+        if not _has_column(connection, "reader"):
+            connection.execute(_ADD_READER)
         return
     connection.execute(_CREATE)
     connection.execute(_SEED)
 
 
-def _has_stamp(connection: duckdb.DuckDBPyConnection) -> bool:
+def _has_column(connection: duckdb.DuckDBPyConnection, column: str) -> bool:
     rows = connection.execute(
-        "SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND schema_name = 'main' AND column_name = 'stamp'",
-        [TABLE],
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND schema_name = 'main' AND column_name = ?",
+        [TABLE, column],
     ).fetchall()
     return bool(rows[0][0])
 
@@ -117,14 +130,15 @@ def record(connection: duckdb.DuckDBPyConnection, files: Sequence[FileStat], sta
             "mtime": pa.array([f.mtime for f in files], pa.float64()),
             "checked_at": pa.array([checked_at] * len(files), pa.float64()),
             "stamp": pa.array([f.stamp for f in files], pa.string()),
+            "reader": pa.array([f.reader for f in files], pa.int32()),
         }
     )
     connection.register("citeline_file_stats", rows)
     try:
         # A file may appear twice when a run lists it under two roots' views of one path: the last stat wins.
         connection.execute(
-            f"INSERT OR REPLACE INTO {TABLE} (source_root, source_file, size, mtime, checked_at, stamp) "
-            "SELECT source_root, source_file, last(size), last(mtime), last(checked_at), last(stamp) "
+            f"INSERT OR REPLACE INTO {TABLE} (source_root, source_file, size, mtime, checked_at, stamp, reader) "
+            "SELECT source_root, source_file, last(size), last(mtime), last(checked_at), last(stamp), last(reader) "
             "FROM citeline_file_stats GROUP BY source_root, source_file"
         )
     finally:
@@ -167,22 +181,25 @@ _SAME_READING = (
 def fresh_files(
     connection: duckdb.DuckDBPyConnection, found: pa.Table, settled_seconds: float
 ) -> list[tuple[str, str, int, bool]]:
-    """Per file of ``found`` (columns ``root``, ``source_file``, ``size``, ``mtime``, ``encoding`` and ``stamp``: the
-    files a run found, their stat, the encoding the run reads them in and a remote object's stamp) that has stored
-    documents: ``(root, source_file, documents, fresh)``, where ``fresh`` says the file's row holds this size and
-    modification time, the file had been left alone for ``settled_seconds`` when that run started (a remote object
-    with a stamp: the row holds this size and stamp, no settling), and reading it in the run's encoding cannot
-    change its text (:data:`_SAME_READING`). One row per file, computed in SQL: the documents never come to Python.
+    """Per file of ``found`` (columns ``root``, ``source_file``, ``size``, ``mtime``, ``encoding``, ``stamp`` and
+    ``reader``: the files a run found, their stat, the encoding the run reads them in, a remote object's stamp and
+    the reader version of their format) that has stored documents: ``(root, source_file, documents, fresh)``, where
+    ``fresh`` says the file's row holds this size and modification time, the file had been left alone for
+    ``settled_seconds`` when that run started (a remote object with a stamp: the row holds this size and stamp, no
+    settling), it was read with this reader version (an upgraded format reads its files again), and reading it in
+    the run's encoding cannot change its text (:data:`_SAME_READING`). One row per file, computed in SQL: the
+    documents never come to Python.
 
     Without the table (an index no writer has touched since it was added) the old rule answers: every document
     stored from the file recorded this stat, and the file had settled when each was indexed."""
     if exists(connection):
         # A remote object with a stamp is unchanged when its size and stamp are (an ETag names the content: no
         # settling, and a re-upload of the same bytes is no change); anything else by size and settled time.
-        stored_stamp = "s.stamp" if _has_stamp(connection) else "NULL"
+        stored_stamp = "s.stamp" if _has_column(connection, "stamp") else "NULL"
+        stored_reader = "coalesce(s.reader, 1)" if _has_column(connection, "reader") else "1"
         sql = (
             "SELECT f.root, f.source_file, count(*) AS documents, "
-            "coalesce(any_value(s.size = f.size AND CASE WHEN f.stamp IS NOT NULL "
+            f"coalesce(any_value(s.size = f.size AND {stored_reader} = f.reader AND CASE WHEN f.stamp IS NOT NULL "
             f"THEN {stored_stamp} IS NOT DISTINCT FROM f.stamp "
             "ELSE s.mtime = f.mtime AND f.mtime < s.checked_at - ? END), false) "
             f"AND {_SAME_READING} "
@@ -194,7 +211,8 @@ def fresh_files(
     else:
         sql = (
             "SELECT f.root, f.source_file, count(*) AS documents, coalesce(bool_and(d.size_bytes = f.size "
-            f"AND d.mtime = f.mtime AND f.mtime < epoch(d.ingested_at) - ?), false) AND {_SAME_READING} AS fresh "
+            "AND d.mtime = f.mtime AND f.reader = 1 AND f.mtime < epoch(d.ingested_at) - ?), false) "
+            f"AND {_SAME_READING} AS fresh "
             "FROM citeline_found_files f JOIN documents d ON d.source_root = f.root AND d.source_file = f.source_file "
             "GROUP BY f.root, f.source_file"
         )

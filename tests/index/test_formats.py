@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from pathlib import Path
 
 import pytest
 from _common import minimal_pdf
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from citeline import Index, SourceError
 from citeline.sources.discovery import discover
@@ -344,6 +348,55 @@ def test_csv_and_tsv_rows_are_records(tmp_path: Path) -> None:
     assert row.source_id == "people.tsv#2" and row.format == "tsv"  # no id column: the row's line
     assert row.text.startswith("name: Mara\ncity: T") and row.properties == {"encoding": "cp1252", "record_id": "2"}
     assert row.metadata["year"] == 2021 and row.metadata["code"] == "007"
+
+
+_HEADER_NAMES = st.text("abcdefghijklmnopqrstuvwxyz ", min_size=1, max_size=8).map(str.strip).filter(
+    lambda name: bool(name) and name.casefold() not in {"id", "_id", "title", "text", "body", "content", "abstract",
+                                                        "description"}
+)  # fmt: skip
+_CELLS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    delimiter=st.sampled_from([",", ";", "\t", "|"]),
+    header=st.lists(_HEADER_NAMES, min_size=2, max_size=5, unique_by=str.casefold),
+    data=st.data(),
+)
+def test_a_table_any_spreadsheet_writes_reads_back_cell_for_cell(
+    tmp_path: Path, delimiter: str, header: list[str], data: st.DataObject
+) -> None:
+    """What a spreadsheet program or Python's csv module writes, with any of the delimiters a ``.csv`` may use
+    (``;`` where the comma is the decimal separator), reads back as its cells: each row a record whose metadata
+    is its non-empty cells. Read with ``,`` alone, a ``;`` table was one column and no filter on a column held."""
+    from citeline.sources.metadata import typed_text
+
+    rows = data.draw(st.lists(st.lists(_CELLS, min_size=len(header), max_size=len(header)), min_size=1, max_size=6))
+    rows = [row for row in rows if any(cell.strip() for cell in row)]
+    assume(rows)  # a table of blank rows holds no record (its own error)
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\r\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    table = tmp_path / f"t{abs(hash((delimiter, tuple(header))))}.csv"
+    table.write_text(buffer.getvalue(), encoding="utf-8", newline="")
+    parsed = parse_source(source(table))
+    assert not parsed.errors, parsed.errors
+    expected = [
+        {name: typed_text(cell) for name, cell in zip(header, row, strict=True) if cell.strip()} for row in rows
+    ]
+    assert [document.metadata for document in parsed.documents] == expected
+
+
+def test_a_semicolon_table_with_decimal_commas_is_read_by_its_columns(tmp_path: Path) -> None:
+    table = tmp_path / "prices.csv"
+    table.write_text("id;name;price;note\n1;lamp;12,50;a, b\n2;chair;40,00;\n", encoding="utf-8")
+    first, second = parse(source(table))
+    assert first.source_id == "prices.csv#1" and first.metadata == {"name": "lamp", "price": "12,50", "note": "a, b"}
+    assert second.metadata == {"name": "chair", "price": "40,00"}
+    one_column = tmp_path / "words.csv"  # no delimiter splits the header: one column, as before
+    one_column.write_text("word\nalpha; beta\ngamma\n", encoding="utf-8")
+    assert [d.metadata for d in parse(source(one_column))] == [{"word": "alpha; beta"}, {"word": "gamma"}]
 
 
 def test_a_csv_cell_may_hold_unicode_line_separators_and_rows_may_end_at_a_lone_cr(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from conftest import HashEmbedder
 
 from citeline import Index
 from citeline.ingest import pipeline
+from citeline.sources.parsers import supported_suffixes
 
 
 def _write(folder: Path, name: str, text: str, age: float = 3600.0) -> Path:
@@ -225,3 +226,82 @@ def test_an_index_written_before_the_files_table_gets_it_filled_from_its_documen
     assert sorted(_file_rows(index)) == [f"note{n}.md" for n in range(4)]
     assert index.ingest([docs]).unchanged == 4
     assert parsed == ["note1.md"]
+
+
+@pytest.mark.parametrize("shards", [None, 3])
+def test_an_upgraded_reader_reads_the_files_of_its_format_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: int | None
+) -> None:
+    """An index built by a release that read ``.csv`` with ``,`` only (reader 1) stored a semicolon table as one
+    column. After the upgrade (reader 2, the delimiter detected), the next run reads the unchanged table again and
+    stores its rows' cells as they are; the Markdown files beside it, whose reader did not change, stay unread."""
+    from citeline.sources import registry
+    from citeline.sources.formats import delimited
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for number in range(2):
+        _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder(), shards=shards)
+    _write(docs, "prices.csv", "id;name;city;price\n1;lamp;Tartu;12\n2;chair;Riga;40\n")
+    with monkeypatch.context() as old_release:
+        old_release.setitem(registry.READERS, ".csv", 1)
+        old_release.setattr(delimited, "delimiter_of", lambda text, kind: "\t" if kind == "tsv" else ",")
+        index.ingest([docs])
+        # one column named "id;name;city;price", no id column found: the rows are named by their lines
+        assert index.document("prices.csv#2").metadata == {"id;name;city;price": "1;lamp;Tartu;12"}
+        assert index.ingest([docs]).unchanged == 4  # the old release: nothing is read again, ever
+    parsed = _count_parses(monkeypatch)
+    run = index.ingest([docs])
+    assert parsed == ["prices.csv"] and (run.added, run.updated, run.removed) == (1, 1, 1), run
+    assert index.document("prices.csv#1").metadata == {"name": "lamp", "city": "Tartu", "price": 12}
+    assert index.search("lamp", 5, filters={"meta": {"city": "Tartu"}}, min_score=0)[0].source_id == "prices.csv#1"
+    assert index.ingest([docs]).unchanged == 4 and parsed == ["prices.csv"]  # read once, then fresh again
+    assert index.verify().ok
+
+
+def test_an_index_written_before_reader_versions_reads_as_version_1(tmp_path: Path) -> None:
+    """A ``files`` table without the ``reader`` column (written before versions) gets it on the next commit, its
+    rows NULL: read as version 1, so formats still at 1 are not read again by an upgrade."""
+    import contextlib
+
+    from citeline.store import catalog, file_stats
+
+    docs, index = _indexed_notes(tmp_path, 3)
+    with contextlib.closing(catalog.connect(index.path, read_only=False)) as connection:
+        connection.execute(f"ALTER TABLE {file_stats.TABLE} DROP COLUMN reader")
+    assert index.ingest([docs]).unchanged == 3  # read-only planning: the missing column reads as 1
+    _write(docs, "note9.md", "# Note 9\n\nA new note about the ford.\n")
+    assert index.ingest([docs]).added == 1  # the commit adds the column
+    with contextlib.closing(catalog.connect(index.path, read_only=True)) as connection:
+        readers = dict(connection.execute(f"SELECT source_file, reader FROM {file_stats.TABLE}").fetchall())
+    assert readers == {"note0.md": None, "note1.md": None, "note2.md": None, "note9.md": 1}
+    assert index.ingest([docs]).unchanged == 4
+
+
+@pytest.mark.parametrize("suffix", supported_suffixes())
+def test_a_new_reader_version_of_any_format_reads_its_files_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """Every registered format: when its reader version rises, the next run reads its files again, once, and
+    nothing else; a file whose text comes out the same stays unchanged (not embedded again)."""
+    from _common import sample
+
+    from citeline.sources import registry
+
+    docs, index = _indexed_notes(tmp_path, 2)
+    path = docs / f"sample{suffix}"
+    path.write_bytes(sample(suffix))
+    then = time.time() - 3600
+    os.utime(path, (then, then))
+    first = index.ingest([docs])
+    assert first.added >= 1 and not first.errors, first
+    parsed = _count_parses(monkeypatch)
+    assert not index.ingest([docs]).updated and parsed == []
+    monkeypatch.setitem(registry.READERS, suffix, registry.READERS[suffix] + 1)
+    run = index.ingest([docs])
+    of_format = sorted(p.name for p in docs.iterdir() if p.suffix == suffix)  # the notes too, for .md
+    assert sorted(parsed) == of_format and (run.added, run.updated, run.removed) == (0, 0, 0), run
+    assert run.chunks_embedded == 0
+    index.ingest([docs])
+    assert sorted(parsed) == of_format  # recorded with the new version: fresh again

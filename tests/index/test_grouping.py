@@ -204,6 +204,12 @@ def test_cli_names_records_and_says_offsets_are_into_their_text(index_path: Path
     assert by_source["records.jsonl#rec1"]["record_id"] == "rec1" and by_source["table.csv#2"]["record_id"] == "2"
     table = search(index_path, "-k", "20", "--format", "table", *flat).output
     assert "records.jsonl#rec1" in table
+    # the documents listing too: a table row per record, each named (not the same file path on every row)
+    listing = run("documents", "--index", str(index_path), "--format", "table").output
+    assert "records.jsonl#rec1" in listing and "table.csv#2" in listing, listing
+    assert "#" not in next(line for line in listing.splitlines() if "report.md" in line)
+    rows = [json.loads(line) for line in run("documents", "--index", str(index_path), "--json").output.splitlines()]
+    assert {row["source_path"].rsplit("/", 1)[-1] for row in rows if row["record_id"]} == {"records.jsonl", "table.csv"}
 
 
 def test_the_page_and_the_api_name_records(client: TestClient) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import os
 import tempfile
 from pathlib import Path
 
 import pytest
-from _common import minimal_pdf
+from _common import SAMPLES, sample
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,33 +15,6 @@ from citeline.errors import SourceError
 from citeline.model.chunking import Chunker
 from citeline.sources.parsers import Document, SourceFile, parse, supported_suffixes
 
-
-def minimal_docx() -> bytes:
-    """A small Word document by python-docx: properties, a heading, a paragraph and a table."""
-    import docx
-
-    document = docx.Document()
-    document.core_properties.author = "Mara"
-    document.add_heading("Heading", level=1)
-    document.add_paragraph("A paragraph about rivers.")
-    table = document.add_table(rows=1, cols=2)
-    table.cell(0, 0).text, table.cell(0, 1).text = "cell", "other"
-    out = io.BytesIO()
-    document.save(out)
-    return out.getvalue()
-
-
-SAMPLES = {
-    ".txt": b"A title\n\nSome text about rivers and bridges.\n",
-    ".md": b"---\nauthor: Mara\nyear: 2021\ntags: [a, b]\n---\n# Heading\n\nA paragraph.\n\n- a list item\n",
-    ".html": b"<html><head><title>T</title></head><body><article><p>Main text here.</p></article></body></html>",
-    ".jsonl": b'{"_id": "1", "title": "One", "text": "first record"}\n{"id": 2, "text": "second"}\n',
-    ".pdf": minimal_pdf(["First page about wages", "Second page"]),
-    ".docx": minimal_docx(),
-    ".rst": b"=====\nTitle\n=====\n\n:author: Mara\n:year: 2021\n\nA *paragraph*.\n\n- item\n\n::\n\n    code\n",
-    ".csv": b'id,title,text,year\n1,One,"first, record",2021\n2,,second,2020\n',
-    ".tsv": b"name\tcity\tyear\nMara\tTallinn\t2021\n",
-}
 #: CITELINE_FUZZ_EXAMPLES=2000 for a longer hunt than CI affords.
 EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "40"))
 #: In CI the examples are derived from the test's name, so a landing is never decided by the luck of a draw; the
@@ -51,14 +23,6 @@ DERANDOMIZE = bool(os.environ.get("CI"))
 FUZZ = settings(
     max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=DERANDOMIZE
 )
-
-
-ALIASES = {".markdown": ".md", ".htm": ".html"}
-
-
-def sample(suffix: str) -> bytes:
-    """A valid file of this suffix."""
-    return SAMPLES[ALIASES.get(suffix, suffix)]
 
 
 @pytest.mark.parametrize("suffix", supported_suffixes())

@@ -12,8 +12,14 @@ The first row is the header; columns are matched by name, ignoring case and surr
 
 Every column but the id, title and text columns is metadata, typed (``2021`` a number, see
 :func:`citeline.sources.metadata.typed_text`); empty cells are left out. A row with more cells than the header
-fails alone, naming its line; a row with fewer has the missing cells empty. The delimiter is ``,`` for ``.csv``
-and a tab for ``.tsv``; quoting is the csv module's (RFC 4180, a quoted cell may span lines).
+fails alone, naming its line; a row with fewer has the missing cells empty. Quoting is the csv module's (RFC 4180,
+a quoted cell may span lines).
+
+**Delimiter.** A tab for ``.tsv``. A ``.csv`` is delimited by ``,``, ``;``, a tab or ``|``, whichever splits the
+header into the most columns that the first rows below it agree with (:func:`delimiter_of`); ``,`` when none
+splits it. Spreadsheets in locales whose decimal separator is the comma (most of Europe) save "CSV" with ``;``:
+read with ``,``, such a table was one column named ``name;city;year``, every row's cells one metadata value, and
+no filter on a column ever matched.
 
 **Large rows.** A row may hold up to :data:`MAX_ROW_CHARS` characters (the text one source may give,
 :data:`citeline.sources.MAX_SOURCE_CHARS`; a spreadsheet cell stops at 32,767); a larger row fails alone, naming
@@ -112,18 +118,58 @@ class _Lines:
         self.row_done()
 
 
+#: The delimiters a ``.csv`` file may use, in order of preference when two split its header alike.
+CSV_DELIMITERS = (",", ";", "\t", "|")
+#: How much of a table :func:`delimiter_of` reads: the header and the rows below it that fit.
+_SNIFF_CHARS = 64 * 1024
+_SNIFF_ROWS = 20
+
+
+def delimiter_of(text: str, kind: str) -> str:
+    """The delimiter of a table's ``text``: a tab for ``tsv``; for ``csv`` the one of :data:`CSV_DELIMITERS` that
+    splits the header into at least 2 columns and gives the most of the next rows (up to 20, blank ones aside)
+    that many cells, then the most columns, then the earlier in the list; ``,`` when none splits the header.
+
+    The csv module's ``Sniffer`` was not used: it guesses from character frequencies over the whole sample and
+    picks a letter or a space for short tables (``csv.Sniffer().sniff("a b\n1 2\n")`` answers ``" "``)."""
+    if kind == "tsv":
+        return "\t"
+    sample = text[:_SNIFF_CHARS]
+    if len(text) > _SNIFF_CHARS:  # the rows that fit whole (a row cut short would count against its delimiter)
+        sample = sample[: max(sample.rfind("\n"), 0)]
+    best, best_key = ",", (0, 0, 0)
+    for rank, candidate in enumerate(CSV_DELIMITERS):
+        rows: list[list[str]] = []
+        try:
+            for row in csv.reader(io.StringIO(sample, newline=""), delimiter=candidate):
+                if any(cell.strip() for cell in row):
+                    rows.append(row)
+                if len(rows) > _SNIFF_ROWS:
+                    break
+        except csv.Error:  # a NUL, or a quote the sample cut: judge on the rows read before it
+            pass
+        if not rows or len(rows[0]) < 2:
+            continue
+        width = len(rows[0])
+        key = (sum(len(row) == width for row in rows[1:]), width, -rank)
+        if key > best_key:
+            best, best_key = candidate, key
+    return best
+
+
 _ID_COLUMNS = ("_id", "id")
 _TEXT_COLUMNS = ("text", "body", "content", "abstract", "description")
 
 
-@parser(".csv", ".tsv")
+#: Reader 2: the delimiter is detected (:func:`delimiter_of`); reader 1 read every ``.csv`` with ``,``.
+@parser(".csv", ".tsv", reader=2)
 def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
     """A CSV or TSV table, one document per row (see the module docstring for the columns)."""
     decoded = decode(source, data)
     kind = Path(source.path).suffix.lower().lstrip(".")
     # Lines end at \n, \r\n and \r only (as with newline=""): str.splitlines also broke a row at U+2028, U+2029 or
     # NEL inside an unquoted cell, and the cell's rest became a row of its own.
-    delimiter = "\t" if kind == "tsv" else ","
+    delimiter = delimiter_of(decoded.text, kind)
     lines = _Lines(decoded.text, delimiter)
     reader = csv.reader(lines, delimiter=delimiter, strict=True)
     records = Records(source, kind, decoded.encoding)
