@@ -124,9 +124,13 @@ class Expect:
     text: str | None
     contains: tuple[str, ...] = ()
     nonce: str | None = None
+    #: the document's metadata exactly (records: their fields); None where the model does not say
+    metadata: dict[str, Any] | None = None
 
-    def matches(self, stored: str) -> bool:
-        """Whether ``stored`` is this document's text."""
+    def matches(self, stored: str, metadata: dict[str, Any] | None = None) -> bool:
+        """Whether ``stored`` is this document's text (and ``metadata``, when given, its metadata)."""
+        if metadata is not None and self.metadata is not None and metadata != self.metadata:
+            return False
         if self.text is not None:
             return stored == self.text
         squeezed = " ".join(stored.split())
@@ -145,6 +149,9 @@ class FileSpec:
     whole_fail: bool = False  #: the file fails as a whole (its stored documents are kept)
     incomplete: bool = False  #: a failed line of unknown id: records missing from the file are kept
     kept: frozenset[str] = frozenset()  #: records that failed with a known id: their stored versions are kept
+    variant: str = ""
+    #: a records file's records (id, title, text, year): :meth:`IndexMachine.retag_records` rewrites their years
+    records: list[Record] = field(default_factory=list)
 
 
 def _sentences(draw: Callable[[Any], Any], pool: tuple[str, ...], nonce: str, most: int = 3) -> list[str]:
@@ -178,26 +185,39 @@ def _text_file(suffix: str, variant: str, draw: Callable[[Any], Any], nonce: str
     return FileSpec(name, suffix, text.encode(encoding), {"": Expect(text, nonce=nonce)})
 
 
-def _records(draw: Callable[[Any], Any], nonce_of: Callable[[], str], titled: bool) -> list[tuple[str, str, str]]:
-    """Records (id, title, text), each text holding a word of its own."""
+#: A record: id, title, text and its one metadata field, ``year`` (None: the record has none).
+Record = tuple[str, str, str, int | None]
+#: The years a record's metadata may hold: editing only them is what :meth:`IndexMachine.retag_records` does.
+YEARS = st.sampled_from((None, 2001, 2002))
+
+
+def _records(draw: Callable[[Any], Any], nonce_of: Callable[[], str], titled: bool) -> list[Record]:
+    """Records (id, title, text, year), each text holding a word of its own."""
     count = draw(st.integers(1, 3))
     records = []
     for number in range(count):
         nonce = nonce_of()
         title = draw(st.sampled_from(("", "Report", "Letter"))) if titled else ""
-        records.append((f"r{number}", title, " ".join(_sentences(draw, _ENGLISH, nonce, 2))))
+        records.append((f"r{number}", title, " ".join(_sentences(draw, _ENGLISH, nonce, 2)), draw(YEARS)))
     return records
 
 
-def _record_expect(title: str, text: str) -> Expect:
+def _record_expect(title: str, text: str, year: int | None) -> Expect:
     nonce = next(word.strip(".,") for word in text.split() if word.startswith("qz"))
-    return Expect(f"{title}\n\n{text}" if title else text, nonce=nonce)
+    metadata = {} if year is None else {"year": year}
+    return Expect(f"{title}\n\n{text}" if title else text, nonce=nonce, metadata=metadata)
 
 
-def _jsonl_file(variant: str, draw: Callable[[Any], Any], nonce_of: Callable[[], str]) -> FileSpec:
-    records = _records(draw, nonce_of, titled=True)
-    lines = [json.dumps({"id": rid, "title": title, "text": text}).encode() for rid, title, text in records]
-    spec = FileSpec(f"jsonl/{variant}", ".jsonl", b"", {f"#{rid}": _record_expect(t, x) for rid, t, x in records})
+def _jsonl_file(
+    variant: str, draw: Callable[[Any], Any], nonce_of: Callable[[], str], records: list[Record] | None = None
+) -> FileSpec:
+    records = records or _records(draw, nonce_of, titled=True)
+    lines = [
+        json.dumps({"id": rid, "title": title, "text": text, **({} if year is None else {"year": year})}).encode()
+        for rid, title, text, year in records
+    ]
+    docs = {f"#{rid}": _record_expect(title, text, year) for rid, title, text, year in records}
+    spec = FileSpec(f"jsonl/{variant}", ".jsonl", b"", docs, variant=variant, records=records)
     if variant == "bad-json":
         lines.insert(draw(st.integers(0, len(lines))), b'{"id": "broken", "text": ')
         spec.errors, spec.incomplete = 1, True
@@ -208,22 +228,28 @@ def _jsonl_file(variant: str, draw: Callable[[Any], Any], nonce_of: Callable[[],
     return spec
 
 
-def _delimited_file(suffix: str, variant: str, draw: Callable[[Any], Any], nonce_of: Callable[[], str]) -> FileSpec:
+def _delimited_file(
+    suffix: str,
+    variant: str,
+    draw: Callable[[Any], Any],
+    nonce_of: Callable[[], str],
+    records: list[Record] | None = None,
+) -> FileSpec:
     import csv
 
-    records = _records(draw, nonce_of, titled=True)
+    records = records or _records(draw, nonce_of, titled=True)
     out = io.StringIO()
     writer = csv.writer(out, delimiter="\t" if suffix == ".tsv" else ",", lineterminator="\n")
-    writer.writerow(["id", "title", "text"])
+    writer.writerow(["id", "title", "text", "year"])
     docs = {}
-    for rid, title, text in records:
-        writer.writerow([rid, title, text])
-        docs[f"#{rid}"] = _record_expect(title, text)
-    spec = FileSpec(f"{suffix[1:]}/{variant}", suffix, b"", docs)
+    for rid, title, text, year in records:
+        writer.writerow([rid, title, text, "" if year is None else year])
+        docs[f"#{rid}"] = _record_expect(title, text, year)
+    spec = FileSpec(f"{suffix[1:]}/{variant}", suffix, b"", docs, variant=variant, records=records)
     if variant == "missing-cell":  # a row without its text cell: an empty record, left out (no document, no error)
         writer.writerow(["short", "Only a title"])
     elif variant == "extra-cell":  # fails alone, and its id is known: a stored version would be kept
-        writer.writerow(["wide", "Title", "text", "one cell too many"])
+        writer.writerow(["wide", "Title", "text", "2001", "one cell too many"])
         spec.errors, spec.kept = 1, frozenset({"#wide"})
     spec.data = out.getvalue().encode()
     return spec
@@ -362,10 +388,12 @@ class Model:
         counts.removed += sum(len(gone) for gone in prior.values())
         return after, counts
 
-    def take_kept(self, after: dict[str, Expect], texts: dict[str, str]) -> list[str]:
-        """After a run toward ``after`` was interrupted: each document the index holds (``texts``, by source_id)
-        must be its old or its new version, and none may be missing that both versions hold. The model takes what
-        was kept; returns the problems."""
+    def take_kept(
+        self, after: dict[str, Expect], texts: dict[str, str], metadata: dict[str, dict[str, Any]]
+    ) -> list[str]:
+        """After a run toward ``after`` was interrupted: each document the index holds (``texts`` and
+        ``metadata``, by source_id) must be its old or its new version, and none may be missing that both versions
+        hold. The model takes what was kept; returns the problems."""
         problems, kept = [], {}
         for source_id in sorted(set(self.stored) | set(after) | set(texts)):
             versions = [self.stored.get(source_id), after.get(source_id)]
@@ -373,9 +401,10 @@ class Model:
                 if None not in versions:
                     problems.append(f"{source_id} vanished in an interrupted run")
                 continue
-            matching = [e for e in versions if e is not None and e.matches(texts[source_id])]
+            held = metadata.get(source_id, {})
+            matching = [e for e in versions if e is not None and e.matches(texts[source_id], held)]
             if not matching:
-                problems.append(f"{source_id} holds {texts[source_id]!r}, neither its old nor its new text")
+                problems.append(f"{source_id} holds {texts[source_id]!r} {held}, neither its old nor its new version")
                 continue
             kept[source_id] = matching[-1]
         self.stored = kept
@@ -504,6 +533,20 @@ class IndexMachine(RuleBasedStateMachine):
         name = data.draw(st.sampled_from(sorted(self.model.files)), label="file")
         self._write(name, self._draw_file(data, self.model.files[name].suffix))
 
+    @precondition(lambda self: any(spec.records for spec in self.model.files.values()))
+    @rule(data=st.data())
+    def retag_records(self, data: st.DataObject) -> None:
+        """Edit only the metadata of a records file (each record's year), its texts and ids as they were: the
+        run must store the new values (it once kept the old ones, since it compared the texts alone)."""
+        name = data.draw(st.sampled_from(sorted(n for n, spec in self.model.files.items() if spec.records)), "file")
+        spec = self.model.files[name]
+        records = [(rid, title, text, data.draw(YEARS, label="year")) for rid, title, text, _ in spec.records]
+        if spec.suffix == ".jsonl":
+            new = _jsonl_file(spec.variant, data.draw, self._nonce, records)
+        else:
+            new = _delimited_file(spec.suffix, spec.variant, data.draw, self._nonce, records)
+        self._write(name, new)
+
     @precondition(lambda self: self.model.files)
     @rule(data=st.data())
     def delete_file(self, data: st.DataObject) -> None:
@@ -569,7 +612,7 @@ class IndexMachine(RuleBasedStateMachine):
         FIGURES["interrupted runs"] += 1
         texts = {source_id: text for source_id, (_, text) in self._stored().items()}
         FIGURES["invariants"] += len(set(self.model.stored) | set(after) | set(texts))
-        problems = self.model.take_kept(after, texts)
+        problems = self.model.take_kept(after, texts, self._metadata())
         assert not problems, problems
 
     @precondition(lambda self: self.model.stored)
@@ -597,6 +640,10 @@ class IndexMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ invariants
 
+    def _metadata(self) -> dict[str, dict[str, Any]]:
+        """Each document's metadata: source_id -> metadata."""
+        return {info.source_id: info.metadata for info in self.index.documents()}
+
     def _stored(self) -> dict[str, tuple[str, str]]:
         """What the index holds: source_id -> (doc_id, text)."""
         return {info.source_id: (info.doc_id, self.index.document_text(info.doc_id)) for info in self.index.documents()}
@@ -619,6 +666,15 @@ class IndexMachine(RuleBasedStateMachine):
         FIGURES["invariants"] += 1
         for source_id, (_, text) in stored.items():
             assert expected[source_id].matches(text), f"{source_id} holds {text!r}, expected {expected[source_id]}"
+            FIGURES["invariants"] += 1
+        metadata = self._metadata()
+        for source_id, expect in expected.items():
+            if expect.metadata is not None:
+                assert metadata[source_id] == expect.metadata, f"{source_id} has metadata {metadata[source_id]}"
+                FIGURES["invariants"] += 1
+        for year in (2001, 2002):  # the filters answer from the stored metadata: the new values, never the old
+            of_year = {info.source_id for info in self.index.documents(filters={"meta": {"year": year}})}
+            assert of_year == {sid for sid, e in expected.items() if e.metadata and e.metadata.get("year") == year}
             FIGURES["invariants"] += 1
         self._check_searches(stored)
         self._check_nonces(stored, expected)
@@ -741,7 +797,7 @@ def signal_trial(work: Path, signum: int, seed: int, files: int = 24) -> dict[st
     problems = [problem for found in verify.check(index_dir).values() for problem in found]
     stored = {info.source_id: index.document_text(info.doc_id) for info in index.documents()}
     kept = len(stored) - len(model.stored)
-    problems += model.take_kept(after, stored)
+    problems += model.take_kept(after, stored, {info.source_id: info.metadata for info in index.documents()})
     last = index.runs(1)[0]
     if last.status != "interrupted":
         problems.append(f"the signalled run's ledger row says {last.status!r}, not 'interrupted'")

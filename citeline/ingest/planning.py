@@ -18,6 +18,7 @@ from citeline.errors import RemovalRefusedError
 from citeline.ingest.options import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD  # noqa: F401  (re-exported)
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import Document, SourceFile
+from citeline.store import metadata as stored_metadata
 from citeline.store.file_stats import FileStat
 
 
@@ -36,7 +37,9 @@ class DocumentKey(NamedTuple):
     text from parse to commit."""
 
     doc_id: str
-    content_hash: str
+    #: what the plan compares with the stored document's: its text's hash, title and metadata
+    #: (``citeline.store.metadata.fingerprint``)
+    fingerprint: str
     source_root: str
     source_file: str  #: the file (relative to the root) the document came from
     chars: int  #: length of the text: what batches are sized by (about 1,000 characters a chunk)
@@ -48,9 +51,9 @@ class DocumentKey(NamedTuple):
         """The key of a parsed document."""
         source_file = document.source_file or document.source_id
         offset = -1 if document.offset is None else document.offset
-        return cls(
-            document.doc_id, document.content_hash, document.source_root, source_file, len(document.text), offset
-        )
+        described = stored_metadata.stored(document.metadata, document.properties)
+        fingerprint = stored_metadata.fingerprint(document.content_hash, document.title, described)
+        return cls(document.doc_id, fingerprint, document.source_root, source_file, len(document.text), offset)
 
 
 @dataclass
@@ -189,8 +192,9 @@ def plan_changes(
     parsed: ParsedBatch,
     stored_by_root: dict[str, int] | None = None,
 ) -> Plan:
-    """Compare parsed documents with the stored ones (``doc_id -> (root, source_file, content_hash)`` of the
-    documents ingested from ``roots``): new, changed, unchanged, and vanished.
+    """Compare parsed documents with the stored ones (``doc_id -> (root, source_file, fingerprint)`` of the
+    documents ingested from ``roots``; the fingerprint covers text, title and metadata): new, changed, unchanged,
+    and vanished.
 
     File-level planning: ``stored`` may leave out the documents of ``parsed.fresh_files`` (files not read again,
     whose ``parsed.fresh_documents`` documents count as unchanged); then ``stored_by_root`` must give every
@@ -208,7 +212,7 @@ def plan_changes(
     for key in parsed.keys:
         seen[key.doc_id] = (key, None)
     changed = [
-        (key, doc) for doc_id, (key, doc) in seen.items() if stored.get(doc_id, ("", "", ""))[2] != key.content_hash
+        (key, doc) for doc_id, (key, doc) in seen.items() if stored.get(doc_id, ("", "", ""))[2] != key.fingerprint
     ]
     to_index = [doc for _, doc in changed if doc is not None]
     pending = [key for key, doc in changed if doc is None]

@@ -172,17 +172,11 @@ def add_texts(
 def _plan(index_dir: Path, source: str, documents: list[Document]) -> Plan:
     # pipeline.plan compares a root's stored documents with everything found under it, and removes the rest;
     # texts come in batches that are not the whole source, so the plan sees the stored versions of these ids only.
-    # A text whose title or metadata changed is replaced even when its text did not: the plan compares content
-    # hashes, so such a text's stored hash is blanked here (its chunks' vectors are reused from the cache).
+    # The plan compares fingerprints (text, title and metadata), so a text whose title or metadata changed is
+    # replaced even when its text did not (its chunks' vectors are reused from the cache).
     ids = [document.doc_id for document in documents]
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:  # under the writer lock
-        rows = catalog.select_documents(connection, catalog.IDS_CONDITION, [ids]) if ids else []
-        descriptions = catalog.described(connection, ids)
-    wanted = {document.doc_id: (document.title, document.metadata) for document in documents}
-    stored = {
-        doc_id: (root, source_file, content if descriptions.get(doc_id) == wanted.get(doc_id) else "")
-        for doc_id, root, source_file, content, *_ in rows
-    }
+        stored = catalog.fingerprints(connection, ids)
     return plan_changes(stored, [source], Discovery(roots=[source]), ParsedBatch(documents=documents))
 
 

@@ -217,10 +217,14 @@ def unstorable_field(document: Document) -> str | None:
     if not is_valid_text(document.source_id) or (document.record_id and not is_valid_text(document.record_id)):
         return "id holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
     try:
-        json.dumps([document.metadata, document.properties], ensure_ascii=False).encode("utf-8")
+        json.dumps([document.metadata, document.properties], ensure_ascii=False, allow_nan=False).encode("utf-8")
     except UnicodeEncodeError:
         return "metadata holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
-    except (TypeError, ValueError) as exc:
+    except ValueError as exc:
+        if "Out of range float" in str(exc):  # JSON has no NaN or infinity: --json and the HTTP API would break
+            return "metadata holds a number JSON cannot hold (NaN or infinity); give it as text"
+        return f"metadata cannot be stored as JSON ({exc})"
+    except TypeError as exc:
         return f"metadata cannot be stored as JSON ({exc})"
     return None
 

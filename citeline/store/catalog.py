@@ -328,15 +328,17 @@ def select_documents(connection: duckdb.DuckDBPyConnection, condition: str, para
     return connection.execute(f"{sql}{condition} ORDER BY d.path, d.doc_id", list(params)).fetchall()
 
 
-def described(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
-    """``doc_id -> (title, metadata)`` of these documents (metadata parsed from its JSON): what a text's caller
-    may change without changing its text."""
+def fingerprints(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+    """``doc_id -> (source_root, source_file, fingerprint)`` of these documents (text, title and metadata:
+    :func:`citeline.store.metadata.fingerprint`), as the plan compares them."""
     if not doc_ids:
         return {}
     rows = connection.execute(
-        "SELECT doc_id, title, metadata FROM documents WHERE doc_id = ANY(?)", [list(doc_ids)]
+        f"SELECT d.doc_id, d.source_root, d.source_file, {stored_metadata.FINGERPRINT_SQL} FROM documents d "
+        "WHERE d.doc_id = ANY(?)",
+        [list(doc_ids)],
     ).fetchall()
-    return {doc_id: (title, stored_metadata.split(metadata)[0]) for doc_id, title, metadata in rows}
+    return {doc_id: (root, source_file, fingerprint) for doc_id, root, source_file, fingerprint in rows}
 
 
 def cached_vectors(

@@ -332,7 +332,8 @@ def facets_of(counts: FacetCounts, limit: int | None = FACET_VALUES) -> list[Fac
 def documents_to_plan(
     connection: duckdb.DuckDBPyConnection, roots: Sequence[str], fresh: Sequence[tuple[str, str]]
 ) -> tuple[dict[str, tuple[str, str, str]], dict[str, int]]:
-    """What the plan needs of the catalog: ``doc_id -> (source_root, source_file, content_hash)`` of the
+    """What the plan needs of the catalog: ``doc_id -> (source_root, source_file, fingerprint)`` (text, title and
+    metadata: :func:`citeline.store.metadata.fingerprint`) of the
     documents of ``roots`` outside the ``fresh`` files (``(root, source_file)`` pairs not read this run: the
     files that were read, and those that vanished), and every root's stored document count. A run that changed
     one file of 455 loads that file's documents, not the index's."""
@@ -346,12 +347,12 @@ def documents_to_plan(
     connection.register("citeline_fresh_files", skipped)
     try:
         rows = connection.execute(
-            "SELECT d.doc_id, d.source_root, d.source_file, d.content_hash FROM documents d "
+            f"SELECT d.doc_id, d.source_root, d.source_file, {stored_metadata.FINGERPRINT_SQL} FROM documents d "
             "WHERE d.source_root = ANY(?) AND NOT EXISTS (SELECT 1 FROM citeline_fresh_files f "
             "WHERE f.root = d.source_root AND f.file = d.source_file)",
             [list(roots)],
         ).fetchall()
     finally:
         connection.unregister("citeline_fresh_files")
-    stored = {doc_id: (root, source_file, content_hash) for doc_id, root, source_file, content_hash in rows}
+    stored = {doc_id: (root, source_file, fingerprint) for doc_id, root, source_file, fingerprint in rows}
     return stored, {root: int(count) for root, count in counts}

@@ -10,6 +10,7 @@ metadata itself, and records' (and added texts') ``record_id`` and ``body_start`
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -32,7 +33,24 @@ def stored(metadata: Mapping[str, Any], properties: Mapping[str, Any]) -> str:
     would take it for citeline's own."""
     reserved = properties or PROPERTIES_KEY in metadata
     value = {**metadata, PROPERTIES_KEY: dict(properties)} if reserved else dict(metadata)
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)  # never "NaN": unstorable_field refused it
+
+
+#: :func:`fingerprint` of a ``documents d`` row, in SQL (DuckDB's ``sha256`` hashes the UTF-8 bytes, as Python does).
+FINGERPRINT_SQL = (
+    "sha256(d.content_hash || chr(31) || coalesce(d.title, '') || chr(31) || coalesce(CAST(d.metadata AS VARCHAR), ''))"
+)
+
+
+def fingerprint(content_hash: str, title: str | None, metadata_json: str | None) -> str:
+    """What decides whether a stored document is still what its source gives: the hash of its text's hash, its
+    title and its metadata column as :func:`stored` writes it (the same in SQL: :data:`FINGERPRINT_SQL`).
+
+    The text's hash alone missed an edit of metadata only: a JSONL record's or CSV row's field, a PDF's author, an
+    HTML page's meta tags. The run called such a document unchanged and kept the old values, so filters answered
+    from them. Now it is updated; its chunks' vectors come from the cache, since their texts did not change."""
+    described = f"{content_hash}\x1f{title or ''}\x1f{metadata_json or ''}"
+    return hashlib.sha256(described.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def split(text: str | None, document_format: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import time
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -102,6 +104,47 @@ def test_editing_only_the_front_matter_updates_the_metadata(tmp_path: Path, fake
     assert run.updated == 1
     assert index.search("soldiers", k=5, filters={"meta": {"year": 2022}})
     assert not index.search("soldiers", k=5, filters={"meta": {"year": 2021}})
+
+
+_PAGE = (
+    '<html><head><title>Crossing</title><meta name="author" content="{author}"></head><body><article>'
+    + "<p>Soldiers crossed the river at night to reach their families, and wrote letters home.</p>" * 3
+    + "</article></body></html>"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "before", "after", "changed"),
+    [
+        ("rows.jsonl", '{"id": "1", "text": "Soldiers crossed the river.", "year": 2021}\n', None, {"year": 2022}),
+        ("rows.csv", "id,text,year\n1,Soldiers crossed the river.,2021\n", None, {"year": 2022}),
+        (
+            "page.html",
+            _PAGE.format(author="Mara Ilves"),
+            _PAGE.format(author="Juhan Liiv"),
+            {"author": "Juhan Liiv"},
+        ),
+    ],
+)
+def test_editing_only_metadata_updates_it_in_every_format(
+    tmp_path: Path, fake_embedder, name: str, before: str, after: str | None, changed: dict
+) -> None:
+    """A record's field or a page's meta tag edited, its text untouched: the run updates the document (a plan that
+    compared texts alone called it unchanged and kept the old values, which filters then answered from), and its
+    chunks' vectors come from the cache."""
+    path = write(tmp_path / "docs" / name, before)
+    index = Index.create(tmp_path / "ix", embedder=fake_embedder)
+    index.ingest([tmp_path / "docs"])
+    path.write_text(after or before.replace("2021", "2022"), encoding="utf-8")
+    run = index.ingest([tmp_path / "docs"])
+    assert (run.updated, run.unchanged, run.chunks_embedded) == (1, 0, 0), run
+    (document,) = index.documents()
+    assert {key: document.metadata.get(key) for key in changed} == changed
+    key, value = next(iter(changed.items()))
+    assert index.search("soldiers", k=5, filters={"meta": {key: value}})
+    os.utime(path)  # read again, the same: unchanged
+    time.sleep(0.01)
+    assert index.ingest([tmp_path / "docs"]).unchanged == 1
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Generator
 from typing import BinaryIO
 
@@ -10,6 +11,14 @@ from citeline.errors import SourceError
 from citeline.sources.document import Document, Parsed, SourceFile
 from citeline.sources.records import Records
 from citeline.sources.registry import parser, record_lines
+
+
+def _finite(text: str) -> float | str:
+    """A JSON number as a float, or its text when no float holds it (``1e999``): Python's ``json`` made it
+    ``inf``, which JSON cannot hold, so ``--json`` printed ``Infinity`` and the HTTP API failed on the document.
+    The non-standard ``NaN`` and ``Infinity`` Python's ``json`` accepts stay text too (``parse_constant=str``)."""
+    value = float(text)
+    return value if math.isfinite(value) else text
 
 
 @parser(".jsonl", records=True)
@@ -32,7 +41,7 @@ def read_jsonl(source: SourceFile, stream: BinaryIO, parsed: Parsed) -> Generato
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, parse_float=_finite, parse_constant=str)
         except json.JSONDecodeError as exc:
             records.fail(line_number, f"invalid JSON ({exc.msg})")
             continue

@@ -13,7 +13,9 @@ keep the old metadata). ``citeline show`` prints the whole text, front matter fi
 
 A block that is not a YAML mapping (a thematic break ``---`` opening a plain document) is no front matter: the
 whole file is indexed. A block that is invalid YAML, or that uses YAML aliases (``*name``: a few lines of them
-expand to gigabytes), fails the file with a one-line error saying where; what was indexed from it is kept.
+expand to gigabytes), fails the file with a one-line error saying where; so does a value YAML reads as a date or
+a number that is none (``date: 2024-13-45``: the error names the value and its line and says to quote it); what
+was indexed from the file is kept.
 """
 
 from __future__ import annotations
@@ -36,6 +38,38 @@ _EMPTY_FRONT_MATTER = re.compile(r"---[ \t]*\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's C loader when PyYAML was built with it
 
 
+#: What a YAML tag's value is, for the error naming a value that is not one.
+_KINDS = {"timestamp": "date or time", "float": "number", "int": "whole number", "bool": "true or false"}
+
+
+def _unbuildable(block: str, error: Exception) -> str:
+    """The one-line reason for front matter YAML parsed but could not build (``date: 2024-13-45`` is a timestamp
+    by its form and no date), naming the value and its line: PyYAML raises a bare ``ValueError`` for it, which
+    reached the user as ``ValueError: month must be in 1..12`` with no word of where."""
+    loader = _Loader(block)
+    try:
+        pending = [loader.get_single_node()]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, yaml.ScalarNode):
+                try:
+                    loader.construct_object(node, deep=True)
+                except (ValueError, OverflowError) as exc:
+                    kind = _KINDS.get(node.tag.rsplit(":", 1)[-1], node.tag.rsplit(":", 1)[-1])
+                    line = node.start_mark.line + 2  # + 1 for 1-based, + 1 for the "---" line
+                    return (
+                        f"front matter value {node.value!r} at line {line} is not a valid {kind} ({exc}); "
+                        "quote it to keep it as text, or fix it"
+                    )
+            elif isinstance(node, yaml.MappingNode):
+                pending.extend(part for pair in reversed(node.value) for part in reversed(pair))
+            elif isinstance(node, yaml.SequenceNode):
+                pending.extend(reversed(node.value))
+    finally:
+        loader.dispose()
+    return f"front matter could not be read ({error}); fix it"
+
+
 def front_matter(source: SourceFile, text: str) -> tuple[dict[str, Any], int]:
     """The front matter of ``text`` as metadata, and the offset where the body begins (0 without front matter)."""
     found = _EMPTY_FRONT_MATTER.match(text) or _FRONT_MATTER.match(text)
@@ -53,6 +87,8 @@ def front_matter(source: SourceFile, text: str) -> tuple[dict[str, Any], int]:
         raise SourceError(source.path, f"front matter is not valid YAML{where} ({problem}); fix it") from exc
     except RecursionError as exc:
         raise SourceError(source.path, "front matter is nested too deeply") from exc
+    except (ValueError, OverflowError) as exc:  # a scalar YAML types but cannot build: "date: 2024-13-45"
+        raise SourceError(source.path, _unbuildable(block, exc)) from exc
     if value is None:
         return {}, found.end()
     if not isinstance(value, dict):
