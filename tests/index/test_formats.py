@@ -388,6 +388,15 @@ def test_a_table_any_spreadsheet_writes_reads_back_cell_for_cell(
     assert [document.metadata for document in parsed.documents] == expected
 
 
+def test_jsonl_numbers_json_cannot_hold_stay_text(tmp_path: Path) -> None:
+    """``1e999`` is a JSON number no float holds, and Python's json reads ``NaN`` and ``Infinity`` too: as floats
+    they were inf and nan, which ``--json`` printed as ``Infinity`` and the HTTP API could not answer with."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": 1, "text": "t", "big": 1e999, "small": -1e999, "nan": NaN, "inf": Infinity, "ok": 2.5}\n')
+    (document,) = parse(source(rows))
+    assert document.metadata == {"big": "1e999", "small": "-1e999", "nan": "NaN", "inf": "Infinity", "ok": 2.5}
+
+
 def test_a_semicolon_table_with_decimal_commas_is_read_by_its_columns(tmp_path: Path) -> None:
     table = tmp_path / "prices.csv"
     table.write_text("id;name;price;note\n1;lamp;12,50;a, b\n2;chair;40,00;\n", encoding="utf-8")

@@ -182,6 +182,10 @@ def test_bad_front_matter_fails_the_file_with_its_line_and_keeps_what_was_indexe
     run = index.ingest([tmp_path / "docs"])
     assert run.status == "partial" and run.failed == 1 and run.removed == 0
     assert index.search("soldiers river", k=5, mode="lexical") == before
+    bad_date = "---\nauthor: Mara\ndate: 2024-13-45\n---\nBody.\n"  # a date by its form, and no date
+    with pytest.raises(SourceError, match=r"value '2024-13-45' at line 3 is not a valid date or time \(month"):
+        parse(source(write(tmp_path / "date.md", bad_date)))
+    assert parse(source(write(tmp_path / "quoted.md", bad_date.replace("2024-13-45", "'2024-13-45'"))))
     aliases = "---\na: &a [x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n---\nBody.\n"
     with pytest.raises(SourceError, match="YAML aliases"):
         parse(source(write(tmp_path / "alias.md", aliases)))

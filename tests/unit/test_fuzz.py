@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -102,6 +103,28 @@ def test_random_front_matter_raises_only_source_error(front: str, body: str) -> 
         check_documents([document])
         assert 0 <= document.chunks_from <= len(document.text)
         assert document.text[document.chunks_from :].strip()  # a document always has text to chunk
+
+
+#: YAML scalars that type as dates, times and numbers, valid or not (``2024-13-45`` is a timestamp by its form), with
+#: explicit tags: what a front matter typo looks like.
+YAML_SCALARS = st.one_of(
+    st.from_regex(r"\d{1,4}-\d{1,2}-\d{1,2}([Tt ]\d{1,2}:\d{1,2}(:\d{1,2}(\.\d{1,7})?)?( ?(Z|[+-]\d{1,2}(:\d{2})?))?)?",
+                  fullmatch=True),
+    st.from_regex(r"[+-]?(\d[\d_]*(\.\d*)?([eE][+-]?\d{1,4})?|0x[0-9a-fA-F_]+|0o[0-7_]+|\.(inf|nan|NaN|Inf))",
+                  fullmatch=True),
+    st.builds("{} {}".format, st.sampled_from(["!!float", "!!int", "!!timestamp", "!!bool", "!!binary", "!!str"]),
+              st.text("0123456789-:.TZabcxyz+_ =", max_size=25)),
+)  # fmt: skip
+
+
+@FUZZ
+@given(values=st.lists(YAML_SCALARS, min_size=1, max_size=4))
+def test_front_matter_scalars_are_metadata_or_one_line_error(values: list[str]) -> None:
+    """Each value of the front matter becomes storable metadata, or the file fails with a one-line error that
+    names the problem (``date: 2024-13-45`` once came out as ``ValueError: month must be in 1..12``)."""
+    front = "".join(f"k{number}: {value}\n" for number, value in enumerate(values))
+    for document in parse_bytes(".md", f"---\n{front}---\n# Title\n\nBody text.\n".encode()):
+        json.dumps(document.metadata, allow_nan=False)  # JSON holds it: --json, the HTTP API and the catalog
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".rst"])

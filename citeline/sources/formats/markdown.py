@@ -38,6 +38,10 @@ _EMPTY_FRONT_MATTER = re.compile(r"---[ \t]*\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's C loader when PyYAML was built with it
 
 
+#: What PyYAML's constructors raise for a scalar they cannot build: ``ValueError`` for ``2024-13-45``, and for an
+#: explicitly tagged one (``!!bool ""``, ``!!timestamp x``, ``!!int ""``) a ``KeyError``, ``AttributeError`` or
+#: ``IndexError`` (found by tests/unit/test_fuzz.py's front matter scalars).
+_BUILD_ERRORS = (ValueError, OverflowError, KeyError, AttributeError, IndexError, TypeError)
 #: What a YAML tag's value is, for the error naming a value that is not one.
 _KINDS = {"timestamp": "date or time", "float": "number", "int": "whole number", "bool": "true or false"}
 
@@ -54,7 +58,7 @@ def _unbuildable(block: str, error: Exception) -> str:
             if isinstance(node, yaml.ScalarNode):
                 try:
                     loader.construct_object(node, deep=True)
-                except (ValueError, OverflowError) as exc:
+                except _BUILD_ERRORS as exc:
                     kind = _KINDS.get(node.tag.rsplit(":", 1)[-1], node.tag.rsplit(":", 1)[-1])
                     line = node.start_mark.line + 2  # + 1 for 1-based, + 1 for the "---" line
                     return (
@@ -87,7 +91,7 @@ def front_matter(source: SourceFile, text: str) -> tuple[dict[str, Any], int]:
         raise SourceError(source.path, f"front matter is not valid YAML{where} ({problem}); fix it") from exc
     except RecursionError as exc:
         raise SourceError(source.path, "front matter is nested too deeply") from exc
-    except (ValueError, OverflowError) as exc:  # a scalar YAML types but cannot build: "date: 2024-13-45"
+    except _BUILD_ERRORS as exc:  # a scalar YAML types but cannot build: "date: 2024-13-45"
         raise SourceError(source.path, _unbuildable(block, exc)) from exc
     if value is None:
         return {}, found.end()
