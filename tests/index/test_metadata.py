@@ -318,6 +318,19 @@ def test_rows_written_before_properties_keep_their_page_count() -> None:
     )
 
 
+def test_an_author_meta_tag_is_kept_whatever_trafilatura_thinks_of_it(tmp_path: Path) -> None:
+    """trafilatura drops an author its heuristics doubt, a one-word name among them: the page states it, so it is
+    kept (``<meta name="author" content="Plato">`` gave no author)."""
+    for author in ("Plato", "Mara Ilves", "UNESCO"):
+        page = write(
+            tmp_path / "p.html",
+            f'<html><head><title>T</title><meta name="author" content="{author}"></head><body><article>'
+            "<p>Soldiers crossed the river at night.</p></article></body></html>",
+        )
+        (doc,) = parse(source(page))
+        assert doc.metadata.get("author") == author
+
+
 def test_html_meta_tags_are_metadata(tmp_path: Path) -> None:
     page = write(
         tmp_path / "page.html",

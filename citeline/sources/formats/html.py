@@ -20,7 +20,8 @@ from citeline.sources.registry import first_line_title, parser
 
 
 #: Reader 2: page furniture (navigation, headers, footers) and heading permalinks (``¶``) are out of the stored
-#: text, and a date is only one the markup states (reader 1 kept both, and guessed dates from the visible text).
+#: text, a date is only one the markup states (reader 1 kept both, and guessed dates from the visible text), and an
+#: author a meta tag names is kept when trafilatura doubts it (a one-word name).
 @parser(".html", ".htm", reader=2)
 def parse_html(source: SourceFile, data: bytes) -> list[Document]:
     """HTML: the main text as trafilatura extracts it (boilerplate, menus and scripts dropped).
@@ -204,11 +205,14 @@ def page_metadata(markup: str) -> dict[str, Any]:
     if found is None:
         return {}
     keywords = [word.strip() for tag in found.tags or [] for word in tag.split(",") if word.strip()]
-    published, modified = page_dates(markup)
+    stated = _stated(markup)
+    published, modified = _dates(stated)
     return present(
         {
             "title": found.title,
-            "author": found.author,
+            # trafilatura drops an author its heuristics doubt (a one-word name: <meta name="author" content="Mara">
+            # gave no author); the page's own meta tag is kept then
+            "author": found.author or next(iter(stated.authors), None),
             "description": found.description,
             "keywords": keywords,
             "date": published,
@@ -229,12 +233,20 @@ def page_dates(markup: str) -> tuple[str | None, str | None]:
     trafilatura asks, guesses from all of those, even without its extensive search ("the levee failed on
     2021-03-04" made that the page's date), and a ``date`` filter would then silently select the page by it.
     """
+    return _dates(_stated(markup))
+
+
+def _stated(markup: str) -> _DateMarkup:
     found = _DateMarkup()
     try:
         found.feed(markup)
         found.close()
-    except Exception:  # html.parser gives up on some malformed markup: the dates found before it are kept
+    except Exception:  # html.parser gives up on some malformed markup: what was found before it is kept
         pass
+    return found
+
+
+def _dates(found: _DateMarkup) -> tuple[str | None, str | None]:
     ld_published, ld_modified = _json_ld_dates(found.json_ld)
     published = next((day for day in found.published if day), None) or ld_published
     modified = next((day for day in found.modified if day), None) or ld_modified
@@ -250,6 +262,8 @@ _PUBLISHED_META = frozenset(
         "publish-date", "publish_date", "published_time", "article.published", "sailthru.date", "parsely-pub-date",
     }
 )  # fmt: skip
+#: Meta tag names that name a page's author.
+_AUTHOR_META = frozenset({"author", "article:author", "dc.creator", "dcterms.creator", "citation_author"})
 #: ... and when it was last modified.
 _MODIFIED_META = frozenset(
     {"article:modified_time", "og:updated_time", "datemodified", "dcterms.modified", "dc.date.modified", "lastmod"}
@@ -258,7 +272,7 @@ _MODIFIED_META = frozenset(
 
 class _DateMarkup(HTMLParser):
     """The date-stating markup of a page: meta tags' and ``itemprop`` elements' days, ``<time datetime>`` days,
-    and the text of its JSON-LD scripts."""
+    and the text of its JSON-LD scripts; and the authors its meta tags name."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -266,6 +280,7 @@ class _DateMarkup(HTMLParser):
         self.modified: list[str | None] = []
         self.times: list[str | None] = []
         self.json_ld: list[str] = []
+        self.authors: list[str] = []
         self._in_json_ld = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -275,7 +290,9 @@ class _DateMarkup(HTMLParser):
             return
         names = {values.get(key, "").strip().lower() for key in ("name", "property", "itemprop", "http-equiv")}
         stated = values.get("content") or values.get("datetime") or ""
-        if names & _PUBLISHED_META:
+        if tag == "meta" and names & _AUTHOR_META and values.get("content", "").strip():
+            self.authors.append(" ".join(values["content"].split()))
+        elif names & _PUBLISHED_META:
             self.published.append(_iso_day(stated))
         elif names & _MODIFIED_META:
             self.modified.append(_iso_day(stated))
