@@ -57,10 +57,14 @@ def test_a_close_call_is_named_in_the_log_and_encoding_fixes_it(
     assert guessed[0].getMessage() == (
         f"{docs / 'czech.txt'}: encoding guessed as {chosen} (low confidence; pass --encoding to set it)"
     )
-    # The user re-runs with --encoding: the unchanged file whose reading changes is read again and updated.
+    # The user re-runs with --encoding: the unchanged files whose reading changes are read again, and updated: in
+    # their text, or (the same text) in the encoding they record as read in, which embeds nothing again.
+    before = _texts(index)
     run = index.ingest([docs], encoding="cp1250", **serial)
-    assert (run.added, run.updated, run.unchanged, run.failed) == (0, 1 if chosen != "cp1250" else 0, 2, 0)
     texts = _texts(index)
+    changed = sum(before[name] != texts[name] for name in texts)
+    assert (run.added, run.updated, run.unchanged, run.failed) == (0, changed, 3 - changed, 0)
+    assert run.chunks_embedded == sum(before[name][0] != texts[name][0] for name in texts)
     assert texts["czech.txt"] == (CZECH, "cp1250")
     assert texts["plain.txt"] == ("Ferries cross the river at dawn.", "utf-8")  # valid UTF-8 still wins
     assert index.search("divadla", k=1, mode="lexical")[0].source_id == "czech.txt"
@@ -80,9 +84,12 @@ def test_only_files_whose_reading_changes_are_read_again(tmp_path: Path, fake_em
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="citeline.ingest"):
         run = index.ingest([docs], encoding="cp1252")  # czech.txt and german.txt were read as cp1250
-    assert (run.updated, run.unchanged) == (1, 2) and _texts(index)["czech.txt"][0] == CZECH.encode("cp1250").decode(
+    assert (run.updated, run.unchanged) == (2, 1) and _texts(index)["czech.txt"][0] == CZECH.encode("cp1250").decode(
         "cp1252"
     )
+    # german.txt reads the same in both: updated only in the encoding it records, nothing embedded for it
+    assert _texts(index)["german.txt"] == ("Die Straße ist nach dem Regen nass.", "cp1252")
+    assert run.chunks_embedded == 1
 
 
 def test_a_file_not_valid_in_the_encoding_fails_alone_naming_the_byte(tmp_path: Path, fake_embedder) -> None:
