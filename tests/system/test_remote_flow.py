@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -31,6 +32,15 @@ def server(tmp_path: Path) -> Iterator[S3Server]:
     store.stop()
 
 
+def _summary(result: Any) -> dict[str, Any]:
+    # The run's summary is stdout's one line (what a script parses). stderr may carry Prefect's own lines: once, on a
+    # loaded machine, httpx's "All connection attempts failed" from a Prefect client at the run's end, after the
+    # summary, which broke a test that read the last line of both streams together.
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, f"stdout: {result.stdout!r}; stderr: {result.stderr!r}"
+    return dict(json.loads(lines[0]))
+
+
 def test_the_prefect_flow_reads_a_remote_root_and_stores_no_credential(tmp_path: Path, server: S3Server) -> None:
     # `citeline ingest --prefect`: the flow's parameters are the URL and the run options; the credentials reach the
     # run from the CLI's --storage-option, and no file Prefect wrote (its database: parameters, logs, results)
@@ -45,7 +55,7 @@ def test_the_prefect_flow_reads_a_remote_root_and_stores_no_credential(tmp_path:
     index_dir = tmp_path / "ix"
     result = CliRunner().invoke(cli, ["ingest", ROOT, "--index", str(index_dir), "--prefect", "--json", *pairs])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output.strip().splitlines()[-1])["added"] == 5
+    assert _summary(result)["added"] == 5
     secret = options["secret"].encode()
     for folder in (index_dir, Path(os.environ["PREFECT_HOME"])):
         assert [p for p in folder.rglob("*") if p.is_file() and secret in p.read_bytes()] == []
@@ -100,4 +110,4 @@ def test_ingest_prefect_takes_a_storage_block_by_name(tmp_path: Path, server: S3
     args = ["ingest", ROOT, "--index", str(index_dir), "--prefect", "--storage-block", "cli-store", "--json"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output.strip().splitlines()[-1])["added"] == 5
+    assert _summary(result)["added"] == 5
