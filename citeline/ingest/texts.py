@@ -42,6 +42,7 @@ from citeline.sources.parsers import (
     unstorable_field,
 )
 from citeline.store import catalog, ledger
+from citeline.store.documents import planned_documents
 from citeline.store.ledger import RunSummary
 
 #: The keys of a stdin JSON line (``_id`` is accepted for ``id``, as BEIR corpora spell it).
@@ -176,7 +177,7 @@ def _plan(index_dir: Path, source: str, documents: list[Document]) -> Plan:
     # replaced even when its text did not (its chunks' vectors are reused from the cache).
     ids = [document.doc_id for document in documents]
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:  # under the writer lock
-        stored = catalog.fingerprints(connection, ids)
+        stored = planned_documents(connection, ids)
     return plan_changes(stored, [source], Discovery(roots=[source]), ParsedBatch(documents=documents))
 
 

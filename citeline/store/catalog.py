@@ -29,7 +29,6 @@ import pyarrow as pa
 
 from citeline.errors import IndexCorruptError
 from citeline.store import ledger
-from citeline.store import metadata as stored_metadata
 from citeline.store.connection import DB_FILE, argument_error, connect, create_file, db_path  # noqa: F401  (re-exported)
 from citeline.store.rows import arrow_to_vectors
 
@@ -304,17 +303,6 @@ def lexical_text_batches(
         yield ((batch.column(0).to_numpy().astype(np.int64), batch.column(1).to_pylist()) for batch in rows)
 
 
-def stored_documents(connection: duckdb.DuckDBPyConnection, roots: Sequence[str]) -> dict[str, tuple[str, str, str]]:
-    """``doc_id -> (source_root, source_file, content_hash)`` of the documents ingested from ``roots``."""
-    if not roots:
-        return {}
-    rows = connection.execute(
-        "SELECT doc_id, source_root, source_file, content_hash FROM documents WHERE source_root = ANY(?)",
-        [list(roots)],
-    ).fetchall()
-    return {doc_id: (root, source_file, content_hash) for doc_id, root, source_file, content_hash in rows}
-
-
 #: For :func:`select_documents`: a source path or folder (params: resolved, as given, resolved + "/"), doc ids.
 PATH_CONDITION = "(d.path = ? OR d.path = ? OR starts_with(d.path, ?))"
 IDS_CONDITION = "d.doc_id = ANY(?)"
@@ -326,19 +314,6 @@ def select_documents(connection: duckdb.DuckDBPyConnection, condition: str, para
     sql = "SELECT d.doc_id, d.source_root, d.source_file, d.content_hash, d.path, d.title, d.source_id "
     sql += "FROM documents d WHERE "
     return connection.execute(f"{sql}{condition} ORDER BY d.path, d.doc_id", list(params)).fetchall()
-
-
-def fingerprints(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> dict[str, tuple[str, str, str]]:
-    """``doc_id -> (source_root, source_file, fingerprint)`` of these documents (text, title and metadata:
-    :func:`citeline.store.metadata.fingerprint`), as the plan compares them."""
-    if not doc_ids:
-        return {}
-    rows = connection.execute(
-        f"SELECT d.doc_id, d.source_root, d.source_file, {stored_metadata.FINGERPRINT_SQL} FROM documents d "
-        "WHERE d.doc_id = ANY(?)",
-        [list(doc_ids)],
-    ).fetchall()
-    return {doc_id: (root, source_file, fingerprint) for doc_id, root, source_file, fingerprint in rows}
 
 
 def cached_vectors(

@@ -329,6 +329,20 @@ def facets_of(counts: FacetCounts, limit: int | None = FACET_VALUES) -> list[Fac
     return facets
 
 
+#: What the plan compares of a stored document: ``doc_id, source_root, source_file, fingerprint`` (text, title and
+#: metadata: :func:`citeline.store.metadata.fingerprint`), of the rows a condition on ``documents d`` selects.
+_PLANNED_SQL = f"SELECT d.doc_id, d.source_root, d.source_file, {stored_metadata.FINGERPRINT_SQL} FROM documents d "
+
+
+def planned_documents(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+    """``doc_id -> (source_root, source_file, fingerprint)`` of these documents, as :func:`documents_to_plan` gives
+    them (``add_texts`` plans a batch of texts against their own stored versions only)."""
+    if not doc_ids:
+        return {}
+    rows = connection.execute(f"{_PLANNED_SQL}WHERE d.doc_id = ANY(?)", [list(doc_ids)]).fetchall()
+    return {doc_id: (root, source_file, fingerprint) for doc_id, root, source_file, fingerprint in rows}
+
+
 def documents_to_plan(
     connection: duckdb.DuckDBPyConnection, roots: Sequence[str], fresh: Sequence[tuple[str, str]]
 ) -> tuple[dict[str, tuple[str, str, str]], dict[str, int]]:
@@ -347,8 +361,7 @@ def documents_to_plan(
     connection.register("citeline_fresh_files", skipped)
     try:
         rows = connection.execute(
-            f"SELECT d.doc_id, d.source_root, d.source_file, {stored_metadata.FINGERPRINT_SQL} FROM documents d "
-            "WHERE d.source_root = ANY(?) AND NOT EXISTS (SELECT 1 FROM citeline_fresh_files f "
+            f"{_PLANNED_SQL}WHERE d.source_root = ANY(?) AND NOT EXISTS (SELECT 1 FROM citeline_fresh_files f "
             "WHERE f.root = d.source_root AND f.file = d.source_file)",
             [list(roots)],
         ).fetchall()

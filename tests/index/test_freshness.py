@@ -22,13 +22,13 @@ def _write(folder: Path, name: str, text: str, age: float = 3600.0) -> Path:
     return path
 
 
-def _indexed_notes(tmp_path: Path, count: int) -> tuple[Path, Index]:
+def _indexed_notes(tmp_path: Path, count: int, shards: int | None = None) -> tuple[Path, Index]:
     """An index of ``count`` old notes in ``tmp_path/docs`` (old enough to count as settled)."""
     docs = tmp_path / "docs"
     docs.mkdir()
     for number in range(count):
         _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
-    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder(), shards=shards)
     index.ingest([docs])
     return docs, index
 
@@ -238,15 +238,11 @@ def test_an_upgraded_reader_reads_the_files_of_its_format_again(
     from citeline.sources import registry
     from citeline.sources.formats import delimited
 
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for number in range(2):
-        _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
-    index = Index.create(tmp_path / "ix", embedder=HashEmbedder(), shards=shards)
-    _write(docs, "prices.csv", "id;name;city;price\n1;lamp;Tartu;12\n2;chair;Riga;40\n")
     with monkeypatch.context() as old_release:
         old_release.setitem(registry.READERS, ".csv", 1)
         old_release.setattr(delimited, "delimiter_of", lambda text, kind: "\t" if kind == "tsv" else ",")
+        docs, index = _indexed_notes(tmp_path, 2, shards)
+        _write(docs, "prices.csv", "id;name;city;price\n1;lamp;Tartu;12\n2;chair;Riga;40\n")
         index.ingest([docs])
         # one column named "id;name;city;price", no id column found: the rows are named by their lines
         assert index.document("prices.csv#2").metadata == {"id;name;city;price": "1;lamp;Tartu;12"}

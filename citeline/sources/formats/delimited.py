@@ -131,7 +131,7 @@ def delimiter_of(text: str, kind: str) -> str:
     that many cells, then the most columns, then the earlier in the list; ``,`` when none splits the header.
 
     The csv module's ``Sniffer`` was not used: it guesses from character frequencies over the whole sample and
-    picks a letter or a space for short tables (``csv.Sniffer().sniff("a b\n1 2\n")`` answers ``" "``)."""
+    picks a letter or a space for short tables (``csv.Sniffer().sniff("a b\\n1 2\\n")`` answers ``" "``)."""
     if kind == "tsv":
         return "\t"
     sample = text[:_SNIFF_CHARS]

@@ -192,12 +192,13 @@ def _is_anchor(element: Any) -> bool:
 
 
 def page_metadata(markup: str) -> dict[str, Any]:
-    """A page's meta tags by trafilatura (the dates by :func:`page_dates`): ``title`` (``og:title`` first),
+    """A page's meta tags by trafilatura (the dates and a doubted author by :class:`_StatedMarkup`): ``title``
+    (``og:title`` first),
     ``author``, ``description``, ``keywords`` (a list), ``date`` (published) and ``modified`` as ISO dates,
     ``sitename``, ``language``; the tags a page does not have are left out.
 
-    A date is only one the page's markup gives as a date (:func:`page_dates`): trafilatura's own guess also reads the
-    visible text, and made "Copyright 2024" in a footer the ``date`` 2024-01-01 of a page with none.
+    A date is only one the page's markup gives as a date (:meth:`_StatedMarkup.dates`): trafilatura's own guess
+    also reads the visible text, and made "Copyright 2024" in a footer the ``date`` 2024-01-01 of a page with none.
     """
     import trafilatura
 
@@ -205,8 +206,8 @@ def page_metadata(markup: str) -> dict[str, Any]:
     if found is None:
         return {}
     keywords = [word.strip() for tag in found.tags or [] for word in tag.split(",") if word.strip()]
-    stated = _stated(markup)
-    published, modified = _dates(stated)
+    stated = _StatedMarkup.read(markup)
+    published, modified = stated.dates()
     return present(
         {
             "title": found.title,
@@ -221,36 +222,6 @@ def page_metadata(markup: str) -> dict[str, Any]:
             "language": found.language,
         }
     )
-
-
-def page_dates(markup: str) -> tuple[str | None, str | None]:
-    """``(published, modified)``: the ISO dates the page's markup states as its dates, else None.
-
-    In this order: meta tags of a publication or modification date (``article:published_time``, ``date``,
-    ``dc.date``, ``citation_publication_date``, ``itemprop="datePublished"``, ...), JSON-LD's ``datePublished``
-    (or ``dateCreated``) and ``dateModified``, then the first ``<time datetime>`` element. Never a date guessed from
-    the visible text (a copyright year in a footer, a date the article mentions, a path in a link): htmldate, which
-    trafilatura asks, guesses from all of those, even without its extensive search ("the levee failed on
-    2021-03-04" made that the page's date), and a ``date`` filter would then silently select the page by it.
-    """
-    return _dates(_stated(markup))
-
-
-def _stated(markup: str) -> _DateMarkup:
-    found = _DateMarkup()
-    try:
-        found.feed(markup)
-        found.close()
-    except Exception:  # html.parser gives up on some malformed markup: what was found before it is kept
-        pass
-    return found
-
-
-def _dates(found: _DateMarkup) -> tuple[str | None, str | None]:
-    ld_published, ld_modified = _json_ld_dates(found.json_ld)
-    published = next((day for day in found.published if day), None) or ld_published
-    modified = next((day for day in found.modified if day), None) or ld_modified
-    return published or next((day for day in found.times if day), None), modified
 
 
 #: Meta tag names (``name``, ``property`` or ``itemprop``, lower-cased) that state when a page was published.
@@ -270,9 +241,36 @@ _MODIFIED_META = frozenset(
 )
 
 
-class _DateMarkup(HTMLParser):
-    """The date-stating markup of a page: meta tags' and ``itemprop`` elements' days, ``<time datetime>`` days,
-    and the text of its JSON-LD scripts; and the authors its meta tags name."""
+class _StatedMarkup(HTMLParser):
+    """What a page's markup states: the days of its date meta tags and ``itemprop`` elements, ``<time datetime>``
+    days and the text of its JSON-LD scripts (:meth:`dates`), and the authors its meta tags name."""
+
+    @classmethod
+    def read(cls, markup: str) -> _StatedMarkup:
+        """The statements of ``markup``."""
+        found = cls()
+        try:
+            found.feed(markup)
+            found.close()
+        except Exception:  # html.parser gives up on some malformed markup: what was found before it is kept
+            pass
+        return found
+
+    def dates(self) -> tuple[str | None, str | None]:
+        """``(published, modified)``: the ISO dates the page's markup states as its dates, else None.
+
+        In this order: meta tags of a publication or modification date (``article:published_time``, ``date``,
+        ``dc.date``, ``citation_publication_date``, ``itemprop="datePublished"``, ...), JSON-LD's ``datePublished``
+        (or ``dateCreated``) and ``dateModified``, then the first ``<time datetime>`` element. Never a date guessed
+        from the visible text (a copyright year in a footer, a date the article mentions, a path in a link):
+        htmldate, which trafilatura asks, guesses from all of those, even without its extensive search ("the levee
+        failed on 2021-03-04" made that the page's date), and a ``date`` filter would then silently select the page
+        by it.
+        """
+        ld_published, ld_modified = _json_ld_dates(self.json_ld)
+        published = next((day for day in self.published if day), None) or ld_published
+        modified = next((day for day in self.modified if day), None) or ld_modified
+        return published or next((day for day in self.times if day), None), modified
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)

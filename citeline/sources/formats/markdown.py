@@ -59,7 +59,8 @@ def _unbuildable(block: str, error: Exception) -> str:
                 try:
                     loader.construct_object(node, deep=True)
                 except _BUILD_ERRORS as exc:
-                    kind = _KINDS.get(node.tag.rsplit(":", 1)[-1], node.tag.rsplit(":", 1)[-1])
+                    tag = node.tag.rsplit(":", 1)[-1]  # tag:yaml.org,2002:timestamp -> timestamp
+                    kind = _KINDS.get(tag, tag)
                     line = node.start_mark.line + 2  # + 1 for 1-based, + 1 for the "---" line
                     return (
                         f"front matter value {node.value!r} at line {line} is not a valid {kind} ({exc}); "
