@@ -175,6 +175,7 @@ class HighlightOut(BaseModel):
     text: str
     char_start: int = Field(description="Offset into the document's text.")
     char_end: int = Field(description="End offset into the document's text (exclusive).")
+    page: int | None = Field(None, description="The page the sentence begins on (a PDF's; null without pages).")
 
 
 class MorePassage(BaseModel):
@@ -184,6 +185,8 @@ class MorePassage(BaseModel):
     char_start: int
     char_end: int
     page: int | None
+    first_page: int | None = None
+    last_page: int | None = None
     quote: str
     score: float
 
@@ -208,7 +211,11 @@ class Citation(BaseModel):
     source_id: str = Field(description="The source relative to its ingested root (file#record for a record).")
     record_id: str | None = Field(description="The record's id when the document is one record of a JSONL/CSV file.")
     title: str
-    page: int | None
+    page: int | None = Field(
+        description="The page to cite (a PDF's; null without pages): where the first highlighted sentence begins."
+    )
+    first_page: int | None = Field(None, description="The passage's first page (a PDF's; null without pages).")
+    last_page: int | None = Field(None, description="The passage's last page (a PDF's; null without pages).")
     char_start: int = Field(
         description="Start of the passage: an offset into the document's text (a record's own text, not its file)."
     )
@@ -373,10 +380,15 @@ def citation(rank: int, result: SearchResult) -> dict[str, Any]:
         "record_id": result.record_id,
         "title": result.title,
         "page": result.page,
+        "first_page": result.first_page,
+        "last_page": result.last_page,
         "char_start": result.char_start,
         "char_end": result.char_end,
         "quote": _quote(result),
-        "highlights": [{"text": h.text, "char_start": h.char_start, "char_end": h.char_end} for h in result.highlights],
+        "highlights": [
+            {"text": h.text, "char_start": h.char_start, "char_end": h.char_end, "page": h.page}
+            for h in result.highlights
+        ],
         "score": float(result.score),
         "relevance": None if result.relevance is None else float(result.relevance),
         "also_in": also,
@@ -386,6 +398,8 @@ def citation(rank: int, result: SearchResult) -> dict[str, Any]:
                 "char_start": p.char_start,
                 "char_end": p.char_end,
                 "page": p.page,
+                "first_page": p.first_page,
+                "last_page": p.last_page,
                 "quote": _quote(p),
                 "score": float(p.score),
             }
@@ -394,13 +408,21 @@ def citation(rank: int, result: SearchResult) -> dict[str, Any]:
     }
 
 
+def _pages(hit: dict[str, Any]) -> str:
+    """ ", p. 2" (", p. 2, passage pp. 1-2" across pages) after a citation's source; nothing without pages."""
+    page, first, last = hit["page"], hit.get("first_page"), hit.get("last_page")
+    if not page:
+        return ""
+    return f", p. {page}" + (f", passage pp. {first}-{last}" if first and last and first != last else "")
+
+
 def render_search(answer: dict[str, Any]) -> str:
     """A search answer as text an LLM reads well: each passage's quote under its citation."""
     if not answer["results"]:
         return f"No passage matches {answer['query']!r}."
     lines = [f"{len(answer['results'])} passages for {answer['query']!r} (index generation {answer['generation']}):"]
     for hit in answer["results"]:
-        where = hit["source"] + (f", p. {hit['page']}" if hit["page"] else "")
+        where = hit["source"] + _pages(hit)
         lines.append(f"\n[{hit['rank']}] {hit['title'] or hit['source_id']} — {where}")
         lines.append(
             f"    doc {hit['doc_id']}, characters {hit['char_start']}-{hit['char_end']} of its text; {hit['uri']}"

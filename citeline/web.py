@@ -21,7 +21,7 @@ from pydantic import BeforeValidator, Field
 
 from citeline.errors import CitelineError, QueryError
 from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest, request_field
-from citeline.query.results import Passage, SearchResult, Source, shown_relevance
+from citeline.query.results import Passage, SearchResult, Source, shown_pages, shown_relevance
 from citeline.store.documents import FACET_VALUES, Facet
 from citeline.store.filters import filters_from
 from citeline.util.declared import people_default
@@ -110,7 +110,7 @@ _SEARCH = """{% extends "base" %}{% block main %}
 {% if results %}<ol class="results" start="{{ offset + 1 }}">
 {% for r in results %}<li class="result">
 <h2><a href="{{ r.view }}">{{ r.title }}</a></h2>
-<p class="provenance"><code>{{ r.source_id }}</code>{% if r.page is not none %} · page {{ r.page }}{% endif %}
+<p class="provenance"><code>{{ r.source_id }}</code>{% if r.shown_pages %} · {{ r.shown_pages }}{% endif %}
  · characters {{ r.char_start }}–{{ r.char_end }}
 {%- if r.record_id is not none %} of the record's text{% endif %} · {{ r.shown_relevance }}
  · ingested {{ r.ingested_at }}
@@ -124,14 +124,14 @@ _SEARCH = """{% extends "base" %}{% block main %}
 {% if r.others %}<details class="sources">
 <summary>also in {{ r.others|length }} other document{{ "s" if r.others|length > 1 }}</summary><ul>
 {% for s in r.others %}<li><a href="{{ s.view }}">{{ s.title }}</a> <code>{{ s.source_id }}</code>
-{%- if s.page is not none %} · page {{ s.page }}{% endif %} · characters {{ s.char_start }}–{{ s.char_end }}</li>
+{%- if s.shown_pages %} · {{ s.shown_pages }}{% endif %} · characters {{ s.char_start }}–{{ s.char_end }}</li>
 {% endfor %}
 </ul></details>{% endif %}
 {% if r.more %}<details class="more">
 <summary>{{ r.more|length }} more passage{{ "s" if r.more|length > 1 }} in this
 {{ "record" if r.record_id is not none else "document" }}</summary><ul>
 {% for p in r.more %}<li><a href="{{ p.view }}">characters {{ p.char_start }}–{{ p.char_end }}</a>
-{%- if p.page is not none %} · page {{ p.page }}{% endif %} · {{ p.shown_relevance }}
+{%- if p.shown_pages %} · {{ p.shown_pages }}{% endif %} · {{ p.shown_relevance }}
 <blockquote>{{ p.quote }}</blockquote></li>
 {% endfor %}</ul></details>{% endif %}
 </li>{% endfor %}</ol>
@@ -439,7 +439,12 @@ def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..
     sentence, the other documents it occurs in, and (grouped) the document's other passages."""
     marks = [(h.char_start, h.char_end, "sentence") for h in result.highlights[:1]]
     others = [
-        {**dataclasses.asdict(source), "title": source.title or source.source_id, "view": view_url(root, source, q)}
+        {
+            **dataclasses.asdict(source),
+            "title": source.title or source.source_id,
+            "view": view_url(root, source, q),
+            "shown_pages": shown_pages(source.page, source.first_page, source.last_page),
+        }
         for source in result.sources[1:]
     ]
     return {
@@ -447,6 +452,7 @@ def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..
         "title": result.title or result.source_id,
         "parts": marked(result.text, result.char_start, marks),
         "shown_relevance": shown_relevance(result.relevance),
+        "shown_pages": shown_pages(result.page, result.first_page, result.last_page),
         "view": view_url(root, result, q),
         "others": others,
         "more": [
@@ -455,6 +461,7 @@ def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..
                 "view": view_url(root, passage, q, result.doc_id),
                 "quote": _quote(passage),
                 "shown_relevance": shown_relevance(passage.relevance),
+                "shown_pages": shown_pages(passage.page, passage.first_page, passage.last_page),
             }
             for passage in result.more_passages
         ],

@@ -20,14 +20,16 @@ SHARD_DOCUMENTS = 240
 
 
 def minimal_pdf(pages: list[str]) -> bytes:
-    """A valid PDF with one text line per page (Helvetica), cross-reference table included."""
+    """A valid PDF of ``pages`` (Helvetica, each line of a page's text a line of the page, written in PDF string
+    syntax), cross-reference table included."""
     objects = {
         1: "<< /Type /Catalog /Pages 2 0 R >>",
         2: f"<< /Type /Pages /Kids [{' '.join(f'{4 + 2 * i} 0 R' for i in range(len(pages)))}] /Count {len(pages)} >>",
         3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     }
     for i, text in enumerate(pages):
-        stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET"
+        # Each line a PDF string as written (octal escapes such as \\256 kept: a caller writes PDF string syntax).
+        stream = "BT /F1 12 Tf 14 TL 72 720 Td " + " T* ".join(f"({line}) Tj" for line in text.split("\n")) + " ET"
         objects[4 + 2 * i] = (
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
             f"/Contents {5 + 2 * i} 0 R >>"

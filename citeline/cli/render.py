@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from citeline.query.results import Passage, SearchResult, shown_relevance
+from citeline.query.results import Passage, SearchResult, shown_pages, shown_relevance
 from citeline.sources.document import record_name
 from citeline.util.output import search_records
 
@@ -61,7 +61,7 @@ def human(
 
     lines: list[str] = []
     for rank, result in enumerate(results, 1):
-        page = f", page {result.page}" if result.page else ""
+        page = _page(result.page, result.first_page, result.last_page)
         lines.append(
             style(f"{rank:>2}. {shown_relevance(result.relevance)}  ", bold=True)
             + style(result.name, fg="cyan")
@@ -75,7 +75,7 @@ def human(
         if len(result.sources) > 1:
             lines.append(f"    the same passage is in {len(result.sources)} sources:")
             for source in result.sources:
-                where_page = f", page {source.page}" if source.page else ""
+                where_page = _page(source.page, source.first_page, source.last_page)
                 lines.append(
                     "      "
                     + style(record_name(source.source_path, source.record_id), fg="cyan")
@@ -98,6 +98,12 @@ def human(
     return "\n".join(lines)
 
 
+def _page(page: int | None, first: int | None, last: int | None) -> str:
+    """ ", page 2 (passage pages 1-2)" after a hit's offsets (:func:`shown_pages`); nothing without pages."""
+    shown = shown_pages(page, first, last)
+    return f", {shown}" if shown else ""
+
+
 def _of_record(record_id: str | None) -> str:
     """What a record's offsets are into (its own text, not the file's); nothing for a whole file."""
     return "" if record_id is None else " of the record's text"
@@ -111,7 +117,7 @@ def _more_passages(count: int, record_id: str | None) -> str:
 
 def _passage_line(passage: Passage, width: int) -> str:
     """One of a grouped result's other passages on one line: relevance, chunk, offsets and its best sentence."""
-    page = f", page {passage.page}" if passage.page else ""
+    page = _page(passage.page, passage.first_page, passage.last_page)
     offsets = f"[chars {passage.char_start}-{passage.char_end}{page}]"
     head = f"{shown_relevance(passage.relevance)}  chunk {passage.ordinal} {offsets}"
     best = max(passage.highlights, key=lambda h: h.score, default=None)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from citeline.query.results import Highlight, SearchResult, evolve
+from citeline.query.results import Highlight, SearchResult, highlight_pages
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -252,7 +252,7 @@ def highlight(
             )
             for i in chosen
         )
-        out.append(evolve(hit, highlights=found))
+        out.append(highlight_pages(hit, found))
     return out
 
 

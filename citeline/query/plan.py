@@ -42,7 +42,7 @@ from citeline.query.dense_stage import DenseDocument
 from citeline.query.feedback import Feedback
 from citeline.query.grouping import GROUP_FIRST_DEPTH, by_document, document_count, first_documents
 from citeline.query.highlight import analysis_cache, highlight
-from citeline.query.results import SearchResult, evolve
+from citeline.query.results import SearchResult, evolve, with_pages
 from citeline.query.stages import (
     Candidates,
     ConvexFusion,
@@ -335,6 +335,7 @@ def fetch_passages(snapshot: SnapshotReader, hits: list[tuple[int, float]], mode
             metadata=metadata,
             record_id=record_id_of(row["source_id"], properties),
         )
+        result = with_pages(result, properties.get("page_starts"))
         results.append(evolve(result, sources=(result.as_source(),)))
     return results
 

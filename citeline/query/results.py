@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import bisect
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -21,10 +22,14 @@ class Highlight:
     char_end: int
     text: str
     score: float
+    #: the page the highlight begins on, and the page it ends on (a sentence across a page break: two pages); None
+    #: for a document without pages (all but PDF)
+    page: int | None = None
+    last_page: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The highlight as JSON-ready data."""
-        return {"char_start": self.char_start, "char_end": self.char_end, "text": self.text, "score": self.score}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -48,12 +53,15 @@ class Source:
     content_hash: str
     run_id: str
     ingested_at: str
+    #: the page where the shared text begins (a PDF's; None without pages), and the first and last page of the chunk
     page: int | None = None
     shared_start: int | None = None
     shared_end: int | None = None
     #: the record's id in its file when the document is one record (a JSONL line, a CSV row; the offsets are then
     #: into the record's text, not the file's); None for a whole file
     record_id: str | None = None
+    first_page: int | None = None
+    last_page: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The source as JSON-ready data."""
@@ -72,10 +80,13 @@ class Passage:
     char_end: int
     text: str
     score: float
+    #: the page of its best highlight, and its first and last page (see :attr:`SearchResult.page`)
     page: int | None = None
     relevance: float | None = None
     highlights: tuple[Highlight, ...] = ()
     sources: tuple[Source, ...] = ()
+    first_page: int | None = None
+    last_page: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The passage as JSON-ready data."""
@@ -110,6 +121,8 @@ class SearchResult:
     ingested_at: str
     model: str
     chunk_id: int
+    #: the page a citation names (a PDF's; None for a document without pages): the page its first highlight begins
+    #: on (the sentence that answers), else the passage's first page; the passage spans ``first_page``-``last_page``
     page: int | None = None
     sources: tuple[Source, ...] = field(default=())
     #: the sentence(s) of ``text`` that best answer the query, in document offsets (see ``citeline.query.highlight``)
@@ -124,6 +137,9 @@ class SearchResult:
     record_id: str | None = None
     #: the document's other passages that answered, best first (a grouped search's; see ``citeline.query.grouping``)
     more_passages: tuple[Passage, ...] = field(default=())
+    #: the first and last page of the passage (a PDF's; None for a document without pages)
+    first_page: int | None = None
+    last_page: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
@@ -148,10 +164,13 @@ class SearchResult:
             relevance=self.relevance,
             highlights=self.highlights,
             sources=self.sources,
+            first_page=self.first_page,
+            last_page=self.last_page,
         )
 
     def as_source(self, *, shared_start: int | None = None, shared_end: int | None = None) -> Source:
         """This result's own passage as a :class:`Source`."""
+        shared_start = self.char_start if shared_start is None else shared_start
         return Source(
             doc_id=self.doc_id,
             source_path=self.source_path,
@@ -166,11 +185,68 @@ class SearchResult:
             content_hash=self.content_hash,
             run_id=self.run_id,
             ingested_at=self.ingested_at,
-            page=self.page,
-            shared_start=self.char_start if shared_start is None else shared_start,
+            page=self.page_at(shared_start),
+            shared_start=shared_start,
             shared_end=self.char_end if shared_end is None else shared_end,
             record_id=self.record_id,
+            first_page=self.first_page,
+            last_page=self.last_page,
         )
+
+    def page_at(self, offset: int) -> int | None:
+        """The page of the document offset ``offset`` within this passage (a PDF's; None without pages): its first
+        page plus the page breaks of the passage (:func:`with_page_breaks`) before ``offset``."""
+        if self.first_page is None:
+            return self.page
+        return self.first_page + bisect.bisect_right(self.__dict__.get(_BREAKS, ()), offset)
+
+
+#: The attribute a result keeps its passage's page breaks in: not a field (no surface shows it; ``evolve`` and
+#: pickling keep it), read by :meth:`SearchResult.page_at`.
+_BREAKS = "_page_breaks"
+
+
+def with_pages(result: SearchResult, page_starts: Sequence[int] | None) -> SearchResult:
+    """``result`` with its pages from its document's ``page_starts`` (where each page begins, a PDF's property;
+    page n begins at ``page_starts[n - 1]``): ``first_page`` and ``last_page`` of the passage, and the page breaks
+    inside it, which :meth:`SearchResult.page_at` reads for its highlights. Without ``page_starts`` (a document
+    without pages, or a PDF indexed before they were stored) the chunk's stored ``page`` is both its first and last
+    page."""
+    if not page_starts:
+        return evolve(result, first_page=result.page, last_page=result.page)
+    start, end = result.char_start, max(result.char_start, result.char_end - 1)
+    first = bisect.bisect_right(page_starts, start)
+    last = bisect.bisect_right(page_starts, end)
+    paged = evolve(result, page=first, first_page=first, last_page=last)
+    paged.__dict__[_BREAKS] = tuple(page_starts[first:last])
+    return paged
+
+
+def highlight_pages(result: SearchResult, highlights: Sequence[Highlight]) -> SearchResult:
+    """``result`` with ``highlights`` (in text order), each naming its pages, and ``page`` the page its first
+    highlight begins on: where the answer begins, the sentence the search page marks."""
+    if result.first_page is None:
+        return evolve(result, highlights=tuple(highlights))
+    paged = tuple(
+        evolve(h, page=result.page_at(h.char_start), last_page=result.page_at(max(h.char_start, h.char_end - 1)))
+        for h in highlights
+    )
+    page = min(paged, key=_start).page if paged else result.first_page
+    return evolve(result, highlights=paged, page=page)
+
+
+def _start(highlight: Highlight) -> int:
+    return highlight.char_start
+
+
+def shown_pages(page: int | None, first: int | None, last: int | None) -> str:
+    """Where a passage is in its document's pages, as people read it on every surface: ``page 2`` when the passage
+    is on one page, ``page 2 (passage pages 1-2)`` when it spans several; nothing without pages."""
+    if page is None:
+        return ""
+    if first is None or last is None or first == last:
+        return f"page {page}"
+    return f"page {page} (passage pages {first}-{last})"
 
 
 def shown_relevance(value: float | None) -> str:

@@ -72,7 +72,6 @@ def split(text: str | None, document_format: str | None = None) -> tuple[dict[st
     properties = {}
     if document_format == "pdf":  # a row from before properties were stored apart
         properties = {key: value.pop(key) for key in _LEGACY_PROPERTIES if key in value}
-        properties.pop("page_starts", None)  # offsets of pages: the chunks carry their page
     elif document_format in _RECORD_FORMATS:
         properties = {key: value.pop(key) for key in _LEGACY_RECORD_PROPERTIES if key in value}
     return value, properties

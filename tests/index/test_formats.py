@@ -98,7 +98,7 @@ def test_pdf_pages_are_recorded(tmp_path: Path) -> None:
     pdf.write_bytes(minimal_pdf(["First page about wages", "Second page about letters"]))
     (doc,) = parse(source(pdf))
     starts = doc.page_starts
-    assert len(starts) == 2 and doc.properties == {"pages": 2}
+    assert len(starts) == 2 and doc.properties == {"pages": 2, "page_starts": starts}
     assert doc.text[starts[1] :].startswith("Second page")
     assert doc.metadata == {}  # page offsets and count are citeline's, not the user's metadata
 

@@ -296,7 +296,7 @@ def test_pdf_document_info_is_metadata_and_pages_a_property(tmp_path: Path, fake
         },
     )
     (doc,) = parse(source(pdf))
-    assert doc.title == "Wage report" and doc.properties == {"pages": 1} and doc.page_starts == [0]
+    assert doc.title == "Wage report" and doc.properties == {"pages": 1, "page_starts": [0]} and doc.page_starts == [0]
     assert doc.metadata["author"] == "Mara Ilves" and doc.metadata["keywords"] == "wages, army"
     assert doc.metadata["created"].startswith("2021-03-04T10:15:00")
     assert "page_starts" not in doc.metadata and "pages" not in doc.metadata
@@ -309,7 +309,7 @@ def test_pdf_document_info_is_metadata_and_pages_a_property(tmp_path: Path, fake
 
 def test_rows_written_before_properties_keep_their_page_count() -> None:
     legacy = json.dumps({"page_starts": [0, 40], "pages": 2})
-    assert stored_metadata.split(legacy, "pdf") == ({}, {"pages": 2})
+    assert stored_metadata.split(legacy, "pdf") == ({}, {"pages": 2, "page_starts": [0, 40]})
     assert stored_metadata.split(json.dumps({"pages": 7}), "jsonl") == ({"pages": 7}, {})  # a record's own field
     assert stored_metadata.split(stored_metadata.stored({"_citeline": "mine", "a": 1}, {})) == ({"a": 1}, {})
     assert stored_metadata.split(stored_metadata.stored({"a": 1}, {"encoding": "cp1252"})) == (

@@ -27,11 +27,14 @@ def expand_ligatures(text: str) -> str:
 
 
 #: Reader 2: ligature glyphs written as their letters (reader 1 stored "signiﬁcant", which "significant" misses).
-@parser(".pdf", reader=2)
+#: Reader 3: where each page begins is stored (the ``page_starts`` property), so a hit names the page of its
+#: highlighted sentence and its passage's page span, not only its chunk's first page.
+@parser(".pdf", reader=3)
 def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
     """PDF text by pypdf, pages joined by blank lines, ligatures written as their letters (:func:`expand_ligatures`).
 
-    ``page_starts`` maps offsets to pages (while chunking); the page count is the ``pages`` property; the document
+    ``page_starts`` maps offsets to pages (while chunking, and stored as the ``page_starts`` property: a search
+    result's highlights name their pages by it); the page count is the ``pages`` property; the document
     info (title, author, subject, keywords, creator, producer, creation and modification dates) is the metadata
     (:func:`document_info`).
     """
@@ -74,6 +77,7 @@ def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
     document = Document(source.root, source.source_id, source.path, title[:200], text, "pdf", metadata)
     document.page_starts = page_starts
     document.properties["pages"] = len(pages)
+    document.properties["page_starts"] = page_starts
     return [document]
 
 
