@@ -430,7 +430,15 @@ class Index:
                 group=group,
             )
         with self._reads:
-            return plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
+            results = plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
+        if not results and request.filters.meta:
+            # Nothing found: if an ordered comparison of numbers or dates is on a field that never holds one, say
+            # so rather than answer nothing (the unfiltered facet counts are each field's values, kept per
+            # generation, so asking costs nothing after the first time).
+            problem = request.filters.kind_problem(self.facet_counts())
+            if problem is not None:
+                raise problem
+        return results
 
     def rank(
         self,
@@ -493,13 +501,19 @@ class Index:
         within: Iterable[SearchResult | str] | None = None,
         limit: int | None = FACET_VALUES,
     ) -> list[Facet]:
-        """Facet counts, as datasette shows them for a table: for every top-level metadata field, the number of
-        documents per value (a list value counts for each item), among the documents ``filters`` selects (the
-        filters of :meth:`search`) and, given ``within`` (a search's results, or doc ids), among those documents
-        only (a collapsed result's every source included): the facets of an answer. Fields come by the documents
-        holding them (most first), each with its ``limit`` most frequent values (None: all) and how many more
-        there are. A value is what ``--where FIELD=VALUE`` / ``{"meta": {FIELD: VALUE}}`` matches."""
-        return facets_of(self.facet_counts(filters, within=within), limit)
+        """Facet counts, as datasette shows them for a table: for every top-level metadata field that narrows, the
+        number of documents per value (a list value counts for each item), among the documents ``filters`` selects
+        (the filters of :meth:`search`) and, given ``within`` (a search's results, or doc ids), among those
+        documents only (a collapsed result's every source included): the facets of an answer. Each comes with its
+        ``limit`` most frequent values (None: all) and how many more there are. A value is what ``--where
+        FIELD=VALUE`` / ``{"meta": {FIELD: VALUE}}`` matches.
+
+        Only facets that narrow: none for a field whose values are nearly all distinct across the index (a title,
+        an id); the fields come by the share of the documents counted that choosing a value leaves (lowest first),
+        then by the documents holding them (``citeline.store.documents.facets_of``)."""
+        counts = self.facet_counts(filters, within=within)
+        whole = counts if filters is None and within is None else self.facet_counts()
+        return facets_of(counts, limit, reference=whole)
 
     def facet_counts(
         self, filters: Filters | Mapping[str, Any] | None = None, *, within: Iterable[SearchResult | str] | None = None

@@ -34,6 +34,8 @@ PROVENANCE_KEYS = (
     "char_start",
     "char_end",
     "page",
+    "first_page",
+    "last_page",
     "content_hash",
     "run_id",
     "ingested_at",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time
 from typing import Any
 
@@ -52,3 +52,58 @@ def typed_text(value: str) -> Any:
         number = float(text)
         return number if math.isfinite(number) else text
     return text
+
+
+#: A number written with a decimal comma (``1.234,56``, ``1 234,56``, ``-0,5``, ``1234,5``): thousands grouped by
+#: ``.``, a space, a no-break space (U+00A0) or a narrow no-break space (U+202F), as spreadsheets in most of Europe
+#: write them. No leading zero but ``0`` itself (``007`` is a code).
+_COMMA_DECIMAL = re.compile(r"[+-]?(0|[1-9]\d{0,2}(?:([. \u00a0\u202f])\d{3})?(?:\2\d{3})*|[1-9]\d*)(,\d+)?")
+#: A number written with a decimal point and comma-grouped thousands (``1,234.56``, ``12,000``).
+_POINT_DECIMAL = re.compile(r"[+-]?(0|[1-9]\d{0,2}(?:,\d{3})*|[1-9]\d*)(\.\d+)?")
+_GROUPING = str.maketrans("", "", ". \u00a0\u202f")
+
+
+def _comma_decimal(text: str) -> float | None:
+    if not _COMMA_DECIMAL.fullmatch(text):
+        return None
+    return float(text.translate(_GROUPING).replace(",", "."))
+
+
+def _point_decimal(text: str) -> float | None:
+    if not _POINT_DECIMAL.fullmatch(text):
+        return None
+    return float(text.replace(",", ""))
+
+
+def column_numbers(values: Sequence[str], decimal: str | None = None) -> list[int | float] | None:
+    """The numbers a table column's cells (``values``, stripped, none empty) are written as, when the whole column
+    agrees on one way of writing numbers that :func:`typed_text` does not read: a decimal comma with ``.`` or
+    space thousands (``1.234,56``, ``1 234,56``, ``980,5``), or comma thousands with a decimal point
+    (``1,234.56``). Else None: the cells are typed one by one, as before.
+
+    A cell such as ``1.234`` (or ``1,500``) reads both ways; the others decide: with ``980,5`` in the column it is
+    1234, with ``12,000.5`` 1.234. When every cell reads both ways, ``decimal`` decides (``","`` for a table
+    delimited by ``;``, which is how spreadsheets write tables where the comma is the decimal separator; ``"."``
+    for one delimited by ``,``); without it the column is left as it is. A column that holds a cell neither way
+    reads (text, a code ``007``, ``1.5`` beside ``1,5``) is not read as numbers, and a column of plain numbers
+    (``39``, ``4.5``) needs no reading: None for both. A whole number is an ``int``, as :func:`typed_text` gives."""
+    if not values:
+        return None
+    comma = [_comma_decimal(value) for value in values]
+    point = [_point_decimal(value) for value in values]
+    readings = [numbers for numbers in (comma, point) if all(number is not None for number in numbers)]
+    if len(readings) == 2 and comma != point:
+        if decimal not in (",", "."):
+            return None  # every cell reads both ways, as different numbers: 1.234 and 2.500 alone say nothing
+        readings = [comma if decimal == "," else point]
+    if not readings:
+        return None
+    numbers = [_whole(number) for number in readings[0] if number is not None]
+    plain = [typed_text(value) for value in values]
+    if all(isinstance(t, int | float) and t == n for t, n in zip(plain, numbers, strict=True)):
+        return None  # plain numbers, which typed_text reads as these already
+    return numbers
+
+
+def _whole(number: float) -> int | float:
+    return int(number) if number.is_integer() and abs(number) < 2**53 else number

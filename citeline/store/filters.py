@@ -27,7 +27,8 @@ Keys (several keys AND together; a list of values for one key means any of them)
     matches a date (a date-time on that day). A list of values means any of them. A dict of operators to values
     means all of them (``{"year": {">=": 2020, "<": 2023}}``):
 
-    - ``=`` / ``in``: equal to the value (``in``: to any of a list of values), as a plain value;
+    - ``=`` / ``in``: equal to the value (``in``: to any of a list of values), as a plain value; text that reads
+      as a number is also equal to every value that reads as the same number (``"39"`` matches ``39.00``);
     - ``!=``: equal to none of the values; a document without the key matches;
     - ``~``: the value's text contains this text, ignoring case (``{"author": {"~": "mara"}}`` matches
       "Mara Ilves"; a list means any of them);
@@ -111,6 +112,30 @@ class Filters:
 
     def __bool__(self) -> bool:
         return bool(self.source or self.path_glob or self.ingested_after or self.ingested_before or self.meta)
+
+    def kind_problem(self, counts: Mapping[tuple[str, str | None], int]) -> QueryError | None:
+        """Why this filter selects nothing when an ordered comparison of numbers or dates (``Revenue>5000``,
+        ``date<2020-01-01``) is on a field that holds values but never one of that kind (``"1.234,56 EUR"``, ``"n/a"``),
+        else None. ``counts``: every document's values per field (``documents.FacetCounts``, the unfiltered facet
+        counts each reader keeps), so asking costs nothing once they are counted; a search asks only when its
+        filter selected nothing."""
+        for key, operator, values in self.meta:
+            if operator not in _ORDERING:
+                continue
+            cast, _ = _ordered(values[0])
+            kind = _KINDS.get(cast)
+            if kind is None:
+                continue  # a comparison of text: any value compares
+            held = [text for (field_key, text), _ in counts.items() if field_key == key and text is not None]
+            if not held or any(_reads_as(cast, text) for text in held):
+                continue
+            examples = ", ".join(repr(text if len(text) <= 30 else text[:29] + "…") for text in sorted(held)[:3])
+            return QueryError(
+                f"filter {key}{operator}{values[0]} compares {kind}, but no document's {key!r} is "
+                f"{_ONE[kind]} (it holds text such as {examples}); write {kind} in the source ({_HOW[kind]}), or "
+                f"match the text with {key}=VALUE or {key}~TEXT"
+            )
+        return None
 
     def to_sql(self) -> tuple[str, list[Any]]:
         """A ``WHERE`` condition over ``documents d`` and its parameters (``TRUE`` when nothing is filtered).
@@ -281,6 +306,12 @@ def _meta_sql(pointer: str, operator: str, values: tuple[MetaValue, ...]) -> tup
                 groups.setdefault(cast, (_LIST_TYPES[cast], []))[1].append(typed)
             else:
                 strings.append(str(value))
+                number = _number(str(value))
+                if number is not None:
+                    # Text that reads as a number (``price=39`` from --where) also equals the numbers it reads
+                    # as, as an ordered comparison reads it: a cell 39.00 (stored as the number 39.0, text
+                    # "39.0") is then matched by 39, 39.0, 39.00, +39 and 3.9e1 alike; its text still matches too.
+                    groups.setdefault(_AS_NUMBER, (_LIST_TYPES[_AS_NUMBER], []))[1].append(number)
         for cast, (sql_type, typed_values) in groups.items():
             any_of.append(f"{cast.format(text)} IN (SELECT unnest(?::{sql_type}[]))")
             params += [pointer, typed_values]
@@ -309,6 +340,17 @@ _LIST_TYPES = {
 
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: The cast of a metadata value's text that compares it as a number.
+_AS_NUMBER = "TRY_CAST({} AS DOUBLE)"
+
+
+def _number(text: str) -> float | None:
+    """The number ``text`` reads as (``39``, ``39.00``, ``+39``, ``3.9e1``; spaces around it aside), else None."""
+    text = text.strip()
+    if not _NUMBER.fullmatch(text):
+        return None
+    number = float(text)
+    return number if math.isfinite(number) else None
 
 
 def _ordered(value: MetaValue) -> tuple[str, Any]:
@@ -321,7 +363,7 @@ def _ordered(value: MetaValue) -> tuple[str, Any]:
         return "TRY_CAST({} AS DOUBLE)", float(value)
     text = str(value).strip()
     if _NUMBER.fullmatch(text):
-        return "TRY_CAST({} AS DOUBLE)", float(text)
+        return _AS_NUMBER, float(text)
     if _ISO_DATE.match(text):
         try:
             moment = datetime.fromisoformat(text)
@@ -330,6 +372,27 @@ def _ordered(value: MetaValue) -> tuple[str, Any]:
         else:
             return _ordered(moment.date() if _ISO_DATE.fullmatch(text) else moment)
     return "{}", str(value)
+
+
+#: What an ordered comparison's cast compares, as its error names it.
+_KINDS = {"TRY_CAST({} AS DOUBLE)": "numbers", "TRY_CAST({} AS DATE)": "dates", "TRY_CAST({} AS TIMESTAMPTZ)": "dates"}
+_ONE = {"numbers": "a number", "dates": "a date"}
+#: How a value of each kind is written so that citeline reads it as one.
+_HOW = {
+    "numbers": "39.5, or a table column of 1.234,56 or 1,234.56 throughout: docs/sources.md#metadata",
+    "dates": "ISO 8601: 2021-03-04 or 2021-03-04T10:15:00+01:00",
+}
+
+
+def _reads_as(cast: str, text: str) -> bool:
+    """Whether a stored value's text (``counts``' form: JSON text for numbers) compares as ``cast`` compares."""
+    if cast == _AS_NUMBER:
+        return _number(text) is not None
+    try:
+        datetime.fromisoformat(text.strip())
+    except ValueError:
+        return False
+    return True
 
 
 #: ``--where`` clauses: ``KEY in A,B`` (the key holds no operator character or space), else ``KEY OP VALUE`` with

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from citeline import Facet, Index
 from citeline.server import create_app
 from citeline.store import catalog
-from citeline.store.documents import facets_of
+from citeline.store.documents import facets_of, identifier_fields
 
 KEYS = ["author", "tags", "a/b", "til~de", 'quo"te', "dotted.key", "année", "year", "flag", "nested", "when"]
 WORDS = ["Mara", "Ansel", "Tomas", "levee", "war", "o'brien", "x/y", "Ünïcode", "  padded  ", "1999"]
@@ -78,7 +78,14 @@ def _texts(value: Any) -> set[str]:
 
 
 def _expected(index: Index, filters: dict[str, Any] | None = None, within: set[str] | None = None) -> dict:
-    """The facet counts made in Python from what ``Index.documents`` shows of each document's metadata."""
+    """The facet counts made in Python from what ``Index.documents`` shows of each document's metadata, without
+    the fields whose values are nearly all distinct across the index (no facet for them)."""
+    counts = _all_counts(index, filters, within)
+    identifiers = identifier_fields(_all_counts(index))
+    return {(key, value): n for (key, value), n in counts.items() if key not in identifiers}
+
+
+def _all_counts(index: Index, filters: dict[str, Any] | None = None, within: set[str] | None = None) -> dict:
     shown = [d.metadata for d in index.documents(filters) if within is None or d.doc_id in within]
     holders = Counter(key for metadata in shown for key, value in metadata.items() if _texts(value))
     values = Counter((key, text) for metadata in shown for key, value in metadata.items() for text in _texts(value))
@@ -94,10 +101,14 @@ def _counts(facets: list[Facet]) -> dict:
 def test_facets_count_the_documents_per_value_as_the_listing_shows_them(index: Index) -> None:
     facets = index.facets(limit=None)
     assert _counts(facets) == _expected(index)
-    assert {"a/b", "til~de", 'quo"te', "dotted.key", "année", "author"} <= {f.field for f in facets}
+    # Every key name counts (a random field whose values came out nearly all distinct is no facet, by the rule).
+    fields = {f.field for f in facets} | identifier_fields(_all_counts(index))
+    assert {"a/b", "til~de", 'quo"te', "dotted.key", "année", "author"} <= fields
     assert "_citeline" not in {f.field for f in facets}  # citeline's own key, not metadata (a record's is dropped)
-    # Fields by the documents holding them, then name; values by count, then value; `more` counts the rest.
-    assert [(-f.documents, f.field) for f in facets] == sorted((-f.documents, f.field) for f in facets)
+    # Fields by how much they narrow, then the documents holding them, then name; values by count, then value;
+    # `more` counts the rest.
+    order = [(f.remaining_share, -f.documents, f.field) for f in facets]
+    assert order == sorted(order)
     for facet, cut in zip(facets, index.facets(limit=2), strict=True):
         assert cut.values == facet.values[:2] and cut.more == len(facet.values) - len(cut.values)
         assert [(-v.count, v.value) for v in facet.values] == sorted((-v.count, v.value) for v in facet.values)
@@ -163,3 +174,77 @@ def test_the_server_answers_facets_as_json(index: Index) -> None:
     hits = index.search("levee letters", 3, mode="lexical")
     assert answer["facets"] == _json(index.facets(within=hits))
     assert client.get("/facets", params={"where": "nonsense"}).status_code == 400
+
+
+# ---------------------------------------------------------------- facets that narrow
+
+
+def _office(folder: Path) -> None:
+    """A team's folder as it grows: meeting notes and reports with front matter (a title and an id each, an author
+    of four, a status of three, a project of two that the reports lack), and a product table (a unique SKU, a
+    category of five, a price)."""
+    folder.mkdir()
+    rng = random.Random(7)
+    authors, statuses, projects = ["Mara", "Ansel", "Tomas", "Ines"], ["draft", "final", "review"], ["levee", "ferry"]
+    for number in range(36):
+        kind = "report" if number % 4 == 0 else "notes"
+        metadata: dict[str, Any] = {
+            "title": f"{kind.title()} of week {number + 1}: {rng.choice(['pumps', 'gates', 'budget', 'crews'])}",
+            "id": f"DOC-{1000 + number}",
+            "author": rng.choice(authors),
+            "status": rng.choice(statuses),
+        }
+        if kind == "notes":
+            metadata["project"] = rng.choice(projects)
+        body = f"The {kind} of week {number + 1} covers the levee pumps, the ferry crews and the budget."
+        (folder / f"{kind}-{number:02}.md").write_text(_front_matter(metadata) + f"\n{body}\n", encoding="utf-8")
+    categories = ["rope", "buoy", "anchor", "paint", "lamp"]
+    rows = ["sku,title,category,price,text"]
+    for number in range(24):
+        category = categories[number % 5]
+        rows.append(f"SKU-{number:04},{category} {number},{category},{5 + number % 7}.50,A {category} for the harbour")
+    (folder / "products.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def office(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    root = tmp_path_factory.mktemp("office")
+    _office(root / "office")
+    index = Index.create(root / "ix", embedder=HashEmbedder())
+    index.ingest([root / "office"])
+    return index
+
+
+def test_no_facet_for_a_field_whose_values_are_nearly_all_distinct(office: Index) -> None:
+    fields = [facet.field for facet in office.facets()]
+    assert "title" not in fields and "id" not in fields  # the notes' titles and ids, each a document's own
+    assert {"author", "status", "project", "category", "price"} <= set(fields)
+    # Judged on the whole index, so an answer's or a filter's few documents keep the index's facets.
+    hits = office.search("levee pumps budget", 5, mode="lexical", filters={"path_glob": "*.md"})
+    assert {"author", "status"} <= {facet.field for facet in office.facets(within=hits)}
+    assert "title" not in {facet.field for facet in office.facets({"meta": {"author": "Mara"}})}
+
+
+def test_facets_come_by_how_much_choosing_a_value_narrows(office: Index) -> None:
+    facets = office.facets(limit=None)
+    total = len(office.documents())
+    for facet in facets:  # the expected share left: sum of (count/N)^2, and all of it for documents without the field
+        shares = sum((value.count / total) ** 2 for value in facet.values) + (total - facet.documents) / total
+        assert facet.remaining_share == pytest.approx(min(1.0, shares), abs=1e-4)
+    order = [facet.remaining_share for facet in facets]
+    assert order == sorted(order)
+    by_field = {facet.field: facet for facet in facets}
+    # Four authors over all 36 notes and reports narrow more than five categories over the 24 products alone, and
+    # a project the reports lack narrows less than a status every document of the notes holds.
+    assert by_field["author"].remaining_share < by_field["category"].remaining_share
+    assert by_field["status"].remaining_share < by_field["project"].remaining_share
+    assert facets[0].field in {"author", "status"}
+
+
+def test_identifier_fields_by_their_share_of_values_held_once() -> None:
+    counts = {("sku", None): 4, **{("sku", f"s{i}"): 1 for i in range(4)}}
+    counts |= {("kind", None): 4, ("kind", "a"): 2, ("kind", "b"): 2}
+    counts |= {("pair", None): 2, ("pair", "x"): 1, ("pair", "y"): 1}  # two documents say nothing yet
+    counts |= {("tags", None): 4, ("tags", "t"): 4, ("tags", "u"): 1, ("tags", "v"): 1}  # a list: shared items
+    assert identifier_fields(counts) == {"sku"}
+    assert [facet.field for facet in facets_of(counts)] == ["kind", "pair", "tags"]

@@ -401,8 +401,10 @@ def test_a_semicolon_table_with_decimal_commas_is_read_by_its_columns(tmp_path: 
     table = tmp_path / "prices.csv"
     table.write_text("id;name;price;note\n1;lamp;12,50;a, b\n2;chair;40,00;\n", encoding="utf-8")
     first, second = parse(source(table))
-    assert first.source_id == "prices.csv#1" and first.metadata == {"name": "lamp", "price": "12,50", "note": "a, b"}
-    assert second.metadata == {"name": "chair", "price": "40,00"}
+    # The price column is decimal-comma numbers throughout: numbers, each cell as written kept beside it.
+    assert first.source_id == "prices.csv#1"
+    assert first.metadata == {"name": "lamp", "price": 12.5, "note": "a, b", "price (as written)": "12,50"}
+    assert second.metadata == {"name": "chair", "price": 40, "price (as written)": "40,00"}
     one_column = tmp_path / "words.csv"  # no delimiter splits the header: one column, as before
     one_column.write_text("word\nalpha; beta\ngamma\n", encoding="utf-8")
     assert [d.metadata for d in parse(source(one_column))] == [{"word": "alpha; beta"}, {"word": "gamma"}]

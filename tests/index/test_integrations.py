@@ -128,7 +128,9 @@ def ledger(tmp_path: Path) -> Index:
 def test_provenance_carries_highlights_and_metadata(ledger: Index) -> None:
     index = ledger
     meta = provenance(index.search("pay stopped", 1, collapse=False)[0])
-    assert meta["highlights"] and all(set(h) == {"char_start", "char_end", "text", "score"} for h in meta["highlights"])
+    assert meta["highlights"] and all(
+        set(h) == {"char_start", "char_end", "text", "score", "page", "last_page"} for h in meta["highlights"]
+    )
     assert meta["document_metadata"]["author"] == "Mara"
 
 

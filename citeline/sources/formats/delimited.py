@@ -11,7 +11,9 @@ The first row is the header; columns are matched by name, ignoring case and surr
   every cell is searchable.
 
 Every column but the id, title and text columns is metadata, typed (``2021`` a number, see
-:func:`citeline.sources.metadata.typed_text`); empty cells are left out. A row with more cells than the header
+:func:`citeline.sources.metadata.typed_text`); empty cells are left out. A column whose cells all write numbers
+one locale's way (``1.234,56``, ``1 234,56``, ``1,234.56``) is numbers, each cell as written kept beside it
+(:func:`read_locale_numbers`). A row with more cells than the header
 fails alone, naming its line; a row with fewer has the missing cells empty. Quoting is the csv module's (RFC 4180,
 a quoted cell may span lines).
 
@@ -40,12 +42,13 @@ import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from citeline.errors import SourceError
 from citeline.sources import MAX_SOURCE_CHARS
 from citeline.sources.document import Parsed, SourceFile
 from citeline.sources.encoding import decode
-from citeline.sources.metadata import typed_text
+from citeline.sources.metadata import column_numbers, typed_text
 from citeline.sources.records import Records
 from citeline.sources.registry import parser
 
@@ -162,7 +165,8 @@ _TEXT_COLUMNS = ("text", "body", "content", "abstract", "description")
 
 
 #: Reader 2: the delimiter is detected (:func:`delimiter_of`); reader 1 read every ``.csv`` with ``,``.
-@parser(".csv", ".tsv", reader=2)
+#: Reader 3: a column of locale numbers (``1.234,56``) is read as numbers (:func:`read_locale_numbers`).
+@parser(".csv", ".tsv", reader=3)
 def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
     """A CSV or TSV table, one document per row (see the module docstring for the columns)."""
     decoded = decode(source, data)
@@ -185,6 +189,7 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
     title_at = folded.index("title") if "title" in folded else None
     text_at = next((folded.index(name) for name in _TEXT_COLUMNS if name in folded), None)
     named = {id_at, title_at, text_at} - {None}
+    cells_of: dict[str, list[tuple[dict[str, Any], str]]] = {}  # per metadata column, each row's cell
     while True:
         line_number = lines.row_line
         try:
@@ -220,5 +225,33 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
             body = "\n".join(f"{name}: {value.strip()}" for name, value in others)
         title = cells[title_at].strip() if title_at is not None else ""
         metadata = {name: typed_text(value) for name, value in others}
+        for name, value in others:
+            cells_of.setdefault(name, []).append((metadata, value.strip()))
         records.add(line_number, record_id, title, body, metadata, "no text")
+    read_locale_numbers(cells_of, _DECIMAL_OF.get(delimiter))
     return records.result()
+
+
+#: The decimal separator a table's delimiter implies when a column's numbers read both ways (``1.234``): a table
+#: delimited by ``;`` is what a spreadsheet saves where the comma is the decimal separator; one delimited by ``,``
+#: cannot hold an unquoted decimal comma, and is what one saves where the point is.
+_DECIMAL_OF = {";": ",", ",": "."}
+#: The metadata key that keeps a cell as written when its column was read as locale numbers.
+AS_WRITTEN = "{} (as written)"
+
+
+def read_locale_numbers(cells_of: dict[str, list[tuple[dict[str, Any], str]]], decimal: str | None) -> None:
+    """Each column whose cells all agree on a way of writing numbers (``1.234,56``, ``1 234,56``, ``1,234.56``:
+    :func:`~citeline.sources.metadata.column_numbers`) as numbers in its rows' metadata, each cell as written kept
+    under ``COLUMN (as written)`` (unless the table has a column of that name). ``cells_of``: per column, each
+    row's metadata and the cell's stripped text."""
+    for name, cells in cells_of.items():
+        numbers = column_numbers([value for _, value in cells], decimal)
+        if numbers is None:
+            continue
+        written = AS_WRITTEN.format(name)
+        keep = written not in cells_of
+        for (metadata, value), number in zip(cells, numbers, strict=True):
+            metadata[name] = number
+            if keep:
+                metadata[written] = value
