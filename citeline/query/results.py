@@ -206,19 +206,17 @@ class SearchResult:
 _BREAKS = "_page_breaks"
 
 
-def with_pages(result: SearchResult, page_starts: Sequence[int] | None) -> SearchResult:
-    """``result`` with its pages from its document's ``page_starts`` (where each page begins, a PDF's property;
-    page n begins at ``page_starts[n - 1]``): ``first_page`` and ``last_page`` of the passage, and the page breaks
-    inside it, which :meth:`SearchResult.page_at` reads for its highlights. Without ``page_starts`` (a document
-    without pages, or a PDF indexed before they were stored) the chunk's stored ``page`` is both its first and last
-    page."""
-    if not page_starts:
+def with_pages(result: SearchResult, page_breaks: Sequence[int] | None) -> SearchResult:
+    """``result`` with its pages: ``page_breaks`` are where the pages that begin inside the passage (after its first
+    character) begin, a PDF's (its passage row's ``page_starts`` property: ``store.catalog``), and ``result.page``
+    the chunk's first page. Sets ``first_page`` and ``last_page`` of the passage, and keeps the breaks, which
+    :meth:`SearchResult.page_at` reads for its highlights. Without them (a document without pages, or a PDF
+    indexed before they were stored) the chunk's stored ``page`` is both its first and last page."""
+    if page_breaks is None or result.page is None:
         return evolve(result, first_page=result.page, last_page=result.page)
-    start, end = result.char_start, max(result.char_start, result.char_end - 1)
-    first = bisect.bisect_right(page_starts, start)
-    last = bisect.bisect_right(page_starts, end)
-    paged = evolve(result, page=first, first_page=first, last_page=last)
-    paged.__dict__[_BREAKS] = tuple(page_starts[first:last])
+    breaks = tuple(sorted(offset for offset in page_breaks if result.char_start < offset < result.char_end))
+    paged = evolve(result, first_page=result.page, last_page=result.page + len(breaks))
+    paged.__dict__[_BREAKS] = breaks
     return paged
 
 

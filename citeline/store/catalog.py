@@ -363,14 +363,25 @@ def document_text(connection: duckdb.DuckDBPyConnection, doc_id: str) -> str | N
     return None if row is None else str(row[0])
 
 
+#: A passage row's metadata: the document's, but a PDF's ``page_starts`` property (where each of its pages begins)
+#: holds only the pages that begin inside the chunk, after its first character: a search names the pages of a
+#: passage and of its highlights from them and the chunk's first page (``query.results.with_pages``). The whole
+#: list on every row of a PDF of n pages would grow its rows by n numbers a chunk: quadratic in its length.
+_PASSAGE_METADATA = """CASE WHEN d.format = 'pdf' AND json_exists(d.metadata, '$._citeline.page_starts')
+    THEN json_merge_patch(d.metadata, json_object('_citeline', json_object('page_starts', to_json(list_filter(
+        CAST(json_extract(d.metadata, '$._citeline.page_starts') AS BIGINT[]),
+        lambda x: x > c.char_start AND x < c.char_end)))))
+    ELSE d.metadata END"""
+
 #: A passage row (``citeline.store.passages``): the chunk's columns, then its document's (the document's ``doc_id``
 #: and ``run_id`` renamed); NULL document columns mark a chunk without its document row (damage ``verify`` reports).
-_PASSAGES_SQL = """
+_PASSAGES_SQL = f"""
 SELECT c.chunk_id, c.doc_id, c.ordinal, c.char_start, c.char_end, c.text, c.text_hash, c.page, c.run_id,
     d.doc_id AS document_doc_id, d.source_root, d.source_id, d.source_file, d.path, d.title, d.format,
-    d.content_hash, d.metadata, d.size_bytes, d.mtime, d.run_id AS document_run_id, d.ingested_at{extra}
+    d.content_hash, {_PASSAGE_METADATA} AS metadata, d.size_bytes, d.mtime, d.run_id AS document_run_id,
+    d.ingested_at{{extra}}
 FROM chunks c LEFT JOIN documents d ON d.doc_id = c.doc_id
-{where}ORDER BY c.chunk_id
+{{where}}ORDER BY c.chunk_id
 """
 
 

@@ -149,3 +149,41 @@ def test_the_http_api_the_page_and_mcp_name_the_pages(index_path: Path, index: I
     assert (cited["page"], cited["first_page"]) == (2, 1) and cited["highlights"][0]["page"] == 2
     rendered = render_search({"query": QUERY_PUMP, "generation": 1, "results": [cited]})
     assert re.search(r"flood-report\.pdf, p\. 2, passage pp\. 1-[23]", rendered)
+
+
+def test_a_long_pdfs_passage_rows_hold_only_their_own_page_breaks(tmp_path: Path) -> None:
+    # A report of 30 pages in chunks of a few lines: every passage names the pages its characters are on, each row
+    # holds only the page starts inside its chunk (not the document's 30), and the index verifies.
+    pages = [
+        "\n".join(
+            f"Section {n} line {line}: the gauge at the weir read {n * 10 + line} centimetres." for line in range(4)
+        )
+        for n in range(1, 31)
+    ]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "gauges.pdf").write_bytes(minimal_pdf(pages))
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder(), max_tokens=64, overlap_tokens=0)
+    index.ingest([docs])
+    (document,) = index.documents()
+    text = index.document(document.doc_id).text
+    starts = [0]
+    for page_text in pages[:-1]:
+        starts.append(starts[-1] + len(page_text) + 2)
+    assert [text[s : s + 10] for s in starts] == [p[:10] for p in pages]
+    snapshot = index.snapshot()
+    spans = index.document(document.doc_id).spans
+    rows = snapshot.passage_rows([span.chunk_id for span in spans])
+    for row in rows.values():
+        breaks = json.loads(row["metadata"])["_citeline"]["page_starts"]
+        assert breaks == [s for s in starts if row["char_start"] < s < row["char_end"]]
+    results = index.search("gauge weir centimetres section", k=50, mode="lexical", min_score=0, group=False)
+    assert len(results) > 10 and max(r.last_page for r in results) == 30
+    for r in results:
+        assert (r.first_page, r.last_page) == (
+            sum(s <= r.char_start for s in starts),
+            sum(s <= r.char_end - 1 for s in starts),
+        )
+        for h in r.highlights:
+            assert h.page == sum(s <= h.char_start for s in starts)
+    assert index.verify().ok
