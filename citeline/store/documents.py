@@ -346,16 +346,21 @@ def identifier_fields(counts: FacetCounts) -> set[str]:
 
 
 def remaining_share(counts: Iterable[int], holding: int, documents: int) -> float:
-    """The share of ``documents`` left, expected, after choosing the value of the document sought in a facet whose
-    values are held by ``counts`` documents each (``holding`` documents hold the field): a document picked at
-    random is one holding value v with chance c_v/N, and choosing v leaves c_v/N of them; one without the field
-    is not reached by the facet, which leaves all N. So ``sum((c_v/N)^2) + (N - holding)/N``, at most 1.
+    """The share of ``documents`` (N) left, expected, after choosing the value of the document sought in a facet
+    whose values are held by ``counts`` documents each (c_v; T of them in all, ``holding`` documents H holding the
+    field). The document sought is one of the H holding it with chance H/N, and a value of it is v with chance
+    c_v/T (1/H for a field of one value a document, so T = H; each of a list's items alike); choosing v leaves c_v/N
+    of the documents. A document without the field is not reached through the facet, which leaves them all. So
+    ``H/N * sum(c_v/T * c_v/N) + (N - H)/N``, between 0 and 1: lower narrows more.
 
     *Why this and not the entropy of the values*: it is what a click does to the answer; entropy ranks a field that
     2 documents of 100 hold, with 2 values, as high as one that splits all 100 in two."""
-    if documents <= 0:
+    values = list(counts)
+    total = sum(values)
+    if documents <= 0 or total <= 0:
         return 1.0
-    share = sum((n / documents) ** 2 for n in counts) + max(0, documents - holding) / documents
+    held = min(holding, documents)
+    share = held / documents * sum(n * n for n in values) / (total * documents) + (documents - held) / documents
     return min(1.0, share)
 
 

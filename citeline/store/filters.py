@@ -132,7 +132,7 @@ class Filters:
             examples = ", ".join(repr(text if len(text) <= 30 else text[:29] + "…") for text in sorted(held)[:3])
             return QueryError(
                 f"filter {key}{operator}{values[0]} compares {kind}, but no document's {key!r} is "
-                f"{_ONE[kind]} (it holds text such as {examples}); write {kind} in the source ({_HOW[kind]}), or "
+                f"{_ONE[kind]} (it holds values such as {examples}); write {kind} in the source ({_HOW[kind]}), or "
                 f"match the text with {key}=VALUE or {key}~TEXT"
             )
         return None

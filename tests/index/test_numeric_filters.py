@@ -163,7 +163,7 @@ def test_a_column_is_numbers_only_when_every_cell_agrees() -> None:
 def test_a_numeric_comparison_on_a_text_field_is_an_error_naming_it(index: Index) -> None:
     with pytest.raises(QueryError, match=r"filter Monat>5 compares numbers, but no document's 'Monat' is a number"):
         index.search("Hafen", filters={"meta": {"Monat": {">": 5}}})
-    with pytest.raises(QueryError, match=r"'Filiale' is a date \(it holds text such as 'Nord', 'Süd'\)"):
+    with pytest.raises(QueryError, match=r"'Filiale' is a date \(it holds values such as 'Nord', 'Süd'\)"):
         index.search("Hafen", filters={"meta": {"Filiale": {">=": "2024-01-01"}}})
 
 
@@ -243,3 +243,8 @@ def test_locale_columns_read_back_as_their_numbers(numbers: list[float], style: 
     read = column_numbers(written, "," if delimiter == ";" else ".") or [typed_text(w) for w in written]
     assert read == pytest.approx(numbers)
     assert _column(written, delimiter) == pytest.approx(numbers)
+
+
+def test_a_date_comparison_on_a_number_field_names_its_values(index: Index) -> None:
+    with pytest.raises(QueryError, match=r"no document's 'price' is a date \(it holds values such as '12.5', "):
+        index.search("harbour", filters={"meta": {"price": {"<": "2020-01-01"}}})
