@@ -431,14 +431,19 @@ class Index:
             )
         with self._reads:
             results = plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
-        if not results and request.filters.meta:
-            # Nothing found: if an ordered comparison of numbers or dates is on a field that never holds one, say
-            # so rather than answer nothing (the unfiltered facet counts are each field's values, kept per
-            # generation, so asking costs nothing after the first time).
-            problem = request.filters.kind_problem(self.facet_counts())
+        if not results:
+            self.explain_nothing(request.filters)
+        return results
+
+    def explain_nothing(self, filters: Filters) -> None:
+        """Raise :class:`QueryError` when ``filters`` select nothing because an ordered comparison of numbers or
+        dates is on a field that holds values but never one of that kind (``Filters.kind_problem``); called when a
+        search or a listing found nothing. The unfiltered facet counts are each field's values, kept per generation,
+        so asking costs nothing after the first time."""
+        if filters.meta:
+            problem = filters.kind_problem(self.facet_counts())
             if problem is not None:
                 raise problem
-        return results
 
     def rank(
         self,
@@ -492,7 +497,11 @@ class Index:
         """The documents ``filters`` selects (the filters of :meth:`search`), by source and path, at most ``limit``
         after the first ``offset`` (paging): doc id, source path and id, title, format, chunks, pages, size, content
         hash, run, ingested_at, metadata."""
-        return read_documents(self.path, Filters.from_value(filters), limit, offset)
+        checked = Filters.from_value(filters)
+        found = read_documents(self.path, checked, limit, offset)
+        if not found and not offset:
+            self.explain_nothing(checked)
+        return found
 
     def facets(
         self,

@@ -175,7 +175,7 @@ class HighlightOut(BaseModel):
     text: str
     char_start: int = Field(description="Offset into the document's text.")
     char_end: int = Field(description="End offset into the document's text (exclusive).")
-    page: int | None = Field(None, description="The page the sentence begins on (a PDF's; null without pages).")
+    page: int | None = Field(description="The page the sentence begins on (a PDF's; null without pages).")
 
 
 class MorePassage(BaseModel):
@@ -185,8 +185,8 @@ class MorePassage(BaseModel):
     char_start: int
     char_end: int
     page: int | None
-    first_page: int | None = None
-    last_page: int | None = None
+    first_page: int | None
+    last_page: int | None
     quote: str
     score: float
 
@@ -214,8 +214,8 @@ class Citation(BaseModel):
     page: int | None = Field(
         description="The page to cite (a PDF's; null without pages): where the first highlighted sentence begins."
     )
-    first_page: int | None = Field(None, description="The passage's first page (a PDF's; null without pages).")
-    last_page: int | None = Field(None, description="The passage's last page (a PDF's; null without pages).")
+    first_page: int | None = Field(description="The passage's first page (a PDF's; null without pages).")
+    last_page: int | None = Field(description="The passage's last page (a PDF's; null without pages).")
     char_start: int = Field(
         description="Start of the passage: an offset into the document's text (a record's own text, not its file)."
     )

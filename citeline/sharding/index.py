@@ -54,7 +54,7 @@ from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
 from citeline.store import catalog, files, ledger
 from citeline.store.connection import MAX_ROWS, check_rows
-from citeline.store.documents import DocumentDetail, DocumentInfo, FacetCounts
+from citeline.store.documents import DocumentDetail, DocumentInfo, FacetCounts, read_documents
 from citeline.store.filters import Filters
 from citeline.store.ledger import RunSummary
 from citeline.store.locks import writer_lock
@@ -382,8 +382,12 @@ class ShardedIndex(Index):
         check_rows("offset", offset, 0)
         # Each shard's first offset + limit rows hold the merged page (a shard's rows come in the same order).
         depth = None if limit is None else min(offset + limit, MAX_ROWS)
-        found = [record for part in self._local("documents") for record in part.documents(filters, depth)]
+        # Each shard's own rows (read_documents): a shard alone cannot tell why the filters select nothing.
+        checked = Filters.from_value(filters)
+        found = [record for part in self._local("documents") for record in read_documents(part.path, checked, depth)]
         found.sort(key=lambda r: (str(r.source_root), str(r.source_id), r.doc_id))
+        if not found and not offset:
+            self.explain_nothing(checked)
         return found[offset:] if limit is None else found[offset : offset + limit]
 
     def facet_counts(

@@ -248,3 +248,18 @@ def test_locale_columns_read_back_as_their_numbers(numbers: list[float], style: 
 def test_a_date_comparison_on_a_number_field_names_its_values(index: Index) -> None:
     with pytest.raises(QueryError, match=r"no document's 'price' is a date \(it holds values such as '12.5', "):
         index.search("harbour", filters={"meta": {"price": {"<": "2020-01-01"}}})
+
+
+def test_the_listing_says_it_too_and_a_sharded_index_judges_all_its_shards(folder: Path, tmp_path: Path) -> None:
+    sharded = Index.create(tmp_path / "sharded", embedder=HashEmbedder(), shards=3)
+    sharded.ingest([folder])
+    with pytest.raises(QueryError, match="no document's 'Monat' is a number"):
+        sharded.documents({"meta": {"Monat": {">": 5}}})
+    with pytest.raises(QueryError, match="no document's 'Monat' is a number"):
+        sharded.search("Hafen", filters={"meta": {"Monat": {">": 5}}})
+    # Umsatz is numbers in the shards that hold the revenue rows only: an empty answer, not an error.
+    assert sharded.documents({"meta": {"Umsatz": {">": 10**9}}}) == []
+    assert sharded.search("Hafen", filters={"meta": {"Umsatz": {">": 10**9}}}) == []
+    assert {d.title for d in sharded.documents({"meta": {"price": "39"}})} == {"Coastal road atlas", "Price review"}
+    result = CliRunner().invoke(cli, ["documents", "--index", str(tmp_path / "sharded"), "--where", "Monat>5"])
+    assert result.exit_code != 0 and "'Monat' is a number" in result.output and "Traceback" not in result.output
