@@ -432,10 +432,10 @@ class Index:
         with self._reads:
             results = plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
         if not results:
-            self.explain_nothing(request.filters)
+            self._explain_nothing(request.filters)
         return results
 
-    def explain_nothing(self, filters: Filters) -> None:
+    def _explain_nothing(self, filters: Filters) -> None:
         """Raise :class:`QueryError` when ``filters`` select nothing because an ordered comparison of numbers or
         dates is on a field that holds values but never one of that kind (``Filters.kind_problem``); called when a
         search or a listing found nothing. The unfiltered facet counts are each field's values, kept per generation,
@@ -500,7 +500,7 @@ class Index:
         checked = Filters.from_value(filters)
         found = read_documents(self.path, checked, limit, offset)
         if not found and not offset:
-            self.explain_nothing(checked)
+            self._explain_nothing(checked)
         return found
 
     def facets(

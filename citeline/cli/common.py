@@ -306,9 +306,10 @@ _FILTER_OPTIONS = [
     click.option("--path", "path_glob", multiple=True, metavar="GLOB",
                  help="Only documents whose source id or path matches GLOB, e.g. '*.md'; repeatable."),
     click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
-                 help="Only documents whose metadata KEY is VALUE; also KEY!=VALUE, KEY~TEXT (contains, any case), "
-                      "KEY>VALUE, >=, <, <= (numbers as numbers, dates as dates) and 'KEY in A,B'; repeatable "
-                      "(keys AND; a repeated KEY=VALUE ORs, a range ANDs)."),
+                 help="Only documents whose metadata KEY is VALUE (numbers as numbers: price=39 matches 39.00); "
+                      "also KEY!=VALUE, KEY~TEXT (contains, any case), KEY>VALUE, >=, <, <= (numbers as numbers, "
+                      "dates as dates) and 'KEY in A,B'; repeatable (keys AND; a repeated KEY=VALUE ORs, a range "
+                      "ANDs)."),
     click.option("--ingested-after", metavar="DATE", help="Only documents ingested at or after DATE (ISO 8601)."),
     click.option("--ingested-before", metavar="DATE", help="Only documents ingested before DATE (ISO 8601)."),
 ]  # fmt: skip

@@ -80,7 +80,7 @@ class Passage:
     char_end: int
     text: str
     score: float
-    #: the page of its best highlight, and its first and last page (see :attr:`SearchResult.page`)
+    #: the page of its first highlight, and its first and last page (see :attr:`SearchResult.page`)
     page: int | None = None
     relevance: float | None = None
     highlights: tuple[Highlight, ...] = ()
@@ -195,7 +195,7 @@ class SearchResult:
 
     def page_at(self, offset: int) -> int | None:
         """The page of the document offset ``offset`` within this passage (a PDF's; None without pages): its first
-        page plus the page breaks of the passage (:func:`with_page_breaks`) before ``offset``."""
+        page plus the page breaks of the passage (:func:`with_pages`) before ``offset``."""
         if self.first_page is None:
             return self.page
         return self.first_page + bisect.bisect_right(self.__dict__.get(_BREAKS, ()), offset)

@@ -387,7 +387,7 @@ class ShardedIndex(Index):
         found = [record for part in self._local("documents") for record in read_documents(part.path, checked, depth)]
         found.sort(key=lambda r: (str(r.source_root), str(r.source_id), r.doc_id))
         if not found and not offset:
-            self.explain_nothing(checked)
+            self._explain_nothing(checked)
         return found[offset:] if limit is None else found[offset : offset + limit]
 
     def facet_counts(
