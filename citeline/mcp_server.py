@@ -1028,22 +1028,14 @@ def _close(transport: asyncio.BaseTransport | None, pipe: Any) -> None:
         pipe.close()
 
 
-def http_app(server: Server[Any], *, loopback_only: bool) -> tuple[Any, Callable[[Any], Any]]:
+def http_app(server: Server[Any]) -> tuple[Any, Callable[[Any], Any]]:
     """The streamable-HTTP endpoint of ``server`` (an ASGI app to route at ``/mcp``) and the lifespan that runs its
     session manager. Stateless JSON answers: each request stands alone, so ``serve --workers N`` may answer a
-    client's requests from different processes. ``loopback_only``: the SDK's DNS-rebinding guard (Host and Origin
-    must be a loopback address), for a server without a token."""
+    client's requests from different processes. The Host and Origin check against DNS rebinding is the server's
+    own, on every route (``citeline.server.guard.Guard``), not the SDK's (which knows only loopback names)."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-    from mcp.server.transport_security import TransportSecuritySettings
 
-    security = None
-    if loopback_only:
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-    manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True, security_settings=security)
+    manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:

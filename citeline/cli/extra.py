@@ -58,6 +58,14 @@ AROUND_CHARS = 300
 @click.option(
     "--cors", multiple=True, metavar="ORIGIN", help="Let pages of ORIGIN call the API from a browser (repeatable)."
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="Without a token, also answer requests whose Host is HOST (NAME on any port, or NAME:PORT; * for any "
+    "host, behind a proxy that checks it). Default: the bound address and localhost, on the port (repeatable).",
+)
 @click.option("--root-path", default="", metavar="PREFIX", help="The path prefix a reverse proxy serves this under.")
 @click.option(
     "--workers",
@@ -84,6 +92,7 @@ def serve(
     token: str | None,
     no_auth: bool,
     cors: tuple[str, ...],
+    allowed_hosts: tuple[str, ...],
     root_path: str,
     workers: int,
     timeout: float,
@@ -107,6 +116,7 @@ def serve(
         token=token,
         no_auth=no_auth,
         cors=cors,
+        allowed_hosts=allowed_hosts,
         root_path=root_path,
         workers=workers,
         timeout=timeout,
