@@ -57,7 +57,14 @@ def _watched(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[st
     return subprocess.CompletedProcess(process.args, process.returncode, out, err), seen
 
 
-@pytest.mark.parametrize("how", [["--prefect"], ["--shards", "2"]], ids=["prefect-flow", "sharded"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param(["--shards", "2"], id="sharded"),
+        # Prefect's temporary API server too (it listens on 127.0.0.1); minutes on a loaded machine
+        pytest.param(["--prefect"], id="prefect-flow", marks=pytest.mark.slow),
+    ],
+)
 def test_a_local_dask_run_listens_on_the_loopback_only(tmp_path: Path, how: list[str]) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -69,3 +76,16 @@ def test_a_local_dask_run_listens_on_the_loopback_only(tmp_path: Path, how: list
     assert len(seen) >= 3, seen  # the scheduler and the workers were seen listening
     exposed = {(ip, port) for ip, port in seen if not ipaddress.ip_address(ip).is_loopback}
     assert not exposed, exposed
+
+
+def test_every_local_cluster_citeline_starts_has_the_loopback_settings() -> None:
+    """The flow's Dask task runner (the slow run above watches it) makes its cluster with the settings a sharded run
+    uses: the dashboard on the loopback."""
+    from citeline.orchestration.ingest import dask_task_runner
+    from citeline.sharding.runs import LOCAL_CLUSTER
+
+    runner = dask_task_runner(dask_workers=2)
+    assert runner is not None
+    kwargs = runner.cluster_kwargs  # type: ignore[attr-defined]
+    assert {key: kwargs[key] for key in LOCAL_CLUSTER} == LOCAL_CLUSTER
+    assert ipaddress.ip_address(LOCAL_CLUSTER["dashboard_address"].rsplit(":", 1)[0]).is_loopback

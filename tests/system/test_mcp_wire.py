@@ -212,7 +212,9 @@ def test_a_client_that_goes_away_ends_the_server_quietly(index: Index, closed: s
     assert server.returncode == 0 and b"Traceback" not in errors and b"Error" not in errors, errors.decode()[-3000:]
 
 
-def test_an_http_client_that_disconnects_mid_body_is_one_log_line(index: Index, tmp_path: Path) -> None:
+def test_an_http_client_that_disconnects_mid_body_is_one_log_line_and_bad_bodies_are_answered(
+    index: Index, tmp_path: Path
+) -> None:
     port = _free_port()
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
@@ -234,7 +236,11 @@ def test_an_http_client_that_disconnects_mid_body_is_one_log_line(index: Index, 
                     client.sendall(head.encode() + b'{"jsonrpc":"2.0",')
                     time.sleep(0.3)
             ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-            accept = {"Accept": "application/json, text/event-stream"}
+            accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+            # bodies that are not a message: a JSON-RPC error each (the SDK's), never a 500, the server alive
+            for body in (b"[" * 1000 + b"]" * 1000, _deep(1000).encode(), b"\xff", b"42", b"{}", b""):
+                refused = httpx.post(f"{url}/mcp", content=body, headers=accept, timeout=30)
+                assert 400 <= refused.status_code < 500 and "error" in refused.json(), (body[:20], refused.text)
             assert httpx.post(f"{url}/mcp", json=ping, headers=accept, timeout=30).json()["result"] == {}
         finally:
             server.terminate()
