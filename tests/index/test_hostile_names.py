@@ -94,6 +94,18 @@ def test_every_command_prints_hostile_names_escaped(folder: Path, tmp_path: Path
     # a name stays recognisable: escaped as Python writes it
     listed = _run("documents", "--index", ix, "--format", "table", "--columns", "source_path").stdout
     assert printable(NAMES[0]) in listed and "invoice\\u202etxt.exe.md" in listed
+    # then the writes: a re-run that updates and removes hostile names, a removal, a rebuild
+    (folder / NAMES[1]).write_text("# Changed\n\nThe ledger was rewritten.\n")
+    (folder / NAMES[2]).unlink()
+    for command in [
+        ("ingest", str(folder), "--index", ix, "-v"),
+        ("remove", str(folder / NAMES[0]), "--index", ix),
+        ("rebuild", "--index", ix),
+        ("runs", "--index", ix),
+    ]:
+        done = _run(*command)
+        assert done.exit_code == 0, (command, done.output)
+        _clean(done, " ".join(command))
 
 
 def test_exact_formats_keep_names_exact(folder: Path, tmp_path: Path) -> None:
