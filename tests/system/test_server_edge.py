@@ -45,12 +45,15 @@ def app_and_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ob
         yield app, index, url
 
 
+_CLIENT = httpx.Client(timeout=30)  # one connection pool: a client each request costs more than the request
+
+
 def _get(url: str, path: str, **headers: str) -> httpx.Response:
     if path == "/mcp":  # a real MCP request, so that an allowed one is answered 200
         body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
         accept = {"Accept": "application/json, text/event-stream"}
-        return httpx.post(url + path, json=body, headers={**accept, **headers}, timeout=30)
-    return httpx.get(url + path, headers=headers, timeout=30)
+        return _CLIENT.post(url + path, json=body, headers={**accept, **headers})
+    return _CLIENT.get(url + path, headers=headers)
 
 
 def test_a_hostile_host_or_origin_is_refused_on_every_route(app_and_index: tuple[object, Index, str]) -> None:
