@@ -20,8 +20,10 @@ generation before or after the commit, never a mix.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
+import io
 import json
 import logging
 import os
@@ -760,18 +762,51 @@ async def run_stdio(server: Server[Any], *, drain: float = 30.0) -> None:
 
     When stdin ends, the requests already read are answered before the server stops (for up to ``drain`` seconds;
     the SDK answers what is left "Connection closed"): left to itself the SDK cancels them at once, and an answer
-    cancelled while being written is never sent, so ``citeline mcp < requests > answers`` lost answers."""
+    cancelled while being written is never sent, so ``citeline mcp < requests > answers`` lost answers. When the
+    client closes our stdout (or dies), the server stops at once and quietly: there is nobody left to answer."""
     from mcp.server.stdio import stdio_server
 
-    async with (
-        _stdin_pipe() as stdin,
-        _stdout_pipe() as stdout,
-        stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream),
-    ):
-        unanswered = _Unanswered(drain)
-        await server.run(
-            unanswered.reading(read_stream), unanswered.writing(write_stream), server.create_initialization_options()
-        )
+    unanswered = _Unanswered(drain)
+    try:
+        async with (
+            _stdin_pipe() as stdin,
+            _stdout_pipe() as stdout,
+            stdio_server(stdin=unanswered.lines(stdin), stdout=stdout) as (read_stream, write_stream),  # type: ignore[arg-type]
+        ):
+            await server.run(
+                unanswered.reading(read_stream),
+                unanswered.writing(write_stream),
+                server.create_initialization_options(),
+            )
+    except* (BrokenPipeError, ConnectionResetError):
+        # The client went away (closed our stdout, or died): nobody is left to answer; stop quietly, as on EOF.
+        _LOG.debug("citeline mcp: the client closed its end of the pipe; stopping")
+
+
+def _id_in_notification(item: Any, line: str | None) -> bool:
+    """Whether ``item`` is a notification (no id, as the SDK read it) whose ``line`` has an ``id`` nonetheless, one
+    JSON-RPC does not allow (null, an object, a list, a boolean): an invalid request, not a notification."""
+    if not (isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCNotification)):
+        return False
+    if line is None or '"id"' not in line:  # a cheap test first: most notifications have no such key at all
+        return False
+    with contextlib.suppress(ValueError, RecursionError):
+        message = json.loads(line)
+        return isinstance(message, dict) and "id" in message
+    return False
+
+
+def _problem(problem: Exception, message: Any) -> tuple[int, str]:
+    """The JSON-RPC error code and one-line message for JSON (``message``) the SDK refused with ``problem``."""
+    first = problem.errors()[0] if isinstance(problem, ValidationError) and problem.errors() else None
+    if first is not None and first["type"] == "json_invalid":
+        return types.PARSE_ERROR, f"Parse error: {first['msg']}"
+    if not isinstance(message, dict):
+        return types.INVALID_REQUEST, f"Invalid Request: a JSON-RPC message is an object, not {type(message).__name__}"
+    if first is None:
+        return types.INVALID_REQUEST, f"Invalid Request: {problem}"
+    where = ".".join(str(part) for part in first["loc"][1:]) or "message"
+    return types.INVALID_REQUEST, f"Invalid Request: {where}: {first['msg']}"
 
 
 class _Unanswered:
@@ -783,30 +818,47 @@ class _Unanswered:
         self.ids: set[Any] = set()
         self._settled = anyio.Event()
         self._answers: Any = None  # the SDK's write stream, for the answers to lines it could not parse
+        self._read: collections.deque[str | None] = collections.deque()  # lines read, their verdicts not yet seen
 
-    async def refuse(self, problem: Exception) -> bool:
-        """Answer a line the SDK could not parse as JSON with JSON-RPC's parse error (-32700): for the request's id
-        when Python's own JSON reader finds one (a lone surrogate escape, ``"\\udcff"``, which the SDK's parser
-        refuses and Python's ``json.dumps`` writes for a file name that is not UTF-8), else for id null, as JSON-RPC
-        asks. Left to the SDK, the line is only logged, and the client waits for an answer that never comes. False
-        for anything else (passed on to the SDK)."""
-        if self._answers is None or not isinstance(problem, ValidationError):
-            return False
-        first = problem.errors()[0]
-        if first["type"] != "json_invalid" or not isinstance(first.get("input"), str):
-            return False
-        try:
-            message = json.loads(first["input"])
-        except ValueError:
-            message = None
-        if isinstance(message, dict) and "method" in message and "id" not in message:
-            return True  # a notification: nothing to answer
-        request_id = message.get("id") if isinstance(message, dict) else None
-        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-            request_id = None
-        error = types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {first['msg']}")
+    async def lines(self, source: AsyncIterator[str | None]) -> AsyncIterator[str]:
+        """``source``'s lines as the SDK reads them, each kept until the SDK's verdict on it comes out of the read
+        stream (:meth:`verdict`): the SDK answers one item a line, a message or the exception its parser raised,
+        and never says which line an exception came from. An over-long line (None) reaches the SDK empty."""
+        async for line in source:
+            self._read.append(line)
+            yield "" if line is None else line
+
+    def verdict(self) -> str | None:
+        """The line whose item the read stream gives now (None: an over-long line)."""
+        return self._read.popleft() if self._read else ""
+
+    async def refuse(self, problem: Exception, line: str | None) -> None:
+        """Answer ``line``, which the SDK could not read as a JSON-RPC message (``problem``), as JSON-RPC asks: a
+        parse error (-32700) for a line that is not JSON, or not JSON the SDK reads (a lone surrogate escape,
+        ``"\\udcff"``, which Python's ``json.dumps`` writes for a file name that is not UTF-8; nesting deeper than
+        its parser goes), an invalid request (-32600) for JSON that is not a message (not an object, no method, a
+        bad field; a line longer than :data:`MAX_REQUEST_BYTES`); for the request's id when the line has one, else
+        for id null. A notification (a method, no id) is not answered, even a bad one. Left to the SDK, such a line
+        was only logged, and the client waited for an answer that never came."""
+        code, request_id = types.INVALID_REQUEST, None
+        if line is None:
+            text = f"Invalid Request: a line longer than {MAX_REQUEST_BYTES} bytes (skipped)"
+        else:
+            try:
+                message = json.loads(line)
+            except RecursionError:
+                message, code, text = None, types.PARSE_ERROR, "Parse error: nested too deeply"
+            except ValueError as exc:
+                message, code, text = None, types.PARSE_ERROR, f"Parse error: {exc}"
+            else:
+                if isinstance(message, dict) and isinstance(message.get("method"), str) and "id" not in message:
+                    return  # a notification: nothing to answer
+                request_id = message.get("id") if isinstance(message, dict) else None
+                if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+                    request_id = None
+                code, text = _problem(problem, message)
+        error = types.ErrorData(code=code, message=" ".join(text.split())[:500])
         await self._answers.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
-        return True
 
     def settle(self, request_id: Any) -> None:
         """``request_id`` is answered (or cancelled by the client, which then expects no answer)."""
@@ -869,7 +921,12 @@ class _Reading(_Wrapped):
             except StopAsyncIteration:
                 await self.unanswered.wait()
                 raise
-            if not (isinstance(item, Exception) and await self.unanswered.refuse(item)):
+            line = self.unanswered.verdict()
+            if isinstance(item, Exception):
+                await self.unanswered.refuse(item, line)
+            elif _id_in_notification(item, line):  # the SDK takes a bad id for no id: a notification
+                await self.unanswered.refuse(ValueError("id: must be a string or a number"), line)
+            else:
                 break
         message = item.message if isinstance(item, SessionMessage) else None  # else a line that is not JSON-RPC
         if isinstance(message, types.JSONRPCRequest):
@@ -928,7 +985,8 @@ class _Writer(asyncio.Protocol):
 
 #: The longest request line ``citeline mcp`` reads from a pipe: the largest request its tools take (a 1,000-character
 #: query and 5 filters of 20 values of 1,000 characters, JSON-escaped) is under 1 MiB. A longer line is skipped with
-#: a line on stderr rather than held in memory whole; it gets no answer (its id is not read).
+#: a line on stderr rather than held in memory whole, and answered as an invalid request for id null (its id is not
+#: read).
 MAX_REQUEST_BYTES = 4 * 2**20
 
 
@@ -942,7 +1000,7 @@ class _Lines:
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> str:
+    async def __anext__(self) -> str | None:
         while True:
             try:
                 line = await self.reader.readuntil(b"\n")
@@ -953,7 +1011,7 @@ class _Lines:
             except asyncio.LimitOverrunError as exc:
                 await self._skip(exc.consumed)
                 _LOG.warning("citeline mcp: skipped a request line longer than %d bytes", MAX_REQUEST_BYTES)
-                continue
+                return None  # answered as an invalid request (_Unanswered.refuse)
             return line.decode("utf-8", errors="replace")
 
     async def _skip(self, consumed: int) -> None:
@@ -970,6 +1028,32 @@ class _Lines:
                 consumed = exc.consumed
 
 
+class _FileLines:
+    """stdin as ``stdio_server`` iterates it where the event loop cannot watch it (a regular file, a terminal): its
+    lines read on a worker thread, decoded and bounded as :class:`_Lines` does (None for an over-long line)."""
+
+    def __init__(self, file: io.BufferedReader) -> None:
+        self.file = file
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> str | None:
+        line = await anyio.to_thread.run_sync(self._line, abandon_on_cancel=True)
+        if line == b"":
+            raise StopAsyncIteration
+        return None if line is None else line.decode("utf-8", errors="replace")
+
+    def _line(self) -> bytes | None:
+        line = self.file.readline(MAX_REQUEST_BYTES + 1)
+        if len(line) <= MAX_REQUEST_BYTES or line.endswith(b"\n"):
+            return line
+        while line and not line.endswith(b"\n"):  # the rest of the over-long line
+            line = self.file.readline(MAX_REQUEST_BYTES)
+        _LOG.warning("citeline mcp: skipped a request line longer than %d bytes", MAX_REQUEST_BYTES)
+        return None
+
+
 def _is_pipe(fd: int, *, terminal: bool = False) -> bool:
     """Whether ``fd`` is a pipe or a socket (or, with ``terminal``, a character device): what the event loop's pipe
     transports take. Never on Windows, whose loop has none for the standard streams."""
@@ -983,14 +1067,21 @@ def _is_pipe(fd: int, *, terminal: bool = False) -> bool:
 @asynccontextmanager
 async def _stdin_pipe() -> AsyncIterator[Any]:
     """stdin as a pipe the event loop reads (no thread), for ``stdio_server``'s ``stdin`` (typed there as
-    ``anyio.AsyncFile``, of which it only iterates the lines); None (the SDK's own reader) where stdin is not a pipe
-    or socket (a regular file, which the loop cannot watch, or a terminal, which it would leave non-blocking for the
-    shell) or on Windows. While serving, fd 0 reads the null device, as under the SDK's own claim of it, so neither a
-    library nor a child process can take the client's requests; the wire comes back on fd 0 at the end."""
-    if not _is_pipe(0):
-        yield None
+    ``anyio.AsyncFile``, of which it only iterates the lines); its lines read on a worker thread (:class:`_FileLines`)
+    where stdin is not a pipe or socket (a regular file, which the loop cannot watch, or a terminal, which it would
+    leave non-blocking for the shell) or on Windows. While serving, fd 0 reads the null device, as under the SDK's
+    own claim of it, so neither a library nor a child process can take the client's requests; the wire comes back
+    on fd 0 at the end."""
+    if sys.platform == "win32":
+        yield _FileLines(sys.stdin.buffer)  # type: ignore[arg-type]
         return
     null = os.open(os.devnull, os.O_RDONLY)
+    if not _is_pipe(0):
+        with _claimed(0, "rb", null) as file:
+            os.close(null)
+            yield _FileLines(io.BufferedReader(file))
+        file.close()  # once fd 0 is the wire again
+        return
     with _claimed(0, "rb", null) as pipe:
         os.close(null)
         transport: asyncio.BaseTransport | None = None
@@ -1050,22 +1141,30 @@ def _close(transport: asyncio.BaseTransport | None, pipe: Any) -> None:
         pipe.close()
 
 
-def http_app(server: Server[Any], *, loopback_only: bool) -> tuple[Any, Callable[[Any], Any]]:
+class _GoneClients(logging.Filter):
+    """The SDK's log of a client that disconnected before its request's body ended, as one line without the
+    traceback the SDK logs with it (a client that goes away is not the server's error)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from starlette.requests import ClientDisconnect
+
+        if record.exc_info and isinstance(record.exc_info[1], ClientDisconnect):
+            record.msg, record.args = "an MCP client disconnected before its request's body ended", ()
+            record.exc_info, record.exc_text, record.levelno, record.levelname = None, None, logging.WARNING, "WARNING"
+        return True
+
+
+def http_app(server: Server[Any]) -> tuple[Any, Callable[[Any], Any]]:
     """The streamable-HTTP endpoint of ``server`` (an ASGI app to route at ``/mcp``) and the lifespan that runs its
     session manager. Stateless JSON answers: each request stands alone, so ``serve --workers N`` may answer a
-    client's requests from different processes. ``loopback_only``: the SDK's DNS-rebinding guard (Host and Origin
-    must be a loopback address), for a server without a token."""
+    client's requests from different processes. The Host and Origin check against DNS rebinding is the server's
+    own, on every route (``citeline.server.guard.Guard``), not the SDK's (which knows only loopback names)."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-    from mcp.server.transport_security import TransportSecuritySettings
 
-    security = None
-    if loopback_only:
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-    manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True, security_settings=security)
+    sdk_log = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(existing, _GoneClients) for existing in sdk_log.filters):
+        sdk_log.addFilter(_GoneClients())
+    manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:

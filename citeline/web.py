@@ -6,7 +6,9 @@ stylesheet from elsewhere, so it works offline and behind a strict Content-Secur
 into a ``<details>`` element, which browsers open without script.
 """
 
+import base64
 import dataclasses
+import hashlib
 import itertools
 import json
 from collections.abc import Callable, Sequence
@@ -14,6 +16,7 @@ from typing import Annotated, Any, Protocol
 from urllib.parse import quote, urlencode
 
 import jinja2
+import markupsafe
 from fastapi import FastAPI, Query, Request
 from fastapi import Path as PathParameter
 from fastapi.responses import HTMLResponse
@@ -26,7 +29,7 @@ from citeline.store.documents import FACET_VALUES, Facet
 from citeline.store.filters import filters_from
 from citeline.util.declared import people_default
 
-__all__ = ["Limits", "add_pages", "marked"]
+__all__ = ["PAGE_POLICY", "Limits", "add_pages", "inline_source", "marked"]
 
 
 class ServedIndex(Protocol):
@@ -197,6 +200,20 @@ _TEMPLATES = jinja2.Environment(
 )
 
 
+def inline_source(text: str) -> str:
+    """The Content-Security-Policy source that allows the inline ``<script>`` or ``<style>`` whose text is ``text``
+    and nothing else (``'sha256-...'``)."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+#: The pages' Content-Security-Policy: their one stylesheet (as rendered) and nothing else; no script at all; the
+#: form submits to the server itself; no site may frame them.
+PAGE_POLICY = (
+    f"default-src 'none'; style-src {inline_source(str(markupsafe.escape(_STYLE)))}; img-src data:; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
 def marked(text: str, start: int, marks: list[tuple[int, int, str]]) -> list[tuple[str, str]]:
     """``text`` (which begins at offset ``start`` of its document) cut into ``(css_class, part)`` pieces, the
     parts inside each ``(char_start, char_end, css_class)`` of ``marks`` (document offsets; later marks win where
@@ -240,7 +257,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
         page = _TEMPLATES.get_template(name).render(
             root=root, style=_STYLE, title="citeline", subtitle=str(reader.index.path.name), **context
         )
-        return HTMLResponse(page, status_code=status)
+        return HTMLResponse(page, status_code=status, headers={"Content-Security-Policy": PAGE_POLICY})
 
     def view_url(root: str, item: SearchResult | Source | Passage, q: str, doc_id: str | None = None) -> str:
         highlight = item.highlights[0] if not isinstance(item, Source) and item.highlights else None

@@ -21,7 +21,7 @@ from citeline.sources.document import record_name
 from citeline.store.filters import filters_from as filter_dict
 from citeline.store.ledger import RunSummary
 from citeline.util.declared import offered
-from citeline.util.output import OUTPUT_FORMATS, format_record, format_records, search_records
+from citeline.util.output import OUTPUT_FORMATS, format_record, format_records, printable, search_records
 
 if TYPE_CHECKING:
     from citeline.ingest.progress import Reporter
@@ -211,6 +211,14 @@ def stop_signals(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def say(message: str = "", *, err: bool = False, nl: bool = True, lines: bool = False) -> None:
+    """Print a line for people (on stderr with ``err``), its control characters escaped
+    (:func:`citeline.util.output.printable`; ``lines``: text of several lines, its newlines and tabs kept): how the
+    CLI prints everything but its exact formats (json, jsonl, csv, tsv), so that no file name, S3 key, title or
+    error message can drive the terminal."""
+    click.echo(printable(message, lines=lines), err=err, nl=nl)
+
+
 def log_lines(bar: bool, every: float) -> Reporter | None:
     """The reporter of a run whose stderr is not a terminal (cron, systemd, nohup, a container) and draws no bar: a
     progress line on stderr every ``every`` seconds (``--progress-every``); None where a bar or a terminal shows
@@ -219,7 +227,7 @@ def log_lines(bar: bool, every: float) -> Reporter | None:
         return None
     from citeline.ingest.progress import Reporter
 
-    return Reporter(every, write=lambda line: click.echo(line, err=True))
+    return Reporter(every, write=lambda line: say(line, err=True))
 
 
 def interrupted_line(signum: int) -> str:
@@ -287,18 +295,18 @@ class OneLineErrors(click.Group):
             message = " ".join(exc.format_message().split())
             ctx = getattr(exc, "ctx", None)
             hint = f" (see `{ctx.command_path} --help`)" if isinstance(exc, click.UsageError) and ctx else ""
-            click.echo(f"Error: {message}{hint}", err=True)
+            say(f"Error: {message}{hint}", err=True)
             sys.exit(exc.exit_code)
         except click.Abort:  # Ctrl-C or SIGTERM (click turns KeyboardInterrupt into Abort): 128 + the signal
             signum = stopping.received_signal() or signal.SIGINT
-            click.echo(interrupted_line(signum), err=True)
+            say(interrupted_line(signum), err=True)
             sys.exit(128 + signum)
         sys.exit(result if isinstance(result, int) else 0)
 
 
 def show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
     # One line per warning on stderr, without the file and line of the code that raised it.
-    click.echo(f"warning: {message}", err=True)
+    say(f"warning: {message}", err=True)
 
 
 _FILTER_OPTIONS = [
@@ -416,7 +424,7 @@ def emit_search(results: Sequence[Any], fmt: str, *, columns: str | None = None,
     """Print search results (``SearchResult`` objects) in ``fmt``, each record with its ``rank`` (and, in
     table, csv and tsv, its best ``highlight``); a table of no results is the line the text format prints."""
     if not results and fmt == "table":
-        click.echo(no_passages(filtered=False))
+        say(no_passages(filtered=False))
         return
     records = search_records(results)
     if fmt not in ("json", "jsonl"):

@@ -23,6 +23,7 @@ from citeline.cli.common import (
     name_records,
     picked_columns,
     resolve_format,
+    say,
     search_dask_option,
     shard_workers_option,
     timeout_option,
@@ -32,6 +33,7 @@ from citeline.cli.common import (
 from citeline.ingest.options import IndexSettings
 from citeline.sources.document import record_name
 from citeline.store.connection import MAX_ROWS
+from citeline.util.output import printable
 
 #: Characters ``show --around`` prints on each side of the offset.
 AROUND_CHARS = 300
@@ -57,6 +59,14 @@ AROUND_CHARS = 300
 @click.option("--no-auth", is_flag=True, help="Serve a non-loopback --host without a token (on purpose).")
 @click.option(
     "--cors", multiple=True, metavar="ORIGIN", help="Let pages of ORIGIN call the API from a browser (repeatable)."
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="Without a token, also answer requests whose Host is HOST (NAME on any port, or NAME:PORT; * for any "
+    "host, behind a proxy that checks it). Default: the bound address and localhost, on the port (repeatable).",
 )
 @click.option("--root-path", default="", metavar="PREFIX", help="The path prefix a reverse proxy serves this under.")
 @click.option(
@@ -84,6 +94,7 @@ def serve(
     token: str | None,
     no_auth: bool,
     cors: tuple[str, ...],
+    allowed_hosts: tuple[str, ...],
     root_path: str,
     workers: int,
     timeout: float,
@@ -107,6 +118,7 @@ def serve(
         token=token,
         no_auth=no_auth,
         cors=cors,
+        allowed_hosts=allowed_hosts,
         root_path=root_path,
         workers=workers,
         timeout=timeout,
@@ -185,7 +197,7 @@ def documents(
         for record in Index.open(index_path, repair=False).documents(filters=filters, limit=limit, offset=offset)
     ]
     if not rows and output == "table":
-        click.echo("no documents" + (" match the filters" if filters else " (see `citeline ingest`)"), err=True)
+        say("no documents" + (" match the filters" if filters else " (see `citeline ingest`)"), err=True)
         return
     name_records(rows, output)
     emit_records(rows, output, DOCUMENT_TABLE_COLUMNS, columns=columns, headers=headers, known=DOCUMENT_FIELDS)
@@ -232,14 +244,14 @@ def show(index_path: str, doc_id: str, chunk: int | None, around: int | None, as
     # A record's offsets are into its own text, not its file's: say so beside its name (file#id).
     of = " in the record's text (not the file's)" if doc["record_id"] is not None else ""
     name = record_name(doc["source_path"], doc["record_id"])
-    click.echo(click.style(name, fg="cyan") + f"  [chars {start}-{end} of {len(text)}{of}]")
-    click.echo(f"  title: {doc['title']}")
-    click.echo(f"  id {doc['doc_id']}, {doc['format']}, {doc['chunks']} chunks{pages}, content {doc['content_hash']}")
-    click.echo(f"  ingested {doc['ingested_at']} by run {doc['run_id']}")
+    click.echo(click.style(printable(name), fg="cyan") + f"  [chars {start}-{end} of {len(text)}{of}]")
+    say(f"  title: {doc['title']}")
+    say(f"  id {doc['doc_id']}, {doc['format']}, {doc['chunks']} chunks{pages}, content {doc['content_hash']}")
+    say(f"  ingested {doc['ingested_at']} by run {doc['run_id']}")
     if doc["metadata"]:
-        click.echo(f"  metadata: {json.dumps(doc['metadata'], ensure_ascii=False)}")
-    click.echo()
-    click.echo(text[start:end])
+        say(f"  metadata: {json.dumps(doc['metadata'], ensure_ascii=False)}")
+    say()
+    say(text[start:end], lines=True)
 
 
 @click.command()
@@ -273,12 +285,12 @@ def remove(
         return
     for document in summary.documents:
         name = document.get("name") or document["source_path"]  # a record: file#id
-        click.echo(f"{'would remove' if dry_run else 'removed'} {document['doc_id']}  {name}")
+        say(f"{'would remove' if dry_run else 'removed'} {document['doc_id']}  {name}")
     count = f"{summary.removed} document{'s' * (summary.removed != 1)}"
     if dry_run:
-        click.echo(f"dry run, nothing written: would remove {count} from {index_path}", err=True)
+        say(f"dry run, nothing written: would remove {count} from {index_path}", err=True)
     else:
-        click.echo(f"run {summary.run_id}: removed {count}; generation {summary.generation}", err=True)
+        say(f"run {summary.run_id}: removed {count}; generation {summary.generation}", err=True)
 
 
 def ingest_stdin(

@@ -36,6 +36,7 @@ from citeline.cli.common import (
     picked_columns,
     resolve_format,
     run_seconds,
+    say,
     search_dask_option,
     setting_option,
     shard_workers_option,
@@ -54,6 +55,7 @@ from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.query.plan import DEFAULT_K, DEFAULT_MODE, MODES, SearchRequest, request_field
 from citeline.store.connection import MAX_ROWS
 from citeline.util.declared import people_default
+from citeline.util.output import PrintableFormatter
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -159,13 +161,13 @@ def ingest(
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
     elif dry_run:
-        click.echo(
+        say(
             f"dry run, nothing written: would add {summary['added']}, update {summary['updated']}, remove "
             f"{summary['removed']}, keep {summary['unchanged']} unchanged; {summary['failed']} failed; "
             f"{index_path} stays at generation {summary['generation']}"
         )
         for error in summary["errors"]:
-            click.echo(f"  {error['path']}: {error['reason']}", err=True)
+            say(f"  {error['path']}: {error['reason']}", err=True)
     else:
         _print_run(summary, index_path, verbose)
     if summary["status"] == "partial" and run["strict"]:
@@ -174,19 +176,19 @@ def ingest(
 
 def _print_run(summary: dict[str, Any], index_path: str, verbose: bool) -> None:
     # The run's one line, the skipped files' counts, and each failed file on stderr.
-    click.echo(
+    say(
         f"run {summary['run_id']} {summary['status']}: {summary['added']} added, {summary['updated']} updated, "
         f"{summary['unchanged']} unchanged, {summary['removed']} removed, {summary['failed']} failed; "
         f"{summary['chunks_embedded']} chunks embedded, {summary['chunks_reused']} reused; "
         f"generation {summary['generation']} in {index_path}"
     )
     if summary.get("unsupported", 0) + summary.get("excluded", 0) + summary.get("links_skipped", 0):
-        click.echo(
+        say(
             f"  {summary['unsupported']} files skipped as unsupported, {summary['excluded']} excluded, "
             f"{summary.get('links_skipped', 0)} symbolic links not followed" + ("" if verbose else " (-v lists them)")
         )
     for error in summary["errors"]:
-        click.echo(f"  skipped {error['path']}: {error['reason']}", err=True)
+        say(f"  skipped {error['path']}: {error['reason']}", err=True)
 
 
 @contextlib.contextmanager
@@ -265,7 +267,9 @@ def _log_to_console(verbose: bool, prefect: bool) -> None:
         if not verbose:
             os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
     elif verbose:
-        logging.basicConfig(level=logging.WARNING, format="%(message)s")
+        console = logging.StreamHandler()
+        console.setFormatter(PrintableFormatter("%(message)s"))  # file names and keys reach the terminal escaped
+        logging.basicConfig(level=logging.WARNING, handlers=[console])
         logging.getLogger("citeline").setLevel(logging.INFO)
 
 
@@ -356,18 +360,18 @@ def watch(
             sys.stdout.flush()  # a log (a pipe) shows each run as it ends
 
         def on_ready() -> None:
-            click.echo(f"watching {', '.join(roots)} (Ctrl-C or SIGTERM to stop)", err=True)
+            say(f"watching {', '.join(roots)} (Ctrl-C or SIGTERM to stop)", err=True)
 
         try:
             watching.watch(
                 ingest_once, roots, index_dir=index.path, selection=selection, debounce=debounce, on_run=on_run,
-                on_error=lambda line: click.echo(f"Error: {line}", err=True), on_ready=on_ready,
+                on_error=lambda line: say(f"Error: {line}", err=True), on_ready=on_ready,
             )  # fmt: skip
         except KeyboardInterrupt:
             if stopping.interrupted_runs():  # a run was stopped: the ingest's line says what it kept
                 raise
             signum = stopping.received_signal() or signal.SIGINT
-            click.echo(f"stopped watching by {signal.Signals(signum).name}: no run was in progress", err=True)
+            say(f"stopped watching by {signal.Signals(signum).name}: no run was in progress", err=True)
             sys.exit(128 + signum)
 
 
@@ -461,14 +465,14 @@ def search(
     request = SearchRequest.of(query, k, filters=filters, **options)
     results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(request)
     if not results and output in (None, "table"):  # for people: say so (csv, tsv, json: an empty answer)
-        click.echo(no_passages(filtered=bool(filters)))
+        say(no_passages(filtered=bool(filters)))
         return
     if output:
         emit_search(results, output, columns=columns, headers=headers)
         return
     from citeline.cli import render
 
-    click.echo(render.human(results, full=full), nl=False)
+    click.echo(render.human(results, full=full), nl=False)  # escaped inside, around its colours
 
 
 @cli.command()
@@ -487,9 +491,9 @@ def status(index_path: str, fmt: str | None, as_json: bool) -> None:
         return
     last = info.pop("last_run")
     for key, value in info.items():
-        click.echo(f"{key:>18}: {value}")
+        say(f"{key:>18}: {value}")
     if last:
-        click.echo(
+        say(
             f"{'last run':>18}: {last['run_id']} {last['status']} at {last['finished_at']} "
             f"(+{last['added']} ~{last['updated']} ={last['unchanged']} -{last['removed']} !{last['failed']})"
         )
@@ -522,15 +526,15 @@ def runs(index_path: str, limit: int, fmt: str | None, columns: str | None, head
         row = run.to_dict()
         seconds = run_seconds(row)
         took = f"{seconds:.1f} s" if seconds is not None else "unfinished"
-        click.echo(
+        say(
             f"{row['run_id']}  {row['status']:<9} started {row['started_at']}, {took}, gen {row['generation']}: "
             f"added {row['added']}  updated {row['updated']}  unchanged {row['unchanged']}  removed "
             f"{row['removed']}  failed {row['failed']}  embedded {row['chunks_embedded']}  reused "
             f"{row['chunks_reused']}"
         )
-        click.echo(f"    roots: {', '.join(row['roots']) or '(none)'}")
+        say(f"    roots: {', '.join(row['roots']) or '(none)'}")
         for error in row["errors"]:
-            click.echo(f"    {error['path']}: {error['reason']}")
+            say(f"    {error['path']}: {error['reason']}")
 
 
 @cli.command()
@@ -546,16 +550,16 @@ def verify(ctx: click.Context, index_path: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
-        click.echo(
+        say(
             f"generation {report.generation}: {report.chunks} chunks in DuckDB, "
             f"{report.faiss_ntotal if report.faiss_present else 'no'} vectors in {report.faiss_file}, "
             f"BM25 folder {report.bm25_dir}/ {'present' if report.bm25_present else 'missing'}"
         )
         for problem in report.problems:
-            click.echo(f"  problem: {problem}")
+            say(f"  problem: {problem}")
         if report.orphans:
-            click.echo(f"  orphan files (removed on the next open or run): {', '.join(report.orphans)}")
-        click.echo("consistent" if report.ok else f"INCONSISTENT; run `citeline rebuild --index {index_path}`")
+            say(f"  orphan files (removed on the next open or run): {', '.join(report.orphans)}")
+        say("consistent" if report.ok else f"INCONSISTENT; run `citeline rebuild --index {index_path}`")
     if not report.ok:
         ctx.exit(1)
 
@@ -574,7 +578,7 @@ def rebuild(ctx: click.Context, index_path: str, wait: float | None, as_json: bo
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
-        click.echo(
+        say(
             f"rebuilt {report.faiss_file} and {report.bm25_dir}/ from {report.chunks} chunks in DuckDB; "
             + ("consistent" if report.ok else "still inconsistent: " + "; ".join(report.problems))
         )
@@ -641,13 +645,13 @@ def eval_(
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
         return
-    click.echo(
+    say(
         f"{report.dataset} ({report.split}): {report.queries} queries, {report.documents} documents in "
         f"{report.chunks} chunks, index {report.index}"
     )
-    click.echo(f"{'mode':<11} {'nDCG@10':>8} {'Recall@100':>11} {'seconds':>8}")
+    say(f"{'mode':<11} {'nDCG@10':>8} {'Recall@100':>11} {'seconds':>8}")
     for result in report.results:
-        click.echo(f"{result.mode:<11} {result.ndcg_at_10:>8.4f} {result.recall_at_100:>11.4f} {result.seconds:>8.1f}")
+        say(f"{result.mode:<11} {result.ndcg_at_10:>8.4f} {result.recall_at_100:>11.4f} {result.seconds:>8.1f}")
 
 
 for _command in (cli_extra.serve, cli_extra.mcp, cli_extra.documents, cli_extra.show, cli_extra.remove):

@@ -23,7 +23,7 @@ import click
 
 from citeline.query.results import Passage, SearchResult, shown_pages, shown_relevance
 from citeline.sources.document import record_name
-from citeline.util.output import search_records
+from citeline.util.output import printable, search_records
 
 #: Characters of context shown on each side of a highlight.
 CONTEXT_CHARS = 90
@@ -64,12 +64,12 @@ def human(
         page = _page(result.page, result.first_page, result.last_page)
         lines.append(
             style(f"{rank:>2}. {shown_relevance(result.relevance)}  ", bold=True)
-            + style(result.name, fg="cyan")
+            + style(printable(result.name), fg="cyan")
             + f"  [chars {result.char_start}-{result.char_end}{_of_record(result.record_id)}, chunk {result.ordinal}"
             f"{page}]"
         )
         if result.title:
-            lines.append(f"    {result.title}")
+            lines.append(f"    {printable(result.title)}")
         for line in _wrap(_passage(result, full, mark), width - 6):
             lines.append(f"    │ {line}")
         if len(result.sources) > 1:
@@ -78,7 +78,7 @@ def human(
                 where_page = _page(source.page, source.first_page, source.last_page)
                 lines.append(
                     "      "
-                    + style(record_name(source.source_path, source.record_id), fg="cyan")
+                    + style(printable(record_name(source.source_path, source.record_id)), fg="cyan")
                     + f"  [chars {source.shared_start}-{source.shared_end} in chunk {source.ordinal}"
                     f" (chars {source.char_start}-{source.char_end}){_of_record(source.record_id)}{where_page}]"
                 )
@@ -87,7 +87,7 @@ def human(
                     shared = " ".join(source.text[start - source.char_start : end - source.char_start].split())
                     if len(shared) > SHARED_CHARS:
                         shared = shared[: SHARED_CHARS - 1].rsplit(" ", 1)[0] + " …"
-                    lines.append(f"        “{shared}”")
+                    lines.append(f"        “{printable(shared)}”")
         if result.more_passages:
             lines.append(_more_passages(len(result.more_passages), result.record_id))
             shown = result.more_passages if full else result.more_passages[:MORE_SHOWN]
@@ -125,18 +125,23 @@ def _passage_line(passage: Passage, width: int) -> str:
     room = max(20, width - len(head) - 4)
     if len(text) > room:
         text = text[: room - 1].rsplit(" ", 1)[0] + " …"
-    return f"{head}  “{text}”"
+    return f"{head}  “{printable(text)}”"
 
 
 def _passage(result: SearchResult, full: bool, mark: Any) -> str:
-    """The text shown for a result: its highlights in context (or the whole chunk), the highlights ``mark``-ed."""
+    """The text shown for a result: its highlights in context (or the whole chunk), the highlights ``mark``-ed, its
+    control characters escaped (newlines and tabs kept, for :func:`_wrap` to fold)."""
     text = result.text
+
+    def plain(piece: str) -> str:
+        return printable(piece, lines=True)
+
     marks = sorted((h.char_start - result.char_start, h.char_end - result.char_start) for h in result.highlights)
     marks = [(max(0, s), min(len(text), e)) for s, e in marks if e > 0 and s < len(text)]
     if not marks:
         if full or len(text) <= PREVIEW_CHARS:
-            return text
-        return text[:PREVIEW_CHARS].rsplit(" ", 1)[0] + " …"
+            return plain(text)
+        return plain(text[:PREVIEW_CHARS].rsplit(" ", 1)[0]) + " …"
     pieces: list[str] = []
     cursor = 0 if full else None
     for start, end in marks:
@@ -145,14 +150,14 @@ def _passage(result: SearchResult, full: bool, mark: Any) -> str:
             if cursor > 0:
                 pieces.append("… ")
         elif not full and start - cursor > 2 * CONTEXT_CHARS:  # a long stretch between two highlights
-            pieces.append(text[cursor : _word_end(text, cursor + CONTEXT_CHARS)] + " … ")
+            pieces.append(plain(text[cursor : _word_end(text, cursor + CONTEXT_CHARS)]) + " … ")
             cursor = _word_start(text, start - CONTEXT_CHARS)
-        pieces.append(text[cursor:start])
-        pieces.append(mark(text[start:end]))
+        pieces.append(plain(text[cursor:start]))
+        pieces.append(mark(plain(text[start:end])))
         cursor = end
     assert cursor is not None
     stop = len(text) if full else _word_end(text, min(len(text), cursor + CONTEXT_CHARS))
-    pieces.append(text[cursor:stop])
+    pieces.append(plain(text[cursor:stop]))
     if stop < len(text):
         pieces.append(" …")
     return "".join(pieces)

@@ -71,6 +71,7 @@ from citeline.orchestration.reporting import (
 )
 from citeline.orchestration.shards import ShardTasks
 from citeline.sharding.index import ShardedIndex
+from citeline.sharding.runs import LOCAL_CLUSTER
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
 from citeline.sources.selection import Selection
@@ -361,7 +362,7 @@ def dask_task_runner(dask_address: str | None = None, dask_workers: int | None =
         return DaskTaskRunner(address=dask_address)
     return DaskTaskRunner(
         cluster_class="distributed.LocalCluster",
-        cluster_kwargs={"n_workers": dask_workers, "threads_per_worker": 1, "processes": True},
+        cluster_kwargs={"n_workers": dask_workers, "processes": True, **LOCAL_CLUSTER},
     )
 
 

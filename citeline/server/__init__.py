@@ -10,7 +10,8 @@ no script) and ``/docs`` and ``/redoc`` the interactive API docs, their assets s
 (``fastapi-standalone-docs`` ships them), so everything works offline.
 
 Errors are ``{"error": "<one line>"}``: 400 for a bad parameter (every parameter is bounded: see the ``MAX_``
-constants; a query string that is not UTF-8 too), 401 without the token, 404 for an unknown document, 409 when
+constants; a query string that is not UTF-8 too), 401 without the token, 421 for a ``Host`` and 403 for an
+``Origin`` that are not the server's (without a token), 404 for an unknown document, 409 when
 the index stayed locked by a commit, 503 when a request waited longer than the timeout; 500 only for a bug.
 
 The server never takes the writer lock: the index is opened with ``repair=False`` and every read goes through a
@@ -21,13 +22,18 @@ its ``X-Citeline-Generation`` header (and ``generation`` field) which committed 
 
 Security: the server binds 127.0.0.1 unless told otherwise, and refuses any other address unless a bearer token
 is set (``token``, or the ``CITELINE_TOKEN`` environment variable so that it stays out of ``ps``) or ``no_auth``
-says it is meant to be open; CORS is off unless origins are given; it reads nothing but the index (documents'
-texts come from the catalog, never from their source paths) and the assets inside the installed packages.
+says it is meant to be open; without a token every request must name the server in its ``Host`` (and a browser's
+``Origin``), so that no web page can read it by pointing a name of its own at 127.0.0.1 (DNS rebinding;
+``allowed_hosts`` names more); every response carries the security headers (a Content-Security-Policy, ``nosniff``,
+``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer``); CORS is off unless origins are given; it reads
+nothing but the index (documents' texts come from the catalog, never from their source paths) and the assets inside
+the installed packages.
 
 The modules: ``limits.py`` (the defaults and bounds), ``models.py`` (the response models and the error form),
 ``parameters.py`` (the query parameters), ``reads.py`` (:class:`IndexService`: how requests read the index),
-``guard.py`` (the token and the bind check), ``app.py`` (:func:`create_app`: the routes) and ``serving.py``
-(:func:`serve`, :func:`app_from_environment`, :func:`serve_mcp_stdio`: running it).
+``guard.py`` (the token, the Host and Origin check, the security headers and the bind check), ``app.py``
+(:func:`create_app`: the routes) and ``serving.py`` (:func:`serve`, :func:`app_from_environment`,
+:func:`serve_mcp_stdio`: running it).
 """
 
 from citeline.server.app import create_app

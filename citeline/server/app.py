@@ -4,6 +4,7 @@ interactive API docs served offline, and how each kind of error is answered."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,7 +25,7 @@ from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError,
 from citeline.index import Index
 from citeline.model.embedding import Embedder
 from citeline.query.plan import SearchRequest
-from citeline.server.guard import Guard
+from citeline.server.guard import Guard, SecurityHeaders
 from citeline.server.limits import (
     DEFAULT_PAGE,
     DEFAULT_TIMEOUT,
@@ -53,6 +54,15 @@ from citeline.util.declared import pick
 from citeline.util.output import normalize
 
 _DOC_ASSETS = Path(fastapi_standalone_docs.__path__[0]) / "static"
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+
+
+class _SecuredApp(FastAPI):
+    """FastAPI with :class:`SecurityHeaders` around its whole middleware stack, so that every response carries the
+    security headers, the 500 answers of Starlette's outermost error middleware included."""
+
+    def build_middleware_stack(self) -> Any:
+        return SecurityHeaders(super().build_middleware_stack())
 
 
 def create_app(
@@ -63,6 +73,7 @@ def create_app(
     shard_workers: ShardWorkers = None,
     token: str | None = None,
     cors: Sequence[str] = (),
+    allowed_hosts: Sequence[str] = (),
     timeout: float = DEFAULT_TIMEOUT,
 ) -> FastAPI:
     """The HTTP API and search page over the index at ``index_path`` (read-only; see the module docstring).
@@ -72,8 +83,11 @@ def create_app(
     On a sharded index, ``dask_address`` runs each shard's part of a search on that Dask cluster's workers, and
     ``shard_workers`` pins shards to workers (as in :meth:`citeline.ShardedIndex.open`). ``token``: requests must
     carry it (``Authorization: Bearer``); ``cors``: origins whose pages may call the API from a browser (none by
-    default); ``timeout``: seconds a request may take before it is answered 503. (A proxy's path prefix is the
-    server's setting: ``serve(root_path=...)``, uvicorn's ``--root-path``.)
+    default); ``allowed_hosts``: without a token, the host names (``name`` on any port, or ``name:port``; ``*``
+    for any) the server answers to besides its own address and the loopback names on its port (every request's
+    ``Host``, and a browser's ``Origin``, must name one: :class:`citeline.server.guard.Guard`); ``timeout``: seconds
+    a request may take before it is answered 503. (A proxy's path prefix is the server's setting:
+    ``serve(root_path=...)``, uvicorn's ``--root-path``.)
     """
     on_dask: dict[str, Any] = {"dask_address": dask_address, "shard_workers": shard_workers} if dask_address else {}
     if shard_workers and not dask_address:
@@ -81,12 +95,11 @@ def create_app(
     if not timeout > 0:
         raise SettingsError(f"timeout must be more than 0 seconds, got {timeout!r}")
     reader = IndexService(Index.open(index_path, embedder=embedder, repair=False, **on_dask), timeout)
-    # MCP over streamable HTTP at /mcp, behind the same guard (token) as every route, reading through the same reader.
-    mcp_endpoint, mcp_lifespan = mcp_server.http_app(
-        mcp_server.build_server(reader, LIMITS), loopback_only=token is None
-    )
+    # MCP over streamable HTTP at /mcp, behind the same guard (token, or Host and Origin) as every route, reading
+    # through the same reader.
+    mcp_endpoint, mcp_lifespan = mcp_server.http_app(mcp_server.build_server(reader, LIMITS))
     errors: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 503)}
-    app = FastAPI(
+    app = _SecuredApp(
         title="citeline",
         summary="Search a citeline index; every passage comes with its provenance.",
         version=_version(),
@@ -96,7 +109,7 @@ def create_app(
         lifespan=mcp_lifespan,
     )
     app.add_route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
-    app.add_middleware(Guard, token=token)
+    app.add_middleware(Guard, token=token, allowed_hosts=allowed_hosts, cors=cors)
     if cors:
         # Outermost, so that a browser's preflight is answered before the token check (it carries no header).
         app.add_middleware(
@@ -198,7 +211,10 @@ def create_app(
 
 
 def _add_docs_page(app: FastAPI, route: str, render: Callable[..., HTMLResponse], **assets: Any) -> None:
-    """FastAPI's interactive docs at ``route`` with their assets (paths under /assets/docs) served by the app."""
+    """FastAPI's interactive docs at ``route`` with their assets (paths under /assets/docs) served by the app, under
+    a Content-Security-Policy of their own: scripts from the server and the page's own inline script (by its hash),
+    styles from the server and inline (Redoc writes its styles into the page), images from the server or
+    ``data:`` URLs, requests to the server only (the schema, "Try it out"), workers from ``blob:`` (Redoc)."""
 
     @app.get(route, include_in_schema=False)
     async def page(request: Request) -> HTMLResponse:
@@ -206,7 +222,14 @@ def _add_docs_page(app: FastAPI, route: str, render: Callable[..., HTMLResponse]
         urls = {
             name: f"{root}/assets/docs/{value}" if isinstance(value, str) else value for name, value in assets.items()
         }
-        return render(openapi_url=f"{root}{app.openapi_url}", title="citeline API", **urls)
+        html = render(openapi_url=f"{root}{app.openapi_url}", title="citeline API", **urls)
+        scripts = " ".join(web.inline_source(text) for text in _INLINE_SCRIPT.findall(bytes(html.body).decode()))
+        html.headers["Content-Security-Policy"] = (
+            f"default-src 'none'; script-src 'self' {scripts}; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data:; connect-src 'self'; worker-src blob:; base-uri 'none'; form-action 'none'; "
+            "frame-ancestors 'none'"
+        )
+        return html
 
 
 def validation_message(exc: RequestValidationError) -> str:

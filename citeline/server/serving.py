@@ -80,6 +80,7 @@ def serve(
     token: str | None = None,
     no_auth: bool = False,
     cors: Sequence[str] = (),
+    allowed_hosts: Sequence[str] = (),
     root_path: str = "",
     timeout: float = DEFAULT_TIMEOUT,
     workers: int = 1,
@@ -88,9 +89,10 @@ def serve(
     """Run the API with uvicorn until interrupted (``citeline serve``); the settings as in :func:`create_app`.
 
     ``token`` defaults to the ``CITELINE_TOKEN`` environment variable; a host other than a loopback address needs
-    a token or ``no_auth`` (:func:`check_bind`). ``workers`` > 1 runs that many processes on one port (uvicorn's
-    process manager), each with the index open and its own search slot; ``limit_concurrency`` connections at once
-    at most, more are answered 503.
+    a token or ``no_auth`` (:func:`check_bind`); without a token, requests must name the server (its address or a
+    loopback name with its port) or one of ``allowed_hosts`` in their ``Host`` header. ``workers`` > 1 runs that
+    many processes on one port (uvicorn's process manager), each with the index open and its own search slot;
+    ``limit_concurrency`` connections at once at most, more are answered 503.
     """
     token = token or os.environ.get(TOKEN_ENV) or None
     check_bind(host, token, no_auth)
@@ -101,6 +103,7 @@ def serve(
         "dask_address": dask_address,
         "shard_workers": shard_workers,
         "cors": list(cors),
+        "allowed_hosts": list(allowed_hosts),
         "timeout": timeout,
     }
     options: dict[str, Any] = {

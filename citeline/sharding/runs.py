@@ -147,6 +147,12 @@ def _pass_on_sigterm(executor: Executor) -> None:
             os.kill(process.pid, signal.SIGTERM)
 
 
+#: A local Dask cluster's settings, wherever citeline starts one: one thread a worker process, and every listener on
+#: the loopback (the scheduler, workers and nannies bind 127.0.0.1 already; the scheduler's dashboard and metrics
+#: server would listen on every address at :8787), the dashboard on a free port (its link: ``client.dashboard_link``).
+LOCAL_CLUSTER: dict[str, Any] = {"threads_per_worker": 1, "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}
+
+
 @contextlib.contextmanager
 def dask_client(address: str | None, workers: int | None) -> Iterator[Any]:
     """A client of the cluster at ``address``, or of a local cluster of ``workers`` processes, for one run."""
@@ -156,7 +162,7 @@ def dask_client(address: str | None, workers: int | None) -> Iterator[Any]:
         if address:
             client = stack.enter_context(Client(address))
         else:
-            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1))
+            cluster = stack.enter_context(LocalCluster(n_workers=workers, **LOCAL_CLUSTER))
             client = stack.enter_context(Client(cluster))
         yield client
 

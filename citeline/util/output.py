@@ -6,10 +6,16 @@ Records are the JSON-ready dicts of ``SearchResult.to_dict()``, ``RunSummary.to_
 ``table`` cells, nested values (lists, dicts: a result's ``sources``, a run's ``errors``, a document's
 ``metadata``) are JSON-encoded, so every cell stays one value a spreadsheet or ``csvkit`` can read back.
 
-``table`` is for people: one line per record, every cell on one line (whitespace collapsed), columns shrunk and
-cut with ``…`` to fit the terminal's width (rich's table layout). ``tsv`` is for ``cut``/``awk``: one line per
+``table`` is for people: one line per record, every cell on one line (whitespace collapsed), control characters
+escaped (:func:`printable`), columns shrunk and cut with ``…`` to fit the terminal's width (rich's table layout).
+``tsv`` is for ``cut``/``awk``: one line per
 record, with backslash, tab, newline and carriage return in a cell written as ``\\\\``, ``\\t``, ``\\n``, ``\\r`` (the
 escapes PostgreSQL's and MySQL's text formats use); ``csv`` quotes such cells instead (RFC 4180).
+
+Text for people (the table format, and every line the CLI prints that is not one of the exact formats) goes
+through :func:`printable`, so that a file name, an S3 key or a title cannot move the cursor, clear the screen, set
+the terminal's title or reverse the text around it; ``json``, ``jsonl``, ``csv`` and ``tsv`` stay exact (JSON escapes
+the C0 controls itself; the others are for programs).
 
 This module is imported by ``citeline search`` on every call, so it imports only the standard library at import
 time; ``rich`` (the table format, slow to import) is imported when a table is printed.
@@ -21,6 +27,8 @@ import csv
 import dataclasses
 import io
 import json
+import logging
+import re
 import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,11 +39,13 @@ __all__ = [
     "DEFAULT_FORMAT",
     "OUTPUT_FORMATS",
     "TIMESTAMP_KEYS",
+    "PrintableFormatter",
     "flat",
     "format_record",
     "format_records",
     "iso_utc",
     "normalize",
+    "printable",
     "search_records",
     "write_records",
 ]
@@ -46,6 +56,38 @@ DEFAULT_FORMAT = "table"
 
 #: Keys whose text values are timestamps, rewritten by :func:`normalize` into the :func:`iso_utc` form.
 TIMESTAMP_KEYS = frozenset({"started_at", "finished_at", "ingested_at"})
+
+
+#: What :func:`printable` escapes: the C0 controls, DEL, the C1 controls, and the bidirectional embeddings,
+#: overrides and isolates (U+202A-U+202E, U+2066-U+2069), which reorder what a terminal shows around them.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS_BUT_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` with its control characters escaped as Python writes them (``\\x1b``, ``\\u202e``), for a terminal:
+    the C0 controls (newline and tab too, unless ``lines``: text of several lines), DEL, the C1 controls and the
+    bidirectional overrides and isolates. Every line the CLI prints for people goes through it; the exact formats
+    (json, jsonl, csv, tsv) do not."""
+    pattern = _CONTROLS_BUT_LINES if lines else _CONTROLS
+    return pattern.sub(_escaped, text) if pattern.search(text) else text
+
+
+def _shown(cell: str) -> str:
+    """A table cell as it is shown: on one line (whitespace collapsed), :func:`printable`."""
+    return printable(" ".join(cell.split()))
+
+
+class PrintableFormatter(logging.Formatter):
+    """A logging formatter whose lines are :func:`printable` (a traceback's newlines kept)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record), lines=True)
 
 
 def iso_utc(value: datetime | date | str | None) -> str | None:
@@ -142,6 +184,8 @@ def format_records(
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     header = list(columns) if columns is not None else _columns(rows)
     cells = [[_cell(row.get(column), exact=fmt != "table") for column in header] for row in rows]
+    if fmt == "table":
+        cells = [[_shown(cell) for cell in row] for row in cells]
     if fmt == "tsv":
         lines = ([header] if headers else []) + cells
         return "".join("\t".join(_tsv_escape(cell) for cell in line) + "\n" for line in lines if header)
@@ -158,7 +202,9 @@ def format_records(
         return out.getvalue()
     if not rows:
         return ""
-    return _table(header if headers else None, cells, max_col_width=max_col_width, width=width)
+    return _table(
+        [_shown(name) for name in header] if headers else None, cells, max_col_width=max_col_width, width=width
+    )
 
 
 #: Table columns of paths: cut at their start, so the file name shows.
@@ -238,7 +284,8 @@ def format_record(record: Mapping[str, Any], fmt: str, *, width: int | None = No
     if fmt == "json":
         return json.dumps(normalize(record), ensure_ascii=False, indent=2) + "\n"
     if fmt == "table":
-        pairs = [[key, _cell(value, exact=False)] for key, value in flat(normalize(record), lists="text").items()]
+        flattened = flat(normalize(record), lists="text").items()
+        pairs = [[_shown(key), _shown(_cell(value, exact=False))] for key, value in flattened]
         return _table(None, pairs, width=width, box=False)
     return format_records([record], fmt)
 

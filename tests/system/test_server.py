@@ -44,7 +44,8 @@ def running(app: object, **config: Any) -> Iterator[str]:
     # between two tests on a loaded machine was closed by the server just as the client reused it (a CI run: one
     # request reset by peer). The served CLI keeps its own 5 s.
     config.setdefault("timeout_keep_alive", 600)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", **config))  # type: ignore[arg-type]
+    config.setdefault("lifespan", "off")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **config))  # type: ignore[arg-type]
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
