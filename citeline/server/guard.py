@@ -3,18 +3,20 @@ refusal to listen where other machines reach the index without a token."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import ipaddress
-import secrets
+import logging
 from urllib.parse import unquote_to_bytes
 
 from fastapi import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from citeline.errors import SettingsError
+from citeline.server.access import CALLER, CALLER_KEY, OWNER, authenticate
 from citeline.server.limits import TOKEN_ENV
 from citeline.server.models import error_response
+from citeline.store.access import TokenFile
+
+_LOG = logging.getLogger("citeline.server")
 
 
 class Guard:
@@ -24,9 +26,10 @@ class Guard:
     name), so the search page works with a token and no script; programs send ``Authorization: Bearer TOKEN``.
     """
 
-    def __init__(self, app: ASGIApp, token: str | None):
+    def __init__(self, app: ASGIApp, token: str | None, tokens: TokenFile | None = None):
         self.app = app
         self.token = token.encode("utf-8") if token else None
+        self.tokens = tokens  # named tokens with scopes (citeline.server.access), re-read when the file changes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -34,11 +37,20 @@ class Guard:
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
-        await self.app(scope, receive, send)
+        reset = CALLER.set(scope.get(CALLER_KEY, OWNER))  # the caller every read of this request is scoped to
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            CALLER.reset(reset)
 
     def _refusal(self, scope: Scope) -> Response | None:
         headers = {name.lower(): value for name, value in scope.get("headers", [])}
-        if self.token is not None and not self._authorised(headers.get(b"authorization", b"")):
+        try:
+            caller = authenticate(headers.get(b"authorization", b""), self.token, self.tokens)
+        except SettingsError as exc:  # fail closed; the file's path and problem go to the log, not the caller
+            _LOG.error("%s", exc)
+            return error_response(503, "the server cannot read its tokens file; its log says why")
+        if caller is None:
             wants_page = b"text/html" in headers.get(b"accept", b"")
             challenge = 'Basic realm="citeline"' if wants_page else 'Bearer realm="citeline"'
             return error_response(
@@ -46,25 +58,13 @@ class Guard:
                 "this server needs its token: send the header `Authorization: Bearer TOKEN`",
                 {"WWW-Authenticate": challenge},
             )
+        scope[CALLER_KEY] = caller
         for part, raw in (("query string", scope.get("query_string", b"")), ("path", scope.get("raw_path") or b"")):
             try:
                 unquote_to_bytes(raw.replace(b"+", b" ")).decode("utf-8")
             except UnicodeDecodeError:
                 return error_response(400, f"the {part} is not valid UTF-8; percent-encode text as UTF-8")
         return None
-
-    def _authorised(self, header: bytes) -> bool:
-        assert self.token is not None
-        scheme, _, credentials = header.partition(b" ")
-        if scheme.lower() == b"bearer":
-            return secrets.compare_digest(credentials.strip(), self.token)
-        if scheme.lower() == b"basic":
-            try:
-                password = base64.b64decode(credentials.strip(), validate=True).partition(b":")[2]
-            except (binascii.Error, ValueError):
-                return False
-            return secrets.compare_digest(password, self.token)
-        return False
 
 
 def is_loopback(host: str) -> bool:

@@ -20,7 +20,7 @@ from citeline import mcp_server
 from citeline.errors import SettingsError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
-from citeline.server.app import create_app
+from citeline.server.app import create_app, token_file
 from citeline.server.guard import check_bind
 from citeline.server.limits import (
     DEFAULT_HOST,
@@ -84,16 +84,21 @@ def serve(
     timeout: float = DEFAULT_TIMEOUT,
     workers: int = 1,
     limit_concurrency: int = DEFAULT_LIMIT_CONCURRENCY,
+    tokens: str | os.PathLike[str] | None = None,
+    access_log: str = "plain",
 ) -> None:
     """Run the API with uvicorn until interrupted (``citeline serve``); the settings as in :func:`create_app`.
 
     ``token`` defaults to the ``CITELINE_TOKEN`` environment variable; a host other than a loopback address needs
     a token or ``no_auth`` (:func:`check_bind`). ``workers`` > 1 runs that many processes on one port (uvicorn's
     process manager), each with the index open and its own search slot; ``limit_concurrency`` connections at once
-    at most, more are answered 503.
+    at most, more are answered 503. ``tokens``: the named tokens' file (default ``tokens.json`` in the index
+    directory), which counts as a token for the bind check when it holds one; ``access_log``: ``plain``, ``json``
+    or ``off``.
     """
     token = token or os.environ.get(TOKEN_ENV) or None
-    check_bind(host, token, no_auth)
+    named = token_file(index_path, tokens).tokens()
+    check_bind(host, token or ("named tokens" if named else None), no_auth)
     if workers < 1:
         raise SettingsError(f"workers must be at least 1, got {workers}")
     settings = {
@@ -102,6 +107,8 @@ def serve(
         "shard_workers": shard_workers,
         "cors": list(cors),
         "timeout": timeout,
+        "tokens": None if tokens is None else os.fspath(tokens),
+        "access_log": access_log,
     }
     options: dict[str, Any] = {
         "host": host,
