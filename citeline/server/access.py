@@ -69,10 +69,10 @@ CALLER: ContextVar[Caller] = ContextVar("citeline_caller", default=OWNER)
 
 def authenticate(header: bytes, token: bytes | None, tokens: TokenFile | None) -> Caller | None:
     """The caller a request's ``Authorization`` header names: the server's own token (a caller with every
-    permission and no scope), a named token of the tokens file, or None when it names neither. A server with
-    neither a token nor a named one answers everyone as its owner (today's single-user default). Raises
+    permission and no scope), a named token of ``tokens``, or None when it names neither. Without a token and
+    ``tokens`` (a server that never had named tokens), everyone is the owner (today's single-user default). Raises
     :class:`SettingsError` when the tokens file cannot be read (the guard then refuses every request)."""
-    if token is None and (tokens is None or not tokens.tokens()):
+    if token is None and tokens is None:
         return OWNER
     secret = credentials(header)
     if secret is None:
@@ -193,7 +193,7 @@ class ScopedIndex:
             shown,
             documents=len(rows),
             chunks=sum(row.chunks for row in rows),
-            generation=self._generation_of(),
+            generation=self._generation_of(shown.generation),
             last_run=None,
         )
 

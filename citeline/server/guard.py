@@ -30,6 +30,9 @@ class Guard:
         self.app = app
         self.token = token.encode("utf-8") if token else None
         self.tokens = tokens  # named tokens with scopes (citeline.server.access), re-read when the file changes
+        # Once the file has held a token, every request needs one, even after the last is revoked: revoking
+        # tokens must never open the server to everyone.
+        self.locked = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -46,7 +49,9 @@ class Guard:
     def _refusal(self, scope: Scope) -> Response | None:
         headers = {name.lower(): value for name, value in scope.get("headers", [])}
         try:
-            caller = authenticate(headers.get(b"authorization", b""), self.token, self.tokens)
+            self.locked = self.locked or bool(self.tokens is not None and self.tokens.tokens())
+            named = self.tokens if self.locked else None
+            caller = authenticate(headers.get(b"authorization", b""), self.token, named)
         except SettingsError as exc:  # fail closed; the file's path and problem go to the log, not the caller
             _LOG.error("%s", exc)
             return error_response(503, "the server cannot read its tokens file; its log says why")

@@ -50,10 +50,10 @@ class IndexService:
         caller = CALLER.get()
         if caller.scope is None and set(PERMISSIONS) <= set(caller.permissions):
             return self.served
-        return ScopedIndex(self.served, caller, lambda: self._view_generation(caller.scope))
+        return ScopedIndex(self.served, caller, lambda generation: self._view_generation(caller.scope, generation))
 
-    def _view_generation(self, scope: Filters | None) -> int:
-        generation = int(self.served.snapshot(refresh=False).generation)
+    def _view_generation(self, scope: Filters | None, generation: int) -> int:
+        # The generation ``scope`` sees of the committed ``generation`` (computed once per generation and scope).
         if scope is None:
             return generation
         key = (generation, scope)
@@ -86,7 +86,7 @@ class IndexService:
             found = self.served.search(wanted)
             if self.observe is not None:
                 self.observe("search", time.perf_counter() - started)
-            return found, self._view_generation(caller.scope)
+            return found, self._view_generation(caller.scope, int(self.served.snapshot(refresh=False).generation))
 
         return self._in_slot(answer, deadline)
 
