@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from starlette.requests import HTTPConnection
+
 from citeline.errors import CitelineError, IndexNotFoundError, QueryError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
@@ -105,11 +107,10 @@ def credentials(header: bytes) -> bytes | None:
 
 
 @contextmanager
-def acting(request: Any) -> Iterator[None]:
+def acting(request: HTTPConnection | None) -> Iterator[None]:
     """Run the block as the caller the guard found for ``request`` (an HTTP request, or None: stdio, the owner).
     For the MCP handlers, which the SDK runs outside the request's own task."""
-    scope = getattr(request, "scope", None)
-    caller = scope.get(CALLER_KEY, OWNER) if isinstance(scope, Mapping) else OWNER
+    caller = request.scope.get(CALLER_KEY, OWNER) if isinstance(request, HTTPConnection) else OWNER
     reset = CALLER.set(caller)
     try:
         yield

@@ -21,12 +21,12 @@ import logging
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from citeline.index import Index
@@ -163,9 +163,8 @@ class Observed:
 def _route(scope: Scope) -> str:
     # The matched route's pattern (FastAPI sets scope["route"]); a path no route matched is "other", so a caller
     # cannot make a label per path it types.
-    route: Any = scope.get("route")
-    path = getattr(route, "path", None)
-    return path if isinstance(path, str) else "other"
+    route = scope.get("route")
+    return route.path if isinstance(route, Route | Mount) else "other"
 
 
 def add_metrics(app: FastAPI, reader: IndexService, access_log: str = "plain") -> None:
