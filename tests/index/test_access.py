@@ -491,3 +491,35 @@ def test_metrics_and_the_access_log(served: Served, caplog: pytest.LogCaptureFix
     assert "citeline_last_run_age_seconds" in body and "citeline_last_run_duration_seconds" in body
     tokens.revoke("ops")
     tokens.revoke("contractor")
+
+
+def test_the_tokens_commands(workdir: Path) -> None:
+    from click.testing import CliRunner
+
+    from citeline.cli.main import cli
+
+    root = workdir / "cli"
+    root.mkdir()
+    index, _ = _serve(root, [Doc("m00q", "handbook", "public", None, SENTENCES[0])])
+    runner = CliRunner()
+    where = ["--index", str(index.path)]
+    scope = ["--path", "handbook/*", "--where", "team=public"]
+    added = runner.invoke(cli, ["tokens", "add", "contractors", *where, *scope])
+    assert added.exit_code == 0, added.output
+    secret = added.stdout.strip()
+    assert secret.startswith("cl_") and secret not in index.tokens().path.read_text()
+    listed = runner.invoke(cli, ["tokens", "list", *where, "--json"])
+    record = json.loads(listed.stdout)
+    assert record["name"] == "contractors" and record["permissions"] == ["search", "read"]
+    assert record["scope"] == {"path_glob": ["handbook/*"], "meta": {"team": {"=": ["public"]}}}
+    again = runner.invoke(cli, ["tokens", "add", "contractors", *where])
+    assert again.exit_code == 2 and "already" in again.output
+    bad = runner.invoke(cli, ["tokens", "add", "x", *where, "--path", "a", "--can", "metrics"])
+    assert bad.exit_code == 2 and "metrics" in bad.output
+    rotated = runner.invoke(cli, ["tokens", "rotate", "contractors", *where])
+    assert rotated.exit_code == 0 and rotated.stdout.strip() != secret
+    assert index.tokens().find(secret.encode()) is None
+    assert index.tokens().find(rotated.stdout.strip().encode()) is not None
+    assert runner.invoke(cli, ["tokens", "revoke", "contractors", *where]).exit_code == 0
+    assert runner.invoke(cli, ["tokens", "revoke", "contractors", *where]).exit_code == 2
+    assert index.tokens().list() == []
