@@ -167,6 +167,17 @@ def _route(scope: Scope) -> str:
     return route.path if isinstance(route, Route | Mount) else "other"
 
 
+def log_access_to_stderr() -> None:
+    """Write the access log to stderr (``citeline serve``: the logger has no handler of its own otherwise, and
+    the root logger drops INFO lines); a process that configured ``citeline.access`` itself keeps its handlers."""
+    if not ACCESS_LOG.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        ACCESS_LOG.addHandler(handler)
+        ACCESS_LOG.setLevel(logging.INFO)
+        ACCESS_LOG.propagate = False
+
+
 def add_metrics(app: FastAPI, reader: IndexService, access_log: str = "plain") -> None:
     """``/metrics`` on ``app`` and the middleware that feeds it and writes the access log (added last: outermost)."""
     if access_log not in ACCESS_LOG_FORMATS:

@@ -32,6 +32,7 @@ from citeline.server.limits import (
     SETTINGS_ENV,
     TOKEN_ENV,
 )
+from citeline.server.metrics import log_access_to_stderr
 from citeline.server.reads import IndexService
 from citeline.sharding.remote import ShardWorkers
 
@@ -119,6 +120,8 @@ def serve(
         "http": TimelyH11,
         "root_path": root_path,
     }
+    if access_log != "off":
+        log_access_to_stderr()
     if workers == 1:
         uvicorn.run(create_app(index_path, embedder, token=token, **_without_path(settings)), **options)
         return
@@ -162,4 +165,6 @@ def app_from_environment() -> FastAPI:
     if not raw:
         raise SettingsError(f'set {SETTINGS_ENV} to JSON settings, at least {{"index_path": "PATH"}}')
     settings = json.loads(raw)
+    if settings.get("access_log", "plain") != "off":
+        log_access_to_stderr()
     return create_app(settings.pop("index_path"), token=os.environ.get(TOKEN_ENV) or None, **settings)
