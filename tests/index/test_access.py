@@ -422,7 +422,13 @@ def test_counts_and_generation_do_not_change_with_hidden_documents(workdir: Path
         health = client.get("/health", headers=headers)
         assert before["documents"] == 1 and before["generation"] == health.json()["generation"]
         assert health.headers["X-Citeline-Generation"] == str(before["generation"])
+        asked = {"q": SENTENCES[0], "mode": "dense"}  # the hidden document below answers it better than any
+        shown = [hit["doc_id"] for hit in client.get("/search", params=asked, headers=headers).json()["results"]]
         index.add_texts([SENTENCES[1]], ids=["hr/m99q"], metadata=[{"team": "hr"}], source="wiki")
+        index.add_texts([SENTENCES[0] * 2], ids=["hr/m97q"], metadata=[{"team": "hr"}], source="wiki")
+        # the relevance floor is measured within the scope: a better hidden match drops no visible hit
+        again = [hit["doc_id"] for hit in client.get("/search", params=asked, headers=headers).json()["results"]]
+        assert again == shown and shown
         after = client.get("/status", headers=headers).json()
         assert after == before  # a hidden document came: nothing the caller sees moved
         found = client.get("/search", params={"q": "salary"}, headers=headers)
@@ -430,6 +436,15 @@ def test_counts_and_generation_do_not_change_with_hidden_documents(workdir: Path
         index.add_texts([SENTENCES[2]], ids=["handbook/m98q"], metadata=[{"team": "public"}], source="wiki")
         moved = client.get("/status", headers=headers).json()
         assert moved["documents"] == 2 and moved["generation"] != before["generation"]
+
+
+def test_a_scoped_filter_scoped_again_keeps_both(served: Served) -> None:
+    from citeline.store.access import scoped
+    from citeline.store.filters import Filters
+
+    inner = scoped({"meta": {"team": "support"}}, Filters.from_value({"path_glob": ["tickets/*"]}))
+    both = scoped(inner, Filters.from_value({"meta": {"customer": "acme"}}))
+    assert {row.source_id for row in served.index.documents(both)} == {"tickets/acme/m05q", "tickets/acme/m08q"}
 
 
 def test_permissions_the_tokens_file_and_its_life_under_a_running_server(served: Served) -> None:
