@@ -3,6 +3,7 @@
     python bench/search.py [--index DIR] [--queries ../shared/benchmarks/scifact/queries.jsonl] [--cold-runs 10]
     python bench/search.py --index DIR --tree PATH [--tree PATH ...] [--cold-runs 15]   # source trees side by side
     python bench/search.py --index DIR --stages [-n 100]                                # CPU per query stage
+    python bench/search.py --index DIR --scoped [--hash-bow] [-n 300]                   # a token's scope, its cost
 
 Without ``--index`` it builds an index of ``seeds/`` in a temporary folder. Cold runs start a new
 ``citeline search`` process each time (the query path imports no Prefect, torch, transformers, bm25s, scipy or
@@ -21,6 +22,14 @@ wall-clock timers around each stage's function (``WALL_STAGES``; a nested stage 
 cProfile with a CPU-time clock, printing each stage's cumulative CPU ms per query. cProfile's own cost inflates every
 figure (about 2x); the shares are what count. Stages overlap where one calls another (``hybrid`` holds ``encode``).
 The profiled run embeds the query on the main thread (``PARALLEL_HYBRID`` off), so each stage's CPU is its own.
+
+``--scoped`` measures what a scoped token adds to a served search: ``n`` SciFact test queries (those of
+``qrels/test.tsv`` beside ``--queries``), each searched through the server's reader (``IndexService.search``, hybrid,
+k=10, collapsed: ``GET /search``'s defaults) as the owner and as a token whose scope is ``--scope-glob`` (a path glob
+over the records' source ids), the two interleaved query by query (which goes first alternates) so the shared
+machine's noise falls on both alike; it prints each side's mean and p50 wall and CPU ms and the overhead of the means.
+With ``--hash-bow`` the index is opened with bench/_synthetic.py's model-free embedder, and a missing ``--index`` is
+built from SciFact's corpus with it first.
 
 Run by hand; not part of CI.
 """
@@ -184,6 +193,70 @@ def query_stages(index_path: Path, queries: list[str], n: int) -> None:
         print(f"{stage:<30} {1000 * seconds / count:>12.2f} {seconds / total if total else 0:>6.0%}")
 
 
+def scoped_overhead(index_path: Path, queries_file: Path, n: int, glob: str, hash_bow: bool) -> None:
+    """``--scoped``: a scoped search's cost against an unscoped one on the server's read path (see the docstring)."""
+    from _synthetic import HashBowEmbedder, open_index
+
+    from citeline import Index, SearchRequest
+    from citeline.server import IndexService
+    from citeline.server.access import CALLER, OWNER, Caller
+    from citeline.store.filters import Filters
+
+    if not index_path.exists():
+        if not hash_bow:
+            sys.exit("--scoped builds a missing --index only with --hash-bow (the real model: build it yourself)")
+        started = time.perf_counter()
+        Index.create(index_path, embedder=HashBowEmbedder()).ingest([queries_file.parent / "corpus.jsonl"])
+        print(
+            f"built {index_path} from SciFact's corpus (model-free embedder) in {time.perf_counter() - started:.0f} s"
+        )
+    index = open_index(index_path, hash_bow)
+    tested = {line.split("\t")[0] for line in (queries_file.parent / "qrels" / "test.tsv").open(encoding="utf-8")}
+    queries = [json.loads(line) for line in queries_file.open(encoding="utf-8")]
+    texts = [query["text"] for query in queries if query["_id"] in tested][:n]
+    scope = Filters.from_value({"path_glob": [glob]})
+    visible = len(index.documents(scope))
+    reader = IndexService(index, timeout=600)
+    callers = {"unscoped": OWNER, "scoped": Caller("bench", scope)}
+    wall: dict[str, list[float]] = {name: [] for name in callers}
+    cpu: dict[str, list[float]] = {name: [] for name in callers}
+
+    def timed(name: str, text: str) -> None:
+        reset = CALLER.set(callers[name])
+        try:
+            start, started_cpu = time.perf_counter(), time.process_time()
+            reader.search(SearchRequest.of(text, 10), time.monotonic() + 600)
+            wall[name].append((time.perf_counter() - start) * 1000)
+            cpu[name].append((time.process_time() - started_cpu) * 1000)
+        finally:
+            CALLER.reset(reset)
+
+    for text in texts[:5]:  # warm-up: caches, the view generation
+        timed("unscoped", text)
+        timed("scoped", text)
+    for name in callers:
+        wall[name].clear()
+        cpu[name].clear()
+    for at, text in enumerate(texts):
+        order = ("unscoped", "scoped") if at % 2 == 0 else ("scoped", "unscoped")
+        for name in order:
+            timed(name, text)
+    print(
+        f"index {index_path}: {index.status().documents} documents, {index.status().chunks} chunks; scope "
+        f"path_glob={glob!r} sees {visible} documents; {len(texts)} SciFact test queries, hybrid, k=10, collapsed"
+    )
+    for name in callers:
+        print(
+            f"{name:>9}: wall mean {statistics.mean(wall[name]):.2f} ms, p50 {percentile(wall[name], 0.5):.2f} ms; "
+            f"CPU mean {statistics.mean(cpu[name]):.2f} ms, p50 {percentile(cpu[name], 0.5):.2f} ms"
+        )
+    print(
+        f"overhead of the scope: wall {statistics.mean(wall['scoped']) / statistics.mean(wall['unscoped']) - 1:+.1%}, "
+        f"CPU {statistics.mean(cpu['scoped']) / statistics.mean(cpu['unscoped']) - 1:+.1%} (means); "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", type=Path)
@@ -194,8 +267,16 @@ def main() -> None:
     parser.add_argument("--tree", action="append", type=Path, help="compare the cold search of these source trees")
     parser.add_argument("--query", default="levee", help="the query of --tree's cold searches")
     parser.add_argument("--stages", action="store_true", help="CPU per query stage of a warm hybrid search")
-    parser.add_argument("-n", type=int, default=100, help="--stages: queries timed")
+    parser.add_argument("-n", type=int, default=100, help="--stages, --scoped: queries timed")
+    parser.add_argument("--scoped", action="store_true", help="a scoped token's search against the owner's")
+    parser.add_argument("--scope-glob", default="*#[0-4]*", help="--scoped: the token's scope (a path glob)")
+    parser.add_argument("--hash-bow", action="store_true", help="--scoped: the model-free embedder")
     args = parser.parse_args()
+    if args.scoped:
+        if args.index is None:
+            parser.error("--scoped needs --index")
+        scoped_overhead(args.index, args.queries, args.n, args.scope_glob, args.hash_bow)
+        return
     if args.tree:
         if args.index is None:
             parser.error("--tree needs --index")

@@ -31,6 +31,7 @@ from citeline.query import plan
 from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.query.results import SearchResult, answer_documents
 from citeline.store import catalog, generation, vector_files
+from citeline.store.access import TOKENS_FILE, TokenFile
 from citeline.store.catalog import IndexStatus
 from citeline.store.documents import (
     FACET_VALUES,
@@ -543,6 +544,12 @@ class Index:
         search results print); a name that fits several documents (a file of records) raises ``QueryError``
         naming some."""
         return read_document(self.path, doc_id, spellings(doc_id))
+
+    def tokens(self, path: str | os.PathLike[str] | None = None) -> TokenFile:
+        """The named access tokens a server over this index admits (``citeline tokens``): the file ``path``, else
+        ``tokens.json`` in the index directory (``citeline.store.access``: ``add``, ``list``, ``revoke``,
+        ``rotate``; each token's scope is a filter of :meth:`search`)."""
+        return TokenFile(path if path is not None else self.path / TOKENS_FILE)
 
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""

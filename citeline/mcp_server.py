@@ -47,6 +47,7 @@ from citeline.errors import CitelineError
 from citeline.index import Index
 from citeline.query.plan import SearchRequest
 from citeline.query.results import Passage, SearchResult
+from citeline.server import access
 from citeline.store.filters import filters_from
 from citeline.util import paths
 from citeline.util.declared import offered
@@ -616,6 +617,7 @@ def _ingest_tool(reader: ServedIndex, roots: Sequence[Path]) -> _Tool:
         def run() -> dict[str, Any]:
             # A writer of its own (the server's index object only reads); the index's writer lock orders it with
             # any other writer, and the reader's snapshot picks the commits up at its next search.
+            access.CALLER.get().require("ingest")
             writer = Index.open(reader.index.path, embedder=reader.index.embedder)
             summary = dict(normalize(writer.ingest([root]).to_dict()))
             errors = summary.get("errors") or []
@@ -670,7 +672,8 @@ def build_server(reader: ServedIndex, limits: Limits, *, ingest_roots: Sequence[
             if tool is None:
                 raise ToolError(f"unknown tool {params.name!r}; the tools are {', '.join(tools)}")
             args = tool.arguments.model_validate(params.arguments or {})
-            structured, text = await tool.call(args)
+            with access.acting(ctx.request):  # the HTTP request's caller (its token's scope); stdio: the owner
+                structured, text = await tool.call(args)
         except Exception as exc:  # every failure is the tool's one-line error; the server goes on
             if not isinstance(exc, ValidationError | CitelineError | ToolError | ValueError):
                 _LOG.exception("tool %s failed", params.name)  # a bug: the traceback goes to stderr, not the model
@@ -684,7 +687,8 @@ def build_server(reader: ServedIndex, limits: Limits, *, ingest_roots: Sequence[
         # A resource that cannot be read is the protocol's error with the one line (not the SDK's logged traceback).
         async def answer(ctx: Any, params: Any) -> T:
             try:
-                return await handler(ctx, params)
+                with access.acting(ctx.request):
+                    return await handler(ctx, params)
             except (CitelineError, ValueError) as exc:
                 raise MCPError(types.INVALID_PARAMS, _one_line(exc)) from None
 

@@ -35,7 +35,8 @@ __all__ = ["PAGE_POLICY", "Limits", "add_pages", "inline_source", "marked"]
 class ServedIndex(Protocol):
     """What the pages and the MCP tools need of the index the server serves (:class:`citeline.server.IndexService`)."""
 
-    index: Any
+    @property
+    def index(self) -> Any: ...  # the index as the request's caller sees it (citeline.server.access)
 
     async def run(self, work: Callable[..., Any], *args: Any) -> Any: ...
 

@@ -68,6 +68,20 @@ AROUND_CHARS = 300
     help="Without a token, also answer requests whose Host is HOST (NAME on any port, or NAME:PORT; * for any "
     "host, behind a proxy that checks it). Default: the bound address and localhost, on the port (repeatable).",
 )
+@click.option(
+    "--tokens",
+    "tokens_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The named tokens' file (`citeline tokens`), read again when it changes [default: INDEX/tokens.json].",
+)
+@click.option(
+    "--access-log",
+    type=click.Choice(["plain", "json", "off"]),
+    default="plain",
+    show_default=True,
+    help="A line per request (token name, route, status, seconds) on the citeline.access logger.",
+)
 @click.option("--root-path", default="", metavar="PREFIX", help="The path prefix a reverse proxy serves this under.")
 @click.option(
     "--workers",
@@ -95,6 +109,8 @@ def serve(
     no_auth: bool,
     cors: tuple[str, ...],
     allowed_hosts: tuple[str, ...],
+    tokens_file: str | None,
+    access_log: str,
     root_path: str,
     workers: int,
     timeout: float,
@@ -107,7 +123,8 @@ def serve(
 
     The OpenAPI schema is at /openapi.json and interactive docs at /docs (assets served locally). The server never
     takes the writer lock, so `citeline ingest` can run beside it; each query sees the newest committed generation.
-    It listens on 127.0.0.1 unless --host says otherwise, and then needs --token (or CITELINE_TOKEN) or --no-auth.
+    It listens on 127.0.0.1 unless --host says otherwise, and then needs --token (or CITELINE_TOKEN), named tokens
+    (`citeline tokens`) or --no-auth. Named tokens each see their scope only; /metrics is Prometheus' scrape.
     """
     from citeline.server import serve as run_server
 
@@ -119,6 +136,8 @@ def serve(
         no_auth=no_auth,
         cors=cors,
         allowed_hosts=allowed_hosts,
+        tokens=tokens_file,
+        access_log=access_log,
         root_path=root_path,
         workers=workers,
         timeout=timeout,
@@ -316,3 +335,90 @@ def ingest_stdin(
             wait=settings["wait"], progress=settings["progress"], dry_run=settings["dry_run"],
         )  # fmt: skip
     return run.to_dict()
+
+
+# ---------------------------------------------------------------- citeline tokens
+_tokens_file_option = click.option(
+    "--file",
+    "tokens_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The tokens file [default: INDEX/tokens.json, where `citeline serve` looks].",
+)
+
+
+def _token_file(index_path: str, tokens_file: str | None) -> Any:
+    from pathlib import Path
+
+    from citeline.store.access import TOKENS_FILE, TokenFile
+
+    return TokenFile(tokens_file if tokens_file else Path(index_path) / TOKENS_FILE)
+
+
+@click.group("tokens")
+def tokens() -> None:
+    """Named access tokens for `citeline serve`, each with a scope (the filters of search) and what it may do.
+
+    A scoped token sees only the documents its scope selects, on every surface (search, facets, documents, the
+    page, MCP); a running server reads the file again when it changes. Secrets are printed once, stored hashed.
+    """
+
+
+@tokens.command("add")
+@click.argument("name")
+@index_option
+@_tokens_file_option
+@filter_options
+@click.option(
+    "--can",
+    "permissions",
+    multiple=True,
+    type=click.Choice(["search", "read", "ingest", "metrics"]),
+    help="What the token may do; repeatable [default: search, read]. metrics: /metrics and /runs (unscoped only).",
+)
+@user_errors
+def tokens_add(name: str, index_path: str, tokens_file: str | None, permissions: tuple[str, ...], **given: Any) -> None:
+    """Add the token NAME and print its secret (once: only its hash is kept)."""
+    scope = filters_from(**given)
+    secret = _token_file(index_path, tokens_file).add(name, scope, permissions or None)
+    click.echo(secret)
+    click.echo(f"token {name!r} added; give the line above to its holder (it is not shown again)", err=True)
+
+
+@tokens.command("list")
+@index_option
+@_tokens_file_option
+@json_option
+@user_errors
+def tokens_list(index_path: str, tokens_file: str | None, as_json: bool) -> None:
+    """The tokens: name, scope, permissions, when made and rotated (never a secret)."""
+    listed = [token.to_dict() for token in _token_file(index_path, tokens_file).list()]
+    if as_json:
+        for record in listed:
+            click.echo(json.dumps(record, default=str))
+        return
+    for record in listed:
+        scope = json.dumps(record["scope"], default=str) if record["scope"] else "(the whole index)"
+        click.echo(f"{record['name']}\t{','.join(record['permissions'])}\t{scope}")
+
+
+@tokens.command("revoke")
+@click.argument("name")
+@index_option
+@_tokens_file_option
+@user_errors
+def tokens_revoke(name: str, index_path: str, tokens_file: str | None) -> None:
+    """Remove the token NAME; a running server refuses it from its next request."""
+    _token_file(index_path, tokens_file).revoke(name)
+    click.echo(f"token {name!r} revoked", err=True)
+
+
+@tokens.command("rotate")
+@click.argument("name")
+@index_option
+@_tokens_file_option
+@user_errors
+def tokens_rotate(name: str, index_path: str, tokens_file: str | None) -> None:
+    """Give the token NAME a new secret (same scope) and print it; the old secret stops working."""
+    click.echo(_token_file(index_path, tokens_file).rotate(name))
+    click.echo(f"token {name!r} rotated; the old secret no longer works", err=True)

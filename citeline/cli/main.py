@@ -654,7 +654,14 @@ def eval_(
         say(f"{result.mode:<11} {result.ndcg_at_10:>8.4f} {result.recall_at_100:>11.4f} {result.seconds:>8.1f}")
 
 
-for _command in (cli_extra.serve, cli_extra.mcp, cli_extra.documents, cli_extra.show, cli_extra.remove):
+for _command in (
+    cli_extra.serve,
+    cli_extra.mcp,
+    cli_extra.documents,
+    cli_extra.show,
+    cli_extra.remove,
+    cli_extra.tokens,
+):
     cli.add_command(_command)
 
 

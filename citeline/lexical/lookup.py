@@ -23,7 +23,6 @@ import numpy as np
 
 from citeline.lexical.analyzer import TOKEN_PATTERN, analyze
 from citeline.lexical.scoring import SegmentScorer, term_hashes
-from citeline.util.arrays import positions_of
 
 #: A text with fewer usable terms than this finds nothing (too few words to single a chunk out).
 MIN_SHARED_TERMS = 3
@@ -182,9 +181,7 @@ class RareTermLookup:
         scores = np.concatenate(found_score)
         good = np.ones(len(text), dtype=bool)
         if allowed is not None:
-            keep = np.zeros(count, dtype=bool)
-            keep[positions_of(scorer.chunk_ids, allowed)] = True
-            good &= keep[positions]
+            good &= scorer.allowed_mask(allowed)[positions]
         text, positions, scores = text[good], positions[good], scores[good]
         best = np.lexsort((positions, -scores, text))
         text, positions = text[best], positions[best]

@@ -125,6 +125,10 @@ class SegmentScorer:
 
     def __init__(self, parts: Sequence[Any], chunk_ids: np.ndarray):
         self.chunk_ids = chunk_ids
+        #: the last read-only ``allowed`` array and its positions in each part: a filter's ids (kept by the rows,
+        #: ``store.passages``) come back as the same array on each search of that filter (a token's scope)
+        self._allowed_at: tuple[np.ndarray, list[np.ndarray]] | None = None
+        self._allowed_mask: tuple[np.ndarray, np.ndarray] | None = None
         self.plain = [
             _Plain(
                 np.asarray(p.segment.chunk_ids),
@@ -284,6 +288,29 @@ class SegmentScorer:
             out[rows] = scores[order]
         return out
 
+    def _positions_allowed(self, allowed: np.ndarray) -> list[np.ndarray]:
+        # Each part's positions of ``allowed``; a read-only array cannot change, so the last one's are kept.
+        held = self._allowed_at
+        if held is not None and held[0] is allowed:
+            return held[1]
+        found = [positions_of(p.chunk_ids, allowed) for p in self.plain]
+        if isinstance(allowed, np.ndarray) and not allowed.flags.writeable:
+            self._allowed_at = (allowed, found)
+        return found
+
+    def allowed_mask(self, allowed: np.ndarray) -> np.ndarray:
+        """Whether each live chunk (in :attr:`chunk_ids` order) is in ``allowed`` (sorted ids); read-only, and kept
+        for the last read-only ``allowed`` as :meth:`_positions_allowed` is."""
+        held = self._allowed_mask
+        if held is not None and held[0] is allowed:
+            return held[1]
+        mask = np.zeros(len(self.chunk_ids), dtype=bool)
+        mask[positions_of(self.chunk_ids, allowed)] = True
+        mask.flags.writeable = False
+        if isinstance(allowed, np.ndarray) and not allowed.flags.writeable:
+            self._allowed_mask = (allowed, mask)
+        return mask
+
     def top(
         self, query: str, k: int, allowed: np.ndarray | None = None, statistics: Statistics | None = None
     ) -> list[tuple[int, float]]:
@@ -325,7 +352,7 @@ class SegmentScorer:
             if p.live is not None:
                 part_scores[p.deleted] = 0
             if allowed is not None:
-                chosen.append(offsets[number] + positions_of(p.chunk_ids, allowed))
+                chosen.append(offsets[number] + self._positions_allowed(allowed)[number])
                 continue
             # The k-th best score of the rarest term's chunks (of those with k of them here) bounds this part's k-th
             # best, and so the k-th best of all, from below: only chunks reaching the highest such bound are ranked

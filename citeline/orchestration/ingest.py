@@ -471,7 +471,7 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
         if run.status != "dry-run":
             prepare_queries_task(index_dir)
         reporter.run_done(run)
-        report_artifacts(run, key, index_dir, reporter.seconds)
+        report_artifacts(run, key, index_dir, reporter.seconds, index.status() if run.status != "dry-run" else None)
         if run.status == "partial":
             _warn_failures(run)
         if strict_failure is not None:

@@ -24,6 +24,7 @@ from prefect.context import FlowRunContext
 from prefect.states import Running
 
 from citeline.ingest.progress import Bar, Reporter
+from citeline.store.catalog import IndexStatus
 from citeline.store.ledger import RunSummary
 
 #: Seconds between updates of the progress artifact (each is one API call).
@@ -201,13 +202,41 @@ def wants_terminal_bar() -> bool:
     return _terminal_bar.get()
 
 
-def report_artifacts(run: RunSummary, key: str, index_dir: str, seconds: dict[str, float]) -> None:
-    # The run's report and its failed files as artifacts keyed per index, naming the index's path.
+def run_figures(run: RunSummary, status: IndexStatus | None, seconds: dict[str, float]) -> list[dict[str, object]]:
+    """The figures ``citeline serve``'s ``/metrics`` gives of a run and its index (``citeline.server.metrics``), as
+    the rows of the ``-metrics`` table artifact: where Prefect users look for a scheduled run's numbers."""
+    rows: list[dict[str, object]] = [
+        {"figure": "run status", "value": run.status},
+        {"figure": "run seconds", "value": round(sum(seconds.values()), 3)},
+        *({"figure": f"files {name}", "value": getattr(run, name)}
+          for name in ("added", "updated", "unchanged", "removed", "failed")),
+        {"figure": "chunks embedded", "value": run.chunks_embedded},
+        {"figure": "chunks reused", "value": run.chunks_reused},
+    ]  # fmt: skip
+    if status is not None:
+        rows += [
+            {"figure": "index generation", "value": status.generation},
+            {"figure": "index documents", "value": status.documents},
+            {"figure": "index chunks", "value": status.chunks},
+        ]
+    return rows
+
+
+def report_artifacts(
+    run: RunSummary, key: str, index_dir: str, seconds: dict[str, float], status: IndexStatus | None = None
+) -> None:
+    # The run's report, its figures (those /metrics gives) and its failed files as artifacts keyed per index,
+    # naming the index's path. ``status``: the index after the run (None for a dry run).
     timing = ", ".join(f"{stage} {value:.1f} s" for stage, value in seconds.items())
     create_markdown_artifact(
         key=f"{key}-report",
         markdown=f"# citeline run into `{index_dir}`\n\n{run.to_markdown()}\n\nStages: {timing}\n",
         description=f"citeline run {run.run_id} into {index_dir}",
+    )
+    create_table_artifact(
+        key=f"{key}-metrics",
+        table=run_figures(run, status, seconds),
+        description=f"citeline run {run.run_id} into {index_dir}: its figures and the index's after it",
     )
     failures = [{"path": error["path"], "reason": error["reason"]} for error in run.errors] or [
         {"path": "(none)", "reason": "every file was ingested"}

@@ -57,6 +57,7 @@ from citeline.query.stages import (
 from citeline.query.stages import document_rows as document_rows  # re-exported: tests import it from here
 from citeline.sources.document import record_id_of
 from citeline.store import metadata as stored_metadata
+from citeline.store.access import scope_of
 from citeline.store.connection import check_text
 from citeline.store.filters import Filters
 from citeline.util.arrays import unique
@@ -530,11 +531,16 @@ def _search(
     vector = query_vector() if callable(query_vector) else query_vector  # hybrid: the vector the ranking embedded
     if request.min_score is None and first and relevance.rule_for(vector, model) is not None:
         held = hits_at.ranking
-        if allowed is None and held is not None and (len(held[1]) >= relevance.BEST_OF or len(held[1]) < held[0]):
+        # A caller's scope (citeline.store.access) is the whole index to it: "unfiltered" is within the scope, so
+        # what it cannot see never moves the floor (nor, through it, which hits it is shown).
+        scope = scope_of(request.filters)
+        whole = allowed is None or request.filters == scope
+        if whole and held is not None and (len(held[1]) >= relevance.BEST_OF or len(held[1]) < held[0]):
             unfiltered = held[1]  # the ranking held is deep enough, or holds every chunk
         else:  # a filtered search, or one ranked shallower: the unfiltered ranking's first hits
+            within = allowed if whole else snapshot.allowed_chunk_ids(scope)
             unfiltered = rank_chunks(
-                snapshot, request.text, vector, relevance.BEST_OF, request.mode, None, request.fusion
+                snapshot, request.text, vector, relevance.BEST_OF, request.mode, within, request.fusion
             )
         top.extend(chunk_id for chunk_id, _ in unfiltered[: relevance.BEST_OF])
 

@@ -10,9 +10,10 @@ no script) and ``/docs`` and ``/redoc`` the interactive API docs, their assets s
 (``fastapi-standalone-docs`` ships them), so everything works offline.
 
 Errors are ``{"error": "<one line>"}``: 400 for a bad parameter (every parameter is bounded: see the ``MAX_``
-constants; a query string that is not UTF-8 too), 401 without the token, 421 for a ``Host`` and 403 for an
-``Origin`` that are not the server's (without a token), 404 for an unknown document, 409 when
-the index stayed locked by a commit, 503 when a request waited longer than the timeout; 500 only for a bug.
+constants; a query string that is not UTF-8 too), 401 without the token, 403 for what a token may not do
+(``citeline.server.access``), 421 for a ``Host`` and 403 for an ``Origin`` that are not the server's (without a
+token), 404 for an unknown document (or one outside a token's scope: the same answer), 409 when the index stayed
+locked by a commit, 503 when a request waited longer than the timeout; 500 only for a bug.
 
 The server never takes the writer lock: the index is opened with ``repair=False`` and every read goes through a
 read-only connection or the search snapshot, which reloads itself after a commit, so ``citeline ingest`` can run
@@ -31,9 +32,14 @@ the installed packages.
 
 The modules: ``limits.py`` (the defaults and bounds), ``models.py`` (the response models and the error form),
 ``parameters.py`` (the query parameters), ``reads.py`` (:class:`IndexService`: how requests read the index),
-``guard.py`` (the token, the Host and Origin check, the security headers and the bind check), ``app.py``
-(:func:`create_app`: the routes) and ``serving.py`` (:func:`serve`, :func:`app_from_environment`,
-:func:`serve_mcp_stdio`: running it).
+``guard.py`` (the token, the Host and Origin check, the security headers and the bind check), ``access.py`` (the
+caller a request's token names, and what of the index a scoped one sees), ``metrics.py`` (``/metrics`` and the
+access log), ``app.py`` (:func:`create_app`: the routes) and ``serving.py`` (:func:`serve`,
+:func:`app_from_environment`, :func:`serve_mcp_stdio`: running it).
+
+Named tokens (``citeline tokens``, ``tokens.json`` in the index directory) each have a scope, a filter ANDed into
+every request before ranking, so a scoped caller sees only its documents on every surface; ``/metrics`` is
+Prometheus' scrape (docs/operations.md).
 """
 
 from citeline.server.app import create_app

@@ -25,6 +25,7 @@ from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError,
 from citeline.index import Index
 from citeline.model.embedding import Embedder
 from citeline.query.plan import SearchRequest
+from citeline.server.access import AccessDenied
 from citeline.server.guard import Guard, SecurityHeaders
 from citeline.server.limits import (
     DEFAULT_PAGE,
@@ -35,6 +36,7 @@ from citeline.server.limits import (
     MAX_OFFSET,
     MAX_PAGE,
 )
+from citeline.server.metrics import add_metrics
 from citeline.server.models import (
     DocumentDetailModel,
     DocumentRecord,
@@ -49,6 +51,7 @@ from citeline.server.models import (
 from citeline.server.parameters import FACETS_HELP, filter_parameters, search_parameters
 from citeline.server.reads import IndexService, ServerBusyError
 from citeline.sharding.remote import ShardWorkers
+from citeline.store.access import TOKENS_FILE, TokenFile
 from citeline.store.documents import FACET_VALUES
 from citeline.util.declared import pick
 from citeline.util.output import normalize
@@ -75,6 +78,8 @@ def create_app(
     cors: Sequence[str] = (),
     allowed_hosts: Sequence[str] = (),
     timeout: float = DEFAULT_TIMEOUT,
+    tokens: str | os.PathLike[str] | None = None,
+    access_log: str = "plain",
 ) -> FastAPI:
     """The HTTP API and search page over the index at ``index_path`` (read-only; see the module docstring).
 
@@ -87,7 +92,9 @@ def create_app(
     for any) the server answers to besides its own address and the loopback names on its port (every request's
     ``Host``, and a browser's ``Origin``, must name one: :class:`citeline.server.guard.Guard`); ``timeout``: seconds
     a request may take before it is answered 503. (A proxy's path prefix is the server's setting:
-    ``serve(root_path=...)``, uvicorn's ``--root-path``.)
+    ``serve(root_path=...)``, uvicorn's ``--root-path``.) ``tokens``: the file of named tokens with scopes
+    (``citeline tokens``; default ``tokens.json`` in the index directory, read again whenever it changes:
+    ``citeline.server.access``); ``access_log``: ``plain``, ``json`` or ``off`` (``citeline.server.metrics``).
     """
     on_dask: dict[str, Any] = {"dask_address": dask_address, "shard_workers": shard_workers} if dask_address else {}
     if shard_workers and not dask_address:
@@ -95,10 +102,12 @@ def create_app(
     if not timeout > 0:
         raise SettingsError(f"timeout must be more than 0 seconds, got {timeout!r}")
     reader = IndexService(Index.open(index_path, embedder=embedder, repair=False, **on_dask), timeout)
-    # MCP over streamable HTTP at /mcp, behind the same guard (token, or Host and Origin) as every route, reading
+    named = token_file(index_path, tokens)
+    # MCP over streamable HTTP at /mcp, behind the same guard (a token, or Host and Origin) as every route, reading
     # through the same reader.
     mcp_endpoint, mcp_lifespan = mcp_server.http_app(mcp_server.build_server(reader, LIMITS))
-    errors: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 503)}
+    codes = (400, 401, 403, 404, 409, 503)
+    errors: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in codes}
     app = _SecuredApp(
         title="citeline",
         summary="Search a citeline index; every passage comes with its provenance.",
@@ -109,7 +118,8 @@ def create_app(
         lifespan=mcp_lifespan,
     )
     app.add_route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
-    app.add_middleware(Guard, token=token, allowed_hosts=allowed_hosts, cors=cors)
+    app.add_middleware(Guard, token=token, tokens=named, allowed_hosts=allowed_hosts, cors=cors)
+    add_metrics(app, reader, access_log)  # outside the guard: refused requests are counted and logged too
     if cors:
         # Outermost, so that a browser's preflight is answered before the token check (it carries no header).
         app.add_middleware(
@@ -210,6 +220,12 @@ def create_app(
     return app
 
 
+def token_file(index_path: str | os.PathLike[str], tokens: str | os.PathLike[str] | None = None) -> TokenFile:
+    """The named tokens a server over ``index_path`` admits: the file ``tokens``, else ``tokens.json`` in the
+    index directory (the default of ``citeline tokens``); it need not exist yet."""
+    return TokenFile(tokens if tokens is not None else Path(index_path) / TOKENS_FILE)
+
+
 def _add_docs_page(app: FastAPI, route: str, render: Callable[..., HTMLResponse], **assets: Any) -> None:
     """FastAPI's interactive docs at ``route`` with their assets (paths under /assets/docs) served by the app, under
     a Content-Security-Policy of their own: scripts from the server and the page's own inline script (by its hash),
@@ -247,6 +263,8 @@ def status_of(exc: BaseException) -> int:
         return 400
     if isinstance(exc, IndexNotFoundError):
         return 404
+    if isinstance(exc, AccessDenied):
+        return 403
     if isinstance(exc, IndexLockedError):
         return 409
     if isinstance(exc, ServerBusyError):

@@ -4,10 +4,8 @@ reach the index without a token."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import ipaddress
-import secrets
+import logging
 from collections.abc import Iterable
 from urllib.parse import unquote_to_bytes, urlsplit
 
@@ -15,8 +13,12 @@ from fastapi import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from citeline.errors import SettingsError
+from citeline.server.access import CALLER, CALLER_KEY, OWNER, authenticate
 from citeline.server.limits import TOKEN_ENV
 from citeline.server.models import error_response
+from citeline.store.access import TokenFile
+
+_LOG = logging.getLogger("citeline.server")
 
 #: The host names a server without a token answers to, with its own port, besides its own address and the ones the
 #: user names (``allowed_hosts``).
@@ -39,10 +41,19 @@ class Guard:
     """
 
     def __init__(
-        self, app: ASGIApp, token: str | None, allowed_hosts: Iterable[str] = (), cors: Iterable[str] = ()
+        self,
+        app: ASGIApp,
+        token: str | None,
+        tokens: TokenFile | None = None,
+        allowed_hosts: Iterable[str] = (),
+        cors: Iterable[str] = (),
     ) -> None:
         self.app = app
         self.token = token.encode("utf-8") if token else None
+        self.tokens = tokens  # named tokens with scopes (citeline.server.access), re-read when the file changes
+        # Once the file has held a token, every request needs one, even after the last is revoked: revoking
+        # tokens must never open the server to everyone.
+        self.locked = False
         named = [host.strip().lower() for host in allowed_hosts]
         self.any_host = "*" in named
         self.named = {host for host in named if host and host != "*"}
@@ -54,15 +65,31 @@ class Guard:
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
-        await self.app(scope, receive, send)
+        reset = CALLER.set(scope.get(CALLER_KEY, OWNER))  # the caller every read of this request is scoped to
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            CALLER.reset(reset)
 
     def _refusal(self, scope: Scope) -> Response | None:
         headers = {name.lower(): value for name, value in scope.get("headers", [])}
-        if self.token is None:
+        try:
+            self.locked = self.locked or bool(self.tokens is not None and self.tokens.tokens())
+        except SettingsError as exc:  # fail closed; the file's path and problem go to the log, not the caller
+            _LOG.error("%s", exc)
+            return error_response(503, "the server cannot read its tokens file; its log says why")
+        named = self.tokens if self.locked else None
+        if self.token is None and named is None:
+            # No secret guards this server: only the Host and Origin check keeps other sites' pages out.
             refused = self._foreign(scope, headers)
             if refused is not None:
                 return refused
-        elif self.token is not None and not self._authorised(headers.get(b"authorization", b"")):
+        try:
+            caller = authenticate(headers.get(b"authorization", b""), self.token, named)
+        except SettingsError as exc:
+            _LOG.error("%s", exc)
+            return error_response(503, "the server cannot read its tokens file; its log says why")
+        if caller is None:
             wants_page = b"text/html" in headers.get(b"accept", b"")
             challenge = 'Basic realm="citeline"' if wants_page else 'Bearer realm="citeline"'
             return error_response(
@@ -70,6 +97,7 @@ class Guard:
                 "this server needs its token: send the header `Authorization: Bearer TOKEN`",
                 {"WWW-Authenticate": challenge},
             )
+        scope[CALLER_KEY] = caller
         for part, raw in (("query string", scope.get("query_string", b"")), ("path", scope.get("raw_path") or b"")):
             try:
                 unquote_to_bytes(raw.replace(b"+", b" ")).decode("utf-8")
@@ -111,19 +139,6 @@ class Guard:
         if own is not None and ":" in own:
             own = f"[{own}]"
         return name in LOOPBACK_NAMES or name == own
-
-    def _authorised(self, header: bytes) -> bool:
-        assert self.token is not None
-        scheme, _, credentials = header.partition(b" ")
-        if scheme.lower() == b"bearer":
-            return secrets.compare_digest(credentials.strip(), self.token)
-        if scheme.lower() == b"basic":
-            try:
-                password = base64.b64decode(credentials.strip(), validate=True).partition(b":")[2]
-            except (binascii.Error, ValueError):
-                return False
-            return secrets.compare_digest(password, self.token)
-        return False
 
 
 def _split_host(host: str) -> tuple[str | None, int | None]:

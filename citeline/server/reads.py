@@ -15,7 +15,10 @@ from citeline.errors import CitelineError
 from citeline.index import Index
 from citeline.query.plan import SearchRequest
 from citeline.query.results import SearchResult
+from citeline.server.access import CALLER, ScopedIndex, scoped_request, view_generation
+from citeline.store.access import PERMISSIONS
 from citeline.store.documents import Facet
+from citeline.store.filters import Filters
 
 
 class ServerBusyError(CitelineError):
@@ -27,16 +30,46 @@ T = TypeVar("T")
 
 class IndexService:
     """The served index, kept open (its search snapshot reloads itself after every commit). Searches run one at
-    a time in the index's own search slot (:meth:`Index.reading`), which a request waits for until its deadline."""
+    a time in the index's own search slot (:meth:`Index.reading`), which a request waits for until its deadline.
+
+    Every read is the request's caller's (``citeline.server.access.CALLER``): for a scoped caller, searches and
+    facet counts are filtered by its scope before ranking, and :attr:`index` is a
+    :class:`~citeline.server.access.ScopedIndex` showing only the documents the scope selects."""
 
     def __init__(self, index: Index, timeout: float):
-        self.index = index
+        self.served = index
         self.timeout = timeout
+        #: ``(generation, scope)`` -> the scope's view generation, for the generations read lately
+        self._views: dict[tuple[int, Filters], int] = {}
+        #: called with (stage, seconds) for each stage of a search: "wait" (for the slot) and "search"
+        self.observe: Callable[[str, float], None] | None = None
+
+    @property
+    def index(self) -> Index | ScopedIndex:
+        """The served index as the request's caller sees it (the index itself for an unscoped caller)."""
+        caller = CALLER.get()
+        if caller.scope is None and set(PERMISSIONS) <= set(caller.permissions):
+            return self.served
+        return ScopedIndex(self.served, caller, lambda generation: self._view_generation(caller.scope, generation))
+
+    def _view_generation(self, scope: Filters | None, generation: int) -> int:
+        # The generation ``scope`` sees of the committed ``generation`` (computed once per generation and scope).
+        if scope is None:
+            return generation
+        key = (generation, scope)
+        if key not in self._views:
+            if len(self._views) > 256:
+                self._views.clear()
+            self._views[key] = view_generation(self.served, scope)
+        return self._views[key]
 
     def _in_slot(self, work: Callable[[], T], deadline: float) -> T:
         # ``work`` in the index's search slot, waited for until ``deadline`` (then 503).
+        started = time.perf_counter()
         try:
-            with self.index.reading(timeout=deadline - time.monotonic()):
+            with self.served.reading(timeout=deadline - time.monotonic()):
+                if self.observe is not None:
+                    self.observe("wait", time.perf_counter() - started)
                 return work()
         except TimeoutError:
             raise ServerBusyError(f"the server is busy: no search slot within {self.timeout:g} s; try again") from None
@@ -44,8 +77,16 @@ class IndexService:
     def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]:
         """The results of ``request`` and the generation of the snapshot they were read from."""
 
+        caller = CALLER.get()
+        caller.require("search")
+        wanted = request if caller.scope is None else scoped_request(request, caller.scope)
+
         def answer() -> tuple[list[SearchResult], int]:
-            return self.index.search(request), int(self.index.snapshot(refresh=False).generation)
+            started = time.perf_counter()
+            found = self.served.search(wanted)
+            if self.observe is not None:
+                self.observe("search", time.perf_counter() - started)
+            return found, self._view_generation(caller.scope, int(self.served.snapshot(refresh=False).generation))
 
         return self._in_slot(answer, deadline)
 
@@ -53,6 +94,8 @@ class IndexService:
         self, filters: Any, within: Sequence[SearchResult] | None, limit: int | None, deadline: float
     ) -> list[Facet]:
         """``Index.facets``, in the search slot (it reads the search's snapshot)."""
+        caller = CALLER.get()
+        caller.require("search")
         return self._in_slot(lambda: self.index.facets(filters, within=within, limit=limit), deadline)
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:

@@ -20,7 +20,7 @@ from citeline import mcp_server
 from citeline.errors import SettingsError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
-from citeline.server.app import create_app
+from citeline.server.app import create_app, token_file
 from citeline.server.guard import check_bind
 from citeline.server.limits import (
     DEFAULT_HOST,
@@ -32,6 +32,7 @@ from citeline.server.limits import (
     SETTINGS_ENV,
     TOKEN_ENV,
 )
+from citeline.server.metrics import log_access_to_stderr
 from citeline.server.reads import IndexService
 from citeline.sharding.remote import ShardWorkers
 
@@ -85,6 +86,8 @@ def serve(
     timeout: float = DEFAULT_TIMEOUT,
     workers: int = 1,
     limit_concurrency: int = DEFAULT_LIMIT_CONCURRENCY,
+    tokens: str | os.PathLike[str] | None = None,
+    access_log: str = "plain",
 ) -> None:
     """Run the API with uvicorn until interrupted (``citeline serve``); the settings as in :func:`create_app`.
 
@@ -92,10 +95,13 @@ def serve(
     a token or ``no_auth`` (:func:`check_bind`); without a token, requests must name the server (its address or a
     loopback name with its port) or one of ``allowed_hosts`` in their ``Host`` header. ``workers`` > 1 runs that
     many processes on one port (uvicorn's process manager), each with the index open and its own search slot;
-    ``limit_concurrency`` connections at once at most, more are answered 503.
+    ``limit_concurrency`` connections at once at most, more are answered 503. ``tokens``: the named tokens' file
+    (default ``tokens.json`` in the index directory), which counts as a token for the bind check when it holds one;
+    ``access_log``: ``plain``, ``json`` or ``off``.
     """
     token = token or os.environ.get(TOKEN_ENV) or None
-    check_bind(host, token, no_auth)
+    named = token_file(index_path, tokens).tokens()
+    check_bind(host, token or ("named tokens" if named else None), no_auth)
     if workers < 1:
         raise SettingsError(f"workers must be at least 1, got {workers}")
     settings = {
@@ -105,6 +111,8 @@ def serve(
         "cors": list(cors),
         "allowed_hosts": list(allowed_hosts),
         "timeout": timeout,
+        "tokens": None if tokens is None else os.fspath(tokens),
+        "access_log": access_log,
     }
     options: dict[str, Any] = {
         "host": host,
@@ -115,6 +123,8 @@ def serve(
         "http": TimelyH11,
         "root_path": root_path,
     }
+    if access_log != "off":
+        log_access_to_stderr()
     if workers == 1:
         uvicorn.run(create_app(index_path, embedder, token=token, **_without_path(settings)), **options)
         return
@@ -158,4 +168,6 @@ def app_from_environment() -> FastAPI:
     if not raw:
         raise SettingsError(f'set {SETTINGS_ENV} to JSON settings, at least {{"index_path": "PATH"}}')
     settings = json.loads(raw)
+    if settings.get("access_log", "plain") != "off":
+        log_access_to_stderr()
     return create_app(settings.pop("index_path"), token=os.environ.get(TOKEN_ENV) or None, **settings)

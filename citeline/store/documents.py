@@ -199,11 +199,17 @@ def read_document(index_dir: Path, doc_id: str, names: Sequence[str] = ()) -> Do
             found = named(connection, names)
             record = document(connection, found) if found is not None else None
     if record is None:
-        raise IndexNotFoundError(
-            f"no document {doc_id!r} in {index_dir}; list the documents with `citeline documents` "
-            "(give an id, a source file's path or a record's name, file#id)"
-        )
+        raise not_found(index_dir, doc_id)
     return record
+
+
+def not_found(index_dir: Path, doc_id: str) -> IndexNotFoundError:
+    """The error of a document name the index does not hold (and, to a scoped caller, of one it may not see:
+    the same words, so the two cannot be told apart)."""
+    return IndexNotFoundError(
+        f"no document {doc_id!r} in {index_dir}; list the documents with `citeline documents` "
+        "(give an id, a source file's path or a record's name, file#id)"
+    )
 
 
 _NAMED_SQL = """

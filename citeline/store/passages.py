@@ -253,6 +253,11 @@ def _value_reader(field: pa.Field, column: pa.Array) -> Callable[[int], Any]:
 _FACET_ROWS = "SELECT d.chunk_id, d.doc_id, d.format, d.metadata FROM {{rows}} d WHERE d.ordinal = 0 AND ({condition})"
 
 
+#: Filters whose chunk ids a generation's rows keep (oldest dropped first): the rows never change, so a filter asked
+#: again (a scoped token's every search, a page's facet links) costs a dict lookup instead of a query.
+_ALLOWED_KEPT = 64
+
+
 class Passages:
     """The passage rows of one generation: per segment, its sorted chunk ids, deletions and memory-mapped rows."""
 
@@ -262,6 +267,8 @@ class Passages:
         self._lock = threading.Lock()
         self._documents: int | None = None
         self._facets: FacetCounts | None = None
+        #: the chunk ids of the filters asked lately (a token's scope is asked on each of its searches)
+        self._allowed: dict[Filters, np.ndarray] = {}
 
     @classmethod
     def open_segments(cls, index_dir: Path, lexical: SegmentedIndex) -> Passages:
@@ -406,9 +413,23 @@ class Passages:
         """The sorted chunk ids (int64) ``filters`` lets through, or None when it restricts nothing."""
         if not filters:
             return None
+        try:
+            known = self._allowed.get(filters)
+        except TypeError:  # a value that cannot be hashed (a list inside a hand-built Filters): not kept
+            known, filters_key = None, None
+        else:
+            filters_key = filters
+        if known is not None:
+            return known
         condition, params = filters.to_sql()
         ids = self._query(f"SELECT d.chunk_id FROM {{rows}} d WHERE ({condition})", params)["chunk_id"]
-        return np.ascontiguousarray(ids, dtype=np.int64)
+        allowed = np.ascontiguousarray(ids, dtype=np.int64)
+        allowed.flags.writeable = False  # shared by the searches that ask the same filters
+        if filters_key is not None:
+            if len(self._allowed) >= _ALLOWED_KEPT:
+                self._allowed.pop(next(iter(self._allowed)))
+            self._allowed[filters_key] = allowed
+        return allowed
 
     def facet_counts(self, filters: Filters, doc_ids: Sequence[str] | None = None) -> FacetCounts:
         """The documents per value of every top-level metadata field (``citeline.store.documents.Facet``), over the

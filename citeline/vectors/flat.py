@@ -23,6 +23,11 @@ SINGLE_THREAD_MAX_VECTORS = 200_000
 #: filter, numpy costs in proportion to the allowed rows; they cross near a tenth
 #: (`python bench/experiments/filtered_search.py`; figures: docs/performance.md#choices-measured-in-the-code).
 NUMPY_FILTER_FRACTION = 0.1
+#: From this fraction of the index up, a filtered search first asks FAISS for the unfiltered best k / fraction
+#: (twice over) and keeps the allowed ones: when k of them are there they are the exact filtered top k (every
+#: allowed vector scoring higher would be among them), at an unfiltered scan's cost; else the selector's scan runs.
+#: A token's scope usually allows most of an index, and the selector's per-vector check is what a scope cost.
+OVERFETCH_FILTER_FRACTION = 0.5
 
 
 @contextlib.contextmanager
@@ -37,6 +42,13 @@ def faiss_threads(ntotal: int) -> Iterator[None]:
         yield
     finally:
         faiss.omp_set_num_threads(before)
+
+
+def _within(ids: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Whether each of ``ids`` is in ``allowed`` (sorted ascending, as filters' ids are; else sorted here)."""
+    ordered = allowed if len(allowed) < 2 or bool(np.all(allowed[1:] > allowed[:-1])) else np.sort(allowed)
+    at = np.minimum(np.searchsorted(ordered, ids), len(ordered) - 1)
+    return ordered[at] == ids
 
 
 @vector_index("flat")
@@ -60,6 +72,10 @@ class FlatIndex:
         else:
             self._order = np.argsort(self._id_map, kind="stable")
         self._sorted_ids = self._id_map[self._order]
+        #: the last read-only ``allowed`` array and its FAISS selector: a filter's ids, kept by the rows
+        #: (``store.passages``), come back as the same array on each search of that filter (a token's scope), and
+        #: building the selector's hash set costs about as much as the search
+        self._selector: tuple[np.ndarray, Any] | None = None
 
     @property
     def dimension(self) -> int:
@@ -120,13 +136,31 @@ class FlatIndex:
                 scores, ids = self._index.search(vector, k)
         else:
             k = min(k, len(allowed))
+            if len(allowed) >= OVERFETCH_FILTER_FRACTION * len(self):
+                deep = min(len(self), 2 * -(-k * len(self) // len(allowed)))
+                with faiss_threads(len(self)):
+                    scores, ids = self._index.search(vector, deep)
+                kept = ids[0] != -1
+                kept[kept] = _within(ids[0][kept], allowed)
+                if int(kept.sum()) >= k or deep >= len(self):
+                    return [(int(i), float(s)) for i, s in zip(ids[0][kept][:k], scores[0][kept][:k], strict=True)]
             # The selector must outlive the search: SearchParameters holds only a raw pointer to it.
-            selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+            selector = self._selector_of(allowed)
             params = faiss.SearchParameters()
             params.sel = selector
             with faiss_threads(len(self)):
                 scores, ids = self._index.search(vector, k, params=params)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i != -1]
+
+    def _selector_of(self, allowed: np.ndarray) -> Any:
+        # A read-only array cannot change under the selector built from it: the last one's is reused.
+        held = self._selector
+        if held is not None and held[0] is allowed:
+            return held[1]
+        selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+        if isinstance(allowed, np.ndarray) and not allowed.flags.writeable:
+            self._selector = (allowed, selector)
+        return selector
 
     def vectors(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """The stored vectors of ``ids``, one row per id, in the order given."""

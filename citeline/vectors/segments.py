@@ -174,7 +174,11 @@ class SegmentedVectors:
             return []
         vector = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
         if allowed is not None:
-            allowed = unique(np.asarray(allowed, dtype=np.int64))
+            allowed = np.asarray(allowed, dtype=np.int64)
+            if len(allowed) > 1 and not bool(np.all(allowed[1:] > allowed[:-1])):
+                # (already sorted and distinct, as a filter's ids are, it is passed on as is: the same array
+                # each search of that filter, whose selector the base keeps)
+                allowed = unique(allowed)
         parts = [self._search_base(vector, k, allowed)]
         # One query on one thread: on FAISS's two OpenMP threads the idle one spins, at several times the CPU
         # (docs/scale.md#choices-measured-in-the-code).

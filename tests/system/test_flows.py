@@ -221,7 +221,8 @@ def test_triggered_run_shows_info_lines_named_task_runs_and_artifacts(
     ), names
     key = index_key(index_dir)
     artifacts = {artifact.key: artifact for artifact in served["artifacts"]}
-    assert {f"{key}-progress", f"{key}-report", f"{key}-failures"} <= artifacts.keys(), artifacts.keys()
+    assert {f"{key}-progress", f"{key}-report", f"{key}-failures", f"{key}-metrics"} <= artifacts.keys()
+    assert "index generation" in str(artifacts[f"{key}-metrics"].data)
     assert artifacts[f"{key}-progress"].data == 100.0
     assert index_dir in artifacts[f"{key}-report"].data and index_dir in artifacts[f"{key}-report"].description
     assert "every file was ingested" in str(artifacts[f"{key}-failures"].data)
