@@ -54,6 +54,9 @@ class Source:
     #: the record's id in its file when the document is one record (a JSONL line, a CSV row; the offsets are then
     #: into the record's text, not the file's); None for a whole file
     record_id: str | None = None
+    #: the work this source's document is a copy of (``citeline.query.works``: the smallest doc id among the work's
+    #: copies); None when the document is the only copy of its text
+    work_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The source as JSON-ready data."""
@@ -124,6 +127,9 @@ class SearchResult:
     record_id: str | None = None
     #: the document's other passages that answered, best first (a grouped search's; see ``citeline.query.grouping``)
     more_passages: tuple[Passage, ...] = field(default=())
+    #: the work this result's document is a copy of (a rendered page and its source, one report in several formats:
+    #: ``citeline.query.works``); its other copies are in ``sources`` with the same ``work_id``. None: no other copy
+    work_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
@@ -170,6 +176,7 @@ class SearchResult:
             shared_start=self.char_start if shared_start is None else shared_start,
             shared_end=self.char_end if shared_end is None else shared_end,
             record_id=self.record_id,
+            work_id=self.work_id,
         )
 
 

@@ -123,7 +123,15 @@ def merge_copies(
     merger = _Merger(works, complete)
     for result in results:
         merger.add(result)
-    return merger.results()
+    return [_named(result, works) for result in merger.results()]
+
+
+def _named(result: SearchResult, works: Mapping[str, str]) -> SearchResult:
+    """``result`` and its sources with the ``work_id`` of their documents."""
+    if not any(source.doc_id in works for source in result.sources) and result.doc_id not in works:
+        return result
+    sources = tuple(evolve(source, work_id=works.get(source.doc_id)) for source in result.sources)
+    return evolve(result, work_id=works.get(result.doc_id), sources=sources)
 
 
 def _same_passage(a: set[str], b: set[str]) -> bool:

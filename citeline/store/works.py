@@ -20,12 +20,13 @@ three shingles it is part of, so their Jaccard stays under :data:`MIN_JACCARD`; 
 shingles (Jaccard above :data:`MIN_JACCARD`); a rendered page and its source differ by what markup leaves behind,
 which the normalisation removes, or which one side holds and the other does not (containment).
 
-**Incremental.** Each document's MinHash signature (datasketch, :data:`NUM_PERM` permutations) is cut into LSH
-bands (datasketch's choice of bands and rows for :data:`LSH_THRESHOLD`), and each band's hash is stored
-(``work_bands``). A commit hashes only the documents it adds or changes, finds their candidates by a join on
-``(band, hash)`` with the stored bands (no LSH over the whole corpus is built again), confirms each candidate pair on
-the two texts' shingle sets (the rule above), stores the confirmed pairs (``work_links``) and recomputes the groups
-of the works it touched (``work_members``). Removing a document drops its bands and links, so its work splits when
+**Incremental.** Each document's MinHash signature (datasketch, :data:`NUM_PERM` permutations) is stored
+(``work_sketches``) and cut into LSH bands (datasketch's choice of bands and rows for :data:`LSH_THRESHOLD`), each
+band's hash stored too (``work_bands``). A commit hashes only the documents it adds or changes, finds their
+candidates by a join on ``(band, hash)`` with the stored bands (no LSH over the whole corpus is built again), drops
+those whose signatures estimate a Jaccard under :data:`MIN_ESTIMATE`, confirms the others on the two texts' shingle
+sets (the rule above), stores the confirmed pairs (``work_links``) and recomputes the groups of the works it touched
+(``work_members``). Removing a document drops its bands and links, so its work splits when
 it held it together. The map doc id -> work id of every document in a work of two or more is written to
 ``index_meta`` (``works``), which every reader has already (meta.json), so a search reads no table for it.
 
@@ -63,6 +64,10 @@ MIN_CONTAINMENT = 0.85
 MIN_JACCARD_CONTAINED = 0.35
 #: Documents with fewer shingles take no part.
 MIN_SHINGLES = 20
+#: A candidate pair whose MinHash estimate of Jaccard (the stored signatures) is lower is not compared on its texts:
+#: far enough below :data:`MIN_JACCARD_CONTAINED` that a true pair is dropped only by a many-sigma estimate error,
+#: while the many chance candidates of texts that share some sentences (a template, a shared boilerplate) are.
+MIN_ESTIMATE = 0.2
 #: At most this many candidates are confirmed per document (those sharing the most bands first): bounds the cost of
 #: a document that resembles very many (a template's records) whatever the corpus holds.
 MAX_CANDIDATES = 64
@@ -78,8 +83,9 @@ _CREATE = """
 CREATE TABLE IF NOT EXISTS work_bands (doc_id VARCHAR NOT NULL, band SMALLINT NOT NULL, hash BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS work_links (doc_a VARCHAR NOT NULL, doc_b VARCHAR NOT NULL, PRIMARY KEY (doc_a, doc_b));
 CREATE TABLE IF NOT EXISTS work_members (doc_id VARCHAR NOT NULL PRIMARY KEY, work_id VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS work_sketches (doc_id VARCHAR NOT NULL PRIMARY KEY, signature BLOB NOT NULL);
 """
-TABLES = ("work_bands", "work_links", "work_members")
+TABLES = ("work_bands", "work_links", "work_members", "work_sketches")
 
 # ---------------------------------------------------------------- the sketch
 
@@ -123,13 +129,17 @@ def _lsh_shape() -> tuple[int, int]:
     return _BANDS, _ROWS
 
 
-def band_hashes(shingle_set: Iterable[str]) -> list[int]:
-    """The LSH band hashes (signed 64-bit) of a shingle set's MinHash signature, band by band."""
+def signature(shingle_set: Iterable[str]) -> np.ndarray:
+    """The MinHash signature (datasketch, :data:`NUM_PERM` uint32 values) of a shingle set."""
     from datasketch import MinHash
 
     sketch = MinHash(num_perm=NUM_PERM)
     sketch.update_batch([shingle.encode("utf-8") for shingle in shingle_set])
-    values = np.asarray(sketch.hashvalues, dtype=np.uint32)
+    return np.asarray(sketch.hashvalues, dtype=np.uint32)
+
+
+def band_hashes(values: np.ndarray) -> list[int]:
+    """The LSH band hashes (signed 64-bit) of a MinHash signature, band by band."""
     bands, rows = _lsh_shape()
     return [
         int.from_bytes(hashlib.blake2b(values[b * rows : (b + 1) * rows].tobytes(), digest_size=8).digest(), "big")
@@ -182,13 +192,21 @@ def refresh(connection: duckdb.DuckDBPyConnection, removed: Sequence[str], added
     gone = sorted(set(removed) | set(added))
     touched = _members_of_works(connection, gone)
     if gone:
-        connection.execute("DELETE FROM work_bands WHERE doc_id = ANY(?)", [gone])
+        for table in ("work_bands", "work_sketches"):
+            connection.execute(f"DELETE FROM {table} WHERE doc_id = ANY(?)", [gone])
         connection.execute("DELETE FROM work_links WHERE doc_a = ANY(?) OR doc_b = ANY(?)", [gone, gone])
     texts = _texts(connection, sorted(set(added)))
     sets = {doc_id: shingles(text) for doc_id, text in texts.items()}
     sets = {doc_id: found for doc_id, found in sets.items() if len(found) >= MIN_SHINGLES}
-    _insert_bands(connection, sets)
-    pairs = _candidates(connection, sorted(sets))
+    signatures = {doc_id: signature(found) for doc_id, found in sets.items()}
+    _insert_sketches(connection, signatures)
+    candidates = _candidates(connection, sorted(sets))
+    signatures.update(_signatures(connection, sorted({b for _, b in candidates} - signatures.keys())))
+    pairs = [
+        (a, b)
+        for a, b in candidates
+        if b in signatures and float(np.mean(signatures[a] == signatures[b])) >= MIN_ESTIMATE
+    ]
     others = _texts(connection, sorted({b for _, b in pairs} - sets.keys()))
     links = []
     for a, b in pairs:
@@ -201,7 +219,7 @@ def refresh(connection: duckdb.DuckDBPyConnection, removed: Sequence[str], added
         connection.executemany("INSERT OR IGNORE INTO work_links VALUES (?, ?)", links)
     linked_docs = {doc for link in links for doc in link}
     _regroup(connection, touched | set(gone) | linked_docs | _members_of_works(connection, sorted(linked_docs)))
-    checked = {"hashed": len(texts), "compared": len(pairs), "linked": len(links)}
+    checked = {"hashed": len(texts), "candidates": len(candidates), "compared": len(pairs), "linked": len(links)}
     return WorkUpdate(len(texts), len(pairs), len(links), {META_KEY: work_map(connection), CHECKED_KEY: checked})
 
 
@@ -212,14 +230,15 @@ def _texts(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> dic
     return {doc_id: text for doc_id, text in rows}
 
 
-def _insert_bands(connection: duckdb.DuckDBPyConnection, sets: dict[str, set[str]]) -> None:
-    if not sets:
+def _insert_sketches(connection: duckdb.DuckDBPyConnection, signatures: dict[str, np.ndarray]) -> None:
+    """Store each document's signature and its band hashes."""
+    if not signatures:
         return
     import pyarrow as pa
 
     doc_ids, bands, hashes = [], [], []
-    for doc_id, found in sets.items():
-        for band, value in enumerate(band_hashes(found)):
+    for doc_id, values in signatures.items():
+        for band, value in enumerate(band_hashes(values)):
             doc_ids.append(doc_id)
             bands.append(band)
             hashes.append(value)
@@ -230,11 +249,29 @@ def _insert_bands(connection: duckdb.DuckDBPyConnection, sets: dict[str, set[str
             "hash": pa.array(hashes, pa.int64()),
         }
     )
+    sketches = pa.table(
+        {
+            "doc_id": pa.array(list(signatures), pa.string()),
+            "signature": pa.array([values.tobytes() for values in signatures.values()], pa.binary()),
+        }
+    )
     connection.register("_citeline_bands", rows)
+    connection.register("_citeline_sketches", sketches)
     try:
         connection.execute("INSERT INTO work_bands SELECT doc_id, band, hash FROM _citeline_bands")
+        connection.execute("INSERT INTO work_sketches SELECT doc_id, signature FROM _citeline_sketches")
     finally:
         connection.unregister("_citeline_bands")
+        connection.unregister("_citeline_sketches")
+
+
+def _signatures(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
+    if not doc_ids:
+        return {}
+    rows = connection.execute(
+        "SELECT doc_id, signature FROM work_sketches WHERE doc_id = ANY(?)", [list(doc_ids)]
+    ).fetchall()
+    return {doc_id: np.frombuffer(blob, dtype=np.uint32) for doc_id, blob in rows}
 
 
 def _candidates(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> list[tuple[str, str]]:
@@ -313,7 +350,7 @@ def problems(connection: duckdb.DuckDBPyConnection, meta: dict[str, Any]) -> lis
     if not exists(connection):
         return [] if not meta.get(META_KEY) else [f"index_meta lists works but {TABLES[2]} is missing"]
     found = []
-    for table in ("work_members", "work_bands"):
+    for table in ("work_members", "work_bands", "work_sketches"):
         (orphans,) = connection.execute(
             f"SELECT count(DISTINCT doc_id) FROM {table} WHERE doc_id NOT IN (SELECT doc_id FROM documents)"
         ).fetchall()[0]

@@ -5,9 +5,11 @@ recognition is incremental (tests/_works_sets.py builds the collections: a real 
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 from pathlib import Path
 
+import pytest
 from _collapse_sets import syndicated, templated_records, write_records
 from _works_sets import boilerplate_pages, four_formats, mkdocs_pairs, policy_versions, sphinx_pairs
 from conftest import HashEmbedder
@@ -138,3 +140,40 @@ def test_rebuild_recognises_works_of_an_index_that_had_none(legacy: Path) -> Non
     index.rebuild()
     assert works.META_KEY in generation.read_meta(legacy)
     assert index.verify().ok
+
+
+SOLDIER = (
+    "We were not afraid of the enemy across the river. We were afraid of what was happening to our families "
+    "while we sat in the mud"
+)
+
+
+def test_the_seed_reports_sharing_a_quote_are_not_one_work_and_their_quote_is_still_one_result(
+    tmp_path: Path, seeds_dir: Path
+) -> None:
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+    index.ingest([seeds_dir])
+    assert generation.read_meta(index.path)[works.META_KEY] == {}  # two reports quoting one soldier: two works
+    top = index.search(SearchRequest.of(SOLDIER, 3, group=True))[0]
+    assert {Path(s.source_path).name for s in top.sources} == {
+        "defections-at-the-river-garrison.md",
+        "a-mothers-letters-and-a-broken-front.md",
+    }
+    assert top.work_id is None and all(source.work_id is None for source in top.sources)
+
+
+def test_the_cli_and_json_name_a_works_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from citeline.cli.main import cli
+
+    index, _, _ = _indexed(tmp_path, four_formats)
+    monkeypatch.setattr("citeline.index.SentenceTransformerEmbedder", lambda *args, **kwargs: HashEmbedder())
+    query = "why did soldiers defect from the river garrison"
+    shown = CliRunner().invoke(cli, ["search", query, "--index", str(index.path), "-k", "2"])
+    assert shown.exit_code == 0, shown.output
+    assert "one work in 4 copies, each with its passage" in shown.output
+    assert shown.output.count("(copy)") >= 4
+    rows = CliRunner().invoke(cli, ["search", query, "--index", str(index.path), "-k", "2", "--json"])
+    top = json.loads(rows.output.splitlines()[0])
+    assert top["work_id"] and sum(s["work_id"] == top["work_id"] for s in top["sources"]) == 4
