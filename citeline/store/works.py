@@ -58,10 +58,12 @@ NUM_PERM = 128
 LSH_THRESHOLD = 0.4
 #: Confirmed: Jaccard of the shingle sets at least this (a lightly edited copy).
 MIN_JACCARD = 0.7
-#: Confirmed too: the smaller set at least this much inside the larger (a page and its source) ...
-MIN_CONTAINMENT = 0.85
-#: ... with at least this Jaccard (so an excerpt of a long text is not the same work as the text).
-MIN_JACCARD_CONTAINED = 0.35
+#: Confirmed too: the smaller set at least this much inside the larger (a page whose kept navigation, or a source
+#: whose directives, add words the other lacks) ...
+MIN_CONTAINMENT = 0.9
+#: ... with at least this Jaccard: a short text most of whose sentences recur in a text twice as long (an excerpt, a
+#: digest of the same material) is not a copy of it.
+MIN_JACCARD_CONTAINED = 0.5
 #: Documents with fewer shingles take no part.
 MIN_SHINGLES = 20
 #: A candidate pair whose MinHash estimate of Jaccard (the stored signatures) is lower is not compared on its texts:
