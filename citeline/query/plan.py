@@ -55,7 +55,16 @@ from citeline.query.stages import (
     run_stages,
 )
 from citeline.query.stages import document_rows as document_rows  # re-exported: tests import it from here
-from citeline.query.works import first_units, list_copies, merge_copies, unit_count, unit_of, work_map
+from citeline.query.works import (
+    COPY_LOOKUP_DEPTH,
+    add_published_copies,
+    first_units,
+    list_copies,
+    merge_copies,
+    unit_count,
+    unit_of,
+    work_map,
+)
 from citeline.sources.document import record_id_of
 from citeline.store import metadata as stored_metadata
 from citeline.store.connection import check_text
@@ -488,13 +497,23 @@ def search(
     # The copies of one work (citeline.query.works) become one result, after the floor as grouping is.
     works = work_map(snapshot.meta) if request.collapse else {}
 
-    def complete(sources: Sequence[Source]) -> list[SearchResult]:  # another copy's passage, shown instead
-        found = fetch_passages(snapshot, [(source.chunk_id, source.score) for source in sources], model)
-        return highlight(found, request.text, query_vector=vector)
+    def fetch(ids: Sequence[int]) -> list[SearchResult]:  # another copy's passages, highlighted, to be shown instead
+        return highlight(fetch_passages(snapshot, [(i, 0.0) for i in ids], model), request.text, query_vector=vector)
+
+    def complete(sources: Sequence[Source]) -> list[SearchResult]:
+        return fetch([source.chunk_id for source in sources])
 
     kept = merge_copies(kept, works, complete)
     # Grouped after the floor: a document's passages below it are not listed, and its best passage above it leads.
-    return list_copies(by_document(kept, request.k, unit_of(works))) if request.group else kept
+    if request.group:
+        kept = by_document(kept, request.k, unit_of(works))
+    if works:
+
+        def find(texts: Sequence[str]) -> list[list[int]]:
+            return snapshot.lexical.sharing_rare_terms(texts, COPY_LOOKUP_DEPTH, min_share=LOOKUP_MIN_SHARE)
+
+        kept = add_published_copies(kept, works, find, snapshot.doc_ids, fetch)
+    return list_copies(kept) if request.group else kept
 
 
 def _search(

@@ -82,7 +82,14 @@ def shown_first(
     ordered = [best, *(source for source in listed if source.doc_id != best.doc_id)]
     if not copies and shown is result and ordered == list(result.sources):
         return result
-    return evolve(shown, score=result.score, relevance=result.relevance, sources=tuple(ordered))
+    # A grouped result keeps the passages listed under it (each names its own document in its sources).
+    return evolve(
+        shown,
+        score=result.score,
+        relevance=result.relevance,
+        sources=tuple(ordered),
+        more_passages=result.more_passages,
+    )
 
 
 class _Merger:
@@ -175,4 +182,52 @@ def list_copies(results: Sequence[SearchResult]) -> list[SearchResult]:
                 listed.add(own.doc_id)
                 extra.append(own)
         out.append(evolve(result, sources=(*result.sources, *extra)) if extra else result)
+    return out
+
+
+#: Chunks a lookup of a source's passage by its rare terms returns (the published copy of that passage is among the
+#: first: it holds the same rare words).
+COPY_LOOKUP_DEPTH = 8
+
+
+def add_published_copies(
+    results: Sequence[SearchResult],
+    works: Mapping[str, str],
+    find: Callable[[Sequence[str]], list[list[int]]],
+    documents: Callable[[Sequence[int]], list[str]],
+    fetch: Callable[[Sequence[int]], list[SearchResult]],
+) -> list[SearchResult]:
+    """``results`` where a result shows a source form (Markdown, reST, text) of a work that has a published copy:
+    the published copy's own passage saying the same thing shown instead, when the lexical lookup finds it (it did
+    not rank among the hits: the query's words fell on the source's chunk, not the page's, both being near).
+
+    ``find(texts)``: for each text, the chunk ids that share its rare terms best; ``documents(ids)``: each chunk's
+    doc id; ``fetch(ids)``: those chunks as highlighted results."""
+    wanted = [
+        at
+        for at, result in enumerate(results)
+        if result.doc_id in works and _form(result.source_path) >= len(PUBLISHED)
+    ]
+    if not wanted:
+        return list(results)
+    found = find([results[at].text for at in wanted])
+    ids = sorted({chunk_id for chunk_ids in found for chunk_id in chunk_ids})
+    owner = dict(zip(ids, documents(ids), strict=True))
+    shown = {source.chunk_id for result in results for source in result.sources}  # never one passage twice
+    out = list(results)
+    for at, chunk_ids in zip(wanted, found, strict=True):
+        result = out[at]
+        work = works[result.doc_id]
+        listed = {source.doc_id for source in result.sources}
+        others = [c for c in chunk_ids if c not in shown and owner[c] not in listed and works.get(owner[c]) == work]
+        if not others:
+            continue
+        words = stored_works.shingles(result.text)
+        copies: dict[str, SearchResult] = {}
+        for hit in fetch(others):
+            if hit.doc_id not in copies and _same_passage(words, stored_works.shingles(hit.text)):
+                copies[hit.doc_id] = evolve(hit, score=result.score, relevance=result.relevance)
+        if copies:
+            shown.update(copy.chunk_id for copy in copies.values())
+            out[at] = _named(shown_first(result, list(copies.values()), works, None), works)
     return out
