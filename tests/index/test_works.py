@@ -9,10 +9,13 @@ import json
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
-from _collapse_sets import syndicated, templated_records, write_records
+from _collapse_sets import seed_articles, syndicated, templated_records, write_records
 from _works_sets import boilerplate_pages, four_formats, mkdocs_pairs, policy_versions, sphinx_pairs
 from conftest import HashEmbedder
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from citeline import Index, SearchRequest
 from citeline.store import generation, works
@@ -177,3 +180,61 @@ def test_the_cli_and_json_name_a_works_copies(tmp_path: Path, monkeypatch: pytes
     rows = CliRunner().invoke(cli, ["search", query, "--index", str(index.path), "-k", "2", "--json"])
     top = json.loads(rows.output.splitlines()[0])
     assert top["work_id"] and sum(s["work_id"] == top["work_id"] for s in top["sources"]) == 4
+
+
+# ---------------------------------------------------------------- incremental = from scratch (a property)
+
+_BASES = list(seed_articles().values())
+
+
+def _variant(base: int, kind: int) -> str:
+    """A document: one of the seed articles as it is (0), lightly edited (1), its first half (2), or another
+    article's first half joined to it (3)."""
+    text = _BASES[base]
+    if kind == 1:
+        return syndicated(text, seed=base)
+    if kind == 2:
+        return text[: len(text) // 2]
+    if kind == 3:
+        other = _BASES[(base + 1) % len(_BASES)]
+        return other[: len(other) // 2] + "\n\n" + text
+    return text
+
+
+def _catalog(texts: dict[str, str]) -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect()
+    connection.execute("CREATE TABLE documents (doc_id VARCHAR PRIMARY KEY, text VARCHAR)")
+    for row in texts.items():
+        connection.execute("INSERT INTO documents VALUES (?, ?)", list(row))
+    return connection
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abcdef"), st.none() | st.tuples(st.integers(0, 3), st.integers(0, 3))),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_works_updated_commit_by_commit_are_the_works_of_the_final_documents(steps) -> None:
+    """Each step puts a document (a variant of a seed article) or removes it (None), as a commit does; the works
+    then are exactly those recognised from scratch over the documents left."""
+    texts: dict[str, str] = {}
+    incremental = _catalog({})
+    for doc_id, change in steps:
+        removed = [doc_id] if doc_id in texts else []
+        incremental.execute("DELETE FROM documents WHERE doc_id = ?", [doc_id])
+        texts.pop(doc_id, None)
+        added = []
+        if change is not None:
+            texts[doc_id] = _variant(*change)
+            incremental.execute("INSERT INTO documents VALUES (?, ?)", [doc_id, texts[doc_id]])
+            added = [doc_id]
+        update = works.refresh(incremental, removed, added)
+        if works.exists(incremental) and update.hashed != len(added):  # the first commit hashes every document
+            assert update.hashed == len(texts)
+    scratch = _catalog(texts)
+    works.refresh(scratch, [], [])
+    assert works.work_map(incremental) == works.work_map(scratch)
+    assert works.problems(incremental, {works.META_KEY: works.work_map(incremental)}) == []
