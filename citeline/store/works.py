@@ -74,6 +74,9 @@ MIN_ESTIMATE = 0.2
 #: a document that resembles very many (a template's records) whatever the corpus holds.
 MAX_CANDIDATES = 64
 
+#: Documents hashed (or candidate pairs compared) at a time: what memory holds of texts and shingles at once.
+BATCH = 2000
+
 #: The ``index_meta`` key of the map doc id -> work id.
 META_KEY = "works"
 #: The ``index_meta`` key of what the last commit's recognition did (documents hashed, pairs compared, linked).
@@ -197,32 +200,43 @@ def refresh(connection: duckdb.DuckDBPyConnection, removed: Sequence[str], added
         for table in ("work_bands", "work_sketches"):
             connection.execute(f"DELETE FROM {table} WHERE doc_id = ANY(?)", [gone])
         connection.execute("DELETE FROM work_links WHERE doc_a = ANY(?) OR doc_b = ANY(?)", [gone, gone])
-    texts = _texts(connection, sorted(set(added)))
-    sets = {doc_id: shingles(text) for doc_id, text in texts.items()}
-    sets = {doc_id: found for doc_id, found in sets.items() if len(found) >= MIN_SHINGLES}
-    signatures = {doc_id: signature(found) for doc_id, found in sets.items()}
-    _insert_sketches(connection, signatures)
-    candidates = _candidates(connection, sorted(sets))
-    signatures.update(_signatures(connection, sorted({b for _, b in candidates} - signatures.keys())))
-    pairs = [
-        (a, b)
-        for a, b in candidates
-        if b in signatures and float(np.mean(signatures[a] == signatures[b])) >= MIN_ESTIMATE
-    ]
-    others = _texts(connection, sorted({b for _, b in pairs} - sets.keys()))
-    links = []
-    for a, b in pairs:
-        if b not in sets:
-            sets[b] = shingles(others[b])
-        if same_work(sets[a], sets[b]):
-            links.append((min(a, b), max(a, b)))
+    # Hashed, then compared, BATCH documents at a time: memory holds one batch's texts and shingles (an index's first
+    # commit with works hashes every document it holds), the signatures of one batch of pairs.
+    hashed, sketched = 0, list[str]()
+    fresh = sorted(set(added))
+    for at in range(0, len(fresh), BATCH):
+        texts = _texts(connection, fresh[at : at + BATCH])
+        hashed += len(texts)
+        sets = {doc_id: shingles(text) for doc_id, text in texts.items()}
+        signatures = {doc_id: signature(found) for doc_id, found in sets.items() if len(found) >= MIN_SHINGLES}
+        _insert_sketches(connection, signatures)
+        sketched.extend(signatures)
+    candidates = _candidates(connection, sketched)
+    pairs, links = [], []
+    for at in range(0, len(candidates), BATCH):
+        batch = candidates[at : at + BATCH]
+        signatures = _signatures(connection, sorted({doc for pair in batch for doc in pair}))
+        close = [
+            (a, b)
+            for a, b in batch
+            if a in signatures and b in signatures and float(np.mean(signatures[a] == signatures[b])) >= MIN_ESTIMATE
+        ]
+        pairs += close
+        texts = _texts(connection, sorted({doc for pair in close for doc in pair}))
+        sets = {}
+        for a, b in close:
+            for doc in (a, b):
+                if doc not in sets:
+                    sets[doc] = shingles(texts[doc])
+            if same_work(sets[a], sets[b]):
+                links.append((min(a, b), max(a, b)))
     links = sorted(set(links))
     if links:
         connection.executemany("INSERT OR IGNORE INTO work_links VALUES (?, ?)", links)
     linked_docs = {doc for link in links for doc in link}
     _regroup(connection, touched | set(gone) | linked_docs | _members_of_works(connection, sorted(linked_docs)))
-    checked = {"hashed": len(texts), "candidates": len(candidates), "compared": len(pairs), "linked": len(links)}
-    return WorkUpdate(len(texts), len(pairs), len(links), {META_KEY: work_map(connection), CHECKED_KEY: checked})
+    checked = {"hashed": hashed, "candidates": len(candidates), "compared": len(pairs), "linked": len(links)}
+    return WorkUpdate(hashed, len(pairs), len(links), {META_KEY: work_map(connection), CHECKED_KEY: checked})
 
 
 def _texts(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> dict[str, str]:

@@ -238,3 +238,14 @@ def test_works_updated_commit_by_commit_are_the_works_of_the_final_documents(ste
     works.refresh(scratch, [], [])
     assert works.work_map(incremental) == works.work_map(scratch)
     assert works.problems(incremental, {works.META_KEY: works.work_map(incremental)}) == []
+
+
+def test_works_hashed_and_compared_in_small_batches_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = {f"{base}{kind}": _variant(base, kind) for base in range(len(_BASES)) for kind in range(4)}
+    whole = _catalog(texts)
+    works.refresh(whole, [], [])
+    monkeypatch.setattr(works, "BATCH", 3)
+    batched = _catalog(texts)
+    update = works.refresh(batched, [], [])
+    assert update.hashed == len(texts)
+    assert works.work_map(batched) == works.work_map(whole) != {}
