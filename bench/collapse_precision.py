@@ -2,7 +2,11 @@
 the works recognised at ingest (citeline/store/works.py) on the works sets (tests/_works_sets.py) and their cost.
 
     python bench/collapse_precision.py [--model] [--records 60] [-k 10]
-    python bench/collapse_precision.py --works [--corpus 3000]
+    python bench/collapse_precision.py --works [--corpus 3000] [--sets-only]
+
+``--works``: per set, pairs of files of one work merged or missed and pairs of different works merged (false), and
+on the MkDocs and Sphinx sets the grouped top 5s' slots taken by a work already shown, with works and without; then
+(unless ``--sets-only``) the CPU recognising works adds to an ingest of a generated corpus and to a search.
 
 Two levels:
 
@@ -222,6 +226,63 @@ def _seeds(root: Path) -> dict[str, str]:
     return {}
 
 
+def _top5_repeats(build: Any, roots: tuple[str, ...], queries: list[str]) -> dict[str, int]:
+    """Grouped top 5s (as the CLI shows them) of ``queries`` on a set, with works merged and without (the works map
+    stubbed out, the same index): the slots taken by a work already shown above (its page or its source again)."""
+    from conftest import HashEmbedder
+
+    from citeline.query import plan
+    from citeline.store import generation, works
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        build(root / "c")
+        index = Index.create(root / "ix", embedder=HashEmbedder())
+        index.ingest([root / "c" / part for part in roots])
+        by_doc = generation.read_meta(index.path).get(works.META_KEY, {})
+
+        def repeats() -> int:
+            count = 0
+            for query in queries:
+                seen: set[str] = set()
+                for result in index.search(plan.SearchRequest.of(query, 5, group=True)):
+                    work = by_doc.get(result.doc_id, result.doc_id)
+                    count += work in seen
+                    seen.add(work)
+            return count
+
+        merged = repeats()
+        real = plan.work_map
+        plan.work_map = lambda meta: {}
+        try:
+            apart = repeats()
+        finally:
+            plan.work_map = real
+    return {"queries": len(queries), "repeated_slots_without_works": apart, "repeated_slots_with_works": merged}
+
+
+def _headings() -> list[str]:
+    """The section headings of the MkDocs set's pages (questions a reader of those pages would ask)."""
+    from _works_sets import MKDOCS_PAGES
+
+    found = []
+    for page in MKDOCS_PAGES:
+        for line in (REPO / "docs" / page).read_text(encoding="utf-8").splitlines():
+            if line.startswith("## "):
+                found.append(line[3:].strip())
+    return found
+
+
+def _first_sentences() -> list[str]:
+    """The first sentence of each long paragraph of the seed articles."""
+    return [
+        paragraph.split(". ")[0]
+        for text in seed_articles().values()
+        for paragraph in text.split("\n\n")
+        if len(paragraph.split()) > 20 and not paragraph.startswith("*A citeline")
+    ]
+
+
 def works_figures() -> dict[str, dict[str, int]]:
     """Merges and misses of works per set (pairs of files)."""
     return {
@@ -233,6 +294,8 @@ def works_figures() -> dict[str, dict[str, int]]:
         "policy versions": _work_pairs(policy_versions),
         "pages sharing only a site frame": _work_pairs(boilerplate_pages),
         "seeds/": _work_pairs(_seeds),
+        "top 5s, mkdocs set (its pages' headings)": _top5_repeats(mkdocs_pairs, ("docs", "site"), _headings()),
+        "top 5s, sphinx set (the articles' paragraphs)": _top5_repeats(sphinx_pairs, ("build",), _first_sentences()),
     }
 
 
@@ -321,10 +384,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=60)
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--works", action="store_true", help="works: merges and misses per set, and their cost")
+    parser.add_argument("--sets-only", action="store_true", help="--works: the sets, not the cost")
     parser.add_argument("--corpus", type=int, default=3000, help="--works: documents of the cost's generated corpus")
     args = parser.parse_args()
     if args.works:
-        print(json.dumps({"works": works_figures(), "cost": works_cost(args.corpus)}, indent=1))
+        figures: dict[str, Any] = {"works": works_figures()}
+        if not args.sets_only:
+            figures["cost"] = works_cost(args.corpus)
+        print(json.dumps(figures, indent=1))
         return
     print(json.dumps({"pairs": pair_figures(), "index": index_figures(args.model, args.records, args.k)}, indent=1))
 
