@@ -170,18 +170,23 @@ def unit_count(results: Sequence[SearchResult], works: Mapping[str, str]) -> int
 
 def list_copies(results: Sequence[SearchResult]) -> list[SearchResult]:
     """Grouped ``results`` (one per work) with each copy whose passage is listed only under a result (in
-    ``more_passages``) named in the result's ``sources`` too, by that passage: every copy of the work that answered
-    is listed on the result itself."""
+    ``more_passages``) named in the result's ``sources``, by that passage; ``more_passages`` then keeps the passages
+    of the result's own document only, so each passage listed under a result is in the document the result names
+    (its offsets are into that document's text) and every copy of the work that answered is on the result itself."""
     out = []
     for result in results:
         listed = {source.doc_id for source in result.sources}
-        extra = []
+        extra, own = [], []
         for passage in result.more_passages:
-            own = passage.sources[0] if passage.sources else None
-            if own is not None and own.doc_id not in listed:
-                listed.add(own.doc_id)
-                extra.append(own)
-        out.append(evolve(result, sources=(*result.sources, *extra)) if extra else result)
+            first = passage.sources[0] if passage.sources else None
+            if first is None or first.doc_id == result.doc_id:
+                own.append(passage)
+            elif first.doc_id not in listed:
+                listed.add(first.doc_id)
+                extra.append(first)
+        if extra or len(own) != len(result.more_passages):
+            result = evolve(result, sources=(*result.sources, *extra), more_passages=tuple(own))
+        out.append(result)
     return out
 
 

@@ -98,6 +98,11 @@ def test_a_merged_work_is_one_result_listing_each_copy_page_shown_first(tmp_path
         paths = [Path(r.source_path).stem for r in results]
         if group:
             assert len(paths) == len(set(paths))  # one result per work: no article twice
+        for result in results:  # a passage listed under a result is in the document the result names
+            text = index.document_text(result.doc_id)
+            assert text is not None
+            for passage in result.more_passages:
+                assert text[passage.char_start : passage.char_end] == passage.text
 
 
 def test_editing_one_document_hashes_only_it_and_removing_a_copy_splits_the_work(tmp_path: Path) -> None:
