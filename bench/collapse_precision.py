@@ -1,6 +1,12 @@
-"""Collapse precision: false and missed merges on the generated sets (tests/_collapse_sets.py).
+"""Collapse precision: false and missed merges on the generated sets (tests/_collapse_sets.py); with ``--works``,
+the works recognised at ingest (citeline/store/works.py) on the works sets (tests/_works_sets.py) and their cost.
 
     python bench/collapse_precision.py [--model] [--records 60] [-k 10]
+    python bench/collapse_precision.py --works [--corpus 3000] [--sets-only]
+
+``--works``: per set, pairs of files of one work merged or missed and pairs of different works merged (false), and
+on the MkDocs and Sphinx sets the grouped top 5s' slots taken by a work already shown, with works and without; then
+(unless ``--sets-only``) the CPU recognising works adds to an ingest of a generated corpus and to a search.
 
 Two levels:
 
@@ -22,10 +28,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the generated sets and the tests' embedder
 
 from _collapse_sets import (  # noqa: E402
+    markdown_page,
     same_family,
     seed_articles,
     syndicated,
@@ -45,6 +54,13 @@ from _collapse_sets import (  # noqa: E402
     write_records,
 )
 from _quote_set import hit  # noqa: E402
+from _works_sets import (  # noqa: E402
+    boilerplate_pages,
+    four_formats,
+    mkdocs_pairs,
+    policy_versions,
+    sphinx_pairs,
+)
 
 
 def merged(a: str, b: str, query: str, same_vector: bool) -> bool:
@@ -156,13 +172,227 @@ def index_figures(model: bool, records: int, k: int) -> dict[str, object]:
         }
 
 
+def _work_pairs(build: Any, roots: tuple[str, ...] = ("",)) -> dict[str, int]:
+    """Build a set, ingest it (hash embedder), and count the pairs of files of one family (one work) in one work
+    (merged) or not (missed), and the pairs of different families in one work (false)."""
+    from conftest import HashEmbedder
+
+    from citeline.store import generation, works
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        family = build(root / "c")
+        index = Index.create(root / "ix", embedder=HashEmbedder())
+        index.ingest([root / "c" / part for part in roots])
+        by_doc = generation.read_meta(index.path).get(works.META_KEY, {})
+        # by (path, doc id): a JSON Lines file holds many documents (records), each its own family
+        work = {
+            (str(Path(d.source_path).relative_to(root / "c")), d.doc_id): by_doc.get(d.doc_id, d.doc_id)
+            for d in index.documents()
+        }
+    merged = missed = false = 0
+    for a, b in itertools.combinations(sorted(work), 2):
+        fa, fb = family.get(a[0], a[1]), family.get(b[0], b[1])
+        together = work[a] == work[b]
+        merged += fa == fb and together
+        missed += fa == fb and not together
+        false += fa != fb and together
+    return {
+        "files": len(work),
+        "pairs_of_one_work": merged + missed,
+        "merged": merged,
+        "missed": missed,
+        "false": false,
+    }
+
+
+def _records(root: Path) -> dict[str, str]:
+    write_records(root, templated_records(60))
+    return {}
+
+
+def _syndicated(root: Path) -> dict[str, str]:
+    family = {}
+    for number, (stem, text) in enumerate(seed_articles().items()):
+        for name, content in ((f"wire/{stem}.md", text), (f"paper/{stem}.txt", syndicated(text, seed=number))):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(content, encoding="utf-8")
+            family[name] = stem
+    return family
+
+
+def _seeds(root: Path) -> dict[str, str]:
+    shutil.copytree(REPO / "seeds", root)
+    return {}
+
+
+def _top5_repeats(build: Any, roots: tuple[str, ...], queries: list[str]) -> dict[str, int]:
+    """Grouped top 5s (as the CLI shows them) of ``queries`` on a set, with works merged and without (the works map
+    stubbed out, the same index): the slots taken by a work already shown above (its page or its source again)."""
+    from conftest import HashEmbedder
+
+    from citeline.query import plan
+    from citeline.store import generation, works
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        build(root / "c")
+        index = Index.create(root / "ix", embedder=HashEmbedder())
+        index.ingest([root / "c" / part for part in roots])
+        by_doc = generation.read_meta(index.path).get(works.META_KEY, {})
+
+        def repeats() -> int:
+            count = 0
+            for query in queries:
+                seen: set[str] = set()
+                for result in index.search(plan.SearchRequest.of(query, 5, group=True)):
+                    work = by_doc.get(result.doc_id, result.doc_id)
+                    count += work in seen
+                    seen.add(work)
+            return count
+
+        merged = repeats()
+        real = plan.work_map
+        plan.work_map = lambda meta: {}
+        try:
+            apart = repeats()
+        finally:
+            plan.work_map = real
+    return {"queries": len(queries), "repeated_slots_without_works": apart, "repeated_slots_with_works": merged}
+
+
+def _headings() -> list[str]:
+    """The section headings of the MkDocs set's pages (questions a reader of those pages would ask)."""
+    from _works_sets import MKDOCS_PAGES
+
+    found = []
+    for page in MKDOCS_PAGES:
+        for line in (REPO / "docs" / page).read_text(encoding="utf-8").splitlines():
+            if line.startswith("## "):
+                found.append(line[3:].strip())
+    return found
+
+
+def _first_sentences() -> list[str]:
+    """The first sentence of each long paragraph of the seed articles."""
+    return [
+        paragraph.split(". ")[0]
+        for text in seed_articles().values()
+        for paragraph in text.split("\n\n")
+        if len(paragraph.split()) > 20 and not paragraph.startswith("*A citeline")
+    ]
+
+
+def works_figures() -> dict[str, dict[str, int]]:
+    """Merges and misses of works per set (pairs of files)."""
+    return {
+        "mkdocs (docs/ pages beside their Markdown)": _work_pairs(mkdocs_pairs, ("docs", "site")),
+        "sphinx (pages beside _sources/*.rst.txt)": _work_pairs(sphinx_pairs, ("build",)),
+        "four formats (.md .html .docx .pdf)": _work_pairs(four_formats),
+        "syndicated copies": _work_pairs(_syndicated),
+        "templated records (60)": _work_pairs(_records),
+        "policy versions": _work_pairs(policy_versions),
+        "pages sharing only a site frame": _work_pairs(boilerplate_pages),
+        "seeds/": _work_pairs(_seeds),
+        "top 5s, mkdocs set (its pages' headings)": _top5_repeats(mkdocs_pairs, ("docs", "site"), _headings()),
+        "top 5s, sphinx set (the articles' paragraphs)": _top5_repeats(sphinx_pairs, ("build",), _first_sentences()),
+    }
+
+
+def _generated_corpus(root: Path, documents: int) -> None:
+    """``documents`` articles of 150-400 words drawn from the seed articles' sentences (each its own mix), a tenth of
+    them also as an MkDocs-like page (a work of two): what a collection of a few thousand documents costs."""
+    import random
+
+    rng = random.Random(7)
+    sentences = [s for text in seed_articles().values() for s in text.replace("\n", " ").split(". ") if len(s) > 30]
+    (root / "md").mkdir(parents=True)
+    (root / "html").mkdir()
+    for number in range(documents):
+        body = ". ".join(rng.sample(sentences, rng.randint(8, 20))) + "."
+        text = f"# Article {number}\n\n{body}\n"
+        (root / "md" / f"a{number:05d}.md").write_text(text, encoding="utf-8")
+        if number % 10 == 0:
+            (root / "html" / f"a{number:05d}.html").write_text(markdown_page(text), encoding="utf-8")
+
+
+def works_cost(documents: int, queries: int = 30) -> dict[str, Any]:
+    """CPU seconds an ingest of the generated corpus spends recognising works, of the whole ingest's; then of an
+    edit of one document; and the CPU a search spends merging copies."""
+    from conftest import HashEmbedder
+
+    from citeline.query import plan
+    from citeline.store import generation, works
+
+    spent = {"refresh": 0.0, "merge": 0.0}
+    refresh, merge = works.refresh, plan.merge_copies
+
+    def timed(function: Any, key: str) -> Any:
+        def run(*args: Any) -> Any:
+            start = time.process_time()
+            try:
+                return function(*args)
+            finally:
+                spent[key] += time.process_time() - start
+
+        return run
+
+    works.refresh, plan.merge_copies = timed(refresh, "refresh"), timed(merge, "merge")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            _generated_corpus(root / "c", documents)
+            index = Index.create(root / "ix", embedder=HashEmbedder())
+            start = time.process_time()
+            index.ingest([root / "c"])
+            ingest_cpu = time.process_time() - start
+            first = dict(spent)
+            meta = generation.read_meta(index.path)
+            edited = root / "c" / "md" / "a00010.md"
+            edited.write_text(edited.read_text(encoding="utf-8") + "\nOne more line.\n", encoding="utf-8")
+            spent["refresh"] = 0.0
+            start = time.process_time()
+            index.ingest([root / "c"])
+            edit_cpu = time.process_time() - start
+            edit_refresh = spent["refresh"]
+            checked = generation.read_meta(index.path)[works.CHECKED_KEY]
+            sentences = [s for text in seed_articles().values() for s in text.split(". ") if len(s) > 40]
+            spent["merge"] = 0.0
+            start = time.process_time()
+            for query in sentences[:queries]:
+                index.search(query, k=10)
+            search_cpu = time.process_time() - start
+    finally:
+        works.refresh, plan.merge_copies = refresh, merge
+    return {
+        "documents": documents + (documents + 9) // 10,
+        "works": len(set(meta[works.META_KEY].values())),
+        "ingest_cpu_s": round(ingest_cpu, 2),
+        "works_cpu_s": round(first["refresh"], 2),
+        "edit_one_ingest_cpu_s": round(edit_cpu, 2),
+        "edit_one_works_cpu_s": round(edit_refresh, 3),
+        "edit_one_checked": checked,
+        "search_cpu_ms_mean": round(search_cpu / queries * 1000, 2),
+        "merge_cpu_ms_mean": round(spent["merge"] / queries * 1000, 3),
+    }
+
+
 def main() -> None:
     """Print the pair-level and index-level figures as JSON."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", action="store_true", help="the real model (default: the tests' hash embedder)")
     parser.add_argument("--records", type=int, default=60)
     parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--works", action="store_true", help="works: merges and misses per set, and their cost")
+    parser.add_argument("--sets-only", action="store_true", help="--works: the sets, not the cost")
+    parser.add_argument("--corpus", type=int, default=3000, help="--works: documents of the cost's generated corpus")
     args = parser.parse_args()
+    if args.works:
+        figures: dict[str, Any] = {"works": works_figures()}
+        if not args.sets_only:
+            figures["cost"] = works_cost(args.corpus)
+        print(json.dumps(figures, indent=1))
+        return
     print(json.dumps({"pairs": pair_figures(), "index": index_figures(args.model, args.records, args.k)}, indent=1))
 
 

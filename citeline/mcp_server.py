@@ -370,6 +370,7 @@ def citation(rank: int, result: SearchResult) -> dict[str, Any]:
             "char_start": s.char_start,
             "char_end": s.char_end,
             "uri": uri_of(s.doc_id, s.char_start, s.char_end),
+            "same_work": result.work_id is not None and s.work_id == result.work_id,  # a copy (query/works.py)
         }
         for s in result.sources
         if (s.doc_id, s.char_start) != (result.doc_id, result.char_start)
@@ -394,6 +395,7 @@ def citation(rank: int, result: SearchResult) -> dict[str, Any]:
         ],
         "score": float(result.score),
         "relevance": None if result.relevance is None else float(result.relevance),
+        "work_id": result.work_id,
         "also_in": also,
         "more_passages": [
             {

@@ -61,6 +61,8 @@ li.result h2 { font-size: 1.1rem; margin: 0; }
 .provenance { font-size: .85rem; color: #555; margin: .1rem 0; }
 blockquote { margin: .3rem 0; padding-left: .8rem; border-left: 3px solid #ccc; white-space: pre-wrap; }
 mark { background: #fff2a8; } mark.passage { background: #e6f0ff; } mark.sentence { background: #fff2a8; }
+details.sources { font-size: .9rem; } details.sources li { margin: .15rem 0; }
+span.copy { font-size: .75rem; color: #245; background: #e6f0ff; border-radius: .2rem; padding: 0 .3rem; }
 .error { color: #a00; border: 1px solid #a00; padding: .5rem; }
 pre.document { white-space: pre-wrap; font: inherit; }
 footer { border-top: 1px solid #ddd; margin-top: 2rem; padding: .5rem 0; font-size: .85rem; color: #555; }
@@ -125,9 +127,13 @@ _SEARCH = """{% extends "base" %}{% block main %}
 {%- if cls %}<mark class="{{ cls }}">{{ part }}</mark>{% else %}{{ part }}{% endif -%}
 {%- endfor -%}
 </blockquote>
-{% if r.others %}<details class="sources">
-<summary>also in {{ r.others|length }} other document{{ "s" if r.others|length > 1 }}</summary><ul>
-{% for s in r.others %}<li><a href="{{ s.view }}">{{ s.title }}</a> <code>{{ s.source_id }}</code>
+{% if r.others %}<details class="sources"{% if r.copies %} open{% endif %}>
+<summary>{% if r.copies %}one work: {{ r.copies }} other cop{{ "ies" if r.copies > 1 else "y" }} of this document
+{%- if r.others|length > r.copies %}, and {{ r.others|length - r.copies }} other document
+{{- "s" if r.others|length - r.copies > 1 }}{% endif %}
+{%- else %}also in {{ r.others|length }} other document{{ "s" if r.others|length > 1 }}{% endif %}</summary><ul>
+{% for s in r.others %}<li>{% if s.copy %}<span class="copy">copy</span> {% endif -%}
+<a href="{{ s.view }}">{{ s.title }}</a> <code>{{ s.source_id }}</code>
 {%- if s.shown_pages %} · {{ s.shown_pages }}{% endif %} · characters {{ s.char_start }}–{{ s.char_end }}</li>
 {% endfor %}
 </ul></details>{% endif %}
@@ -462,6 +468,7 @@ def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..
             "title": source.title or source.source_id,
             "view": view_url(root, source, q),
             "shown_pages": shown_pages(source.page, source.first_page, source.last_page),
+            "copy": result.work_id is not None and source.work_id == result.work_id,  # a copy of the same work
         }
         for source in result.sources[1:]
     ]
@@ -473,6 +480,7 @@ def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..
         "shown_pages": shown_pages(result.page, result.first_page, result.last_page),
         "view": view_url(root, result, q),
         "others": others,
+        "copies": sum(1 for other in others if other["copy"]),
         "more": [
             {
                 **dataclasses.asdict(passage),

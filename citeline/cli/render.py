@@ -73,14 +73,21 @@ def human(
         for line in _wrap(_passage(result, full, mark), width - 6):
             lines.append(f"    │ {line}")
         if len(result.sources) > 1:
-            lines.append(f"    the same passage is in {len(result.sources)} sources:")
+            copies = sum(1 for source in result.sources if result.work_id and source.work_id == result.work_id)
+            lines.append(
+                f"    one work in {copies} copies, each with its passage"
+                + (f", and in {len(result.sources) - copies} other sources:" if copies < len(result.sources) else ":")
+                if copies > 1
+                else f"    the same passage is in {len(result.sources)} sources:"
+            )
             for source in result.sources:
                 where_page = _page(source.page, source.first_page, source.last_page)
+                copy = "  (copy)" if copies > 1 and source.work_id == result.work_id else ""
                 lines.append(
                     "      "
                     + style(printable(record_name(source.source_path, source.record_id)), fg="cyan")
                     + f"  [chars {source.shared_start}-{source.shared_end} in chunk {source.ordinal}"
-                    f" (chars {source.char_start}-{source.char_end}){_of_record(source.record_id)}{where_page}]"
+                    f" (chars {source.char_start}-{source.char_end}){_of_record(source.record_id)}{where_page}]{copy}"
                 )
                 start, end = source.shared_start, source.shared_end
                 if start is not None and end is not None and (start, end) != (source.char_start, source.char_end):

@@ -13,43 +13,53 @@ A collapsed result (one passage shared by several documents) is grouped under th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from citeline.query.results import SearchResult, evolve
+
+Unit = Callable[[SearchResult], str]
+
+
+def _document(result: SearchResult) -> str:
+    return result.doc_id
+
 
 #: A grouped search first ranks this many times k passages (the same depth a collapsed search starts at).
 GROUP_FIRST_DEPTH = 4
 
 
-def document_count(results: Sequence[SearchResult]) -> int:
-    """How many distinct documents ``results`` come from (a collapsed result counts for its first source's)."""
-    return len({result.doc_id for result in results})
+def document_count(results: Sequence[SearchResult], unit: Unit = _document) -> int:
+    """How many distinct documents ``results`` come from (a collapsed result counts for its first source's); with
+    ``unit``, how many distinct units (a work: ``citeline.query.works.unit_of``)."""
+    return len({unit(result) for result in results})
 
 
-def first_documents(results: Sequence[SearchResult], k: int) -> list[SearchResult]:
+def first_documents(results: Sequence[SearchResult], k: int, unit: Unit = _document) -> list[SearchResult]:
     """``results`` (best first) less those of documents after the ``k``-th distinct one: what a grouped answer of
     k documents can show (so only those passages are highlighted and looked up)."""
     seen: set[str] = set()
     kept = []
     for result in results:
-        if result.doc_id not in seen:
+        if (key := unit(result)) not in seen:
             if len(seen) == k:
                 continue
-            seen.add(result.doc_id)
+            seen.add(key)
         kept.append(result)
     return kept
 
 
-def by_document(results: Sequence[SearchResult], k: int) -> list[SearchResult]:
-    """One result per document, at most ``k``, best first: each document's best passage, with its other passages of
-    ``results`` (best first) as ``more_passages``."""
+def by_document(results: Sequence[SearchResult], k: int, unit: Unit = _document) -> list[SearchResult]:
+    """One result per document (per ``unit``: a work, whose copies' other passages are listed under it), at most
+    ``k``, best first: each document's best passage, with its other passages of ``results`` (best first) as
+    ``more_passages``."""
     heads: dict[str, SearchResult] = {}
     more: dict[str, list[SearchResult]] = {}
     for result in results:
-        if result.doc_id in heads:
-            more[result.doc_id].append(result)
+        key = unit(result)
+        if key in heads:
+            more[key].append(result)
         elif len(heads) < k:
-            heads[result.doc_id], more[result.doc_id] = result, []
+            heads[key], more[key] = result, []
     return [
         evolve(head, more_passages=tuple(other.as_passage() for other in more[doc_id])) if more[doc_id] else head
         for doc_id, head in heads.items()

@@ -42,7 +42,7 @@ from citeline.query.dense_stage import DenseDocument
 from citeline.query.feedback import Feedback
 from citeline.query.grouping import GROUP_FIRST_DEPTH, by_document, document_count, first_documents
 from citeline.query.highlight import analysis_cache, highlight
-from citeline.query.results import SearchResult, evolve, with_pages
+from citeline.query.results import SearchResult, Source, evolve, with_pages
 from citeline.query.stages import (
     Candidates,
     ConvexFusion,
@@ -55,6 +55,16 @@ from citeline.query.stages import (
     run_stages,
 )
 from citeline.query.stages import document_rows as document_rows  # re-exported: tests import it from here
+from citeline.query.works import (
+    COPY_LOOKUP_DEPTH,
+    add_published_copies,
+    first_units,
+    list_copies,
+    merge_copies,
+    unit_count,
+    unit_of,
+    work_map,
+)
 from citeline.sources.document import record_id_of
 from citeline.store import metadata as stored_metadata
 from citeline.store.access import scope_of
@@ -486,8 +496,26 @@ def search(
         # hit is shown: only which hits there are.
         best = relevance.best_of(snapshot, request.text, vector, top, model, read_vectors)
     kept = relevance.apply_floor(snapshot, request.text, vector, hits, request.min_score, model, read_vectors, best)
+    # The copies of one work (citeline.query.works) become one result, after the floor as grouping is.
+    works = work_map(snapshot.meta) if request.collapse else {}
+
+    def fetch(ids: Sequence[int]) -> list[SearchResult]:  # another copy's passages, highlighted, to be shown instead
+        return highlight(fetch_passages(snapshot, [(i, 0.0) for i in ids], model), request.text, query_vector=vector)
+
+    def complete(sources: Sequence[Source]) -> list[SearchResult]:
+        return fetch([source.chunk_id for source in sources])
+
+    kept = merge_copies(kept, works, complete)
     # Grouped after the floor: a document's passages below it are not listed, and its best passage above it leads.
-    return by_document(kept, request.k) if request.group else kept
+    if request.group:
+        kept = by_document(kept, request.k, unit_of(works))
+    if works:
+
+        def find(texts: Sequence[str]) -> list[list[int]]:
+            return snapshot.lexical.sharing_rare_terms(texts, COPY_LOOKUP_DEPTH, min_share=LOOKUP_MIN_SHARE)
+
+        kept = add_published_copies(kept, works, find, snapshot.doc_ids, fetch)
+    return list_copies(kept) if request.group else kept
 
 
 def _search(
@@ -517,12 +545,15 @@ def _search(
         query_vector = encode_query(request.text)
     hits_at = _Hits(snapshot, request, query_vector, allowed, model)
     k = request.k
+    # k counts works: the copies of one work are one result (citeline.query.works); none without collapse.
+    works = work_map(snapshot.meta) if request.collapse else {}
+    unit = unit_of(works)
 
-    def enough(results: Sequence[SearchResult]) -> bool:  # k results, or k documents' when grouped
-        return (document_count(results) if request.group else len(results)) >= k
+    def enough(results: Sequence[SearchResult]) -> bool:  # k results, or k documents' (works') when grouped
+        return (document_count(results, unit) if request.group else unit_count(results, works)) >= k
 
     def shown(results: Sequence[SearchResult]) -> list[SearchResult]:  # what the answer can show of them
-        return first_documents(results, k) if request.group else list(results[:k])
+        return first_documents(results, k, unit) if request.group else first_units(results, k, works)
 
     # Grouped, the first ranking is already GROUP_FIRST_DEPTH * k deep, so that a document's other passages are
     # listed even when its best one alone makes k documents.

@@ -62,6 +62,9 @@ class Source:
     record_id: str | None = None
     first_page: int | None = None
     last_page: int | None = None
+    #: the work this source's document is a copy of (``citeline.query.works``: the smallest doc id among the work's
+    #: copies); None when the document is the only copy of its text
+    work_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The source as JSON-ready data."""
@@ -140,6 +143,9 @@ class SearchResult:
     #: the first and last page of the passage (a PDF's; None for a document without pages)
     first_page: int | None = None
     last_page: int | None = None
+    #: the work this result's document is a copy of (a rendered page and its source, one report in several formats:
+    #: ``citeline.query.works``); its other copies are in ``sources`` with the same ``work_id``. None: no other copy
+    work_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
@@ -191,6 +197,7 @@ class SearchResult:
             record_id=self.record_id,
             first_page=self.first_page,
             last_page=self.last_page,
+            work_id=self.work_id,
         )
 
     def page_at(self, offset: int) -> int | None:

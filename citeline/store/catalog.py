@@ -137,6 +137,8 @@ _OPTIONAL_META: dict[str, type | tuple[type, ...]] = {
     "model_max_tokens": int,
     "vector_index": str,
     "faiss_bytes": int,
+    "works": dict,  # doc id -> work id (store/works.py)
+    "works_checked": dict,  # what the last commit's work recognition did (store/works.py)
 }
 
 

@@ -52,7 +52,7 @@ from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, 
 from citeline.lexical import segments as lexical_segments
 from citeline.lexical.analyzer import settings_problems
 from citeline.lexical.segments import Part, Segment, SegmentedIndex, read_segments
-from citeline.store import catalog, checks, file_stats, ledger, passages
+from citeline.store import catalog, checks, file_stats, ledger, passages, works
 from citeline.store.files import (
     _remove,
     artifact_bytes,
@@ -201,14 +201,16 @@ def commit(index_dir: Path, changes: Changes, run: ledger.RunSummary) -> int:
                 file_stats.forget_documents_files(connection, changes.remove_doc_ids)  # read again next run
                 removed = catalog.chunk_ids_of_documents(connection, changes.remove_doc_ids)
                 catalog.apply_changes(connection, changes.remove_doc_ids, changes.documents, changes.chunks)
+                added = changes.documents.column("doc_id").to_pylist() if changes.documents.num_rows else []
+                recognised = works.refresh(connection, changes.remove_doc_ids, added)  # store/works.py
                 generation += 1
                 derived = publish_incremental(index_dir, generation, connection, meta, removed, changes.chunks)
                 if derived is None:
                     from citeline.store.full_build import publish_derived
 
                     derived = publish_derived(index_dir, generation, connection, meta)
-                meta = {**meta, "generation": generation, **derived}
-                catalog.write_meta(connection, {"generation": generation, **derived})
+                meta = {**meta, "generation": generation, **derived, **recognised.meta}
+                catalog.write_meta(connection, {"generation": generation, **derived, **recognised.meta})
             if changes.files or changes.remove_doc_ids:
                 file_stats.record(connection, changes.files, run.started_at)
                 file_stats.forget_orphans(connection)
@@ -293,6 +295,8 @@ def rebuild(index_dir: Path) -> int:
             from citeline.store.full_build import publish_derived
 
             derived = publish_derived(index_dir, generation, connection, meta)
+            # An index written before works gets them here too (every document hashed once; store/works.py).
+            derived.update(works.refresh(connection, (), ()).meta)
             catalog.write_meta(connection, derived)
         try:
             checks.add_primary_keys(connection)

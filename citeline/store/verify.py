@@ -17,7 +17,7 @@ import numpy as np
 
 from citeline.errors import IndexCorruptError
 from citeline.lexical import segments as lexical_segments
-from citeline.store import catalog, checks, ledger, passages
+from citeline.store import catalog, checks, ledger, passages, works
 from citeline.store.generation import (
     bm25_path,
     bm25_problems,
@@ -53,6 +53,7 @@ class State:
     lexical_issues: list[str] = field(default_factory=list)  #: why the BM25 index cannot answer a search
     #: whether the vector index holds other vectors than the catalog (compared only when the ids match)
     vectors_differ: bool = False
+    work_issues: list[str] = field(default_factory=list)  #: store.works.problems
 
 
 def read_state(index_dir: Path) -> State:
@@ -78,6 +79,7 @@ def read_state(index_dir: Path) -> State:
             vector_path=index_dir,
             bm25_dir=bm25_path(index_dir, generation),
             orphans=[entry.name for entry in orphan_files(index_dir, generation, meta)],
+            work_issues=catalog.damage_reported(works.problems, connection, meta),
         )
         try:
             state.vector_files = [path for path, *_ in vector_artifacts(index_dir, meta)]
@@ -208,6 +210,12 @@ def lexical_answers(state: State) -> list[str]:
     return [f"{state.bm25_dir.name}/ {problem}" for problem in state.lexical_issues]
 
 
+def works_match(state: State) -> list[str]:
+    """The works (``store.works``) are of documents the catalog holds, each of two or more named by its smallest doc
+    id, and ``index_meta``'s map is the table's."""
+    return state.work_issues
+
+
 INVARIANTS: dict[str, Callable[[State], list[str]]] = {
     "artifacts_present": artifacts_present,
     "checksums_match": checksums_match,
@@ -220,6 +228,7 @@ INVARIANTS: dict[str, Callable[[State], list[str]]] = {
     "offsets_exact": offsets_exact,
     "passages_match": passages_match,
     "lexical_answers": lexical_answers,
+    "works_match": works_match,
 }
 
 

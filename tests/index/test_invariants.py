@@ -40,6 +40,8 @@ def test_a_fresh_index_holds_every_invariant(built: Index) -> None:
         ("UPDATE index_meta SET value = '3' WHERE key = 'vector_count'", "counts_match"),
         ("DELETE FROM chunks WHERE chunk_id = (SELECT min(chunk_id) FROM chunks)", "ids_match"),
         ("UPDATE chunks SET vector = list_transform(vector, lambda x: x * 0.5) WHERE ordinal = 0", "vectors_match"),
+        ("INSERT INTO work_members VALUES ('gone', 'gone')", "works_match"),
+        ("UPDATE index_meta SET value = '{\"a\": \"b\"}' WHERE key = 'works'", "works_match"),
     ],
 )
 def test_each_invariant_catches_its_damage(built: Index, damage: str, invariant: str) -> None:

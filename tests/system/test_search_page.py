@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _collapse_sets import markdown_page
 from conftest import REPO, HashEmbedder
 from test_server import running
 
@@ -181,6 +182,50 @@ def test_search_page_in_a_headless_browser(page_url: str, record_property: Calla
             browser.close()
     assert elsewhere == []
     assert failed == []
+
+
+@pytest.fixture(scope="module")
+def work_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server over one work in two copies: a seed report rendered as an MkDocs page beside its Markdown."""
+    root = tmp_path_factory.mktemp("work")
+    levee = (REPO / "seeds" / "the-night-the-salmor-levee-gave-way.md").read_text(encoding="utf-8")
+    (root / "docs" / "site").mkdir(parents=True)
+    (root / "docs" / "the-night-the-salmor-levee-gave-way.md").write_text(levee, encoding="utf-8")
+    (root / "docs" / "site" / "levee.html").write_text(markdown_page(levee.split("---\n", 2)[2]), encoding="utf-8")
+    garrison = (REPO / "seeds" / "defections-at-the-river-garrison.md").read_text(encoding="utf-8")
+    (root / "docs" / "defections-at-the-river-garrison.md").write_text(garrison, encoding="utf-8")
+    index = Index.create(root / "ix", embedder=HashEmbedder())
+    index.ingest([root / "docs"])
+    with running(create_app(index.path, HashEmbedder())) as url:
+        yield url
+
+
+def test_a_merged_work_in_a_headless_browser(work_url: str, record_property: Callable[[str, object], None]) -> None:
+    """One work in two copies (a rendered page and its Markdown) is one result: the page's passage shown, the
+    Markdown listed as its copy with its own passage, in the open."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.goto(work_url + "/?" + "q=embankment+gave+way+water+through+homes&k=3")
+            work = page.locator("li.result").first
+            assert work.locator(".provenance code").first.inner_text() == "site/levee.html"
+            copies = work.locator("details.sources")
+            assert copies.locator("summary").inner_text().startswith("one work: 1 other copy of this document")
+            assert copies.locator("li").first.is_visible()  # open: the copies are part of the answer
+            assert copies.locator("li span.copy").first.inner_text() == "copy"
+            assert "the-night-the-salmor-levee-gave-way.md" in copies.locator("li").first.inner_text()
+            found = page.locator("li.result .provenance code:first-child").all_inner_texts()
+            assert sum(name.endswith(("levee.html", "levee-gave-way.md")) for name in found) == 1  # one result
+            path = ARTIFACTS / "search_page_merged_work.png"
+            page.screenshot(path=str(path), full_page=True)
+            record_property("screenshot_merged_work", str(path))
+        finally:
+            browser.close()
 
 
 def test_search_page_without_a_browser(page_url: str) -> None:
