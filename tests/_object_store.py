@@ -262,7 +262,7 @@ class SeaweedServer(S3Server):
             f"-volume.port={volume}",
             f"-filer.port={filer}",
             "-master.volumeSizeLimitMB=64",
-            "-volume.max=8",
+            "-volume.max=32",
             "-s3",
             f"-s3.port={self.port}",
             "-s3.port.iceberg=0",

@@ -884,10 +884,16 @@ class _Body(io.RawIOBase):
         return len(chunk)
 
     def readall(self) -> bytes:
-        parts = []
-        while chunk := self.read(READ_BYTES):
-            parts.append(chunk)
-        return b"".join(parts)
+        # Into one growing buffer whose value is handed over without a copy (a list of parts joined held the
+        # object twice at the end).
+        out = io.BytesIO()
+        try:
+            while chunk := self.read(READ_BYTES):
+                out.write(chunk)
+        except BaseException:
+            out.close()  # the error's traceback holds this frame: what was read must not live on with it
+            raise
+        return out.getvalue()
 
     def _advance(self, chunk: bytes) -> None:
         # ``chunk`` was read from the body: keep it if it extends the kept start, and stop past the limit.
@@ -915,6 +921,7 @@ class _Body(io.RawIOBase):
         if not self.closed:
             with contextlib.suppress(Exception):
                 self._file.close()
+            self._head = bytearray()
         super().close()
 
 
