@@ -940,7 +940,7 @@ def _translated(url: str, exc: BaseException) -> BaseException:
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, SourceError, WebError)):
         return exc
     if protocol_of(url) in WEB_PROTOCOLS:
-        return WebError(web_reason(exc), getattr(exc, "status", None))
+        return WebError(web_reason(exc))
     if _no_credentials(exc):  # a worker without the coordinator's credentials: the run stops, nothing removed
         hint = credentials_hint(protocol_of(url) or "")
         return SourceUnavailable(url, f"no credentials found in this process ({_reason(exc)}); {hint}")
