@@ -832,7 +832,12 @@ class _WebGet:
         from fsspec.asyn import sync
 
         async def close() -> None:
-            self._response.close()
+            # A body read to its end gives its connection back for the next GET (keep-alive); one left unread (past
+            # the limit) drops it, unread bytes and all.
+            if self._response.content.at_eof():
+                self._response.release()
+            else:
+                self._response.close()
 
         with contextlib.suppress(Exception):
             sync(self._loop, close)
