@@ -96,10 +96,17 @@ def test_the_format_of_an_extensionless_url_comes_from_its_content_type(tmp_path
     first_pdf = next(iter(pdf), None)
     if first_pdf is not None:
         urls.append(web.page("/paper", first_pdf.read_bytes(), "application/pdf"))
+    table = web.page("/table", "id\ttext\n1\tThe ferry crossed.\n2\tThe mill burned.\n", "text/tab-separated-values")
     index = _index(tmp_path)
-    run = index.ingest(urls)
-    assert run.status == "partial" and run.added == len(urls) - 1
-    formats = {document.source_path.rsplit("/", 1)[-1] or "docs/": document.format for document in index.documents()}
+    run = index.ingest([*urls, table])
+    assert run.status == "partial" and run.added == len(urls) - 1 + 2  # the table's two rows
+    tables = [document for document in index.documents() if document.source_path.startswith(table)]
+    assert [document.format for document in tables] == ["tsv", "tsv"]
+    formats = {
+        document.source_path.rsplit("/", 1)[-1] or "docs/": document.format
+        for document in index.documents()
+        if not document.source_path.startswith(table)
+    }
     assert formats["notes"] == "markdown" and formats["plain"] == "text" and formats["page.php"] == "html"
     assert formats["docs/"] == "html" and (first_pdf is None or formats["paper"] == "pdf")
     assert _errors(index)[urls[4]].startswith("unsupported Content-Type image/png (the URL names no file type)")
