@@ -7,6 +7,7 @@ the tests count requests in (:meth:`S3Server.object_gets`: GETs of an object, ne
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -271,6 +272,7 @@ class SeaweedServer(S3Server):
         ]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        atexit.register(self.stop)  # a session that dies before its fixture's teardown leaves no server behind
         self.client = boto3.client(
             "s3",
             endpoint_url=self.endpoint,
