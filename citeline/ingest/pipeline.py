@@ -400,7 +400,8 @@ def _run_locked(
             reporter.discovered(len(files))
             report_skipped(reporter, discovery)
             for problem in discovery.errors[:LOGGED_FAILURES]:
-                reporter.info(f"could not read {problem.path}: {problem.reason} (its documents are kept)")
+                kept = " (its documents are kept)" if problem.kept else ""
+                reporter.info(f"could not read {problem.path}: {problem.reason}{kept}")
             # Files of the same size and time are not read again, and their documents never leave the catalog.
             parsed, to_read = target.unchanged_files(roots, files)
             reporter.stage("parse", len(to_read))

@@ -16,6 +16,7 @@ from typing import NamedTuple, TypeVar
 
 from citeline.errors import RemovalRefusedError
 from citeline.ingest.options import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD  # noqa: F401  (re-exported)
+from citeline.sources import remote
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import Document, SourceFile
 from citeline.store import metadata as stored_metadata
@@ -260,11 +261,11 @@ def removal_problems(plan: Plan, threshold: float = DEFAULT_REMOVAL_THRESHOLD) -
     indexed from it (an unmounted share, an empty volume), or one that would lose more than ``threshold`` of its
     documents. Empty when the plan's removals are ordinary."""
     problems = []
-    for root, vanished in sorted(plan.vanished_by_root.items()):
-        stored = plan.stored_by_root.get(root, 0)
+    for root, vanished in sorted(_by_scope(plan.vanished_by_root).items()):
+        stored = _by_scope(plan.stored_by_root).get(root, 0)
         if not vanished or not stored:
             continue
-        if not plan.found_by_root.get(root):
+        if not _by_scope(plan.found_by_root).get(root):
             problems.append(
                 FileReport(
                     root,
@@ -285,6 +286,16 @@ def removal_problems(plan: Plan, threshold: float = DEFAULT_REMOVAL_THRESHOLD) -
                 )
             )
     return problems
+
+
+def _by_scope(counts: dict[str, int]) -> dict[str, int]:
+    # Counts per root summed per scope of the removal guard: a root's own, but the web URLs of one site together
+    # (each URL is a root of one document: a gone one is one file deleted from the site, not a root emptied).
+    summed: dict[str, int] = {}
+    for root, count in counts.items():
+        scope = remote.site_of(root)
+        summed[scope] = summed.get(scope, 0) + count
+    return summed
 
 
 def refuse_removals(problems: Sequence[FileReport]) -> RemovalRefusedError:

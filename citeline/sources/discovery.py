@@ -18,7 +18,15 @@ from pathlib import Path
 
 from citeline.errors import SourceError
 from citeline.sources import remote
-from citeline.sources.parsers import PARSERS, SourceFile, display_path, is_valid_text, supported_suffixes
+from citeline.sources.parsers import (
+    PARSERS,
+    SourceFile,
+    display_path,
+    is_valid_text,
+    source_suffix,
+    supported_suffixes,
+    unsupported,
+)
 from citeline.sources.selection import IGNORE_FILE, RootRules, Selection, under_any
 
 #: Skipped files (unsupported or excluded) a discovery lists by path; past this it only counts them.
@@ -43,6 +51,8 @@ class Problem:
 
     path: str
     reason: str
+    #: what is stored from it is kept (False: a web URL that is gone, whose document is removed)
+    kept: bool = True
 
 
 @dataclass
@@ -173,23 +183,45 @@ def scan(roots: Iterable[str | os.PathLike[str]], selection: Selection | None = 
 def _scan_remote(root: str, discovery: Discovery, selection: Selection) -> None:
     """List one remote root (keys and stamps only: ``remote.list_root``) into ``discovery``, with the same rules as
     a folder: the defaults, the root's ``.citelineignore`` object, then ``exclude`` and ``include``. An empty
-    listing is an empty root (the removal guard keeps what is stored); one that cannot be taken raises."""
-    listing = remote.list_root(root)
+    listing is an empty root (the removal guard keeps what is stored); one that cannot be taken raises.
+
+    A web URL fails alone, as a file of a folder does: the server's answer in its own words is a problem of the
+    run (its ledger's errors) and the other roots are read. A URL answering 404 or 410 is gone: it holds no file
+    now and its document is removed, under the removal guard (which counts the URLs of one site together, as the
+    files of a folder: ``citeline.ingest.planning.removal_problems``); any other failure (a 500, a TLS failure, no
+    connection, a type no parser reads) keeps what is stored from it."""
+    web = remote.protocol_of(root) in remote.WEB_PROTOCOLS
+    try:
+        listing = remote.list_root(root)
+    except remote.Gone as gone:
+        if not web:
+            raise
+        discovery.roots.append(root)
+        discovery.errors.append(Problem(root, f"{gone.reason} (gone: its document is removed)", kept=False))
+        return
+    except SourceError as exc:
+        if not web:
+            raise
+        discovery.roots.append(root)
+        discovery.errors.append(Problem(root, exc.reason))
+        discovery.unreadable_roots.append(root)
+        return
     discovery.roots.append(root)
     found_before = len(discovery.files)
     rules = selection.with_ignore(listing.ignore_lines or [], f"{root}/{IGNORE_FILE}")
     for source in remote.source_files(root, listing):
+        suffix = source_suffix(source.source_id, source.media_type)
         if listing.single:  # the user named the object: always taken, if a parser reads it
-            if _suffix(source.source_id) not in PARSERS:
-                raise SourceError(
-                    root,
-                    f"unsupported file type {_suffix(source.source_id) or '(none)'}; "
-                    f"citeline reads {', '.join(supported_suffixes())}",
-                )
+            if suffix not in PARSERS:
+                if not web:
+                    raise SourceError(root, unsupported(source))
+                discovery.errors.append(Problem(root, unsupported(source)))
+                discovery.unreadable_roots.append(root)
+                return
         elif rules.excluded_file(source.source_id):
             discovery.skip(source.path, excluded=True)
             continue
-        elif _suffix(source.source_id) not in PARSERS:
+        elif suffix not in PARSERS:
             discovery.skip(source.path, excluded=False)
             continue
         discovery.files.append(source)

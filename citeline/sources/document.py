@@ -33,6 +33,9 @@ class SourceFile:
     size: int | None = None
     mtime: float | None = None
     stamp: str | None = None
+    #: a web URL's Content-Type as its server gave it (``text/html``): the format of a URL whose name has no suffix
+    #: a parser reads (``citeline.sources.remote.suffix_for``); None for anything else
+    media_type: str | None = None
 
 
 @dataclass

@@ -138,7 +138,7 @@ def reading_ahead(
     """Inside, the remote objects of ``files`` that :func:`parse_source` will read are fetched ahead, several at a
     time, concurrently (``remote.fetch_ahead``: bounded in count and bytes); an object it refuses before reading
     (a type no parser reads, past ``max_file_bytes``) is not fetched. Local files are read as before."""
-    return remote.fetch_ahead(source for source in files if _read_at_all(source, max_file_bytes))
+    return remote.fetch_ahead((source for source in files if _read_at_all(source, max_file_bytes)), max_file_bytes)
 
 
 def _read_at_all(source: SourceFile, max_file_bytes: int) -> bool:
@@ -170,8 +170,21 @@ def reader_version(source: SourceFile) -> int:
 
 
 def _suffix(source: SourceFile) -> str:
-    # A remote object's from its key (a URL's query string is no suffix), a local file's from its path.
-    return Path(source.source_id if remote.is_remote(source.path) else source.path).suffix.lower()
+    # A remote object's from its key (a URL's query string is no suffix), a local file's from its path; a web URL
+    # whose name has no suffix a parser reads, from its Content-Type.
+    if not remote.is_remote(source.path):
+        return Path(source.path).suffix.lower()
+    return source_suffix(source.source_id, source.media_type)
+
+
+def source_suffix(name: str, media_type: str | None) -> str:
+    """The suffix of the format a remote object is read in: its name's, or where no parser reads that (a web URL
+    without an extension, ``https://host/docs/``), the one its Content-Type names (``remote.MEDIA_TYPES``); the
+    name's (perhaps none) when neither is read."""
+    suffix = Path(name.split("?", 1)[0]).suffix.lower()
+    if suffix in PARSERS or media_type is None:
+        return suffix
+    return remote.suffix_for(media_type) or suffix
 
 
 class _Stat(NamedTuple):
@@ -182,17 +195,31 @@ class _Stat(NamedTuple):
 
 
 @contextlib.contextmanager
-def _opened(source: SourceFile) -> Iterator[tuple[BinaryIO, _Stat | os.stat_result, Callable[[], None]]]:
+def _opened(
+    source: SourceFile, limit: int | None = None
+) -> Iterator[tuple[BinaryIO, _Stat | os.stat_result, Callable[[], None]]]:
     # The file open for reading, its stat, and the check that it did not change while it was read. A remote object
-    # (citeline.sources.remote) is fetched as one version (one GET, or block reads s3fs ties to its ETag): its
-    # listed size and time are its stat, and there is nothing to check after.
+    # (citeline.sources.remote) is fetched as one version (one GET, or block reads s3fs ties to its ETag), never
+    # read past ``limit`` bytes (what is read counts, not what a header said): its listed size and time are its
+    # stat, and there is nothing to check after.
     if remote.is_remote(source.path):
-        with remote.open_object(source) as handle:
+        with remote.open_object(source, limit) as handle:
             yield handle, _Stat(source.size or 0, source.mtime or 0.0), lambda: None
         return
     with open(source.path, "rb") as handle:
         stat = os.fstat(handle.fileno())
         yield handle, stat, lambda: _check_unchanged(handle, stat)
+
+
+def unsupported(source: SourceFile) -> str:
+    """Why no parser reads ``source``, in one line: its suffix, or a web URL's Content-Type."""
+    suffix = Path(source.source_id.split("?", 1)[0]).suffix.lower()
+    if remote.is_remote(source.path) and source.media_type and suffix not in PARSERS:
+        return (
+            f"unsupported Content-Type {source.media_type} (the URL names no file type); citeline reads "
+            f"{', '.join(sorted(remote.MEDIA_TYPES))}"
+        )
+    return f"unsupported file type {suffix or '(none)'}; citeline reads {', '.join(supported_suffixes())}"
 
 
 def _too_large(size: int, limit: int) -> str:
@@ -206,11 +233,11 @@ def _parse_whole(source: SourceFile, max_file_bytes: int, on_document: Callable[
     parse_file = PARSERS.get(_suffix(source))
     try:
         if parse_file is None:
-            raise SourceError(source.path, f"unsupported file type {_suffix(source) or '(none)'}")
+            raise SourceError(source.path, unsupported(source))
         try:
             if source.size is not None and source.size > max_file_bytes:  # a remote object: not fetched at all
                 raise SourceError(source.path, _too_large(source.size, max_file_bytes))
-            with _opened(source) as (handle, stat, check_unchanged):
+            with _opened(source, max_file_bytes) as (handle, stat, check_unchanged):
                 if stat.st_size > max_file_bytes:
                     raise SourceError(source.path, _too_large(stat.st_size, max_file_bytes))
                 data = _read_all(handle)

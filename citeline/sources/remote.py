@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
+from urllib.parse import unquote
 
 from citeline.errors import SettingsError, SourceError, SourceUnavailable
 from citeline.sources.document import SourceFile
@@ -73,16 +74,76 @@ def normalized(url: str) -> str:
     """A root URL as runs key it: the scheme lower-cased, no trailing ``/`` (``s3://b/docs/`` is ``s3://b/docs``).
 
     A URL carrying credentials (``https://user:password@host/...``) is refused with one line: the URL is every
-    document's provenance, stored and printed, so a secret in it would be written everywhere."""
+    document's provenance, stored and printed, so a secret in it would be written everywhere.
+
+    A URL whose query string signs it (a presigned S3, GCS or Azure SAS URL: ``X-Amz-Signature``, ``sig``,
+    ``token``...) is keyed without its signing parameters (:func:`without_secrets`): its provenance, stored and
+    printed, holds none of them, and a URL signed again names the same document. The signed URL is what is
+    fetched: this process keeps it in memory for the run (:func:`fetch_url`), never on disk."""
     protocol = protocol_of(url) or ""
     rest = url[len(protocol) + 3 :]
-    if "@" in rest.split("/", 1)[0]:
+    if "@" in rest.split("/", 1)[0].split("?", 1)[0]:
         raise SourceError(
             f"{protocol}://...", "the URL holds credentials (user:password@); give them as storage options instead"
         )
     if protocol not in WEB_PROTOCOLS:
         rest = rest.rstrip("/")
-    return f"{protocol}://{rest}"
+    full = f"{protocol}://{rest}"
+    keyed = without_secrets(full)
+    if keyed != full:
+        _signed[keyed] = full
+    return keyed
+
+
+#: Query parameters that sign a URL or carry a secret (compared lower-cased): AWS SigV4 and SigV2, Google Cloud
+#: Storage's V4 and V2 signatures, Azure SAS tokens, CloudFront's signed URLs, and the generic names of tokens and
+#: keys. Left out of a document's stored and printed URL; the signing parameters that are not secret (the date,
+#: the expiry) go too, so a URL signed again is the same document.
+_SECRET_PARAMS = re.compile(
+    r"^(x-amz-.*|x-goog-.*|awsaccesskeyid|signature|expires|googleaccessid|policy|key-pair-id|sig|"
+    r".*token|.*secret.*|.*password.*|passwd|api[-_]?key|apikey|key|auth|authorization|credentials?|access[-_]?key)$",
+    re.IGNORECASE,
+)
+#: An Azure SAS token's other parameters (version, permissions, expiry, resource...): short names another site may
+#: use for its own ends, so left out only beside the token's ``sig``.
+_SAS_PARAMS = frozenset(
+    {"sv", "ss", "srt", "sp", "se", "st", "spr", "sr", "si", "sdd", "skoid", "sktid", "skt", "ske", "sks", "skv"}
+    | {"saoid", "suoid", "scid", "ses", "rscc", "rscd", "rsce", "rscl", "rsct"}
+)
+#: This process's signed URLs, by the URL they are keyed by (:func:`normalized`): what is fetched.
+_signed: dict[str, str] = {}
+
+
+def without_secrets(url: str) -> str:
+    """``url`` without the query parameters that sign it or carry a secret (see :data:`_SECRET_PARAMS`); the rest
+    of the query is kept as it was written."""
+    base, question, query = url.partition("?")
+    if not question:
+        return url
+    fragment = ""
+    query, hash_, tail = query.partition("#")
+    if hash_:
+        fragment = "#" + tail
+    names = [unquote(pair.partition("=")[0]).lower() for pair in query.split("&")]
+    sas = "sig" in names
+    kept = [
+        pair
+        for pair, name in zip(query.split("&"), names, strict=True)
+        if pair and not _SECRET_PARAMS.match(name) and not (sas and name in _SAS_PARAMS)
+    ]
+    return base + ("?" + "&".join(kept) if kept else "") + fragment
+
+
+def fetch_url(url: str) -> str:
+    """The URL to fetch for ``url`` as documents key it: the signed URL it was given as, in this process."""
+    return _signed.get(url, url)
+
+
+def _scrubbed(text: str) -> str:
+    # A client's message with the signed URLs it may quote replaced by the URLs they are keyed by.
+    for keyed, signed in _signed.items():
+        text = text.replace(signed, keyed).replace(signed.partition("?")[2], "...")
+    return text
 
 
 # ---------------------------------------------------------------- storage options (credentials)
@@ -171,7 +232,7 @@ def filesystem(url: str) -> tuple[AbstractFileSystem, str]:
 
     protocol = protocol_of(url) or "file"
     try:
-        return fsspec.core.url_to_fs(url, **options_for(protocol))
+        return fsspec.core.url_to_fs(fetch_url(url), **options_for(protocol))
     except ImportError as exc:
         raise SourceError(url, f"reading {protocol}:// URLs needs a package: {_first_line(exc)}") from None
     except (ValueError, TypeError) as exc:  # an unknown protocol, or a storage option its client does not take
@@ -188,6 +249,8 @@ class Entry(NamedTuple):
     size: int
     mtime: float
     stamp: str | None
+    #: the Content-Type a web server gave (its media type, lower-cased, no parameters); None for a store's object
+    media_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -211,22 +274,41 @@ class SourceRef:
     size: int
     mtime: float
     stamp: str | None
+    media_type: str | None = None  #: a web URL's Content-Type (its format when its name has no known suffix)
 
     def source_file(self) -> SourceFile:
         """The object as a :class:`SourceFile` (``parsers.parse_source`` reads it)."""
-        return SourceFile(self.root, self.url, self.key, size=self.size, mtime=self.mtime, stamp=self.stamp)
+        return SourceFile(
+            self.root,
+            self.url,
+            self.key,
+            size=self.size,
+            mtime=self.mtime,
+            stamp=self.stamp,
+            media_type=self.media_type,
+        )
 
     @classmethod
     def of(cls, source: SourceFile) -> SourceRef:
         """The reference of a remote :class:`SourceFile`."""
-        return cls(source.root, source.source_id, source.path, source.size or 0, source.mtime or 0.0, source.stamp)
+        return cls(
+            source.root,
+            source.source_id,
+            source.path,
+            source.size or 0,
+            source.mtime or 0.0,
+            source.stamp,
+            source.media_type,
+        )
 
 
 def source_files(root: str, listing: Listing) -> Iterator[SourceFile]:
     """The objects of ``root``'s listing as :class:`SourceFile` s (a single-object root is its own URL)."""
     for entry in listing.entries:
         url = root if listing.single else f"{root}/{entry.key}"
-        yield SourceFile(root, url, entry.key, size=entry.size, mtime=entry.mtime, stamp=entry.stamp)
+        yield SourceFile(
+            root, url, entry.key, size=entry.size, mtime=entry.mtime, stamp=entry.stamp, media_type=entry.media_type
+        )
 
 
 def list_root(root: str) -> Listing:
@@ -244,8 +326,7 @@ def list_root(root: str) -> Listing:
         with contextlib.suppress(AttributeError):
             fs.invalidate_cache()  # a listing cached by an earlier run of this process is not this run's
         if protocol in WEB_PROTOCOLS:
-            info = fs.info(root)
-            return Listing([_entry(info, _name(root))], single=True)
+            return Listing([web_entry(fs, root)], single=True)
         entries, ignore = [], None
         for entry in _walk(fs, path):
             if entry.key == IGNORE_KEY:
@@ -377,25 +458,168 @@ async def _next_page(pages: Any) -> dict[str, Any] | None:
         return None
 
 
-def _entry(info: Mapping[str, Any], key: str) -> Entry:
-    # The size, time and stamp of an fsspec info dict, whatever the store named them.
-    stamp = None
+def _entry(info: Mapping[str, Any], key: str, media_type: str | None = None) -> Entry:
+    # The size, time and stamp of an fsspec info dict, whatever the store named them. The stamp holds the tag (the
+    # ETag, or a web server's Content-MD5 or Digest) and the modification time both: a server whose ETag does not
+    # follow the content (a weak or inode-based one, a cache's) still shows a rewrite by its Last-Modified.
+    tag = None
     for name in ("ETag", "etag", "md5Hash", "Content-MD5", "Digest", "content_md5"):
         if info.get(name):
-            stamp = str(info[name]).strip('"')
+            tag = str(info[name]).strip('"')
             break
-    # The object's version where the store keeps them (S3's VersionId, Azure's version_id, GCS's generation): a new
-    # version is a new stamp even when the ETag repeats.
-    version = info.get("VersionId") or info.get("version_id") or info.get("generation")
-    if version:
-        stamp = f"{stamp or ''}@{version}"
     mtime = 0.0
     for name in ("LastModified", "last_modified", "mtime", "updated", "Last-Modified", "created"):
         value = info.get(name)
         if value:
             mtime = _epoch(value)
             break
-    return Entry(key, int(info.get("size") or 0), mtime, stamp)
+    # The object's version where the store keeps them (S3's VersionId, Azure's version_id, GCS's generation): a new
+    # version is a new stamp even when the ETag repeats.
+    version = info.get("VersionId") or info.get("version_id") or info.get("generation")
+    stamp = None
+    if tag or version:
+        stamp = (tag or "") + (f";{mtime!r}" if mtime else "") + (f"@{version}" if version else "")
+    return Entry(key, int(info.get("size") or 0), mtime, stamp, media_type)
+
+
+# ---------------------------------------------------------------- web URLs
+
+#: The format of a web URL whose name has no suffix a parser reads, by its Content-Type (:func:`suffix_for`).
+MEDIA_TYPES = {
+    "text/html": ".html",
+    "application/xhtml+xml": ".html",
+    "text/markdown": ".md",
+    "text/x-markdown": ".md",
+    "text/plain": ".txt",
+    "application/pdf": ".pdf",
+    "text/csv": ".csv",
+    "text/tab-separated-values": ".tsv",
+    "application/jsonl": ".jsonl",
+    "application/jsonlines": ".jsonl",
+    "application/x-jsonlines": ".jsonl",
+    "application/x-ndjson": ".jsonl",
+    "application/ndjson": ".jsonl",
+    "text/x-rst": ".rst",
+    "text/prs.fallenstein.rst": ".rst",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
+}
+
+
+def suffix_for(media_type: str | None) -> str | None:
+    """The suffix of the format a Content-Type names (``text/html``: ``.html``), or None for a type citeline does
+    not read (or no type)."""
+    return MEDIA_TYPES.get((media_type or "").partition(";")[0].strip().lower())
+
+
+class WebError(OSError):
+    """A web URL that could not be read, in one line: the server's status in its own words (``404 Not Found``), a
+    TLS failure, no connection, a timeout. An ``OSError``: the URL fails alone."""
+
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.strerror = reason
+        self.status = status
+
+    @property
+    def gone(self) -> bool:
+        """The server says the URL is gone (404 Not Found, 410 Gone)."""
+        return self.status in GONE_STATUSES
+
+
+class Gone(SourceError):
+    """A web root whose server answers 404 or 410: its document is removed (under the removal guard)."""
+
+
+#: The statuses that say a URL is gone for good: its document is removed, as a deleted file's.
+GONE_STATUSES = (404, 410)
+
+
+def _status_error(status: int, reason: str | None) -> WebError:
+    return WebError(f"{status} {reason or _phrase(status)}".strip(), status)
+
+
+def _phrase(status: int) -> str:
+    # The standard phrase of an HTTP status (404: Not Found), for a server that sent none.
+    import http
+
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def web_reason(exc: BaseException) -> str:
+    """What went wrong reading a web URL, in one line (never "no such object" for a server error or a TLS
+    failure): the status in the server's words, a TLS failure, no connection, a timeout, a body cut short."""
+    import asyncio
+    import ssl
+
+    import aiohttp
+
+    if isinstance(exc, WebError):
+        return exc.strerror or str(exc)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return _status_error(exc.status, exc.message).strerror or ""
+    if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
+        return f"TLS failure ({_first_line(exc)})"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect ({_first_line(exc)})"
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, aiohttp.ServerTimeoutError)):
+        return "the server did not answer in time"
+    if isinstance(exc, aiohttp.TooManyRedirects):
+        return "too many redirects"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return f"the body was cut short or could not be decoded ({_first_line(exc)})"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection"
+    return _reason(exc)
+
+
+def web_entry(fs: AbstractFileSystem, url: str) -> Entry:
+    """The entry of one web URL from a HEAD request (a GET's headers, its body unread, where HEAD is refused):
+    size (``Content-Length`` of an unencoded body; 0 when unknown), time (``Last-Modified``), stamp (``ETag``,
+    ``Content-MD5`` or ``Digest``, with the time) and media type (``Content-Type``). A URL that answers 404 or 410
+    raises :class:`Gone`; any other failure one :class:`SourceError` line in the server's words."""
+    from fsspec.asyn import sync
+
+    async def ask() -> tuple[int, str | None, dict[str, str]]:
+        session = await fs.set_session()
+        options = dict(fs.kwargs)
+        headers = {**options.pop("headers", {}), "Accept-Encoding": "identity"}
+        options.pop("allow_redirects", None)
+        for method in (session.head, session.get):
+            async with method(fs.encode_url(fetch_url(url)), allow_redirects=True, headers=headers, **options) as r:
+                if method == session.head and r.status in (405, 501):  # HEAD not allowed: a GET, its body unread
+                    continue
+                return r.status, r.reason, {name.lower(): value for name, value in r.headers.items()}
+        raise AssertionError("unreachable")
+
+    try:
+        status, reason, headers = sync(fs.loop, ask)
+    except Exception as exc:
+        raise SourceError(url, web_reason(exc)) from None
+    if status >= 400:
+        error = _status_error(status, reason)
+        raise (Gone if error.gone else SourceError)(url, error.strerror or "")
+    info: dict[str, Any] = {
+        name: headers[name.lower()]
+        for name in ("ETag", "Content-MD5", "Digest", "Last-Modified")
+        if name.lower() in headers
+    }
+    if "content-length" in headers and headers.get("content-encoding", "identity") in ("identity", ""):
+        with contextlib.suppress(ValueError):
+            info["size"] = int(headers["content-length"])
+    media_type = headers.get("content-type", "").partition(";")[0].strip().lower() or None
+    return _entry(info, _name(url), media_type)
+
+
+def site_of(root: str) -> str:
+    """The site of a web root (``https://host``), its own root for anything else: the removal guard counts the
+    URLs of one site together, as the files of one folder."""
+    protocol = protocol_of(root)
+    if protocol not in WEB_PROTOCOLS:
+        return root
+    return f"{protocol}://{root[len(protocol) + 3 :].split('/', 1)[0].split('?', 1)[0]}"
 
 
 def _epoch(value: Any) -> float:
@@ -421,21 +645,44 @@ def _name(path: str) -> str:
 AHEAD_OBJECTS = 16
 #: ... and this many bytes (their listed sizes) held at once, fetched and not yet parsed.
 AHEAD_BYTES = 64 * 1024 * 1024
+#: What an object fetched ahead may hold past its listed size (a web server's size is a claim, or unknown): one
+#: that reads more is dropped and fetched alone when it is opened, so what is held ahead stays within
+#: ``AHEAD_BYTES`` and this much an object.
+AHEAD_SLACK = 1024 * 1024
+#: The start of a streamed object kept as it is read, so a reader may go back there (a record file's first bytes
+#: are sniffed, then read again) without a second GET.
+KEPT_HEAD = 1024 * 1024
+#: Bytes asked of a body at once, and the buffer of a streamed object's reader.
+READ_BYTES = 256 * 1024
 
 _ahead: contextvars.ContextVar[_Ahead | None] = contextvars.ContextVar("citeline_fetch_ahead", default=None)
 
 
+class TooLarge(SourceError):
+    """An object that read past the byte limit: reading stopped there (what a header said is not trusted)."""
+
+
+def _too_large(url: str, limit: int) -> TooLarge:
+    return TooLarge(
+        url,
+        f"more than {limit:,} bytes read, above the {limit:,}-byte limit; reading stopped there (raise "
+        "max_file_bytes / --max-file-bytes to index it)",
+    )
+
+
 @contextlib.contextmanager
-def fetch_ahead(sources: Iterable[SourceFile]) -> Iterator[None]:
-    """Inside, :func:`open_object` of one of ``sources`` (remote objects fetched in one GET; others are left out)
-    fetches it together with the next ones, concurrently: up to :data:`AHEAD_OBJECTS` objects and
-    :data:`AHEAD_BYTES` of them at a time, the batch held until each is opened (then dropped), the next batch
-    fetched when an object past it is opened. Objects are still parsed one at a time, in order, and each keeps its
-    own outcome: a missing or forbidden object fails alone, the store not answering stops the run
-    (:class:`SourceUnavailable`) when the object it failed on is opened. Per thread (a Dask worker's tasks each
-    have their own). Inside an enclosing ``fetch_ahead`` that holds all of ``sources`` already, it adds nothing
-    (a run fetching ahead across its file-by-file parse steps)."""
-    ahead = _Ahead([source for source in sources if _fetched_whole(source)])
+def fetch_ahead(sources: Iterable[SourceFile], limit: int | None = None) -> Iterator[None]:
+    """Inside, :func:`open_object` of one of ``sources`` (remote objects up to :data:`BLOCK_BYTES` as listed;
+    others are left out) fetches it together with the next ones, concurrently: up to :data:`AHEAD_OBJECTS`
+    objects and :data:`AHEAD_BYTES` of them at a time, the batch held until each is opened (then dropped), the next
+    batch fetched when an object past it is opened. Each is read up to its listed size and :data:`AHEAD_SLACK`
+    (and ``limit``, the bytes one object may have): one that reads more is fetched alone when it is opened, within
+    the limit it is opened with. Objects are still parsed one at a time, in order, and each keeps its own outcome:
+    a missing or forbidden object fails alone, the store not answering stops the run (:class:`SourceUnavailable`)
+    when the object it failed on is opened. Per thread (a Dask worker's tasks each have their own). Inside an
+    enclosing ``fetch_ahead`` that holds all of ``sources`` already, it adds nothing (a run fetching ahead across
+    its file-by-file parse steps)."""
+    ahead = _Ahead([source for source in sources if _fetched_whole(source)], limit)
     outer = _ahead.get()
     if not ahead.sources or (outer is not None and all(item.path in outer.position for item in ahead.sources)):
         yield
@@ -450,23 +697,24 @@ def fetch_ahead(sources: Iterable[SourceFile]) -> Iterator[None]:
 
 
 def _fetched_whole(source: SourceFile) -> bool:
-    protocol = protocol_of(source.path)
-    return protocol is not None and ((source.size or 0) <= BLOCK_BYTES or protocol in WEB_PROTOCOLS)
+    return protocol_of(source.path) is not None and (source.size or 0) <= BLOCK_BYTES
 
 
 class _Ahead:
     """The objects :func:`fetch_ahead` fetches, in order, and the batch fetched and not yet opened."""
 
-    def __init__(self, sources: list[SourceFile]) -> None:
+    def __init__(self, sources: list[SourceFile], limit: int | None) -> None:
         self.sources = sources
+        self.limit = limit
         self.position = {source.path: number for number, source in enumerate(sources)}
-        self.fetched: dict[str, bytes | BaseException] = {}
+        self.fetched: dict[str, bytes | BaseException | None] = {}
         self._pool: ThreadPoolExecutor | None = None
         self.closed = False
 
     def take(self, source: SourceFile) -> bytes | BaseException | None:
         """The object's bytes (or the exception fetching it raised), fetching its batch first if it is not
-        fetched; None for an object not fetched ahead (or opened a second time): it is fetched alone."""
+        fetched; None for an object not fetched ahead (or opened a second time, or past what it may hold ahead):
+        it is fetched alone."""
         if source.path not in self.fetched:
             first = self.position.get(source.path)
             if first is None or self.closed:
@@ -481,7 +729,8 @@ class _Ahead:
                 held += candidate.size or 0
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(AHEAD_OBJECTS, thread_name_prefix="citeline-fetch")
-            self.fetched = dict(zip((item.path for item in batch), self._pool.map(_fetch, batch), strict=True))
+            fetched = self._pool.map(lambda item: _fetch(item, self.limit), batch)
+            self.fetched = dict(zip((item.path for item in batch), fetched, strict=True))
         return self.fetched.pop(source.path, None)
 
     def close(self) -> None:
@@ -491,39 +740,194 @@ class _Ahead:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _fetch(source: SourceFile) -> bytes | BaseException:
-    # One object in one GET, or the exception that fetching it raised (kept, raised when the object is opened).
+def _fetch(source: SourceFile, limit: int | None) -> bytes | BaseException | None:
+    # One object read whole ahead of its parse, or the exception reading it raised (kept, raised when the object is
+    # opened); None when it holds more than it may ahead (fetched alone when opened, within its own limit).
+    ahead = (source.size or 0) + AHEAD_SLACK
+    bound = ahead if limit is None else min(ahead, limit)
     try:
-        fs, path = filesystem(source.path)
-        data: bytes = fs.cat_file(path, **_whole_get(fs, source))
-        return data
+        with contextlib.closing(_reader(source, bound)) as reader:
+            data: bytes = reader.read()
+            return data
+    except TooLarge as exc:
+        return None if limit is None or bound < limit else exc
     except Exception as exc:
         return exc
 
 
 @contextlib.contextmanager
-def open_object(source: SourceFile) -> Iterator[BinaryIO]:
-    """Open a remote object for reading: fetched in one GET up to :data:`BLOCK_BYTES` (a web URL always; inside
-    :func:`fetch_ahead`, with the next objects, concurrently), else streamed in blocks. A missing or forbidden object
-    raises its ``OSError`` (the file fails alone); the store not answering raises :class:`SourceUnavailable` (the
-    run stops)."""
+def open_object(source: SourceFile, limit: int | None = None) -> Iterator[BinaryIO]:
+    """Open a remote object for reading, never past ``limit`` bytes (None: no limit, for a record file read as it
+    streams): a read past it raises :class:`TooLarge` (the object fails alone), whatever a header or the listing
+    said of its size, counted on what is read (decompressed, after redirects). A store's object up to
+    :data:`BLOCK_BYTES` is fetched in one GET (inside :func:`fetch_ahead`, with the next objects, concurrently);
+    anything else is streamed (a web URL's body as it arrives, a store's object in ranged blocks) through a
+    buffered reader with the file interface the local readers use (``readline(size)``, ``seek``, ``tell``), so a
+    record file of any size is read line by line in bounded memory. A missing or forbidden object raises its
+    ``OSError`` (the file fails alone), as does any failure of a web URL (:class:`WebError`: each URL stands
+    alone); a store not answering raises :class:`SourceUnavailable` (the run stops)."""
     try:
         ahead = _ahead.get()
         taken = ahead.take(source) if ahead is not None else None
         if isinstance(taken, BaseException):
             raise taken
-        if taken is not None:
+        if taken is not None and (limit is None or len(taken) <= limit):
             handle: Any = io.BytesIO(taken)
-        elif _fetched_whole(source):
-            fs, path = filesystem(source.path)
-            handle = io.BytesIO(fs.cat_file(path, **_whole_get(fs, source)))
-        else:  # streamed: read at the latest version (s3fs ties its block reads to the ETag it first saw)
-            fs, path = filesystem(source.path)
-            handle = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead", size=source.size)
+        else:
+            handle = _reader(source, limit)
     except Exception as exc:
         raise _translated(source.path, exc) from None
     with contextlib.closing(_Guarded(handle, source.path)) as guarded:
         yield guarded  # type: ignore[misc]
+
+
+def _reader(source: SourceFile, limit: int | None) -> BinaryIO:
+    # The object's reader: its bytes when a store's listed size is one GET's, else its body streamed (_Body).
+    fs, path = filesystem(source.path)
+    if protocol_of(source.path) in WEB_PROTOCOLS:
+        url = fetch_url(source.path)
+        return io.BufferedReader(_Body(source.path, lambda _: (_WebGet(fs, url), 0), limit, seeks=False), READ_BYTES)
+    if (source.size or 0) <= BLOCK_BYTES:  # one GET, ranged to the limit: an object rewritten larger stops there
+        end = None if limit is None else limit + 1
+        data = fs.cat_file(path, **_whole_get(fs, source), **({"start": 0, "end": end} if end else {}))
+        if limit is not None and len(data) > limit:
+            raise _too_large(source.path, limit)
+        return io.BytesIO(data)
+    # streamed: read at the latest version (s3fs ties its block reads to the ETag it first saw)
+    handle = fs.open(path, "rb", block_size=BLOCK_BYTES, cache_type="readahead", size=source.size)
+
+    def seek(offset: int) -> tuple[Any, int]:
+        handle.seek(offset)
+        return handle, offset
+
+    return io.BufferedReader(_Body(source.path, seek, limit, seeks=True), READ_BYTES)
+
+
+class _WebGet:
+    """One GET of a web URL (redirects followed), its body read as it arrives: decompressed (aiohttp undoes a
+    ``Content-Encoding``), in pieces of at most the size asked, so what is read is what is counted."""
+
+    def __init__(self, fs: AbstractFileSystem, url: str) -> None:
+        from fsspec.asyn import sync
+
+        self._loop = fs.loop
+
+        async def get() -> Any:
+            session = await fs.set_session()
+            response = await session.get(fs.encode_url(url), allow_redirects=True, **fs.kwargs)
+            if response.status >= 400:
+                response.release()
+                raise _status_error(response.status, response.reason)
+            return response
+
+        self._response = sync(self._loop, get)
+
+    def read(self, size: int) -> bytes:
+        from fsspec.asyn import sync
+
+        data: bytes = sync(self._loop, self._response.content.read, size)
+        return data
+
+    def close(self) -> None:
+        from fsspec.asyn import sync
+
+        async def close() -> None:
+            # A body read to its end gives its connection back for the next GET (keep-alive); one left unread (past
+            # the limit) drops it, unread bytes and all.
+            if self._response.content.at_eof():
+                self._response.release()
+            else:
+                self._response.close()
+
+        with contextlib.suppress(Exception):
+            sync(self._loop, close)
+
+
+class _Body(io.RawIOBase):
+    """A remote object as a raw stream for :class:`io.BufferedReader`: read from a body (``reopen(offset)`` gives
+    one and where it stands), never past ``limit`` bytes of the object. ``seeks``: the body seeks (a store's
+    object); else it only reads forward (a web URL's GET): a move forward reads past the bytes between, a move
+    back within the kept start (:data:`KEPT_HEAD`) is served from it, and one further back is a new GET."""
+
+    def __init__(self, url: str, reopen: Any, limit: int | None, *, seeks: bool) -> None:
+        super().__init__()
+        self._url, self._reopen, self._limit, self._seeks = url, reopen, limit, seeks
+        self._file, self._at = reopen(0)
+        self._pos = 0
+        self._head = bytearray()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._pos
+        elif whence != io.SEEK_SET:
+            raise io.UnsupportedOperation("a remote object is not sought from its end")
+        if offset < 0:
+            raise ValueError(f"negative position {offset}")
+        self._pos = offset
+        return offset
+
+    def readinto(self, buffer: Any) -> int:
+        want = len(buffer)
+        if self._pos < len(self._head):
+            chunk = bytes(self._head[self._pos : self._pos + want])
+        else:
+            if self._pos != self._at:
+                self._move()
+            chunk = self._file.read(want)
+            self._advance(chunk)
+        buffer[: len(chunk)] = chunk
+        self._pos += len(chunk)
+        return len(chunk)
+
+    def readall(self) -> bytes:
+        # Into one growing buffer whose value is handed over without a copy (a list of parts joined held the
+        # object twice at the end).
+        out = io.BytesIO()
+        try:
+            while chunk := self.read(READ_BYTES):
+                out.write(chunk)
+        except BaseException:
+            out.close()  # the error's traceback holds this frame: what was read must not live on with it
+            raise
+        return out.getvalue()
+
+    def _advance(self, chunk: bytes) -> None:
+        # ``chunk`` was read from the body: keep it if it extends the kept start, and stop past the limit.
+        if len(self._head) == self._at and self._at < KEPT_HEAD:
+            self._head += chunk
+        self._at += len(chunk)
+        if self._limit is not None and self._at > self._limit:
+            raise _too_large(self._url, self._limit)
+
+    def _move(self) -> None:
+        # Bring the body to the position asked for.
+        if self._seeks:
+            self._file, self._at = self._reopen(self._pos)
+        elif self._pos < self._at:  # back past the kept start: a new GET, read up to there
+            self._file.close()
+            self._file, self._at = self._reopen(0)
+        while self._at < self._pos:
+            skipped = self._file.read(min(READ_BYTES, self._pos - self._at))
+            if not skipped:
+                self._pos = self._at  # past the end: reads give nothing
+                return
+            self._advance(skipped)
+
+    def close(self) -> None:
+        if not self.closed:
+            with contextlib.suppress(Exception):
+                self._file.close()
+            self._head = bytearray()
+        super().close()
 
 
 def _whole_get(fs: AbstractFileSystem, source: SourceFile) -> dict[str, Any]:
@@ -536,9 +940,12 @@ def _whole_get(fs: AbstractFileSystem, source: SourceFile) -> dict[str, Any]:
 
 
 def _translated(url: str, exc: BaseException) -> BaseException:
-    # The per-object errors stay (the file fails alone); anything else means the store is not answering.
-    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, SourceError)):
+    # The per-object errors stay (the file fails alone), and any failure of a web URL (each URL stands alone);
+    # anything else means the store is not answering.
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, SourceError, WebError)):
         return exc
+    if protocol_of(url) in WEB_PROTOCOLS:
+        return WebError(web_reason(exc))
     if _no_credentials(exc):  # a worker without the coordinator's credentials: the run stops, nothing removed
         hint = credentials_hint(protocol_of(url) or "")
         return SourceUnavailable(url, f"no credentials found in this process ({_reason(exc)}); {hint}")
@@ -580,7 +987,7 @@ class _Guarded:
 
 
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return _scrubbed((str(exc).strip().splitlines() or [type(exc).__name__])[0])
 
 
 def _reason(exc: BaseException) -> str:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from citeline.errors import SourceError
-from citeline.sources import MAX_SOURCE_CHARS
+from citeline.sources import MAX_SOURCE_CHARS, remote
 from citeline.sources.document import Parsed, SourceFile
 from citeline.sources.encoding import decode
 from citeline.sources.metadata import column_numbers, typed_text
@@ -170,7 +170,9 @@ _TEXT_COLUMNS = ("text", "body", "content", "abstract", "description")
 def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
     """A CSV or TSV table, one document per row (see the module docstring for the columns)."""
     decoded = decode(source, data)
-    kind = Path(source.path).suffix.lower().lstrip(".")
+    kind = Path(source.path.split("?", 1)[0]).suffix.lower().lstrip(".")
+    if kind not in ("csv", "tsv"):  # a web URL read by its Content-Type (text/tab-separated-values, text/csv)
+        kind = "tsv" if remote.suffix_for(source.media_type) == ".tsv" else "csv"
     # Lines end at \n, \r\n and \r only (as with newline=""): str.splitlines also broke a row at U+2028, U+2029 or
     # NEL inside an unquoted cell, and the cell's rest became a row of its own.
     delimiter = delimiter_of(decoded.text, kind)
