@@ -10,19 +10,15 @@ CLI's ``documents``, ``search`` and ``show`` in every format, the HTTP API (``/d
 from __future__ import annotations
 
 import json
-import os
-import select
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from _worst_values import DOCUMENTS, NASTY, WORD, worst_folder
 from click.testing import CliRunner
-from conftest import REPO, HashEmbedder
+from conftest import HashEmbedder
 from fastapi.testclient import TestClient
+from test_mcp import _Wire  # the least MCP client, one JSON-RPC line each way
 
 from citeline import Index
 from citeline.cli.main import cli
@@ -99,71 +95,35 @@ def test_the_http_api_reads_back_every_stored_value(hostile: Index) -> None:
         assert client.get("/", params={"q": WORD, "mode": "lexical"}).status_code == 200
 
 
-class _Wire:
-    # The least MCP client: one JSON-RPC line out on ``citeline mcp``'s stdio, one line back.
-    def __init__(self, index: Index) -> None:
-        code = (
-            "from conftest import HashEmbedder; from citeline.server import serve_mcp_stdio; "
-            f"serve_mcp_stdio({str(index.path)!r}, embedder=HashEmbedder())"
-        )
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        self.pending, self.next_id = b"", 0
-        params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
-        assert "result" in self.ask("initialize", params)
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-
-    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + 60
-        while b"\n" not in self.pending:
-            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            assert ready, f"no answer to {method} within 60 s"
-            chunk = os.read(self.process.stdout.fileno(), 1 << 20)
-            assert chunk, f"the server ended on {method} {params!r}"
-            self.pending += chunk
-        line, self.pending = self.pending.split(b"\n", 1)
-        answer: dict[str, Any] = json.loads(line)
-        assert answer.get("id") == self.next_id, answer
-        return answer
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        answer = self.ask("tools/call", {"name": tool, "arguments": arguments})
-        assert "result" in answer, answer
-        result = answer["result"]
-        text = result["content"][0]["text"]
-        assert not result.get("isError") and "Traceback" not in text, (tool, arguments, text[:500])
-        return result
-
-    def close(self) -> None:
-        self.process.kill()
-        self.process.wait(30)
+def _call(wire: _Wire, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    # One tool call, answered with a result that is not an error.
+    answer = wire.ask("tools/call", {"name": tool, "arguments": arguments})
+    assert "result" in answer, answer
+    result: dict[str, Any] = answer["result"]
+    text = result["content"][0]["text"]
+    assert not result.get("isError") and "Traceback" not in text, (tool, arguments, text[:500])
+    return result
 
 
 @pytest.fixture(scope="module")
 def wire(hostile: Index) -> Iterator[_Wire]:
-    client = _Wire(hostile)
+    code = (
+        "from conftest import HashEmbedder; from citeline.server import serve_mcp_stdio; "
+        f"serve_mcp_stdio({str(hostile.path)!r}, embedder=HashEmbedder())"
+    )
+    client = _Wire(code)
     yield client
     client.close()
 
 
 def test_the_mcp_tools_read_back_every_stored_value(hostile: Index, wire: _Wire) -> None:
-    found = wire.call("search", {"query": WORD, "k": 20, "mode": "lexical"})
+    found = _call(wire, "search", {"query": WORD, "k": 20, "mode": "lexical"})
     assert len(found["structuredContent"]["results"]) >= 5
-    listed = wire.call("list_documents", {"limit": 100})
+    listed = _call(wire, "list_documents", {"limit": 100})
     assert len(listed["structuredContent"]["documents"]) == DOCUMENTS
     for document in hostile.documents():
-        wire.call("get_document", {"doc_id": document.doc_id})
-        wire.call("get_passage", {"doc_id": document.doc_id, "char_start": 0, "char_end": 10})
+        _call(wire, "get_document", {"doc_id": document.doc_id})
+        _call(wire, "get_passage", {"doc_id": document.doc_id, "char_start": 0, "char_end": 10})
         read = wire.ask("resources/read", {"uri": f"citeline://{document.doc_id}"})
         assert "result" in read, read
-    wire.call("index_status", {})
+    _call(wire, "index_status", {})
