@@ -43,6 +43,7 @@ import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 from citeline.errors import SourceError
 from citeline.sources import MAX_SOURCE_CHARS
@@ -59,6 +60,9 @@ MAX_ROW_CHARS = MAX_SOURCE_CHARS
 CSV_MODULE_LIMIT = 2**31 - 1
 csv.field_size_limit(max(csv.field_size_limit(), CSV_MODULE_LIMIT))
 
+#: The csv module's quoting modes (QUOTE_MINIMAL, QUOTE_NONE are the two used).
+_Quoting = Literal[0, 1, 2, 3]
+
 #: Where the csv module ends a physical line (``newline=""``: ``\n``, ``\r\n`` or ``\r``).
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
@@ -72,7 +76,7 @@ class _Lines:
     characters: a line that would take the row past :data:`MAX_ROW_CHARS` is not handed over; the row's remaining
     lines are skipped and :class:`_RowTooLarge` raised from the reader (which starts afresh at its next row)."""
 
-    def __init__(self, text: str, delimiter: str, quoting: int = csv.QUOTE_MINIMAL) -> None:
+    def __init__(self, text: str, delimiter: str, quoting: _Quoting = csv.QUOTE_MINIMAL) -> None:
         self.text, self.delimiter, self.quoting = text, delimiter, quoting
         self.at = self.row_start = 0  # offsets into text: the next line, the current row's first line
         self.line = 0  # physical lines handed over or skipped (the csv module's line_num)
@@ -191,7 +195,7 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
         return _parse_table(source, decoded, kind, delimiter, csv.QUOTE_NONE)
 
 
-def _parse_table(source: SourceFile, decoded: Decoded, kind: str, delimiter: str, quoting: int) -> Parsed:
+def _parse_table(source: SourceFile, decoded: Decoded, kind: str, delimiter: str, quoting: _Quoting) -> Parsed:
     # One reading of the table with ``quoting``; a TSV read with quoting raises _QuotesUnpaired where a quote
     # would swallow a tab or a line break and the lines as written fit the header (see the module docstring).
     lines = _Lines(decoded.text, delimiter, quoting)
