@@ -303,11 +303,11 @@ class Chunker:
                     owners.append((number, at))
                 at = end
         chunks: list[list[ChunkSpan]] = [[] for _ in texts]
-        for (number, offset), spans in zip(owners, self._split_pieces(pieces), strict=True):
+        for (number, offset), planned in zip(owners, self._split_pieces(pieces), strict=True):
             own = chunks[number]
             own.extend(
                 ChunkSpan(len(own) + ordinal, span.char_start + offset, span.char_end + offset, span.text)
-                for ordinal, span in enumerate(spans)
+                for ordinal, span in enumerate(planned)
             )
         return chunks
 
