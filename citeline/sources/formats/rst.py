@@ -11,9 +11,10 @@ configuration file read from the working directory and no messages written: a so
 other files. Markup errors never fail the file (docutils recovers and the text is kept).
 
 **Nesting.** docutils parses each indented block (a block quote, a list item's body) by a nested parser over a
-copy of the block's lines with the indentation cut, and recurses for each level: a file whose every line is
-indented one space more than the last (4.6 MB) peaked at 1.57 GiB before docutils ran out of stack, and 30 levels
-around 200,000 short lines took 619 MiB. Before docutils runs, :func:`nesting_problem` walks the lines once and
+copy of the block's lines with the indentation cut, and recurses for each level, so its memory grows with the
+lines times their depth, and a file whose every line is indented one space more than the last took gigabytes
+before docutils ran out of stack (figures: docs/sources.md#memory-per-source-nested-markup-included). Before
+docutils runs, :func:`nesting_problem` walks the lines once and
 refuses a file nested deeper than :data:`MAX_RST_DEPTH` levels of indentation, or whose lines, each counted once
 for every level it is nested in, pass :data:`MAX_RST_LINE_LEVELS` (what docutils copies), with one line naming the
 bound (docs/sources.md#memory-per-source).
