@@ -148,7 +148,20 @@ def merge_runs(run_id: str, started_at: str, roots: list[str], plan: Plan, outco
     done = [outcome for outcome in outcomes if isinstance(outcome, RunSummary)]
     summary.chunks_embedded = sum(run.chunks_embedded for run in done)
     summary.chunks_reused = sum(run.chunks_reused for run in done)
+    # What a shard's own run found beyond the plan's errors (which every shard's plan holds): documents its catalog
+    # refused at commit (they fail alone: pipeline._commit_isolating), files that changed during the run.
+    known = {(error["path"], error["reason"]) for error in summary.errors}
+    for run in done:
+        for error in run.errors:
+            if (error["path"], error["reason"]) not in known:
+                known.add((error["path"], error["reason"]))
+                summary.errors.append(error)
+    summary.failed = len(summary.errors)
+    if summary.errors and summary.status == "succeeded":
+        summary.status = "partial"
     failed = [(number, outcome) for number, outcome in enumerate(outcomes) if not isinstance(outcome, RunSummary)]
+    if not failed:  # what the shards committed, the refused documents not counted
+        summary.added, summary.updated = sum(run.added for run in done), sum(run.updated for run in done)
     summary.errors += [{"path": f"shard-{n:03d}", "reason": f"{type(e).__name__}: {e}"} for n, e in failed]
     if failed:
         summary.status = "failed"

@@ -110,3 +110,23 @@ def test_metadata_past_a_bound_fails_at_the_door_naming_the_bound(tmp_path: Path
     stored = {d.source_id for d in index.documents()}
     assert {"note0.md", "note1.md"} <= stored
     assert not any(name.startswith(("wide", "deep", "big", "huge")) for name in stored)
+
+
+def test_a_sharded_run_isolates_a_refused_document_in_its_shard(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _stateful import REFUSED_WORD, refusing_catalog
+
+    docs = tmp_path / "docs"
+    _notes(docs, 6)
+    (docs / "refused.txt").write_text(f"A document the catalog refuses: {REFUSED_WORD}.\n")
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder(), shards=2)
+    with refusing_catalog():
+        run = index.ingest([docs], parallel="serial")
+    assert run.status == "partial" and run.added == 6, run
+    assert [Path(error["path"]).name for error in run.errors] == ["refused.txt"]
+    assert "refused.txt" not in {d.source_id for d in index.documents()}
+    assert index.verify().ok
+    again = index.ingest([docs], parallel="serial")  # the catalog takes it now; nothing else is read again
+    assert (again.added, again.unchanged, again.status) == (1, 6, "succeeded")
