@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from _worst_values import DOCUMENTS, NASTY, WORD, worst_folder
+from _worst_values import DOCUMENTS, NASTY, WORD, worst_folder, worst_records
 from click.testing import CliRunner
 from conftest import HashEmbedder
 from fastapi.testclient import TestClient
@@ -66,6 +67,8 @@ def test_the_cli_reads_back_every_stored_value(hostile: Index, output: str, monk
 def test_the_library_reads_back_what_it_stored(hostile: Index) -> None:
     documents = hostile.documents()
     assert len(documents) == DOCUMENTS
+    deep = next(d for d in documents if d.source_id.endswith("#deep"))
+    assert deep.metadata["tree"] == worst_records()[0]["tree"]  # the deepest admitted, read back whole
     nasty = next(d for d in documents if d.source_id.endswith(f"#{NASTY}"))
     assert nasty.metadata[NASTY] == NASTY and nasty.title == NASTY
     numbers = hostile.document(next(d.doc_id for d in documents if d.source_id.endswith("#numbers"))).metadata
@@ -127,3 +130,32 @@ def test_the_mcp_tools_read_back_every_stored_value(hostile: Index, wire: _Wire)
         read = wire.ask("resources/read", {"uri": f"citeline://{document.doc_id}"})
         assert "result" in read, read
     _call(wire, "index_status", {})
+
+
+def test_an_index_written_before_the_bounds_reads_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index written before the door's bounds may hold metadata nested 500 deep (9734f94 accepted it, and then
+    every read of the index failed): readers cut what is nested past the bound (``store.metadata.TOO_DEEP``)."""
+    from citeline.sources import document as door
+    from citeline.store.metadata import TOO_DEEP
+
+    deep: Any = 1
+    for _ in range(500):
+        deep = {"x": deep}
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "old.jsonl").write_text(json.dumps({"id": "deep", "text": f"An old deep record at the {WORD}.", "m": deep}))
+    with monkeypatch.context() as before:
+        before.setattr(door, "metadata_problem", lambda metadata: None)  # the door as it was
+        index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
+        assert index.ingest([docs]).added == 1
+    (stored,) = index.documents()
+    assert TOO_DEEP in json.dumps(stored.metadata)
+    assert index.search(WORD, mode="lexical")[0].doc_id == stored.doc_id
+    for output in FORMATS:
+        _cli(index, monkeypatch, "documents", "--format", output)
+        _cli(index, monkeypatch, "search", WORD, "--mode", "lexical", "--format", output)
+    _cli(index, monkeypatch, "show", stored.doc_id, "--json")
+    with TestClient(create_app(index.path, embedder=HashEmbedder())) as client:
+        for path, params in (("/documents", {}), ("/search", {"q": WORD, "mode": "lexical"}), ("/facets", {})):
+            assert client.get(path, params=params).status_code == 200, path
+        assert client.get(f"/documents/{stored.doc_id}").status_code == 200
