@@ -247,7 +247,7 @@ def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
     """Why ``metadata`` may not be stored (None: it may): more than :data:`~citeline.sources.MAX_METADATA_FIELDS`
     fields, nested deeper than :data:`~citeline.sources.MAX_METADATA_DEPTH` levels, a key that is not text, or an
     integer past 64 bits. Walked without recursion, so no input can make the check itself fail; every reader of
-    the index can then read back what was stored (``docs/reliability.md#bounds-at-the-door``)."""
+    the index can then read back what was stored (``docs/sources.md#metadata-bounds``)."""
     if len(metadata) > MAX_METADATA_FIELDS:
         return (
             f"metadata has {len(metadata):,} fields, more than the {MAX_METADATA_FIELDS:,} one document may hold "

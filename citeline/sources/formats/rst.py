@@ -17,7 +17,7 @@ before docutils ran out of stack (figures: docs/sources.md#memory-per-source-nes
 docutils runs, :func:`nesting_problem` walks the lines once and
 refuses a file nested deeper than :data:`MAX_RST_DEPTH` levels of indentation, or whose lines, each counted once
 for every level it is nested in, pass :data:`MAX_RST_LINE_LEVELS` (what docutils copies), with one line naming the
-bound (docs/sources.md#memory-per-source).
+bound (docs/sources.md#memory-per-source-nested-markup-included).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ _SETTINGS = {
 #: a manual nests a handful; docutils' stack runs out past a few hundred, after the memory is spent.
 MAX_RST_DEPTH = 64
 #: The most lines a file may hold, each counted once more for every level of indentation it sits in: what
-#: docutils holds copies of while it parses (about a hundred bytes each, docs/sources.md#memory-per-source). A
-#: 4 MB document of 80-character lines nested three deep counts about 200,000.
+#: docutils holds copies of while it parses (figures: docs/sources.md#memory-per-source-nested-markup-included).
+#: A document at the text limit, of 80-character lines nested three deep, counts about 150,000.
 MAX_RST_LINE_LEVELS = 1_000_000
 
 
