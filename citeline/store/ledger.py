@@ -107,7 +107,7 @@ def create_table(connection: duckdb.DuckDBPyConnection) -> None:
 
 def record_run(connection: duckdb.DuckDBPyConnection, run: RunSummary) -> None:
     """Insert or replace a run's ledger row."""
-    for column in _SKIP_COLUMNS:  # a ledger from before the columns (no-op on one that has them)
+    for column in sorted(set(_SKIP_COLUMNS) - _columns(connection)):  # a ledger from before the columns
         connection.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {column} INTEGER DEFAULT 0")
     connection.execute("DELETE FROM runs WHERE run_id = ?", [run.run_id])
     connection.execute(
@@ -161,13 +161,14 @@ def read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSumm
         ) from exc
 
 
+def _columns(connection: duckdb.DuckDBPyConnection) -> set[str]:
+    # The runs table's columns (a ledger written before the skip columns lacks them).
+    query = "SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs' AND schema_name = current_schema()"
+    return {row[0] for row in connection.execute(query).fetchall()}
+
+
 def _read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSummary]:
-    present = {
-        row[0]
-        for row in connection.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs' AND schema_name = current_schema()"
-        ).fetchall()
-    }
+    present = _columns(connection)
     skips = ", ".join(column if column in present else f"0 AS {column}" for column in _SKIP_COLUMNS)
     rows = connection.execute(
         "SELECT run_id, started_at, finished_at, status, roots, generation, added, updated, unchanged, removed, "
