@@ -90,6 +90,16 @@ class IndexWriteError(CitelineError):
     """The index could not be written (disk full, read-only filesystem); it stays at its last generation."""
 
 
+class CommitRefusedError(IndexWriteError):
+    """The catalog refused what a commit wrote (a DuckDB error that is not the disk's: a value it cannot hold, a
+    memory limit a document's rows passed): the commit rolled back. The ingest then commits its documents in parts
+    to find those it refuses, each left out and reported with this error (``citeline.ingest.pipeline``)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason  #: DuckDB's first error, one line
+
+
 class QueryError(CitelineError):
     """A search request is invalid (empty query, bad k, bad filter)."""
 

@@ -491,6 +491,65 @@ KINDS: list[Case] = [
             ),
         ),
     ),
+    # The issue-50 file: every line indented one space more than the last (4.5 MB), which docutils copied once
+    # per level (1.57 GiB) before its stack ran out; refused by the pre-scan before docutils runs.
+    Case(
+        "rst-deep-indentation",
+        ".rst",
+        _writes("stairs.rst", lambda: "Stairs\n======\n\n" + "".join(" " * i + "x\n\n" for i in range(3000))),
+        "indentation nested deeper than 64 levels",
+    ),
+    # Thirty levels around 200,000 short lines: 619 MiB in docutils; past MAX_RST_LINE_LEVELS.
+    Case(
+        "rst-nested-blocks-wide",
+        ".rst",
+        _writes(
+            "wide.rst",
+            lambda: "Wide\n====\n\n" + "".join(" " * i + "x\n\n" for i in range(30)) + (" " * 30 + "y\n") * 200_000,
+        ),
+        "lines counted once for each level",
+    ),
+    # Just inside both rst bounds: indexed, within the memory bound.
+    Case(
+        "rst-at-the-nesting-limit",
+        ".rst",
+        _writes(
+            "limit.rst",
+            lambda: "Limit\n=====\n\n" + "".join(" " * i + "x\n\n" for i in range(60)) + (" " * 60 + "y\n") * 15_500,
+        ),
+    ),
+    # Metadata the door refuses (each reader walks metadata recursively; a table this wide broke the commit).
+    Case(
+        "markdown-deep-front-matter",
+        ".md",
+        _writes("deep.md", lambda: "---\na: " + "[" * 500 + "]" * 500 + "\n---\n\n# Deep\n\nA body.\n"),
+        "nested deeper than 32 levels",
+    ),
+    Case(
+        "jsonl-deep-metadata",
+        ".jsonl",
+        _writes(
+            "meta.jsonl",
+            lambda: (
+                '{"_id": "m", "text": "a record", "tree": '
+                + '{"x": ' * 500
+                + "1"
+                + "}" * 500
+                + "}\n"
+                + '{"_id": "n", "text": "the record after it"}\n'
+            ),
+        ),
+        "nested deeper than 32 levels",
+    ),
+    Case(
+        "csv-wide-table",
+        ".csv",
+        _writes(
+            "wide.csv",
+            lambda: ",".join(f"c{i}" for i in range(60_000)) + "\n" + ",".join(f"v{i}" for i in range(60_000)) + "\n",
+        ),
+        "more than the 1,000 one document may hold",
+    ),
     Case(
         "rst-many-substitutions",
         ".rst",

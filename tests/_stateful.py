@@ -104,6 +104,37 @@ _CP1251 = (
 )
 
 
+#: A word the machine's catalog refuses at commit (:func:`refusing_catalog`): a document holding it must fail alone
+#: with DuckDB's first error, the rest of its run committed (issue 50).
+REFUSED_WORD = "catalogrefuses"
+#: Metadata nested one level past the door's bound (``citeline.sources.MAX_METADATA_DEPTH``).
+DEEP_METADATA = 40
+
+
+@contextlib.contextmanager
+def refusing_catalog() -> Iterator[None]:
+    """While the block runs, a commit whose chunks hold :data:`REFUSED_WORD` fails inside its transaction with a
+    real DuckDB error (a statement DuckDB itself rejects), as a value the catalog cannot hold or a memory limit
+    does: the transaction is aborted and every later statement in it fails too."""
+    import pyarrow.compute as pc
+
+    from citeline.store import catalog
+
+    original = catalog.apply_changes
+
+    def apply(connection: Any, remove_doc_ids: Any, documents: Any, chunks: Any) -> None:
+        original(connection, remove_doc_ids, documents, chunks)
+        if chunks.num_rows and pc.any(pc.match_substring(chunks.column("text"), REFUSED_WORD)).as_py():
+            FIGURES["commits refused"] += 1
+            connection.execute(f"SELECT error('the stateful catalog refuses {REFUSED_WORD}')")
+
+    catalog.apply_changes = apply
+    try:
+        yield
+    finally:
+        catalog.apply_changes = original
+
+
 def nonce_word(number: int) -> str:
     """A made-up word of letters only, unique per ``number``: the phrase only one document holds."""
     letters = "bcdfghjklmnpqrstvwxz"
@@ -171,6 +202,9 @@ def _text_file(suffix: str, variant: str, draw: Callable[[Any], Any], nonce: str
         return FileSpec(name, suffix, data, docs)
     if variant == "binary":
         return FileSpec(name, suffix, b"PK\0\0" + nonce.encode() + b"\0\1\2", whole_fail=True, errors=1)
+    if variant == "refused-at-commit":  # the catalog refuses it (refusing_catalog): it fails alone, stored kept
+        text = f"{' '.join(_sentences(draw, _ENGLISH, nonce))} {REFUSED_WORD}."
+        return FileSpec(name, suffix, text.encode(), whole_fail=True, errors=1)
     pool, encoding = {
         "utf8": (_ENGLISH + _CP1252_SHORT, "utf-8"),
         "cp1252-short": (_CP1252_SHORT, "cp1252"),
@@ -224,6 +258,18 @@ def _jsonl_file(
     elif variant == "bad-utf8":  # fails alone (issue 40); its id is unknown, so the file counts as incomplete
         lines.insert(draw(st.integers(0, len(lines))), b'{"id": "latin", "text": "caf\xe9 cr\xe8me"}')
         spec.errors, spec.incomplete = 1, True
+    elif variant == "deep-metadata":  # refused at the door (issue 50): fails alone, its id known, stored kept
+        deep: Any = 1
+        for _ in range(DEEP_METADATA):
+            deep = {"x": deep}
+        lines.insert(
+            draw(st.integers(0, len(lines))), json.dumps({"id": "deep", "text": "Deep.", "tree": deep}).encode()
+        )
+        spec.errors, spec.kept = 1, frozenset({"#deep"})
+    elif variant == "refused-at-commit":  # the catalog refuses it at commit (issue 50): fails alone, stored kept
+        record = {"id": "refused", "text": f"The catalog refuses this {REFUSED_WORD}."}
+        lines.insert(draw(st.integers(0, len(lines))), json.dumps(record).encode())
+        spec.errors, spec.kept = 1, frozenset({"#refused"})
     spec.data = b"\n".join(lines) + b"\n"
     return spec
 
@@ -294,9 +340,10 @@ FORMATS: dict[str, tuple[str, ...]] = {
         "cp1252-long",
         "cp1251",
         "utf16",
+        "refused-at-commit",
     ),
     ".md": ("utf8", "empty", "stopword", "punctuation", "cp1252-short", "cp1252-long", "utf16"),
-    ".jsonl": ("good", "bad-json", "bad-utf8"),
+    ".jsonl": ("good", "bad-json", "bad-utf8", "deep-metadata", "refused-at-commit"),
     ".csv": ("good", "missing-cell", "extra-cell"),
     ".tsv": ("good", "extra-cell"),
     ".html": ("good",),
@@ -575,7 +622,8 @@ class IndexMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------ the index
 
     def _ingest(self) -> Any:
-        return self.index.ingest([self.root], allow_removals=True, commit_every=2)
+        with refusing_catalog():
+            return self.index.ingest([self.root], allow_removals=True, commit_every=2)
 
     @rule()
     def ingest(self) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from citeline.errors import PartialRunError, SourceError, SourceUnavailable
+from citeline.errors import CommitRefusedError, PartialRunError, SourceError, SourceUnavailable
 from citeline.ingest import freshness, stopping
 
 # The chunk and embed steps (re-exported: the flow and texts.py call them as pipeline.chunk_documents / embed).
@@ -491,6 +491,7 @@ def _commit_in_batches(
     reporter.planned([round(sum(work.chars for work in group) / CHARS_PER_CHUNK) for group in groups])
     close_interrupted(target.path)
     summary.added = summary.updated = summary.chunks_embedded = summary.chunks_reused = 0
+    refused: set[tuple[str, str]] = set()  # the files of documents the catalog refused: their stats not recorded
     for number, group in enumerate(groups, 1):
         last = number == len(groups)
         reporter.part(number, len(groups))
@@ -518,13 +519,88 @@ def _commit_in_batches(
         removals = replaced + (planned.vanished_doc_ids if last else [])
         row = summary if last else replace(summary, removed=0, errors=list(summary.errors))
         read_files = planned.read_files if last else []
-        committed.append(replace(steps.commit(target, CommitBatch(removals, documents, rows, read_files), row)))
+        batch = CommitBatch(removals, documents, rows, read_files)
+        done = _commit_isolating(target, steps, reporter, batch, row, planned.replaced, refused)
+        if done is not summary:  # the documents refused are the run's failures from now on
+            summary.errors, summary.failed = list(done.errors), done.failed
+            summary.added, summary.updated = done.added, done.updated
+        committed.append(replace(done))
         del outputs, documents, rows  # before the next group's are made
     reporter.info(
         f"committed generation {committed[-1].generation}: run {committed[-1].run_id} "
         f"{committed[-1].status}, {planned.removed} documents removed"
     )
     return committed[-1]
+
+
+def _commit_isolating(
+    target: Target,
+    steps: Steps,
+    reporter: Reporter,
+    batch: CommitBatch,
+    row: RunSummary,
+    replaced: set[str] | frozenset[str] | Sequence[str],
+    refused: set[tuple[str, str]],
+) -> RunSummary:
+    # Commit the batch; if the catalog refuses it (CommitRefusedError: a value it cannot hold, a document whose
+    # rows pass its memory limit), find the documents it refuses by committing the batch in halves, each part that
+    # passes a generation of its own, and commit the rest (removals, file stats, the run's row) without them. A
+    # refused document fails alone, with DuckDB's first error; its stored version stays and its file is read again
+    # by the next run; the documents committed are not embedded again. Before this, one such file failed every run.
+    try:
+        return steps.commit(target, replace(batch, files=_files_without(batch.files, refused)), row)
+    except CommitRefusedError as exc:
+        if not batch.documents:
+            raise
+        first = exc
+    reporter.warning(f"the catalog refused a commit ({first}); committing its documents in parts to find which")
+    removals = set(batch.remove_doc_ids)
+    running = replace(row, removed=0, errors=list(row.errors), status="running")
+    failures: list[tuple[Document, str]] = []
+    done: set[str] = set()
+    documents = list(batch.documents)
+    parts = [documents[len(documents) // 2 :], documents[: len(documents) // 2]] if len(documents) > 1 else []
+    if len(documents) == 1:
+        failures.append((documents[0], first.reason))
+    while parts:
+        part = parts.pop()
+        if not part:
+            continue
+        ids = {document.doc_id for document in part}
+        try:
+            steps.commit(target, CommitBatch(sorted(ids & removals), part, batch.rows.of_documents(ids)), running)
+            done |= ids
+        except CommitRefusedError as exc:
+            if len(part) == 1:
+                failures.append((part[0], exc.reason))
+            else:
+                parts += [part[len(part) // 2 :], part[: len(part) // 2]]
+    failed_ids = {document.doc_id for document, _ in failures}
+    refused.update((document.source_root, document.source_file or document.source_id) for document, _ in failures)
+    row.errors = row.errors + [
+        {
+            "path": display_path(document.path),
+            "reason": (f"record {document.record_id!r}: " if document.record_id else "")
+            + f"the catalog refused it at commit ({reason}); left out, its stored version kept",
+        }
+        for document, reason in failures
+    ]
+    row.failed = len(row.errors)
+    updated = sum(1 for document, _ in failures if document.doc_id in replaced)
+    row.updated -= updated
+    row.added -= len(failures) - updated
+    if row.status == "succeeded":
+        row.status = "partial"
+    for document, reason in failures:
+        reporter.warning(f"failed {display_path(document.path)}: {reason}")
+    rest = [doc_id for doc_id in batch.remove_doc_ids if doc_id not in done and doc_id not in failed_ids]
+    empty = ChunkRows.empty(batch.rows.vectors.shape[1] if batch.rows.vectors.ndim == 2 else 0)
+    return steps.commit(target, CommitBatch(rest, [], empty, _files_without(batch.files, refused)), row)
+
+
+def _files_without(files: list[FileStat], refused: set[tuple[str, str]]) -> list[FileStat]:
+    # The stats of files none of whose documents the catalog refused (a refused one's file is read again).
+    return [stat for stat in files if (stat.source_root, stat.source_file) not in refused] if refused else files
 
 
 def _commit_interrupted(

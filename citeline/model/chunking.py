@@ -18,6 +18,13 @@ characters) are tokenized. A chunk cut inside a run that was tokenized (only pos
 a small budget) is checked with the real tokenizer and shortened until it fits. Other tokenizers get the
 same plan, but every chunk is checked that way.
 
+**Blobs are left out** (version 4): a run of at least :data:`BLOB_RUN` characters made only of base64's or hex's
+letters (a base64 attachment, a ``data:`` URI, a hex dump), with the runs of the same kind that follow it across
+whitespace (a MIME body wrapped at 76 characters), is no language: no chunk covers it, as none covers a Markdown
+file's front matter. The text is stored as it was, and every offset is still into it (``text[start:end]`` is the
+passage); the chunks on either side of a blob end and start at it. A 2 MB base64 blob in a Markdown file made
+9,447 chunks of noise, each embedded, and each a BM25 match for any query sharing a few letters with it.
+
 Version 1 was ``semantic-text-splitter`` with the model's tokenizer: slower per chunk, and superlinear on
 pathological input (figures: docs/performance.md#choices-measured-in-the-code).
 """
@@ -43,7 +50,7 @@ SPECIAL_TOKENS = 2
 #: Changes whenever the same text and settings may give other chunks; recorded in the index meta so that chunk
 #: ids stay comparable. 1: semantic-text-splitter 0.33; 2: this module's run-based planner; 3: the same,
 #: filling and overlapping chunks as version 1 did (SciFact: 13,081 chunks like version 1, against 13,868).
-CHUNKER_VERSION = 3
+CHUNKER_VERSION = 4  # 4: blobs left out (the module docstring)
 #: What the model embeds for each chunk, recorded in a new index's meta (``embed_text``): ``"chunk"``, the chunk's
 #: text as stored, or ``"title + chunk"``, the document's title on a line before it (a contextual chunk header)
 #: unless the chunk already starts with it; offsets and stored text are the chunk's own either way. "chunk" ships:
@@ -81,6 +88,65 @@ _LINE = re.compile(r"(?<=\S)[^\S\n]*\n")
 # A sentence ends after . ! ? … (and closing quotes or brackets) before whitespace and a word that does not
 # start in lower case ("e.g. the" is no sentence end), or right after a CJK full stop.
 _SENTENCE = re.compile(rf"[.!?…。！？][\"'”’»)\]]*(?=[^{_NOT_SPLIT}]+(?![^{_NOT_SPLIT}]|[a-z]))|[。！？](?=\S)")
+#: The shortest run (no whitespace) of base64 or hex letters taken for a blob: longer than any word, identifier
+#: or hash people search for (a SHA-256 is 64 hex letters), shorter than a line of a MIME-wrapped attachment.
+BLOB_RUN = 100
+#: A run in which these are all the characters, bar quotes and brackets around it, is blob-like.
+_BLOB_TOKEN = re.compile(r"[A-Za-z0-9+/_=-]+")
+#: A data URI's head: what follows it in its run is the encoded data, whatever its length.
+_DATA_URI = re.compile(r"data:[\w.+-]*/?[\w.+-]*(?:;[\w.+=-]+)*;base64,", re.IGNORECASE)
+#: A line of a wrapped attachment (MIME wraps base64 at 76 characters, PEM at 64): runs this long or longer that
+#: follow one another across whitespace, at least :data:`BLOB_LINES` of them, are a blob too.
+BLOB_LINE = 60
+BLOB_LINES = 3
+#: Runs of non-whitespace at least BLOB_LINE long: the candidates (one pass of the text, linear).
+_LONG_RUN = re.compile(rf"\S{{{BLOB_LINE},}}")
+#: Runs of non-whitespace that may continue a blob after whitespace (a MIME body's next line).
+_ANY_RUN = re.compile(r"\S+")
+
+
+def blob_spans(text: str) -> list[tuple[int, int]]:
+    """The spans ``(start, end)`` of ``text`` that hold blobs (see the module docstring), in order, merged."""
+    spans: list[tuple[int, int]] = []
+    for found in _LONG_RUN.finditer(text):
+        if spans and found.start() < spans[-1][1]:
+            continue  # inside a blob already found
+        start, end = _blob_in(found.group(), found.start())
+        if start == end:
+            continue
+        # The runs that follow across whitespace and are blob-like too (MIME lines; the last one may be short).
+        at, lines = end, 1
+        while (following := _ANY_RUN.search(text, at)) is not None:
+            run = following.group()
+            if not _BLOB_TOKEN.fullmatch(run):
+                break
+            if len(run) < BLOB_LINE:  # the last line of a wrapped blob, or a word: the blob ends here
+                if lines >= BLOB_LINES and (len(run) < 16 or any(c.isdigit() or c in "+/=" for c in run)):
+                    end = following.end()
+                break
+            end = at = following.end()
+            lines += 1
+        if end - start >= BLOB_RUN and (lines >= BLOB_LINES or found.end() - found.start() >= BLOB_RUN):
+            spans.append((start, end))
+    return spans
+
+
+def _blob_in(run: str, offset: int) -> tuple[int, int]:
+    # The blob in one long run (as offsets into the text): after a data URI's head, or the run without the
+    # quotes and brackets around it when the rest is base64/hex letters; (offset, offset) when it is none.
+    head = _DATA_URI.search(run)
+    if head is not None and len(run) - head.end() >= 16:
+        tail = run[head.end() :].rstrip("\"')]>,;")
+        return offset + head.end(), offset + head.end() + len(tail)
+    core = run.strip("\"'()[]<>,;:.")
+    if len(core) < BLOB_LINE or not _BLOB_TOKEN.fullmatch(core):
+        return offset, offset
+    if not any(c.isdigit() for c in core) or not any(c.isalpha() for c in core):
+        return offset, offset  # a line of dashes, a word repeated: not an encoding
+    start = offset + run.index(core)
+    return start, start + len(core)
+
+
 #: Characters past a candidate cut that the boundary patterns may need to look at.
 _LOOKAHEAD = 64
 
@@ -221,8 +287,32 @@ class Chunker:
         """``split`` for many ``(text, markdown)`` pairs, in order.
 
         The runs no earlier document had are tokenized in one batch (multi-threaded in Rust); the planning
-        itself is pure Python and linear in the text.
+        itself is pure Python and linear in the text. Blobs (:func:`blob_spans`) are left out: the text between
+        them is chunked piece by piece, with offsets into the whole text and ordinals counted over it.
         """
+        blobs = [blob_spans(text) for text, _ in texts]
+        if not any(blobs):
+            return self._split_pieces(texts)
+        pieces: list[tuple[str, bool]] = []
+        owners: list[tuple[int, int]] = []  # (document, offset of the piece in its text)
+        for number, ((text, markdown), spans) in enumerate(zip(texts, blobs, strict=True)):
+            at = 0
+            for start, end in [*spans, (len(text), len(text))]:
+                if text[at:start].strip():
+                    pieces.append((text[at:start], markdown))
+                    owners.append((number, at))
+                at = end
+        chunks: list[list[ChunkSpan]] = [[] for _ in texts]
+        for (number, offset), planned in zip(owners, self._split_pieces(pieces), strict=True):
+            own = chunks[number]
+            own.extend(
+                ChunkSpan(len(own) + ordinal, span.char_start + offset, span.char_end + offset, span.text)
+                for ordinal, span in enumerate(planned)
+            )
+        return chunks
+
+    def _split_pieces(self, texts: Sequence[tuple[str, bool]]) -> list[list[ChunkSpan]]:
+        # split_many's planning of texts that hold no blob.
         runs = [_runs(text) for text, _ in texts]
         limits = [_exact_below(words, len(text)) for (text, _), (words, _) in zip(texts, runs, strict=True)]
         self._count_new_runs(

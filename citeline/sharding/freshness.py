@@ -28,11 +28,17 @@ from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
 from citeline.store import catalog, file_stats
 
+#: The key of a manifest's run entry that ``ShardedIndex.verify`` recorded for a run that stopped part way.
+RECOVERED = "recovered"
+
 
 def skipping_is_safe(manifest_runs: Sequence[dict[str, Any]], recorded: Sequence[int], now: Sequence[int]) -> bool:
     """True when no file can have been committed in some shards and not in others: the manifest's last run (if
-    any) did not fail, and every shard is at the generation the manifest recorded after it."""
-    last_failed = bool(manifest_runs) and manifest_runs[-1].get("status") == "failed"
+    any) did not fail nor stop part way, and every shard is at the generation the manifest recorded after it."""
+    last = manifest_runs[-1] if manifest_runs else {}
+    # A run that stopped part way and was recorded by verify afterwards ("recovered": ShardedIndex.verify) is as
+    # unsafe as a failed one: some shards may hold a file's new documents and others its old ones.
+    last_failed = last.get("status") == "failed" or bool(last.get(RECOVERED))
     return not last_failed and list(recorded) == list(now)
 
 

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -32,8 +33,10 @@ from typing import Any
 from citeline.errors import (
     CitelineError,
     IndexCorruptError,
+    IndexLockedError,
     IndexMismatchError,
     IndexNotFoundError,
+    IndexRepairedWarning,
     SettingsError,
 )
 from citeline.index import SHARDS_MANIFEST, Index, Layout, register_layout
@@ -44,7 +47,14 @@ from citeline.ingest.removal import Chosen, RemovalSummary
 from citeline.ingest.targets import PlannedRun
 from citeline.model.embedding import Embedder, SentenceTransformerEmbedder
 from citeline.query.results import SearchResult, answer_documents
-from citeline.sharding.freshness import Freshness, merged_plan, skipping_is_safe, unchanged_files, with_fresh
+from citeline.sharding.freshness import (
+    RECOVERED,
+    Freshness,
+    merged_plan,
+    skipping_is_safe,
+    unchanged_files,
+    with_fresh,
+)
 from citeline.sharding.remote import DaskShards, ShardWorkers, parse_shard_workers
 from citeline.sharding.reports import ShardedStatus, each_shard, merged_report, merged_status, not_here
 from citeline.sharding.runs import ShardJob, WorkerSteps, dask_client, execute, execute_on, idle_run
@@ -138,7 +148,20 @@ def merge_runs(run_id: str, started_at: str, roots: list[str], plan: Plan, outco
     done = [outcome for outcome in outcomes if isinstance(outcome, RunSummary)]
     summary.chunks_embedded = sum(run.chunks_embedded for run in done)
     summary.chunks_reused = sum(run.chunks_reused for run in done)
+    # What a shard's own run found beyond the plan's errors (which every shard's plan holds): documents its catalog
+    # refused at commit (they fail alone: pipeline._commit_isolating), files that changed during the run.
+    known = {(error["path"], error["reason"]) for error in summary.errors}
+    for run in done:
+        for error in run.errors:
+            if (error["path"], error["reason"]) not in known:
+                known.add((error["path"], error["reason"]))
+                summary.errors.append(error)
+    summary.failed = len(summary.errors)
+    if summary.errors and summary.status == "succeeded":
+        summary.status = "partial"
     failed = [(number, outcome) for number, outcome in enumerate(outcomes) if not isinstance(outcome, RunSummary)]
+    if not failed:  # what the shards committed, the refused documents not counted
+        summary.added, summary.updated = sum(run.added for run in done), sum(run.updated for run in done)
     summary.errors += [{"path": f"shard-{n:03d}", "reason": f"{type(e).__name__}: {e}"} for n, e in failed]
     if failed:
         summary.status = "failed"
@@ -331,10 +354,56 @@ class ShardedIndex(Index):
             return part.verify(), [doc_id for doc_id in docs if shard_of(doc_id, shards) != number]
 
         remote = functools.partial(shard_check, shards=shards, route=shard_of)
+        live = self._recover_stopped_run()
         checked = each_shard(self.path, self.shards, self.dask, "verify", local, remote)
         self.manifest = Manifest.read(self.path)  # another process may have run since this one opened the root
         names = [directory.name for directory in self.shard_dirs]
-        return merged_report(self.path, names, checked, self.manifest.generations)
+        # While a run is going on its shards commit ahead of the manifest, which it writes when they are done.
+        recorded = [report.generation for report, _ in checked] if live else self.manifest.generations
+        return merged_report(self.path, names, checked, recorded)
+
+    def _recover_stopped_run(self) -> bool:
+        """A run killed between its shards' commits and its manifest (``kill -9``, a power cut) left every shard at
+        a committed generation, some ahead of the manifest: nothing is lost, but ``verify`` said INCONSISTENT until
+        the next complete run. With no run going on (the root's writer lock is free), record the shards'
+        generations in the manifest with the stopped run, ``interrupted``, as a plain index's next writer marks
+        its row, and warn; the next run reads every file again (``freshness.skipping_is_safe``), so a file
+        committed in some shards and not in others is indexed whole. Returns True when a run is going on."""
+        if not self.shards:  # only the manifest here: the shards' own hosts see them
+            return False
+        if [int(part.status().generation) for part in self.shards] == Manifest.read(self.path).generations:
+            return False
+        try:
+            with writer_lock(self.path, wait=0):
+                manifest = Manifest.read(self.path)
+                now = [int(part.status().generation) for part in self.shards]
+                if now == manifest.generations:
+                    return False
+                stopped = [run for part in self.shards for run in part.runs(1) if run.status == "running"]
+                first = min(stopped, key=lambda run: run.started_at) if stopped else None
+                reason = (
+                    f"the run stopped part way (shard generations {now}, the manifest recorded "
+                    f"{manifest.generations}); recorded by verify: run the same `citeline ingest` again to finish"
+                )
+                summary = RunSummary(
+                    run_id=first.run_id if first else ledger.new_run_id(),
+                    started_at=first.started_at if first else ledger.utc_now(),
+                    finished_at=ledger.utc_now(),
+                    status="interrupted",
+                    roots=first.roots if first else [],
+                    generation=sum(now),
+                    added=sum(run.added for run in stopped),
+                    updated=sum(run.updated for run in stopped),
+                    errors=[{"path": "", "reason": reason}],
+                )
+                entry = {**summary.to_dict(), "generations": now, RECOVERED: True}
+                manifest.generations, manifest.runs = now, [*manifest.runs, entry][-RUNS_KEPT:]
+                manifest.write(self.path)
+                self.manifest = manifest
+        except IndexLockedError:
+            return True
+        warnings.warn(f"citeline: {self.path}: {reason}", IndexRepairedWarning, stacklevel=3)
+        return False
 
     # ---------------------------------------------------------------- reading
 

@@ -30,6 +30,22 @@ MAX_XML_ELEMENTS = 500_000
 MAX_HTML_ELEMENTS = 250_000
 
 
+#: How deep a document's metadata may nest (a mapping or list inside another counts one level; the fields
+#: themselves are level 1). Readers (``citeline documents``, ``search --format json``, the HTTP API, MCP) walk
+#: metadata recursively, as Python's ``json`` and pydantic do: a JSONL record nested 500 deep was accepted and then
+#: broke every read of the index with a RecursionError. Real metadata (front matter, a JSON export) nests a few.
+MAX_METADATA_DEPTH = 32
+
+#: The most top-level fields a document's metadata may hold: each is a facet of ``citeline documents`` and a
+#: column a filter may name. A CSV row of 60,000 columns with no text column made a document whose metadata
+#: (repeated in each of its chunks' passage rows) passed DuckDB's memory limit at commit.
+MAX_METADATA_FIELDS = 1_000
+
+#: The most characters a document's metadata may take as JSON: it is stored with each of the document's chunks'
+#: passage rows and returned with every hit, so a large one costs its size again for every chunk and result.
+MAX_METADATA_CHARS = 64 * 1024
+
+
 def mib(size: int) -> str:
     """``size`` bytes as the limits are written in messages: ``256 MiB`` (``1,000 bytes`` below a MiB)."""
     return f"{size / (1024 * 1024):g} MiB" if size >= 1024 * 1024 else f"{size:,} bytes"

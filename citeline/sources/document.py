@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from citeline.errors import SourceError
+from citeline.sources import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_FIELDS
 
 
 @dataclass(frozen=True)
@@ -219,8 +220,12 @@ def unstorable_field(document: Document) -> str | None:
         return "title holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
     if not is_valid_text(document.source_id) or (document.record_id and not is_valid_text(document.record_id)):
         return "id holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
+    problem = metadata_problem(document.metadata)
+    if problem is not None:
+        return problem
     try:
-        json.dumps([document.metadata, document.properties], ensure_ascii=False, allow_nan=False).encode("utf-8")
+        text = json.dumps(document.metadata, ensure_ascii=False, allow_nan=False)
+        json.dumps([text, document.properties], ensure_ascii=False, allow_nan=False).encode("utf-8")
     except UnicodeEncodeError:
         return "metadata holds a lone surrogate (an invalid \\ud800-\\udfff escape or character)"
     except ValueError as exc:
@@ -229,6 +234,44 @@ def unstorable_field(document: Document) -> str | None:
         return f"metadata cannot be stored as JSON ({exc})"
     except TypeError as exc:
         return f"metadata cannot be stored as JSON ({exc})"
+    if len(text) > MAX_METADATA_CHARS:
+        return (
+            f"metadata takes {len(text):,} characters as JSON, past the {MAX_METADATA_CHARS:,} one document may hold "
+            "(put long text in the text field)"
+        )
+    return None
+
+
+#: The integers the catalog and every reader hold exactly (DuckDB's BIGINT; JSON readers in other languages).
+_INT_RANGE = (-(2**63), 2**63 - 1)
+
+
+def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
+    """Why ``metadata`` may not be stored (None: it may): more than :data:`~citeline.sources.MAX_METADATA_FIELDS`
+    fields, nested deeper than :data:`~citeline.sources.MAX_METADATA_DEPTH` levels, a key that is not text, or an
+    integer past 64 bits. Walked without recursion, so no input can make the check itself fail; every reader of
+    the index can then read back what was stored (``docs/sources.md#metadata-bounds``)."""
+    if len(metadata) > MAX_METADATA_FIELDS:
+        return (
+            f"metadata has {len(metadata):,} fields, more than the {MAX_METADATA_FIELDS:,} one document may hold "
+            "(a table this wide: name its text column, or split its columns)"
+        )
+    stack: list[tuple[Any, int]] = [(metadata, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            if any(not isinstance(key, str) for key in value):
+                return "metadata has a key that is not text"
+            items: Any = value.values()
+        elif isinstance(value, list | tuple):
+            items = value
+        else:
+            if isinstance(value, int) and not isinstance(value, bool) and not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+                return "metadata holds an integer past 64 bits, which no reader holds exactly; give it as text"
+            continue
+        if depth >= MAX_METADATA_DEPTH:
+            return f"metadata nested deeper than {MAX_METADATA_DEPTH} levels"
+        stack.extend((item, depth + 1) for item in items)
     return None
 
 

@@ -13,10 +13,18 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time
 from typing import Any
 
+from citeline.sources import MAX_METADATA_DEPTH
 
-def json_value(value: Any) -> Any:
+
+def json_value(value: Any, depth: int = 0) -> Any:
     """``value`` as JSON can hold it: dates and times as ISO 8601 text, mappings with text keys, sequences as
-    lists, numbers and booleans as they are (a non-finite float, which JSON cannot hold, as its text)."""
+    lists, numbers and booleans as they are (a non-finite float, which JSON cannot hold, as its text).
+
+    Past :data:`~citeline.sources.MAX_METADATA_DEPTH` levels a value is returned as it is, unconverted: the door
+    (``document.metadata_problem``) refuses the document for its depth, with one line naming the bound, and this
+    recursion cannot reach the stack's end on front matter nested 500 deep first."""
+    if depth > MAX_METADATA_DEPTH:
+        return value
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     if isinstance(value, bool) or value is None or isinstance(value, int | str):
@@ -24,9 +32,9 @@ def json_value(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, Mapping):
-        return {str(json_value(k)): json_value(v) for k, v in value.items()}
+        return {str(json_value(k, depth + 1)): json_value(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [json_value(item) for item in value]
+        return [json_value(item, depth + 1) for item in value]
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)

@@ -48,7 +48,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from citeline.errors import CitelineError, IndexCorruptError, IndexLockedError, IndexRepairedWarning, IndexWriteError
+from citeline.errors import (
+    CitelineError,
+    CommitRefusedError,
+    IndexCorruptError,
+    IndexLockedError,
+    IndexRepairedWarning,
+    IndexWriteError,
+)
 from citeline.lexical import segments as lexical_segments
 from citeline.lexical.analyzer import settings_problems
 from citeline.lexical.segments import Part, Segment, SegmentedIndex, read_segments
@@ -241,8 +248,28 @@ def _transaction(connection: duckdb.DuckDBPyConnection, index_dir: Path, generat
             remove_orphans(index_dir, generation)
         # RuntimeError: FAISS reports its write failures (a full disk) that way.
         if isinstance(exc, duckdb.Error | OSError | RuntimeError):
-            raise write_error(index_dir, generation, exc, disk_full=full) from exc
+            first = first_error(exc, duckdb.Error)
+            error = write_error(index_dir, generation, first, disk_full=full)
+            if isinstance(first, duckdb.Error) and not full and not isinstance(first, duckdb.IOException):
+                reason = str(first).splitlines()[0][:300] if str(first) else type(first).__name__
+                error = CommitRefusedError(str(error), reason)  # what was written, not the disk: CommitRefusedError
+            raise error from exc
         raise
+
+
+def first_error(exc: BaseException, kind: type[BaseException] | tuple[type[BaseException], ...]) -> BaseException:
+    """The first of the errors of ``kind`` that led to ``exc`` (``exc`` itself if it is the first): once a
+    statement fails, DuckDB aborts the transaction and every later statement (a clean-up's too) raises
+    "Current transaction is aborted", which said nothing of what went wrong (an out-of-memory error, a value the
+    catalog refused)."""
+    first, seen = exc, {id(exc)}
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, kind):
+            first = cause
+        cause = cause.__cause__ or cause.__context__
+    return first if isinstance(exc, kind) else exc
 
 
 #: Free bytes below which a failed write is reported as a full disk (numpy's short writes carry no errno:

@@ -30,9 +30,15 @@ CREATE TABLE IF NOT EXISTS runs (
     failed INTEGER DEFAULT 0,
     chunks_embedded INTEGER DEFAULT 0,
     chunks_reused INTEGER DEFAULT 0,
-    errors JSON
+    errors JSON,
+    unsupported INTEGER DEFAULT 0,
+    excluded INTEGER DEFAULT 0,
+    links_skipped INTEGER DEFAULT 0
 );
 """
+#: The columns added after the first ledger (issue 50): a ledger written before them gets them at its next write
+#: (``ADD COLUMN IF NOT EXISTS``) and is read with 0 in them until then.
+_SKIP_COLUMNS = ("unsupported", "excluded", "links_skipped")
 
 
 @dataclass
@@ -54,11 +60,12 @@ class RunSummary:
     chunks_reused: int = 0
     errors: list[dict[str, str]] = field(default_factory=list)
     #: files discovery left out: no parser for their type, and files or folders excluded by the selection rules
-    #: (``citeline.sources.selection``); in the run's summary, not stored in the ledger (read back as 0)
+    #: (``citeline.sources.selection``); stored in the ledger, as the run's summary says them
     unsupported: int = 0
     excluded: int = 0
     #: symbolic links not followed (broken, looping, leaving the root, or a second path to what is indexed):
-    #: skips, not failures (``citeline.sources.discovery``); in the summary only, as the two above
+    #: skips, not failures (``citeline.sources.discovery``); stored as the two above (the ledger said 0 while the
+    #: summary said 4 before issue 50: one count, written once by ``pipeline.with_skipped``)
     links_skipped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,9 +107,13 @@ def create_table(connection: duckdb.DuckDBPyConnection) -> None:
 
 def record_run(connection: duckdb.DuckDBPyConnection, run: RunSummary) -> None:
     """Insert or replace a run's ledger row."""
+    for column in sorted(set(_SKIP_COLUMNS) - _columns(connection)):  # a ledger from before the columns
+        connection.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {column} INTEGER DEFAULT 0")
     connection.execute("DELETE FROM runs WHERE run_id = ?", [run.run_id])
     connection.execute(
-        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO runs (run_id, started_at, finished_at, status, roots, generation, added, updated, unchanged, "
+        f"removed, failed, chunks_embedded, chunks_reused, errors, {', '.join(_SKIP_COLUMNS)}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             run.run_id,
             run.started_at,
@@ -118,6 +129,9 @@ def record_run(connection: duckdb.DuckDBPyConnection, run: RunSummary) -> None:
             run.chunks_embedded,
             run.chunks_reused,
             json.dumps(run.errors, ensure_ascii=False),
+            run.unsupported,
+            run.excluded,
+            run.links_skipped,
         ],
     )
 
@@ -147,10 +161,19 @@ def read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSumm
         ) from exc
 
 
+def _columns(connection: duckdb.DuckDBPyConnection) -> set[str]:
+    # The runs table's columns (a ledger written before the skip columns lacks them).
+    query = "SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs' AND schema_name = current_schema()"
+    return {row[0] for row in connection.execute(query).fetchall()}
+
+
 def _read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSummary]:
+    present = _columns(connection)
+    skips = ", ".join(column if column in present else f"0 AS {column}" for column in _SKIP_COLUMNS)
     rows = connection.execute(
         "SELECT run_id, started_at, finished_at, status, roots, generation, added, updated, unchanged, removed, "
-        "failed, chunks_embedded, chunks_reused, errors FROM runs ORDER BY started_at DESC, run_id DESC LIMIT ?",
+        f"failed, chunks_embedded, chunks_reused, errors, {skips} FROM runs "
+        "ORDER BY started_at DESC, run_id DESC LIMIT ?",
         [limit],
     ).fetchall()
     return [
@@ -169,6 +192,9 @@ def _read_runs(connection: duckdb.DuckDBPyConnection, limit: int) -> list[RunSum
             chunks_embedded=r[11],
             chunks_reused=r[12],
             errors=json.loads(r[13]) if r[13] else [],
+            unsupported=r[14] or 0,
+            excluded=r[15] or 0,
+            links_skipped=r[16] or 0,
         )
         for r in rows
     ]

@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from citeline.sources import MAX_METADATA_DEPTH
+
 #: The key of citeline's own fields in the stored JSON (a ``meta`` filter on it is refused).
 PROPERTIES_KEY = "_citeline"
 #: What a PDF's metadata held before properties were stored apart (indexes written by earlier versions).
@@ -53,6 +55,28 @@ def fingerprint(content_hash: str, title: str | None, metadata_json: str | None)
     return hashlib.sha256(described.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+#: What a value nested past the door's bound reads as (a row written before the bound: see :func:`_cut_deep`).
+TOO_DEEP = f"(nested deeper than {MAX_METADATA_DEPTH} levels: not shown)"
+
+
+def _cut_deep(value: dict[str, Any]) -> None:
+    # Replace, in place and without recursion, each mapping or list nested past MAX_METADATA_DEPTH by TOO_DEEP.
+    # Ingest refuses such metadata since issue 50; an index written before may hold it (a JSONL record nested 500
+    # deep was accepted), and every reader walks metadata recursively (json's encoder, pydantic): one such row made
+    # `citeline documents`, `search --format json`, GET /documents and /search fail with a RecursionError.
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        keys = node.keys() if isinstance(node, dict) else range(len(node))
+        for key in list(keys):
+            child = node[key]
+            if isinstance(child, dict | list):
+                if depth + 1 >= MAX_METADATA_DEPTH:
+                    node[key] = TOO_DEEP
+                else:
+                    stack.append((child, depth + 1))
+
+
 def split(text: str | None, document_format: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(metadata, properties)`` of a stored metadata JSON text (None or empty: two empty dicts).
 
@@ -61,6 +85,8 @@ def split(text: str | None, document_format: str | None = None) -> tuple[dict[st
     value = json.loads(text) if text else {}
     if not isinstance(value, dict):
         return {}, {}
+    if text and text.count("{") + text.count("[") > MAX_METADATA_DEPTH:  # fewer brackets cannot nest that deep
+        _cut_deep(value)
     if PROPERTIES_KEY in value:
         found = value.pop(PROPERTIES_KEY)
         properties = dict(found) if isinstance(found, dict) else {}

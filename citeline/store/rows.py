@@ -96,6 +96,20 @@ class ChunkRows:
             ).astype(np.float32)
         return merged
 
+    def of_documents(self, doc_ids: set[str] | frozenset[str]) -> ChunkRows:
+        """The rows of the documents ``doc_ids`` (vectors included), in order: a commit of part of a batch."""
+        keep = [index for index, doc_id in enumerate(self.doc_id) if doc_id in doc_ids]
+        part = ChunkRows.empty(self.vectors.shape[1] if self.vectors.ndim == 2 else 0)
+        for name in ("chunk_id", "doc_id", "ordinal", "char_start", "char_end", "text", "text_hash", "page"):
+            getattr(part, name).extend(getattr(self, name)[i] for i in keep)
+        part.embed_text = [self.embed_text[i] for i in keep] if self.embed_text else []
+        part.vectors = self.vectors[keep] if len(self.vectors) else self.vectors
+        if self.document_text:
+            part.document_text = [self.document_text[i] for i in keep]
+        if self.document_vectors is not None:
+            part.document_vectors = self.document_vectors[keep]
+        return part
+
     def to_arrow(self, run_id: str) -> pa.Table:
         """The rows as an Arrow table in the ``chunks`` column order (``document_vector`` last, when kept)."""
         table = pa.table(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from _common import DAMAGE, no_library_warnings
+from _worst_values import worst_folder
 from click.testing import CliRunner
 from conftest import HashEmbedder
 from hypothesis import HealthCheck, given, settings
@@ -121,7 +122,8 @@ def argument_lists(draw: st.DrawFn) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small file tree (good, bad and odd files, a symlink loop) and an index built from it."""
+    """A small file tree (good, bad and odd files, a symlink loop, tests/_worst_values.py's hostile values) and an
+    index built from it."""
     root = tmp_path_factory.mktemp("cli-fuzz")
     docs = root / "docs"
     (docs / "sub").mkdir(parents=True)
@@ -131,6 +133,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (docs / "empty.md").write_text("")
     (docs / "r.jsonl").write_text('{"id": 1, "text": "one record"}\n{"id": "1", "text": "same id"}\n')
     (root / "loop").symlink_to(root / "loop")
+    worst_folder(docs / "worst")  # the worst values the door accepts: every command must read them back (issue 50)
     Index.create(root / "index", embedder=HashEmbedder()).ingest([docs])
     return root
 

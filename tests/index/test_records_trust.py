@@ -293,8 +293,14 @@ def test_links_not_followed_are_skips_and_the_run_succeeds(
     logged = [record.getMessage() for record in caplog.records]  # -v: one line a link, with why
     for name in ("loop", "leak.txt", "dangling.txt"):
         assert any(line.startswith(f"skipped {docs / name}: ") and "not followed" in line for line in logged)
-    run = Index.open(ix, embedder=HashEmbedder()).ingest([docs], strict=True)  # --strict: no PartialRunError
+    index = Index.open(ix, embedder=HashEmbedder())
+    run = index.ingest([docs], strict=True)  # --strict: no PartialRunError
     assert (run.status, run.failed, run.links_skipped, run.errors) == ("succeeded", 0, 3, [])
+    # The ledger says what the summary said, every field (links_skipped read back as 0 before issue 50).
+    assert [row.to_dict() for row in index.runs(2)] == [run.to_dict(), index.runs(2)[1].to_dict()]
+    assert index.runs(2)[1].links_skipped == 3
+    listed = CliRunner().invoke(cli, ["runs", "--index", ix, "--format", "json"])
+    assert [row["links_skipped"] for row in json.loads(listed.output)] == [3, 3]
 
 
 # ---------------------------------------------------------------- patterns that cannot be compiled

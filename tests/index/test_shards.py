@@ -285,6 +285,7 @@ def test_a_writer_killed_mid_run_leaves_every_shard_committed(
     assert isinstance(index, ShardedIndex)
     for part in index.shards:
         assert part.verify().ok  # each shard at a committed generation, its artifacts complete
+    assert index.verify().ok  # the root too: a stopped run is recorded, not reported INCONSISTENT (issue 50)
     index.ingest([corpus], parallel="serial")
     assert index.verify().ok
     assert sorted(index.snapshot().vectors.ids().tolist()) == sorted(whole.snapshot().vectors.ids().tolist())
@@ -441,3 +442,31 @@ def test_a_sharded_run_plans_as_one_index_does(tmp_path: Path, fake_embedder) ->
     assert dry["plain"].errors and [getattr(dry["sharded"], f) for f in fields] == [
         getattr(dry["plain"], f) for f in fields
     ]
+
+
+def test_verify_records_a_run_that_stopped_between_its_shards_and_the_manifest(tmp_path: Path, fake_embedder) -> None:
+    """After kill -9 of a sharded run, some shards committed past the generations the manifest records (nothing
+    lost): verify said INCONSISTENT until the next complete run. Now it records the shards' generations and the
+    stopped run (interrupted) with a warning, says consistent, and the next run reads every file again."""
+    import warnings
+
+    from citeline.errors import IndexRepairedWarning
+
+    corpus = abstracts_file(tmp_path / "corpus", 30)
+    index = Index.create(tmp_path / "idx", embedder=fake_embedder, shards=2)
+    assert isinstance(index, ShardedIndex)
+    index.ingest([corpus], parallel="serial")
+    recorded = Manifest.read(index.path).generations
+    # The state a kill leaves: one shard committed (a document of it removed), the manifest not yet written.
+    shard = Index.open(shard_dir(index.path, 0), embedder=fake_embedder)
+    shard.remove(doc_ids=[shard.documents()[0].doc_id])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = index.verify()
+    assert report.ok, report.problems
+    assert any(issubclass(w.category, IndexRepairedWarning) and "stopped part way" in str(w.message) for w in caught)
+    assert Manifest.read(index.path).generations == [recorded[0] + 1, recorded[1]]
+    assert index.runs(1)[0].status == "interrupted"
+    assert index.verify().ok  # once recorded, quiet
+    run = index.ingest([corpus], parallel="serial")  # every file read again: the removed document comes back
+    assert (run.added, run.status) == (1, "succeeded") and index.verify().ok

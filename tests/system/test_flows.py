@@ -905,3 +905,29 @@ class _Heard(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.messages.append(record.getMessage())
+
+
+def test_a_document_the_catalog_refuses_fails_alone_in_the_flow(
+    prefect_api: str, small_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flow's commit task isolates a document the catalog refuses as Index.ingest does (issue 50): the run is
+    partial, the document named with DuckDB's first error, the rest committed."""
+    from _stateful import REFUSED_WORD, refusing_catalog
+    from conftest import HashEmbedder
+
+    from citeline.orchestration.ingest import ingest_flow
+
+    monkeypatch.setattr("citeline.index.SentenceTransformerEmbedder", lambda *args, **kwargs: HashEmbedder())
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text("# Good\n\nA good document about rivers.")
+    (docs / "refused.txt").write_text(f"A document the catalog refuses: {REFUSED_WORD}.")
+    with refusing_catalog():
+        state = ingest_flow(paths=[str(docs)], index_path=str(small_index), return_state=True)
+    assert state.is_completed(), state.message
+    summary = state.result()
+    assert summary["status"] == "partial" and summary["failed"] == 1, summary
+    (error,) = summary["errors"]
+    assert error["path"].endswith("refused.txt") and "the catalog refused it at commit" in error["reason"]
+    stored = {d.source_id for d in Index.open(small_index).documents()}
+    assert "good.md" in stored and "refused.txt" not in stored

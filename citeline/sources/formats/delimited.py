@@ -15,7 +15,10 @@ Every column but the id, title and text columns is metadata, typed (``2021`` a n
 one locale's way (``1.234,56``, ``1 234,56``, ``1,234.56``) is numbers, each cell as written kept beside it
 (:func:`read_locale_numbers`). A row with more cells than the header
 fails alone, naming its line; a row with fewer has the missing cells empty. Quoting is the csv module's (RFC 4180,
-a quoted cell may span lines).
+a quoted cell may span lines). A ``.tsv`` usually has no quoting at all (IANA's text/tab-separated-values allows
+no tab or line break in a cell): when a quote in it would swallow a tab or a line break (``5" screen`` at a cell's
+start, unclosed, took every row after it into one cell, silently) and its lines, read as written, fit the header,
+the file is read with no quoting, every line a row and every quote kept as written.
 
 **Delimiter.** A tab for ``.tsv``. A ``.csv`` is delimited by ``,``, ``;``, a tab or ``|``, whichever splits the
 header into the most columns that the first rows below it agree with (:func:`delimiter_of`); ``,`` when none
@@ -42,12 +45,12 @@ import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from citeline.errors import SourceError
 from citeline.sources import MAX_SOURCE_CHARS, remote
 from citeline.sources.document import Parsed, SourceFile
-from citeline.sources.encoding import decode
+from citeline.sources.encoding import Decoded, decode
 from citeline.sources.metadata import column_numbers, typed_text
 from citeline.sources.records import Records
 from citeline.sources.registry import parser
@@ -58,6 +61,9 @@ MAX_ROW_CHARS = MAX_SOURCE_CHARS
 #: csv module never stops a file for a cell's size (:data:`MAX_ROW_CHARS` is the limit citeline applies, per row).
 CSV_MODULE_LIMIT = 2**31 - 1
 csv.field_size_limit(max(csv.field_size_limit(), CSV_MODULE_LIMIT))
+
+#: The csv module's quoting modes (QUOTE_MINIMAL, QUOTE_NONE are the two used).
+_Quoting = Literal[0, 1, 2, 3]
 
 #: Where the csv module ends a physical line (``newline=""``: ``\n``, ``\r\n`` or ``\r``).
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -72,8 +78,8 @@ class _Lines:
     characters: a line that would take the row past :data:`MAX_ROW_CHARS` is not handed over; the row's remaining
     lines are skipped and :class:`_RowTooLarge` raised from the reader (which starts afresh at its next row)."""
 
-    def __init__(self, text: str, delimiter: str) -> None:
-        self.text, self.delimiter = text, delimiter
+    def __init__(self, text: str, delimiter: str, quoting: _Quoting = csv.QUOTE_MINIMAL) -> None:
+        self.text, self.delimiter, self.quoting = text, delimiter, quoting
         self.at = self.row_start = 0  # offsets into text: the next line, the current row's first line
         self.line = 0  # physical lines handed over or skipped (the csv module's line_num)
         self.row_line = 1  # the current row's first line, counted from 1
@@ -106,6 +112,7 @@ class _Lines:
             io.StringIO(ordinary.sub("x", self.text[self.row_start :]), newline=""),
             delimiter=self.delimiter,
             strict=True,
+            quoting=self.quoting,
         )
         try:
             next(skeleton)
@@ -164,9 +171,21 @@ _ID_COLUMNS = ("_id", "id")
 _TEXT_COLUMNS = ("text", "body", "content", "abstract", "description")
 
 
-#: Reader 2: the delimiter is detected (:func:`delimiter_of`); reader 1 read every ``.csv`` with ``,``.
-#: Reader 3: a column of locale numbers (``1.234,56``) is read as numbers (:func:`read_locale_numbers`).
-@parser(".csv", ".tsv", reader=3)
+class _QuotesUnpaired(Exception):
+    """A TSV's quotes do not pair as quoting (a quoted cell would swallow tabs or rows), while its lines, read as
+    written, are a table: it is read again with no quoting (:func:`parse_delimited`)."""
+
+
+def _lines_fit(text: str, columns: int) -> bool:
+    # Whether every line of a tab-separated ``text``, read as written (no quoting), has at most ``columns`` cells.
+    return all(line.count("\t") < columns for line in _LINE_END.split(text))
+
+
+#: Reader 4: a ``.tsv`` whose quotes do not pair is read as written (reader 3 let one unbalanced quote swallow
+#: every row after it); reader 3: a column of locale numbers (``1.234,56``) is read as numbers
+#: (:func:`read_locale_numbers`); reader 2 detected the delimiter (:func:`delimiter_of`), reader 1 read ``.csv``
+#: with ``,``.
+@parser(".csv", ".tsv", reader=4)
 def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
     """A CSV or TSV table, one document per row (see the module docstring for the columns)."""
     decoded = decode(source, data)
@@ -176,8 +195,18 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
     # Lines end at \n, \r\n and \r only (as with newline=""): str.splitlines also broke a row at U+2028, U+2029 or
     # NEL inside an unquoted cell, and the cell's rest became a row of its own.
     delimiter = delimiter_of(decoded.text, kind)
-    lines = _Lines(decoded.text, delimiter)
-    reader = csv.reader(lines, delimiter=delimiter, strict=True)
+    try:
+        return _parse_table(source, decoded, kind, delimiter, csv.QUOTE_MINIMAL)
+    except _QuotesUnpaired:
+        return _parse_table(source, decoded, kind, delimiter, csv.QUOTE_NONE)
+
+
+def _parse_table(source: SourceFile, decoded: Decoded, kind: str, delimiter: str, quoting: _Quoting) -> Parsed:
+    # One reading of the table with ``quoting``; a TSV read with quoting raises _QuotesUnpaired where a quote
+    # would swallow a tab or a line break and the lines as written fit the header (see the module docstring).
+    lines = _Lines(decoded.text, delimiter, quoting)
+    reader = csv.reader(lines, delimiter=delimiter, strict=True, quoting=quoting)
+    unpaired = kind == "tsv" and quoting != csv.QUOTE_NONE
     records = Records(source, kind, decoded.encoding)
     try:
         header = [name.strip() for name in next(reader)]
@@ -205,9 +234,14 @@ def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
             )
             continue
         except csv.Error as exc:  # an unclosed quote, a NUL
+            if unpaired and _lines_fit(decoded.text, len(header)):
+                raise _QuotesUnpaired from exc
             records.fail(line_number, f"not valid CSV ({exc}); the rest of the file is not read")
             break
         lines.row_done()
+        swallowed = unpaired and any("\t" in cell or "\n" in cell or "\r" in cell for cell in row)
+        if swallowed and _lines_fit(decoded.text, len(header)):  # a quote took a tab or a row: read as written
+            raise _QuotesUnpaired
         if not any(cell.strip() for cell in row):
             continue
         if len(row) > len(header):

@@ -9,6 +9,15 @@ field) are the metadata, typed (:func:`citeline.sources.metadata.typed_text`), a
 docutils runs with file insertion and raw output off (no ``.. include::`` of another file, no ``.. raw::``), no
 configuration file read from the working directory and no messages written: a source cannot make a run read
 other files. Markup errors never fail the file (docutils recovers and the text is kept).
+
+**Nesting.** docutils parses each indented block (a block quote, a list item's body) by a nested parser over a
+copy of the block's lines with the indentation cut, and recurses for each level, so its memory grows with the
+lines times their depth, and a file whose every line is indented one space more than the last took gigabytes
+before docutils ran out of stack (figures: docs/sources.md#memory-per-source-nested-markup-included). Before
+docutils runs, :func:`nesting_problem` walks the lines once and
+refuses a file nested deeper than :data:`MAX_RST_DEPTH` levels of indentation, or whose lines, each counted once
+for every level it is nested in, pass :data:`MAX_RST_LINE_LEVELS` (what docutils copies), with one line naming the
+bound (docs/sources.md#memory-per-source-nested-markup-included).
 """
 
 from __future__ import annotations
@@ -34,6 +43,41 @@ _SETTINGS = {
 }
 
 
+#: The most levels of indentation a reStructuredText file may nest (block quotes in block quotes, lists in lists):
+#: a manual nests a handful; docutils' stack runs out past a few hundred, after the memory is spent.
+MAX_RST_DEPTH = 64
+#: The most lines a file may hold, each counted once more for every level of indentation it sits in: what
+#: docutils holds copies of while it parses (figures: docs/sources.md#memory-per-source-nested-markup-included).
+#: A document at the text limit, of 80-character lines nested three deep, counts about 150,000.
+MAX_RST_LINE_LEVELS = 1_000_000
+
+
+def nesting_problem(text: str) -> str | None:
+    """Why docutils may not be given ``text`` (None: it may): indentation nested deeper than :data:`MAX_RST_DEPTH`
+    levels, or more than :data:`MAX_RST_LINE_LEVELS` line-levels. One pass over the lines, a stack of the open
+    indentation widths (as Python's tokenizer keeps), no recursion."""
+    widths = [0]
+    counted = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.lstrip(" \t")
+        if not stripped:
+            continue
+        width = len(line[: len(line) - len(stripped)].expandtabs(8))  # docutils reads a tab as up to 8 spaces
+        while width < widths[-1]:
+            widths.pop()
+        if width > widths[-1]:
+            widths.append(width)
+            if len(widths) - 1 > MAX_RST_DEPTH:
+                return f"line {number}: indentation nested deeper than {MAX_RST_DEPTH} levels, the limit for one source"
+        counted += len(widths)
+        if counted > MAX_RST_LINE_LEVELS:
+            return (
+                f"line {number}: more than {MAX_RST_LINE_LEVELS:,} lines counted once for each level they are "
+                "nested in, the limit for one source (docutils copies each nested block)"
+            )
+    return None
+
+
 @parser(".rst")
 def parse_rst(source: SourceFile, data: bytes) -> list[Document]:
     """A reStructuredText document's plain text and docinfo (see the module docstring)."""
@@ -42,6 +86,9 @@ def parse_rst(source: SourceFile, data: bytes) -> list[Document]:
     from docutils.utils import SystemMessage
 
     decoded = decode(source, data)
+    problem = nesting_problem(decoded.text)
+    if problem is not None:
+        raise SourceError(source.path, problem)
     try:
         tree = publish_doctree(
             decoded.text,
