@@ -34,6 +34,21 @@ lists' shown hits (relevant: judged relevant; off-topic hits: not) and chooses f
 floor is the largest on a grid that empties no train answer holding a relevant passage, then (keep, spread) the
 pair of highest share relevant whose nDCG@10 and recall@10 on each train collection fall by at most
 ``--budget``. Figures: docs/quality.md#relevance-per-hit.
+
+Answers that stop (issue 49.2): the report compares the per-hit rule of issue 42 (**before**: spread 4.0, each hit
+shown with its own relevance) with the shipped rule (**after**: ``Rule.level``, the ranking's first hit kept, the
+relevance shown a running minimum down the answer), both from the same lists, on every test split (SciFact, the
+documentation collection, the off-topic queries and each ``--collection``), with the answers whose shown relevance
+rises down the list. ``--choose`` measures 96 stop rules (spread, ratio to the best, an elbow, a cut at the first
+dropped hit) on the train splits of the ``--choose-on`` collections (default: SciFact, the documentation collection
+and ``--collection own-docs``, citeline's docs from ``bench/_judged_docs.py OUT --own-docs docs``), prints the best of
+each family with its train and test figures, and chooses (``--grid``: every rule's figures). Figures:
+docs/quality.md#answers-that-stop.
+
+    python bench/_judged_docs.py /tmp/own-docs --own-docs docs
+    citeline ingest /tmp/own-docs/corpus.jsonl --index /tmp/own-docs-int8 --backend onnx-int8
+    python bench/relevance_per_hit.py /tmp/scifact-int8 /tmp/judged-docs-int8 --docs /tmp/judged-docs \
+        --collection own-docs /tmp/own-docs-int8 /tmp/own-docs --choose [--grid /tmp/grid]
 """
 
 from __future__ import annotations
