@@ -39,7 +39,7 @@ Answers that stop (issue 49.2): the report compares the per-hit rule of issue 42
 shown with its own relevance) with the shipped rule (**after**: ``Rule.level``, the ranking's first hit kept, the
 relevance shown a running minimum down the answer), both from the same lists, on every test split (SciFact, the
 documentation collection, the off-topic queries and each ``--collection``), with the answers whose shown relevance
-rises down the list. ``--choose`` measures 96 stop rules (spread, ratio to the best, an elbow, a cut at the first
+rises down the list. ``--choose`` measures 192 stop rules (spread, ratio to the best, an elbow, a cut at the first
 dropped hit) on the train splits of the ``--choose-on`` collections (default: SciFact, the documentation collection
 and ``--collection own-docs``, citeline's docs from ``bench/_judged_docs.py OUT --own-docs docs``), prints the best of
 each family with its train and test figures, and chooses (``--grid``: every rule's figures). Figures:
@@ -257,14 +257,14 @@ def measure_stop(queries: dict[str, Query], stop: Stop, mode: str, which: str) -
 
 
 def stop_grid(mode: str) -> list[Stop]:
-    """The stop rules ``--choose`` measures (keep as shipped; spread, ratio, elbow, first, prefix and display)."""
+    """The stop rules ``--choose`` measures (keep as shipped; spread, ratio, elbow, first hit kept, prefix)."""
     base = BEFORE[mode]
     grid = []
     for spread, ratio, elbow, first, prefix in itertools.product(
         [float("inf"), 4.0, 3.5, 3.0],
         [0.0, 0.03, 0.05, 0.07, 0.1, 0.15],
         [float("inf"), 2.5],
-        [True],
+        [True, False],
         [False, True],
     ):
         name = f"spread {spread:g} ratio {ratio:g} elbow {elbow:g}" + " first" * first + " prefix" * prefix
@@ -313,10 +313,10 @@ def choose(
         grid.write_text("\n".join(lines) + "\n", encoding="utf-8")
     within = sorted((row for row in rows if row[1]), key=lambda row: -row[0])
     families = {
-        "spread only": lambda s: s.rule.ratio == 0 and not np.isfinite(s.elbow) and not s.prefix,
-        "ratio to the best": lambda s: s.rule.ratio > 0 and not np.isfinite(s.elbow) and not s.prefix,
-        "elbow": lambda s: np.isfinite(s.elbow) and not s.prefix,
-        "prefix (rank-order cut)": lambda s: s.prefix,
+        "spread only": lambda s: s.first and s.rule.ratio == 0 and not np.isfinite(s.elbow) and not s.prefix,
+        "ratio to the best": lambda s: s.first and s.rule.ratio > 0 and not np.isfinite(s.elbow) and not s.prefix,
+        "elbow": lambda s: s.first and np.isfinite(s.elbow) and not s.prefix,
+        "prefix (rank-order cut)": lambda s: s.first and s.prefix,
         "without the first hit kept": lambda s: not s.first,
     }
     print(f"{mode}: {len(rows)} stop rules, {len(within)} within {budget} on every train collection and list")
@@ -332,11 +332,14 @@ def choose(
     candidates = [
         row
         for row in within
-        if not row[2].prefix
+        if row[2].first  # issue 49: an on-topic answer keeps the ranking's first hit
+        and not row[2].prefix
         and not np.isfinite(row[2].elbow)
         and (mode != "lexical" or row[2].rule.spread == BEFORE[mode].spread)
     ]
-    assert candidates, "no stop rule within the budget"
+    if not candidates:
+        print("  no candidate within the budget on train: the shipped rule is reported")
+        return shipped(mode)
     chosen = candidates[0][2]
     print(f"  chosen on train: {chosen.name}")
     return chosen
