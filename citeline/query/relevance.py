@@ -88,8 +88,8 @@ class Rule:
     ``relevance``; ``topic``, the model whose ``floor`` the query's best hit in the whole index must reach for the
     query to match anything; ``keep``, the relevance each hit must reach; ``spread``, how far (in log-odds) below
     the best hit's relevance a hit's may lie; ``ratio``, the share of the best hit's relevance a hit's must reach
-    (where relevance falls off relative to the top: a hit a twentieth as likely to answer as the best one is
-    padding, whatever the scale of the best)."""
+    (where relevance falls off relative to the top: a hit a small fraction as likely to answer as the best one is
+    padding, however likely the best one is)."""
 
     hit: RelevanceModel
     topic: RelevanceModel
@@ -325,8 +325,9 @@ def apply_floor(
 ) -> list[SearchResult]:
     """``results`` with their ``relevance`` set, less those the rule drops (the plan's last step, see the module
     docstring): with ``min_score``, those below it; without, those :meth:`Rule.kept` drops, measured against
-    ``best`` (:func:`best_of` the unfiltered ranking's first hits; None: of ``results``), except, in a lexical
-    search, hits holding a rare query term verbatim."""
+    ``best`` (:func:`best_of` the unfiltered ranking's first hits; None: of ``results``), except that ranking's first
+    hit and, in a lexical search, hits holding a rare query term verbatim. The ``relevance`` set is :func:`shown`'s:
+    it never rises down the hits kept."""
     if not results:
         return []
     rule = rule_for(query_vector, model)
@@ -348,5 +349,5 @@ def apply_floor(
             held = rare_terms_held(snapshot.lexical, query, results)
             if held is not None:
                 keep |= held
-    kept = [result for result, kept in zip(results, keep, strict=True) if kept]
-    return [evolve(result, relevance=float(value)) for result, value in zip(kept, shown(values[keep]), strict=True)]
+    chosen = [result for result, kept in zip(results, keep, strict=True) if kept]
+    return [evolve(result, relevance=float(value)) for result, value in zip(chosen, shown(values[keep]), strict=True)]
