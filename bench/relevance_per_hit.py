@@ -569,10 +569,12 @@ def main(argv: list[str]) -> None:
                     into[name] = read(index, folder / "corpus.jsonl", data.queries, data.qrels, mode)
         if args.cache:
             args.cache.write_bytes(pickle.dumps(CACHE))
-        stop = shipped(mode)
+        stop = shipped(mode)  # the comparison is always the shipped rule's (the choice may differ: its reasons in
+        # docs/quality.md#answers-that-stop)
         if args.choose:
             chooser = {name: queries for name, queries in train.items() if name in args.choose_on.split(",")}
-            stop = choose(chooser, test, mode, args.budget, args.grid and args.grid.with_suffix(f".{mode}.tsv"))
+            choose(chooser, test, mode, args.budget, args.grid and args.grid.with_suffix(f".{mode}.tsv"))
+            print(f"{mode}: the shipped rule, reported below: {stop.rule}")
             for name, queries in train.items():
                 report_stop(f"{name} train", queries, mode, stop)
         for name, queries in test.items():
