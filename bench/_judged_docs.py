@@ -11,12 +11,22 @@ Even-numbered topics' questions are the ``train`` split (calibration), odd-numbe
 Deterministic: the same files every time (``random.Random(seed)``).
 
     python bench/_judged_docs.py OUT      # writes OUT/corpus.jsonl, OUT/queries.jsonl, OUT/qrels/{train,test}.tsv
+
+``--own-docs DOCS`` writes another collection instead: citeline's own documentation (the Markdown pages of ``DOCS``,
+e.g. the repository's docs/ folder, and its decisions/), one record per page, with questions written from the pages'
+section headings: each ``##``/``###`` heading of a guide page (not the generated CLI reference nor the API list, whose
+headings are names), as people type a topic (lower case, code marks and parentheses dropped), when it has at least
+two words and no other page has the same heading; its page is the relevant document. Alternate headings of each
+page are ``train`` and ``test``. The pages change with the docs, so figures name the commit they were measured at.
+
+    python bench/_judged_docs.py OUT --own-docs docs
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -360,5 +370,50 @@ def write_beir(
     return out
 
 
+#: Pages whose headings are names (commands, classes), not topics people ask about.
+NAME_PAGES = {"cli.md", "api.md"}
+HEADING = re.compile(r"^(#{2,3}) +(.+?) *$", re.MULTILINE)
+
+
+def own_docs(docs: Path) -> tuple[list[dict[str, str]], list[dict[str, str]], dict[str, dict[str, int]]]:
+    """citeline's documentation as a judged collection (see the module docstring): records, queries, judgements."""
+    pages = sorted(docs.glob("*.md")) + sorted(docs.glob("decisions/*.md"))
+    corpus, headings = [], {}
+    for page in pages:
+        doc_id = page.relative_to(docs).as_posix()
+        text = page.read_text(encoding="utf-8")
+        title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), page.stem)
+        corpus.append({"_id": doc_id, "title": title, "text": text})
+        if page.parent == docs and page.name not in NAME_PAGES:
+            headings[doc_id] = [question_of(match.group(2)) for match in HEADING.finditer(text)]
+    count: dict[str, int] = {}
+    for found in headings.values():
+        for question in set(found):
+            count[question] = count.get(question, 0) + 1
+    queries: list[dict[str, str]] = []
+    qrels: dict[str, dict[str, int]] = {}
+    for doc_id, found in headings.items():
+        for question in dict.fromkeys(found):
+            if len(question.split()) >= 2 and count[question] == 1:
+                qid = f"h{len(queries):03d}"
+                queries.append({"_id": qid, "text": question})
+                qrels[qid] = {doc_id: 1}
+    return corpus, queries, qrels
+
+
+def question_of(heading: str) -> str:
+    """A heading as people type a topic: lower case, without code marks, parentheses or trailing punctuation."""
+    text = re.sub(r"\([^)]*\)", " ", heading.replace("`", ""))
+    return " ".join(text.lower().replace(":", " ").split()).strip(" .,")
+
+
+def own_split(qid: str) -> str:
+    """Even-numbered headings calibrate (``train``), odd ones report (``test``)."""
+    return "train" if int(qid[1:]) % 2 == 0 else "test"
+
+
 if __name__ == "__main__":
-    print(write(Path(sys.argv[1])))
+    if len(sys.argv) == 4 and sys.argv[2] == "--own-docs":
+        print(write_beir(Path(sys.argv[1]), *own_docs(Path(sys.argv[3])), own_split))
+    else:
+        print(write(Path(sys.argv[1])))

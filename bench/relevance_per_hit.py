@@ -34,6 +34,21 @@ lists' shown hits (relevant: judged relevant; off-topic hits: not) and chooses f
 floor is the largest on a grid that empties no train answer holding a relevant passage, then (keep, spread) the
 pair of highest share relevant whose nDCG@10 and recall@10 on each train collection fall by at most
 ``--budget``. Figures: docs/quality.md#relevance-per-hit.
+
+Answers that stop (issue 49.2): the report compares the per-hit rule of issue 42 (**before**: spread 4.0, each hit
+shown with its own relevance) with the shipped rule (**after**: ``Rule.level``, the ranking's first hit kept, the
+relevance shown a running minimum down the answer), both from the same lists, on every test split (SciFact, the
+documentation collection, the off-topic queries and each ``--collection``), with the answers whose shown relevance
+rises down the list. ``--choose`` measures 192 stop rules (spread, ratio to the best, an elbow, a cut at the first
+dropped hit) on the train splits of the ``--choose-on`` collections (default: SciFact, the documentation collection
+and ``--collection own-docs``, citeline's docs from ``bench/_judged_docs.py OUT --own-docs docs``), prints the best of
+each family with its train and test figures, and chooses (``--grid``: every rule's figures). Figures:
+docs/quality.md#answers-that-stop.
+
+    python bench/_judged_docs.py /tmp/own-docs --own-docs docs
+    citeline ingest /tmp/own-docs/corpus.jsonl --index /tmp/own-docs-int8 --backend onnx-int8
+    python bench/relevance_per_hit.py /tmp/scifact-int8 /tmp/judged-docs-int8 --docs /tmp/judged-docs \
+        --collection own-docs /tmp/own-docs-int8 /tmp/own-docs --choose [--grid /tmp/grid]
 """
 
 from __future__ import annotations
@@ -77,6 +92,7 @@ class Hits:
     coverage: np.ndarray
     rare: np.ndarray  # holds a rare query term verbatim (lexical rule)
     score: np.ndarray | None = None  # the ranking's score
+    ids: np.ndarray | None = None  # the hits' chunk ids
 
 
 @dataclass
@@ -109,7 +125,7 @@ def features(index: Index, text: str, mode: str, ids: list[int], results: Any, r
     else:
         cos = relevance.cosines(snapshot.vectors.vectors, index.encode_query(text), array)
         rare = np.zeros(len(ids), dtype=bool)
-    return Hits([record_of.get(i) for i in ids], cos, covered, rare)
+    return Hits([record_of.get(i) for i in ids], cos, covered, rare, ids=array)
 
 
 CACHE: dict[str, Any] = {}
@@ -169,15 +185,199 @@ def kept_per_hit(rule: Rule, query: Query, hits: Hits, mode: str) -> np.ndarray:
     return keep | hits.rare if mode == "lexical" else keep
 
 
+def raw(values: np.ndarray) -> np.ndarray:
+    """Each kept hit's own relevance, as shown before issue 49."""
+    return values
+
+
+#: The per-hit rule of issue 42, the "before" of issue 49: keep and spread, each hit shown with its own relevance.
+BEFORE = {
+    "hybrid": Rule(relevance.DENSE_MODEL, relevance.DENSE_TOPIC, keep=0.005, spread=4.0),
+    "dense": Rule(relevance.DENSE_MODEL, relevance.DENSE_TOPIC, keep=0.005, spread=4.0),
+    "lexical": Rule(relevance.LEXICAL_MODEL, relevance.LEXICAL_TOPIC, keep=0.02, spread=4.0),
+}
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A stop rule (issue 49): ``rule``'s keep, spread and ratio to the best; ``first`` keeps the unfiltered
+    ranking's first hit whenever the query is on topic and it reaches keep; ``elbow`` (log-odds) also ends the
+    answer at the first fall of at least that much between consecutive relevances of the unfiltered ranking's first
+    10, sorted; ``prefix`` ends the answer at the first hit the rule drops (rank order) instead of dropping hits one
+    by one; ``display``, the relevance shown down the kept hits."""
+
+    name: str
+    rule: Rule
+    first: bool = True
+    elbow: float = float("inf")
+    prefix: bool = False
+    display: Any = raw
+
+
+def shipped(mode: str) -> Stop:
+    """The default rule as ``citeline.query.relevance.apply_floor`` applies it."""
+    rule = relevance.LEXICAL_RULE if mode == "lexical" else relevance.DENSE_RULE
+    return Stop("shipped", rule, display=relevance.shown)
+
+
+def before(mode: str) -> Stop:
+    return Stop("before (issue 42)", BEFORE[mode], first=False)
+
+
+def kept_stop(stop: Stop, query: Query, hits: Hits, mode: str) -> np.ndarray:
+    """The hits ``stop`` keeps, measured against the unfiltered ranking's first 10 (as the plan does)."""
+    rule, reference = stop.rule, query.ranked
+    n = min(relevance.BEST_OF, len(reference.docs))
+    if not n:
+        return np.zeros(len(hits.docs), dtype=bool)
+    first = Hits(reference.docs[:n], reference.cosine[:n], reference.coverage[:n], reference.rare[:n])
+    top = probability(rule.hit, first, mode)
+    best = float(top.max())
+    on_topic = float(probability(rule.topic, first, mode).max()) >= rule.topic.floor
+    values = probability(rule.hit, hits, mode)
+    level = rule.level(best)
+    if np.isfinite(stop.elbow):
+        ordered = np.sort(top)[::-1]
+        odds = relevance.log_odds(ordered)
+        falls = np.flatnonzero(odds[:-1] - odds[1:] >= stop.elbow)
+        if len(falls):
+            level = max(level, float(ordered[falls[0]]))
+    keep = (values >= level) & on_topic
+    if stop.first and on_topic and hits.ids is not None and reference.ids is not None and len(reference.ids):
+        keep |= (hits.ids == reference.ids[0]) & (values >= rule.keep)
+    if mode == "lexical":
+        keep |= hits.rare
+    if stop.prefix:
+        keep = np.logical_and.accumulate(keep)
+    return keep
+
+
+def measure_stop(queries: dict[str, Query], stop: Stop, mode: str, which: str) -> dict[str, Any]:
+    return measure_with(queries, lambda q, h: kept_stop(stop, q, h, mode), stop.rule.hit, mode, which, stop.display)
+
+
+def stop_grid(mode: str) -> list[Stop]:
+    """The stop rules ``--choose`` measures (keep as shipped; spread, ratio, elbow, first hit kept, prefix)."""
+    base = BEFORE[mode]
+    grid = []
+    for spread, ratio, elbow, first, prefix in itertools.product(
+        [float("inf"), 4.0, 3.5, 3.0],
+        [0.0, 0.03, 0.05, 0.07, 0.1, 0.15],
+        [float("inf"), 2.5],
+        [True, False],
+        [False, True],
+    ):
+        name = f"spread {spread:g} ratio {ratio:g} elbow {elbow:g}" + " first" * first + " prefix" * prefix
+        rule = replace(base, spread=spread, ratio=ratio)
+        grid.append(Stop(name, rule, first=first, elbow=elbow, prefix=prefix, display=relevance.shown))
+    return grid
+
+
+def choose(
+    train: dict[str, dict[str, Query]],
+    test: dict[str, dict[str, Query]],
+    mode: str,
+    budget: float,
+    grid: Path | None = None,
+) -> Stop:
+    """The stop rule of highest mean share relevant (shown lists) over the ``train`` collections whose nDCG@10 and
+    recall@10 fall by at most ``budget`` against :func:`before` on each of them, shown and ranked lists alike; prints
+    the best of each family of rules on train and its test figures beside it (test never chooses). ``grid``: a file
+    receiving one line a rule: its mean train share, whether it is within the budget, and each test collection's
+    changes (share, nDCG@10, recall@10 of the shown list; nDCG@10, recall@10 of the ranked one)."""
+    lists = ("shown", "ranked")
+    base = {(n, w): measure_stop(q, before(mode), mode, w) for n, q in train.items() for w in lists}
+    olds = {(n, w): measure_stop(q, before(mode), mode, w) for n, q in test.items() for w in lists}
+    rows, lines = [], []
+    for stop in stop_grid(mode):
+        got = {(n, w): measure_stop(q, stop, mode, w) for n, q in train.items() for w in lists}
+        ok = all(
+            got[key]["ndcg"] >= base[key]["ndcg"] - budget and got[key]["recall"] >= base[key]["recall"] - budget
+            for key in got
+        )
+        rows.append((float(np.mean([got[(n, "shown")]["share"] for n in train])), ok, stop))
+        if grid is not None:
+            cells = [stop.name, f"{rows[-1][0]:.4f}", "within" if ok else "over"]
+            for name, queries in test.items():
+                new = {w: measure_stop(queries, stop, mode, w) for w in lists}
+                old = {w: olds[(name, w)] for w in lists}
+                cells.append(
+                    f"{name} {new['shown']['share'] - old['shown']['share']:+.3f}"
+                    f" {new['shown']['ndcg'] - old['shown']['ndcg']:+.4f}"
+                    f" {new['shown']['recall'] - old['shown']['recall']:+.4f}"
+                    f" {new['ranked']['ndcg'] - old['ranked']['ndcg']:+.4f}"
+                    f" {new['ranked']['recall'] - old['ranked']['recall']:+.4f}"
+                )
+            lines.append("\t".join(cells))
+    if grid is not None:
+        grid.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    within = sorted((row for row in rows if row[1]), key=lambda row: -row[0])
+    families = {
+        "spread only": lambda s: s.first and s.rule.ratio == 0 and not np.isfinite(s.elbow) and not s.prefix,
+        "ratio to the best": lambda s: s.first and s.rule.ratio > 0 and not np.isfinite(s.elbow) and not s.prefix,
+        "elbow": lambda s: s.first and np.isfinite(s.elbow) and not s.prefix,
+        "prefix (rank-order cut)": lambda s: s.first and s.prefix,
+        "without the first hit kept": lambda s: not s.first,
+    }
+    print(f"{mode}: {len(rows)} stop rules, {len(within)} within {budget} on every train collection and list")
+    for family, member in families.items():
+        best = next((row for row in within if member(row[2])), None)
+        if best is not None:
+            print(f"  best {family}: {best[2].name}, mean train share {best[0]:.3f}")
+            compare(best[2], train, test, mode)
+    # Chosen among the rules that keep or drop each hit on its own merit against the unfiltered ranking's best
+    # (filter-invariant: a rank-order cut is not) and with two parameters (the elbow's third one adds a few
+    # thousandths of train share); lexical search keeps issue 42's spread, set wider than its train choice after
+    # it lost recall on SciFact test (docs/decisions/answers-that-stop.md).
+    candidates = [
+        row
+        for row in within
+        if row[2].first  # issue 49: an on-topic answer keeps the ranking's first hit
+        and not row[2].prefix
+        and not np.isfinite(row[2].elbow)
+        and (mode != "lexical" or row[2].rule.spread == BEFORE[mode].spread)
+    ]
+    if not candidates:
+        print("  no candidate within the budget on train: the shipped rule is reported")
+        return shipped(mode)
+    chosen = candidates[0][2]
+    print(f"  chosen on train: {chosen.name}")
+    return chosen
+
+
+def compare(stop: Stop, train: dict[str, dict[str, Query]], test: dict[str, dict[str, Query]], mode: str) -> None:
+    """One line a collection and list: ``stop`` against :func:`before` (changes)."""
+    for split, collections in (("train", train), ("test", test)):
+        for name, queries in collections.items():
+            for which in ("shown", "ranked"):
+                old = measure_stop(queries, before(mode), mode, which)
+                new = measure_stop(queries, stop, mode, which)
+                print(
+                    f"    {split:5} {name:15} {which:6} nDCG@10 {new['ndcg'] - old['ndcg']:+.4f} recall@10"
+                    f" {new['recall'] - old['recall']:+.4f} share {old['share']:.3f} -> {new['share']:.3f}"
+                    f" shown/query {old['shown']:.2f} -> {new['shown']:.2f} empty {old['empty']} -> {new['empty']}"
+                )
+
+
 def measure(queries: dict[str, Query], rule: Any, model: Rule, mode: str, which: str) -> dict[str, Any]:
     """nDCG@10, recall@10, share relevant of the hits kept, empty answers, kept relevance values (each rule's own
     shown relevance: today's topic model, the per-hit rule's hit model) and whether each is judged relevant."""
-    shown_model = model.topic if rule is kept_today else model.hit
-    ndcgs, recalls, shown, relevant, empty, values = [], [], 0, 0, 0, []
+    if rule is kept_today:
+        return measure_with(queries, lambda q, h: kept_today(model, q, h, mode), model.topic, mode, which, raw)
+    return measure_with(queries, lambda q, h: rule(model, q, h, mode), model.hit, mode, which, raw)
+
+
+def measure_with(
+    queries: dict[str, Query], keeper: Any, shown_model: RelevanceModel, mode: str, which: str, display: Any
+) -> dict[str, Any]:
+    """:func:`measure` of any rule: ``keeper(query, hits)`` the mask of hits kept, ``display(values)`` the relevance
+    shown down the kept hits (``raw``, or ``relevance.shown``); ``rises``: answers whose shown relevance rises
+    somewhere down the list."""
+    ndcgs, recalls, shown, relevant, empty, values, rises = [], [], 0, 0, 0, [], 0
     labels: list[bool] = []  # whether each kept value's hit is judged relevant
     for query in queries.values():
         hits = getattr(query, which)
-        keep = rule(model, query, hits, mode)
+        keep = keeper(query, hits)
         docs = [doc for doc, kept in zip(hits.docs, keep, strict=True) if kept and doc is not None]
         ranking = list(dict.fromkeys(docs))
         if which == "ranked":
@@ -189,7 +389,9 @@ def measure(queries: dict[str, Query], rule: Any, model: Rule, mode: str, which:
         relevant += sum(query.qrels.get(doc, 0) > 0 for doc in docs)
         empty += not docs
         if which == "shown":
-            values.extend(probability(shown_model, hits, mode)[keep].tolist())
+            seen = display(probability(shown_model, hits, mode)[keep])
+            rises += bool(len(seen) > 1 and np.any(np.diff(seen) > 0))
+            values.extend(seen.tolist())
             labels.extend(query.qrels.get(doc or "", 0) > 0 for doc, kept in zip(hits.docs, keep, strict=True) if kept)
     return {
         "ndcg": float(np.mean(ndcgs)) if ndcgs else 0.0,
@@ -197,6 +399,7 @@ def measure(queries: dict[str, Query], rule: Any, model: Rule, mode: str, which:
         "share": relevant / shown if shown else 0.0,
         "shown": shown / max(len(queries), 1),
         "empty": empty,
+        "rises": rises,
         "queries": len(queries),
         "values": np.array(values),
         "labels": np.array(labels, dtype=bool),
@@ -271,9 +474,35 @@ def calibrate(train: dict[str, dict[str, Query]], off: dict[str, Query], mode: s
 
 
 def report(name: str, queries: dict[str, Query], mode: str, model: Rule) -> None:
+    """Today's gate against the per-hit rule ``model`` (issue 42's comparison; ``--fit``)."""
+    today = TODAY[mode]
+    compared(
+        name,
+        mode,
+        lambda which: measure(queries, kept_today, today, mode, which),
+        lambda which: measure(queries, kept_per_hit, model, mode, which),
+        ("today:  ", "per hit:"),
+    )
+
+
+def report_stop(name: str, queries: dict[str, Query], mode: str, stop: Stop) -> None:
+    """Issue 49's comparison: the per-hit rule of issue 42 (before) against ``stop`` (the shipped rule, after), from
+    the same lists; ``rises``: answers whose shown relevance rises somewhere down the list."""
+    compared(
+        name,
+        mode,
+        lambda which: measure_stop(queries, before(mode), mode, which),
+        lambda which: measure_stop(queries, stop, mode, which),
+        ("before:", "after: "),
+    )
+    own = measure_stop(queries, replace(stop, display=raw), mode, "shown")
+    print(f"        shown relevance after, each hit's own (not monotone): {distribution(own['values'], own['labels'])}")
+
+
+def compared(name: str, mode: str, old_of: Any, new_of: Any, labels: tuple[str, str]) -> None:
+    """One line a list (shown, ranked) of two rules' figures, ``old_of(which)`` -> ``new_of(which)``."""
     for which in ("shown", "ranked"):
-        old = measure(queries, kept_today, TODAY[mode], mode, which)
-        new = measure(queries, kept_per_hit, model, mode, which)
+        old, new = old_of(which), new_of(which)
         print(
             f"{mode:7} {name:17} {which:6} nDCG@10 {old['ndcg']:.4f} -> {new['ndcg']:.4f}"
             f" ({new['ndcg'] - old['ndcg']:+.4f})"
@@ -283,8 +512,9 @@ def report(name: str, queries: dict[str, Query], mode: str, model: Rule) -> None
             f" of {old['queries']}"
         )
         if which == "shown":
-            print(f"        shown relevance today:   {distribution(old['values'], old['labels'])}")
-            print(f"        shown relevance per hit: {distribution(new['values'], new['labels'])}")
+            print(f"        answers whose shown relevance rises down the list {old['rises']} -> {new['rises']}")
+            print(f"        shown relevance {labels[0]} {distribution(old['values'], old['labels'])}")
+            print(f"        shown relevance {labels[1]} {distribution(new['values'], new['labels'])}")
 
 
 def off_topic() -> tuple[dict[str, str], dict[str, str]]:
@@ -305,11 +535,16 @@ def main(argv: list[str]) -> None:
         action="append",
         default=[],
         metavar=("NAME", "INDEX", "FOLDER"),
-        help="a reporting collection (a BEIR folder, e.g. bench/_judged_news.py's, and its index): its test queries "
-        "are reported, never fitted on; repeatable",
+        help="another judged collection (a BEIR folder, e.g. bench/_judged_news.py's, and its index): its test queries "
+        "are reported; its train queries choose the stop rule when NAME is in --choose-on; repeatable",
     )
     parser.add_argument("--modes", default="hybrid,lexical")
-    parser.add_argument("--fit", action="store_true")
+    parser.add_argument("--fit", action="store_true", help="fit the hit model and (keep, spread) on train (issue 42)")
+    parser.add_argument("--choose", action="store_true", help="measure the stop rules on train and choose (issue 49)")
+    parser.add_argument(
+        "--choose-on", default="scifact,judged-docs,own-docs", help="the collections whose train queries choose"
+    )
+    parser.add_argument("--grid", type=Path, help="with --choose: every stop rule's figures, to GRID.MODE.tsv")
     parser.add_argument("--cache", type=Path, help="a pickle of the candidate lists, read when it exists, else written")
     parser.add_argument("--budget", type=float, default=0.002, help="nDCG@10/recall@10 fall allowed on train")
     args = parser.parse_args(argv)
@@ -320,13 +555,30 @@ def main(argv: list[str]) -> None:
     start, cpu = time.perf_counter(), time.process_time()
     if args.cache and args.cache.exists():
         CACHE.update(pickle.loads(args.cache.read_bytes()))
-    extra = [(name, Index.open(at), Path(folder), load_beir(folder, "test")) for name, at, folder in args.collection]
+    extra = [(name, Index.open(at), Path(folder)) for name, at, folder in args.collection]
     for mode in args.modes.split(","):
         model = relevance.LEXICAL_RULE if mode == "lexical" else relevance.DENSE_RULE
+        train: dict[str, dict[str, Query]] = {}
+        test: dict[str, dict[str, Query]] = {}
         if args.scifact_index:
-            model = scifact_and_docs(args, mode, model)
-        for name, index, folder, data in extra:
-            report(f"{name} test", read(index, folder / "corpus.jsonl", data.queries, data.qrels, mode), mode, model)
+            model = scifact_and_docs(args, mode, model, train, test)
+        for name, index, folder in extra:
+            for split, into in (("train", train), ("test", test)):
+                if split == "test" or args.choose:
+                    data = load_beir(folder, split)
+                    into[name] = read(index, folder / "corpus.jsonl", data.queries, data.qrels, mode)
+        if args.cache:
+            args.cache.write_bytes(pickle.dumps(CACHE))
+        stop = shipped(mode)  # the comparison is always the shipped rule's (the choice may differ: its reasons in
+        # docs/quality.md#answers-that-stop)
+        if args.choose:
+            chooser = {name: queries for name, queries in train.items() if name in args.choose_on.split(",")}
+            choose(chooser, test, mode, args.budget, args.grid and args.grid.with_suffix(f".{mode}.tsv"))
+            print(f"{mode}: the shipped rule, reported below: {stop.rule}")
+            for name, queries in train.items():
+                report_stop(f"{name} train", queries, mode, stop)
+        for name, queries in test.items():
+            report_stop(f"{name} test", queries, mode, stop)
     if args.cache:
         args.cache.write_bytes(pickle.dumps(CACHE))
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -336,9 +588,16 @@ def main(argv: list[str]) -> None:
     )
 
 
-def scifact_and_docs(args: argparse.Namespace, mode: str, model: Rule) -> Rule:
-    """SciFact, the documentation collection and the off-topic queries: fit on train (``--fit``), report test;
-    returns the rule reported (the shipped one, or the one fitted)."""
+def scifact_and_docs(
+    args: argparse.Namespace,
+    mode: str,
+    model: Rule,
+    train: dict[str, dict[str, Query]],
+    test: dict[str, dict[str, Query]],
+) -> Rule:
+    """SciFact, the documentation collection and the off-topic queries: with ``--fit``, fit on train and report test
+    (issue 42's comparison); fills ``train`` and ``test`` with their lists (the off-topic queries are test: none has
+    a relevant document). Returns the rule fitted (``--fit``) or the shipped one."""
     scifact, docs = Index.open(args.scifact_index), Index.open(args.docs_index)
     data = {split: load_beir(args.beir, split) for split in ("train", "test")}
     judged = {split: load_beir(args.docs, split) for split in ("train", "test")}
@@ -352,16 +611,18 @@ def scifact_and_docs(args: argparse.Namespace, mode: str, model: Rule) -> Rule:
 
     if args.fit:
         off = read(scifact, args.beir / "corpus.jsonl", calibration_off, {}, mode)
-        train = lists("train")
-        model = calibrate(train, off, mode, args.budget)
-        for name, queries in train.items():
+        fitting = lists("train")
+        model = calibrate(fitting, off, mode, args.budget)
+        for name, queries in fitting.items():
             report(f"{name} train", queries, mode, model)
         report("off-topic cal", off, mode, model)
-    if args.cache:
-        args.cache.write_bytes(pickle.dumps(CACHE))
-    for name, queries in lists("test").items():
-        report(f"{name} test", queries, mode, model)
-    report("off-topic", read(scifact, args.beir / "corpus.jsonl", report_off, {}, mode), mode, model)
+        for name, queries in lists("test").items():
+            report(f"{name} test", queries, mode, model)
+        report("off-topic", read(scifact, args.beir / "corpus.jsonl", report_off, {}, mode), mode, model)
+    if args.choose:
+        train.update(lists("train"))
+    test.update(lists("test"))
+    test["off-topic"] = read(scifact, args.beir / "corpus.jsonl", report_off, {}, mode)
     return model
 
 
