@@ -47,6 +47,13 @@ EXAMPLES = {
     "docs/PAGE.md": "tests/system/test_docs.py: a placeholder in a failure message",
 }
 
+#: Dotted names that are not Python names under the package: a logger's name, a key, a host name in an example.
+NOT_MODULES = {
+    "citeline.access": "citeline/server/metrics.py: the access log's logger name",
+    "citeline.caller": "citeline/server/access.py: the ASGI scope key that carries a request's caller",
+    "citeline.internal": "docs/operations.md: the host name of a scrape configuration's example target",
+}
+
 
 def _references() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     paths: dict[str, set[str]] = {}
@@ -111,4 +118,6 @@ def test_path_exists(path: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(NAMES))
 def test_dotted_name_resolves(name: str) -> None:
+    if name in NOT_MODULES:
+        return
     assert resolves(name), f"{name} is named in {sorted(NAMES[name])} but does not resolve"

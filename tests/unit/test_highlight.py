@@ -57,7 +57,14 @@ def test_highlights_have_exact_document_offsets_and_point_at_the_answer() -> Non
         assert document[mark.char_start : mark.char_end] == mark.text
     best = max(result.highlights, key=lambda h: h.score)
     assert best.text == "Grain prices rose."
-    assert Highlight(1, 2, "x", 0.5).to_dict() == {"char_start": 1, "char_end": 2, "text": "x", "score": 0.5}
+    assert Highlight(1, 2, "x", 0.5).to_dict() == {
+        "char_start": 1,
+        "char_end": 2,
+        "text": "x",
+        "score": 0.5,
+        "page": None,
+        "last_page": None,
+    }
 
 
 def test_the_model_blend_uses_one_encode_call_for_all_hits() -> None:
@@ -140,7 +147,7 @@ def test_json_lines_carry_rank_and_highlights_and_the_passage_text_once() -> Non
     assert row["text"] == merged.text and all("text" not in source for source in row["sources"])
     [mark] = [h for h in row["highlights"] if "Captain" in h["text"]]
     assert LONG[mark["char_start"] - 100 : mark["char_end"] - 100] == mark["text"]
-    assert set(mark) == {"char_start", "char_end", "text", "score"}
+    assert set(mark) == {"char_start", "char_end", "text", "score", "page", "last_page"}
 
 
 def test_sentences_find_the_word_before_a_full_stop_however_long_it_is() -> None:
