@@ -13,9 +13,9 @@ equally plausible (``El ni\xf1o``: "niño" in Windows-1252, "nińo" in Windows-1
 Windows-1252 weighted ahead as the commonest legacy encoding. When no reading is flawless, chardet's own answer over
 every encoding it knows competes too (Shift JIS, GBK, EUC-KR read as a code page are full of flaws). A large file is
 judged on a sample: its start and the stretches around its bytes above 127. Measured on short texts in twelve
-languages (tests/_encodings.py; ``python bench/ingest.py encodings``): docs/sources.md#encodings-and-empty-files. A reading
-that was a close call is *low confidence* (:attr:`Decoded.confident`): the run names the file in its log with the
-encoding chosen.
+languages (tests/_encodings.py; ``python bench/ingest.py encodings``): docs/sources.md#encodings-and-empty-files.
+A reading that was a close call is *low confidence* (:attr:`Decoded.confident`): the run names the file in its log
+with the encoding chosen.
 
 A run's ``encoding`` option (``--encoding cp1250``, carried by each :class:`SourceFile`) replaces detection: a
 byte-order mark and valid UTF-8 still win (neither is a guess), and bytes not valid in the named encoding fail the
