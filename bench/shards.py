@@ -528,15 +528,7 @@ COMMANDS = {
 }
 
 
-def main() -> None:
-    """Run the subcommand named first on the command line with the options after it (its own `--help`)."""
-    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
-        print(__doc__)
-        raise SystemExit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
-    command = COMMANDS[sys.argv[1]]
-    sys.argv = [f"{sys.argv[0]} {sys.argv[1]}", *sys.argv[2:]]
-    command()
-
-
 if __name__ == "__main__":
-    main()
+    import _subcommands  # bench/ is on sys.path when this file runs as a script
+
+    _subcommands.run(__doc__, COMMANDS)
