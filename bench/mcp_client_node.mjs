@@ -1,6 +1,6 @@
 // What a TypeScript MCP client pays a `search` call over stdio: the `@modelcontextprotocol/sdk` client, the one
 // most desktop assistants and IDEs embed (it checks each answer against the tool's output schema, with ajv).
-// Companion of bench/mcp_latency.py (the Python SDK's client); run by hand, not part of CI. ESM resolves the SDK
+// Companion of bench/search.py mcp (the Python SDK's client); run by hand, not part of CI. ESM resolves the SDK
 // from the script's folder, so copy it next to an install of the SDK:
 //
 //   mkdir -p /tmp/mcpnode && cd /tmp/mcpnode && npm install @modelcontextprotocol/sdk@1.32.2

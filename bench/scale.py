@@ -34,6 +34,8 @@ is the child's ``ru_maxrss``. Results are printed and written to ``bench/results
 ``--vector-index`` is passed to ``Index.create`` only when given (for indexes that have vector index kinds).
 
 ``python bench/scale.py large-jsonl --mb 500``: one large JSONL file instead (see ``LARGE_JSONL_DOC``).
+``python bench/scale.py codes-grid --index DIR/1M/index --queries 100``: an ivf base's code search over a grid of
+its two knobs (see ``CODES_GRID_DOC``).
 """
 
 from __future__ import annotations
@@ -984,8 +986,58 @@ def large_jsonl_main(argv: list[str]) -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
+CODES_GRID_DOC = """Recall@10 and CPU of an ivf base's fast-scan code search over a grid of lists scanned and candidates
+re-ranked, on an index this script built (hash-bow vectors), against an exact scan of every stored vector.
+
+    python bench/scale.py codes-grid --index /tmp/scale1m/1M/index --queries 100 [--factors 3 6] [--reranks 1000]
+
+Chose ``ivf_codes.NPROBE_FACTOR`` and ``RERANK`` (their comment quotes the grid). Run by hand; not part of CI.
+"""
+
+
+def codes_grid_main(argv: list[str]) -> None:
+    """Print one line per (lists scanned, re-rank) pair: recall@10, worst query, CPU-ms a dense rank."""
+    import gc
+
+    from citeline.vectors import ivf, ivf_codes
+
+    parser = argparse.ArgumentParser(
+        prog="scale.py codes-grid", description=CODES_GRID_DOC, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--index", type=Path, required=True)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--factors", type=int, nargs="+", default=[3, 6])
+    parser.add_argument("--reranks", type=int, nargs="+", default=[1000, 2000, 3000, 5000])
+    args = parser.parse_args(argv)
+    k = 10
+    index = _open_index({"index": str(args.index)})
+    embedder = synthetic.HashBowEmbedder()
+    queries = load_queries(args.queries)
+    query_vectors = embedder.encode(queries)
+    best = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    scores: dict[int, np.ndarray] = {}
+    for ids, vectors in _stored_vectors(args.index, embedder):
+        batch = query_vectors @ vectors.T
+        best = -np.sort(-np.concatenate([best, batch], axis=1), axis=1)[:, :k]
+        scores.update(zip(ids.tolist(), batch.T, strict=True))
+    index.rank(queries[0], k, mode="dense")  # loads the vector index
+    base = next(o for o in gc.get_objects() if isinstance(o, ivf.IVFIndex))
+    print(f"nlist {base.nlist}, calibrated nprobe {int(base._ivf().nprobe)}, {len(base)} base vectors")
+    for factor in args.factors:
+        for rerank in args.reranks:
+            ivf_codes.NPROBE_FACTOR, ivf_codes.RERANK = factor, rerank
+            start = time.process_time()
+            found = [[c for c, _ in index.rank(q, k, mode="dense")] for q in queries]
+            cpu_ms = (time.process_time() - start) / len(queries) * 1000
+            recalls = [sum(scores[c][r] >= best[r, k - 1] - 1e-5 for c in ids) / k for r, ids in enumerate(found)]
+            print(f"factor {factor} re-rank {rerank}: recall {np.mean(recalls):.3f} (worst {min(recalls):.2f}), "
+                  f"{cpu_ms:.1f} CPU-ms")  # fmt: skip
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["large-jsonl"]:
         large_jsonl_main(sys.argv[2:])
+    elif sys.argv[1:2] == ["codes-grid"]:
+        codes_grid_main(sys.argv[2:])
     else:
         main()

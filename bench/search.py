@@ -1,9 +1,86 @@
-"""Query latency: cold CLI wall time and in-process ``Index.search`` p50/p99.
+"""The speed of a search on each surface, one subcommand each (`--help` after a subcommand gives its options).
 
-    python bench/search.py [--index DIR] [--queries ../shared/benchmarks/scifact/queries.jsonl] [--cold-runs 10]
-    python bench/search.py --index DIR --tree PATH [--tree PATH ...] [--cold-runs 15]   # source trees side by side
-    python bench/search.py --index DIR --stages [-n 100]                                # CPU per query stage
-    python bench/search.py --index DIR --scoped [--hash-bow] [-n 300]                   # a token's scope, its cost
+    python bench/search.py latency [--index DIR] [--cold-runs 10]   # cold CLI, in-process; --tree, --stages, --scoped
+    python bench/search.py mcp --scifact ../shared/benchmarks/scifact --docs 2000   # what MCP over stdio adds
+    python bench/search.py serve --index-cache /tmp/serve-bench --workers 1   # citeline serve under load
+
+Run by hand; not part of CI. Figures are in docs/performance.md with their commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import dataclasses
+import inspect
+import itertools
+import json
+import os
+import pstats
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import psutil
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from citeline import Index
+from citeline.errors import IndexNotFoundError
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_QUERIES = REPO.parent / "shared" / "benchmarks" / "scifact" / "queries.jsonl"
+SCIFACT = REPO.parent / "shared" / "benchmarks" / "scifact"
+WRITER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from citeline import Index
+    index_path, folder, every, seconds = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+    hashed = sys.argv[5] == "1"
+    embedder = None
+    if hashed:
+        sys.path.insert(0, sys.argv[6])
+        from _synthetic import HashBowEmbedder
+        embedder = HashBowEmbedder()
+    index = Index.open(index_path, embedder=embedder)
+    index.encode(["warm up"])  # the model loaded before the clock starts
+    print("ready", flush=True)
+    until = time.time() + seconds
+    n = 0
+    while time.time() + every < until:
+        time.sleep(every)
+        n += 1
+        name = f"bulletin-{n:04d}.md"
+        text = f"# Bulletin {n}\\n\\nThe bulletin number {n} of the ward reports item {n * 7919}.\\n"
+        (folder / name).write_text(text)
+        summary = index.ingest([folder])
+        print(json.dumps({"file": name, "generation": summary.generation, "status": summary.status}), flush=True)
+    """
+)
+
+
+# --- latency ---------------------------------------------------------------------------------------------------------
+
+LATENCY_DOC = """\
+Query latency: cold CLI wall time and in-process ``Index.search`` p50/p99.
+
+    python bench/search.py latency [--index DIR] [--queries ../shared/benchmarks/scifact/queries.jsonl] [--cold-runs 10]
+    python bench/search.py latency --index DIR --tree PATH [--tree PATH ...] [--cold-runs 15]  # trees side by side
+    python bench/search.py latency --index DIR --stages [-n 100]                                # CPU per query stage
+    python bench/search.py latency --index DIR --scoped [--hash-bow] [-n 300]               # a token's scope, its cost
 
 Without ``--index`` it builds an index of ``seeds/`` in a temporary folder. Cold runs start a new
 ``citeline search`` process each time (the query path imports no Prefect, torch, transformers, bm25s, scipy or
@@ -34,26 +111,6 @@ built from SciFact's corpus with it first.
 Run by hand; not part of CI.
 """
 
-from __future__ import annotations
-
-import argparse
-import cProfile
-import inspect
-import json
-import os
-import pstats
-import shutil
-import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
-from typing import Any
-
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_QUERIES = REPO.parent / "shared" / "benchmarks" / "scifact" / "queries.jsonl"
-
 
 def percentile(values: list[float], fraction: float) -> float:
     """The ``fraction`` quantile (nearest rank) of ``values``."""
@@ -74,6 +131,7 @@ STAGES = {
     "  unranked copies": ("citeline/query/collapse.py", "add_unranked_copies"),
     "  grouping": ("citeline/query/collapse.py", "collapse"),
 }
+
 
 #: stage -> (file suffix, function or method name) of the functions ``--stages`` wraps in wall-clock timers (the
 #: second table): each row is the wall time inside that function, nested rows included in their parent's.
@@ -257,8 +315,8 @@ def scoped_overhead(index_path: Path, queries_file: Path, n: int, glob: str, has
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def latency_main() -> None:
+    parser = argparse.ArgumentParser(description=LATENCY_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", type=Path)
     parser.add_argument("--queries", type=Path, default=DEFAULT_QUERIES)
     parser.add_argument("--cold-runs", type=int, default=10)
@@ -344,5 +402,577 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# --- mcp -------------------------------------------------------------------------------------------------------------
+
+MCP_DOC = """\
+What MCP over stdio adds to a search: the ``search`` tool called on ``citeline mcp`` against ``Index.search`` in
+this process, on the same index, the same queries interleaved.
+
+    python bench/search.py mcp [--scifact ../shared/benchmarks/scifact] [--docs 2000] [--index /tmp/mcp-scifact]
+                                [--queries 200] [--mode hybrid] [--client sdk|raw|both] [--no-output-check]
+                                [--baseline DIR]
+
+Builds (once) an index of the first ``--docs`` documents of SciFact's corpus with the default model and backend
+(int8 ONNX where the CPU allows) in ``--index``, then opens it here and starts ``citeline mcp --index`` as a
+subprocess for each client (and from the citeline source in ``--baseline DIR`` too, e.g. ``git archive`` of an
+older commit unpacked there). The clients: ``sdk``, the ``mcp`` SDK's own ``ClientSession`` (its JSON-RPC models
+and its check of each answer against the tool's output schema; ``--no-output-check`` leaves that check out);
+``raw``, the least a client can do (each request one JSON line written to the server's stdin, each answer one line
+read and given to ``json.loads``), which leaves the protocol's own cost: JSON-RPC over pipes and the server's side.
+Each query runs once through each path, the order rotating (so the shared machine's drift falls on all alike),
+after 10 warm-up queries each. Prints the p50/p90 of each and of the per-query difference (stdio call minus
+in-process call): the protocol's overhead. Also the CPU a call costs: the server's beyond the search (its process's
+CPU minus the in-process search's, and minus its busiest thread's, the one that ran the searches) and the client's,
+with the SDK client's check; CPU time is inflated less than wall time by the machine's load.
+bench/mcp_client_node.mjs measures the TypeScript SDK's client.
+
+Run by hand; not part of CI.
+"""
+
+
+def build(scifact: Path, docs: int, index_dir: Path) -> Index:
+    """The index of the first ``docs`` documents of the corpus (built once; reused when it exists)."""
+    try:
+        return Index.open(index_dir)
+    except IndexNotFoundError:
+        pass
+    source = index_dir.parent / f"{index_dir.name}-corpus"
+    source.mkdir(parents=True, exist_ok=True)
+    with (scifact / "corpus.jsonl").open(encoding="utf-8") as corpus:
+        lines = list(itertools.islice(corpus, docs))
+    (source / "corpus.jsonl").write_text("".join(lines), encoding="utf-8")
+    index = Index.create(index_dir)
+    started = time.process_time()
+    summary = index.ingest([source])
+    print(f"built {index_dir}: {summary.added} documents, {time.process_time() - started:.0f} CPU-s", file=sys.stderr)
+    return index
+
+
+def mcp_percentile(values: list[float], share: float) -> float:
+    """The ``share`` quantile of ``values`` by the rank rule the MCP figures in the docs were made with."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+class RawClient:
+    """The least an MCP client does over stdio: each request one JSON line written to the server's stdin, each answer
+    one line read and parsed with ``json.loads`` (no models, no schema check)."""
+
+    def __init__(self, command: list[str], env: dict[str, str] | None, folder: Path) -> None:
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=folder)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        self.ids = itertools.count(1)
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": RAW_INFO})
+        self.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self.ids)
+        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        self.stdin.write(line.encode() + b"\n")
+        self.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.stdout.readline())
+        assert answer.get("id") == request_id and "result" in answer, answer
+        return answer["result"]
+
+    def close(self) -> None:
+        self.stdin.close()
+        self.process.wait(timeout=60)
+
+
+RAW_INFO = {"name": "mcp_latency-raw", "version": "1"}
+
+
+@dataclasses.dataclass
+class Served:
+    """One server process under measurement, with its client: its wall times and the CPU its calls cost (summed,
+    in seconds)."""
+
+    name: str
+    call: Any  # async (query, mode) -> None
+    process: psutil.Process
+    wall: list[float] = dataclasses.field(default_factory=list)
+    difference: list[float] = dataclasses.field(default_factory=list)
+    cpu: dict[str, float] = dataclasses.field(default_factory=lambda: dict.fromkeys(("client", "check", "server"), 0.0))
+    threads: dict[int, float] = dataclasses.field(default_factory=dict)
+
+    def thread_cpu(self) -> dict[int, float]:
+        return {thread.id: thread.user_time + thread.system_time for thread in self.process.threads()}
+
+
+def _new_child(before: set[int]) -> psutil.Process:
+    return next(child for child in psutil.Process().children() if child.pid not in before)
+
+
+def _check_source(folder: Path, env: dict[str, str]) -> None:
+    """That a server started in ``folder`` imports citeline from there."""
+    imported = subprocess.run(
+        [sys.executable, "-c", "import citeline; print(citeline.__file__)"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(imported).resolve().is_relative_to(folder.resolve()), (folder, imported)
+
+
+async def _sdk_server(
+    stack: contextlib.AsyncExitStack, name: str, command: list[str], env: Any, folder: Path, check: bool
+) -> Served:
+    children = {child.pid for child in psutil.Process().children()}
+    read, write = await stack.enter_async_context(
+        stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=folder))
+    )
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    await session.list_tools()  # the client checks structured answers against the listed output schemas
+
+    async def call(query: str, mode: str) -> None:
+        result = await session.call_tool("search", {"query": query, "k": 10, "mode": mode})
+        assert not result.is_error, result.content
+
+    served = Served(name, call, _new_child(children))
+    _time_check(served, session, check)
+    return served
+
+
+def _raw_server(stack: contextlib.AsyncExitStack, name: str, command: list[str], env: Any, folder: Path) -> Served:
+    client = RawClient(command, env, folder)
+    stack.callback(client.close)
+
+    async def call(query: str, mode: str) -> None:
+        result = client.request("tools/call", {"name": "search", "arguments": {"query": query, "k": 10, "mode": mode}})
+        assert not result.get("isError"), result
+
+    return Served(name, call, psutil.Process(client.process.pid))
+
+
+async def measure(
+    index: Index,
+    queries: list[str],
+    mode: str,
+    check_output: bool = True,
+    baseline: Path | None = None,
+    clients: tuple[str, ...] = ("sdk",),
+) -> tuple[list[Served], list[float], float]:
+    """Each query through each server (``citeline mcp`` from this checkout, and from ``baseline``'s source when
+    given), one per client, and through ``Index.search`` here, the order rotating. Per server: wall ms per call and
+    its difference from the in-process call of the same query; CPU per call: the client's, of which its
+    output-schema check, and the server process's (summed over all calls, so the clock's ticks average out). Also
+    the in-process search's wall ms per query and CPU s in all."""
+    sources = {"this checkout": None, **({f"baseline {baseline}": baseline} if baseline else {})}
+    served: list[Served] = []
+    local_wall: list[float] = []
+    local_cpu = 0.0
+    async with contextlib.AsyncExitStack() as stack:
+        for name, source in sources.items():
+            # `python -m` puts its working folder first on sys.path, ahead of PYTHONPATH and the editable install:
+            # each server runs in the folder of the source it is to run (a baseline started from this checkout's
+            # folder would run this checkout's code).
+            folder = source or REPO
+            env = dict(os.environ, PYTHONPATH=str(folder))
+            _check_source(folder, env)
+            command = [sys.executable, "-m", "citeline.cli.main", "mcp", "--index", str(index.path)]
+            for client in clients:
+                label = f"{name}, {client} client"
+                if client == "sdk":
+                    served.append(await _sdk_server(stack, label, command, env, folder, check_output))
+                else:
+                    served.append(_raw_server(stack, label, command, env, folder))
+
+        async def call(server: Served, query: str) -> float:
+            started, own, theirs = time.perf_counter(), time.process_time(), sum(server.process.cpu_times()[:2])
+            await server.call(query, mode)
+            elapsed = time.perf_counter() - started
+            server.cpu["client"] += time.process_time() - own
+            server.cpu["server"] += sum(server.process.cpu_times()[:2]) - theirs
+            return elapsed
+
+        def local(query: str) -> tuple[float, float]:
+            started, own = time.perf_counter(), time.process_time()
+            index.search(query, 10, mode=mode)
+            return time.perf_counter() - started, time.process_time() - own
+
+        for query in queries[:10]:  # warm-up: models loaded, caches filled, on both sides
+            for server in served:
+                await call(server, query)
+            local(query)
+        for server in served:
+            server.cpu = dict.fromkeys(server.cpu, 0.0)
+            server.threads = server.thread_cpu()
+        for n, query in enumerate(queries):
+            turn: list[Served | None] = [
+                None,
+                *served,
+            ]  # None: in process; the order rotates so each path goes first as often
+            turn = turn[n % len(turn) :] + turn[: n % len(turn)]
+            walls: dict[str | None, float] = {}
+            for path in turn:
+                if path is None:
+                    walls[None], cpu = local(query)
+                    local_cpu += cpu
+                else:
+                    walls[path.name] = await call(path, query)
+            local_wall.append(walls[None] * 1000)
+            for server in served:
+                server.wall.append(walls[server.name] * 1000)
+                server.difference.append((walls[server.name] - walls[None]) * 1000)
+        for server in served:  # each thread's CPU over the measured calls; the busiest one ran the searches
+            after = server.thread_cpu()
+            busiest = max(after[tid] - server.threads.get(tid, 0.0) for tid in after)
+            server.cpu["beyond_busiest"] = server.cpu["server"] - busiest
+    return served, local_wall, local_cpu
+
+
+def _time_check(server: Served, session: ClientSession, check_output: bool) -> None:
+    """Time the SDK client's check of each answer against the tool's output schema (its ``validate_tool_result``),
+    or leave it out (``--no-output-check``: a client that does not check)."""
+    checker = session.validate_tool_result
+
+    async def timed(name: str, result: Any) -> None:
+        if check_output:
+            own = time.process_time()
+            await checker(name, result)
+            server.cpu["check"] += time.process_time() - own
+
+    session.validate_tool_result = timed  # type: ignore[method-assign]
+
+
+def mcp_main() -> None:
+    parser = argparse.ArgumentParser(description=MCP_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scifact", type=Path, default=REPO.parent / "shared" / "benchmarks" / "scifact")
+    parser.add_argument("--docs", type=int, default=2000)
+    parser.add_argument("--index", type=Path, default=Path("/tmp/mcp-scifact"))
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--mode", default="hybrid")
+    parser.add_argument(
+        "--client",
+        choices=("sdk", "raw", "both"),
+        default="sdk",
+        help="the mcp SDK's ClientSession, the least client (a JSON line out, a line in), or both (a server each)",
+    )
+    parser.add_argument(
+        "--no-output-check",
+        action="store_true",
+        help="the client skips its jsonschema check of each structured answer (as a client that does not check)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also a server run from the citeline source in this folder (e.g. `git archive` of an older commit, "
+        "unpacked), its calls interleaved with this checkout's",
+    )
+    args = parser.parse_args()
+    index = build(args.scifact, args.docs, args.index)
+    with (args.scifact / "queries.jsonl").open(encoding="utf-8") as lines:
+        queries = [json.loads(line)["text"] for line in itertools.islice(lines, args.queries)]
+    served, local_wall, local_cpu = anyio.run(
+        measure,
+        index,
+        queries,
+        args.mode,
+        not args.no_output_check,
+        args.baseline,
+        ("sdk", "raw") if args.client == "both" else (args.client,),
+    )
+    status = index.status()
+    checked = "unchecked" if args.no_output_check else "checked"
+    print(
+        f"{status.documents} documents, {status.chunks} chunks; {len(queries)} queries, mode {args.mode}, k 10; "
+        f"answers {checked} against the output schema by the client; load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} CPUs"
+    )
+    search = local_cpu * 1000 / len(queries)
+    print(
+        f"in process  p50 {statistics.median(local_wall):7.2f} ms  p90 {mcp_percentile(local_wall, 0.9):7.2f} ms; "
+        f"CPU {search:.2f} ms a search"
+    )
+    for server in served:
+        cpu = {name: seconds * 1000 / len(queries) for name, seconds in server.cpu.items()}
+        print(f"{server.name}:")
+        for name, values in (("stdio", server.wall), ("difference", server.difference)):
+            print(
+                f"  {name:<11} p50 {statistics.median(values):7.2f} ms  p90 {mcp_percentile(values, 0.9):7.2f} ms  "
+                f"mean {statistics.fmean(values):7.2f} ms"
+            )
+        print(
+            f"  CPU ms a call: server process {cpu['server']:.2f} - search {search:.2f} = {cpu['server'] - search:.2f} "
+            f"beyond the search ({cpu['beyond_busiest']:.2f} beyond its busiest thread, the search's); "
+            f"client {cpu['client']:.2f} (its output-schema check {cpu['check']:.2f}); "
+            f"the protocol's (client + server - search) {cpu['client'] + cpu['server'] - search:.2f}"
+        )
+
+
+# --- serve -----------------------------------------------------------------------------------------------------------
+
+SERVE_DOC = """\
+``citeline serve`` under sustained load while a writer commits beside it (issue 32 part 3).
+
+Builds an index of the first ``--docs`` SciFact abstracts (JSONL, the real bundled model unless ``--hash``), starts
+``citeline serve`` on 127.0.0.1 in its own process (``--workers`` processes), and for ``--seconds`` drives it with
+``--clients`` concurrent asyncio/httpx clients, each sending its next request as soon as the last one is answered
+(closed loop). Meanwhile a writer process adds one Markdown file every ``--commit-every`` seconds and ingests it,
+each ingest committing a new generation.
+
+The requests: SciFact test queries on ``/search`` (hybrid, or ``--mode``), plus one request in ``--check-share``
+that asks ``/search?q=bulletin&mode=lexical&collapse=false&k=100``: every file the writer adds says "bulletin" and
+nothing else does, so that answer must list exactly the files committed at or before the generation the response
+names (``X-Citeline-Generation``) — a response mixing two generations, or naming one it did not read, fails that.
+
+Reports requests/s, latency p50/p90/p99/max, errors (any non-200 or transport error: must be 0), the checked
+responses and how many disagreed with their generation (must be 0), the generations seen, and the CPU seconds of the
+server (all its processes), the writer and the load generator beside the wall time. Traffic goes only to 127.0.0.1.
+
+    python bench/search.py serve                      # 32 clients, 60 s, 1 worker, real model
+    python bench/search.py serve --workers 2 --seconds 30
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def build_index(workdir: Path, docs: int, hashed: bool) -> tuple[Path, Path]:
+    """An index of the first ``docs`` SciFact abstracts; returns it and the writer's (empty) folder."""
+    from citeline import Index
+
+    corpus = workdir / "corpus"
+    corpus.mkdir()
+    with (SCIFACT / "corpus.jsonl").open(encoding="utf-8") as source:
+        lines = [next(source) for _ in range(docs)]
+    (corpus / "scifact.jsonl").write_text("".join(lines), encoding="utf-8")
+    bulletins = workdir / "bulletins"
+    bulletins.mkdir()
+    embedder = _hash_embedder() if hashed else None
+    index = Index.create(workdir / "ix", embedder=embedder)
+    index.ingest([corpus])  # the writer's folder becomes a root of its own with its first file
+    return index.path, bulletins
+
+
+def _hash_embedder() -> Any:
+    sys.path.insert(0, str(REPO / "bench"))
+    from _synthetic import HashBowEmbedder
+
+    return HashBowEmbedder()
+
+
+def queries() -> list[str]:
+    with (SCIFACT / "queries.jsonl").open(encoding="utf-8") as source:
+        return [json.loads(line)["text"] for line in source][:300]
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    """User + system CPU seconds of ``process`` and its children, live or reaped."""
+    total = 0.0
+    for proc in [process, *process.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+async def drive(url: str, clients: int, seconds: float, mode: str, check_share: float) -> dict[str, Any]:
+    texts = queries()
+    latencies: list[float] = []
+    errors: list[str] = []
+    checks: list[tuple[int, list[str]]] = []
+    stop = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async def client(number: int, http: httpx.AsyncClient) -> None:
+        sent = 0
+        while time.monotonic() < stop:
+            sent += 1
+            check = (sent * clients + number) % round(1 / check_share) == 0
+            if check:
+                params: dict[str, Any] = {"q": "bulletin", "mode": "lexical", "collapse": "false", "k": 100}
+            else:
+                params = {"q": texts[(sent * clients + number) % len(texts)], "mode": mode, "k": 10}
+            started = time.perf_counter()
+            try:
+                response = await http.get("/search", params=params)
+            except httpx.HTTPError as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            latencies.append(time.perf_counter() - started)
+            if response.status_code != 200:
+                errors.append(f"{response.status_code}: {response.text[:200]}")
+                continue
+            generation = int(response.headers["X-Citeline-Generation"])
+            if generation != response.json()["generation"]:
+                errors.append("header and body name different generations")
+            if check:
+                checks.append((generation, sorted(r["source_id"] for r in response.json()["results"])))
+
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+        began = time.perf_counter()
+        await asyncio.gather(*(client(n, http) for n in range(clients)))
+        wall = time.perf_counter() - began
+    return {"latencies": latencies, "errors": errors, "checks": checks, "wall": wall}
+
+
+def serve_main() -> None:
+    parser = argparse.ArgumentParser(description=SERVE_DOC.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--commit-every", type=float, default=3.0, help="seconds between the writer's commits")
+    parser.add_argument("--workers", type=int, default=1, help="`citeline serve --workers`")
+    parser.add_argument("--docs", type=int, default=300, help="SciFact abstracts in the index")
+    parser.add_argument("--mode", default="hybrid", choices=["hybrid", "dense", "lexical"])
+    parser.add_argument("--check-share", type=float, default=0.1, help="share of generation-checking requests")
+    parser.add_argument("--hash", action="store_true", help="a hashed bag-of-words embedder instead of the model")
+    parser.add_argument("--index-cache", type=Path, help="keep the built index here and start each run from a copy")
+    args = parser.parse_args()
+    if args.hash and args.workers > 1:
+        parser.error("--hash serves with an embedder object: one worker only")
+
+    workdir = Path(tempfile.mkdtemp(prefix="citeline-serve-load-"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    try:
+        began = time.perf_counter()
+        cached = (
+            args.index_cache / f"scifact-{args.docs}-{'hash' if args.hash else 'model'}" if args.index_cache else None
+        )
+        if cached is not None and cached.is_dir():
+            shutil.copytree(cached, workdir, dirs_exist_ok=True)
+            index_path, bulletins = workdir / "ix", workdir / "bulletins"
+        else:
+            index_path, bulletins = build_index(workdir, args.docs, args.hash)
+            if cached is not None:
+                shutil.copytree(workdir, cached)
+        print(f"index of {args.docs} SciFact abstracts ready in {time.perf_counter() - began:.1f} s", flush=True)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        if args.hash:
+            code = (
+                f"import sys; sys.path.insert(0, {str(REPO / 'bench')!r}); from _synthetic import HashBowEmbedder; "
+                f"from citeline.server import serve; serve({str(index_path)!r}, port={port}, "
+                "embedder=HashBowEmbedder(), log_level='warning')"
+            )
+            command = [sys.executable, "-c", code]
+        else:
+            command = [sys.executable, "-m", "citeline.cli.main", "serve", "--index", str(index_path)]
+            command += ["--port", str(port), "--workers", str(args.workers), "--log-level", "warning"]
+        server = subprocess.Popen(command, env=env)
+        try:
+            _wait_up(url, server)
+            # One search per worker process loads its model before the clock starts.
+            for _ in range(args.workers * 4):
+                httpx.get(f"{url}/search", params={"q": "warm up", "mode": args.mode}, timeout=120)
+            server_process = psutil.Process(server.pid)
+            server_cpu = cpu_seconds(server_process)
+            writer = subprocess.Popen(
+                [sys.executable, "-c", WRITER, str(index_path), str(bulletins), str(args.commit_every),
+                 str(args.seconds), "1" if args.hash else "0", str(REPO / "bench")],
+                env=env, stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            writer_process = psutil.Process(writer.pid)
+            assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+            writer_cpu = cpu_seconds(writer_process)  # its start (imports, model) is not part of the load
+            own_cpu = _own_cpu()
+            result = asyncio.run(drive(url, args.clients, args.seconds, args.mode, args.check_share))
+            own_cpu = _own_cpu() - own_cpu
+            server_cpu = cpu_seconds(server_process) - server_cpu
+            server_rss = sum(proc.memory_info().rss for proc in [server_process, *server_process.children()])
+            writer_cpu = cpu_seconds(writer_process) - writer_cpu
+            commits = [json.loads(line) for line in writer.communicate(timeout=300)[0].splitlines()]
+        finally:
+            server.terminate()
+            server.wait(30)
+        print(f"server memory (RSS, all its processes): {server_rss / 2**20:.0f} MiB")
+        report(args, result, commits, server_cpu, writer_cpu, own_cpu)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _wait_up(url: str, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            httpx.get(f"{url}/health")
+            return
+        except httpx.TransportError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("citeline serve did not start") from None
+            time.sleep(0.2)
+
+
+def report(
+    args: argparse.Namespace,
+    result: dict[str, Any],
+    commits: list[dict[str, Any]],
+    server_cpu: float,
+    writer_cpu: float,
+    own_cpu: float,
+) -> None:
+    """Print the figures, and exit 1 if any request failed or any checked answer disagreed with its generation."""
+    latencies = sorted(result["latencies"])
+    wall = result["wall"]
+
+    def quantile(q: float) -> float:
+        return 1000 * latencies[min(len(latencies) - 1, int(q * len(latencies)))]
+
+    # The files committed at or before each generation the writer made; earlier ones hold none.
+    committed: dict[int, list[str]] = {}
+    files: list[str] = []
+    for commit in commits:
+        files.append(commit["file"])
+        committed[commit["generation"]] = sorted(files)
+    first = min(committed) if committed else None
+    mismatched = 0
+    generations = set()
+    for generation, found in result["checks"]:
+        generations.add(generation)
+        known = [g for g in committed if g <= generation]
+        expected = committed[max(known)] if known else []
+        if first is not None and generation > max(committed):
+            mismatched += 1  # a generation nobody committed
+        elif found != expected:
+            mismatched += 1
+    requests = len(latencies) + sum(1 for e in result["errors"] if not e[0].isdigit())
+    print(
+        f"{args.clients} clients x {wall:.1f} s, {args.workers} worker(s), mode {args.mode}, {args.docs} docs, "
+        f"{'hashed bag-of-words' if args.hash else 'the real model'}"
+    )
+    print(f"requests: {requests} ({requests / wall:.1f}/s); errors: {len(result['errors'])}")
+    if latencies:
+        print(
+            f"latency ms: p50 {quantile(0.5):.0f}, p90 {quantile(0.9):.0f}, p99 {quantile(0.99):.0f}, "
+            f"max {1000 * latencies[-1]:.0f}, mean {1000 * statistics.fmean(latencies):.0f}"
+        )
+    print(
+        f"writer: {len(commits)} commits (generations {min(committed, default=0)}..{max(committed, default=0)}); "
+        f"checked responses: {len(result['checks'])} over {len(generations)} generations, "
+        f"disagreeing with their generation: {mismatched}"
+    )
+    print(
+        f"CPU seconds: server {server_cpu:.1f}, writer {writer_cpu:.1f}, load generator {own_cpu:.1f} "
+        f"(wall {wall:.1f} s, {os.cpu_count()} CPUs shared)"
+    )
+    for error in result["errors"][:5]:
+        print(f"  error: {error}")
+    if result["errors"] or mismatched:
+        raise SystemExit(1)
+
+
+COMMANDS = {
+    "latency": latency_main,
+    "mcp": mcp_main,
+    "serve": serve_main,
+}
+
+
 if __name__ == "__main__":
-    main()
+    import _subcommands  # bench/ is on sys.path when this file runs as a script
+
+    _subcommands.run(__doc__, COMMANDS)

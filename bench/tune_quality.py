@@ -84,7 +84,7 @@ class Data:
         self.own_cosines = self.cosines
         if (
             vectors_file is not None
-        ):  # chunk vectors made otherwise (bench/experiments/header_vectors.py), in chunk-id order
+        ):  # chunk vectors made otherwise (docs/decisions/contextual-chunk-headers.md), in chunk-id order
             vectors = np.load(vectors_file, allow_pickle=False)
             assert vectors.shape == self.vectors.shape, (vectors.shape, self.vectors.shape)
             self.cosines = {qid: vectors @ vector for qid, vector in self.query_vectors.items()}

@@ -1,7 +1,7 @@
 """Collapse precision's generated test sets: templated records, syndicated copies, one text in several formats.
 
 Shared by tests/unit/test_collapse_frames.py, tests/index/test_collapse_precision.py and
-bench/collapse_precision.py (which reports false and missed merges).
+bench/collapse.py precision (which reports false and missed merges).
 
 - **Templated records**: records made from one sentence frame (a catalogue, a log, a form), each with its own
   year, building, place, event, authority and delay, and a title line ``Record N``. No two are the same passage.

@@ -1,6 +1,6 @@
 """Short texts in twelve languages, and the files they make in each legacy encoding that can hold them: the test
 set that measures text-encoding detection (``citeline.sources.encoding``; tests/unit/test_encoding_accuracy.py,
-``python bench/encodings.py``).
+``python bench/ingest.py encodings``).
 
 The sentences are written for this set (one to three sentences each, some only a few words: the short files
 where a guess is hardest). Each text is encoded only in the encodings that can represent it: a French text with

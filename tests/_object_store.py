@@ -48,16 +48,16 @@ def _create_aws_request(self):
     )
     return _create(self)
 access_control.IAMRequestBase._create_aws_request = _create_aws_request
-if int(os.environ.get("FILL_OBJECTS", "0")):  # bench/remote_listing.py: objects put straight into the backend
+if int(os.environ.get("FILL_OBJECTS", "0")):  # bench/remote.py listing: objects put straight into the backend
     from moto.s3.models import s3_backends
     backend = s3_backends["123456789012"]["aws"]
     backend.create_bucket(os.environ["FILL_BUCKET"], "us-east-1")
-    pad = int(os.environ.get("FILL_BYTES", "0"))  # bench/remote_fetch.py: objects of about that size
+    pad = int(os.environ.get("FILL_BYTES", "0"))  # bench/remote.py fetch: objects of about that size
     for number in range(int(os.environ["FILL_OBJECTS"])):
         body = f"# Note {number}\\n\\nThe garrison at crossing {number} held for {number % 17} days.\\n"
         body += f"The survey of crossing {number} counted {number % 31} wells.\\n" * (pad // 48)
         backend.put_object(os.environ["FILL_BUCKET"], f"corpus/{number // 1000:04d}/note{number}.md", body.encode())
-latency = float(os.environ.get("GET_LATENCY_MS", "0")) / 1000  # bench/remote_fetch.py: a distant store's round trip
+latency = float(os.environ.get("GET_LATENCY_MS", "0")) / 1000  # bench/remote.py fetch: a distant store's round trip
 if latency:
     import time
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
@@ -82,9 +82,9 @@ class S3Server:
     """One moto S3 server process, its bucket and an access key with full rights (``key``/``secret``).
 
     ``fill``: that many small Markdown objects under ``corpus/`` of the bucket (folders of 1,000), put into the
-    server's backend before it serves, with authentication off (bench/remote_listing.py: 100k objects in seconds);
+    server's backend before it serves, with authentication off (bench/remote.py listing: 100k objects in seconds);
     ``fill_bytes``: each about that size. ``latency_ms``: each GET of an object answered that late (a store farther
-    than the loopback; bench/remote_fetch.py).
+    than the loopback; bench/remote.py fetch).
     """
 
     grace = 10.0  #: seconds the server has to stop before it is killed

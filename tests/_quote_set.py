@@ -1,6 +1,6 @@
 """Quote-level collapse's evaluation set (tests/data/quotes): loading it, and scoring collapse on it.
 
-Shared by tests/unit/test_quotes.py (the precision and recall targets) and bench/collapse_eval.py (which prints the
+Shared by tests/unit/test_quotes.py (the precision and recall targets) and bench/collapse.py eval (which prints the
 figures and times collapse on SciFact hits).
 """
 

@@ -25,7 +25,8 @@ suppresses exactly the generator (or expectation) that finds it, and ``CITELINE_
 ``all``) switches it back on for a run. The five bugs of issue 40 it was built against are fixed, and none is off.
 
 ``tests/index/test_stateful.py`` runs the machine (a bounded count in CI, more in the slow tier and with
-``CITELINE_STATEFUL_EXAMPLES``); ``bench/soak.py`` runs it for a given time, printing the seed of every failure.
+``CITELINE_STATEFUL_EXAMPLES``); ``bench/reliability.py soak`` runs it for a given time, printing the seed of every
+failure.
 Run as a script, this module is the subprocess that :func:`signal_trial` interrupts with a real signal.
 """
 
@@ -754,7 +755,7 @@ class IndexMachine(RuleBasedStateMachine):
 
 def run_machine(examples: int, steps: int, *, seed: int | None = None, derandomize: bool = False) -> None:
     """Run :class:`IndexMachine` for ``examples`` sequences of up to ``steps`` steps; ``seed`` replays a soak's
-    draw (``bench/soak.py --seed``), ``derandomize`` draws from the test's name (CI's)."""
+    draw (``bench/reliability.py soak --seed``), ``derandomize`` draws from the test's name (CI's)."""
     import hypothesis.core
     from hypothesis import HealthCheck, settings
     from hypothesis.stateful import run_state_machine_as_test

@@ -1,4 +1,4 @@
-"""Works' test collections, built by the project itself (tests/index/test_works.py, bench/collapse_precision.py).
+"""Works' test collections, built by the project itself (tests/index/test_works.py, bench/collapse.py precision).
 
 - **MkDocs pairs**: a few pages of this repository's docs/ rendered by a real ``mkdocs build`` (the project's theme
   and Markdown extensions, a temporary mkdocs.yml naming only those pages) beside their Markdown sources: each page

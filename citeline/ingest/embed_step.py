@@ -33,7 +33,7 @@ EMBED_PROGRESS_STEP = 32
 #: Texts embedded in document order, window by window (sorted by length within a window, so each encode call still
 #: pads little): a Ctrl-C then finds the documents of the windows done embedded whole, which the run commits
 #: (:class:`EmbedInterrupted`); one sort of the whole batch by length would leave most documents with a long chunk
-#: still to embed. Cost: none measurable (bench/experiments/embed_window.py; figures:
+#: still to embed. Cost: none measurable (docs/decisions/settings-from-experiments.md; figures:
 #: docs/performance.md#choices-measured-in-the-code).
 EMBED_WINDOW = 1024
 

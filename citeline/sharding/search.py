@@ -170,7 +170,7 @@ class MergedLexical:
         Exact: with the corpus-wide statistics a shard's scores are the unsharded index's, so the k best overall
         are among the shards' k best; ties go by chunk id, as one index's positions order them. Only each shard's
         k best (and, for hybrid, its candidates' scores) cross to the merge: no shard's whole score array is
-        concatenated or reordered (``bench/shards.py --latency``;
+        concatenated or reordered (``bench/shards.py throughput --latency``;
         docs/sharding.md#100m-chunks-over-16-machines-on-paper)."""
         if not self.parts:
             return [], lambda ids: np.zeros(len(ids), dtype=np.float32)

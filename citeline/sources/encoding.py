@@ -13,9 +13,9 @@ equally plausible (``El ni\xf1o``: "niño" in Windows-1252, "nińo" in Windows-1
 Windows-1252 weighted ahead as the commonest legacy encoding. When no reading is flawless, chardet's own answer over
 every encoding it knows competes too (Shift JIS, GBK, EUC-KR read as a code page are full of flaws). A large file is
 judged on a sample: its start and the stretches around its bytes above 127. Measured on short texts in twelve
-languages (tests/_encodings.py; ``python bench/encodings.py``): docs/sources.md#encodings-and-empty-files. A reading
-that was a close call is *low confidence* (:attr:`Decoded.confident`): the run names the file in its log with the
-encoding chosen.
+languages (tests/_encodings.py; ``python bench/ingest.py encodings``): docs/sources.md#encodings-and-empty-files.
+A reading that was a close call is *low confidence* (:attr:`Decoded.confident`): the run names the file in its log
+with the encoding chosen.
 
 A run's ``encoding`` option (``--encoding cp1250``, carried by each :class:`SourceFile`) replaces detection: a
 byte-order mark and valid UTF-8 still win (neither is a guess), and bytes not valid in the named encoding fail the
@@ -308,7 +308,7 @@ ALPHABETS = {
 _ALPHABETS = tuple(ALPHABETS.values())
 #: What reading a text as two languages costs (the points of one accented letter outside the alphabet): at 1, the
 #: wrong readings of one-language texts came close enough to the right ones that twice as many files were flagged
-#: low confidence (tests/_encodings.py, bench/encodings.py).
+#: low confidence (tests/_encodings.py, bench/ingest.py encodings).
 _SECOND_LANGUAGE = 2
 #: Two languages' letters together, for a text written in both: pairs of one script (Latin alphabets hold the
 #: ASCII letters, the Cyrillic and Greek ones none).

@@ -21,7 +21,7 @@ SINGLE_THREAD_MAX_VECTORS = 200_000
 #: Below this fraction of the index, a filtered search scores the allowed rows with numpy instead of asking FAISS
 #: to scan everything through an IDSelectorBatch. Both are exact. The selector costs a full scan whatever the
 #: filter, numpy costs in proportion to the allowed rows; they cross near a tenth
-#: (`python bench/experiments/filtered_search.py`; figures: docs/performance.md#choices-measured-in-the-code).
+#: (docs/decisions/settings-from-experiments.md; figures: docs/performance.md#choices-measured-in-the-code).
 NUMPY_FILTER_FRACTION = 0.1
 #: From this fraction of the index up, a filtered search first asks FAISS for the unfiltered best k / fraction
 #: (twice over) and keeps the allowed ones: when k of them are there they are the exact filtered top k (every

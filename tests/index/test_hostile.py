@@ -4,7 +4,7 @@ is lost.
 
 The bound is the issue's: no source may push a run's peak RSS more than 512 MiB above the same index's run without
 it. The hostile files run in two groups (those that must be refused by name, then the rest) to keep CI time low;
-``python bench/hostile.py`` measures each kind alone (docs/reliability.md).
+``python bench/reliability.py hostile`` measures each kind alone (docs/reliability.md).
 """
 
 from __future__ import annotations

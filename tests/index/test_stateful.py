@@ -4,8 +4,8 @@ step against a plain in-memory model.
 
 CI runs :data:`EXAMPLES` sequences of up to :data:`STEPS` steps, derandomized; the slow tier runs
 :data:`SLOW_EXAMPLES` more from a fixed seed, and ``CITELINE_STATEFUL_EXAMPLES=500`` a longer hunt
-(``bench/soak.py`` runs it for a given time and prints the seed of each failure). ``CITELINE_STATEFUL_HUNT=all``
-switches on the generators of the known bugs (``_stateful.KNOWN_BUGS``).
+(``bench/reliability.py soak`` runs it for a given time and prints the seed of each failure).
+``CITELINE_STATEFUL_HUNT=all`` switches on the generators of the known bugs (``_stateful.KNOWN_BUGS``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ EXAMPLES = int(os.environ.get("CITELINE_STATEFUL_EXAMPLES", "20"))
 STEPS = int(os.environ.get("CITELINE_STATEFUL_STEPS", "12"))
 SLOW_EXAMPLES = 100
 #: The slow tier's draw: fixed, so that CI gates on a sequence anyone can replay; the random hunt is
-#: ``bench/soak.py``'s (a random slow tier in CI found the two-language Windows-1252 file, then blocked a landing
-#: on what it found: that is a hunt's job, not a gate's).
+#: ``bench/reliability.py soak``'s (a random slow tier in CI found the two-language Windows-1252 file, then blocked a
+#: landing on what it found: that is a hunt's job, not a gate's).
 SLOW_SEED = 20261206
 #: Real-signal trials per signal (a subprocess each).
 TRIALS = int(os.environ.get("CITELINE_STATEFUL_SIGNAL_TRIALS", "2"))

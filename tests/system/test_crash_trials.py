@@ -1,7 +1,7 @@
 """Crash trials (the system tier): SIGKILL a writer at chosen points of an ingest, of publishing segments and of a
 removal; every index opens at a committed generation, passes its checks, and a re-run gives what an uninterrupted run
 gives. The harnesses are tests/_reliability.py and tests/_removal_trials.py; CI runs one trial a stage, and
-``python bench/reliability.py`` runs the full counts and prints their figures.
+``python bench/reliability.py trials`` runs the full counts and prints their figures.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_sigkill_at_random_points_never_loses_or_corrupts_the_index(tmp_path: Pa
 
 @pytest.mark.slow
 def test_sigkill_while_publishing_segments_never_loses_or_corrupts_the_index(tmp_path: Path) -> None:
-    # One a stage; bench/reliability.py --segment-trials runs more.
+    # One a stage; bench/reliability.py trials --segment-trials runs more.
     figures = run_kill_trials(tmp_path, len(SEGMENT_STAGES), stages=SEGMENT_STAGES, spread=0.5)
     assert figures["problems"] == []
     killed_in = set(figures["killed_in"])

@@ -1,6 +1,6 @@
 """Encoding detection measured, not guessed: the short texts of tests/_encodings.py (twelve languages) written in
 every encoding that can hold them, each decoded by ``citeline.sources.encoding.decode`` and compared with the
-sentence (the decoded text, not the codec's name). ``python bench/encodings.py`` prints the same per encoding and
+sentence (the decoded text, not the codec's name). ``python bench/ingest.py encodings`` prints the same per encoding and
 per language."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from citeline.sources.registry import first_line_title, parser
 #: A PDF's font often sets ff, fi, fl, ffi and ffl as one glyph (LaTeX does by default), and pypdf extracts the
 #: glyph as that one code point (py-pdf/pypdf#2046): "signiﬁcant" is then another word than "significant" to BM25,
 #: five word pieces to the model, and not what a reader types or copies. On SciFact with every ff/fi/fl so written,
-#: test nDCG@10 fell; expanded, it is SciFact's own again (``bench/experiments/normalisation.py``; figures:
+#: test nDCG@10 fell; expanded, it is SciFact's own again (docs/decisions/unicode-normalisation.md; figures:
 #: docs/quality.md#normalisation-unicode-pdf-ligatures-word-forms).
 _LIGATURES = str.maketrans({chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)})
 
