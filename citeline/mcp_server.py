@@ -134,7 +134,8 @@ def search_arguments(limits: Limits, filters: type[BaseModel]) -> type[BaseModel
         if meta.get("minimum") is not None:
             bounds["ge"] = meta["minimum"]
         if meta.get("maximum") is not None:
-            bounds["le"] = min(meta["maximum"], limits.k) if spec.name == "k" else meta["maximum"]
+            served = {"k": limits.k, "offset": limits.offset}  # the server's own bounds, never looser
+            bounds["le"] = min(meta["maximum"], served.get(spec.name, meta["maximum"]))
         if "choices" in meta:
             annotation = Literal[tuple(meta["choices"])]
         default = ... if spec.default is dataclasses.MISSING else spec.default
@@ -490,21 +491,14 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
 
     async def search(args: Any) -> tuple[dict[str, Any], str]:
         filters = filters_of(args.filters)
-        request = SearchRequest.of(
-            args.query,
-            args.k,
-            mode=args.mode,
-            filters=filters,
-            collapse=args.collapse,
-            min_score=args.min_score,
-            group=args.group,
-        )
+        options = args.model_dump(exclude={"query", "filters"})  # every declared field: search_arguments' names
+        request = SearchRequest.of(args.query, filters=filters, **options)
         found, generation = await reader.run(reader.search, request)
         answer = {
             "query": args.query,
             "mode": args.mode,
             "generation": generation,
-            "results": [citation(rank, hit) for rank, hit in enumerate(found, 1)],
+            "results": [citation(rank, hit) for rank, hit in enumerate(found, request.offset + 1)],
         }
         return answer, render_search(answer)
 

@@ -20,7 +20,7 @@ from citeline.query.results import SearchResult
 from citeline.sources.document import record_name
 from citeline.store.filters import filters_from as filter_dict
 from citeline.store.ledger import RunSummary
-from citeline.util.declared import offered
+from citeline.util.declared import offered, people_default
 from citeline.util.output import OUTPUT_FORMATS, format_record, format_records, printable, search_records
 
 if TYPE_CHECKING:
@@ -96,6 +96,37 @@ def _checked(owner: type, ctx: click.Context, param: click.Parameter, value: Any
 def setting_option(name: str) -> Callable[[F], F]:
     """The click option of the index setting ``name`` (a field of :class:`IndexSettings`)."""
     return option_of(IndexSettings, next(spec for spec in offered(IndexSettings, "cli") if spec.name == name))
+
+
+def request_option(spec: Field[Any]) -> Callable[[F], F]:
+    """The click option of a declared field of :class:`~citeline.SearchRequest`: its flags (``--name-with-dashes``,
+    or the declared ``flags``; an on/off option ``--name/--no-name``), its default where people read
+    (``people_default``), help text, bounds and choices, all as declared there."""
+    meta, name = spec.metadata, spec.name
+    flags = meta.get("flags") or ("--" + name.replace("_", "-"),)
+    default, choices = people_default(spec), meta.get("choices")
+    if isinstance(default, bool):
+        switch = flags[0] if "/" in flags[0] else f"{flags[0]}/--no-{flags[0][2:]}"
+        shown = "[default:" not in meta["help"]  # a help text that says its defaults itself
+        return click.option(switch, name, default=default, show_default=shown, help=meta["help"])
+    if choices is not None:
+        kind: click.ParamType = click.Choice(choices)
+    elif spec.type in ("float", "float | None"):
+        kind = click.FloatRange(min=meta["minimum"], max=meta["maximum"])
+    else:
+        kind = click.IntRange(min=meta["minimum"], max=meta["maximum"])
+    return click.option(*flags, name, type=kind, default=default, show_default=default is not None, help=meta["help"])
+
+
+def request_options(func: F) -> F:
+    """Add :class:`~citeline.SearchRequest`'s options (all declared fields but the text and the filters, which are
+    the command's argument and :func:`filter_options`) to a command, in declared order: the command receives them
+    under the request's names."""
+    from citeline.query.plan import SearchRequest
+
+    for spec in reversed([spec for spec in offered(SearchRequest, "cli") if spec.name not in ("text", "filters")]):
+        func = request_option(spec)(func)
+    return func
 
 
 #: The index settings' options (``citeline ingest``/``schedule``), in IndexSettings' order.

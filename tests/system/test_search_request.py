@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 
 from citeline import Index, QueryError, SearchRequest
 from citeline.cli.main import cli
-from citeline.query.plan import MODES, NO_FILTERS
+from citeline.query.plan import MODES, NO_FILTERS, OPTIONS
 from citeline.server import LIMITS, create_app
 from citeline.store.filters import filters_from
 from citeline.util.declared import offered, people_default
@@ -82,13 +82,23 @@ def _within(field: str, minimum: Any, maximum: Any, choices: Any = None) -> None
 
 
 def test_index_search_takes_the_request_fields() -> None:
-    parameters = dict(inspect.signature(Index.search).parameters)
-    parameters.pop("self")
-    offered_ = _offers({name: p.default for name, p in parameters.items()}, "query", expanded=False)
-    assert set(offered_) <= set(DECLARED) | KNOBS
-    for field, default in offered_.items():
-        if field in DECLARED:
-            _same_default(field, default)
+    """``Index.search(query, k, **options)``: the options are the request's fields by name, checked by the request
+    (an unknown one is a QueryError naming the options there are)."""
+    parameters = inspect.signature(Index.search).parameters
+    assert list(parameters) == ["self", "query", "k", "options"] and parameters["k"].default == DECLARED["k"][0]
+    assert set(OPTIONS) == set(DECLARED) - {"text"} | KNOBS
+    with pytest.raises(QueryError, match=r"unknown search option.*higlight"):
+        SearchRequest.of("cavalry", 3, higlight=False)
+
+
+def test_a_request_validates_itself_from_its_declaration() -> None:
+    """Built directly or with ``of``, a request checks every declared field (each field's ``validate``)."""
+    assert SearchRequest("cavalry").k == DECLARED["k"][0]
+    for bad in ({"k": 0}, {"mode": "fuzzy"}, {"offset": -1}, {"collapse_threshold": 0}, {"min_score": 2}):
+        with pytest.raises(QueryError):
+            SearchRequest("cavalry", **bad)
+    with pytest.raises(QueryError, match="unknown filter key"):
+        SearchRequest("cavalry", filters={"colour": "red"})  # type: ignore[arg-type]
 
 
 def test_cli_search_takes_the_request_fields() -> None:
@@ -186,10 +196,9 @@ def test_the_retrievers_take_the_request_fields() -> None:
     assert set(SEARCH_OPTIONS) == set(DECLARED) - {"text"}
     langchain = {name: field.default for name, field in LangChainRetriever.model_fields.items()}
     llamaindex = {name: p.default for name, p in inspect.signature(LlamaIndexRetriever.__init__).parameters.items()}
-    for defaults in (langchain, llamaindex):
-        offered_ = _offers({"text": None, **defaults}, "text", expanded=False)
-        for field in DECLARED:
-            _same_default(field, offered_[field])
+    for defaults in (langchain, llamaindex):  # the fields they name are the declared defaults; the others by name
+        for field in set(DECLARED) & set(defaults):
+            _same_default(field, defaults[field])
 
 
 def test_a_request_is_what_index_search_runs(index_path: Path) -> None:
