@@ -48,7 +48,7 @@ from citeline.index import Index
 from citeline.query.plan import SearchRequest
 from citeline.query.results import Passage, SearchResult
 from citeline.server import access
-from citeline.store.filters import filters_from
+from citeline.store.filters import FilterOptions, filters_from
 from citeline.util import paths
 from citeline.util.declared import offered
 from citeline.util.output import normalize
@@ -94,27 +94,21 @@ class _Arguments(BaseModel):
 
 
 def _filters_model(limits: Limits) -> type[BaseModel]:
-    """The filters of ``search`` and ``list_documents``: the HTTP API's filter parameters (same names), as bounded."""
+    """The filters of ``search`` and ``list_documents``: :class:`citeline.store.filters.FilterOptions`' fields (the
+    HTTP API's filter parameters, same names), as bounded."""
     values: Any = list[Annotated[str, Field(max_length=limits.query_chars)]] | None
-
-    def many(description: str) -> Any:
-        return values, Field(None, max_length=limits.filter_values, description=description)
-
-    def date(description: str) -> Any:
-        return str | None, Field(None, max_length=64, description=description)
-
+    fields: dict[str, Any] = {}
+    for spec in offered(FilterOptions):
+        meta = spec.metadata
+        if isinstance(spec.default, tuple):
+            fields[spec.name] = values, Field(None, max_length=limits.filter_values, description=meta["help"])
+        else:
+            fields[spec.name] = str | None, Field(None, max_length=meta["maximum"], description=meta["help"])
     return create_model(
         "Filters",
         __base__=_Arguments,
         __doc__="Only the documents these select (several keys AND; several values of one key OR).",
-        source=many("Only this ingested folder or file (or a source id)."),
-        path=many("Only documents whose source id or path matches this glob."),
-        where=many(
-            "KEY=VALUE: only documents whose metadata KEY is VALUE; also KEY!=VALUE, KEY~TEXT, KEY>=VALUE (>, <, <=) "
-            "and 'KEY in A,B'."
-        ),
-        ingested_after=date("Only documents ingested at or after this date (ISO 8601)."),
-        ingested_before=date("Only documents ingested before this date (ISO 8601)."),
+        **fields,
     )
 
 

@@ -18,6 +18,7 @@ from citeline.ingest import stopping
 from citeline.ingest.options import IndexSettings, IngestOptions, user_options
 from citeline.query.results import SearchResult
 from citeline.sources.document import record_name
+from citeline.store.filters import FilterOptions
 from citeline.store.filters import filters_from as filter_dict
 from citeline.store.ledger import RunSummary
 from citeline.util.declared import offered, people_default
@@ -340,18 +341,17 @@ def show_warning(message: Warning | str, category: type[Warning], *args: Any, **
     say(f"warning: {message}", err=True)
 
 
-_FILTER_OPTIONS = [
-    click.option("--source", multiple=True, help="Only this ingested folder or file (or a source id); repeatable."),
-    click.option("--path", "path_glob", multiple=True, metavar="GLOB",
-                 help="Only documents whose source id or path matches GLOB, e.g. '*.md'; repeatable."),
-    click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
-                 help="Only documents whose metadata KEY is VALUE (numbers as numbers: price=39 matches 39.00); "
-                      "also KEY!=VALUE, KEY~TEXT (contains, any case), KEY>VALUE, >=, <, <= (numbers as numbers, "
-                      "dates as dates) and 'KEY in A,B'; repeatable (keys AND; a repeated KEY=VALUE ORs, a range "
-                      "ANDs)."),
-    click.option("--ingested-after", metavar="DATE", help="Only documents ingested at or after DATE (ISO 8601)."),
-    click.option("--ingested-before", metavar="DATE", help="Only documents ingested before DATE (ISO 8601)."),
-]  # fmt: skip
+def _filter_option(spec: Field[Any]) -> Callable[[F], F]:
+    # A declared filter option (FilterOptions): repeatable when it takes several values.
+    meta = spec.metadata
+    flags = meta.get("flags") or ("--" + spec.name.replace("_", "-"),)
+    if isinstance(spec.default, tuple):
+        return click.option(*flags, multiple=True, metavar=meta["metavar"], help=meta["help"] + " Repeatable.")
+    return click.option(*flags, metavar=meta["metavar"], help=meta["help"])
+
+
+#: The filter options (FilterOptions' fields, in declared order).
+_FILTER_OPTIONS = [_filter_option(spec) for spec in offered(FilterOptions)]
 
 
 def filter_options(func: F) -> F:

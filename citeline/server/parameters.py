@@ -13,38 +13,25 @@ from pydantic import Field
 
 from citeline.server.limits import MAX_FILTER_VALUES, MAX_K, MAX_OFFSET, MAX_QUERY_CHARS
 from citeline.server.models import Mode
-from citeline.store.filters import filters_from
+from citeline.store.filters import FilterOptions, filters_from
+from citeline.util.declared import offered
 from citeline.web import request_parameters
 
 # ---------------------------------------------------------------- requests
 
-# The filter parameters of /search and /documents, named as the CLI's flags.
-_Value = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
-_Values = list[_Value] | None
-_MANY = {"max_length": MAX_FILTER_VALUES}
-SourceParam = Annotated[_Values, Query(description="Only this ingested folder or file (or a source id).", **_MANY)]
-PathParam = Annotated[_Values, Query(description="Only documents whose source id or path matches this glob.", **_MANY)]
-WhereParam = Annotated[
-    _Values,
-    Query(
-        description="KEY=VALUE: only documents whose metadata KEY is VALUE; also KEY!=VALUE, KEY~TEXT, KEY>=VALUE "
-        "(>, <, <=) and 'KEY in A,B', as the CLI's --where.",
-        **_MANY,
-    ),
-]
-_Date = Annotated[str | None, Field(max_length=64)]
-AfterParam = Annotated[_Date, Query(description="Only documents ingested at or after this date (ISO 8601).")]
-BeforeParam = Annotated[_Date, Query(description="Only documents ingested before this date (ISO 8601).")]
+
+def _filter_parameter(spec: Any) -> Any:
+    # A declared filter option (FilterOptions) as a query parameter: a list bounded by MAX_FILTER_VALUES, or a date.
+    meta = spec.metadata
+    if isinstance(spec.default, tuple):
+        value = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
+        return Annotated[list[value] | None, Query(description=meta["help"], max_length=MAX_FILTER_VALUES)]
+    date = Annotated[str | None, Field(max_length=meta["maximum"])]
+    return Annotated[date, Query(description=meta["help"])]
 
 
-#: The filter options as query parameters, by :func:`citeline.store.filters.filters_from`'s names.
-FILTER_PARAMETERS = {
-    "source": SourceParam,
-    "path": PathParam,
-    "where": WhereParam,
-    "ingested_after": AfterParam,
-    "ingested_before": BeforeParam,
-}
+#: The filter options as query parameters, generated from :class:`citeline.store.filters.FilterOptions`.
+FILTER_PARAMETERS = {spec.name: _filter_parameter(spec) for spec in offered(FilterOptions)}
 
 
 def _dependency(

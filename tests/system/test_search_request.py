@@ -23,7 +23,7 @@ from citeline import Index, QueryError, SearchRequest
 from citeline.cli.main import cli
 from citeline.query.plan import MODES, NO_FILTERS, OPTIONS
 from citeline.server import LIMITS, create_app
-from citeline.store.filters import Filters, filters_from
+from citeline.store.filters import FilterOptions, Filters, filters_from
 from citeline.util.declared import offered, people_default
 
 #: Each declared field's default, bounds and choices.
@@ -89,6 +89,21 @@ def test_index_search_takes_the_request_fields() -> None:
     assert set(OPTIONS) == set(DECLARED) - {"text"} | KNOBS
     with pytest.raises(QueryError, match=r"unknown search option.*higlight"):
         SearchRequest.of("cavalry", 3, higlight=False)
+
+
+def test_the_filter_options_are_declared_once() -> None:
+    """The CLI's filter flags, the HTTP API's filter parameters and the MCP tools' filters are FilterOptions' fields,
+    with its help, and filters_from reads them by those names."""
+    from citeline import mcp_server
+    from citeline.server.parameters import FILTER_PARAMETERS
+
+    declared = {spec.name: spec.metadata["help"] for spec in offered(FilterOptions)}
+    assert set(declared) == FILTER_OPTIONS == set(FILTER_PARAMETERS)
+    model = mcp_server._filters_model(LIMITS)
+    assert {name: field.description for name, field in model.model_fields.items()} == declared
+    flags = {param.opts[0][2:].replace("-", "_"): param.help for param in cli.commands["search"].params if param.opts}
+    for name, text in declared.items():
+        assert flags[name] is not None and flags[name].startswith(text), name
 
 
 def test_a_request_validates_itself_from_its_declaration() -> None:
