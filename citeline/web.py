@@ -101,16 +101,12 @@ _SEARCH = """{% extends "base" %}{% block main %}
 {% include "field_filters" %}
 <label>Ingested after<input type="date" name="ingested_after" value="{{ form.ingested_after }}"></label>
 <label>Ingested before<input type="date" name="ingested_before" value="{{ form.ingested_before }}"></label>
-<label>Results per page<input type="number" name="k" min="1" max="{{ max_k }}" value="{{ k }}"></label>
-<label>Minimum relevance (0-1)<input type="number" name="min_score" min="0" max="1" step="0.05"
- value="{{ min_score if min_score is not none else '' }}" placeholder="calibrated"></label>
-<label>Near-duplicates<select name="collapse">
-<option value="true"{% if collapse %} selected{% endif %}>one result, sources listed</option>
-<option value="false"{% if not collapse %} selected{% endif %}>each separately</option></select></label>
-<label>Passages of one document<select name="group">
-<option value="true"{% if group %} selected{% endif %}>under its best passage</option>
-<option value="false"{% if not group %} selected{% endif %}>each a result</option></select></label>
-</fieldset></details></form>
+{% for f in options %}<label>{{ f.label }}{% if f.states %}<select name="{{ f.name }}">{% for value, text in f.states %}
+<option value="{{ value }}"{% if value == f.value %} selected{% endif %}>{{ text }}</option>{% endfor %}</select>
+{%- else %}<input type="number" name="{{ f.name }}" min="{{ f.min }}" max="{{ f.max }}"
+{%- if f.step %} step="{{ f.step }}"{% endif %} value="{{ f.value }}"
+{%- if f.placeholder %} placeholder="{{ f.placeholder }}"{% endif %}>{% endif %}</label>
+{% endfor %}</fieldset></details></form>
 {% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
 {% include "facets" %}
 {% if q and not error %}
@@ -284,6 +280,29 @@ def request_parameters(
     return values
 
 
+def option_fields(values: Mapping[str, Any], bounds: Mapping[str, int]) -> list[dict[str, Any]]:
+    """The search page form's option fields, generated from :class:`~citeline.SearchRequest`'s declared fields (those
+    whose ``form`` is not False): an on/off option a choice of its ``on`` and ``off`` wording, a number an input with
+    its declared bounds (the maximum lowered to ``bounds``, the server's limits), each holding ``values``' value."""
+    shown = []
+    for spec in offered(SearchRequest):
+        form, meta = spec.metadata["form"], spec.metadata
+        if form is False:
+            continue
+        form = form if isinstance(form, Mapping) else {}
+        value = values[spec.name]
+        field: dict[str, Any] = {"name": spec.name, "label": form.get("label", meta["help"]), "states": None}
+        if isinstance(spec.default, bool):
+            on, off = form.get("on", "on"), form.get("off", "off")
+            field |= {"states": [("true", on), ("false", off)], "value": "true" if value else "false"}
+        else:
+            high = min(bounds.get(spec.name, meta["maximum"]), meta["maximum"])
+            field |= {"min": f"{meta['minimum']:g}", "max": f"{high:g}", "value": "" if value is None else value}
+            field |= {"step": form.get("step"), "placeholder": form.get("placeholder")}
+        shown.append(field)
+    return shown
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """The server's bounds on a request (``citeline.server``'s ``MAX_`` constants), which the pages keep too."""
@@ -348,6 +367,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
             "collapse": collapse,
             "group": group,
             "min_score": min_score,
+            "options": option_fields(options, bounds),
             "form": form,
             "filtered": any(filled.values()) or min_score is not None or bool(chosen),
             "fields": _field_filters(held, chosen),

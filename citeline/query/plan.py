@@ -399,21 +399,29 @@ class SearchRequest:
     (``dataclasses.replace`` a validated request to change it).
     """
 
-    text: str = option(MISSING, "What to look for.")
-    k: int = option(DEFAULT_K, "Number of results.", minimum=1, maximum=MAX_K, flags=("-k",))
+    text: str = option(MISSING, "What to look for.", form=False)  # the page's search line
+    k: int = option(
+        DEFAULT_K, "Number of results.", minimum=1, maximum=MAX_K, flags=("-k",), form={"label": "Results per page"}
+    )
     mode: str = option(
         DEFAULT_MODE,
         "How to rank: hybrid (fuses the dense and the lexical ranking), dense (embeddings) or lexical (BM25).",
         choices=MODES,
         validate=validate_mode,
+        form=False,  # the page's search line has it
     )
     filters: Filters = option(  # noqa: RUF009
-        NO_FILTERS, "Only documents these filters select (applied before ranking).", validate=Filters.from_value
+        NO_FILTERS,
+        "Only documents these filters select (applied before ranking).",
+        validate=Filters.from_value,
+        form=False,  # the filter options (FilterOptions)
     )
     collapse: bool = option(
-        True, "Near-duplicate passages of different documents as one result listing each source.",
+        True,
+        "Near-duplicate passages of different documents as one result listing each source.",
         validate=bool,
-    )  # fmt: skip
+        form={"label": "Near-duplicates", "on": "one result, sources listed", "off": "each separately"},
+    )
     #: off by default for programs (Index.search, GET /search, MCP, the retrievers: k passages, each its own unit),
     #: on where people read (the CLI, the page): docs/quickstart.md#one-result-per-document says why
     group: bool = option(
@@ -424,6 +432,7 @@ class SearchRequest:
         people_default=True,
         validate=bool,
         flags=("--group/--flat",),
+        form={"label": "Passages of one document", "on": "under its best passage", "off": "each a result"},
     )
     collapse_threshold: float = option(
         DEFAULT_COLLAPSE_THRESHOLD,
@@ -431,6 +440,7 @@ class SearchRequest:
         minimum=0.0,
         maximum=1.0,
         validate=validate_threshold,
+        form={"label": "Near-duplicate cosine", "step": "0.01"},
     )
     fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
     #: the relevance floor (``citeline.query.relevance``); None: calibrated
@@ -441,14 +451,22 @@ class SearchRequest:
         minimum=0.0,
         maximum=1.0,
         validate=relevance.validate_min_score,
+        form={"label": "Minimum relevance (0-1)", "step": "0.05", "placeholder": "calibrated"},
     )
     offset: int = option(
-        0, "Skip this many ranked results (paging).", minimum=0, maximum=MAX_OFFSET, validate=validate_offset
+        0,
+        "Skip this many ranked results (paging).",
+        minimum=0,
+        maximum=MAX_OFFSET,
+        validate=validate_offset,
+        form=False,  # the page's previous and next links
     )
     highlight: bool = option(
-        True, "Mark each result's best sentences (highlights); off skips computing them.",
+        True,
+        "Mark each result's best sentences (highlights); off skips computing them.",
         validate=bool,
-    )  # fmt: skip
+        form={"label": "Best sentences", "on": "marked", "off": "not marked"},
+    )
 
     def __post_init__(self) -> None:
         text, k = validate_query(self.text, self.k)
