@@ -28,7 +28,6 @@ from citeline.model.embedding import (
     require_embedder,
 )
 from citeline.query import plan
-from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
 from citeline.query.results import SearchResult, answer_documents
 from citeline.store import catalog, generation, vector_files
 from citeline.store.access import TOKENS_FILE, TokenFile
@@ -385,51 +384,32 @@ class Index:
 
     # ---------------------------------------------------------------- reading
 
-    def search(
-        self,
-        query: str | plan.SearchRequest,
-        k: int = plan.DEFAULT_K,
-        *,
-        mode: str = plan.DEFAULT_MODE,
-        filters: Filters | Mapping[str, Any] | None = None,
-        collapse: bool = True,
-        collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD,
-        min_score: float | None = None,
-        group: bool = False,
-    ) -> list[SearchResult]:
-        """The ``k`` passages most relevant to ``query``, best first, each with its provenance.
+    def search(self, query: str | plan.SearchRequest, k: int = plan.DEFAULT_K, **options: Any) -> list[SearchResult]:
+        """The ``k`` results most relevant to ``query``, best first, each with its provenance.
 
-        ``query`` is the text to look for, the keyword arguments the rest of the request; or a whole
-        :class:`~citeline.SearchRequest` (``SearchRequest.of(...)``), given alone.
+        ``query`` is the text to look for and ``options`` the rest of the request, by the names of
+        :class:`~citeline.SearchRequest`'s fields (which declare each one's default, bounds and help; an unknown
+        name is a :class:`QueryError`); or a whole ``SearchRequest`` (``SearchRequest.of(...)``), given alone.
         ``mode``: ``"hybrid"`` (default; fused, :class:`citeline.query.plan.Fusion`), ``"dense"`` or ``"lexical"``
         (BM25). ``filters`` (``source``, ``path_glob``, ``ingested_after``/``_before``, ``meta``: see
         ``citeline.store.filters``) apply before ranking, so k results come back whenever k matching passages exist.
         ``collapse`` merges near-duplicates and shared quotes of documents into one result
-        (``citeline.query.collapse``). ``min_score``: hits whose ``relevance`` (absolute, in [0, 1]) is lower are
-        dropped; None (default): each hit is kept or dropped on its own merit, against the best hit of the
-        unfiltered ranking (none when the query matches nothing); 0 keeps every hit (``citeline.query.relevance``).
-        ``relevance`` is the number to show people; ``score`` only orders one answer's hits (its scale depends on
-        the mode, and it can be negative). ``group``: one result per document, its best passage with the
-        document's other passages that answered in ``more_passages``, and ``k`` counts documents
-        (``citeline.query.grouping``); off by default here (k passages, each its own result, as a program feeding
-        passages to a model expects), on in the CLI and the search page.
+        (``citeline.query.collapse``; ``collapse_threshold`` the cosine). ``min_score``: hits whose ``relevance``
+        (absolute, in [0, 1]) is lower are dropped; None (default): each hit is kept or dropped on its own merit,
+        against the best hit of the unfiltered ranking (none when the query matches nothing); 0 keeps every hit
+        (``citeline.query.relevance``). ``relevance`` is the number to show people; ``score`` only orders one
+        answer's hits (its scale depends on the mode, and it can be negative). ``group``: one result per document,
+        its best passage with the document's other passages that answered in ``more_passages``, and ``k`` counts
+        documents (``citeline.query.grouping``); off by default here (k passages, each its own result, as a program
+        feeding passages to a model expects), on in the CLI and the search page. ``offset``: skip this many ranked
+        results (the next page). ``highlight=False``: no highlights (cheaper when only the passages are wanted).
         """
         if isinstance(query, plan.SearchRequest):
-            given = (k, mode, filters, collapse, collapse_threshold, min_score, group)
-            if given != (plan.DEFAULT_K, plan.DEFAULT_MODE, None, True, DEFAULT_COLLAPSE_THRESHOLD, None, False):
+            if k != plan.DEFAULT_K or options:
                 raise QueryError("give a SearchRequest alone: its fields are the search's options")
             request = query
         else:
-            request = plan.SearchRequest.of(
-                query,
-                k,
-                mode=mode,
-                filters=filters,
-                collapse=collapse,
-                collapse_threshold=collapse_threshold,
-                min_score=min_score,
-                group=group,
-            )
+            request = plan.SearchRequest.of(query, k, **options)
         with self._reads:
             results = plan.search(self.snapshot(), request, self.encode_query, self.meta["model"])
         if not results:

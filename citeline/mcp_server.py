@@ -48,7 +48,7 @@ from citeline.index import Index
 from citeline.query.plan import SearchRequest
 from citeline.query.results import Passage, SearchResult
 from citeline.server import access
-from citeline.store.filters import filters_from
+from citeline.store.filters import FilterOptions, filters_from
 from citeline.util import paths
 from citeline.util.declared import offered
 from citeline.util.output import normalize
@@ -94,27 +94,21 @@ class _Arguments(BaseModel):
 
 
 def _filters_model(limits: Limits) -> type[BaseModel]:
-    """The filters of ``search`` and ``list_documents``: the HTTP API's filter parameters (same names), as bounded."""
+    """The filters of ``search`` and ``list_documents``: :class:`citeline.store.filters.FilterOptions`' fields (the
+    HTTP API's filter parameters, same names), as bounded."""
     values: Any = list[Annotated[str, Field(max_length=limits.query_chars)]] | None
-
-    def many(description: str) -> Any:
-        return values, Field(None, max_length=limits.filter_values, description=description)
-
-    def date(description: str) -> Any:
-        return str | None, Field(None, max_length=64, description=description)
-
+    fields: dict[str, Any] = {}
+    for spec in offered(FilterOptions):
+        meta = spec.metadata
+        if isinstance(spec.default, tuple):
+            fields[spec.name] = values, Field(None, max_length=limits.filter_values, description=meta["help"])
+        else:
+            fields[spec.name] = str | None, Field(None, max_length=meta["maximum"], description=meta["help"])
     return create_model(
         "Filters",
         __base__=_Arguments,
         __doc__="Only the documents these select (several keys AND; several values of one key OR).",
-        source=many("Only this ingested folder or file (or a source id)."),
-        path=many("Only documents whose source id or path matches this glob."),
-        where=many(
-            "KEY=VALUE: only documents whose metadata KEY is VALUE; also KEY!=VALUE, KEY~TEXT, KEY>=VALUE (>, <, <=) "
-            "and 'KEY in A,B'."
-        ),
-        ingested_after=date("Only documents ingested at or after this date (ISO 8601)."),
-        ingested_before=date("Only documents ingested before this date (ISO 8601)."),
+        **fields,
     )
 
 
@@ -134,7 +128,8 @@ def search_arguments(limits: Limits, filters: type[BaseModel]) -> type[BaseModel
         if meta.get("minimum") is not None:
             bounds["ge"] = meta["minimum"]
         if meta.get("maximum") is not None:
-            bounds["le"] = min(meta["maximum"], limits.k) if spec.name == "k" else meta["maximum"]
+            served = {"k": limits.k, "offset": limits.offset}  # the server's own bounds, never looser
+            bounds["le"] = min(meta["maximum"], served.get(spec.name, meta["maximum"]))
         if "choices" in meta:
             annotation = Literal[tuple(meta["choices"])]
         default = ... if spec.default is dataclasses.MISSING else spec.default
@@ -490,21 +485,14 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
 
     async def search(args: Any) -> tuple[dict[str, Any], str]:
         filters = filters_of(args.filters)
-        request = SearchRequest.of(
-            args.query,
-            args.k,
-            mode=args.mode,
-            filters=filters,
-            collapse=args.collapse,
-            min_score=args.min_score,
-            group=args.group,
-        )
+        options = args.model_dump(exclude={"query", "filters"})  # every declared field: search_arguments' names
+        request = SearchRequest.of(args.query, filters=filters, **options)
         found, generation = await reader.run(reader.search, request)
         answer = {
             "query": args.query,
             "mode": args.mode,
             "generation": generation,
-            "results": [citation(rank, hit) for rank, hit in enumerate(found, 1)],
+            "results": [citation(rank, hit) for rank, hit in enumerate(found, request.offset + 1)],
         }
         return answer, render_search(answer)
 

@@ -9,25 +9,26 @@ into a ``<details>`` element, which browsers open without script.
 import base64
 import dataclasses
 import hashlib
+import inspect
 import itertools
 import json
-from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, Literal, Protocol, get_type_hints
 from urllib.parse import quote, urlencode
 
 import jinja2
 import markupsafe
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParameter
 from fastapi.responses import HTMLResponse
 from pydantic import BeforeValidator, Field
 
 from citeline.errors import CitelineError, QueryError
-from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest, request_field
+from citeline.query.plan import MODES, SearchRequest
 from citeline.query.results import Passage, SearchResult, Source, shown_pages, shown_relevance
 from citeline.store.documents import FACET_VALUES, Facet
 from citeline.store.filters import filters_from
-from citeline.util.declared import people_default
+from citeline.util.declared import offered, people_default
 
 __all__ = ["PAGE_POLICY", "Limits", "add_pages", "inline_source", "marked"]
 
@@ -100,16 +101,12 @@ _SEARCH = """{% extends "base" %}{% block main %}
 {% include "field_filters" %}
 <label>Ingested after<input type="date" name="ingested_after" value="{{ form.ingested_after }}"></label>
 <label>Ingested before<input type="date" name="ingested_before" value="{{ form.ingested_before }}"></label>
-<label>Results per page<input type="number" name="k" min="1" max="{{ max_k }}" value="{{ k }}"></label>
-<label>Minimum relevance (0-1)<input type="number" name="min_score" min="0" max="1" step="0.05"
- value="{{ min_score if min_score is not none else '' }}" placeholder="calibrated"></label>
-<label>Near-duplicates<select name="collapse">
-<option value="true"{% if collapse %} selected{% endif %}>one result, sources listed</option>
-<option value="false"{% if not collapse %} selected{% endif %}>each separately</option></select></label>
-<label>Passages of one document<select name="group">
-<option value="true"{% if group %} selected{% endif %}>under its best passage</option>
-<option value="false"{% if not group %} selected{% endif %}>each a result</option></select></label>
-</fieldset></details></form>
+{% for f in options %}<label>{{ f.label }}{% if f.states %}<select name="{{ f.name }}">{% for value, text in f.states %}
+<option value="{{ value }}"{% if value == f.value %} selected{% endif %}>{{ text }}</option>{% endfor %}</select>
+{%- else %}<input type="number" name="{{ f.name }}" min="{{ f.min }}" max="{{ f.max }}"
+{%- if f.step %} step="{{ f.step }}"{% endif %} value="{{ f.value }}"
+{%- if f.placeholder %} placeholder="{{ f.placeholder }}"{% endif %}>{% endif %}</label>
+{% endfor %}</fieldset></details></form>
 {% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
 {% include "facets" %}
 {% if q and not error %}
@@ -243,6 +240,69 @@ def _blank_to_none(value: str | None) -> str | None:
     return value if value and value.strip() else None
 
 
+def request_parameters(
+    bounds: Mapping[str, int], *, people: bool = False, kinds: Mapping[str, Any] | None = None
+) -> Callable[..., dict[str, Any]]:
+    """A FastAPI dependency taking :class:`~citeline.SearchRequest`'s declared fields as query parameters and
+    answering them by the request's names (``q`` is the query's text; ``filters`` are left to the caller, as
+    ``GET /documents`` takes them too): each one's type, default, bounds, choices and help as declared there, its
+    maximum lowered to ``bounds``' (the server's limits, never looser). ``people``: the search page's parameters
+    (the defaults of the surfaces people read, ``q`` optional, a form's empty number field none); ``kinds``: a
+    field's annotation instead of the declared one (the HTTP API's ``Mode`` enum)."""
+    hints, keyword, kinds = get_type_hints(SearchRequest), inspect.Parameter.KEYWORD_ONLY, kinds or {}
+    parameters: list[inspect.Parameter] = []
+    for spec in offered(SearchRequest):
+        if spec.name == "filters":
+            continue
+        meta, annotation = spec.metadata, hints[spec.name]
+        limits: dict[str, Any] = {"ge": meta["minimum"], "le": meta["maximum"]}
+        default = people_default(spec) if people else spec.default
+        if spec.name in bounds:
+            limits["le"] = min(bounds[spec.name], meta["maximum"])
+        if spec.name == "text":
+            limits, annotation = {"min_length": 1, "max_length": bounds["query_chars"]}, str
+            if people:
+                annotation, limits["min_length"], default = str | None, 0, None
+        if "choices" in meta:  # an enum in the OpenAPI schema
+            annotation = kinds.get(spec.name, Literal[tuple(meta["choices"])])
+        default = inspect.Parameter.empty if default is dataclasses.MISSING else default
+        kind: Any = Annotated[annotation, Query(description=meta["help"], **limits)]
+        if people and default is None and spec.name != "text":  # a form's empty field: none
+            number = Annotated[float, Field(ge=limits["ge"], le=limits["le"])]  # the bounds on the number itself
+            kind = Annotated[number | None, BeforeValidator(_blank_to_none), Query(description=meta["help"])]
+        name = "q" if spec.name == "text" else spec.name
+        parameters.append(inspect.Parameter(name, keyword, default=default, annotation=kind))
+
+    def values(**given: Any) -> dict[str, Any]:
+        return given
+
+    values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what FastAPI reads
+    return values
+
+
+def option_fields(values: Mapping[str, Any], bounds: Mapping[str, int]) -> list[dict[str, Any]]:
+    """The search page form's option fields, generated from :class:`~citeline.SearchRequest`'s declared fields (those
+    whose ``form`` is not False): an on/off option a choice of its ``on`` and ``off`` wording, a number an input with
+    its declared bounds (the maximum lowered to ``bounds``, the server's limits), each holding ``values``' value."""
+    shown = []
+    for spec in offered(SearchRequest):
+        form, meta = spec.metadata["form"], spec.metadata
+        if form is False:
+            continue
+        form = form if isinstance(form, Mapping) else {}
+        value = values[spec.name]
+        field: dict[str, Any] = {"name": spec.name, "label": form.get("label", meta["help"]), "states": None}
+        if isinstance(spec.default, bool):
+            on, off = form.get("on", "on"), form.get("off", "off")
+            field |= {"states": [("true", on), ("false", off)], "value": "true" if value else "false"}
+        else:
+            high = min(bounds.get(spec.name, meta["maximum"]), meta["maximum"])
+            field |= {"min": f"{meta['minimum']:g}", "max": f"{high:g}", "value": "" if value is None else value}
+            field |= {"step": form.get("step"), "placeholder": form.get("placeholder")}
+        shown.append(field)
+    return shown
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """The server's bounds on a request (``citeline.server``'s ``MAX_`` constants), which the pages keep too."""
@@ -277,25 +337,20 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
         return f"{root}/view/{quote(doc_id, safe='')}?{urlencode(params)}#passage"
 
     Text = Annotated[str | None, Query(max_length=MAX_QUERY_CHARS)]
-    # the form's empty field is no floor; the bounds on the number itself, as an optional value has none
-    Relevance = Annotated[float, Field(ge=0, le=1)]
+    bounds = {"k": MAX_K, "offset": MAX_OFFSET, "query_chars": MAX_QUERY_CHARS}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def search_page(
         request: Request,
-        q: Text = None,
-        mode: Annotated[str, Query(max_length=16)] = DEFAULT_MODE,
-        k: Annotated[int, Query(ge=1, le=MAX_K)] = 10,
-        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+        options: Annotated[dict[str, Any], Depends(request_parameters(bounds, people=True))],
         source: Text = None,
         path: Text = None,
         where: Text = None,
         ingested_after: Annotated[str | None, Query(max_length=64)] = None,
         ingested_before: Annotated[str | None, Query(max_length=64)] = None,
-        collapse: bool = True,
-        min_score: Annotated[Relevance | None, BeforeValidator(_blank_to_none)] = None,
-        group: bool = people_default(request_field("group")),
     ) -> HTMLResponse:
+        q, mode, k, offset = options.pop("q"), options["mode"], options["k"], options["offset"]
+        collapse, group, min_score = options["collapse"], options["group"], options["min_score"]
         root = request.scope.get("root_path", "")
         form = {"source": source, "path": path, "where": where}
         form |= {"ingested_after": ingested_after, "ingested_before": ingested_before}
@@ -312,6 +367,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
             "collapse": collapse,
             "group": group,
             "min_score": min_score,
+            "options": option_fields(options, bounds),
             "form": form,
             "filtered": any(filled.values()) or min_score is not None or bool(chosen),
             "fields": _field_filters(held, chosen),
@@ -342,11 +398,10 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
                 scope = "In the documents these filters select" if filters else "In the index"
                 context |= {"facets": _shown_facets(counted, params, root), "facets_scope": scope}
                 return render("search", request, **context)
-            options: dict[str, Any] = {"mode": mode, "filters": filters, "collapse": collapse, "min_score": min_score}
-            options["group"] = group
-            wanted = SearchRequest.of(q, k + offset + 1, **options)
+            # one more than shown: whether there is a next page
+            wanted = SearchRequest.of(q, filters=filters, **{**options, "k": k + 1})
             found, generation = await reader.run(reader.search, wanted)
-            shown = found[offset : offset + k]
+            shown = found[:k]
             counted = await reader.run(reader.facets, filters, shown, FACET_VALUES) if shown else []
         except CitelineError as exc:
             return render("search", request, status=400, **{**context, "error": " ".join(str(exc).split())})
@@ -355,7 +410,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
         context["facets_scope"] = f"In the {documents} document{'s' if documents != 1 else ''} of these results"
         if offset > 0:
             context["previous"] = f"{root}/?{urlencode([*params, ('offset', max(0, offset - k))])}"
-        if len(found) > offset + k and offset + k <= MAX_OFFSET:
+        if len(found) > k and offset + k <= MAX_OFFSET:
             context["next"] = f"{root}/?{urlencode([*params, ('offset', offset + k)])}"
         context["generation"] = generation
         context["results"] = [_shown_result(result, root, q, view_url) for result in shown]

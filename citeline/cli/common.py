@@ -18,9 +18,10 @@ from citeline.ingest import stopping
 from citeline.ingest.options import IndexSettings, IngestOptions, user_options
 from citeline.query.results import SearchResult
 from citeline.sources.document import record_name
+from citeline.store.filters import FilterOptions
 from citeline.store.filters import filters_from as filter_dict
 from citeline.store.ledger import RunSummary
-from citeline.util.declared import offered
+from citeline.util.declared import offered, people_default
 from citeline.util.output import OUTPUT_FORMATS, format_record, format_records, printable, search_records
 
 if TYPE_CHECKING:
@@ -96,6 +97,37 @@ def _checked(owner: type, ctx: click.Context, param: click.Parameter, value: Any
 def setting_option(name: str) -> Callable[[F], F]:
     """The click option of the index setting ``name`` (a field of :class:`IndexSettings`)."""
     return option_of(IndexSettings, next(spec for spec in offered(IndexSettings, "cli") if spec.name == name))
+
+
+def request_option(spec: Field[Any]) -> Callable[[F], F]:
+    """The click option of a declared field of :class:`~citeline.SearchRequest`: its flags (``--name-with-dashes``,
+    or the declared ``flags``; an on/off option ``--name/--no-name``), its default where people read
+    (``people_default``), help text, bounds and choices, all as declared there."""
+    meta, name = spec.metadata, spec.name
+    flags = meta.get("flags") or ("--" + name.replace("_", "-"),)
+    default, choices = people_default(spec), meta.get("choices")
+    if isinstance(default, bool):
+        switch = flags[0] if "/" in flags[0] else f"{flags[0]}/--no-{flags[0][2:]}"
+        shown = "[default:" not in meta["help"]  # a help text that says its defaults itself
+        return click.option(switch, name, default=default, show_default=shown, help=meta["help"])
+    if choices is not None:
+        kind: click.ParamType = click.Choice(choices)
+    elif spec.type in ("float", "float | None"):
+        kind = click.FloatRange(min=meta["minimum"], max=meta["maximum"])
+    else:
+        kind = click.IntRange(min=meta["minimum"], max=meta["maximum"])
+    return click.option(*flags, name, type=kind, default=default, show_default=default is not None, help=meta["help"])
+
+
+def request_options(func: F) -> F:
+    """Add :class:`~citeline.SearchRequest`'s options (all declared fields but the text and the filters, which are
+    the command's argument and :func:`filter_options`) to a command, in declared order: the command receives them
+    under the request's names."""
+    from citeline.query.plan import SearchRequest
+
+    for spec in reversed([spec for spec in offered(SearchRequest, "cli") if spec.name not in ("text", "filters")]):
+        func = request_option(spec)(func)
+    return func
 
 
 #: The index settings' options (``citeline ingest``/``schedule``), in IndexSettings' order.
@@ -309,18 +341,17 @@ def show_warning(message: Warning | str, category: type[Warning], *args: Any, **
     say(f"warning: {message}", err=True)
 
 
-_FILTER_OPTIONS = [
-    click.option("--source", multiple=True, help="Only this ingested folder or file (or a source id); repeatable."),
-    click.option("--path", "path_glob", multiple=True, metavar="GLOB",
-                 help="Only documents whose source id or path matches GLOB, e.g. '*.md'; repeatable."),
-    click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
-                 help="Only documents whose metadata KEY is VALUE (numbers as numbers: price=39 matches 39.00); "
-                      "also KEY!=VALUE, KEY~TEXT (contains, any case), KEY>VALUE, >=, <, <= (numbers as numbers, "
-                      "dates as dates) and 'KEY in A,B'; repeatable (keys AND; a repeated KEY=VALUE ORs, a range "
-                      "ANDs)."),
-    click.option("--ingested-after", metavar="DATE", help="Only documents ingested at or after DATE (ISO 8601)."),
-    click.option("--ingested-before", metavar="DATE", help="Only documents ingested before DATE (ISO 8601)."),
-]  # fmt: skip
+def _filter_option(spec: Field[Any]) -> Callable[[F], F]:
+    # A declared filter option (FilterOptions): repeatable when it takes several values.
+    meta = spec.metadata
+    flags = meta.get("flags") or ("--" + spec.name.replace("_", "-"),)
+    if isinstance(spec.default, tuple):
+        return click.option(*flags, multiple=True, metavar=meta["metavar"], help=meta["help"] + " Repeatable.")
+    return click.option(*flags, metavar=meta["metavar"], help=meta["help"])
+
+
+#: The filter options (FilterOptions' fields, in declared order).
+_FILTER_OPTIONS = [_filter_option(spec) for spec in offered(FilterOptions)]
 
 
 def filter_options(func: F) -> F:

@@ -34,6 +34,7 @@ from citeline.cli.common import (
     log_lines,
     no_passages,
     picked_columns,
+    request_options,
     resolve_format,
     run_seconds,
     say,
@@ -51,10 +52,8 @@ from citeline.cli.common import (
     watch_options,
 )
 from citeline.ingest.options import DEFAULT_DEBOUNCE, MAX_GROUP_SECONDS, IndexSettings, IngestOptions
-from citeline.query.collapse import DEFAULT_COLLAPSE_THRESHOLD
-from citeline.query.plan import DEFAULT_K, DEFAULT_MODE, MODES, SearchRequest, request_field
+from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest
 from citeline.store.connection import MAX_ROWS
-from citeline.util.declared import people_default
 from citeline.util.output import PrintableFormatter
 
 if TYPE_CHECKING:
@@ -378,47 +377,8 @@ def watch(
 @cli.command()
 @click.argument("query")
 @index_option
-@click.option(
-    "-k", "k", type=int, default=DEFAULT_K, show_default=True, help="Number of results (documents, unless --flat)."
-)
-@click.option(
-    "--mode",
-    type=click.Choice(MODES),
-    default=DEFAULT_MODE,
-    show_default=True,
-    help="hybrid fuses the dense (embedding) and lexical (BM25) rankings (JSON's score is the fused score; "
-    "each passage shows its relevance, 0-1).",
-)
+@request_options
 @filter_options
-@click.option(
-    "--collapse/--no-collapse",
-    default=True,
-    show_default=True,
-    help="Show near-duplicate passages of different documents as one result listing every source.",
-)
-@click.option(
-    "--collapse-threshold",
-    type=float,
-    default=DEFAULT_COLLAPSE_THRESHOLD,
-    show_default=True,
-    help="Cosine at or above which passages are near-duplicates.",
-)
-@click.option(
-    "--group/--flat",
-    "group",
-    default=people_default(request_field("group")),
-    show_default=True,
-    help="One result per document: its best passage, with the document's other passages that answered under it "
-    "(listed in JSON); -k counts documents. --flat: every passage its own result, -k counts passages.",
-)
-@click.option(
-    "--min-score",
-    type=click.FloatRange(0, 1),
-    default=None,
-    help="Drop passages whose relevance (absolute, 0-1, comparable across queries) is lower; 0 keeps all "
-    "[default: each passage kept on its own merit, against the best of the unfiltered answer; a query that "
-    "matches nothing prints none].",
-)
 @click.option("--full", is_flag=True, help="Print each passage's whole chunk, not only its highlighted sentences.")
 @search_dask_option
 @shard_workers_option
@@ -430,17 +390,11 @@ def watch(
 def search(
     query: str,
     index_path: str,
-    k: int,
-    mode: str,
     source: tuple[str, ...],
     path_glob: tuple[str, ...],
     where: tuple[str, ...],
     ingested_after: str | None,
     ingested_before: str | None,
-    collapse: bool,
-    collapse_threshold: float,
-    group: bool,
-    min_score: float | None,
     full: bool,
     dask_address: str | None,
     shard_workers: str | None,
@@ -448,6 +402,7 @@ def search(
     columns: str | None,
     headers: bool,
     as_json: bool,
+    **options: Any,
 ) -> None:
     """Print the passages most relevant to QUERY, with source, offsets and relevance (0-1)."""
     from citeline.index import Index
@@ -455,14 +410,7 @@ def search(
     output = resolve_format(fmt, as_json)
     picked_columns(columns, SEARCH_FIELDS)  # an unknown field fails before the search, with hits or without
     filters = filters_from(source, path_glob, where, ingested_after, ingested_before)
-    options: dict[str, Any] = {
-        "mode": mode,
-        "collapse": collapse,
-        "collapse_threshold": collapse_threshold,
-        "min_score": min_score,
-        "group": group,
-    }
-    request = SearchRequest.of(query, k, filters=filters, **options)
+    request = SearchRequest.of(query, filters=filters, **options)
     results = Index.open(index_path, dask_address=dask_address, shard_workers=shard_workers).search(request)
     if not results and output in (None, "table"):  # for people: say so (csv, tsv, json: an empty answer)
         say(no_passages(filtered=bool(filters)))

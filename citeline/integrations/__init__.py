@@ -18,9 +18,18 @@ from citeline.util.output import flat, normalize
 if TYPE_CHECKING:
     from citeline.index import Index
     from citeline.query.results import SearchResult
-    from citeline.store.filters import Filters
 
-__all__ = ["OPTION_ALIASES", "PROVENANCE_KEYS", "SEARCH_OPTIONS", "flat", "options_of", "provenance", "search"]
+
+__all__ = [
+    "OPTION_ALIASES",
+    "PROVENANCE_KEYS",
+    "SEARCH_OPTIONS",
+    "flat",
+    "options_of",
+    "provenance",
+    "search",
+    "settings_of",
+]
 
 #: Metadata keys every adapter's objects carry (``highlights`` and ``document_metadata`` too when the result has
 #: them).
@@ -72,23 +81,21 @@ def options_of(defaults: Mapping[str, Any], *overrides: Mapping[str, Any]) -> di
     return options
 
 
-def search(
-    index: Index,
-    query: str,
-    *,
-    k: int,
-    mode: str,
-    filters: Filters | Mapping[str, Any] | None,
-    collapse: bool,
-    min_score: float | None = None,
-    group: bool = False,
-) -> list[SearchResult]:
+def search(index: Index, query: str, **options: Any) -> list[SearchResult]:
     """``index.search(...)`` of the :class:`~citeline.SearchRequest` the options make (the index serialises its
     searches itself, so threads and async callers can share it)."""
-    request = SearchRequest.of(
-        query, k, mode=mode, filters=filters, collapse=collapse, min_score=min_score, group=group
-    )
-    return index.search(request)
+    return index.search(SearchRequest.of(query, **options))
+
+
+def settings_of(retriever: Any, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A retriever's search options: its attribute of each option's name where it has one (``k``, ``mode``, ...),
+    else the option ``given`` at construction, else the declared default."""
+    given = given or {}
+    return {
+        spec.name: getattr(retriever, spec.name, given.get(spec.name, spec.default))
+        for spec in offered(SearchRequest)
+        if spec.name != "text"
+    }
 
 
 def provenance(result: SearchResult) -> dict[str, Any]:

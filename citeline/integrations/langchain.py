@@ -24,7 +24,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from citeline.index import Index
-from citeline.integrations import SEARCH_OPTIONS, flat, options_of, provenance, search
+from citeline.integrations import flat, options_of, provenance, search, settings_of
 from citeline.model.embedding import Embedder
 from citeline.query.plan import DEFAULT_K, DEFAULT_MODE
 from citeline.query.results import SearchResult
@@ -70,7 +70,7 @@ class CitelineRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
-        settings = options_of({name: getattr(self, name) for name in SEARCH_OPTIONS}, self.search_kwargs, options)
+        settings = options_of(settings_of(self), self.search_kwargs, options)
         results = search(self.index, query, **settings)
         return [to_document(result, flat_metadata=self.flat_metadata) for result in results]
 

@@ -24,7 +24,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from citeline.index import Index
-from citeline.integrations import SEARCH_OPTIONS, flat, options_of, provenance, search
+from citeline.integrations import flat, options_of, provenance, search, settings_of
 from citeline.model.embedding import Embedder
 from citeline.query.plan import DEFAULT_K, DEFAULT_MODE
 from citeline.query.results import SearchResult
@@ -65,8 +65,10 @@ class CitelineRetriever(BaseRetriever):
         flat_metadata: bool = False,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        **options: Any,
     ) -> None:
         self.index = index
+        self.search_options = options_of({}, options)  # the other options of a search (offset, highlight, ...), by name
         self.k = k
         self.mode = mode
         self.filters = filters
@@ -85,7 +87,7 @@ class CitelineRetriever(BaseRetriever):
 
     def with_options(self, **options: Any) -> CitelineRetriever:
         """A retriever over the same index with some of its search options replaced."""
-        settings = options_of({name: getattr(self, name) for name in SEARCH_OPTIONS}, options)
+        settings = options_of(settings_of(self, self.search_options), options)
         return CitelineRetriever(
             self.index,
             **settings,
@@ -107,7 +109,7 @@ class CitelineRetriever(BaseRetriever):
         return await super().aretrieve(str_or_query_bundle)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        settings = {name: getattr(self, name) for name in SEARCH_OPTIONS}
+        settings = settings_of(self, self.search_options)
         results = search(self.index, query_bundle.query_str, **settings)
         return [to_node(result, flat_metadata=self.flat_metadata) for result in results]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import MISSING, Field, asdict, dataclass, fields
+from dataclasses import MISSING, Field, asdict, dataclass, fields, replace
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -365,33 +365,63 @@ DEFAULT_K = 10
 NO_FILTERS = Filters()
 
 
+#: The most results a request may skip (``offset``): paging deeper than this is not reading a search's answer.
+MAX_OFFSET = MAX_K
+
+
+def validate_offset(offset: object) -> int:
+    """Check an ``offset`` (ranked results to skip: paging): a whole number from 0."""
+    if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
+        raise QueryError(f"offset must be a whole number, not {offset!r}")
+    if not 0 <= offset <= MAX_OFFSET:
+        raise QueryError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
+    return int(offset)
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     """One validated search request: what every surface (``Index.search``, the CLI's ``search``, the HTTP API and
     its page, the MCP ``search`` tool, the LangChain and LlamaIndex retrievers) builds and :func:`search` runs.
 
-    Build one with :meth:`of`, which checks every part and raises :class:`~citeline.errors.QueryError` naming the
-    bad one, and pass it to :meth:`citeline.Index.search`::
+    Build one with :meth:`of` (or the constructor), which checks every part and raises
+    :class:`~citeline.errors.QueryError` naming the bad one, and pass it to :meth:`citeline.Index.search`::
 
         from citeline import Index, SearchRequest
 
         request = SearchRequest.of("why did soldiers defect", 5, mode="lexical", filters={"source": "letters"})
         results = Index.open("index").search(request)
 
-    The fields made with :func:`citeline.util.declared.option` are a caller's options: their help text, bounds and
-    choices are declared here once (the vocabulary of ``IndexSettings`` and ``IngestOptions``), and the surfaces
-    read them (the MCP tool's schema is generated from them; a test ties every surface's parameters to them).
-    ``collapse_threshold`` and ``fusion`` are the library's tuning knobs (``dataclasses.replace`` a validated
-    request to change ``fusion``).
+    The fields made with :func:`citeline.util.declared.option` are a caller's options: their help text, bounds,
+    choices and check (``validate``) are declared here once, the request validates itself from them, and every
+    surface generates its parameters from them (the CLI's flags, the HTTP API's and the page's query parameters, the
+    MCP tool's arguments; a test calls every surface with every field). A new option is one field here plus the code
+    that uses it (docs/architecture.md#adding-a-search-option). ``fusion`` is the library's tuning knob
+    (``dataclasses.replace`` a validated request to change it).
     """
 
-    text: str = option(MISSING, "What to look for.")
-    k: int = option(DEFAULT_K, "Number of passages.", minimum=1, maximum=MAX_K)
-    mode: str = option(
-        DEFAULT_MODE, "How to rank: hybrid (fused), dense (embeddings) or lexical (BM25).", choices=MODES
+    text: str = option(MISSING, "What to look for.", form=False)  # the page's search line
+    k: int = option(
+        DEFAULT_K, "Number of results.", minimum=1, maximum=MAX_K, flags=("-k",), form={"label": "Results per page"}
     )
-    filters: Filters = option(NO_FILTERS, "Only documents these filters select (applied before ranking).")  # noqa: RUF009
-    collapse: bool = option(True, "Near-duplicates as one result listing each source.")
+    mode: str = option(
+        DEFAULT_MODE,
+        "How to rank: hybrid (fuses the dense and the lexical ranking), dense (embeddings) or lexical (BM25).",
+        choices=MODES,
+        validate=validate_mode,
+        form=False,  # the page's search line has it
+    )
+    filters: Filters = option(  # noqa: RUF009
+        NO_FILTERS,
+        "Only documents these filters select (applied before ranking).",
+        validate=Filters.from_value,
+        form=False,  # the filter options (FilterOptions)
+    )
+    collapse: bool = option(
+        True,
+        "Near-duplicate passages of different documents as one result listing each source.",
+        validate=bool,
+        form={"label": "Near-duplicates", "on": "one result, sources listed", "off": "each separately"},
+    )
     #: off by default for programs (Index.search, GET /search, MCP, the retrievers: k passages, each its own unit),
     #: on where people read (the CLI, the page): docs/quickstart.md#one-result-per-document says why
     group: bool = option(
@@ -400,8 +430,18 @@ class SearchRequest:
         "k counts documents [default: off for programs (the Python API, the HTTP API, MCP, the retrievers), on in "
         "the CLI and the search page].",
         people_default=True,
+        validate=bool,
+        flags=("--group/--flat",),
+        form={"label": "Passages of one document", "on": "under its best passage", "off": "each a result"},
     )
-    collapse_threshold: float = DEFAULT_COLLAPSE_THRESHOLD
+    collapse_threshold: float = option(
+        DEFAULT_COLLAPSE_THRESHOLD,
+        "Cosine (above 0, at most 1) at or above which passages are near-duplicates.",
+        minimum=0.0,
+        maximum=1.0,
+        validate=validate_threshold,
+        form={"label": "Near-duplicate cosine", "step": "0.01"},
+    )
     fusion: Fusion = DEFAULT_FUSION  #: hybrid's (``dataclasses.replace`` a validated request to change it)
     #: the relevance floor (``citeline.query.relevance``); None: calibrated
     min_score: float | None = option(
@@ -410,33 +450,52 @@ class SearchRequest:
         "against the best of the unfiltered answer; none when the query matches nothing].",
         minimum=0.0,
         maximum=1.0,
+        validate=relevance.validate_min_score,
+        form={"label": "Minimum relevance (0-1)", "step": "0.05", "placeholder": "calibrated"},
+    )
+    offset: int = option(
+        0,
+        "Skip this many ranked results (paging).",
+        minimum=0,
+        maximum=MAX_OFFSET,
+        validate=validate_offset,
+        form=False,  # the page's previous and next links
+    )
+    highlight: bool = option(
+        True,
+        "Mark each result's best sentences (highlights); off skips computing them.",
+        validate=bool,
+        form={"label": "Best sentences", "on": "marked", "off": "not marked"},
     )
 
+    def __post_init__(self) -> None:
+        text, k = validate_query(self.text, self.k)
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "k", k)
+        for spec in _CHECKED:
+            object.__setattr__(self, spec.name, spec.metadata["validate"](getattr(self, spec.name)))
+
     @classmethod
-    def of(
-        cls,
-        query: object,
-        k: object = DEFAULT_K,
-        *,
-        mode: object = DEFAULT_MODE,
-        filters: Filters | Mapping[str, Any] | None = None,
-        collapse: bool = True,
-        collapse_threshold: object = DEFAULT_COLLAPSE_THRESHOLD,
-        min_score: object = None,
-        group: bool = False,
-    ) -> SearchRequest:
-        """Validate every part of a request; raises :class:`QueryError` naming the bad one."""
-        text, k = validate_query(query, k)
-        return cls(
-            text,
-            k,
-            validate_mode(mode),
-            Filters.from_value(filters),
-            bool(collapse),
-            bool(group),
-            validate_threshold(collapse_threshold),
-            min_score=relevance.validate_min_score(min_score),
-        )
+    def of(cls, query: object, k: object = DEFAULT_K, **options: Any) -> SearchRequest:
+        """Validate every part of a request (``options``: its fields by name, ``filters`` a dict or
+        :class:`Filters`); raises :class:`QueryError` naming the bad one, or an unknown option."""
+        unknown = sorted(options.keys() - _NAMES)
+        if unknown:
+            raise QueryError(f"unknown search option(s): {', '.join(unknown)}; a search takes {', '.join(OPTIONS)}")
+        if options.get("filters") is None:
+            options.pop("filters", None)  # None: no filter
+        return cls(query, k, **options)  # type: ignore[arg-type]
+
+    def options(self) -> dict[str, Any]:
+        """The request's options (every field but the text) as keyword arguments of :meth:`of`."""
+        return {spec.name: getattr(self, spec.name) for spec in fields(self) if spec.name != "text"}
+
+
+#: The fields a request checks with their declared ``validate`` (``text`` and ``k`` are checked together).
+_CHECKED = tuple(spec for spec in fields(SearchRequest) if "validate" in spec.metadata)
+_NAMES = {spec.name for spec in fields(SearchRequest)} - {"text"}
+#: The options of a search (the keyword arguments of ``Index.search`` and ``SearchRequest.of``), in declared order.
+OPTIONS = tuple(spec.name for spec in fields(SearchRequest) if spec.name != "text")
 
 
 def request_field(name: str) -> Field[Any]:
@@ -476,7 +535,12 @@ def search(
     snapshot: SnapshotReader, request: SearchRequest, encode_query: EncodeQuery, model: str
 ) -> list[SearchResult]:
     """Run the whole plan for ``request`` on one snapshot (see :func:`_search`), then drop the hits below its
-    relevance floor (``citeline.query.relevance``)."""
+    relevance floor (``citeline.query.relevance``). A request's ``offset`` ranks ``k + offset`` results and skips
+    the first ``offset``, so a page of results is the slice of the longer answer; ``highlight=False`` answers
+    results without highlights and computes none a collapse does not need."""
+    if request.offset:
+        deeper = replace(request, k=min(request.k + request.offset, MAX_K), offset=0)
+        return search(snapshot, deeper, encode_query, model)[request.offset :]
     vectors: dict[str, np.ndarray] = {}  # the query's vector, embedded once (a lexical search embeds nothing)
 
     def encode(text: str) -> np.ndarray:
@@ -500,7 +564,8 @@ def search(
     works = work_map(snapshot.meta) if request.collapse else {}
 
     def fetch(ids: Sequence[int]) -> list[SearchResult]:  # another copy's passages, highlighted, to be shown instead
-        return highlight(fetch_passages(snapshot, [(i, 0.0) for i in ids], model), request.text, query_vector=vector)
+        passages = fetch_passages(snapshot, [(i, 0.0) for i in ids], model)
+        return highlight(passages, request.text, query_vector=vector) if request.highlight else passages
 
     def complete(sources: Sequence[Source]) -> list[SearchResult]:
         return fetch([source.chunk_id for source in sources])
@@ -515,7 +580,16 @@ def search(
             return snapshot.lexical.sharing_rare_terms(texts, COPY_LOOKUP_DEPTH, min_share=LOOKUP_MIN_SHARE)
 
         kept = add_published_copies(kept, works, find, snapshot.doc_ids, fetch)
-    return list_copies(kept) if request.group else kept
+    kept = list_copies(kept) if request.group else kept
+    return kept if request.highlight else [_unmarked(result) for result in kept]
+
+
+def _unmarked(result: SearchResult) -> SearchResult:
+    """``result`` without highlights (a request's ``highlight=False``), its grouped passages' too."""
+    if not result.highlights and not result.more_passages:
+        return result
+    passages = tuple(evolve(passage, highlights=()) for passage in result.more_passages)
+    return evolve(result, highlights=(), more_passages=passages)
 
 
 def _search(
@@ -582,7 +656,7 @@ def _search(
         while not enough(first) and len(first) >= depth:  # grouped: rank deeper until k documents are found
             depth *= 4
             first = hits_at(depth)
-        return highlighted(shown(first))
+        return highlighted(shown(first)) if request.highlight else shown(first)
 
     encode = None if vector is None else lambda texts: np.stack([encode_query(text) for text in texts])
     # Each chunk's vector is read once (``vectors``, from search()): a deepening reads only the new hits', the lookup
@@ -606,7 +680,8 @@ def _search(
                 break
             depth *= 4
         results = shown(groups)
-        bare = [at for at, result in enumerate(results) if not result.highlights]
+        # Collapse compares highlights (shared statements), so they are computed for it; the rest only when shown.
+        bare = [at for at, result in enumerate(results) if not result.highlights and request.highlight]
         for at, lit in zip(bare, highlighted([results[at] for at in bare]), strict=True):
             results[at] = lit
     if not hits:

@@ -33,7 +33,6 @@ from citeline.server.limits import (
     GENERATION_HEADER,
     LIMITS,
     MAX_ID_CHARS,
-    MAX_OFFSET,
     MAX_PAGE,
 )
 from citeline.server.metrics import add_metrics
@@ -53,7 +52,6 @@ from citeline.server.reads import IndexService, ServerBusyError
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.access import TOKENS_FILE, TokenFile
 from citeline.store.documents import FACET_VALUES
-from citeline.util.declared import pick
 from citeline.util.output import normalize
 
 _DOC_ASSETS = Path(fastapi_standalone_docs.__path__[0]) / "static"
@@ -154,18 +152,17 @@ def create_app(
         response: Response,
         options: Annotated[dict[str, Any], Depends(search_parameters())],
         filters: Annotated[dict[str, Any], Depends(filter_parameters)],
-        offset: Annotated[int, Query(description="Skip this many ranked passages (paging).", ge=0, le=MAX_OFFSET)] = 0,
         facets: Annotated[bool, Query(description=FACETS_HELP)] = False,
     ) -> dict[str, Any]:
-        q, k = options.pop("q"), options.pop("k")
-        wanted = SearchRequest.of(q, k + offset, filters=filters, **pick(SearchRequest, options))
+        q, k, offset = options.pop("q"), options["k"], options["offset"]
+        wanted = SearchRequest.of(q, filters=filters, **options)  # every declared field: search_parameters' names
         found, generation = await reader.run(reader.search, wanted)
         response.headers[GENERATION_HEADER] = str(generation)
-        records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, 1)][offset:]
+        records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, offset + 1)]
         mode = options["mode"]
         answer = {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
         if facets:
-            counted = await reader.run(reader.facets, wanted.filters, found[offset:], FACET_VALUES)
+            counted = await reader.run(reader.facets, wanted.filters, found, FACET_VALUES)
             answer["facets"] = [facet.to_dict() for facet in counted]
         return answer
 

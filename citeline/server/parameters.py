@@ -4,49 +4,34 @@ limits."""
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Annotated, Any
 
 from fastapi import Query
 from pydantic import Field
 
-from citeline.query.plan import SearchRequest
-from citeline.server.limits import MAX_FILTER_VALUES, MAX_K, MAX_QUERY_CHARS
+from citeline.server.limits import MAX_FILTER_VALUES, MAX_K, MAX_OFFSET, MAX_QUERY_CHARS
 from citeline.server.models import Mode
-from citeline.store.filters import filters_from
+from citeline.store.filters import FilterOptions, filters_from
 from citeline.util.declared import offered
+from citeline.web import request_parameters
 
 # ---------------------------------------------------------------- requests
 
-# The filter parameters of /search and /documents, named as the CLI's flags.
-_Value = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
-_Values = list[_Value] | None
-_MANY = {"max_length": MAX_FILTER_VALUES}
-SourceParam = Annotated[_Values, Query(description="Only this ingested folder or file (or a source id).", **_MANY)]
-PathParam = Annotated[_Values, Query(description="Only documents whose source id or path matches this glob.", **_MANY)]
-WhereParam = Annotated[
-    _Values,
-    Query(
-        description="KEY=VALUE: only documents whose metadata KEY is VALUE; also KEY!=VALUE, KEY~TEXT, KEY>=VALUE "
-        "(>, <, <=) and 'KEY in A,B', as the CLI's --where.",
-        **_MANY,
-    ),
-]
-_Date = Annotated[str | None, Field(max_length=64)]
-AfterParam = Annotated[_Date, Query(description="Only documents ingested at or after this date (ISO 8601).")]
-BeforeParam = Annotated[_Date, Query(description="Only documents ingested before this date (ISO 8601).")]
+
+def _filter_parameter(spec: Any) -> Any:
+    # A declared filter option (FilterOptions) as a query parameter: a list bounded by MAX_FILTER_VALUES, or a date.
+    meta = spec.metadata
+    if isinstance(spec.default, tuple):
+        value = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
+        return Annotated[list[value] | None, Query(description=meta["help"], max_length=MAX_FILTER_VALUES)]
+    date = Annotated[str | None, Field(max_length=meta["maximum"])]
+    return Annotated[date, Query(description=meta["help"])]
 
 
-#: The filter options as query parameters, by :func:`citeline.store.filters.filters_from`'s names.
-FILTER_PARAMETERS = {
-    "source": SourceParam,
-    "path": PathParam,
-    "where": WhereParam,
-    "ingested_after": AfterParam,
-    "ingested_before": BeforeParam,
-}
+#: The filter options as query parameters, generated from :class:`citeline.store.filters.FilterOptions`.
+FILTER_PARAMETERS = {spec.name: _filter_parameter(spec) for spec in offered(FilterOptions)}
 
 
 def _dependency(
@@ -71,29 +56,16 @@ filter_parameters = _dependency(
 )
 
 
+#: The server's bounds of the request's numbers and text, tighter than the declared ones (``citeline.server.limits``).
+SERVER_BOUNDS = {"k": MAX_K, "offset": MAX_OFFSET, "query_chars": MAX_QUERY_CHARS}
+
+
 def search_parameters() -> Callable[..., dict[str, Any]]:
     """``GET /search``'s query parameters, generated from the declared fields of :class:`citeline.SearchRequest`
-    (``citeline.util.declared``): its type, default, bounds, choices and help; ``q`` is the query's text, the filters
-    are :data:`filter_parameters`, and the server's own bounds apply (``MAX_QUERY_CHARS``, ``MAX_K``)."""
-    hints, keyword = get_type_hints(SearchRequest), inspect.Parameter.KEYWORD_ONLY
-    parameters: list[inspect.Parameter] = []
-    for spec in offered(SearchRequest):
-        if spec.name == "filters":  # a dependency of its own (filter_parameters), as GET /documents takes them
-            continue
-        meta, annotation = spec.metadata, hints[spec.name]
-        bounds: dict[str, Any] = {"ge": meta["minimum"], "le": meta["maximum"]}
-        if spec.name == "text":
-            bounds = {"min_length": 1, "max_length": MAX_QUERY_CHARS}
-        if spec.name == "k":
-            bounds["le"] = min(MAX_K, meta["maximum"])
-        if "choices" in meta:  # an enum in the OpenAPI schema (the modes': the Mode schema the response names too)
-            annotation = Mode if spec.name == "mode" else Literal[tuple(meta["choices"])]
-        default = inspect.Parameter.empty if spec.default is dataclasses.MISSING else spec.default
-        kind = Annotated[annotation, Query(description=meta["help"], **bounds)]  # type: ignore[valid-type]
-        parameters.append(
-            inspect.Parameter("q" if spec.name == "text" else spec.name, keyword, default=default, annotation=kind)
-        )
-    return _dependency(parameters)
+    (:func:`citeline.web.request_parameters`, as the search page's): its type, default, bounds, choices and help;
+    ``q`` is the query's text, the filters are :data:`filter_parameters`, and the server's own bounds apply
+    (:data:`SERVER_BOUNDS`); the mode is the ``Mode`` schema the response names too."""
+    return request_parameters(SERVER_BOUNDS, kinds={"mode": Mode})
 
 
 #: ``GET /search``'s ``facets`` parameter (the page shows them always).

@@ -54,8 +54,9 @@ from typing import Any
 from citeline.errors import QueryError
 from citeline.store.connection import check_text
 from citeline.util import paths
+from citeline.util.declared import option
 
-__all__ = ["FILTER_KEYS", "META_OPERATORS", "Filters", "filters_from", "where_meta"]
+__all__ = ["FILTER_KEYS", "META_OPERATORS", "FilterOptions", "Filters", "filters_from", "where_meta"]
 
 FILTER_KEYS = ("source", "path_glob", "ingested_after", "ingested_before", "meta")
 
@@ -426,6 +427,38 @@ def where_meta(clauses: Sequence[str]) -> dict[str, Any]:
         else:
             conditions[operator] = values[0]
     return meta
+
+
+#: The longest ``ingested_after``/``ingested_before`` a surface takes (an ISO 8601 date-time is far shorter).
+MAX_DATE_CHARS = 64
+
+
+@dataclass(frozen=True)
+class FilterOptions:
+    """The filter options of a search and a listing, declared once (``citeline.util.declared``: help, bounds and the
+    CLI's flags): every surface generates its filter parameters from these fields (the CLI's ``--source``,
+    ``--path``, ``--where``, ``--ingested-after``, ``--ingested-before``; the HTTP API's and the MCP tools' of the
+    same names) and :func:`filters_from` makes them a request's ``filters``. A list option is repeatable (several
+    values of one key OR; several keys AND); ``maximum`` of a text is its length."""
+
+    source: tuple[str, ...] = option((), "Only this ingested folder or file (or a source id).", metavar="PATH")
+    path: tuple[str, ...] = option(
+        (), "Only documents whose source id or path matches this glob, e.g. '*.md'.", metavar="GLOB",
+        flags=("--path", "path_glob"),  # the CLI's commands name it path_glob
+    )  # fmt: skip
+    where: tuple[str, ...] = option(
+        (),
+        "KEY=VALUE: only documents whose metadata KEY is VALUE (numbers as numbers: price=39 matches 39.00); also "
+        "KEY!=VALUE, KEY~TEXT (contains, any case), KEY>VALUE, >=, <, <= (numbers as numbers, dates as dates) and "
+        "'KEY in A,B' (keys AND; a repeated KEY=VALUE ORs, a range ANDs).",
+        metavar="KEY=VALUE",
+    )
+    ingested_after: str | None = option(
+        None, "Only documents ingested at or after this date (ISO 8601).", metavar="DATE", maximum=MAX_DATE_CHARS
+    )
+    ingested_before: str | None = option(
+        None, "Only documents ingested before this date (ISO 8601).", metavar="DATE", maximum=MAX_DATE_CHARS
+    )
 
 
 def filters_from(

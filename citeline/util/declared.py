@@ -34,16 +34,28 @@ def option(
     flow: bool = True,
     people_default: Any = MISSING,
     env: str | None = None,
+    validate: Any = None,
+    flags: Sequence[str] | None = None,
+    form: Mapping[str, str] | bool = True,
 ) -> Any:
     """A declared field: its default, help text, bounds and choices, whether the CLI and the flow offer it, and the
     environment variable the CLI also reads it from (``env``).
 
     ``people_default``: the default of the surfaces people read (the CLI, the search page) where it differs from the
-    programs' ``default`` (the Python API, the HTTP API, the retrievers): a search's ``group``."""
+    programs' ``default`` (the Python API, the HTTP API, the retrievers): a search's ``group``. ``validate``: a
+    function that checks a value and answers it as the field holds it (a class that validates itself calls it).
+    ``flags``: the CLI's names for it where they are not ``--name-with-dashes`` (``-k``; ``--group/--flat``).
+    ``form``: how a form shows it (the search page): ``label``, an on/off option's ``on`` and ``off`` wording, a
+    number's ``step`` and ``placeholder``; False: not in the form."""
     meta: dict[str, Any] = {"help": help, "minimum": minimum, "maximum": maximum, "metavar": metavar}
     meta |= {"cli": cli, "flow": flow, "env": env}
     if people_default is not MISSING:
         meta["people_default"] = people_default
+    if validate is not None:
+        meta["validate"] = validate
+    if flags is not None:
+        meta["flags"] = tuple(flags)
+    meta["form"] = dict(form) if not isinstance(form, bool) else form
     if choices is not None:
         meta["choices"] = tuple(choices)
     return field(default=default, metadata=meta)

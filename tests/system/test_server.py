@@ -204,8 +204,10 @@ def test_openapi_lists_the_fields_of_the_python_objects(served: tuple[httpx.Clie
         "ingested_after",
         "ingested_before",
         "collapse",
+        "collapse_threshold",
         "min_score",
         "group",
+        "highlight",
         "facets",
     }
 
