@@ -15,9 +15,10 @@ import signal
 from pathlib import Path
 
 import pytest
+from _common import examples
 from _stateful import FIGURES, KNOWN_BUGS, run_machine, signal_trial
 
-EXAMPLES = int(os.environ.get("CITELINE_STATEFUL_EXAMPLES", "20"))
+EXAMPLES = int(os.environ.get("CITELINE_STATEFUL_EXAMPLES", examples(20)))
 STEPS = int(os.environ.get("CITELINE_STATEFUL_STEPS", "12"))
 SLOW_EXAMPLES = 100
 #: The slow tier's draw: fixed, so that CI gates on a sequence anyone can replay; the random hunt is
