@@ -15,6 +15,19 @@ from typing import Any
 import numpy as np
 import pytest
 
+#: Hypothesis's profile of CI's second run (tests/conftest.py registers it): property tests at their full counts.
+SLOW_PROFILE = "ci-slow"
+
+
+def examples(full: int) -> int:
+    """How many examples a property test draws: ``full`` under the :data:`SLOW_PROFILE` profile (CI's second run),
+    a fifth of it and at least 10 in the default tier, whose job is feedback in minutes. Read when the test module
+    is imported, after pytest has loaded ``--hypothesis-profile``."""
+    from hypothesis import settings
+
+    return full if settings.get_current_profile_name() == SLOW_PROFILE else max(10, full // 5)
+
+
 #: The shard tests' corpus: this many synthetic abstracts (:func:`synthetic_abstracts`), whatever the machine holds.
 SHARD_DOCUMENTS = 240
 

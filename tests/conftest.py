@@ -14,12 +14,19 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 # Prefect reads these at import time; a shared ~/.prefect would hand back cached task results from other runs.
 # One folder per session, made only where none is set: the crash trials' children import this module and are
 # killed before atexit runs, so a folder of their own was left behind by each (about 40 a CI run, 1,175 seen).
-if "PREFECT_HOME" not in os.environ:
-    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="citeline-prefect-")
+# Under pytest-xdist each worker is a session of its own: it inherits the controller's folder, and two workers'
+# ephemeral Prefect servers on one SQLite database lock each other out, so a worker makes its own (marked with
+# the worker's name, which its children inherit, so they keep it).
+if "PREFECT_HOME" not in os.environ or os.environ.get(
+    "CITELINE_PREFECT_HOME_OF", os.environ.get("PYTEST_XDIST_WORKER", "")
+) != os.environ.get("PYTEST_XDIST_WORKER", ""):
+    os.environ["CITELINE_PREFECT_HOME_OF"] = os.environ.get("PYTEST_XDIST_WORKER", "")
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"citeline-prefect-{os.environ['CITELINE_PREFECT_HOME_OF']}")
     atexit.register(shutil.rmtree, os.environ["PREFECT_HOME"], ignore_errors=True)
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -28,6 +35,14 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from citeline.model.embedding import resolve_model_path
+
+# Hypothesis's profiles (docs/development.md#test-tiers). The default tier (``pytest``) is the fast feedback: property
+# tests run a fifth of their examples (:func:`_common.examples`) and a test that names no count runs 20. CI's second
+# run, ``pytest -m "slow or hypothesis" --hypothesis-profile=ci-slow``, runs every property test again with its full
+# count (Hypothesis's own default of 100 where none is named).
+settings.register_profile("fast", max_examples=20)
+settings.register_profile("ci-slow", max_examples=100)
+settings.load_profile("fast")  # --hypothesis-profile, read after this module is imported, overrides it
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = REPO / "seeds"

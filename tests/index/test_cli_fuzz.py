@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from _common import DAMAGE, no_library_warnings
+from _common import DAMAGE, examples, no_library_warnings
 from _worst_values import worst_folder
 from click.testing import CliRunner
 from conftest import HashEmbedder
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from citeline import Index
 from citeline.cli.main import cli
 
-EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", examples(60)))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,

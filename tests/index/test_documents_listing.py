@@ -102,17 +102,30 @@ def test_pages_of_a_sharded_index_are_pages_of_the_whole_listing(tmp_path: Path)
         index.documents(offset=-1)
 
 
+@pytest.fixture(scope="module")
+def one_document(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """An index of one document, plain (1) and of 2 shards, built once for the module: its tests only read."""
+    built: dict[int, Path] = {}
+    for shards in (1, 2):
+        root = tmp_path_factory.mktemp(f"one-document-{shards}")
+        (root / "docs").mkdir()
+        (root / "docs" / "a.md").write_text("---\nauthor: Mara\n---\n# A\n\nThe mill.\n", encoding="utf-8")
+        index = Index.create(root / "ix", embedder=HashEmbedder(), shards=shards)
+        index.ingest([root / "docs"], **({"parallel": "serial"} if shards > 1 else {}))
+        built[shards] = root / "ix"
+    return built
+
+
 @pytest.mark.parametrize("shards", [1, 2])
 @pytest.mark.parametrize("value", [-1, 2**63, 10**20, True, 1.5])
-def test_every_count_a_caller_gives_is_checked_before_it_reaches_duckdb(tmp_path: Path, shards: int, value) -> None:  # type: ignore[no-untyped-def]
+def test_every_count_a_caller_gives_is_checked_before_it_reaches_duckdb(  # type: ignore[no-untyped-def]
+    one_document: dict[int, Path], shards: int, value
+) -> None:
     """A ``limit`` or ``offset`` out of range is the caller's QueryError, in one line, on every listing (documents,
     the run ledger, facets), plain and sharded; never DuckDB's error read as a damaged index (``runs(10**20)`` said
     "the run ledger ... is damaged ... restore meta.duckdb from a backup"), and never a slice from the end (a
     negative facet limit hid values). The CLI refuses it as a usage error."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "a.md").write_text("---\nauthor: Mara\n---\n# A\n\nThe mill.\n", encoding="utf-8")
-    index = Index.create(tmp_path / "ix", embedder=HashEmbedder(), shards=shards)
-    index.ingest([tmp_path / "docs"], **({"parallel": "serial"} if shards > 1 else {}))
+    index = Index.open(one_document[shards], embedder=HashEmbedder())
     calls = {
         "documents limit": lambda: index.documents(limit=value),
         "documents offset": lambda: index.documents(offset=value),
@@ -125,5 +138,5 @@ def test_every_count_a_caller_gives_is_checked_before_it_reaches_duckdb(tmp_path
             pytest.fail(f"{name}({value!r}) was taken")
     assert len(index.runs(limit=2**63 - 1)) == 1 and index.runs(limit=0) == []
     if isinstance(value, int) and not isinstance(value, bool):
-        result = CliRunner().invoke(cli, ["runs", "--index", str(tmp_path / "ix"), "--limit", str(value)])
+        result = CliRunner().invoke(cli, ["runs", "--index", str(index.path), "--limit", str(value)])
         assert result.exit_code == 2 and "is not in the range 0<=x<=9223372036854775807" in result.output, result.output

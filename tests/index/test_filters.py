@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+from _common import examples
 from click.testing import CliRunner
 from conftest import HashEmbedder
 from hypothesis import HealthCheck, given, settings
@@ -482,7 +483,7 @@ _FILTER_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     key=st.sampled_from(["year", "author", "verified", "missing"]),
     operator=st.sampled_from(META_OPERATORS),

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _common import minimal_pdf
+from _common import examples, minimal_pdf
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -357,7 +357,7 @@ _HEADER_NAMES = st.text("abcdefghijklmnopqrstuvwxyz ", min_size=1, max_size=8).m
 _CELLS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=12)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     delimiter=st.sampled_from([",", ";", "\t", "|"]),
     header=st.lists(_HEADER_NAMES, min_size=2, max_size=5, unique_by=str.casefold),

@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
+from _common import examples
 from click.testing import CliRunner
 from conftest import HashEmbedder
 from hypothesis import given, settings
@@ -543,7 +544,7 @@ def _page(guesses: list[int], stated: tuple[str, str] | None, year: int) -> str:
     )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     guesses=st.lists(st.integers(0, len(GUESSES) - 1), min_size=1, max_size=3, unique=True),
     stated=st.none() | st.tuples(st.sampled_from(sorted(DATE_SOURCES)), st.dates(date(1995, 1, 1), date(2030, 12, 28))),

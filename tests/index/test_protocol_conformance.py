@@ -21,6 +21,7 @@ methods and requires it to be listed here, so a new reader, embedder or target i
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import shutil
 from collections.abc import Callable
@@ -268,6 +269,7 @@ def test_an_index_refuses_an_embedder_that_is_not_one(tmp_path: Path) -> None:
 SELF = ("self",)
 
 
+@functools.cache  # parsed once for every Protocol's test: read, never changed
 def _classes() -> dict[str, tuple[set[str], list[str]]]:
     """Every class of citeline/ (and the tests' HashEmbedder): the member names its body defines (methods,
     attributes, ``self.x =`` in its methods) and its bases' names."""

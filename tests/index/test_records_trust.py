@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _common import no_library_warnings
+from _common import examples, no_library_warnings
 from click.testing import CliRunner
 from conftest import HashEmbedder
 from hypothesis import HealthCheck, example, given, settings
@@ -306,7 +306,7 @@ def test_links_not_followed_are_skips_and_the_run_succeeds(
 # ---------------------------------------------------------------- patterns that cannot be compiled
 
 FUZZ = settings(
-    max_examples=int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "40")),
+    max_examples=int(os.environ.get("CITELINE_FUZZ_EXAMPLES", examples(40))),
     deadline=None,
     derandomize=not os.environ.get("CITELINE_FUZZ_RANDOM"),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

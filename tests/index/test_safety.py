@@ -420,6 +420,16 @@ def test_a_query_that_is_not_utf8_is_a_query_error(legacy: Path) -> None:
         Index.open(legacy, embedder=HashEmbedder()).search("river \udcff", k=3)
 
 
+@pytest.fixture(scope="module")
+def indexed_docs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """:func:`make_docs` and an index of them, built once for the module (its tests copy the index, never write
+    into this one, nor into the documents)."""
+    root = tmp_path_factory.mktemp("indexed")
+    docs = make_docs(root / "docs")
+    new_index(root).ingest([docs])
+    return docs, root / "index"
+
+
 @pytest.mark.parametrize(
     ("args", "code", "says"),
     [
@@ -445,17 +455,17 @@ def test_a_query_that_is_not_utf8_is_a_query_error(legacy: Path) -> None:
     ],
 )
 def test_bad_arguments_are_one_line_with_the_right_exit_status(
-    tmp_path: Path, hash_model: None, args: list[str], code: int, says: str
+    tmp_path: Path, hash_model: None, indexed_docs: tuple[Path, Path], args: list[str], code: int, says: str
 ) -> None:
-    docs = make_docs(tmp_path / "docs")
-    index = new_index(tmp_path)
-    index.ingest([docs])
+    docs, built = indexed_docs
+    index_path = tmp_path / "index"
+    shutil.copytree(built, index_path)  # a command that wrote anyway writes into this test's copy
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
     args = [
         arg.replace("DOCS", str(docs)) if arg.startswith("DOCS") else {"LOOP": str(loop)}.get(arg, arg) for arg in args
     ]
-    result = CliRunner().invoke(cli, [*args, "--index", str(index.path)])
+    result = CliRunner().invoke(cli, [*args, "--index", str(index_path)])
     assert result.exit_code == code, result.output
     assert "Traceback" not in result.output and says in result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
@@ -529,6 +539,9 @@ def test_a_damaged_onnx_file_in_the_model_cache_is_exported_again(
 # ---------------------------------------------------------------- every fault class at once (bench/reliability.py)
 
 
+# Slow: every fault class's trial in a row (a tmpfs mount, a second writer); each class has its own fast test above
+# (empty root, the lock files, duplicate rows, the full disk), and in test_sources_safety.py and test_reliability.py.
+@pytest.mark.slow
 def test_every_fault_class_loses_no_document(tmp_path: Path) -> None:
     from _faults import fault_table, run_fault_trials
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _common import examples
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -42,7 +43,7 @@ ANALYZER_TEXTS = [
 ]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.text(), max_size=5))
 def test_analyzer_gives_bm25s_tokenizer_terms(texts: list[str]) -> None:
     # analyze() stands in for bm25s.tokenize so that a query never imports bm25s (and scipy.sparse through it);

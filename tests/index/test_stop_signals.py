@@ -143,6 +143,9 @@ def test_a_program_s_own_sigterm_handler_is_left_alone() -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+# Slow: a sharded run's worker processes, paced, signalled; the default tier keeps the stop signals' other trials
+# (mid-embedding, while parsing, a second signal, a program's own Index.ingest) and the shards' own tests.
+@pytest.mark.slow
 def test_sigterm_to_a_sharded_ingest_reaches_its_shards_processes(tmp_path: Path) -> None:
     """SIGTERM reaches the command's process only (docker stop, Kubernetes): it passes it on to the shards' worker
     processes, each of which commits what it embedded whole; the manifest records the run interrupted."""

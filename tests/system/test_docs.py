@@ -62,7 +62,7 @@ def test_readme_is_a_front_door() -> None:
     assert first[:2] == [
         "pip install torch==2.13.0 && pip install -e . && citeline ingest seeds"
         ' && citeline search "why did soldiers defect"',
-        'pip install torch==2.13.0 && pip install -e ".[dev]" && pytest',
+        'pip install torch==2.13.0 && pip install -e ".[dev]" && pytest -n auto',
     ]
     assert "../shared" not in text  # nothing outside a clone
 
@@ -134,6 +134,7 @@ def test_every_dependency_is_explained() -> None:
 _LOADS = re.compile(r"<(?:link|script|img|iframe|source|audio|video)\b[^>]*?\b(?:href|src)=\"((?:https?:)?//[^\"]+)\"")
 
 
+@pytest.mark.slow  # a whole site build and a browser; CI builds the site (`mkdocs build --strict`) before the tests
 def test_the_docs_site_builds_and_reads_offline(tmp_path: Path) -> None:
     """``mkdocs build --strict`` succeeds, and no page, stylesheet or script of the site loads anything from the
     internet (the material theme fetched Roboto from Google Fonts unless ``theme.font`` is false): each page's

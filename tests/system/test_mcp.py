@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from _common import DAMAGE
+from _common import DAMAGE, examples
 from conftest import REPO, SEEDS, HashEmbedder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -680,7 +680,7 @@ def test_the_documented_stdio_configuration_cites_seeds(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- fuzzing the tools' arguments
 
-FUZZ_EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "60"))
+FUZZ_EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", examples(60)))
 #: Values that have broken argument handling somewhere (as in tests/index/test_cli_fuzz.py), as an agent may send
 #: them: huge and negative numbers, text that is not UTF-8 (a lone surrogate), paths that cannot be resolved, globs.
 TRICKY = st.sampled_from(

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import schemathesis
 import uvicorn
-from _common import DAMAGE
+from _common import DAMAGE, examples
 from click.testing import CliRunner
 from conftest import REPO, HashEmbedder
 
@@ -479,7 +479,7 @@ def test_no_path_outside_the_index_is_read(served: tuple[httpx.Client, Index, Pa
 
 
 #: Examples a generated-request test draws per operation (``CITELINE_API_FUZZ_EXAMPLES=400`` hunts longer by hand).
-API_FUZZ_EXAMPLES = int(os.environ.get("CITELINE_API_FUZZ_EXAMPLES", "40"))
+API_FUZZ_EXAMPLES = int(os.environ.get("CITELINE_API_FUZZ_EXAMPLES", examples(40)))
 
 
 def test_no_generated_request_is_a_server_error(served: tuple[httpx.Client, Index, Path]) -> None:

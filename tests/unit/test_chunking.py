@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _common import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +37,7 @@ text_strategy = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=text_strategy, markdown=st.booleans())
 def test_offsets_are_exact_and_chunks_fit(chunker: Chunker, text: str, markdown: bool) -> None:
     spans = chunker.split(text, markdown=markdown)

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from _common import SAMPLES, sample
+from _common import SAMPLES, examples, sample
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +17,7 @@ from citeline.model.chunking import Chunker
 from citeline.sources.parsers import Document, SourceFile, parse, supported_suffixes
 
 #: CITELINE_FUZZ_EXAMPLES=2000 for a longer hunt than CI affords.
-EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", examples(40)))
 #: In CI the examples are derived from the test's name, so a landing is never decided by the luck of a draw; the
 #: random hunt runs by hand (it found the LimitReachedError PDF below).
 DERANDOMIZE = bool(os.environ.get("CI"))
