@@ -202,7 +202,10 @@ def page_metadata(markup: str) -> dict[str, Any]:
     """
     import trafilatura
 
-    found = trafilatura.extract_metadata(markup)
+    # trafilatura's own date (htmldate's find_date) is never used, the dates come from _StatedMarkup; its extensive
+    # search reads every element's text and grew with the page (docs/performance.md#choices-measured-in-the-code),
+    # so it is asked for the cheap search only. No other field depends on it.
+    found = trafilatura.extract_metadata(markup, date_config={"extensive_search": False})
     if found is None:
         return {}
     keywords = [word.strip() for tag in found.tags or [] for word in tag.split(",") if word.strip()]
