@@ -3,7 +3,7 @@ on a ``bench/scale.py`` index (hash-bow vectors), against an exact scan of every
 
     python bench/experiments/codes_grid.py --index /tmp/scale1m/1M/index --queries 100
 
-Chose ``ivf_codes.NPROBE_FACTOR`` and ``RERANK`` (their comment quotes the grid). Run by hand; not part of CI.
+Chose ``codes.NPROBE_FACTOR`` and ``RERANK`` (their comment quotes the grid). Run by hand; not part of CI.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: the k
 import scale
 from _synthetic import HashBowEmbedder
 
-from citeline.vectors import ivf, ivf_codes
+from citeline.vectors.ivf import IVFIndex, codes
 
 
 def main() -> None:
@@ -43,11 +43,11 @@ def main() -> None:
         best = -np.sort(-np.concatenate([best, batch], axis=1), axis=1)[:, :k]
         scores.update(zip(ids.tolist(), batch.T, strict=True))
     index.rank(queries[0], k, mode="dense")  # loads the vector index
-    base = next(o for o in gc.get_objects() if isinstance(o, ivf.IVFIndex))
+    base = next(o for o in gc.get_objects() if isinstance(o, IVFIndex))
     print(f"nlist {base.nlist}, calibrated nprobe {int(base._ivf().nprobe)}, {len(base)} base vectors")
     for factor in args.factors:
         for rerank in args.reranks:
-            ivf_codes.NPROBE_FACTOR, ivf_codes.RERANK = factor, rerank
+            codes.NPROBE_FACTOR, codes.RERANK = factor, rerank
             start = time.process_time()
             found = [[c for c, _ in index.rank(q, k, mode="dense")] for q in queries]
             cpu_ms = (time.process_time() - start) / len(queries) * 1000
