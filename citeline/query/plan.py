@@ -458,7 +458,7 @@ class _Hits:
     def __call__(self, depth: int) -> list[SearchResult]:
         # A collapsed search that merged hits ranks deeper (4k, then 16k, ...). An IVF search or a hybrid one (depth
         # 200 anyway) costs the same for 4k hits as for k, so the first ranking is already 4k deep and a deepening
-        # only slices it: at 1M chunks 15 of 50 dense searches ranked twice (bench/scale.py).
+        # only slices it (how often one ranks twice at 1M chunks: docs/performance.md#choices-measured-in-the-code).
         request, ranking = self.request, self.ranking
         if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
             deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth
