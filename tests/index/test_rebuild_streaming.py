@@ -12,7 +12,7 @@ import pytest
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.lexical.segments import SEGMENT_ARRAYS, Segment, SegmentedIndex, load
+from citeline.lexical.segments import SEGMENT_ARRAYS, Segment, SegmentedIndex, load_folder
 from citeline.store import catalog, full_build, generation
 from citeline.store.lexical_files import bm25_path
 from citeline.vectors import flat_files
@@ -132,7 +132,7 @@ def test_a_rebuild_in_batches_ranks_exactly_as_before(
     meta = generation.read_meta(index.path)
     assert meta["vector_deltas"] == [] and len(meta["lexical_segments"]) == 1
     assert meta["faiss_sha256"] == generation.read_meta(reference)["faiss_sha256"]  # the same vector file
-    lexical = load(bm25_path(index.path, int(meta["generation"])))
+    lexical = load_folder(bm25_path(index.path, int(meta["generation"])))
     assert isinstance(lexical, SegmentedIndex) and len(lexical.parts) == 1
     expected = Segment.build(ids, texts)
     for name in SEGMENT_ARRAYS:
