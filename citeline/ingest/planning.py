@@ -39,7 +39,7 @@ class DocumentKey(NamedTuple):
 
     doc_id: str
     #: what the plan compares with the stored document's: its text's hash, title and metadata
-    #: (``citeline.store.metadata.fingerprint``)
+    #: (``citeline.store.metadata.metadata_fingerprint``)
     fingerprint: str
     source_root: str
     source_file: str  #: the file (relative to the root) the document came from

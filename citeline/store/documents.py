@@ -400,7 +400,7 @@ def facets_of(
 
 
 #: What the plan compares of a stored document: ``doc_id, source_root, source_file, fingerprint`` (text, title and
-#: metadata: :func:`citeline.store.metadata.fingerprint`), of the rows a condition on ``documents d`` selects.
+#: metadata: :func:`citeline.store.metadata.metadata_fingerprint`), of the rows a condition on ``documents d`` selects.
 _PLANNED_SQL = f"SELECT d.doc_id, d.source_root, d.source_file, {FINGERPRINT_SQL} FROM documents d "
 
 
@@ -417,7 +417,7 @@ def documents_to_plan(
     connection: duckdb.DuckDBPyConnection, roots: Sequence[str], fresh: Sequence[tuple[str, str]]
 ) -> tuple[dict[str, tuple[str, str, str]], dict[str, int]]:
     """What the plan needs of the catalog: ``doc_id -> (source_root, source_file, fingerprint)`` (text, title and
-    metadata: :func:`citeline.store.metadata.fingerprint`) of the
+    metadata: :func:`citeline.store.metadata.metadata_fingerprint`) of the
     documents of ``roots`` outside the ``fresh`` files (``(root, source_file)`` pairs not read this run: the
     files that were read, and those that vanished), and every root's stored document count. A run that changed
     one file of 455 loads that file's documents, not the index's."""
