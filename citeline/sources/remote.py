@@ -686,7 +686,7 @@ def _fetch(source: SourceFile, limit: int | None) -> bytes | BaseException | Non
     ahead = (source.size or 0) + AHEAD_SLACK
     bound = ahead if limit is None else min(ahead, limit)
     try:
-        with contextlib.closing(_reader(source, bound)) as reader:
+        with contextlib.closing(_stream(source, bound)) as reader:
             data: bytes = reader.read()
             return data
     except TooLarge as exc:
@@ -714,15 +714,15 @@ def open_object(source: SourceFile, limit: int | None = None) -> Iterator[Binary
         if taken is not None and (limit is None or len(taken) <= limit):
             handle: Any = io.BytesIO(taken)
         else:
-            handle = _reader(source, limit)
+            handle = _stream(source, limit)
     except Exception as exc:
         raise _translated(source.path, exc) from None
     with contextlib.closing(_Guarded(handle, source.path)) as guarded:
         yield guarded  # type: ignore[misc]
 
 
-def _reader(source: SourceFile, limit: int | None) -> BinaryIO:
-    # The object's reader: its bytes when a store's listed size is one GET's, else its body streamed (_Body).
+def _stream(source: SourceFile, limit: int | None) -> BinaryIO:
+    # The object's stream: its bytes when a store's listed size is one GET's, else its body streamed (_Body).
     fs, path = filesystem(source.path)
     if protocol_of(source.path) in WEB_PROTOCOLS:
         url = fetch_url(source.path)
