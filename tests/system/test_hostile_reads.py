@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _mcp_wire import Wire, hash_server  # the least MCP client, one JSON-RPC line each way
 from _worst_values import DOCUMENTS, NASTY, WORD, worst_folder, worst_records
 from click.testing import CliRunner
 from conftest import HashEmbedder
 from fastapi.testclient import TestClient
-from test_mcp import _Wire  # the least MCP client, one JSON-RPC line each way
 
 from citeline import Index
 from citeline.cli.main import cli
@@ -98,7 +98,7 @@ def test_the_http_api_reads_back_every_stored_value(hostile: Index) -> None:
         assert client.get("/", params={"q": WORD, "mode": "lexical"}).status_code == 200
 
 
-def _call(wire: _Wire, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _call(wire: Wire, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     # One tool call, answered with a result that is not an error.
     answer = wire.ask("tools/call", {"name": tool, "arguments": arguments})
     assert "result" in answer, answer
@@ -109,17 +109,13 @@ def _call(wire: _Wire, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def wire(hostile: Index) -> Iterator[_Wire]:
-    code = (
-        "from conftest import HashEmbedder; from citeline.server import serve_mcp_stdio; "
-        f"serve_mcp_stdio({str(hostile.path)!r}, embedder=HashEmbedder())"
-    )
-    client = _Wire(code)
+def wire(hostile: Index) -> Iterator[Wire]:
+    client = Wire(hash_server(hostile.path))
     yield client
     client.close()
 
 
-def test_the_mcp_tools_read_back_every_stored_value(hostile: Index, wire: _Wire) -> None:
+def test_the_mcp_tools_read_back_every_stored_value(hostile: Index, wire: Wire) -> None:
     found = _call(wire, "search", {"query": WORD, "k": 20, "mode": "lexical"})
     assert len(found["structuredContent"]["results"]) >= 5
     listed = _call(wire, "list_documents", {"limit": 100})
