@@ -131,7 +131,7 @@ def test_the_mcp_tools_read_back_every_stored_value(hostile: Index, wire: Wire) 
 def test_an_index_written_before_the_bounds_reads_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An index written before the door's bounds may hold metadata nested 500 deep (9734f94 accepted it, and then
     every read of the index failed): readers cut what is nested past the bound (``store.metadata.TOO_DEEP``)."""
-    from citeline.sources import document as door
+    from citeline.sources import document
     from citeline.store.metadata import TOO_DEEP
 
     deep: Any = 1
@@ -141,7 +141,7 @@ def test_an_index_written_before_the_bounds_reads_back(tmp_path: Path, monkeypat
     docs.mkdir()
     (docs / "old.jsonl").write_text(json.dumps({"id": "deep", "text": f"An old deep record at the {WORD}.", "m": deep}))
     with monkeypatch.context() as before:
-        before.setattr(door, "metadata_problem", lambda metadata: None)  # the door as it was
+        before.setattr(document, "metadata_problem", lambda metadata: None)  # the door as it was
         index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
         assert index.ingest([docs]).added == 1
     (stored,) = index.documents()
