@@ -16,7 +16,7 @@ the topics (a filter correlated with the geometry, like a source or a folder). T
 
 Each kind is built, written, then read back from its file as a reader would (memory-mapped) before searching;
 the search figures are from one process on one FAISS thread. Run by hand; not part of CI. Figures from this
-machine (2 shared cores, other jobs running) are quoted in ``citeline/vectors/auto.py`` and ``ivf.py``.
+machine (2 shared cores, other jobs running) are quoted in ``citeline/vectors/auto.py`` and ``ivf/index.py``.
 
 Figures (``bench/results/ann-100k.jsonl``, ``ann-1m.jsonl``; 200 queries, p50/p99 ms on one thread, recall@10;
 filters ran with ``EXACT_FILTER_ROWS`` = 20,000, since lowered to 2,000: see below)::
@@ -135,7 +135,7 @@ def index_variants(path: Path, count: int) -> None:
     4-bit fast-scan PQ codes (``IndexIVFPQFastScan``) are (lat3, the same index, load 13-17; CPU ms, recall of
     the base): PQ 192x4 of the residuals, nprobe 648 (3x), re-rank 1,000 exactly: 10.2 (0.958) against the float
     scan's 22.6 (0.948); 4x deeper 12.7 (0.962); PQ 64x4 without residuals (FAISS's default) 0.60 at best; FAISS's
-    fast-scan search past k = 1,024 is 3x slower (re-rank 2,000: 21.9). Hence ``citeline.vectors.ivf_codes``;
+    fast-scan search past k = 1,024 is 3x slower (re-rank 2,000: 21.9). Hence ``citeline.vectors.ivf.codes``;
     ``--add-codes`` gives a copy's base the codes a compaction would write, to compare on one generation.
     """
     import sys
@@ -222,30 +222,30 @@ def index_variants(path: Path, count: int) -> None:
 
 def add_codes(index_dir: Path) -> None:
     """Give the ivf base of an index (a copy: the file is rewritten in place) the fast-scan codes that a build or a
-    compaction now writes (``citeline.vectors.ivf_codes``), keeping its lists, deltas and tombstones, so that a
+    compaction now writes (``citeline.vectors.ivf.codes``), keeping its lists, deltas and tombstones, so that a
     search with and without codes can be compared on the same generation; records the file's new size and
     checksum in the catalog. Prints CPU-s, wall-s and peak RSS."""
     import duckdb
 
     from citeline.store import catalog, files
-    from citeline.vectors import ivf_codes, ivf_table
+    from citeline.vectors.ivf import codes, table
 
     cpu, wall = time.process_time(), time.perf_counter()
     connection = duckdb.connect(str(index_dir / "meta.duckdb"))
     base = index_dir / str(catalog.read_meta(connection)["vector_base"])
-    table_at = ivf_table.table_offset(base)
+    table_at = table.table_offset(base)
     if table_at is None:
         raise SystemExit(f"{base} has no id table")
     with base.open("rb") as handle:
         handle.seek(table_at)
-        table = handle.read()
-    old = ivf_codes.locate(base, table_at)  # codes written before: replaced
+        table_bytes = handle.read()
+    old = codes.locate(base, table_at)  # codes written before: replaced
     os.truncate(base, old[0] if old else table_at)
-    ivf_codes.append(base)
-    magic, count, _, residue = ivf_table._FOOTER.unpack(table[-ivf_table._FOOTER.size :])
+    codes.append(base)
+    magic, count, _, residue = table._FOOTER.unpack(table_bytes[-table._FOOTER.size :])
     with base.open("ab") as out:
         moved = out.tell()
-        out.write(table[: -ivf_table._FOOTER.size] + ivf_table._FOOTER.pack(magic, count, moved, residue))
+        out.write(table_bytes[: -table._FOOTER.size] + table._FOOTER.pack(magic, count, moved, residue))
     catalog.write_meta(
         connection, {"faiss_bytes": files.artifact_bytes(base), "faiss_sha256": files.artifact_checksum(base)}
     )
@@ -254,7 +254,7 @@ def add_codes(index_dir: Path) -> None:
         json.dumps(
             {
                 "file": base.name,
-                "codes_bytes": ivf_codes.locate(base, moved),
+                "codes_bytes": codes.locate(base, moved),
                 "cpu_s": round(time.process_time() - cpu, 1),
                 "wall_s": round(time.perf_counter() - wall, 1),
                 "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),

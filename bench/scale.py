@@ -991,7 +991,7 @@ re-ranked, on an index this script built (hash-bow vectors), against an exact sc
 
     python bench/scale.py codes-grid --index /tmp/scale1m/1M/index --queries 100 [--factors 3 6] [--reranks 1000]
 
-Chose ``ivf_codes.NPROBE_FACTOR`` and ``RERANK`` (their comment quotes the grid). Run by hand; not part of CI.
+Chose ``codes.NPROBE_FACTOR`` and ``RERANK`` (their comment quotes the grid). Run by hand; not part of CI.
 """
 
 
@@ -999,7 +999,7 @@ def codes_grid_main(argv: list[str]) -> None:
     """Print one line per (lists scanned, re-rank) pair: recall@10, worst query, CPU-ms a dense rank."""
     import gc
 
-    from citeline.vectors import ivf, ivf_codes
+    from citeline.vectors.ivf import IVFIndex, codes
 
     parser = argparse.ArgumentParser(
         prog="scale.py codes-grid", description=CODES_GRID_DOC, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1021,11 +1021,11 @@ def codes_grid_main(argv: list[str]) -> None:
         best = -np.sort(-np.concatenate([best, batch], axis=1), axis=1)[:, :k]
         scores.update(zip(ids.tolist(), batch.T, strict=True))
     index.rank(queries[0], k, mode="dense")  # loads the vector index
-    base = next(o for o in gc.get_objects() if isinstance(o, ivf.IVFIndex))
+    base = next(o for o in gc.get_objects() if isinstance(o, IVFIndex))
     print(f"nlist {base.nlist}, calibrated nprobe {int(base._ivf().nprobe)}, {len(base)} base vectors")
     for factor in args.factors:
         for rerank in args.reranks:
-            ivf_codes.NPROBE_FACTOR, ivf_codes.RERANK = factor, rerank
+            codes.NPROBE_FACTOR, codes.RERANK = factor, rerank
             start = time.process_time()
             found = [[c for c, _ in index.rank(q, k, mode="dense")] for q in queries]
             cpu_ms = (time.process_time() - start) / len(queries) * 1000

@@ -41,6 +41,9 @@ from citeline import Index
 from citeline.errors import IndexNotFoundError
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # the raw MCP client, shared with the tests
+from _mcp_wire import Wire  # noqa: E402
+
 DEFAULT_QUERIES = REPO.parent / "shared" / "benchmarks" / "scifact" / "queries.jsonl"
 SCIFACT = REPO.parent / "shared" / "benchmarks" / "scifact"
 WRITER = textwrap.dedent(
@@ -454,32 +457,6 @@ def mcp_percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-class RawClient:
-    """The least an MCP client does over stdio: each request one JSON line written to the server's stdin, each answer
-    one line read and parsed with ``json.loads`` (no models, no schema check)."""
-
-    def __init__(self, command: list[str], env: dict[str, str] | None, folder: Path) -> None:
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=folder)
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.stdin, self.stdout = self.process.stdin, self.process.stdout
-        self.ids = itertools.count(1)
-        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": RAW_INFO})
-        self.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-
-    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        request_id = next(self.ids)
-        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        self.stdin.write(line.encode() + b"\n")
-        self.stdin.flush()
-        answer: dict[str, Any] = json.loads(self.stdout.readline())
-        assert answer.get("id") == request_id and "result" in answer, answer
-        return answer["result"]
-
-    def close(self) -> None:
-        self.stdin.close()
-        self.process.wait(timeout=60)
-
-
 RAW_INFO = {"name": "mcp_latency-raw", "version": "1"}
 
 
@@ -538,8 +515,8 @@ async def _sdk_server(
 
 
 def _raw_server(stack: contextlib.AsyncExitStack, name: str, command: list[str], env: Any, folder: Path) -> Served:
-    client = RawClient(command, env, folder)
-    stack.callback(client.close)
+    client = Wire(command, env, folder, client_info=RAW_INFO)
+    stack.callback(client.close, wait=True)
 
     async def call(query: str, mode: str) -> None:
         result = client.request("tools/call", {"name": "search", "arguments": {"query": query, "k": 10, "mode": mode}})

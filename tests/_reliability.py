@@ -192,12 +192,13 @@ def _install_slow_steps(pause: float) -> None:
     """Wrap the pipeline's steps and the commit protocol's publish step to print a marker and take a little time,
     so random kills land inside each: one wrapper per pipeline step, and one per stage of publishing an artifact
     (staged under its temporary name; renamed into place), whatever the artifact."""
+    import citeline.lexical.segments
+    import citeline.vectors.segments
     from citeline.ingest import pipeline
-    from citeline.lexical import segments as lexical_segments
-    from citeline.vectors import segments
 
-    lexical_segments.MERGE_WIDTH, lexical_segments.COMPACT_DELETED = WRITER_MERGE_WIDTH, WRITER_COMPACT_DELETED
-    segments.MAX_DELTAS = WRITER_MAX_DELTAS
+    citeline.lexical.segments.MERGE_WIDTH = WRITER_MERGE_WIDTH
+    citeline.lexical.segments.COMPACT_DELETED = WRITER_COMPACT_DELETED
+    citeline.vectors.segments.MAX_DELTAS = WRITER_MAX_DELTAS
 
     def announce(owner: Any, name: str, stage: str | None, *, before: float = 0.0, after: float = 0.0) -> None:
         original = getattr(owner, name)

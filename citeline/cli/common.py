@@ -18,8 +18,8 @@ from citeline.ingest import stopping
 from citeline.ingest.options import IndexSettings, IngestOptions, user_options
 from citeline.query.results import SearchResult
 from citeline.sources.document import record_name
+from citeline.store import filters
 from citeline.store.filters import FilterOptions
-from citeline.store.filters import filters_from as filter_dict
 from citeline.store.ledger import RunSummary
 from citeline.util.declared import offered, people_default
 from citeline.util.output import OUTPUT_FORMATS, format_record, format_records, printable, search_records
@@ -371,7 +371,7 @@ def filters_from(
     """The filter options as the ``filters=`` dict of the Python API (:func:`citeline.store.filters.filters_from`,
     which every surface calls); a malformed ``--where`` is a usage error naming the flag."""
     try:
-        return filter_dict(source, path_glob, where, ingested_after, ingested_before, where_name="'--where'")
+        return filters.filters_from(source, path_glob, where, ingested_after, ingested_before, where_name="'--where'")
     except QueryError as exc:
         raise click.UsageError(str(exc)) from None
 

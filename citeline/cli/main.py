@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from citeline.cli import extra as cli_extra
+from citeline.cli import documents, serve, tokens
 from citeline.cli.common import (
     RUN_FIELDS,
     RUN_TABLE_COLUMNS,
@@ -143,7 +143,7 @@ def ingest(
             raise click.UsageError("--source names the texts read from stdin: give PATH - (`citeline ingest -`)")
         where = {"prefect": prefect, "dask_address": dask_address, "dask_workers": dask_workers}
         where["progress"] = show_progress
-        summary = cli_extra.ingest_stdin(paths, index_path, source, {**create, **run, **where})
+        summary = documents.ingest_stdin(paths, index_path, source, {**create, **run, **where})
     else:
         from citeline.sources import remote
 
@@ -603,12 +603,12 @@ def eval_(
 
 
 for _command in (
-    cli_extra.serve,
-    cli_extra.mcp,
-    cli_extra.documents,
-    cli_extra.show,
-    cli_extra.remove,
-    cli_extra.tokens,
+    serve.serve,
+    serve.mcp,
+    documents.documents,
+    documents.show,
+    documents.remove,
+    tokens.tokens,
 ):
     cli.add_command(_command)
 

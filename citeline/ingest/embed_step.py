@@ -49,7 +49,7 @@ class EmbedInterrupted(KeyboardInterrupt):
 
 
 @runtime_checkable
-class Target(Protocol):
+class WrittenIndex(Protocol):
     """What the pipeline needs of the index it writes to: :class:`citeline.Index` (a plain index, and each shard of a
     sharded one, ``citeline.sharding.runs``); tests/index/test_protocol_conformance.py checks it at run time."""
 
@@ -252,7 +252,7 @@ def _nothing_left(texts: list[str]) -> np.ndarray:
 
 
 def embed(
-    target: Target, rows: ChunkRows, *, progress: bool = False, reporter: Reporter | None = None
+    target: WrittenIndex, rows: ChunkRows, *, progress: bool = False, reporter: Reporter | None = None
 ) -> tuple[int, int]:
     """Fill ``rows.vectors`` with the target's model, reusing vectors of identical chunk text already in the index.
 

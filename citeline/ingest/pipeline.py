@@ -23,7 +23,7 @@ from citeline.ingest import freshness, stopping
 from citeline.ingest.embed_step import (  # noqa: F401
     EMBED_PROGRESS_STEP,
     EmbedInterrupted,
-    Target,
+    WrittenIndex,
     chunk_documents,
     completed,
     embed,
@@ -261,7 +261,11 @@ class Embedded:
 
 
 def embedded_whole(
-    documents: Sequence[Document], rows: ChunkRows, stop: EmbedInterrupted, target: Target, errors: list[FileReport]
+    documents: Sequence[Document],
+    rows: ChunkRows,
+    stop: EmbedInterrupted,
+    target: WrittenIndex,
+    errors: list[FileReport],
 ) -> Embedded:
     """What a batch whose embedding was stopped (:class:`EmbedInterrupted`) keeps: the documents embedded whole."""
     kept, kept_rows, embedded = completed(documents, rows, stop, target.dimension)
@@ -303,11 +307,11 @@ class Steps:
                         [source], max_file_bytes=max_file_bytes, advance=self.reporter.advance, hold_chars=hold_chars
                     )
 
-    def plan(self, target: Target, roots: list[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
+    def plan(self, target: WrittenIndex, roots: list[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
         """Decide what is new, changed, unchanged and vanished."""
         return plan(target.path, roots, discovery, parsed)
 
-    def chunk_embed(self, target: Target, work: list[Work], max_file_bytes: int) -> list[Embedded]:
+    def chunk_embed(self, target: WrittenIndex, work: list[Work], max_file_bytes: int) -> list[Embedded]:
         """Chunk and embed the batches of one commit (here: all at once, which lets chunking use every CPU and
         gives one progress bar per stage), parsing again the files whose documents the plan let go."""
         files = sum(len(item.files) for item in work)
@@ -324,7 +328,7 @@ class Steps:
             raise RunInterrupted([embedded_whole(documents, rows, stop, target, errors)], stop.stop) from None
         return [Embedded(documents, rows, embedded, reused, errors)]
 
-    def commit(self, target: Target, batch: CommitBatch, run: RunSummary) -> RunSummary:
+    def commit(self, target: WrittenIndex, batch: CommitBatch, run: RunSummary) -> RunSummary:
         """Publish one new generation and the run's ledger row."""
         commit_batch(target.path, batch, run)
         return run
@@ -335,7 +339,7 @@ Options = IngestOptions
 
 
 def run(
-    target: Target,
+    target: WrittenIndex,
     paths: Sequence[str | os.PathLike[str]],
     options: Options | None = None,
     steps: Steps | None = None,
@@ -439,7 +443,7 @@ class LocalCommits:
 
     where = ""
 
-    def __init__(self, index: Target, steps: Steps):
+    def __init__(self, index: WrittenIndex, steps: Steps):
         self.index, self.steps = index, steps
 
     @property
@@ -476,7 +480,7 @@ class LocalCommits:
 
 
 def _commit_in_batches(
-    target: Target,
+    target: WrittenIndex,
     options: Options,
     steps: Steps,
     reporter: Reporter,
@@ -534,7 +538,7 @@ def _commit_in_batches(
 
 
 def _commit_isolating(
-    target: Target,
+    target: WrittenIndex,
     steps: Steps,
     reporter: Reporter,
     batch: CommitBatch,
@@ -604,7 +608,7 @@ def _files_without(files: list[FileStat], refused: set[tuple[str, str]]) -> list
 
 
 def _commit_interrupted(
-    target: Target,
+    target: WrittenIndex,
     steps: Steps,
     reporter: Reporter,
     planned: Plan,

@@ -19,8 +19,8 @@ from citeline.ingest.options import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD  # n
 from citeline.sources import remote
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import Document, SourceFile
-from citeline.store import metadata as stored_metadata
 from citeline.store.file_stats import FileStat
+from citeline.store.metadata import metadata_fingerprint, stored_metadata
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class DocumentKey(NamedTuple):
 
     doc_id: str
     #: what the plan compares with the stored document's: its text's hash, title and metadata
-    #: (``citeline.store.metadata.fingerprint``)
+    #: (``citeline.store.metadata.metadata_fingerprint``)
     fingerprint: str
     source_root: str
     source_file: str  #: the file (relative to the root) the document came from
@@ -52,8 +52,8 @@ class DocumentKey(NamedTuple):
         """The key of a parsed document."""
         source_file = document.source_file or document.source_id
         offset = -1 if document.offset is None else document.offset
-        described = stored_metadata.stored(document.metadata, document.properties)
-        fingerprint = stored_metadata.fingerprint(document.content_hash, document.title, described)
+        described = stored_metadata(document.metadata, document.properties)
+        fingerprint = metadata_fingerprint(document.content_hash, document.title, described)
         return cls(document.doc_id, fingerprint, document.source_root, source_file, len(document.text), offset)
 
 

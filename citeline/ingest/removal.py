@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from citeline.errors import QueryError, SettingsError
-from citeline.ingest.pipeline import Target, record_failure
+from citeline.ingest.pipeline import WrittenIndex, record_failure
 from citeline.ingest.progress import announced_writer_lock, default_reporter
 from citeline.sources import remote
 from citeline.sources.document import record_name, record_of
@@ -40,7 +40,7 @@ from citeline.util.paths import UnresolvablePath, resolved
 
 
 @runtime_checkable
-class Writer(Target, Protocol):
+class Writer(WrittenIndex, Protocol):
     """What a removal or an ``add_texts`` run needs of its index (:class:`citeline.Index` is one): a pipeline
     target whose ``meta["generation"]`` the run keeps up to date."""
 

@@ -145,13 +145,14 @@ class LexicalIndex:
     @classmethod
     def load(cls, directory: Path, *, mmap: bool = False) -> LexicalIndex:
         """Read a folder of bm25s's own files (generations before segments, written by :meth:`save`; segmented
-        folders are read by ``citeline.lexical.segments.load``); raises :class:`IndexCorruptError` if unreadable."""
+        folders are read by ``citeline.lexical.segments.load_folder``); raises :class:`IndexCorruptError` if
+        unreadable."""
         try:
             settings = json.loads((directory / SETTINGS_FILE).read_text())
         except (OSError, ValueError) as exc:
             raise IndexCorruptError(f"{directory} cannot be read ({exc}); run `citeline rebuild`") from exc
         if "segments" in settings:
-            raise IndexCorruptError(f"{directory} is segmented: read it with citeline.lexical.segments.load")
+            raise IndexCorruptError(f"{directory} is segmented: read it with citeline.lexical.segments.load_folder")
         import bm25s  # only for folders written before segments, and the eval baseline: slow to import
 
         try:

@@ -358,7 +358,7 @@ def load_segmented(directory: Path, settings: dict[str, Any]) -> SegmentedIndex:
 LexicalFolder = SegmentedIndex | LegacyLexical
 
 
-def load(directory: Path, *, mmap: bool = False) -> LexicalFolder:
+def load_folder(directory: Path, *, mmap: bool = False) -> LexicalFolder:
     """Read a generation's BM25 folder: segmented (a :class:`SegmentedIndex`), or bm25s's own files (0.1.0, read
     through ``citeline.lexical.legacy.LegacyLexical``)."""
     try:

@@ -70,8 +70,9 @@ DOCUMENT_VECTORS = False
 LONG_RUN = 32
 #: Runs from ``LONG_RUN`` to below this length are still tokenized when all of a document's long runs make at
 #: most 1/``LONG_SHARE`` of its characters: in prose they are a few URLs, DOIs or chemical names, whose bound
-#: (one token per character) wasted chunk fill; counting them exactly takes SciFact from 13,103 to 13,080
-#: chunks (version 1: 13,081). Base64 or hex dumps are mostly long runs, so they keep the cheap bound.
+#: (one token per character) wasted chunk fill, so counting them exactly fills chunks fuller
+#: (docs/performance.md#choices-measured-in-the-code). Base64 or hex dumps are mostly long runs, so they keep the
+#: cheap bound.
 COUNTED_RUN = 256
 LONG_SHARE = 10
 #: Distinct runs kept in the token-count cache before it is emptied (about 100 bytes each).

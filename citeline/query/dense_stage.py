@@ -19,8 +19,7 @@ from citeline.query.stages import Candidates, StageQuery, stage
 #: Chosen on SciFact train, where 0.3 scored best (docs/quality.md#dense-modes-document-stage).
 DENSE_DOCUMENT_WEIGHT = 0.3
 #: The dense ranking's top chunks (at least k) the document stage re-scores: its cost grows with them and deeper
-#: candidates rarely reach a top 10 (50 gave 200's top 10 for 399 of 400 claims;
-#: docs/quality.md#choices-measured-in-the-code).
+#: candidates rarely reach a top 10 (how rarely: docs/quality.md#choices-measured-in-the-code).
 #: ``citeline eval`` ranks deeper than this, so its figures do not depend on it.
 DENSE_DOCUMENT_DEPTH = 50
 

@@ -33,7 +33,7 @@ MAX_HIGHLIGHTS = 2
 SECOND_WITHIN = 0.85
 
 #: Weight of the model's cosine in a sentence's score (the rest is term overlap). 0 skips the model: term overlap
-#: picks a labelled evidence sentence first for 25 of 40 SciFact claims (docs/quality.md#todays-figures).
+#: picks a labelled evidence sentence first for most SciFact claims (how many: docs/quality.md#todays-figures).
 MODEL_WEIGHT = 0.0
 
 

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from citeline.errors import QueryError
-from citeline.query import feedback as feedback_stage
 from citeline.query import relevance
 from citeline.query.collapse import (
     DEFAULT_COLLAPSE_THRESHOLD,
@@ -39,7 +38,7 @@ from citeline.query.dense_stage import (
     DENSE_DOCUMENT_WEIGHT as DENSE_DOCUMENT_WEIGHT,
 )
 from citeline.query.dense_stage import DenseDocument
-from citeline.query.feedback import Feedback
+from citeline.query.feedback import FEEDBACK, FEEDBACK_WEIGHT, Feedback
 from citeline.query.grouping import GROUP_FIRST_DEPTH, by_document, document_count, first_documents
 from citeline.query.highlight import analysis_cache, highlight
 from citeline.query.results import SearchResult, Source, evolve, with_pages
@@ -66,10 +65,10 @@ from citeline.query.works import (
     work_map,
 )
 from citeline.sources.document import record_id_of
-from citeline.store import metadata as stored_metadata
 from citeline.store.access import scope_of
 from citeline.store.connection import check_text
 from citeline.store.filters import Filters
+from citeline.store.metadata import split_metadata
 from citeline.util.arrays import unique
 from citeline.util.declared import option
 from citeline.util.output import iso_utc
@@ -152,7 +151,7 @@ class Fusion:
     rrf_k: float = 60.0
     documents: tuple[tuple[str, float], ...] = ()
     feedback: float = 0.0
-    feedback_weight: float = feedback_stage.FEEDBACK_WEIGHT
+    feedback_weight: float = FEEDBACK_WEIGHT
 
     def __post_init__(self) -> None:
         if not 0 <= self.feedback <= 10 or not 0 <= self.feedback_weight <= 1:
@@ -168,7 +167,7 @@ class Fusion:
 
 #: The shipped hybrid setting: the chunk scores, dense weight 0.4, then the feedback stage (beta 0.25, dense weight
 #: 0.5); its SciFact figures: docs/quality.md#todays-figures.
-DEFAULT_FUSION = Fusion(weight=0.4, feedback=feedback_stage.FEEDBACK)
+DEFAULT_FUSION = Fusion(weight=0.4, feedback=FEEDBACK)
 #: The chunk scores at weight 0.5, the default before (docs/quality.md#the-chunk-fusion-shipped-first).
 CHUNK_FUSION = Fusion()
 #: The default plus the document BM25 (opt-in: ``Index.rank(..., fusion=DOCUMENT_BM25_FUSION)``; see :class:`Fusion`).
@@ -326,7 +325,7 @@ def fetch_passages(snapshot: SnapshotReader, hits: list[tuple[int, float]], mode
             # Hits and rows come from the same snapshot, so only a chunk row without its document row (a damaged
             # catalog, which `citeline verify` reports) gets here: skip it rather than fail every search.
             continue
-        metadata, properties = stored_metadata.split(row["metadata"], row["format"])
+        metadata, properties = split_metadata(row["metadata"], row["format"])
         result = SearchResult(
             text=row["text"],
             score=score,
@@ -517,7 +516,7 @@ class _Hits:
     def __call__(self, depth: int) -> list[SearchResult]:
         # A collapsed search that merged hits ranks deeper (4k, then 16k, ...). An IVF search or a hybrid one (depth
         # 200 anyway) costs the same for 4k hits as for k, so the first ranking is already 4k deep and a deepening
-        # only slices it: at 1M chunks 15 of 50 dense searches ranked twice (bench/scale.py).
+        # only slices it (how often one ranks twice at 1M chunks: docs/performance.md#choices-measured-in-the-code).
         request, ranking = self.request, self.ranking
         if ranking is None or (len(ranking[1]) >= ranking[0] and depth > ranking[0]):
             deep = max(depth, COLLAPSE_FIRST_DEPTH * request.k) if request.collapse else depth

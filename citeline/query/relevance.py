@@ -27,7 +27,7 @@ that a filter changes which hits there are but never whether a hit is shown:
 
 1. the query matches nothing in the index when the best of those hits is below the topic floor (``Rule.topic``:
    the model fitted before per-hit relevance, on-topic SciFact chunks against off-topic queries' hits; it answers
-   77 of 79 held-out off-topic queries with nothing): then no hit is kept;
+   nearly every held-out off-topic query with nothing: docs/quality.md#relevance-per-hit): then no hit is kept;
 2. else the answer ends where relevance falls off relative to that best hit: a hit is kept when its relevance
    reaches :meth:`Rule.level` of the best, the highest of ``Rule.keep`` (an absolute floor), ``Rule.ratio`` times
    the best's relevance and the relevance ``Rule.spread`` log-odds below the best's; the unfiltered ranking's first

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from citeline.query.results import SearchResult, Source, evolve
-from citeline.store import works as stored_works
+from citeline.store.works import META_KEY, shingles
 
 #: Two copies' passages are one result when the smaller one's word shingles are at least this share of the shared.
 SAME_PASSAGE = 0.5
@@ -36,7 +36,7 @@ Unit = Callable[[SearchResult], str]
 def work_map(meta: Mapping[str, Any]) -> dict[str, str]:
     """The doc id -> work id map an index's meta holds (empty: no work of two documents, or an index that has not
     recognised works yet)."""
-    found = meta.get(stored_works.META_KEY)
+    found = meta.get(META_KEY)
     return found if isinstance(found, dict) else {}
 
 
@@ -101,7 +101,7 @@ class _Merger:
 
     def add(self, result: SearchResult) -> None:
         work = self.works.get(result.doc_id)
-        words = stored_works.shingles(result.text) if work is not None else set()
+        words = shingles(result.text) if work is not None else set()
         if work is not None:
             for head, copies, docs, head_words in self.kept:
                 if (
@@ -227,10 +227,10 @@ def add_published_copies(
         others = [c for c in chunk_ids if c not in shown and owner[c] not in listed and works.get(owner[c]) == work]
         if not others:
             continue
-        words = stored_works.shingles(result.text)
+        words = shingles(result.text)
         copies: dict[str, SearchResult] = {}
         for hit in fetch(others):
-            if hit.doc_id not in copies and _same_passage(words, stored_works.shingles(hit.text)):
+            if hit.doc_id not in copies and _same_passage(words, shingles(hit.text)):
                 copies[hit.doc_id] = evolve(hit, score=result.score, relevance=result.relevance)
         if copies:
             shown.update(copy.chunk_id for copy in copies.values())

@@ -21,6 +21,7 @@ from citeline.ingest.options import IngestOptions
 from citeline.ingest.planning import ParsedBatch
 from citeline.model.embedding import Embedder
 from citeline.sharding.remote import ShardWorkers
+from citeline.sources import remote
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
 from citeline.sources.selection import Selection
@@ -126,7 +127,9 @@ def execute(jobs: list[ShardJob], parallel: str = "processes") -> list[RunSummar
         workers = min(len(jobs), os.cpu_count() or 1)
         executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     with executor:
-        futures = [executor.submit(run_shard, job) for job in jobs]
+        # threads start in an empty context: each shard's is a copy of this one (the run's storage options)
+        work = remote.in_context(run_shard) if parallel == "threads" else run_shard
+        futures = [executor.submit(work, job) for job in jobs]
         try:
             return [_outcome(future.result) for future in futures]
         except BaseException as exc:

@@ -28,8 +28,8 @@ import numpy as np
 
 from citeline.errors import IndexMismatchError
 from citeline.query.readers import LexicalReader, LexicalShard, SnapshotReader, Statistics
-from citeline.store import works as stored_works
 from citeline.store.snapshot import ReadSnapshot
+from citeline.store.works import META_KEY
 from citeline.util.arrays import top_k
 from citeline.vectors.base import VectorReader
 
@@ -251,9 +251,9 @@ class ShardedSnapshot:
         self._pool = ThreadPoolExecutor(max_workers=max(len(shard_dirs), 1), thread_name_prefix="citeline-shard")
         self.parts = self._fan_out(open_shard, list(shard_dirs))
         # Works are recognised within each shard (store/works.py): the shards' maps, read as one.
-        found = [part.meta.get(stored_works.META_KEY) for part in self.parts]
+        found = [part.meta.get(META_KEY) for part in self.parts]
         merged = {doc: work for each in found if isinstance(each, dict) for doc, work in each.items()}
-        self.meta = {**self.parts[0].meta, stored_works.META_KEY: merged}
+        self.meta = {**self.parts[0].meta, META_KEY: merged}
         #: each shard's generation (the set this view reads)
         self.generations = [part.generation for part in self.parts]
         self.generation = sum(self.generations)

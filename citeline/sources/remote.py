@@ -16,11 +16,13 @@ Credentials come from where the store's own client looks (environment variables,
 are held in memory for the run only: never in :class:`SourceFile`, the catalog, the ledger, a log line or a
 Prefect parameter.
 
-**The seam for workers.** Everything needed to fetch and parse one object is its :class:`SourceRef` (root URL,
-key, size, time and stamp: plain strings and numbers, picklable), and the filesystem is rebuilt from the URL's
-protocol and the storage options of the process that reads it (:func:`filesystem`): a Dask worker given
-``SourceRef``\\ s fetches and parses its objects itself (``parsers.parse_source(ref.source_file())``), with
-credentials from its own environment, never from the coordinator.
+**What workers are given.** Everything needed to fetch and parse one object is its :class:`SourceFile` (root URL,
+key, size, time and stamp: plain strings and numbers, picklable, no credentials), and the filesystem is rebuilt from
+the URL's protocol and the storage options of the process that reads it (:func:`filesystem`): a Dask worker given
+``SourceFile``\\ s fetches and parses its objects itself (``parsers.parse_source``), with credentials from its own
+environment, never from the coordinator. Within one process the run's options are a context variable
+(:func:`storage`), so two runs in one process each read with their own; threads that fetch for a run are started
+in a copy of its context (:func:`in_context`).
 """
 
 from __future__ import annotations
@@ -30,19 +32,22 @@ import contextvars
 import io
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, TypeVar
 from urllib.parse import unquote
 
 from citeline.errors import SettingsError, SourceError, SourceUnavailable
+from citeline.sources import s3
 from citeline.sources.document import SourceFile
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
+
+T = TypeVar("T")
 
 #: A URL's scheme: two characters at least, so ``C://`` stays a Windows path.
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
@@ -148,7 +153,12 @@ def _scrubbed(text: str) -> str:
 
 # ---------------------------------------------------------------- storage options (credentials)
 
-_run_options: dict[str, Any] | None = None
+#: The storage options of the run of this context (:func:`storage`): a context variable, so two runs in one process
+#: (two threads, two tasks) each read with their own, and a thread started for a run sees them only when started in
+#: a copy of the run's context (:func:`in_context`).
+_run_options: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "citeline_storage_options", default=None
+)
 
 
 @contextlib.contextmanager
@@ -157,19 +167,30 @@ def storage(options: Mapping[str, Any] | None) -> Iterator[None]:
     remote roots read inside; None: those of an enclosing ``storage`` (the CLI's around a Prefect run), else the
     file named by ``CITELINE_STORAGE_OPTIONS``, else the clients' own defaults. Held in this process's memory
     only, for the run."""
-    global _run_options
-    previous = _run_options
-    _run_options = dict(options) if options is not None else previous
+    token = _run_options.set(dict(options) if options is not None else _run_options.get())
     try:
         yield
     finally:
-        _run_options = previous
+        with contextlib.suppress(ValueError):  # a generator holding it closed from another context: it is closed
+            _run_options.reset(token)
+
+
+def in_context(function: Callable[..., T]) -> Callable[..., T]:
+    """``function`` to run in another thread with the context of this one (its run's storage options, the objects
+    fetched ahead): a thread pool's threads start in an empty context. Each call gets its own copy (one context
+    cannot be entered by two threads at once)."""
+    context = contextvars.copy_context()
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        return context.copy().run(function, *args, **kwargs)
+
+    return run
 
 
 def run_options_given() -> bool:
     """Whether a :func:`storage` of this process gives the storage options (else the environment file's, or the
     clients' defaults, are used)."""
-    return _run_options is not None
+    return _run_options.get() is not None
 
 
 def load_options(path: str) -> dict[str, Any]:
@@ -216,7 +237,7 @@ def parse_pairs(pairs: Iterable[str]) -> dict[str, Any]:
 def options_for(protocol: str) -> dict[str, Any]:
     """The storage options of ``protocol``: the run's (:func:`storage`), or the ``CITELINE_STORAGE_OPTIONS`` file's;
     a section named after the protocol wins over the flat options."""
-    given = _run_options
+    given = _run_options.get()
     if given is None:
         path = os.environ.get(OPTIONS_ENV)
         given = load_options(path) if path else {}
@@ -261,45 +282,6 @@ class Listing:
     entries: list[Entry]
     single: bool = False
     ignore_lines: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class SourceRef:
-    """Everything needed to fetch and parse one object (the seam for workers that read their sources
-    themselves): picklable, no credentials; the filesystem is rebuilt where it is read (:func:`filesystem`)."""
-
-    root: str
-    key: str
-    url: str  #: the object's URL (its documents' path and provenance)
-    size: int
-    mtime: float
-    stamp: str | None
-    media_type: str | None = None  #: a web URL's Content-Type (its format when its name has no known suffix)
-
-    def source_file(self) -> SourceFile:
-        """The object as a :class:`SourceFile` (``parsers.parse_source`` reads it)."""
-        return SourceFile(
-            self.root,
-            self.url,
-            self.key,
-            size=self.size,
-            mtime=self.mtime,
-            stamp=self.stamp,
-            media_type=self.media_type,
-        )
-
-    @classmethod
-    def of(cls, source: SourceFile) -> SourceRef:
-        """The reference of a remote :class:`SourceFile`."""
-        return cls(
-            source.root,
-            source.source_id,
-            source.path,
-            source.size or 0,
-            source.mtime or 0.0,
-            source.stamp,
-            source.media_type,
-        )
 
 
 def source_files(root: str, listing: Listing) -> Iterator[SourceFile]:
@@ -394,68 +376,26 @@ IGNORE_KEY = ".citelineignore"
 
 
 def _walk(fs: AbstractFileSystem, path: str) -> Iterator[Entry]:
-    # Every object below ``path``, as entries. S3: s3fs's ListObjectsV2 pages, one page (1,000 keys) fetched at a
-    # time and dropped once its entries are made; other stores: fs.find.
-    prefix = path.rstrip("/") + "/"
-    if "s3" in _protocols(fs) and hasattr(fs, "_list_pages"):
-        from fsspec.asyn import sync
-
-        bucket, _, key_prefix = path.strip("/").partition("/")
-        key_prefix = key_prefix + "/" if key_prefix else ""
-        request = {"Bucket": bucket, "Prefix": key_prefix, **getattr(fs, "req_kw", {})}
-        # A versioned bucket is listed by its versions, keeping each key's latest (a key whose latest is a delete
-        # marker is gone): the version id joins the ETag in the stamp, so an overwrite is seen even when the ETag
-        # repeats, and the object is fetched at the version listed (open_object).
-        versioned = _versioned(fs, bucket)
-        method, field = ("list_object_versions", "Versions") if versioned else ("list_objects_v2", "Contents")
-        pages = fs._list_pages(method, **request)
-        while (page := sync(fs.loop, _next_page, pages)) is not None:
-            for item in page.get(field, ()):
-                key = item["Key"][len(key_prefix) :]
-                if versioned and not item.get("IsLatest"):
-                    continue
-                if key and not key.endswith("/"):  # "folder/" markers some consoles write
-                    yield _entry({"size": item.get("Size"), "ETag": item.get("ETag"), **item}, key)
+    # Every object below ``path``, as entries. S3: a page of keys at a time (citeline.sources.s3); other stores
+    # (and an s3fs without the paged listing): fs.find.
+    if s3.paged(fs):
+        for key, info in s3.objects(fs, path):
+            yield _entry(info, key)
         return
+    prefix = path.rstrip("/") + "/"
     for name, info in fs.find(path, detail=True, withdirs=False).items():
         key = name[len(prefix) :] if name.startswith(prefix) else _name(name)
         if key:
             yield _entry(info, key)
 
 
-def _versioned(fs: AbstractFileSystem, bucket: str) -> bool:
-    # Whether the bucket keeps versions (versioning enabled, or suspended with versions kept). Without the right to
-    # ask (s3:GetBucketVersioning) or on a store that does not answer it, the bucket is listed as unversioned: its
-    # stamps are ETags, as before.
-    from fsspec.asyn import sync
-
-    try:
-        answer = sync(fs.loop, fs._call_s3, "get_bucket_versioning", Bucket=bucket)
-    except Exception:
-        return False
-    return answer.get("Status") in ("Enabled", "Suspended")
-
-
 def version_of(source: SourceFile) -> str | None:
     """The S3 version id a listing gave ``source`` (the part of its stamp after ``@``), or None: an object of an
     unversioned bucket, written before versioning (``null``), or of another store."""
-    if source.stamp is None or (protocol_of(source.path) or "") not in ("s3", "s3a"):
+    if source.stamp is None or (protocol_of(source.path) or "") not in s3.PROTOCOLS:
         return None
     _, at, version = source.stamp.rpartition("@")
     return version if at and version and version != "null" else None
-
-
-def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
-    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
-
-
-async def _next_page(pages: Any) -> dict[str, Any] | None:
-    # The paginator's next page, or None at its end.
-    try:
-        page: dict[str, Any] = await pages.__anext__()
-        return page
-    except StopAsyncIteration:
-        return None
 
 
 def _entry(info: Mapping[str, Any], key: str, media_type: str | None = None) -> Entry:
@@ -729,7 +669,7 @@ class _Ahead:
                 held += candidate.size or 0
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(AHEAD_OBJECTS, thread_name_prefix="citeline-fetch")
-            fetched = self._pool.map(lambda item: _fetch(item, self.limit), batch)
+            fetched = self._pool.map(in_context(lambda item: _fetch(item, self.limit)), batch)
             self.fetched = dict(zip((item.path for item in batch), fetched, strict=True))
         return self.fetched.pop(source.path, None)
 
@@ -746,7 +686,7 @@ def _fetch(source: SourceFile, limit: int | None) -> bytes | BaseException | Non
     ahead = (source.size or 0) + AHEAD_SLACK
     bound = ahead if limit is None else min(ahead, limit)
     try:
-        with contextlib.closing(_reader(source, bound)) as reader:
+        with contextlib.closing(_stream(source, bound)) as reader:
             data: bytes = reader.read()
             return data
     except TooLarge as exc:
@@ -774,22 +714,26 @@ def open_object(source: SourceFile, limit: int | None = None) -> Iterator[Binary
         if taken is not None and (limit is None or len(taken) <= limit):
             handle: Any = io.BytesIO(taken)
         else:
-            handle = _reader(source, limit)
+            handle = _stream(source, limit)
     except Exception as exc:
         raise _translated(source.path, exc) from None
     with contextlib.closing(_Guarded(handle, source.path)) as guarded:
         yield guarded  # type: ignore[misc]
 
 
-def _reader(source: SourceFile, limit: int | None) -> BinaryIO:
-    # The object's reader: its bytes when a store's listed size is one GET's, else its body streamed (_Body).
+def _stream(source: SourceFile, limit: int | None) -> BinaryIO:
+    # The object's stream: its bytes when a store's listed size is one GET's, else its body streamed (_Body).
     fs, path = filesystem(source.path)
     if protocol_of(source.path) in WEB_PROTOCOLS:
         url = fetch_url(source.path)
         return io.BufferedReader(_Body(source.path, lambda _: (_WebGet(fs, url), 0), limit, seeks=False), READ_BYTES)
     if (source.size or 0) <= BLOCK_BYTES:  # one GET, ranged to the limit: an object rewritten larger stops there
         end = None if limit is None else limit + 1
-        data = fs.cat_file(path, **_whole_get(fs, source), **({"start": 0, "end": end} if end else {}))
+        data = fs.cat_file(
+            path,
+            **(s3.whole_get(version_of(source)) if s3.is_s3(fs) else {}),
+            **({"start": 0, "end": end} if end else {}),
+        )
         if limit is not None and len(data) > limit:
             raise _too_large(source.path, limit)
         return io.BytesIO(data)
@@ -928,15 +872,6 @@ class _Body(io.RawIOBase):
                 self._file.close()
             self._head = bytearray()
         super().close()
-
-
-def _whole_get(fs: AbstractFileSystem, source: SourceFile) -> dict[str, Any]:
-    # cat_file's arguments for one object: s3fs asks an object's size (a HEAD) before a GET unless told to fetch it
-    # in one part; an object of a versioned bucket is fetched at the version listed (what its stamp says was read).
-    if "s3" not in _protocols(fs):
-        return {}
-    version = version_of(source)
-    return {"max_concurrency": 1, **({"version_id": version} if version else {})}
 
 
 def _translated(url: str, exc: BaseException) -> BaseException:

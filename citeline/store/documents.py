@@ -17,8 +17,8 @@ import pyarrow as pa
 from citeline.errors import IndexNotFoundError, QueryError
 from citeline.sources.document import record_id_of, record_name, record_of
 from citeline.store import catalog
-from citeline.store import metadata as stored_metadata
 from citeline.store.connection import check_rows, check_text
+from citeline.store.metadata import FINGERPRINT_SQL, PROPERTIES_KEY, split_metadata
 from citeline.util import paths
 from citeline.util.output import iso_utc
 
@@ -241,7 +241,7 @@ def named(connection: duckdb.DuckDBPyConnection, names: Sequence[str]) -> str | 
 def _document_record(row: tuple[Any, ...]) -> DocumentInfo:
     (doc_id, path, source_id, source_root, title, fmt, chunks, size_bytes, content_hash, run_id, ingested_at,
      metadata) = row  # fmt: skip
-    meta, properties = stored_metadata.split(metadata, fmt)
+    meta, properties = split_metadata(metadata, fmt)
     pages = properties.get("pages")
     return DocumentInfo(
         doc_id=doc_id,
@@ -302,12 +302,12 @@ def count_facets(documents: Iterable[tuple[str | None, str | None]]) -> FacetCou
     """:data:`FacetCounts` of ``(format, stored metadata JSON)`` pairs, one a document: each value of a top-level
     field that a ``meta`` filter can match counts once a document (a list value: each of its items; numbers and
     booleans as their JSON text, what ``--where`` compares with); objects, nested lists and nulls are not counted,
-    nor citeline's own fields (``metadata.split`` leaves them out, as the listing does)."""
+    nor citeline's own fields (``metadata.split_metadata`` leaves them out, as the listing does)."""
     counts: FacetCounts = {}
     total = 0
     for fmt, stored in documents:
         total += 1
-        metadata, _ = stored_metadata.split(stored, fmt)
+        metadata, _ = split_metadata(stored, fmt)
         for key, value in metadata.items():
             items = value if isinstance(value, list) else [value]
             texts = {
@@ -326,8 +326,8 @@ def count_facets(documents: Iterable[tuple[str | None, str | None]]) -> FacetCou
 
 
 #: The entry of :data:`FacetCounts` that counts the documents counted: under citeline's own key, which no metadata
-#: field has (``metadata.split`` takes it out; a filter refuses it), so adding shards' counts adds it up too.
-COUNTED = (stored_metadata.PROPERTIES_KEY, None)
+#: field has (``metadata.split_metadata`` takes it out; a filter refuses it), so adding shards' counts adds it up too.
+COUNTED = (PROPERTIES_KEY, None)
 
 #: A field is an identifier, not a facet, when at least this share of the values its documents hold are held by
 #: one document alone (a title, an id, a timestamp): choosing one of them finds a document, it does not narrow.
@@ -400,8 +400,8 @@ def facets_of(
 
 
 #: What the plan compares of a stored document: ``doc_id, source_root, source_file, fingerprint`` (text, title and
-#: metadata: :func:`citeline.store.metadata.fingerprint`), of the rows a condition on ``documents d`` selects.
-_PLANNED_SQL = f"SELECT d.doc_id, d.source_root, d.source_file, {stored_metadata.FINGERPRINT_SQL} FROM documents d "
+#: metadata: :func:`citeline.store.metadata.metadata_fingerprint`), of the rows a condition on ``documents d`` selects.
+_PLANNED_SQL = f"SELECT d.doc_id, d.source_root, d.source_file, {FINGERPRINT_SQL} FROM documents d "
 
 
 def planned_documents(connection: duckdb.DuckDBPyConnection, doc_ids: Sequence[str]) -> dict[str, tuple[str, str, str]]:
@@ -417,7 +417,7 @@ def documents_to_plan(
     connection: duckdb.DuckDBPyConnection, roots: Sequence[str], fresh: Sequence[tuple[str, str]]
 ) -> tuple[dict[str, tuple[str, str, str]], dict[str, int]]:
     """What the plan needs of the catalog: ``doc_id -> (source_root, source_file, fingerprint)`` (text, title and
-    metadata: :func:`citeline.store.metadata.fingerprint`) of the
+    metadata: :func:`citeline.store.metadata.metadata_fingerprint`) of the
     documents of ``roots`` outside the ``fresh`` files (``(root, source_file)`` pairs not read this run: the
     files that were read, and those that vanished), and every root's stored document count. A run that changed
     one file of 455 loads that file's documents, not the index's."""

@@ -33,8 +33,9 @@ from citeline.store import catalog, passages
 from citeline.store.files import _remove, artifact_bytes, artifact_checksum, known_checksum, publish
 from citeline.store.lexical_files import SEGMENT, new_segment_name, publish_lexical
 from citeline.store.vector_files import VECTORS, publish_base, vector_kind, vectors_path
-from citeline.vectors import flat_files, ivf_build
+from citeline.vectors import flat_files
 from citeline.vectors.auto import kind_for
+from citeline.vectors.ivf import build
 
 if TYPE_CHECKING:  # the caller's connection: a search that imports this module never loads DuckDB (store/meta_cache.py)
     import duckdb
@@ -43,7 +44,7 @@ if TYPE_CHECKING:  # the caller's connection: a search that imports this module 
 #: (``ids`` ascending, ``rows(positions)`` their vectors), returning the count written.
 STREAMED: dict[str, Callable[[Path, np.ndarray, Callable[[np.ndarray], np.ndarray], int], int]] = {
     "flat": flat_files.write_built,
-    "ivf": ivf_build.write_built,
+    "ivf": build.write_built,
 }
 
 

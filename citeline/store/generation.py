@@ -27,7 +27,7 @@ delta segment (its added vectors and its removed ids), listed with their checksu
 (``vector_base``, ``faiss_sha256`` of the base, ``vector_deltas``); past ``segments.plan``'s thresholds the deltas
 are merged into one, or everything compacted into a new base (``VectorIndex.updated``; ``store.vector_files``).
 Its lexical index is g's segments, with the removed chunks marked deleted, plus one delta segment; segments are
-merged past a threshold (``lexical_segments.merge_plan``). Segments, delta or merged, are published like any
+merged past a threshold (``merge_plan``). Segments, delta or merged, are published like any
 artifact and listed with their checksums in g+1's BM25 folder and ``index_meta``. Only when g's artifacts cannot
 serve (damaged, or a BM25 folder from before segments) is g+1 built from all the catalog's rows, as
 :func:`rebuild` always does (a full compaction).
@@ -56,9 +56,8 @@ from citeline.errors import (
     IndexRepairedWarning,
     IndexWriteError,
 )
-from citeline.lexical import segments as lexical_segments
 from citeline.lexical.analyzer import settings_problems
-from citeline.lexical.segments import Part, Segment, SegmentedIndex, read_segments
+from citeline.lexical.segments import Part, Segment, SegmentedIndex, load_folder, read_segments
 from citeline.store import catalog, checks, file_stats, ledger, passages, works
 from citeline.store.files import (
     _remove,
@@ -123,7 +122,7 @@ def publish_incremental(
         return None
     try:
         previous_vectors = load_vectors(index_dir, meta)
-        previous_lexical = lexical_segments.load(bm25_path(index_dir, generation - 1), mmap=True)
+        previous_lexical = load_folder(bm25_path(index_dir, generation - 1), mmap=True)
     except IndexCorruptError:
         return None
     if not isinstance(previous_lexical, SegmentedIndex) or not passages.present(index_dir, previous_lexical):

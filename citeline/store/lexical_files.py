@@ -1,6 +1,6 @@
 """A generation's lexical files: its BM25 folder (the manifest), the segment folders it lists, each with its
 passage rows (``store.passages``), and how a commit publishes them: a delta segment, or a merge of a size tier, or a
-compaction of all (``lexical_segments.merge_plan``; the merged segment and its rows streamed from the parts' own
+compaction of all (``segments.merge_plan``; the merged segment and its rows streamed from the parts' own
 files, ``lexical_merge``). ``store.generation`` runs the commit around them (as ``store.vector_files`` for vectors).
 """
 
@@ -48,7 +48,7 @@ def publish_lexical(
     chunk_ids: np.ndarray,
     connection: duckdb.DuckDBPyConnection,
 ) -> dict[str, Any]:
-    """Merge segments if ``lexical_segments.merge_plan`` says so, publish the new segments (artifact names:
+    """Merge segments if ``segments.merge_plan`` says so, publish the new segments (artifact names:
     ``segment``, ``delta``, ``merge``, ``compaction``), each with its passage rows (``store.passages``, read from
     ``connection``'s view of the catalog), then the generation's BM25 folder listing them."""
     alive = live_parts([part for _, part in parts])

@@ -2,10 +2,10 @@
 
 A document's :attr:`~citeline.sources.document.Document.properties` (the encoding a file was read in, a PDF's
 page count) are stored in the same JSON value as its metadata, under :data:`PROPERTIES_KEY`, so the catalog's
-schema is unchanged; every reader splits them off (:func:`split`), so search results and ``meta`` filters only
+schema is unchanged; every reader splits them off (:func:`split_metadata`), so search results and ``meta`` filters only
 ever see the user's metadata. Rows written before this split held ``pages`` (and ``page_starts``) in the
 metadata itself, and records' (and added texts') ``record_id`` and ``body_start`` were metadata until issue 40:
-:func:`split` moves them out too (a ``meta`` filter on such a row still sees them until it is ingested again).
+:func:`split_metadata` moves them out too (a ``meta`` filter on such a row still sees them until it is ingested again).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _LEGACY_RECORD_PROPERTIES = ("record_id", "body_start")
 _RECORD_FORMATS = ("jsonl", "csv", "tsv", "text")
 
 
-def stored(metadata: Mapping[str, Any], properties: Mapping[str, Any]) -> str:
+def stored_metadata(metadata: Mapping[str, Any], properties: Mapping[str, Any]) -> str:
     """The JSON text stored for a document's ``metadata`` and ``properties``.
 
     The key is reserved: a metadata field of that name (a JSONL record's ``_citeline``) is not stored, since a reader
@@ -38,15 +38,16 @@ def stored(metadata: Mapping[str, Any], properties: Mapping[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False)  # never "NaN": unstorable_field refused it
 
 
-#: :func:`fingerprint` of a ``documents d`` row, in SQL (DuckDB's ``sha256`` hashes the UTF-8 bytes, as Python does).
+#: :func:`metadata_fingerprint` of a ``documents d`` row, in SQL (DuckDB's ``sha256`` hashes the UTF-8 bytes, as
+#: Python does).
 FINGERPRINT_SQL = (
     "sha256(d.content_hash || chr(31) || coalesce(d.title, '') || chr(31) || coalesce(CAST(d.metadata AS VARCHAR), ''))"
 )
 
 
-def fingerprint(content_hash: str, title: str | None, metadata_json: str | None) -> str:
+def metadata_fingerprint(content_hash: str, title: str | None, metadata_json: str | None) -> str:
     """What decides whether a stored document is still what its source gives: the hash of its text's hash, its
-    title and its metadata column as :func:`stored` writes it (the same in SQL: :data:`FINGERPRINT_SQL`).
+    title and its metadata column as :func:`stored_metadata` writes it (the same in SQL: :data:`FINGERPRINT_SQL`).
 
     The text's hash alone missed an edit of metadata only: a JSONL record's or CSV row's field, a PDF's author, an
     HTML page's meta tags. The run called such a document unchanged and kept the old values, so filters answered
@@ -77,7 +78,7 @@ def _cut_deep(value: dict[str, Any]) -> None:
                     stack.append((child, depth + 1))
 
 
-def split(text: str | None, document_format: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_metadata(text: str | None, document_format: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(metadata, properties)`` of a stored metadata JSON text (None or empty: two empty dicts).
 
     ``document_format``, when given, lets a legacy PDF row's ``pages`` and ``page_starts`` move to properties.

@@ -435,7 +435,7 @@ class Passages:
         """The documents per value of every top-level metadata field (``citeline.store.documents.Facet``), over the
         live documents ``filters`` selects and, given ``doc_ids``, only those. The filter is SQL over the mapped
         rows (one row a document: its first chunk's); each document's metadata is then read as the listing reads
-        it (``metadata.split``: citeline's own fields are not metadata) and counted
+        it (``metadata.split_metadata``: citeline's own fields are not metadata) and counted
         (``documents.count_facets``). The unfiltered counts are kept (a generation's rows do not change).
 
         Why not count in SQL: DuckDB's JSON functions over every document (keys, values, list items) cost ten times

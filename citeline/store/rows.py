@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from citeline.store.metadata import stored as stored_metadata
+from citeline.store.metadata import stored_metadata
 
 if TYPE_CHECKING:
     from citeline.sources.parsers import Document

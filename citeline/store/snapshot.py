@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 from citeline.errors import IndexCorruptError, IndexMismatchError
-from citeline.lexical import segments as lexical_segments
-from citeline.lexical.segments import SegmentedIndex
+from citeline.lexical.segments import SegmentedIndex, load_folder
 from citeline.store import catalog, generation, meta_cache, passages
 from citeline.store.generation import bm25_path, load_vectors
 from citeline.store.locks import database_lock
@@ -113,7 +112,7 @@ class ReadSnapshot:
         folder = bm25_path(self.index_dir, self.generation)
         if not folder.is_dir():
             raise IndexCorruptError(f"{folder} is missing; run `citeline rebuild` to restore it from {catalog.DB_FILE}")
-        self.lexical = lexical_segments.load(folder, mmap=True)
+        self.lexical = load_folder(folder, mmap=True)
         if len(self.lexical) != len(self.vectors):
             raise IndexCorruptError(
                 f"{folder} holds {len(self.lexical)} chunks, the vector index {len(self.vectors)}; run "

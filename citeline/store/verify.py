@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from citeline.errors import IndexCorruptError
-from citeline.lexical import segments as lexical_segments
+from citeline.lexical.segments import LexicalFolder, load_folder, probe_ids, probe_problems, structure_problems
 from citeline.store import catalog, checks, ledger, passages, works
 from citeline.store.generation import (
     bm25_path,
@@ -46,7 +46,7 @@ class State:
     vector_index: SegmentedVectors | None = None
     vector_error: str | None = None
     bm25_dir: Path = field(default_factory=Path)
-    lexical: lexical_segments.LexicalFolder | None = None
+    lexical: LexicalFolder | None = None
     bm25_issues: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     passage_issues: list[str] = field(default_factory=list)
@@ -93,18 +93,18 @@ def read_state(index_dir: Path) -> State:
         state.bm25_issues = bm25_problems(index_dir, meta, full=True)
         if not state.bm25_issues or "is missing" not in state.bm25_issues[0]:
             try:
-                state.lexical = lexical_segments.load(state.bm25_dir, mmap=True)
+                state.lexical = load_folder(state.bm25_dir, mmap=True)
             except IndexCorruptError as exc:
                 state.bm25_issues.append(str(exc).split("; run")[0])
         if state.lexical is not None:
             state.passage_issues = passages.problems(
                 index_dir, state.lexical, lambda ids: catalog.passage_batches(connection, ids)
             )
-            state.lexical_issues = lexical_segments.structure_problems(state.lexical)
+            state.lexical_issues = structure_problems(state.lexical)
             if not state.lexical_issues:
-                probe = lexical_segments.probe_ids(state.lexical)
+                probe = probe_ids(state.lexical)
                 texts = catalog.damage_reported(catalog.lexical_texts, connection, probe)[1]
-                state.lexical_issues = lexical_segments.probe_problems(state.lexical, texts)
+                state.lexical_issues = probe_problems(state.lexical, texts)
     return state
 
 

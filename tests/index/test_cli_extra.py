@@ -1,5 +1,5 @@
-"""The commands of citeline.cli.extra (documents, show, serve's wiring, --format), run through click on a real
-index."""
+"""The commands of citeline.cli.documents and citeline.cli.serve (documents, show, serve's wiring, --format), run
+through click on a real index."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from conftest import HashEmbedder
 
 from citeline import Index
 from citeline.cli.common import emit_search, format_option, resolve_format
-from citeline.cli.extra import AROUND_CHARS
+from citeline.cli.documents import AROUND_CHARS
 from citeline.cli.main import cli
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _quote_set import hit
 from click.testing import CliRunner
 from conftest import HashEmbedder
 
@@ -132,28 +133,10 @@ def test_k_distinct_results_come_back_after_collapsing_many_copies(tmp_path) -> 
     assert len(index.search("soldiers crossed the river at night", k=5, collapse=False)) == 5
 
 
-def _result(doc_id: str, chunk_id: int, score: float, text: str = "some words") -> SearchResult:
-    return SearchResult(
-        text=text,
-        score=score,
-        doc_id=doc_id,
-        source_path=doc_id,
-        source_id=doc_id,
-        title=doc_id,
-        ordinal=0,
-        char_start=0,
-        char_end=len(text),
-        content_hash="h",
-        run_id="r",
-        ingested_at="t",
-        model="m",
-        chunk_id=chunk_id,
-    )
-
-
 def test_passages_of_one_document_never_collapse_and_each_joins_the_best_group() -> None:
     same = np.ones((4, 2), np.float32) / np.sqrt(2)
-    hits = [_result("a", 1, 0.9), _result("a", 2, 0.8), _result("b", 3, 0.7), _result("b", 4, 0.6)]
+    found = [("a", 1, 0.9), ("a", 2, 0.8), ("b", 3, 0.7), ("b", 4, 0.6)]
+    hits = [hit(doc_id, "some words", chunk_id, score) for doc_id, chunk_id, score in found]
     groups = collapse(hits, same, query_vector=same[0], encode=lambda texts: np.zeros((len(texts), 2)))
     # Chunk 3 joins the best group (1); chunk 4 cannot (b is there already), so it joins 2's.
     assert [[s.chunk_id for s in g.sources] for g in groups] == [[1, 3], [2, 4]]

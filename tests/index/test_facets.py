@@ -129,7 +129,7 @@ def test_facets_follow_the_filters_and_a_search_answer(index: Index) -> None:
 
 def test_a_legacy_rows_internal_keys_are_not_facets(index: Index, tmp_path: Path) -> None:
     """Rows written before properties were stored apart held ``record_id``/``body_start`` (records) and ``pages``
-    (PDF) as metadata: ``metadata.split`` moves them out, and the facets leave them out the same way."""
+    (PDF) as metadata: ``metadata.split_metadata`` moves them out, and the facets leave them out the same way."""
     import shutil
 
     copy = tmp_path / "legacy"

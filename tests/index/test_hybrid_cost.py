@@ -58,10 +58,10 @@ def test_hybrid_on_two_threads_is_the_one_thread_hybrid_on_an_ivf_index_with_cod
     import random
 
     from citeline.query import plan
-    from citeline.vectors import ivf_codes
+    from citeline.vectors.ivf import codes
 
-    monkeypatch.setattr(ivf_codes, "MIN_VECTORS", 1_000)
-    monkeypatch.setattr(ivf_codes, "RERANK", 200)
+    monkeypatch.setattr(codes, "MIN_VECTORS", 1_000)
+    monkeypatch.setattr(codes, "RERANK", 200)
     monkeypatch.setattr(plan, "PARALLEL_HYBRID_MIN_VECTORS", 1_000)
     words = ["harbour", "flood", "tide", "moon", "sea", "storm", "ship", "port", "river", "dune", "sand", "wind"]
     rng = random.Random(3)

@@ -13,7 +13,7 @@ from conftest import HashEmbedder
 
 from citeline import Index
 from citeline.lexical import merge as lexical_merge
-from citeline.lexical import segments as lexical_segments
+from citeline.lexical import segments
 from citeline.lexical.analyzer import LexicalIndex
 from citeline.lexical.segments import Part, Segment, SegmentedIndex, merge_plan
 from citeline.store import catalog, generation
@@ -58,7 +58,7 @@ def test_segments_with_deletions_score_like_one_bm25s_index_of_the_live_chunks(
     # Array for array (and byte for byte on disk) the segment built from the live chunks' texts.
     built = Segment.build(ids[live], [text for text, keep in zip(texts, live, strict=True) if keep])
     built.save(tmp_path / "built")
-    for name in lexical_segments.SEGMENT_ARRAYS:
+    for name in segments.SEGMENT_ARRAYS:
         assert (tmp_path / "merged" / f"{name}.npy").read_bytes() == (tmp_path / "built" / f"{name}.npy").read_bytes()
 
 
@@ -67,10 +67,10 @@ def test_merge_plan_merges_a_full_tier_and_compacts_when_many_chunks_are_deleted
     base = Part(None, Segment.build(ids[:1000], texts[:1000]))
     small = [
         Part(None, Segment.build(ids[1000 + 5 * n : 1005 + 5 * n], texts[1000 + 5 * n : 1005 + 5 * n]))
-        for n in range(lexical_segments.MERGE_WIDTH)
+        for n in range(segments.MERGE_WIDTH)
     ]
     assert merge_plan([base, *small[:-1]]) is None
-    assert merge_plan([base, *small]) == ("merge", list(range(1, lexical_segments.MERGE_WIDTH + 1)))
+    assert merge_plan([base, *small]) == ("merge", list(range(1, segments.MERGE_WIDTH + 1)))
     deleted = base.without(np.sort(ids[:400]))
     assert merge_plan([deleted, small[0]]) == ("compaction", [0, 1])
 
@@ -99,7 +99,7 @@ def test_commits_are_incremental_and_rank_like_a_fresh_index(tmp_path: Path, doc
 
     with monkeypatch.context() as patched:
         patched.setattr(catalog, "vector_batches", no_full_reads)
-        patched.setattr(lexical_segments, "MERGE_WIDTH", 2)
+        patched.setattr(segments, "MERGE_WIDTH", 2)
         for step in range(5):
             _edit(docs, step)
             index.ingest([docs])

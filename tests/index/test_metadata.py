@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from citeline import Index, SourceError
 from citeline.cli.main import cli
 from citeline.sources.parsers import SourceFile, parse, parse_source
-from citeline.store import metadata as stored_metadata
 from citeline.store.filters import filters_from, where_meta
+from citeline.store.metadata import split_metadata, stored_metadata
 
 FRONT = """---
 title: The river crossing
@@ -310,10 +310,10 @@ def test_pdf_document_info_is_metadata_and_pages_a_property(tmp_path: Path, fake
 
 def test_rows_written_before_properties_keep_their_page_count() -> None:
     legacy = json.dumps({"page_starts": [0, 40], "pages": 2})
-    assert stored_metadata.split(legacy, "pdf") == ({}, {"pages": 2, "page_starts": [0, 40]})
-    assert stored_metadata.split(json.dumps({"pages": 7}), "jsonl") == ({"pages": 7}, {})  # a record's own field
-    assert stored_metadata.split(stored_metadata.stored({"_citeline": "mine", "a": 1}, {})) == ({"a": 1}, {})
-    assert stored_metadata.split(stored_metadata.stored({"a": 1}, {"encoding": "cp1252"})) == (
+    assert split_metadata(legacy, "pdf") == ({}, {"pages": 2, "page_starts": [0, 40]})
+    assert split_metadata(json.dumps({"pages": 7}), "jsonl") == ({"pages": 7}, {})  # a record's own field
+    assert split_metadata(stored_metadata({"_citeline": "mine", "a": 1}, {})) == ({"a": 1}, {})
+    assert split_metadata(stored_metadata({"a": 1}, {"encoding": "cp1252"})) == (
         {"a": 1},
         {"encoding": "cp1252"},
     )
@@ -492,15 +492,15 @@ def test_internal_fields_are_not_user_metadata_anywhere(tmp_path: Path) -> None:
 
 def test_rows_written_before_hold_record_fields_in_metadata_and_readers_move_them_out() -> None:
     legacy = json.dumps({"year": 2024, "record_id": "d1", "body_start": 7, "_citeline": {"encoding": "utf-8"}})
-    assert stored_metadata.split(legacy, "jsonl") == (
+    assert split_metadata(legacy, "jsonl") == (
         {"year": 2024},
         {"encoding": "utf-8", "record_id": "d1", "body_start": 7},
     )
-    assert stored_metadata.split(json.dumps({"body_start": 7, "a": 1}), "text") == ({"a": 1}, {"body_start": 7})
+    assert split_metadata(json.dumps({"body_start": 7, "a": 1}), "text") == ({"a": 1}, {"body_start": 7})
     # A whole file's front matter may name a field so: that is the user's.
-    assert stored_metadata.split(json.dumps({"record_id": "x"}), "markdown") == ({"record_id": "x"}, {})
-    new = stored_metadata.stored({"record_id": "mine"}, {"encoding": "utf-8", "record_id": "d2"})
-    assert stored_metadata.split(new, "jsonl") == ({"record_id": "mine"}, {"encoding": "utf-8", "record_id": "d2"})
+    assert split_metadata(json.dumps({"record_id": "x"}), "markdown") == ({"record_id": "x"}, {})
+    new = stored_metadata({"record_id": "mine"}, {"encoding": "utf-8", "record_id": "d2"})
+    assert split_metadata(new, "jsonl") == ({"record_id": "mine"}, {"encoding": "utf-8", "record_id": "d2"})
 
 
 # ---------------------------------------------------------------- an HTML page's date: stated, never guessed

@@ -6,7 +6,7 @@
   a shard read on a Dask worker (its tasks run here, through the worker's own functions), every vector kind;
 - embedders (``citeline.model.embedding``: ``Embedder``, ``QueryEncoder``): the torch, ONNX and int8 backends of
   ``SentenceTransformerEmbedder``, the ONNX query encoder, the tests' ``HashEmbedder``;
-- ingest targets (``citeline.ingest``: ``Target``, ``Writer``): a plain ``Index`` and a ``ShardedIndex``; and the
+- ingest targets (``citeline.ingest``: ``WrittenIndex``, ``Writer``): a plain ``Index`` and a ``ShardedIndex``; and the
   committers ``pipeline.run`` hands its plan to (``citeline.ingest.targets.IngestTarget``): ``LocalCommits`` of a
   plain index, ``ShardCommits`` of a sharded root.
 
@@ -34,7 +34,7 @@ from conftest import LEGACY, HashEmbedder
 
 from citeline import Index
 from citeline.errors import IndexMismatchError, SettingsError
-from citeline.ingest.embed_step import Target
+from citeline.ingest.embed_step import WrittenIndex
 from citeline.ingest.pipeline import LocalCommits, Steps
 from citeline.ingest.removal import Writer
 from citeline.ingest.targets import IngestTarget
@@ -53,7 +53,7 @@ from citeline.vectors.segments import SegmentedVectors
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS: list[type] = [SnapshotReader, LexicalReader, LexicalShard, VectorReader, VectorIndex]
-PROTOCOLS += [Embedder, QueryEncoder, Target, Writer, IngestTarget]
+PROTOCOLS += [Embedder, QueryEncoder, WrittenIndex, Writer, IngestTarget]
 
 #: Every implementation of each Protocol, by class name (the completeness check below finds the classes of
 #: citeline/ that define a Protocol's methods, and each must be here).
@@ -65,7 +65,7 @@ IMPLEMENTATIONS: dict[type, set[str]] = {
     VectorIndex: {cls.__name__ for cls in KINDS.values()},
     Embedder: {"SentenceTransformerEmbedder", "HashEmbedder"},
     QueryEncoder: {"OnnxEncoder", "SentenceTransformerEmbedder", "HashEmbedder"},
-    Target: {"Index", "ShardedIndex"},
+    WrittenIndex: {"Index", "ShardedIndex"},
     Writer: {"Index", "ShardedIndex"},
     IngestTarget: {"LocalCommits", "ShardCommits"},
 }
@@ -134,7 +134,7 @@ def _objects(built: dict[str, Any]) -> list[tuple[type, str, Any]]:
         real = SentenceTransformerEmbedder(backend=backend)  # nothing is loaded until used
         found += [(Embedder, backend, real), (QueryEncoder, backend, real)]
     for label, index in (("plain", built["plain"]), ("sharded", built["sharded"])):
-        found += [(Target, label, index), (Writer, label, index)]
+        found += [(WrittenIndex, label, index), (Writer, label, index)]
     found += [(IngestTarget, "plain", LocalCommits(built["plain"], Steps()))]
     found += [(IngestTarget, "sharded", ShardCommits(built["sharded"], "threads"))]
     return found

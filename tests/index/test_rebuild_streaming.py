@@ -12,12 +12,12 @@ import pytest
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.lexical.segments import SEGMENT_ARRAYS, Segment, SegmentedIndex, load
+from citeline.lexical.segments import SEGMENT_ARRAYS, Segment, SegmentedIndex, load_folder
 from citeline.store import catalog, full_build, generation
 from citeline.store.lexical_files import bm25_path
-from citeline.vectors import flat_files, ivf_build
+from citeline.vectors import flat_files
 from citeline.vectors.flat import FlatIndex
-from citeline.vectors.ivf import IVFIndex
+from citeline.vectors.ivf import IVFIndex, build
 
 QUERIES = ("garrison river bridge", "quokka census island", "the", "dawn pass", "Rottnest")
 
@@ -29,7 +29,7 @@ def _clustered(count: int, dimension: int, seed: int = 7) -> np.ndarray:
     return (data / np.linalg.norm(data, axis=1, keepdims=True)).astype(np.float32)
 
 
-@pytest.mark.parametrize(("kind", "writer"), [(FlatIndex, flat_files.write_built), (IVFIndex, ivf_build.write_built)])
+@pytest.mark.parametrize(("kind", "writer"), [(FlatIndex, flat_files.write_built), (IVFIndex, build.write_built)])
 @pytest.mark.parametrize("count", [0, 1, 300, 6000])
 def test_streamed_vector_files_are_the_in_memory_builds(tmp_path: Path, kind, writer, count: int) -> None:
     dimension = 16
@@ -121,7 +121,7 @@ def test_a_rebuild_in_batches_ranks_exactly_as_before(
     monkeypatch.setattr(full_build, "VECTOR_BATCH", 7)
     monkeypatch.setattr(full_build, "TEXT_BATCH", 9)
     monkeypatch.setattr(flat_files, "SPAN_ROWS", 11)
-    monkeypatch.setattr(ivf_build, "SPAN_ROWS", 11)
+    monkeypatch.setattr(build, "SPAN_ROWS", 11)
     report = index.rebuild()
     assert report.ok, report
     after = _results(Index.open(index.path, embedder=HashEmbedder()))
@@ -132,7 +132,7 @@ def test_a_rebuild_in_batches_ranks_exactly_as_before(
     meta = generation.read_meta(index.path)
     assert meta["vector_deltas"] == [] and len(meta["lexical_segments"]) == 1
     assert meta["faiss_sha256"] == generation.read_meta(reference)["faiss_sha256"]  # the same vector file
-    lexical = load(bm25_path(index.path, int(meta["generation"])))
+    lexical = load_folder(bm25_path(index.path, int(meta["generation"])))
     assert isinstance(lexical, SegmentedIndex) and len(lexical.parts) == 1
     expected = Segment.build(ids, texts)
     for name in SEGMENT_ARRAYS:

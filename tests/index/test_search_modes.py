@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from citeline import Index, IndexRepairedWarning, QueryError
 from citeline.cli.main import cli
-from citeline.lexical import segments as lexical_segments
 from citeline.lexical.analyzer import LexicalIndex, analyze
+from citeline.lexical.segments import load_folder
 from citeline.query.plan import Fusion
 from citeline.store import generation
 
@@ -142,7 +142,7 @@ def test_lexical_allowed_returns_k_whenever_k_allowed_chunks_match() -> None:
 def test_bm25_folder_per_generation_and_old_ones_removed(seeded: Index, seeds_dir, tmp_path) -> None:
     assert sorted(p.name for p in seeded.path.glob("bm25.*")) == ["bm25.1"]
     assert np.array_equal(
-        lexical_segments.load(generation.bm25_path(seeded.path, 1)).chunk_ids,
+        load_folder(generation.bm25_path(seeded.path, 1)).chunk_ids,
         np.sort(seeded.snapshot().lexical.chunk_ids),
     )
     # A changed document publishes generation 2 with a new BM25 folder; a new term becomes searchable.

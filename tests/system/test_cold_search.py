@@ -102,7 +102,7 @@ NOT_ON_THE_SEARCH_PATH = (
     "citeline.ingest.pipeline",
     "citeline.store.full_build",
     "citeline.vectors.ivf",
-    "citeline.vectors.ivf_build",
+    "citeline.vectors.ivf.build",
     "citeline.vectors.hnsw",
     "citeline.model.chunking",
     "citeline.ingest.planning",

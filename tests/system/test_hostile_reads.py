@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _mcp_wire import Wire, hash_server  # the least MCP client, one JSON-RPC line each way
 from _worst_values import DOCUMENTS, NASTY, WORD, worst_folder, worst_records
 from click.testing import CliRunner
 from conftest import HashEmbedder
 from fastapi.testclient import TestClient
-from test_mcp import _Wire  # the least MCP client, one JSON-RPC line each way
 
 from citeline import Index
 from citeline.cli.main import cli
@@ -98,7 +98,7 @@ def test_the_http_api_reads_back_every_stored_value(hostile: Index) -> None:
         assert client.get("/", params={"q": WORD, "mode": "lexical"}).status_code == 200
 
 
-def _call(wire: _Wire, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _call(wire: Wire, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     # One tool call, answered with a result that is not an error.
     answer = wire.ask("tools/call", {"name": tool, "arguments": arguments})
     assert "result" in answer, answer
@@ -109,17 +109,13 @@ def _call(wire: _Wire, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def wire(hostile: Index) -> Iterator[_Wire]:
-    code = (
-        "from conftest import HashEmbedder; from citeline.server import serve_mcp_stdio; "
-        f"serve_mcp_stdio({str(hostile.path)!r}, embedder=HashEmbedder())"
-    )
-    client = _Wire(code)
+def wire(hostile: Index) -> Iterator[Wire]:
+    client = Wire(hash_server(hostile.path))
     yield client
     client.close()
 
 
-def test_the_mcp_tools_read_back_every_stored_value(hostile: Index, wire: _Wire) -> None:
+def test_the_mcp_tools_read_back_every_stored_value(hostile: Index, wire: Wire) -> None:
     found = _call(wire, "search", {"query": WORD, "k": 20, "mode": "lexical"})
     assert len(found["structuredContent"]["results"]) >= 5
     listed = _call(wire, "list_documents", {"limit": 100})
@@ -135,7 +131,7 @@ def test_the_mcp_tools_read_back_every_stored_value(hostile: Index, wire: _Wire)
 def test_an_index_written_before_the_bounds_reads_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An index written before the door's bounds may hold metadata nested 500 deep (9734f94 accepted it, and then
     every read of the index failed): readers cut what is nested past the bound (``store.metadata.TOO_DEEP``)."""
-    from citeline.sources import document as door
+    from citeline.sources import document
     from citeline.store.metadata import TOO_DEEP
 
     deep: Any = 1
@@ -145,7 +141,7 @@ def test_an_index_written_before_the_bounds_reads_back(tmp_path: Path, monkeypat
     docs.mkdir()
     (docs / "old.jsonl").write_text(json.dumps({"id": "deep", "text": f"An old deep record at the {WORD}.", "m": deep}))
     with monkeypatch.context() as before:
-        before.setattr(door, "metadata_problem", lambda metadata: None)  # the door as it was
+        before.setattr(document, "metadata_problem", lambda metadata: None)  # the door as it was
         index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
         assert index.ingest([docs]).added == 1
     (stored,) = index.documents()

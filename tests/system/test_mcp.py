@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -18,10 +17,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import _mcp_wire
 import anyio
 import httpx
 import pytest
 from _common import DAMAGE, examples
+from _mcp_wire import Wire, hash_server
 from conftest import REPO, SEEDS, HashEmbedder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -64,7 +65,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    return _mcp_wire.env()
 
 
 def _cli(*args: str) -> StdioServerParameters:
@@ -717,51 +718,9 @@ def tool_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     return name, arguments
 
 
-class _Wire:
-    """A client of the least kind on ``citeline mcp``'s stdio: a JSON line out, a line back, each within a minute."""
-
-    def __init__(self, code: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code], env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        self.pending = b""
-        self.ids = iter(range(1, 10**9))
-        assert "result" in self.ask("initialize", _HANDSHAKE[0]["params"])
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-
-    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        request_id = next(self.ids)
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + 60
-        while b"\n" not in self.pending:
-            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            assert ready, f"no answer to {method} {params!r} within 60 s"
-            chunk = os.read(self.process.stdout.fileno(), 1 << 20)
-            assert chunk, f"the server ended on {method} {params!r}"
-            self.pending += chunk
-        line, self.pending = self.pending.split(b"\n", 1)
-        answer: dict[str, Any] = json.loads(line)
-        assert answer.get("id") == request_id, answer
-        return answer
-
-    def close(self) -> None:
-        self.process.kill()
-        self.process.wait(30)
-
-
 @pytest.fixture(scope="module")
-def wire(index: Index) -> Iterator[_Wire]:
-    code = (
-        "from conftest import HashEmbedder; from citeline.server import serve_mcp_stdio; "
-        f"serve_mcp_stdio({str(index.path)!r}, embedder=HashEmbedder())"
-    )
-    client = _Wire(code)
+def wire(index: Index) -> Iterator[Wire]:
+    client = Wire(hash_server(index.path))
     yield client
     client.close()
 
@@ -773,7 +732,7 @@ def wire(index: Index) -> Iterator[_Wire]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(call=tool_calls())
-def test_any_arguments_get_an_answer_never_a_crash(wire: _Wire, call: tuple[str, dict[str, Any]]) -> None:
+def test_any_arguments_get_an_answer_never_a_crash(wire: Wire, call: tuple[str, dict[str, Any]]) -> None:
     """Random arguments to every tool, as a confused agent may send them, each answered: a result, a tool error of
     one line (never a traceback, never damage on this healthy index), or JSON-RPC's own error for arguments that
     are not an object of text (a lone surrogate escape is a parse error for the request's id); the server lives on."""

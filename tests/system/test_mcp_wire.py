@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -19,9 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
+from _mcp_wire import Wire, env, hash_server
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_mcp import _HANDSHAKE, _env, _index, mcp_process
+from test_mcp import _HANDSHAKE, _index, mcp_process
 from test_server import _free_port, _when_up
 
 from citeline import Index
@@ -35,47 +35,19 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
     return _index(tmp_path_factory.mktemp("wire"))
 
 
-class _Lines:
+class _Lines(Wire):
     """``citeline mcp`` in a subprocess, spoken to one raw line at a time."""
 
     def __init__(self, index: Index) -> None:
-        code = (
-            "from conftest import HashEmbedder; from citeline.server import serve_mcp_stdio; "
-            f"serve_mcp_stdio({str(index.path)!r}, embedder=HashEmbedder())"
-        )
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code], env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        self.pending = b""
+        super().__init__(hash_server(index.path))
         self.pings = 0
-        self.send(json.dumps(_HANDSHAKE[0]).encode())
-        assert "result" in self.answer()
-        self.send(json.dumps(_HANDSHAKE[1]).encode())
-
-    def send(self, line: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + b"\n")
-        self.process.stdin.flush()
-
-    def answer(self, within: float = 60) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + within
-        while b"\n" not in self.pending:
-            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            assert ready, f"no answer within {within} s"
-            chunk = os.read(self.process.stdout.fileno(), 1 << 20)
-            assert chunk, "the server ended"
-            self.pending += chunk
-        line, self.pending = self.pending.split(b"\n", 1)
-        answer: dict[str, Any] = json.loads(line)
-        return answer
 
     def answers_to(self, line: bytes) -> list[dict[str, Any]]:
         """The answers to ``line``: what comes back before the answer to a ping sent right after it."""
         self.pings += 1
         ping = f"ping-{self.pings}"
-        self.send(line)
-        self.send(json.dumps({"jsonrpc": "2.0", "id": ping, "method": "ping"}).encode())
+        self.send_line(line)
+        self.send({"jsonrpc": "2.0", "id": ping, "method": "ping"})
         answers = []
         while (answer := self.answer()).get("id") != ping:
             answers.append(answer)
@@ -87,8 +59,7 @@ class _Lines:
 def wire(index: Index) -> Iterator[_Lines]:
     client = _Lines(index)
     yield client
-    client.process.kill()
-    client.process.wait(30)
+    client.close()
 
 
 def _deep(depth: int, inner: str = "1") -> str:
@@ -220,7 +191,7 @@ def test_an_http_client_that_disconnects_mid_body_is_one_log_line_and_bad_bodies
     with log.open("wb") as sink:
         server = subprocess.Popen(
             [sys.executable, "-m", "citeline.cli.main", "serve", "--index", str(index.path), "--port", str(port)],
-            env=_env(),
+            env=env(),
             stdout=sink,
             stderr=subprocess.STDOUT,
         )

@@ -42,9 +42,10 @@ ALLOWED = {
     # the stdlib ProcessPoolExecutor's worker processes (not public): a stop is passed on to each
     ("citeline/sharding/runs.py", "getattr(executor, '_processes', None)"): "stdlib executor",
     # s3fs's paged ListObjectsV2 (not public API): listing a page at a time holds one page's keys, not the bucket's;
-    # an s3fs without it is listed with fsspec's find, and req_kw (requester-pays and the like) is passed if set
-    ("citeline/sources/remote.py", "hasattr(fs, '_list_pages')"): "s3fs internals",
-    ("citeline/sources/remote.py", "getattr(fs, 'req_kw', {})"): "s3fs internals",
+    # an s3fs without the members it calls (s3.PRIVATE_MEMBERS) is listed with fsspec's find, and req_kw
+    # (requester-pays and the like) is passed if set
+    ("citeline/sources/s3.py", "hasattr(fs, name)"): "s3fs internals",
+    ("citeline/sources/s3.py", "getattr(fs, 'req_kw', {})"): "s3fs internals",
     # an OSError carries errno; the other exceptions a failed commit may raise do not
     ("citeline/store/generation.py", "getattr(exc, 'errno', None)"): "exception",
     # a FAISS index read from a file: whether it is an IndexIDMap2 is the file's content, checked before use

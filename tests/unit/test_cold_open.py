@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from citeline.errors import IndexCorruptError
-from citeline.vectors import ivf
-from citeline.vectors.ivf import IVFIndex
+from citeline.vectors.ivf import IVFIndex, index
 
 DIMENSION = 16
 
@@ -64,7 +63,7 @@ def test_ivf_file_without_the_table_is_read_by_walking_its_lists(tmp_path: Path)
     ids, vectors = _data(800)
     built = IVFIndex.build(ids, vectors, DIMENSION)
     path = tmp_path / "old.ivf.faiss"
-    faiss.write_index(ivf._in_memory(built._ivf()), str(path))  # as written before the table (hash-table map)
+    faiss.write_index(index._in_memory(built._ivf()), str(path))  # as written before the table (hash-table map)
     loaded = IVFIndex.load(path)
     assert loaded._where[1] is not None
     assert np.array_equal(loaded.ids(), np.sort(ids))
@@ -85,8 +84,8 @@ def test_a_damaged_id_table_is_one_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "vectors.2.ivf.faiss"
     IVFIndex.build(ids, vectors, DIMENSION).save(path)
     data = bytearray(path.read_bytes())
-    footer = ivf._FOOTER.unpack(bytes(data[-ivf._FOOTER.size :]))
-    data[-ivf._FOOTER.size :] = ivf._FOOTER.pack(footer[0], footer[1] + 1, footer[2], footer[3])
+    footer = index._FOOTER.unpack(bytes(data[-index._FOOTER.size :]))
+    data[-index._FOOTER.size :] = index._FOOTER.pack(footer[0], footer[1] + 1, footer[2], footer[3])
     path.write_bytes(bytes(data))
     with pytest.raises(IndexCorruptError, match="id table"):
         IVFIndex.load(path)

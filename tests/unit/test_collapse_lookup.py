@@ -107,7 +107,7 @@ def test_lookup_equals_its_definition(seed: int, k: int, terms: int, min_share: 
 
 def test_lookup_analyses_words_as_the_lexical_index_does(monkeypatch: pytest.MonkeyPatch) -> None:
     # Words are analysed once each and kept (a full cache is replaced): the terms stay analyze()'s, ASCII or not.
-    import citeline.lexical.lookup as lookup_module
+    from citeline.lexical import lookup
     from citeline.lexical.analyzer import TOKEN_PATTERN
 
     texts = [
@@ -116,11 +116,11 @@ def test_lookup_analyses_words_as_the_lexical_index_does(monkeypatch: pytest.Mon
         "Café naïve Ünïcode words and the same words again: running",
     ]
     for text in texts:
-        assert lookup_module._words(text) == set(TOKEN_PATTERN.findall(text.lower()))
+        assert lookup._words(text) == set(TOKEN_PATTERN.findall(text.lower()))
     index, *_ = corpus(0)
-    lookup = lookup_module.RareTermLookup(index._lookup.scorer)
+    rare = lookup.RareTermLookup(index._lookup.scorer)
     expected = [np.array(sorted(set(term_hashes(words).tolist())), dtype=np.uint64) for words in analyze(texts)]
-    monkeypatch.setattr(lookup_module, "HASH_CACHE", 20)  # every call overflows the cache
+    monkeypatch.setattr(lookup, "HASH_CACHE", 20)  # every call overflows the cache
     for _ in range(2):
-        got = lookup._text_hashes(texts)
+        got = rare._text_hashes(texts)
         assert [found.tolist() for found in got] == [found.tolist() for found in expected]

@@ -1,4 +1,4 @@
-"""The fast-scan codes of large ``ivf`` files (``citeline.vectors.ivf_codes``): written as FAISS would encode them,
+"""The fast-scan codes of large ``ivf`` files (``citeline.vectors.ivf.codes``): written as FAISS would encode them,
 invisible to a reader that does not know them, searched with an exact re-rank, kept through compactions."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from citeline.errors import IndexCorruptError
-from citeline.vectors import ivf_codes, ivf_table
-from citeline.vectors.ivf import IVFIndex
+from citeline.vectors.ivf import IVFIndex, codes, table
 
 DIMENSION = 32
 
@@ -26,8 +25,8 @@ def _clustered(n: int, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.fixture
 def small_codes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ivf_codes, "MIN_VECTORS", 1_000)
-    monkeypatch.setattr(ivf_codes, "RERANK", 200)
+    monkeypatch.setattr(codes, "MIN_VECTORS", 1_000)
+    monkeypatch.setattr(codes, "RERANK", 200)
 
 
 def _exact(ids: np.ndarray, vectors: np.ndarray, query: np.ndarray, k: int) -> list[int]:
@@ -45,7 +44,7 @@ def test_codes_are_what_faiss_add_writes(tmp_path: Path, small_codes: None) -> N
     # The same quantizer and PQ, every vector added by FAISS itself (which assigns each to its list again), in the
     # file's list order: the packed blocks must be the same bytes.
     assert written.by_residual  # codes of the residuals to each list's centroid
-    reference = ivf_codes._empty(faiss.clone_index(loaded._ivf().quantizer), DIMENSION, loaded.nlist)
+    reference = codes._empty(faiss.clone_index(loaded._ivf().quantizer), DIMENSION, loaded.nlist)
     reference.pq = written.pq
     reference.is_trained = True
     in_lists = loaded._in_list_order()
@@ -73,18 +72,16 @@ def test_a_file_with_codes_is_the_old_file_plus_a_section_old_readers_skip(
     ids, vectors = _clustered(3_000)
     built = IVFIndex.build(ids, vectors, DIMENSION)
     built.save(tmp_path / "plain")  # below MIN_VECTORS: the file main's code wrote
-    monkeypatch.setattr(ivf_codes, "MIN_VECTORS", 1_000)
+    monkeypatch.setattr(codes, "MIN_VECTORS", 1_000)
     built.save(tmp_path / "coded")
     plain, coded = (tmp_path / "plain").read_bytes(), (tmp_path / "coded").read_bytes()
-    table_at = ivf_table.table_offset(tmp_path / "coded")
-    where = ivf_codes.locate(tmp_path / "coded", table_at)
-    assert (
-        where is not None and ivf_codes.locate(tmp_path / "plain", ivf_table.table_offset(tmp_path / "plain")) is None
-    )
+    table_at = table.table_offset(tmp_path / "coded")
+    where = codes.locate(tmp_path / "coded", table_at)
+    assert where is not None and codes.locate(tmp_path / "plain", table.table_offset(tmp_path / "plain")) is None
     offset, _ = where
     stripped = coded[:offset] + coded[table_at:]
-    footer = ivf_table._FOOTER.unpack(stripped[-ivf_table._FOOTER.size :])
-    stripped = stripped[: -ivf_table._FOOTER.size] + ivf_table._FOOTER.pack(footer[0], footer[1], offset, footer[3])
+    footer = table._FOOTER.unpack(stripped[-table._FOOTER.size :])
+    stripped = stripped[: -table._FOOTER.size] + table._FOOTER.pack(footer[0], footer[1], offset, footer[3])
     assert stripped == plain
     # FAISS itself reads the file with codes as the plain IVF file it starts with.
     assert faiss.read_index(str(tmp_path / "coded")).ntotal == len(ids)
@@ -140,7 +137,7 @@ def test_damaged_codes_are_one_clear_error(tmp_path: Path, small_codes: None) ->
     ids, vectors = _clustered(2_000)
     path = tmp_path / "vectors.3.ivf.faiss"
     IVFIndex.build(ids, vectors, DIMENSION).save(path)
-    offset, _ = ivf_codes.locate(path, ivf_table.table_offset(path)) or (0, 0)
+    offset, _ = codes.locate(path, table.table_offset(path)) or (0, 0)
     data = bytearray(path.read_bytes())
     data[offset : offset + 4] = b"junk"
     path.write_bytes(bytes(data))

@@ -174,7 +174,7 @@ def test_ivf_files_are_written_as_faiss_writes_them(tmp_path: Path) -> None:
     old.save(tmp_path / "streamed")  # memory-mapped lists: written list by list
     import faiss
 
-    from citeline.vectors.ivf import _NO_MAP, _append_table, _in_memory
+    from citeline.vectors.ivf.index import _NO_MAP, _append_table, _in_memory
 
     faiss.write_index(_in_memory(old._ivf(), direct_map=_NO_MAP), str(tmp_path / "faiss"))
     _append_table(tmp_path / "faiss")
@@ -331,13 +331,13 @@ def test_tombstones_among_the_first_answer_are_asked_for_again(
 
 
 def test_ivf_with_codes_keeps_the_contract(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A large ivf file carries fast-scan codes (``ivf_codes``; the size threshold lowered here): exact ids and
+    """A large ivf file carries fast-scan codes (``ivf.codes``; the size threshold lowered here): exact ids and
     vectors, exact scores best first, filtered search with k allowed results, tombstones and deltas on top, and a
     compaction that writes codes again."""
-    from citeline.vectors import ivf_codes
+    from citeline.vectors.ivf import codes
 
-    monkeypatch.setattr(ivf_codes, "MIN_VECTORS", 1_000)
-    monkeypatch.setattr(ivf_codes, "RERANK", 200)
+    monkeypatch.setattr(codes, "MIN_VECTORS", 1_000)
+    monkeypatch.setattr(codes, "RERANK", 200)
     ids, vectors = _clustered(6_000)
     IVFIndex.build(ids[:5_000], vectors[:5_000], 32).save(tmp_path / "vectors.1.ivf.faiss")
     base = IVFIndex.load(tmp_path / "vectors.1.ivf.faiss")

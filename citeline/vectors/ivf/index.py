@@ -4,8 +4,8 @@ The lists hold the float32 vectors themselves, so scores are exact inner product
 is exact (a hash-table direct map from chunk id to list and offset), and one FAISS file is the whole index, read
 memory-mapped (``IO_FLAG_MMAP`` maps the lists: opening a 1M-vector file costs milliseconds and no resident
 memory). At 1M x 384 the raw lists are 1.5 GB on disk, and each search reads a tenth of them, memory-bound; so a
-file of at least ``ivf_codes.MIN_VECTORS`` also carries 4-bit fast-scan PQ codes of its lists
-(``citeline.vectors.ivf_codes``: 96 bytes a vector), which an unfiltered search scans deeper and re-ranks exactly
+file of at least ``codes.MIN_VECTORS`` also carries 4-bit fast-scan PQ codes of its lists
+(``citeline.vectors.ivf.codes``: 96 bytes a vector), which an unfiltered search scans deeper and re-ranks exactly
 from the raw vectors, for less CPU at the same recall (figures: docs/scale.md#choices-measured-in-the-code).
 
 The file ends with an *id table* after FAISS's own bytes (FAISS reads what it wrote and ignores the rest): every
@@ -39,22 +39,22 @@ import numpy as np
 
 from citeline.errors import IndexCorruptError
 from citeline.util.arrays import positions_of, positions_of_all
-from citeline.vectors import ivf_codes, ivf_files
 from citeline.vectors.approximate import ApproximateIndex
 from citeline.vectors.base import vector_index
-from citeline.vectors.ivf_calibration import (  # the nprobe rule and calibration, re-exported here
+from citeline.vectors.ivf import codes, files
+from citeline.vectors.ivf.calibration import (  # the nprobe rule and calibration, re-exported here
     CALIBRATION_QUERIES as CALIBRATION_QUERIES,
 )
-from citeline.vectors.ivf_calibration import (
+from citeline.vectors.ivf.calibration import (
     CALIBRATION_RECALL as CALIBRATION_RECALL,
 )
-from citeline.vectors.ivf_calibration import (
+from citeline.vectors.ivf.calibration import (
     NPROBE_FRACTION as NPROBE_FRACTION,
 )
-from citeline.vectors.ivf_calibration import (
+from citeline.vectors.ivf.calibration import (
     NPROBE_MIN as NPROBE_MIN,
 )
-from citeline.vectors.ivf_calibration import (
+from citeline.vectors.ivf.calibration import (
     QUERY_NPROBE_FACTOR,
     calibrated,
     calibrated_nprobe,
@@ -62,13 +62,13 @@ from citeline.vectors.ivf_calibration import (
     exact_neighbours,
     nprobe_for,
 )
-from citeline.vectors.ivf_table import (  # the id table (moved out; the tests and callers use these names here)
+from citeline.vectors.ivf.table import (  # the id table (moved out; the tests and callers use these names here)
     _FOOTER as _FOOTER,
 )
-from citeline.vectors.ivf_table import (
+from citeline.vectors.ivf.table import (
     _append_table as _append_table,
 )
-from citeline.vectors.ivf_table import (
+from citeline.vectors.ivf.table import (
     _float_rows,
     _list_positions,
     _mapped_region,
@@ -111,9 +111,9 @@ class IVFIndex(ApproximateIndex):
     nprobe: int | None = None
     #: The file the lists are memory-mapped from (None for an index built in memory).
     _path: Path | None = None
-    #: The file's fast-scan codes (``ivf_codes``; None for a small file, an older one, or lists in memory), and
+    #: The file's fast-scan codes (``codes``; None for a small file, an older one, or lists in memory), and
     #: whether unfiltered searches use them (bench/ann.py compares both on one file).
-    _codes: ivf_codes.Codes | None = None
+    _codes: codes.Codes | None = None
     use_codes = True
 
     def __init__(self, index: Any, table: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None):
@@ -171,13 +171,13 @@ class IVFIndex(ApproximateIndex):
         _no_prefetch(faiss.extract_index_ivf(index).invlists)
         loaded = cls(index, _read_table(path, int(index.ntotal)))
         loaded._path = path
-        if where := ivf_codes.locate(path, table_offset(path)):
-            loaded._codes = ivf_codes.Codes(path, where)
+        if where := codes.locate(path, table_offset(path)):
+            loaded._codes = codes.Codes(path, where)
         return loaded
 
     def save(self, path: Path) -> None:
         """Write the FAISS file without its direct map, then the id table (see the module docstring): list by
-        list (``ivf_files``), so neither in-memory nor memory-mapped lists are copied whole."""
+        list (``files``), so neither in-memory nor memory-mapped lists are copied whole."""
         self._write(path, np.zeros(0, np.int64), np.zeros((0, self.dimension), np.float32), np.zeros(0, np.int64))
 
     def _search(
@@ -186,7 +186,7 @@ class IVFIndex(ApproximateIndex):
         # The nprobe measured when the lists were trained (stored in the file), never below the fixed rule.
         measured = max(nprobe_for(self.nlist), int(self._ivf().nprobe))
         if selector is None and self._codes is not None and self.use_codes:
-            return self._reranked(vector, k, ivf_codes.NPROBE_FACTOR * (self.nprobe or measured) * effort)
+            return self._reranked(vector, k, codes.NPROBE_FACTOR * (self.nprobe or measured) * effort)
         nprobe = min(self.nlist, (self.nprobe or measured * QUERY_NPROBE_FACTOR) * effort)
         if allowed is not None:
             nprobe = self._filtered_nprobe(vector, allowed, nprobe)
@@ -264,7 +264,7 @@ class IVFIndex(ApproximateIndex):
         return IVFIndex(index)
 
     def write_updated(self, path: Path, add_ids: np.ndarray, add_vectors: np.ndarray, remove_ids: np.ndarray) -> int:
-        """Write what :meth:`updated` returns straight to ``path``, list by list (``ivf_files``): memory holds a
+        """Write what :meth:`updated` returns straight to ``path``, list by list (``files``): memory holds a
         span of lists and the added vectors, not the index. Returns the number of vectors written."""
         add_ids = np.ascontiguousarray(add_ids, dtype=np.int64)
         added = np.ascontiguousarray(np.asarray(add_vectors, dtype=np.float32).reshape(-1, self.dimension))
@@ -280,18 +280,18 @@ class IVFIndex(ApproximateIndex):
         empty = _empty_like(self._ivf())
         blocks = [
             *self._kept_blocks(remove, None),
-            ivf_files.Block(add_ids, ivf_files.assigned(empty.quantizer, added), lambda: added),
+            files.Block(add_ids, files.assigned(empty.quantizer, added), lambda: added),
         ]
         kept = self._codes.index().pq if self._codes is not None else None  # the same centroids: the same PQ
         return self._written(path, empty, blocks, kept)
 
     @staticmethod
-    def _written(path: Path, empty: Any, blocks: list[ivf_files.Block], pq: Any = None) -> int:
-        """Write the lists (``ivf_files``), their codes if the file is large (``ivf_codes``, with ``pq`` if given),
+    def _written(path: Path, empty: Any, blocks: list[files.Block], pq: Any = None) -> int:
+        """Write the lists (``files``), their codes if the file is large (``codes``, with ``pq`` if given),
         then the id table from where the lists were written."""
-        ids, starts, numbers = ivf_files.write(path, empty, blocks)
-        if ivf_codes.wanted(len(ids), int(empty.d)):
-            ivf_codes.append(path, pq)
+        ids, starts, numbers = files.write(path, empty, blocks)
+        if codes.wanted(len(ids), int(empty.d)):
+            codes.append(path, pq)
         _write_table(path, ids, starts, numbers, int(starts[0] % 4) if len(starts) else 0)
         return len(ids)
 
@@ -302,22 +302,22 @@ class IVFIndex(ApproximateIndex):
             return self._sorted_ids[np.argsort(self._rows[1], kind="stable")]
         return self._sorted_ids[np.lexsort((offsets, numbers))]
 
-    def _kept_blocks(self, remove: np.ndarray, quantizer: Any) -> Iterator[ivf_files.Block]:
+    def _kept_blocks(self, remove: np.ndarray, quantizer: Any) -> Iterator[files.Block]:
         """A block per span of lists without the ``remove`` ids: each vector in its list (or re-assigned by
         ``quantizer``, which reads the span once to assign it and once more when it is written)."""
         ivf, done = self._ivf(), 0
         ordered = self._in_list_order()
-        for numbers, sizes in ivf_files.list_spans(ivf):
+        for numbers, sizes in files.list_spans(ivf):
             ids = ordered[done : done + int(sizes.sum())]
             done += len(ids)
             kept = ~np.isin(ids, remove) if len(remove) else np.ones(len(ids), bool)
             read = self._span_reader(numbers, ids, kept)
-            lists = np.repeat(numbers, sizes)[kept] if quantizer is None else ivf_files.assigned(quantizer, read())
-            yield ivf_files.Block(ids[kept], lists, read)
+            lists = np.repeat(numbers, sizes)[kept] if quantizer is None else files.assigned(quantizer, read())
+            yield files.Block(ids[kept], lists, read)
 
     def _span_reader(self, numbers: np.ndarray, ids: np.ndarray, kept: np.ndarray) -> Callable[[], np.ndarray]:
         def read() -> np.ndarray:
-            found, vectors = ivf_files.read_lists(self._ivf(), self._path, numbers)
+            found, vectors = files.read_lists(self._ivf(), self._path, numbers)
             if not np.array_equal(found, ids):
                 raise IndexCorruptError(f"{self._path} changed while it was read; run `citeline rebuild`")
             return vectors[kept]
@@ -334,7 +334,7 @@ class IVFIndex(ApproximateIndex):
         picked = np.zeros(size, bool)
         picked[wanted] = True
         sample, own, done = [], [], 0
-        for block in [*self._kept_blocks(remove, None), ivf_files.Block(add_ids, add_ids, lambda: added)]:
+        for block in [*self._kept_blocks(remove, None), files.Block(add_ids, add_ids, lambda: added)]:
             chosen = picked[done : done + len(block.ids)]
             done += len(block.ids)
             if chosen.any():
@@ -347,7 +347,7 @@ class IVFIndex(ApproximateIndex):
         queries, query_ids = np.ascontiguousarray(data[queries_at]), sample_ids[queries_at]
         del data, sample
         blocks = [*self._kept_blocks(remove, empty.quantizer)]
-        blocks.append(ivf_files.Block(add_ids, ivf_files.assigned(empty.quantizer, added), lambda: added))
+        blocks.append(files.Block(add_ids, files.assigned(empty.quantizer, added), lambda: added))
         empty.set_direct_map_type(_NO_MAP)  # files hold the id table instead (its lists are empty: nothing to map)
         written = self._written(path, empty, blocks)
         if nlist > nprobe_for(nlist) and size > 11:
@@ -357,7 +357,7 @@ class IVFIndex(ApproximateIndex):
             lists = np.concatenate([block.lists for block in blocks])[by_id]
             where = lists[np.searchsorted(ids, np.maximum(neighbours, 0), sorter=by_id)]
             nprobe = calibrated(empty.quantizer, nlist, queries, query_ids, neighbours, where)
-            ivf_files.set_nprobe(path, nlist, nprobe)
+            files.set_nprobe(path, nlist, nprobe)
         return written
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from citeline.vectors import ivf_files
+from citeline.vectors.ivf import files
 
 __all__ = [
     "CALIBRATION_QUERIES",
@@ -46,7 +46,7 @@ CALIBRATION_QUERIES = 64
 CALIBRATION_RECALL = 0.97
 #: The float scan probes this many times the measured nprobe, since stored vectors as queries overstate what real
 #: queries find: 2 lifts recall@10 at 100k past the target (docs/scale.md#choices-measured-in-the-code). Large
-#: files search their codes instead (``ivf_codes.NPROBE_FACTOR``); a filtered search starts from this nprobe too.
+#: files search their codes instead (``codes.NPROBE_FACTOR``); a filtered search starts from this nprobe too.
 QUERY_NPROBE_FACTOR = 2
 
 
@@ -60,7 +60,7 @@ def calibrated_nprobe(index: Any, ids: np.ndarray, data: np.ndarray, k: int = 10
     neighbours = exact_neighbours(queries, [(ids, data)], k + 1)
     order = np.argsort(ids)
     rows = order[np.searchsorted(ids, neighbours, sorter=order)]
-    lists = ivf_files.assigned(index.quantizer, data[rows.reshape(-1)]).reshape(rows.shape)
+    lists = files.assigned(index.quantizer, data[rows.reshape(-1)]).reshape(rows.shape)
     return calibrated(index.quantizer, int(index.nlist), queries, ids[sample], neighbours, lists)
 
 

@@ -1,6 +1,6 @@
 """An ``ivf`` file's *id table* (see ``citeline.vectors.ivf``'s docstring): every id ascending, the row of its
 vector in the memory-mapped file and its list, appended after FAISS's bytes (FAISS reads what it wrote and ignores
-the rest), and the views of the mapped file that ``IVFIndex.vectors`` gathers from. (Moved out of ``ivf.py``.)
+the rest), and the views of the mapped file that ``IVFIndex.vectors`` gathers from. (Moved out of ``index.py``.)
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def _read_table(path: Path, count: int) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 def table_offset(path: Path) -> int | None:
     """Where the id table of the IVF file at ``path`` starts (what precedes it is FAISS's bytes and, from
-    ``citeline.vectors.ivf_codes``, a codes section); None for a file without the table."""
+    ``citeline.vectors.ivf.codes``, a codes section); None for a file without the table."""
     size = path.stat().st_size
     with path.open("rb") as handle:
         handle.seek(max(0, size - _FOOTER.size))

@@ -4,7 +4,7 @@
 out: at 1M x 384 that is the 1.5 GB array, its float32 copy and 1.5 GB of lists. :func:`write_built` writes the
 same file (byte for byte: ``tests/index/test_rebuild_streaming.py``) from a reader of rows in ascending id order: it
 trains on the same sample (the rows ``IVFIndex.build`` would pick, in the same order), assigns each span of rows to
-its list, writes the lists with ``ivf_files.write`` (each span read again when written), and measures nprobe on
+its list, writes the lists with ``files.write`` (each span read again when written), and measures nprobe on
 the written lists as ``calibrated_nprobe`` does, the exact neighbours found span by span. Memory holds the training
 sample (``nlist * TRAIN_PER_LIST`` rows: 240 MB at 1M vectors of 384 dimensions), the ids and lists (16 bytes a
 vector) and one span.
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from citeline.vectors import ivf_files
-from citeline.vectors.ivf import _NO_MAP, TRAIN_PER_LIST, IVFIndex, _trained, nlist_for
-from citeline.vectors.ivf_calibration import calibrated, calibration_sample, exact_neighbours, nprobe_for
+from citeline.vectors.ivf import files
+from citeline.vectors.ivf.calibration import calibrated, calibration_sample, exact_neighbours, nprobe_for
+from citeline.vectors.ivf.index import _NO_MAP, TRAIN_PER_LIST, IVFIndex, _trained, nlist_for
 
 #: Rows assigned and written per block (64k rows of 384 floats: 100 MB, read twice).
 SPAN_ROWS = 65_536
@@ -44,11 +44,11 @@ def write_built(
     blocks = []
     for start in range(0, count, span_rows):
         positions = np.arange(start, min(count, start + span_rows))
-        lists = ivf_files.assigned(empty.quantizer, rows(positions))
-        blocks.append(ivf_files.Block(ids[positions], lists, _reader(rows, positions)))
+        lists = files.assigned(empty.quantizer, rows(positions))
+        blocks.append(files.Block(ids[positions], lists, _reader(rows, positions)))
     written = IVFIndex._written(path, empty, blocks)
     if count:
-        ivf_files.set_nprobe(path, nlist, _nprobe(empty, ids, rows, blocks, nlist))
+        files.set_nprobe(path, nlist, _nprobe(empty, ids, rows, blocks, nlist))
     return written
 
 

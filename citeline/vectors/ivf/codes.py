@@ -29,8 +29,8 @@ import faiss
 import numpy as np
 
 from citeline.errors import IndexCorruptError
-from citeline.vectors import ivf_files
 from citeline.vectors.flat import faiss_threads
+from citeline.vectors.ivf import files
 
 #: Files of at least this many vectors carry codes. Below, the float scan costs about what the codes do (figures:
 #: docs/scale.md#choices-measured-in-the-code).
@@ -91,8 +91,8 @@ def append(path: Path, pq: Any = None) -> None:
     # One OpenMP thread: a list is a few hundred vectors, and FAISS's parallel regions per call cost more than they
     # save on two busy cores.
     with faiss_threads(0):
-        for numbers, sizes in ivf_files.list_spans(mapped):
-            ids, vectors = ivf_files.read_lists(mapped, path, numbers)
+        for numbers, sizes in files.list_spans(mapped):
+            ids, vectors = files.read_lists(mapped, path, numbers)
             for number, start, size in zip(numbers.tolist(), np.cumsum(sizes) - sizes, sizes.tolist(), strict=True):
                 single.reset()
                 single.add(centroids[number : number + 1])
@@ -115,8 +115,8 @@ def _sample(mapped: Any, path: Path) -> np.ndarray:
     rng = np.random.default_rng(1234)
     parts = [
         vectors[rng.random(len(vectors)) < share]
-        for numbers, _ in ivf_files.list_spans(mapped)
-        for _, vectors in [ivf_files.read_lists(mapped, path, numbers)]
+        for numbers, _ in files.list_spans(mapped)
+        for _, vectors in [files.read_lists(mapped, path, numbers)]
     ]
     return np.concatenate(parts) if parts else np.zeros((0, int(mapped.d)), np.float32)
 
