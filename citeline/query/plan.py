@@ -60,6 +60,7 @@ from citeline.query.works import (
     first_units,
     list_copies,
     merge_copies,
+    named_by_listed_copies,
     unit_count,
     unit_of,
     work_map,
@@ -573,13 +574,20 @@ def search(
     # Grouped after the floor: a document's passages below it are not listed, and its best passage above it leads.
     if request.group:
         kept = by_document(kept, request.k, unit_of(works))
+    # Only chunks the request may show: a published copy outside its filters (a token's scope among them) must never
+    # be shown in place of, or listed beside, a copy inside them.
+    allowed = snapshot.allowed_chunk_ids(request.filters) if works else None
     if works:
 
         def find(texts: Sequence[str]) -> list[list[int]]:
-            return snapshot.lexical.sharing_rare_terms(texts, COPY_LOOKUP_DEPTH, min_share=LOOKUP_MIN_SHARE)
+            return snapshot.lexical.sharing_rare_terms(
+                texts, COPY_LOOKUP_DEPTH, min_share=LOOKUP_MIN_SHARE, allowed=allowed
+            )
 
         kept = add_published_copies(kept, works, find, snapshot.doc_ids, fetch)
     kept = list_copies(kept) if request.group else kept
+    if allowed is not None:  # filtered: a work's id names only the copies the answer may list
+        kept = named_by_listed_copies(kept, works)
     return kept if request.highlight else [_unmarked(result) for result in kept]
 
 

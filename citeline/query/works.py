@@ -190,6 +190,35 @@ def list_copies(results: Sequence[SearchResult]) -> list[SearchResult]:
     return out
 
 
+def named_by_listed_copies(results: Sequence[SearchResult], works: Mapping[str, str]) -> list[SearchResult]:
+    """``results`` whose ``work_id`` fields name only copies the answer lists: for a filtered request (a token's scope
+    among the filters), a work's id is the smallest doc id among the copies a result lists, and None where it lists
+    one copy alone. The stored work id is the smallest doc id of *all* its copies, and a copy outside the filters
+    must not show through it (neither its id nor that it exists)."""
+    out = []
+    for result in results:
+        members: dict[str, list[str]] = {}
+        for source in result.sources:
+            work = works.get(source.doc_id)
+            if work is not None:
+                members.setdefault(work, []).append(source.doc_id)
+        if result.doc_id in works and not result.sources:
+            members.setdefault(works[result.doc_id], []).append(result.doc_id)
+        shown = {work: min(ids) if len(set(ids)) > 1 else None for work, ids in members.items()}
+
+        def visible(doc_id: str, shown: dict[str, str | None] = shown) -> str | None:
+            work = works.get(doc_id)
+            return None if work is None else shown.get(work)
+
+        sources = tuple(evolve(source, work_id=visible(source.doc_id)) for source in result.sources)
+        passages = tuple(
+            evolve(passage, sources=tuple(evolve(s, work_id=visible(s.doc_id)) for s in passage.sources))
+            for passage in result.more_passages
+        )
+        out.append(evolve(result, work_id=visible(result.doc_id), sources=sources, more_passages=passages))
+    return out
+
+
 #: Chunks a lookup of a source's passage by its rare terms returns (the published copy of that passage is among the
 #: first: it holds the same rare words).
 COPY_LOOKUP_DEPTH = 8
