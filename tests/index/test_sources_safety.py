@@ -81,6 +81,7 @@ def test_unreadable_subfolder_is_an_error_and_its_contents_are_unknown(shared_tm
         {
             "path": str(root / "locked"),
             "reason": "cannot read folder: Permission denied; its indexed documents are kept",
+            "kept": True,
         }
     ]
     assert found["unreadable_dirs"] == [str(root / "locked")] and found["empty_roots"] == []
