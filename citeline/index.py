@@ -368,8 +368,12 @@ class Index:
         from citeline.ingest import texts as texts_module
 
         documents = texts_module.documents_of(texts, ids, metadata, source, titles)
-        steps, options = texts_module.run_of(documents, source, wait=wait, progress=progress, dry_run=dry_run)
-        return self.run([source], options, steps)
+        from citeline.ingest.pipeline import GivenSteps
+
+        discovery, given, options = texts_module.run_of(
+            documents, source, wait=wait, progress=progress, dry_run=dry_run
+        )
+        return self.run([source], options, GivenSteps(discovery, given))
 
     def remove(
         self,
@@ -383,10 +387,11 @@ class Index:
         """Remove documents by source path, source or id as one run (``citeline remove``;
         :mod:`citeline.ingest.removal`)."""
         from citeline.ingest import removal
+        from citeline.ingest.pipeline import GivenSteps
 
         chosen = removal.selectors(paths, source, doc_ids)
-        steps, options = removal.run_of(chosen, dry_run=dry_run, wait=wait)
-        return cast("RemovalSummary", self.run(removal.roots_of(chosen), options, steps))
+        discovery, given, options = removal.run_of(chosen, dry_run=dry_run, wait=wait)
+        return cast("RemovalSummary", self.run(discovery.roots, options, GivenSteps(discovery, given)))
 
     def prepare_queries(self) -> None:
         """Make later searches start fast: export the ONNX model the query path uses, once per model."""

@@ -22,7 +22,7 @@ import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from citeline.errors import QueryError, SettingsError
 from citeline.ingest.embed_step import Target
@@ -37,9 +37,6 @@ from citeline.store import catalog
 from citeline.store.connection import check_text
 from citeline.store.filters import Filters
 from citeline.util.paths import UnresolvablePath, resolved
-
-if TYPE_CHECKING:
-    from citeline.ingest.pipeline import GivenSteps
 
 
 @runtime_checkable
@@ -146,13 +143,12 @@ def only(documents: Sequence[dict[str, str]]) -> Chosen:
     return [("doc", "planned", catalog.IDS_CONDITION, [[record["doc_id"] for record in documents]])]
 
 
-def run_of(chosen: Chosen, *, dry_run: bool = False, wait: float | None = None) -> tuple[GivenSteps, IngestOptions]:
-    """The steps and options of a removal as a run of ``pipeline.run`` (the index's ``run``): nothing to discover
-    or parse, the plan :func:`plan`; the removal guard is not asked (a removal is the explicit choice it asks
-    for), and the query model is not prepared again (a removal adds no text)."""
-    from citeline.ingest.pipeline import GivenSteps
-
-    roots = roots_of(chosen)
-    steps = GivenSteps(Discovery(roots=roots), ParsedBatch(removing=chosen))
+def run_of(
+    chosen: Chosen, *, dry_run: bool = False, wait: float | None = None
+) -> tuple[Discovery, ParsedBatch, IngestOptions]:
+    """A removal as a run of ``pipeline.run`` (the index's ``run``): its discovery, parsed batch (given to
+    ``pipeline.GivenSteps``: nothing to discover or parse) and options. The plan is :func:`plan`; the removal
+    guard is not asked (a removal is the explicit choice it asks for), nor the query model prepared again (a
+    removal adds no text)."""
     options = IngestOptions(dry_run=dry_run, wait=wait, allow_removals=True, prepare_queries=False)
-    return steps, options
+    return Discovery(roots=roots_of(chosen)), ParsedBatch(removing=chosen), options

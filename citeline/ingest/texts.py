@@ -25,7 +25,7 @@ import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from citeline.errors import SettingsError, SourceError
 from citeline.ingest.options import IngestOptions
@@ -41,9 +41,6 @@ from citeline.sources.parsers import (
 )
 from citeline.store import catalog
 from citeline.store.documents import planned_documents
-
-if TYPE_CHECKING:
-    from citeline.ingest.pipeline import GivenSteps
 
 #: The keys of a stdin JSON line (``_id`` is accepted for ``id``, as BEIR corpora spell it).
 JSONL_KEYS = ("id", "text", "title", "metadata")
@@ -143,15 +140,14 @@ def run_of(
     wait: float | None = None,
     progress: bool = False,
     dry_run: bool = False,
-) -> tuple[GivenSteps, IngestOptions]:
-    """The steps and options of ``add_texts`` as a run of ``pipeline.run`` (the index's ``run``): the documents
-    (from :func:`documents_of`) are given, not discovered; the plan compares the stored versions of their ids only
-    (``ParsedBatch.given``: nothing else of the source is removed), then the pipeline's chunk, embed and commit
-    steps, as for files. Plain and sharded alike: on a sharded root each text goes to the shard its id routes to."""
-    from citeline.ingest.pipeline import GivenSteps
-
-    steps = GivenSteps(Discovery(roots=[source]), ParsedBatch(documents=documents, given=True))
-    return steps, IngestOptions(wait=wait, progress=progress, dry_run=dry_run)
+) -> tuple[Discovery, ParsedBatch, IngestOptions]:
+    """``add_texts`` as a run of ``pipeline.run`` (the index's ``run``): its discovery, parsed batch (given to
+    ``pipeline.GivenSteps``) and options. The documents (from :func:`documents_of`) are given, not discovered;
+    the plan compares the stored versions of their ids only (``ParsedBatch.given``: nothing else of the source is
+    removed), then the pipeline's chunk, embed and commit steps, as for files. Plain and sharded alike: on a
+    sharded root each text goes to the shard its id routes to."""
+    given = ParsedBatch(documents=documents, given=True)
+    return Discovery(roots=[source]), given, IngestOptions(wait=wait, progress=progress, dry_run=dry_run)
 
 
 def plan(index_dir: Path, source: Sequence[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
