@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, cast
 import numpy as np
 
 from citeline.errors import PartialRunError, QueryError
-from citeline.ingest.options import DEFAULT_DEBOUNCE, DEFAULT_SOURCE, DEFAULTS, IndexSettings, IngestOptions
+from citeline.ingest.options import (
+    DEFAULT_DEBOUNCE,
+    DEFAULT_SOURCE,
+    DEFAULTS,
+    IndexSettings,
+    IngestOptions,
+    Placement,
+)
 from citeline.model.embedding import (
     DEFAULT_MODEL,
     Embedder,
@@ -305,9 +312,10 @@ class Index:
         self.meta["generation"] = run.generation
         return run
 
-    def committer(self, steps: Steps) -> IngestTarget:
-        """What commits this index's runs (``citeline.ingest.targets``): a plain index's, ``LocalCommits``; a
-        sharded root returns its own, so no caller asks which kind of index it writes to."""
+    def committer(self, steps: Steps, placement: Placement | None = None) -> IngestTarget:
+        """What commits this index's runs (``citeline.ingest.targets``): a plain index's, ``LocalCommits``
+        (``placement``, where a sharded root's parts run, is nothing to it); a sharded root returns its own, so no
+        caller asks which kind of index it writes to."""
         from citeline.ingest import pipeline
 
         return pipeline.LocalCommits(self, steps)

@@ -15,7 +15,7 @@ This module imports nothing heavy: the CLI loads it at every command and a searc
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import Field, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -222,3 +222,24 @@ def user_options(where: str) -> Iterator[Field[Any]]:
 
 #: The default options (its attributes are the defaults the signatures of ``Index.ingest`` and the flow name).
 DEFAULTS = IngestOptions()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a run's parts run: a sharded root's shards' jobs (``citeline.sharding``) in worker ``parallel``
+    (``"processes"``, ``"threads"``, ``"serial"``), on a Dask cluster (``dask_address``, or a local one of
+    ``dask_workers`` processes; ``shard_workers`` pins shards to its workers), or by ``run_jobs`` (the Prefect
+    flow's tasks). Given to an index's ``committer``: a plain index has no parts and ignores it, so a caller hands
+    it to any index without asking which kind it is."""
+
+    parallel: str = "processes"
+    dask_address: str | None = None
+    dask_workers: int | None = None
+    shard_workers: Mapping[int, str] | str | None = None
+    #: runs the shards' jobs itself (each job's summary, or the exception that stopped it, in order)
+    run_jobs: Callable[[list[Any]], list[Any]] | None = field(default=None, compare=False)
+
+    @property
+    def on_dask(self) -> bool:
+        """Whether the parts run on Dask workers (whose processes do not share this one's model)."""
+        return bool(self.dask_address or self.dask_workers)

@@ -41,7 +41,7 @@ from citeline.errors import (
 )
 from citeline.index import SHARDS_MANIFEST, Index, Layout, register_layout
 from citeline.ingest import pipeline, stopping
-from citeline.ingest.options import IngestOptions
+from citeline.ingest.options import IngestOptions, Placement
 from citeline.ingest.planning import ParsedBatch, Plan
 from citeline.ingest.targets import PlannedRun
 from citeline.model.embedding import Embedder, SentenceTransformerEmbedder
@@ -257,21 +257,24 @@ class ShardedIndex(Index):
         ``prepare_queries``).
         """
         run_options = IngestOptions.of(options, **settings)  # checks every setting (Index.ingest's keywords)
-        shard_workers = parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work
-        on_dask = bool(dask_address or dask_workers)
+        placement = Placement(parallel, dask_address, dask_workers, shard_workers, run_jobs)
+        parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work (and a cluster)
         with contextlib.ExitStack() as stack:
             # run_jobs runs the shards' jobs itself (the flow: on its own task runner, which is the Dask cluster's)
-            client = stack.enter_context(dask_client(dask_address, dask_workers)) if on_dask and not run_jobs else None
+            on_dask = placement.on_dask and not run_jobs
+            client = stack.enter_context(dask_client(dask_address, dask_workers)) if on_dask else None
             steps = steps or (pipeline.Steps() if client is None else WorkerSteps(client))
-            committer = ShardCommits(self, parallel, client, shard_workers, run_jobs, on_dask=on_dask)
-            return self.run(paths, run_options, steps, committer=committer)
+            return self.run(paths, run_options, steps, committer=self.committer(steps, placement, client))
 
-    def committer(self, steps: pipeline.Steps) -> ShardCommits:
-        """The committer of a run given no placement (``add_texts``, ``remove``): :class:`ShardCommits` with the
-        shards' jobs on threads of this process (one model for all of them, no worker processes to start for a
-        batch of texts or a removal); :meth:`ingest` places its own."""
+    def committer(self, steps: pipeline.Steps, placement: Placement | None = None, client: Any = None) -> ShardCommits:
+        """:class:`ShardCommits` with the shards' jobs where ``placement`` says (``client``: the Dask client
+        :meth:`ingest` opened for it). Without one (``add_texts``, ``remove``): on threads of this process (one
+        model for all of them, no worker processes to start for a batch of texts or a removal)."""
         self._local("ingest")  # one line when this client sees only the manifest
-        return ShardCommits(self, "threads")
+        placement = placement or Placement(parallel="threads")
+        shard_workers = parse_shard_workers(placement.shard_workers, self.manifest.shards)  # before any work
+        return ShardCommits(self, placement.parallel, client, shard_workers, placement.run_jobs,
+                            on_dask=placement.on_dask)  # fmt: skip
 
     @property
     def shared_embedder(self) -> Embedder | None:
