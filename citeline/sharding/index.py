@@ -43,6 +43,7 @@ from citeline.index import SHARDS_MANIFEST, Index, Layout, register_layout
 from citeline.ingest import pipeline, stopping
 from citeline.ingest.options import IngestOptions, Placement
 from citeline.ingest.planning import ParsedBatch, Plan
+from citeline.ingest.runs import RemovalSummary
 from citeline.ingest.targets import PlannedRun
 from citeline.model.embedding import Embedder, SentenceTransformerEmbedder
 from citeline.query.results import SearchResult, answer_documents
@@ -275,6 +276,11 @@ class ShardedIndex(Index):
         shard_workers = parse_shard_workers(placement.shard_workers, self.manifest.shards)  # before any work
         return ShardCommits(self, placement.parallel, client, shard_workers, placement.run_jobs,
                             on_dask=placement.on_dask)  # fmt: skip
+
+    def remove(self, paths: Any = None, **selectors: Any) -> RemovalSummary:
+        """:meth:`Index.remove`, the same run (one line when this client sees only the manifest)."""
+        self._local("remove")
+        return super().remove(paths, **selectors)
 
     @property
     def shared_embedder(self) -> Embedder | None:
