@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, cast
 import numpy as np
 
 from citeline.errors import PartialRunError, QueryError
-from citeline.ingest.options import DEFAULT_DEBOUNCE, DEFAULT_SOURCE, DEFAULTS, IndexSettings, IngestOptions
+from citeline.ingest.options import (
+    DEFAULT_DEBOUNCE,
+    DEFAULT_SOURCE,
+    DEFAULTS,
+    IndexSettings,
+    IngestOptions,
+    Placement,
+)
 from citeline.model.embedding import (
     DEFAULT_MODEL,
     Embedder,
@@ -54,7 +61,9 @@ from citeline.vectors import NEW_INDEX_KIND, kind_of
 if TYPE_CHECKING:
     import threading
 
-    from citeline.ingest.removal import Chosen, RemovalSummary
+    from citeline.ingest.pipeline import Steps
+    from citeline.ingest.removal import RemovalSummary
+    from citeline.ingest.targets import IngestTarget
     from citeline.model.chunking import Chunker
     from citeline.query.readers import SnapshotReader
     from citeline.store.verify import VerifyReport
@@ -276,16 +285,39 @@ class Index:
         ``strict`` raises :class:`citeline.errors.PartialRunError` after a partial run (its commits stand).
         ``storage_options``: fsspec options of the remote roots (credentials, ``endpoint_url``), held for this run
         only and never stored (``citeline.sources.remote``)."""
+        settings = given_settings(locals(), options)
+        return self.run(paths, IngestOptions.of(options, **settings))
+
+    def run(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        options: IngestOptions,
+        steps: Steps | None = None,
+        *,
+        committer: IngestTarget | None = None,
+    ) -> RunSummary:
+        """The one run skeleton of every write (``ingest``, ``add_texts``, ``remove``, the flow's): ``pipeline.run``
+        plans under the writer lock (``steps``: how discovery and parsing run, or what they are given), then
+        ``committer`` (default :meth:`committer`) commits the plan; returns the run's ledger row and keeps
+        ``meta["generation"]`` current."""
         from citeline.ingest import pipeline
 
-        settings = given_settings(locals(), options)
+        steps = steps or pipeline.Steps()
         try:
-            run = pipeline.run(self, paths, IngestOptions.of(options, **settings))
+            run = pipeline.run(self, paths, options, steps, committer=committer or self.committer(steps))
         except PartialRunError as partial:  # strict: its commits stand
             self.meta["generation"] = partial.run.generation
             raise
         self.meta["generation"] = run.generation
         return run
+
+    def committer(self, steps: Steps, placement: Placement | None = None) -> IngestTarget:
+        """What commits this index's runs (``citeline.ingest.targets``): a plain index's, ``LocalCommits``
+        (``placement``, where a sharded root's parts run, is nothing to it); a sharded root returns its own, so no
+        caller asks which kind of index it writes to."""
+        from citeline.ingest import pipeline
+
+        return pipeline.LocalCommits(self, steps)
 
     def watch(
         self,
@@ -343,7 +375,12 @@ class Index:
         from citeline.ingest import texts as texts_module
 
         documents = texts_module.documents_of(texts, ids, metadata, source, titles)
-        return texts_module.add_texts(self, documents, source, wait=wait, progress=progress, dry_run=dry_run)
+        from citeline.ingest.pipeline import GivenSteps
+
+        discovery, given, options = texts_module.run_of(
+            documents, source, wait=wait, progress=progress, dry_run=dry_run
+        )
+        return self.run([source], options, GivenSteps(discovery, given))
 
     def remove(
         self,
@@ -357,14 +394,11 @@ class Index:
         """Remove documents by source path, source or id as one run (``citeline remove``;
         :mod:`citeline.ingest.removal`)."""
         from citeline.ingest import removal
+        from citeline.ingest.pipeline import GivenSteps
 
-        return self._remove(removal.selectors(paths, source, doc_ids), dry_run, wait)
-
-    def _remove(self, chosen: Chosen, dry_run: bool, wait: float | None) -> RemovalSummary:
-        # The removal itself (a sharded index asks each shard: ``ShardedIndex._remove``).
-        from citeline.ingest import removal
-
-        return removal.remove(self, chosen, dry_run=dry_run, wait=wait)
+        chosen = removal.selectors(paths, source, doc_ids)
+        discovery, given, options = removal.run_of(chosen, dry_run=dry_run, wait=wait)
+        return cast("RemovalSummary", self.run(discovery.roots, options, GivenSteps(discovery, given)))
 
     def prepare_queries(self) -> None:
         """Make later searches start fast: export the ONNX model the query path uses, once per model."""

@@ -64,7 +64,7 @@ def worker_remove(index_dir: Path, docs: Path, pause: float) -> None:
     from citeline.ingest import removal
 
     _install_slow_steps(pause)
-    select = removal.select
+    select = removal.matching
 
     def announced_select(*args: Any, **kwargs: Any) -> Any:
         chosen = select(*args, **kwargs)
@@ -72,7 +72,7 @@ def worker_remove(index_dir: Path, docs: Path, pause: float) -> None:
         time.sleep(pause)
         return chosen
 
-    removal.select = announced_select
+    removal.matching = announced_select
     Index.open(index_dir, embedder=SlowHashEmbedder()).remove(removed_paths(docs))
     print("done", flush=True)
 

@@ -15,7 +15,7 @@ import click
 
 from citeline.errors import CitelineError, QueryError, SettingsError
 from citeline.ingest import stopping
-from citeline.ingest.options import IndexSettings, IngestOptions, user_options
+from citeline.ingest.options import IndexSettings, IngestOptions, placement_help, user_options
 from citeline.query.results import SearchResult
 from citeline.sources.document import record_name
 from citeline.store import filters
@@ -140,19 +140,8 @@ wait_option = option_of(IngestOptions, next(spec for spec in user_options("cli")
 _INGEST_OPTIONS = [
     *setting_options,
     *run_options,
-    click.option(
-        "--dask-address",
-        default=None,
-        help="With --prefect: parse and embed on this Dask scheduler (tcp://HOST:8786); on a sharded index: run the "
-        "shards there.",
-    ),
-    click.option(
-        "--dask-workers",
-        type=click.IntRange(min=1),
-        default=None,
-        help="With --prefect: parse and embed on a local Dask cluster of N processes; on a sharded index: run the "
-        "shards there.",
-    ),
+    click.option("--dask-address", default=None, help=placement_help("dask_address")),
+    click.option("--dask-workers", type=click.IntRange(min=1), default=None, help=placement_help("dask_workers")),
 ]
 
 
@@ -165,13 +154,7 @@ def watch_options(func: F) -> F:
     return func
 
 
-shard_workers_option = click.option(
-    "--shard-workers",
-    default=None,
-    help="On a sharded index with --dask-address: pin shards to the workers that hold their disks, SHARD=WORKER "
-    "by address or name (0=tcp://10.0.0.5:8786,1=worker-b); a pinned shard runs only there, and fails in one line "
-    "when that worker is gone [default: any worker; the shards on a filesystem every worker sees].",
-)
+shard_workers_option = click.option("--shard-workers", default=None, help=placement_help("shard_workers"))
 search_dask_option = click.option(
     "--dask-address",
     default=None,
@@ -191,11 +174,7 @@ storage_options_file_option = click.option(
     "own (environment, ~/.aws, ...)]. Never stored or logged.",
 )
 storage_block_option = click.option(
-    "--storage-block",
-    default=None,
-    metavar="NAME",
-    help="The name of a Prefect Secret block holding the storage options of remote PATHS (JSON), loaded by the "
-    "flow run (and by Dask workers that fetch objects); the run's parameters hold the name only.",
+    "--storage-block", default=None, metavar="NAME", help=placement_help("storage_block")
 )
 storage_option_option = click.option(
     "--storage-option",

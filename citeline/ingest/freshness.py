@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from citeline.ingest import removal, texts
 from citeline.ingest.planning import ParsedBatch, Plan, plan_changes
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile, reader_version
@@ -84,7 +85,14 @@ def unchanged_files(
 
 def plan(index_dir: Path, roots: Sequence[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
     """The run's plan, loading of the catalog only the documents outside ``parsed.fresh_files`` (those of files
-    read again or vanished) and every root's document count (the removal guard's), both in SQL."""
+    read again or vanished) and every root's document count (the removal guard's), both in SQL. Given texts
+    (``parsed.given``) are planned against the stored versions of their ids only (``texts.plan``), an explicit
+    removal (``parsed.removing``) is the documents its selectors match (``removal.plan``): every run plans here,
+    so a sharded root's shards plan each kind as a plain index does."""
+    if parsed.removing:
+        return removal.plan(index_dir, list(roots), parsed.removing)
+    if parsed.given:
+        return texts.plan(index_dir, roots, discovery, parsed)
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
         stored, stored_by_root = documents_to_plan(connection, sorted(set(roots)), parsed.fresh_files)
     return plan_changes(stored, roots, discovery, parsed, stored_by_root)

@@ -15,7 +15,7 @@ This module imports nothing heavy: the CLI loads it at every command and a searc
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import Field, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -222,3 +222,52 @@ def user_options(where: str) -> Iterator[Field[Any]]:
 
 #: The default options (its attributes are the defaults the signatures of ``Index.ingest`` and the flow name).
 DEFAULTS = IngestOptions()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a run's parts run: a sharded root's shards' jobs (``citeline.sharding``) in worker ``parallel``
+    (``"processes"``, ``"threads"``, ``"serial"``), on a Dask cluster (``dask_address``, or a local one of
+    ``dask_workers`` processes; ``shard_workers`` pins shards to its workers), or by ``run_jobs`` (the Prefect
+    flow's tasks). Given to an index's ``committer``: a plain index has no parts and ignores it, so a caller hands
+    it to any index without asking which kind it is. The declared fields' help is the one text of the CLI's
+    options (``citeline ingest``, ``schedule``) and the flow's parameters of the same names (:func:`placement_help`);
+    ``storage_block`` names where the parts' credentials come from (the flow loads it, never the secret itself)."""
+
+    parallel: str = "processes"
+    dask_address: str | None = option(
+        None,
+        "Parse and embed on this Dask scheduler (tcp://HOST:8786), which must see the same paths: the Prefect flow's "
+        "tasks (--prefect), and a sharded index's shards.",
+    )
+    dask_workers: int | None = option(
+        None,
+        "Parse and embed on a local Dask cluster of this many processes: the Prefect flow's tasks (--prefect), and a "
+        "sharded index's shards.",
+        minimum=1,
+    )
+    shard_workers: Mapping[int, str] | str | None = option(
+        None,
+        "On a sharded index with a Dask cluster: pin shards to the workers that hold their disks, SHARD=WORKER by "
+        "address or name (0=tcp://10.0.0.5:8786,1=worker-b); a pinned shard runs only there, and fails in one line "
+        "when that worker is gone [default: any worker; the shards on a filesystem every worker sees].",
+    )
+    #: runs the shards' jobs itself (each job's summary, or the exception that stopped it, in order)
+    run_jobs: Callable[[list[Any]], list[Any]] | None = field(default=None, compare=False)
+    storage_block: str | None = option(
+        None,
+        "The name of a Prefect Secret block holding the storage options of remote paths (JSON: "
+        '{"key": ..., "secret": ..., "client_kwargs": {...}} or one mapping per protocol, {"s3": {...}}), loaded by '
+        "the flow run (and by Dask workers that fetch objects); never stored in its parameters, logs or the index.",
+        metavar="NAME",
+    )
+
+    @property
+    def on_dask(self) -> bool:
+        """Whether the parts run on Dask workers (whose processes do not share this one's model)."""
+        return bool(self.dask_address or self.dask_workers)
+
+
+def placement_help(name: str) -> str:
+    """The one help text of a :class:`Placement` field (the CLI's option and the flow's parameter of its name)."""
+    return str(next(spec for spec in fields(Placement) if spec.name == name).metadata["help"])

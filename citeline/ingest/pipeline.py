@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from citeline.errors import CommitRefusedError, PartialRunError, SourceError, SourceUnavailable
-from citeline.ingest import freshness, stopping
+from citeline.ingest import freshness, removal, stopping
 
 # The chunk and embed steps (re-exported: the flow and texts.py call them as pipeline.chunk_documents / embed).
 from citeline.ingest.embed_step import (  # noqa: F401
@@ -289,6 +289,11 @@ class Steps:
 
     reporter: Reporter = Reporter()
 
+    def roots(self, paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+        """The run's roots, as its ledger row names them: ``paths`` resolved (one that cannot be is one
+        :class:`SourceError` line)."""
+        return resolve_roots(paths)
+
     def discover(self, paths: Sequence[str | os.PathLike[str]], selection: Selection | None = None) -> Discovery:
         """Find the files under ``paths`` that ``selection`` takes, and what could not be read or was left out."""
         return scan(paths, selection)
@@ -332,6 +337,31 @@ class Steps:
         """Publish one new generation and the run's ledger row."""
         commit_batch(target.path, batch, run)
         return run
+
+
+class GivenSteps(Steps):
+    """The steps of a run whose discovery and parsing are given rather than done: texts that are not files
+    (``citeline.ingest.texts``: ``parsed.given``), an explicit removal (``citeline.ingest.removal``:
+    ``parsed.removing``), a sharded run's shard (``citeline.sharding.runs.PreparsedSteps``: the coordinator
+    discovered and parsed once for every shard). The rest (plan, chunk, embed, commit) is every run's."""
+
+    def __init__(self, discovery: Discovery, parsed: ParsedBatch):
+        self.discovery = discovery
+        self.parsed = parsed
+
+    def roots(self, paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+        """The discovery's roots (resolved already, or names: a texts' source, a removal's selectors)."""
+        return list(self.discovery.roots)
+
+    def discover(self, paths: Sequence[str | os.PathLike[str]], selection: Selection | None = None) -> Discovery:
+        """The given discovery."""
+        return self.discovery
+
+    def parse(
+        self, file_batches: list[list[SourceFile]], max_file_bytes: int, hold_chars: int | None = None
+    ) -> Iterator[ParsedBatch]:
+        """The given batch."""
+        yield self.parsed
 
 
 #: The settings of one run (the CLI's and the flow's parameters of the same names): :class:`IngestOptions`.
@@ -393,7 +423,7 @@ def _run_locked(
 ) -> RunSummary:
     # The planning phase, the same for every target; then the target commits the plan.
     run_id, started_at = ledger.new_run_id(), ledger.utc_now()
-    roots = resolve_roots(paths)  # a root that cannot be resolved is one SourceError line
+    roots = steps.roots(paths)  # a root that cannot be resolved is one SourceError line
     committed: list[RunSummary] = []  # the run's committed ledger rows (the target appends them)
     with announced_writer_lock(target.path, options.wait, reporter):
         try:
@@ -416,6 +446,8 @@ def _run_locked(
             reporter.stage("plan")
             planned = target.plan(roots, discovery, parsed)
             del parsed  # the plan (and the target) hold what is still needed
+            if planned.unmatched:  # a removal's selector that matches nothing: all or nothing, so nothing
+                raise removal.nothing_matches(target.path, planned.unmatched)
             reporter.info(
                 f"plan: {planned.added} added, {planned.updated} updated, {planned.unchanged} unchanged, "
                 f"{planned.removed} removed (documents){target.where}"
@@ -430,6 +462,8 @@ def _run_locked(
             run = PlannedRun(run_id, started_at, roots, discovery, planned, summary, options, reporter, committed)
             return target.commit(run)
         except BaseException as exc:
+            if isinstance(exc, removal.NothingMatchesError):  # the user's typo, not a run: nothing to record
+                raise
             recorded = target.record_failure(run_id, started_at, roots, exc, committed[-1] if committed else None)
             if recorded is not None and recorded.status == "interrupted":
                 stopping.note_interrupted(recorded)

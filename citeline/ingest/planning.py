@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from citeline.errors import RemovalRefusedError
 from citeline.ingest.options import COMMIT_EVERY, DEFAULT_REMOVAL_THRESHOLD  # noqa: F401  (re-exported)
@@ -85,6 +85,11 @@ class ParsedBatch:
     empty_records: list[tuple[str, int, list[int]]] = field(default_factory=list)
     #: files parsed whose log line says something of them (an encoding that was a close call), not errors
     notes: list[FileReport] = field(default_factory=list)
+    #: the documents were given, not found under roots (``Index.add_texts``): they are a batch of their source, not
+    #: all of it, so the plan compares the stored versions of their ids only (and removes nothing); held whole
+    given: bool = False
+    #: an explicit removal's selectors (``citeline.ingest.removal.selectors``): the plan removes what they match
+    removing: list[tuple[str, str, str, list[Any]]] = field(default_factory=list)
 
     @classmethod
     def merge(cls, batches: Iterable[ParsedBatch]) -> ParsedBatch:
@@ -97,8 +102,10 @@ class ParsedBatch:
     def absorb(self, batch: ParsedBatch, hold_chars: int | None) -> None:
         """Add ``batch``'s results. Its documents keep their texts while this batch holds at most ``hold_chars``
         characters of text (None: no limit); past that only their keys are kept, so memory stays bounded."""
-        for document in batch.documents:
-            self.add(document, hold_chars)
+        for document in batch.documents:  # given documents have no file to be parsed again from: held whole
+            self.add(document, None if batch.given else hold_chars)
+        self.given = self.given or batch.given
+        self.removing.extend(batch.removing)
         self.keys.extend(batch.keys)
         self.errors.extend(batch.errors)
         self.kept_doc_ids.extend(batch.kept_doc_ids)
@@ -174,6 +181,10 @@ class Plan:
     replaced: set[str] = field(default_factory=set)
     #: the files read whole this run (``ParsedBatch.read_files``), recorded by the run's last commit
     read_files: list[FileStat] = field(default_factory=list)
+    #: an explicit removal's documents (``doc_id``, ``source_path``, ``name``, ``title`` each, by path), and the
+    #: selectors that match no document (as shown: ``--doc 0123...``), which refuse the whole removal
+    removing: list[dict[str, str]] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)
 
     @property
     def removed(self) -> int:

@@ -21,21 +21,21 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from citeline.errors import QueryError, SettingsError
-from citeline.ingest.pipeline import WrittenIndex, record_failure
-from citeline.ingest.progress import announced_writer_lock, default_reporter
+from citeline.ingest.embed_step import WrittenIndex
+from citeline.ingest.options import IngestOptions
+from citeline.ingest.planning import ParsedBatch, Plan
+from citeline.ingest.runs import RemovalSummary  # noqa: F401  (re-exported: a removal's row is imported from here)
 from citeline.sources import remote
+from citeline.sources.discovery import Discovery
 from citeline.sources.document import record_name, record_of
 from citeline.sources.parsers import display_path
-from citeline.store import catalog, generation, ledger
+from citeline.store import catalog
 from citeline.store.connection import check_text
 from citeline.store.filters import Filters
-from citeline.store.ledger import RunSummary
-from citeline.store.rows import ChunkRows, documents_table
 from citeline.util.paths import UnresolvablePath, resolved
 
 
@@ -47,13 +47,9 @@ class Writer(WrittenIndex, Protocol):
     meta: dict[str, Any]
 
 
-@dataclass
-class RemovalSummary(RunSummary):
-    """A removal's ledger row, and the documents it removed (or, in a dry run, would remove): ``doc_id``,
-    ``source_path``, ``name`` (the path, ``path#record_id`` for one record of a file) and ``title`` each. The
-    ledger keeps the counts and the selectors, not this list."""
-
-    documents: list[dict[str, str]] = field(default_factory=list)
+class NothingMatchesError(QueryError):
+    """Some selectors of a removal match no document: nothing is removed, and no run is recorded (a typo in what
+    was asked, not a run that failed)."""
 
 
 def _strings(name: str, values: str | os.PathLike[str] | Sequence[Any] | None) -> list[str]:
@@ -116,50 +112,43 @@ def matching(index_dir: Path, chosen: list[tuple[str, str, str, list[Any]]]) -> 
 
 def nothing_matches(index_dir: Path, unmatched: Sequence[str]) -> QueryError:
     """The one-line error of a removal some selectors of which match no document: nothing is removed."""
-    return QueryError(
+    return NothingMatchesError(
         f"nothing removed: no document in {index_dir} matches {', '.join(unmatched)}; "
         "list what is indexed with `citeline documents`"
     )
-
-
-def select(index_dir: Path, chosen: list[tuple[str, str, str, list[Any]]]) -> list[dict[str, str]]:
-    """The documents the selectors match (each once, by path); raises :class:`QueryError` naming every selector
-    that matches nothing."""
-    documents, unmatched = matching(index_dir, chosen)
-    if unmatched:
-        raise nothing_matches(index_dir, unmatched)
-    return documents
 
 
 #: A removal's selectors, as :func:`selectors` makes them.
 Chosen = list[tuple[str, str, str, list[Any]]]
 
 
-def remove(target: Writer, chosen: Chosen, *, dry_run: bool = False, wait: float | None = None) -> RemovalSummary:
-    """Remove the documents the selectors (:func:`selectors`) match as one run (see the module's docstring); with
-    ``dry_run``, return what would go and write nothing (no lock, no ledger row)."""
-    index_dir = target.path
-    run_id, started_at = ledger.new_run_id(), ledger.utc_now()
-    roots = [f"remove {kind} {shown}" for kind, shown, _, _ in chosen]
-    if dry_run:
-        documents = select(index_dir, chosen)
-        meta = generation.read_meta(index_dir)
-        return RemovalSummary(run_id, started_at, None, "dry-run", roots, int(meta["generation"]),
-                              removed=len(documents), documents=documents)  # fmt: skip
-    reporter = default_reporter(False)
-    with announced_writer_lock(index_dir, wait, reporter):
-        try:
-            documents = select(index_dir, chosen)  # under the lock: what is removed is what was selected
-            run = RemovalSummary(run_id, started_at, None, "succeeded", roots, None, removed=len(documents),
-                                 documents=documents)  # fmt: skip
-            changes = generation.Changes(
-                remove_doc_ids=[record["doc_id"] for record in documents],
-                documents=documents_table([], run_id, started_at),
-                chunks=ChunkRows.empty(target.dimension).to_arrow(run_id),
-            )
-            target.meta["generation"] = generation.commit(index_dir, changes, run)
-        except BaseException as exc:
-            if not isinstance(exc, QueryError):  # a selector matching nothing is the user's typo, not a run
-                record_failure(index_dir, run_id, started_at, roots, exc)
-            raise
-    return run
+def roots_of(chosen: Chosen) -> list[str]:
+    """What a removal's ledger row names as its roots: ``remove path /abs/dir``, ``remove source texts``..."""
+    return [f"remove {kind} {shown}" for kind, shown, _, _ in chosen]
+
+
+def plan(index_dir: Path, roots: list[str], chosen: Chosen) -> Plan:
+    """A removal's plan over one index (read-only; the run holds the writer lock, so what is removed is what was
+    selected): the documents the selectors match, and the selectors matching none (:attr:`Plan.unmatched`: the
+    run refuses the removal; a sharded root asks it of the plans of all its shards added up)."""
+    documents, unmatched = matching(index_dir, chosen)
+    return Plan(
+        roots=roots, to_index=[], remove_doc_ids=[record["doc_id"] for record in documents], added=0, updated=0,
+        unchanged=0, errors=[], removing=documents, unmatched=unmatched,
+    )  # fmt: skip
+
+
+def only(documents: Sequence[dict[str, str]]) -> Chosen:
+    """Selectors matching exactly ``documents`` (by id): a shard's part of a removal planned over all shards."""
+    return [("doc", "planned", catalog.IDS_CONDITION, [[record["doc_id"] for record in documents]])]
+
+
+def run_of(
+    chosen: Chosen, *, dry_run: bool = False, wait: float | None = None
+) -> tuple[Discovery, ParsedBatch, IngestOptions]:
+    """A removal as a run of ``pipeline.run`` (the index's ``run``): its discovery, parsed batch (given to
+    ``pipeline.GivenSteps``: nothing to discover or parse) and options. The plan is :func:`plan`; the removal
+    guard is not asked (a removal is the explicit choice it asks for), nor the query model prepared again (a
+    removal adds no text)."""
+    options = IngestOptions(dry_run=dry_run, wait=wait, allow_removals=True, prepare_queries=False)
+    return Discovery(roots=roots_of(chosen)), ParsedBatch(removing=chosen), options

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from citeline.errors import RemovalRefusedError
@@ -17,9 +17,18 @@ from citeline.store import catalog, generation, ledger
 from citeline.store.ledger import RunSummary
 
 
+@dataclass
+class RemovalSummary(RunSummary):
+    """A removal's ledger row, and the documents it removed (or, in a dry run, would remove): ``doc_id``,
+    ``source_path``, ``name`` (the path, ``path#record_id`` for one record of a file) and ``title`` each. The
+    ledger keeps the counts and the selectors, not this list."""
+
+    documents: list[dict[str, str]] = field(default_factory=list)
+
+
 def summarize(run_id: str, started_at: str, plan: Plan) -> RunSummary:
-    """The ledger row for a run about to commit ``plan``."""
-    return RunSummary(
+    """The ledger row for a run about to commit ``plan`` (a :class:`RemovalSummary` for an explicit removal's)."""
+    row = RunSummary(
         run_id=run_id,
         started_at=started_at,
         finished_at=None,
@@ -33,6 +42,9 @@ def summarize(run_id: str, started_at: str, plan: Plan) -> RunSummary:
         failed=len(plan.errors),
         errors=[{"path": e.path, "reason": e.reason} for e in plan.errors],
     )
+    if plan.removing:
+        return RemovalSummary(**vars(row), documents=list(plan.removing))
+    return row
 
 
 def close_interrupted(index_dir: Path) -> None:

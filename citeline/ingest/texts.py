@@ -28,10 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from citeline.errors import SettingsError, SourceError
-from citeline.ingest import pipeline
+from citeline.ingest.options import IngestOptions
 from citeline.ingest.planning import ParsedBatch, Plan, plan_changes
-from citeline.ingest.progress import announced_writer_lock, default_reporter
-from citeline.ingest.removal import Writer
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import (
     DEFAULT_SOURCE,
@@ -41,9 +39,8 @@ from citeline.sources.parsers import (
     text_hash,
     unstorable_field,
 )
-from citeline.store import catalog, ledger
+from citeline.store import catalog
 from citeline.store.documents import planned_documents
-from citeline.store.ledger import RunSummary
 
 #: The keys of a stdin JSON line (``_id`` is accepted for ``id``, as BEIR corpora spell it).
 JSONL_KEYS = ("id", "text", "title", "metadata")
@@ -136,49 +133,33 @@ def _document(source: str, record_id: str, text: str, title: str, metadata: dict
     )
 
 
-def add_texts(
-    target: Writer,
+def run_of(
     documents: list[Document],
     source: str,
     *,
     wait: float | None = None,
     progress: bool = False,
     dry_run: bool = False,
-) -> RunSummary:
-    """Add or replace ``documents`` (from :func:`documents_of`) as one run: plan against the stored versions of
-    these ids only (nothing else of the source is removed), then the pipeline's chunk, embed and commit steps."""
-    run_id, started_at = ledger.new_run_id(), ledger.utc_now()
-    reporter = default_reporter(progress)
-    try:
-        with announced_writer_lock(target.path, wait, reporter):
-            try:
-                planned = _plan(target.path, source, documents)
-                if dry_run:
-                    return pipeline.dry_run_summary(target.path, run_id, started_at, planned, [])
-                reporter.stage("chunk", len(planned.to_index))
-                rows = pipeline.chunk_documents(planned.to_index, target.chunker, advance=reporter.advance)
-                summary = pipeline.summarize(run_id, started_at, planned)
-                summary.chunks_embedded, summary.chunks_reused = pipeline.embed(target, rows, reporter=reporter)
-                reporter.stage("commit")
-                target.meta["generation"] = pipeline.commit(target.path, planned, rows, summary)
-            except BaseException as exc:
-                pipeline.record_failure(target.path, run_id, started_at, [source], exc)
-                raise
-        target.prepare_queries()  # outside the lock, as pipeline.run does: searches then start fast
-        return summary
-    finally:
-        reporter.finish()
+) -> tuple[Discovery, ParsedBatch, IngestOptions]:
+    """``add_texts`` as a run of ``pipeline.run`` (the index's ``run``): its discovery, parsed batch (given to
+    ``pipeline.GivenSteps``) and options. The documents (from :func:`documents_of`) are given, not discovered;
+    the plan compares the stored versions of their ids only (``ParsedBatch.given``: nothing else of the source is
+    removed), then the pipeline's chunk, embed and commit steps, as for files. Plain and sharded alike: on a
+    sharded root each text goes to the shard its id routes to."""
+    given = ParsedBatch(documents=documents, given=True)
+    return Discovery(roots=[source]), given, IngestOptions(wait=wait, progress=progress, dry_run=dry_run)
 
 
-def _plan(index_dir: Path, source: str, documents: list[Document]) -> Plan:
+def plan(index_dir: Path, source: Sequence[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
+    """The plan of given texts over one index (``pipeline.plan`` of a ``given`` batch)."""
     # pipeline.plan compares a root's stored documents with everything found under it, and removes the rest;
     # texts come in batches that are not the whole source, so the plan sees the stored versions of these ids only.
     # The plan compares fingerprints (text, title and metadata), so a text whose title or metadata changed is
     # replaced even when its text did not (its chunks' vectors are reused from the cache).
-    ids = [document.doc_id for document in documents]
+    ids = [document.doc_id for document in parsed.documents]
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:  # under the writer lock
         stored = planned_documents(connection, ids)
-    return plan_changes(stored, [source], Discovery(roots=[source]), ParsedBatch(documents=documents))
+    return plan_changes(stored, list(source), discovery, parsed)
 
 
 def read_jsonl(lines: Iterable[str | bytes], where: str = "<stdin>") -> dict[str, Any]:

@@ -18,10 +18,11 @@ Parsing and chunk/embed batches fan out to a Dask cluster when ``dask_address`` 
 ``dask_workers`` (a local cluster of that many processes) is given; discovery, planning and the commit stay in the
 flow's own process, which holds the index's writer lock for the whole run.
 
-A sharded root (``shards``, or an index with a ``shards.json``) runs :meth:`citeline.sharding.index.ShardedIndex.ingest`
-instead, with the same discover and parse tasks as a plain run (on Dask, the workers parse; keys only come back),
-each shard's run a task (citeline/orchestration/shards.py); a failed shard fails the flow run with one line naming
-it.
+The run is :meth:`citeline.Index.run` with the index's own committer, given the flow's placement
+(``citeline.ingest.options.Placement``), so the flow never asks which kind of index it writes: a sharded root
+(``shards``, or an index with a ``shards.json``) has the same discover and parse tasks as a plain run (on Dask, the
+workers parse; keys only come back), each shard's run a task (citeline/orchestration/shards.py); a failed shard
+fails the flow run with one line naming it.
 
 Run it with ``citeline ingest --prefect PATH...`` (``python -m flows.ingest PATH...`` is the same command); serve it
 on a schedule with ``citeline schedule`` or ``python -m flows.serve`` (flows/serve.py).
@@ -58,7 +59,7 @@ from prefect.tasks import exponential_backoff
 from citeline.errors import PartialRunError, SettingsError
 from citeline.index import Index, index_for_run
 from citeline.ingest import pipeline, stopping
-from citeline.ingest.options import IndexSettings, IngestOptions
+from citeline.ingest.options import IndexSettings, IngestOptions, Placement
 from citeline.orchestration.blocks import block_storage, task_storage
 from citeline.orchestration.parameters import IngestParameters
 from citeline.orchestration.reporting import (
@@ -70,7 +71,6 @@ from citeline.orchestration.reporting import (
     wants_terminal_bar,
 )
 from citeline.orchestration.shards import ShardTasks
-from citeline.sharding.index import ShardedIndex
 from citeline.sharding.runs import LOCAL_CLUSTER
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
@@ -453,19 +453,15 @@ def ingest_flow(paths: list[str], **parameters: Any) -> dict[str, Any]:
         strict_failure: PartialRunError | None = None
         try:
             with block_storage(given["storage_block"]), _fan_out(dask_runner) as fan_out:
-                if isinstance(index, ShardedIndex):  # each shard's run a task (citeline/orchestration/shards.py)
-                    run = index.ingest(
-                        paths,
-                        options=options,
-                        parallel="threads",  # the shards' tasks share this process's model, unless on Dask
-                        dask_address=dask_address,
-                        dask_workers=dask_workers,
-                        shard_workers=shard_workers,  # checked against the shard count before any work
-                        run_jobs=ShardTasks(fan_out, shard_workers),
-                        steps=PrefectSteps(index_dir, fan_out),  # parsed as a plain run is: tasks, keys only
-                    )
-                else:
-                    run = pipeline.run(index, paths, options, PrefectSteps(index_dir, fan_out))
+                # a sharded root's shards: each shard's run a task (citeline/orchestration/shards.py), sharing this
+                # process's model on threads unless on Dask; a plain index has no parts (Index.committer)
+                placement = Placement(
+                    parallel="threads", dask_address=dask_address, dask_workers=dask_workers,
+                    shard_workers=shard_workers,  # checked against the shard count before any work
+                    run_jobs=ShardTasks(fan_out, shard_workers),
+                )  # fmt: skip
+                steps = PrefectSteps(index_dir, fan_out)  # parsed as a plain run is: tasks, keys only
+                run = index.run(paths, options, steps, committer=index.committer(steps, placement))
         except PartialRunError as partial:  # strict: the commits stand, the flow run fails naming the files
             run, strict_failure = partial.run, partial
         if run.status != "dry-run":

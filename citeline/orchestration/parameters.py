@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from citeline.errors import SettingsError, SourceError
-from citeline.ingest.options import IndexSettings, IngestOptions
+from citeline.ingest.options import IndexSettings, IngestOptions, placement_help
 from citeline.sharding.remote import parse_shard_workers
 from citeline.sources.encoding import codec_name
 from citeline.sources.remote import is_remote
@@ -80,40 +80,13 @@ class _Parameters(BaseModel):
             raise SettingsError(problems) from None
 
 
-#: Where a run's work runs: the flow's own parameters (the CLI's options of these names say more).
+#: Where a run's work runs, and where its credentials come from, by name (never the secret itself:
+#: ``citeline.orchestration.blocks``): declared once, in ``citeline.ingest.options.Placement``.
 _PLACEMENT: dict[str, Any] = {
-    "dask_address": (
-        str | None,
-        Field(
-            None, description="Parse and embed on this Dask scheduler (tcp://HOST:8786); it must see the same paths."
-        ),
-    ),
-    "dask_workers": (
-        int | None,
-        Field(None, ge=1, description="Parse and embed on a local Dask cluster of this many processes."),
-    ),
-    "shard_workers": (
-        dict[int, str] | str | None,
-        Field(
-            None,
-            description="On a sharded index with dask_address or dask_workers: pin shards to the workers that hold "
-            "their disks, SHARD=WORKER by address or name (0=tcp://10.0.0.5:8786,1=worker-b); a pinned shard runs only "
-            "there.",
-        ),
-    ),
-}
-
-#: Where a run's credentials come from, by name (never the secret itself: ``citeline.orchestration.blocks``).
-_CREDENTIALS: dict[str, Any] = {
-    "storage_block": (
-        str | None,
-        Field(
-            None,
-            description="The name of a Prefect Secret block holding the storage options of URL paths (JSON: "
-            '{"key": ..., "secret": ..., "client_kwargs": {...}} or one mapping per protocol, {"s3": {...}}); '
-            "loaded by the run, never stored in its parameters, logs or the index.",
-        ),
-    ),
+    "dask_address": (str | None, Field(None, description=placement_help("dask_address"))),
+    "dask_workers": (int | None, Field(None, ge=1, description=placement_help("dask_workers"))),
+    "shard_workers": (dict[int, str] | str | None, Field(None, description=placement_help("shard_workers"))),
+    "storage_block": (str | None, Field(None, description=placement_help("storage_block"))),
 }
 
 #: The parameters of an ingestion run: the flow's, the deployment's and the CLI's (``citeline ingest``,
@@ -124,5 +97,5 @@ _DECLARED: dict[str, Any] = {
     **{spec.name: pydantic_field(IngestOptions, spec) for spec in offered(IngestOptions, "flow")},
 }
 IngestParameters = create_model(
-    "IngestParameters", __base__=_Parameters, __module__=__name__, **_DECLARED, **_PLACEMENT, **_CREDENTIALS
+    "IngestParameters", __base__=_Parameters, __module__=__name__, **_DECLARED, **_PLACEMENT
 )

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from citeline.ingest import freshness
+from citeline.ingest import freshness, removal
 from citeline.ingest.planning import ParsedBatch, Plan
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
@@ -117,10 +117,16 @@ def merged_plan(
     pairs = zip(shard_dirs, parts, strict=True)
     plans = [freshness.plan(directory, roots, discovery, part) for directory, part in pairs]
     idle = [not (plan.to_index or plan.pending or plan.remove_doc_ids) for plan in plans]
+    for part, plan in zip(parts, plans, strict=True):
+        if part.removing:  # each shard's run removes what it was planned to (its own plan then matches it all)
+            part.removing = removal.only(plan.removing)
     total = plans[0]
+    # all or nothing over the root: a selector is unmatched when no shard matches it
+    total.unmatched = [shown for shown in total.unmatched if all(shown in plan.unmatched for plan in plans)]
     for plan in plans[1:]:
         total.to_index += plan.to_index
         total.remove_doc_ids += plan.remove_doc_ids
+        total.removing += plan.removing
         total.added, total.updated, total.unchanged = (
             total.added + plan.added,
             total.updated + plan.updated,
@@ -132,4 +138,5 @@ def merged_plan(
         ):
             for root, count in theirs.items():
                 mine[root] = mine.get(root, 0) + count
+    total.removing.sort(key=lambda record: (record["source_path"], record["doc_id"]))
     return total, idle

@@ -41,9 +41,9 @@ from citeline.errors import (
 )
 from citeline.index import SHARDS_MANIFEST, Index, Layout, register_layout
 from citeline.ingest import pipeline, stopping
-from citeline.ingest.options import IngestOptions
+from citeline.ingest.options import IngestOptions, Placement
 from citeline.ingest.planning import ParsedBatch, Plan
-from citeline.ingest.removal import Chosen, RemovalSummary
+from citeline.ingest.runs import RemovalSummary
 from citeline.ingest.targets import PlannedRun
 from citeline.model.embedding import Embedder, SentenceTransformerEmbedder
 from citeline.query.results import SearchResult, answer_documents
@@ -126,9 +126,17 @@ def _write_text(path: Path, text: str) -> None:
 def route(parsed: ParsedBatch, shards: int) -> list[ParsedBatch]:
     """Each shard's part of the parsed documents. Errors and incomplete files go to every shard: they keep the
     stored documents of the files they name, wherever those live. So do the files read whole: each shard records
-    their stat, and drops the rows of those it holds no document of (``file_stats.forget_orphans``)."""
+    their stat, and drops the rows of those it holds no document of (``file_stats.forget_orphans``). Given
+    texts go to their shards as parsed documents do; a removal's selectors go to every shard (the plan narrows
+    each to what it holds: ``sharding.freshness.merged_plan``)."""
     parts = [
-        ParsedBatch(errors=list(parsed.errors), incomplete=list(parsed.incomplete), read_files=list(parsed.read_files))
+        ParsedBatch(
+            errors=list(parsed.errors),
+            incomplete=list(parsed.incomplete),
+            read_files=list(parsed.read_files),
+            given=parsed.given,
+            removing=list(parsed.removing),
+        )
         for _ in range(shards)
     ]
     for document in parsed.documents:
@@ -250,38 +258,58 @@ class ShardedIndex(Index):
         ``prepare_queries``).
         """
         run_options = IngestOptions.of(options, **settings)  # checks every setting (Index.ingest's keywords)
-        shard_workers = parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work
-        on_dask = bool(dask_address or dask_workers)
+        placement = Placement(parallel, dask_address, dask_workers, shard_workers, run_jobs)
+        parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work (and a cluster)
         with contextlib.ExitStack() as stack:
             # run_jobs runs the shards' jobs itself (the flow: on its own task runner, which is the Dask cluster's)
-            client = stack.enter_context(dask_client(dask_address, dask_workers)) if on_dask and not run_jobs else None
+            on_dask = placement.on_dask and not run_jobs
+            client = stack.enter_context(dask_client(dask_address, dask_workers)) if on_dask else None
             steps = steps or (pipeline.Steps() if client is None else WorkerSteps(client))
-            committer = ShardCommits(self, parallel, client, shard_workers, run_jobs, on_dask=on_dask)
-            summary = pipeline.run(self, paths, run_options, steps, committer=committer)
-        self.meta["generation"] = summary.generation
-        return summary
+            return self.run(paths, run_options, steps, committer=self.committer(steps, placement, client))
 
-    def _unchanged_files(self, found: Sequence[SourceFile]) -> Freshness:
-        # The files no shard needs read (``citeline.sharding.freshness``), while the last run finished everywhere.
+    def committer(self, steps: pipeline.Steps, placement: Placement | None = None, client: Any = None) -> ShardCommits:
+        """:class:`ShardCommits` with the shards' jobs where ``placement`` says (``client``: the Dask client
+        :meth:`ingest` opened for it). Without one (``add_texts``, ``remove``): on threads of this process (one
+        model for all of them, no worker processes to start for a batch of texts or a removal)."""
+        self._local("ingest")  # one line when this client sees only the manifest
+        placement = placement or Placement(parallel="threads")
+        shard_workers = parse_shard_workers(placement.shard_workers, self.manifest.shards)  # before any work
+        return ShardCommits(self, placement.parallel, client, shard_workers, placement.run_jobs,
+                            on_dask=placement.on_dask)  # fmt: skip
+
+    def remove(self, paths: Any = None, **selectors: Any) -> RemovalSummary:
+        """:meth:`Index.remove`, the same run (one line when this client sees only the manifest)."""
+        self._local("remove")
+        return super().remove(paths, **selectors)
+
+    @property
+    def shared_embedder(self) -> Embedder | None:
+        """The embedder this root was given (a test's, a caller's), which the shards' jobs share; None: the
+        index's own model, which each worker process loads once."""
+        return None if isinstance(self._embedder, SentenceTransformerEmbedder) else self._embedder
+
+    def unchanged_files(self, found: Sequence[SourceFile]) -> Freshness:
+        """The files no shard needs read (``citeline.sharding.freshness``), while the last run finished everywhere
+        (else every file is read)."""
         self.manifest = Manifest.read(self.path)
         fresh = unchanged_files(self.shard_dirs, found)
         if skipping_is_safe(self.manifest.runs, self.manifest.generations, fresh.generations):
             return fresh
         return fresh.read_all()
 
-    def _record_interrupted(self, summary: RunSummary, idle: list[bool]) -> None:
-        # The manifest of a run a stop interrupted: the shards' generations as they committed them, the run
-        # "interrupted" with what the shards' own rows of this run say they kept (the CLI's last line).
+    def record_interrupted(self, summary: RunSummary, idle: list[bool]) -> None:
+        """Record in the manifest a run a stop interrupted: the shards' generations as they committed them, the
+        run "interrupted" with what the shards' own rows of this run say they kept (the CLI's last line)."""
         kept = [run for part in self.shards for run in part.runs(1) if run.started_at >= summary.started_at]
         summary.added, summary.updated = sum(run.added for run in kept), sum(run.updated for run in kept)
         summary.finished_at = ledger.utc_now()
         before = [int(part.status().generation) for part in self.shards]
-        summary.generation = self._record(summary, [None] * len(idle), [False] * len(idle), before)
+        summary.generation = self.record_run(summary, [None] * len(idle), [False] * len(idle), before)
         stopping.note_interrupted(summary, covers_earlier=True)
 
-    def _record(self, summary: RunSummary, outcomes: Sequence[Any], idle: list[bool], before: list[int]) -> int:
+    def record_run(self, summary: RunSummary, outcomes: Sequence[Any], idle: list[bool], before: list[int]) -> int:
         """Write the manifest: each shard's committed generation now (an idle shard's is the one it had), and the
-        run; returns their sum."""
+        run (a removal's without its list of documents); returns their sum."""
         now = zip(self.shards, idle, before, strict=True)
         generations = [was if nothing else int(part.status().generation) for part, nothing, was in now]
         self.manifest = Manifest.read(self.path)  # under the root's writer lock: the last writer's runs kept
@@ -290,48 +318,10 @@ class ShardedIndex(Index):
         ]
         self.manifest.generations = generations
         entry = {**summary.to_dict(), "generation": sum(generations), "generations": generations}
+        entry.pop("documents", None)  # a removal's: the ledger keeps its counts and selectors, not the list
         self.manifest.runs = [*self.manifest.runs, {**entry, "shard_runs": shard_runs}][-RUNS_KEPT:]
         self.manifest.write(self.path)
         return sum(generations)
-
-    def _remove(self, chosen: Chosen, dry_run: bool, wait: float | None) -> RemovalSummary:
-        """:meth:`Index.remove` over the shards. All or nothing as there: every selector must match a document in
-        some shard (asked of every shard first, under the root's writer lock); then each shard holding matches
-        removes them as a run of its own, and the manifest records the shards' generations and the run. A crash
-        part way leaves some shards' documents removed: run it again (what is gone already is not asked for)."""
-        from citeline.ingest import removal
-
-        parts = self._local("remove")
-        run_id, started_at = ledger.new_run_id(), ledger.utc_now()
-        roots = [f"remove {kind} {shown}" for kind, shown, _, _ in chosen]
-        with writer_lock(self.path, wait=wait):
-            found = [removal.matching(part.path, chosen) for part in parts]
-            unmatched = [shown for shown in found[0][1] if all(shown in missing for _, missing in found)]
-            if unmatched:
-                raise removal.nothing_matches(self.path, unmatched)
-            documents = sorted(
-                (document for matched, _ in found for document in matched),
-                key=lambda record: (record["source_path"], record["doc_id"]),
-            )
-            run = removal.RemovalSummary(
-                run_id, started_at, None, "dry-run" if dry_run else "succeeded", roots, None,
-                removed=len(documents), documents=documents,
-            )  # fmt: skip
-            if dry_run:
-                run.generation = self.generation()
-                return run
-            for part, (matched, _) in zip(parts, found, strict=True):
-                if matched:
-                    part.remove(doc_ids=[document["doc_id"] for document in matched], wait=wait)
-            run.finished_at = ledger.utc_now()
-            self.manifest = Manifest.read(self.path)
-            self.manifest.generations = [int(part.status().generation) for part in parts]
-            run.generation = sum(self.manifest.generations)
-            entry = {**run.to_dict(), "generations": self.manifest.generations}
-            entry.pop("documents")
-            self.manifest.runs = [*self.manifest.runs, entry][-RUNS_KEPT:]
-            self.manifest.write(self.path)
-        return run
 
     def rebuild(self, *, wait: float | None = None) -> VerifyReport:
         """Rebuild every shard's derived files from its DuckDB (:meth:`Index.rebuild`), then verify."""
@@ -537,7 +527,7 @@ class ShardCommits:
     def unchanged_files(self, roots: list[str], files: Sequence[SourceFile]) -> tuple[ParsedBatch, list[SourceFile]]:
         """The files no shard needs read (all of them, unless the last run finished in every shard), standing for
         their documents in every shard."""
-        self.fresh = self.root._unchanged_files(files)
+        self.fresh = self.root.unchanged_files(files)
         skipped = ParsedBatch(fresh_files=list(self.fresh.skipped), fresh_documents=sum(self.fresh.per_shard))
         return skipped, self.fresh.to_read
 
@@ -569,8 +559,9 @@ class ShardCommits:
             # them): a Dask worker or flow task reads its own, from its environment or the CITELINE_STORAGE_OPTIONS
             # file (citeline.sources.remote), as the workers that parse the files (WorkerSteps) do.
             shard_options = replace(shard_options, storage_options=None)
-        shared = None if isinstance(root._embedder, SentenceTransformerEmbedder) else root._embedder
-        if not self.on_dask and self.parallel != "processes":  # with run_jobs too: the flow's shards on its threads
+        shared = root.shared_embedder
+        embeds = any(part.documents or part.keys for part in self.parts)  # a removal embeds nothing: no model
+        if embeds and not self.on_dask and self.parallel != "processes":  # with run_jobs: the flow's on its threads
             shared = root.embedder  # one model for every shard of this process
         # absolute paths and resolved roots: a Dask worker may run in another directory
         jobs = [
@@ -591,7 +582,7 @@ class ShardCommits:
         except BaseException as exc:  # Ctrl-C or SIGTERM: each shard committed what it embedded whole
             if stopping.is_stop(exc):
                 stopped = RunSummary(run.run_id, run.started_at, None, "interrupted", run.roots, None)
-                root._record_interrupted(stopped, self.idle)
+                root.record_interrupted(stopped, self.idle)
             raise
         outcomes = [
             idle_run(run.run_id, generation) if nothing else next(done)
@@ -601,7 +592,7 @@ class ShardCommits:
         summary = pipeline.with_skipped(
             merge_runs(run.run_id, run.started_at, run.roots, run.plan, outcomes), run.discovery
         )
-        summary.generation = root._record(summary, outcomes, self.idle, self.fresh.generations)
+        summary.generation = root.record_run(summary, outcomes, self.idle, self.fresh.generations)
         run.committed.append(summary)
         reporter.info(f"shard generations {root.manifest.generations}: {summary.status}")
         failed = [(n, outcome) for n, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)]

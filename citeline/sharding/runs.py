@@ -9,7 +9,7 @@ import multiprocessing
 import os
 import signal
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,23 +24,15 @@ from citeline.sharding.remote import ShardWorkers
 from citeline.sources import remote
 from citeline.sources.discovery import Discovery
 from citeline.sources.parsers import SourceFile
-from citeline.sources.selection import Selection
 from citeline.store import ledger
 from citeline.store.ledger import RunSummary
 
 PARALLEL = ("processes", "threads", "serial")
 
 
-class PreparsedSteps(pipeline.Steps):
-    """A shard's pipeline steps: discovery and parsing were done once for every shard; the rest runs here."""
-
-    def __init__(self, discovery: Discovery, parsed: ParsedBatch):
-        self.discovery = discovery
-        self.parsed = parsed
-
-    def discover(self, paths: Sequence[str | os.PathLike[str]], selection: Selection | None = None) -> Discovery:
-        """The run's discovery (every shard plans against all files found)."""
-        return self.discovery
+class PreparsedSteps(pipeline.GivenSteps):
+    """A shard's pipeline steps: discovery and parsing were done once for every shard (every shard plans against
+    the run's discovery: all files found); the rest runs here."""
 
     def parse(
         self, file_batches: list[list[SourceFile]], max_file_bytes: int, hold_chars: int | None = None
@@ -49,7 +41,11 @@ class PreparsedSteps(pipeline.Steps):
         documents). The run leaves out files whose size and time are what was indexed (``citeline.ingest.freshness``):
         their documents stay in the catalog unplanned, so passing them on would insert them a second time."""
         to_read = {(source.root, source.source_id) for files in file_batches for source in files}
-        documents = [d for d in self.parsed.documents if (d.source_root, d.source_file or d.source_id) in to_read]
+        documents = [
+            d
+            for d in self.parsed.documents  # given texts have no file: all of this shard's are its to plan
+            if self.parsed.given or (d.source_root, d.source_file or d.source_id) in to_read
+        ]
         keys = [key for key in self.parsed.keys if (key.source_root, key.source_file) in to_read]
         # Files the root left unread (``citeline.sharding.freshness``) that this shard would read: it holds none of
         # their documents, or they changed since the root looked. Either way they are not planned here (their

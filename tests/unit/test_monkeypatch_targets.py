@@ -14,12 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: (test file, patched module.name) -> why the patch still reaches the code the test exercises.
-ALLOWED = {
-    ("tests/index/test_ingest_incremental.py", "citeline.ingest.pipeline.record_failure"): (
-        "the test kills an ingest run, whose failure the pipeline records through its own module; removal.py's "
-        "import is another command's"
-    ),
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def imported_by_name() -> dict[tuple[str, str], set[str]]:
