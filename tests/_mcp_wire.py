@@ -1,6 +1,6 @@
 """The least MCP client: ``citeline mcp`` (or any MCP server on stdio) in a subprocess, spoken to one JSON line each
 way, no SDK, no models, no schema check. Shared by the MCP system tests (tests/system/test_mcp.py,
-test_mcp_wire.py, test_hostile_reads.py) and bench/mcp_latency.py's raw client.
+test_mcp_wire.py, test_hostile_reads.py) and the raw client of bench/search.py's mcp subcommand.
 
 Reads wait at most ``within`` seconds for a line (``select`` on the pipe), so a server that hangs fails the test
 in a minute instead of hanging the suite.
