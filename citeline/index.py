@@ -37,7 +37,7 @@ from citeline.model.embedding import (
 from citeline.query import plan
 from citeline.query.results import SearchResult, answer_documents
 from citeline.store import catalog, generation, vector_files
-from citeline.store.access import TOKENS_FILE, TokenFile
+from citeline.store.access import TOKENS_FILE, TokenFile, scope_of
 from citeline.store.catalog import IndexStatus
 from citeline.store.documents import (
     FACET_VALUES,
@@ -532,11 +532,15 @@ class Index:
         ``limit`` most frequent values (None: all) and how many more there are. A value is what ``--where
         FIELD=VALUE`` / ``{"meta": {FIELD: VALUE}}`` matches.
 
-        Only facets that narrow: none for a field whose values are nearly all distinct across the index (a title,
+        Only facets that narrow: none for a field whose values are nearly all distinct across the index (a token's
+        scope: across the documents it may see; a title,
         an id); the fields come by the share of the documents counted that choosing a value leaves (lowest first),
         then by the documents holding them (``citeline.store.documents.facets_of``)."""
         counts = self.facet_counts(filters, within=within)
-        whole = counts if filters is None and within is None else self.facet_counts()
+        # A field's nature is judged on what the caller may see at all: a token's scope (store.access), else the
+        # whole index; never on documents outside the scope, whose values would show through the facets offered.
+        scope = scope_of(Filters.from_value(filters))
+        whole = counts if filters is None and within is None else self.facet_counts(scope or None)
         return facets_of(counts, limit, reference=whole)
 
     def facet_counts(

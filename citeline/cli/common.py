@@ -102,7 +102,7 @@ def setting_option(name: str) -> Callable[[F], F]:
 def request_option(spec: Field[Any]) -> Callable[[F], F]:
     """The click option of a declared field of :class:`~citeline.SearchRequest`: its flags (``--name-with-dashes``,
     or the declared ``flags``; an on/off option ``--name/--no-name``), its default where people read
-    (``people_default``), help text, bounds and choices, all as declared there."""
+    (``people_default``), help text and choices, all as declared there (its bounds the request checks)."""
     meta, name = spec.metadata, spec.name
     flags = meta.get("flags") or ("--" + name.replace("_", "-"),)
     default, choices = people_default(spec), meta.get("choices")
@@ -110,12 +110,14 @@ def request_option(spec: Field[Any]) -> Callable[[F], F]:
         switch = flags[0] if "/" in flags[0] else f"{flags[0]}/--no-{flags[0][2:]}"
         shown = "[default:" not in meta["help"]  # a help text that says its defaults itself
         return click.option(switch, name, default=default, show_default=shown, help=meta["help"])
+    # Numbers are only converted here: the request checks its own bounds (one line, exit 1, as from every surface)
+    # and clamps what it clamps (a k above MAX_K), as the CLI always let it.
     if choices is not None:
         kind: click.ParamType = click.Choice(choices)
     elif spec.type in ("float", "float | None"):
-        kind = click.FloatRange(min=meta["minimum"], max=meta["maximum"])
+        kind = click.FLOAT
     else:
-        kind = click.IntRange(min=meta["minimum"], max=meta["maximum"])
+        kind = click.INT
     return click.option(*flags, name, type=kind, default=default, show_default=default is not None, help=meta["help"])
 
 

@@ -102,7 +102,7 @@ def test_a_sharded_ingest_of_an_s3_root_on_dask_reads_on_the_workers_then_an_unc
 
 def _worker_storage() -> tuple[str, Any]:
     # On a worker: the endpoint its storage options reach, and any run options set in its memory.
-    return remote.options_for("s3")["client_kwargs"]["endpoint_url"], remote._run_options
+    return remote.options_for("s3")["client_kwargs"]["endpoint_url"], remote._run_options.get()
 
 
 def test_the_cli_ingests_an_s3_root_into_shards_on_its_local_cluster_whose_workers_read_the_options_file(
