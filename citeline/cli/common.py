@@ -102,7 +102,8 @@ def setting_option(name: str) -> Callable[[F], F]:
 def request_option(spec: Field[Any]) -> Callable[[F], F]:
     """The click option of a declared field of :class:`~citeline.SearchRequest`: its flags (``--name-with-dashes``,
     or the declared ``flags``; an on/off option ``--name/--no-name``), its default where people read
-    (``people_default``), help text and choices, all as declared there (its bounds the request checks)."""
+    (``people_default``), help text, choices and a fraction's bounds, all as declared there (a count's bounds the
+    request checks)."""
     meta, name = spec.metadata, spec.name
     flags = meta.get("flags") or ("--" + name.replace("_", "-"),)
     default, choices = people_default(spec), meta.get("choices")
@@ -110,12 +111,13 @@ def request_option(spec: Field[Any]) -> Callable[[F], F]:
         switch = flags[0] if "/" in flags[0] else f"{flags[0]}/--no-{flags[0][2:]}"
         shown = "[default:" not in meta["help"]  # a help text that says its defaults itself
         return click.option(switch, name, default=default, show_default=shown, help=meta["help"])
-    # Numbers are only converted here: the request checks its own bounds (one line, exit 1, as from every surface)
-    # and clamps what it clamps (a k above MAX_K), as the CLI always let it.
+    # A fraction's declared bounds are click's to refuse (a usage error naming the flag, as --min-score's always
+    # was); a count is only converted, and the request checks it: it clamps a k above its maximum to the maximum
+    # (the CLI's -k 100000000 lists every passage), and k=0 is its one-line error.
     if choices is not None:
         kind: click.ParamType = click.Choice(choices)
     elif spec.type in ("float", "float | None"):
-        kind = click.FLOAT
+        kind = click.FloatRange(min=meta["minimum"], max=meta["maximum"])
     else:
         kind = click.INT
     return click.option(*flags, name, type=kind, default=default, show_default=default is not None, help=meta["help"])

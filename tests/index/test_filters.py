@@ -355,7 +355,7 @@ def test_cli_filter_flags_mirror_the_python_filters(cli_index) -> None:
     [
         (["--where", "author"], "'author' is not key=value"),
         (["--ingested-after", "last week"], "'ingested_after' is not an ISO 8601 date"),
-        (["--collapse-threshold", "1.5"], "collapse_threshold must be above 0 and at most 1"),  # the declared check
+        (["--collapse-threshold", "1.5"], "1.5 is not in the range 0.0<=x<=1.0"),  # declared bounds: a usage error
         (["--collapse-threshold", "0"], "collapse_threshold must be above 0 and at most 1"),
     ],
 )
