@@ -72,6 +72,13 @@ main()
 """
 
 
+def _s3_client(endpoint: str, key: str, secret: str) -> Any:
+    """A boto3 S3 client of the server at ``endpoint`` with these credentials (the tests' own reads and writes)."""
+    return boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key, aws_secret_access_key=secret
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -129,13 +136,7 @@ class S3Server:
         )
         created = iam.create_access_key(UserName="citeline")["AccessKey"]
         self.key, self.secret = created["AccessKeyId"], created["SecretAccessKey"]
-        self.client = boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            region_name="us-east-1",
-            aws_access_key_id=self.key,
-            aws_secret_access_key=self.secret,
-        )
+        self.client = _s3_client(self.endpoint, self.key, self.secret)
         self.client.create_bucket(Bucket=bucket)
 
     def _wait_ready(self) -> None:
@@ -273,13 +274,7 @@ class SeaweedServer(S3Server):
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         atexit.register(self.stop)  # a session that dies before its fixture's teardown leaves no server behind
-        self.client = boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            region_name="us-east-1",
-            aws_access_key_id=self.key,
-            aws_secret_access_key=self.secret,
-        )
+        self.client = _s3_client(self.endpoint, self.key, self.secret)
         self._wait_ready()
 
     def _wait_ready(self) -> None:
