@@ -605,12 +605,23 @@ def test_ingest_prefect_draws_its_bar_and_a_flow_run_beside_it_draws_none(
 def _harbour_root(
     tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch, documents: int = 8, shards: int = 2
 ) -> tuple[Path, Path]:
-    # Short documents, and a new sharded root the flow opens with ``embedder``.
+    # Short documents, ``documents // shards`` in each shard, and a new sharded root the flow opens with
+    # ``embedder``. A document's shard hashes its id, which holds the absolute folder: d0..d11 put none in shard 2
+    # of 3 under one CI tmp path, so the names are chosen here, never left to where pytest puts the folder.
+    from citeline.sharding.index import shard_of
+    from citeline.sources.document import doc_id_of
+
     _with_embedder(monkeypatch, embedder)
     corpus = tmp_path / "docs"
     corpus.mkdir()
-    for n in range(documents):
-        (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
+    held = [0] * shards
+    n = 0
+    while sum(held) < documents // shards * shards:
+        number = shard_of(doc_id_of(str(corpus.resolve()), f"d{n}.txt"), shards)
+        if held[number] < documents // shards:
+            held[number] += 1
+            (corpus / f"d{n}.txt").write_text(f"Document {n} is about the harbour, the mill and river {n}.\n")
+        n += 1
     root = tmp_path / "root"
     Index.create(root, embedder=embedder, shards=shards)
     return corpus, root
@@ -689,8 +700,8 @@ def test_shard_workers_pin_a_sharded_flow_run_to_its_workers(
         assert "shard-001: ShardWorkerGoneError: shard-001 is pinned to worker nowhere" in str(state.message)
         assert Manifest.read(root).generations == [1, 0]
         # Both shards pinned to worker 1 (LocalCluster names its workers 0 and 1): both shard tasks run there.
-        (corpus / "d0.txt").write_text("Document 0 now speaks of the lighthouse.\n")
-        (corpus / "d1.txt").write_text("Document 1 now speaks of the ferry.\n")
+        for changed in corpus.glob("*.txt"):  # every document changes: both shards have work
+            changed.write_text(f"{changed.stem} now speaks of the lighthouse and the ferry.\n")
         with distributed.get_task_stream(client=client) as stream:
             summary = ingest_flow(
                 paths=[str(corpus)],
