@@ -372,14 +372,11 @@ class Index:
     ) -> RunSummary:
         """Index texts that are not files as one run, incrementally by id (``citeline ingest -``,
         citeline.ingest.texts)."""
-        from citeline.ingest import texts as texts_module
-
-        documents = texts_module.documents_of(texts, ids, metadata, source, titles)
         from citeline.ingest.pipeline import GivenSteps
+        from citeline.ingest.texts import documents_of, run_of
 
-        discovery, given, options = texts_module.run_of(
-            documents, source, wait=wait, progress=progress, dry_run=dry_run
-        )
+        documents = documents_of(texts, ids, metadata, source, titles)
+        discovery, given, options = run_of(documents, source, wait=wait, progress=progress, dry_run=dry_run)
         return self.run([source], options, GivenSteps(discovery, given))
 
     def remove(
