@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 import citeline.query.collapse
-import citeline.query.plan as plan
 from citeline import Index
+from citeline.query import plan
 from citeline.query.collapse import collapse, text_words
 from citeline.query.highlight import highlight, terms
 

@@ -85,10 +85,11 @@ SHARDS_MANIFEST = "shards.json"  #: in a sharded index's root (``citeline.shardi
 
 class Layout(NamedTuple):
     """How to create and open an index root of a kind other than one index directory (``Index.create``'s and
-    ``Index.open``'s arguments; each returns the kind's front class, an :class:`Index`)."""
+    ``Index.open``'s arguments; each returns the kind's front class, ``front``, an :class:`Index`)."""
 
     create: Callable[..., Index]
     open: Callable[..., Index]
+    front: type[Index]
 
 
 #: The module of each index layout, by the file that marks its root (the registry line; importing the module
@@ -166,7 +167,7 @@ class Index:
             model=model, backend=backend, max_tokens=max_tokens, overlap_tokens=overlap_tokens,
             vector_index=vector_index, document_vectors=document_vectors, shards=shards,
         )  # fmt: skip
-        marker = cls.layout or (SHARDS_MANIFEST if shards is not None else marker_of(path))
+        marker = cls._created_layout(path, shards)
         if marker is not None:  # a root of another layout: its module creates it (or opens it)
             return cast(Self, layout_of(marker).create(path, embedder=embedder, **declared.arguments()))
         index_dir = Path(path)
@@ -220,6 +221,27 @@ class Index:
         meta = generation.read_meta(index_dir) if repair and problems else read.meta
         return cls(index_dir, meta, embedder, read)
 
+    @classmethod
+    def _created_layout(cls, path: str | os.PathLike[str], shards: int | None) -> str | None:
+        # The marker of the layout create(path, shards=shards) gives (None: one index directory).
+        return cls.layout or (SHARDS_MANIFEST if shards is not None else marker_of(path))
+
+    @classmethod
+    def front_class(cls, path: str | os.PathLike[str], *, shards: int | None = None) -> type[Index]:
+        """The class :meth:`create` returns for ``path`` and ``shards`` (and :meth:`open` for what ``path`` holds),
+        nothing opened or created: :class:`Index`, or a layout's front class (a sharded root's
+        :class:`~citeline.ShardedIndex`). A caller asks it what that kind of index does (:meth:`unused_placement`),
+        never which kind it is."""
+        marker = cls._created_layout(path, shards)
+        return cls if marker is None else layout_of(marker).front
+
+    @classmethod
+    def unused_placement(cls, placement: Placement) -> list[str]:
+        """The settings of ``placement`` this kind of index has no use for: a plain index has no parts, so each
+        one that places parts (``dask_address``, ``dask_workers``, ``shard_workers``) that is set; a sharded root
+        uses them all. (``parallel`` is a default, never a caller's mistake.)"""
+        return [name for name in ("dask_address", "dask_workers", "shard_workers") if getattr(placement, name)]
+
     # ---------------------------------------------------------------- parts
 
     @property
@@ -271,6 +293,7 @@ class Index:
         progress_every: float = DEFAULTS.progress_every,
         storage_options: Mapping[str, Any] | None = DEFAULTS.storage_options,
         options: IngestOptions | None = None,
+        placement: Placement | None = None,
     ) -> RunSummary:
         """Bring the index up to date with the files under ``paths`` (folders, files, or remote URLs:
         ``s3://bucket/prefix``, ``gs://``, ``az://``, ``https://``, any fsspec URL) and return the run's ledger row.
@@ -284,7 +307,9 @@ class Index:
         its documents raises :class:`RemovalRefusedError` unless ``allow_removals``; ``dry_run`` writes nothing;
         ``strict`` raises :class:`citeline.errors.PartialRunError` after a partial run (its commits stand).
         ``storage_options``: fsspec options of the remote roots (credentials, ``endpoint_url``), held for this run
-        only and never stored (``citeline.sources.remote``)."""
+        only and never stored (``citeline.sources.remote``). ``placement``: where a sharded root's parts run
+        (:class:`~citeline.ingest.options.Placement`); a plain index has none and ignores it, so a caller hands one
+        to any index (:meth:`unused_placement` says what of it goes unused)."""
         settings = given_settings(locals(), options)
         return self.run(paths, IngestOptions.of(options, **settings))
 
@@ -372,14 +397,11 @@ class Index:
     ) -> RunSummary:
         """Index texts that are not files as one run, incrementally by id (``citeline ingest -``,
         citeline.ingest.texts)."""
-        from citeline.ingest import texts as texts_module
-
-        documents = texts_module.documents_of(texts, ids, metadata, source, titles)
         from citeline.ingest.pipeline import GivenSteps
+        from citeline.ingest.texts import documents_of, run_of
 
-        discovery, given, options = texts_module.run_of(
-            documents, source, wait=wait, progress=progress, dry_run=dry_run
-        )
+        documents = documents_of(texts, ids, metadata, source, titles)
+        discovery, given, options = run_of(documents, source, wait=wait, progress=progress, dry_run=dry_run)
         return self.run([source], options, GivenSteps(discovery, given))
 
     def remove(

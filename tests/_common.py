@@ -203,10 +203,10 @@ def reading_only_on_workers(monkeypatch: pytest.MonkeyPatch, *forbidden: tuple[o
     name)`` of ``forbidden``) fails here, the workers have their own; returns the list the shards' jobs sent to the
     cluster are collected in."""
     from citeline.ingest import pipeline
-    from citeline.sharding import index as sharding_index
+    from citeline.sharding import index
 
     jobs: list[Any] = []
-    real_execute_on = sharding_index.execute_on
+    real_execute_on = index.execute_on
 
     def seen(client: Any, busy: list[Any], shard_workers: Any) -> Any:
         jobs.extend(busy)
@@ -215,7 +215,7 @@ def reading_only_on_workers(monkeypatch: pytest.MonkeyPatch, *forbidden: tuple[o
     def not_here(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a source was read in the coordinator")
 
-    monkeypatch.setattr(sharding_index, "execute_on", seen)
+    monkeypatch.setattr(index, "execute_on", seen)
     for module, name in ((pipeline, "parse_source"), *forbidden):
         monkeypatch.setattr(module, name, not_here)
     return jobs

@@ -51,7 +51,7 @@ from citeline.cli.common import (
     wait_option,
     watch_options,
 )
-from citeline.ingest.options import DEFAULT_DEBOUNCE, MAX_GROUP_SECONDS, IndexSettings, IngestOptions
+from citeline.ingest.options import DEFAULT_DEBOUNCE, MAX_GROUP_SECONDS, IndexSettings, IngestOptions, Placement
 from citeline.query.plan import DEFAULT_MODE, MODES, SearchRequest
 from citeline.store.connection import MAX_ROWS
 from citeline.util.output import PrintableFormatter
@@ -123,20 +123,18 @@ def ingest(
     2 a usage error; 3 --strict and the run was partial (what it indexed is committed); 130 interrupted by
     Ctrl-C, 143 by SIGTERM (docker stop, systemd, Kubernetes): what was embedded whole is committed, the ledger
     says interrupted, and one line says what was kept."""
-    from citeline.index import SHARDS_MANIFEST
+    from citeline.index import Index
     from citeline.sources.discovery import resolve_roots
     from citeline.sources.selection import Selection
 
     create, run = IndexSettings.pick(settings), IngestOptions.pick(settings)  # the declared settings (.options)
-    dry_run, shards = run["dry_run"], create["shards"]
+    dry_run = run["dry_run"]
     show_progress = sys.stderr.isatty() if progress is None else progress
-    sharded = shards is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
+    placement = Placement(dask_address=dask_address, dask_workers=dask_workers, shard_workers=shard_workers)
     if storage_block is not None and not prefect:
         raise click.UsageError("--storage-block names a Prefect block, which the Prefect flow loads: add --prefect")
-    if (dask_address or dask_workers) and not prefect and not sharded:
-        raise click.UsageError(
-            "--dask-address and --dask-workers run the Prefect flow or a sharded index: add --prefect"
-        )
+    if not prefect:  # the Prefect flow runs on Dask whatever the index; in this process, only a root's parts do
+        _refuse_unused(Index.front_class(index_path, shards=create["shards"]).unused_placement(placement))
     _log_to_console(verbose, prefect)
     if "-" in paths or source is not None:
         if "-" not in paths:
@@ -153,10 +151,7 @@ def ingest(
             remote.storage(storage_options_from(storage_option_pairs, storage_options_file)),
             _for_dask_workers(paths, storage_options_file, storage_option_pairs, bool(dask_address or dask_workers)),
         ):
-            summary = _run_ingest(
-                paths, index_path, run, show_progress, prefect, create, storage_block,
-                dask_address=dask_address, dask_workers=dask_workers, shard_workers=shard_workers,
-            )  # fmt: skip
+            summary = _run_ingest(paths, index_path, run, show_progress, prefect, create, storage_block, placement)
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
     elif dry_run:
@@ -171,6 +166,16 @@ def ingest(
         _print_run(summary, index_path, verbose)
     if summary["status"] == "partial" and run["strict"]:
         sys.exit(3)
+
+
+def _refuse_unused(unused: list[str]) -> None:
+    # A placement the index would not use is the user's mistake, said before anything is created.
+    if "dask_address" in unused or "dask_workers" in unused:
+        raise click.UsageError(
+            "--dask-address and --dask-workers run the Prefect flow or a sharded index: add --prefect"
+        )
+    if unused:
+        raise click.UsageError("--shard-workers pins a sharded index's shards to Dask workers: this index has none")
 
 
 def _print_run(summary: dict[str, Any], index_path: str, verbose: bool) -> None:
@@ -227,10 +232,7 @@ def _run_ingest(
     prefect: bool,
     create: dict[str, Any],
     storage_block: str | None,
-    *,
-    dask_address: str | None,
-    dask_workers: int | None,
-    shard_workers: str | None,
+    placement: Placement,
 ) -> dict[str, Any]:
     # One ingest of folders and files, in-process or through the Prefect flow (whose run then ends Failed when
     # strict and partial); a strict run that ended partial returns its summary, which the command prints before
@@ -243,18 +245,16 @@ def _run_ingest(
 
             parameters = {**create, **run, "include": list(run["include"]), "exclude": list(run["exclude"])}
             return run_from_cli(
-                progress=progress, paths=list(paths), index_path=index_path, dask_address=dask_address,
-                dask_workers=dask_workers, shard_workers=shard_workers, storage_block=storage_block, **parameters,
+                progress=progress, paths=list(paths), index_path=index_path, dask_address=placement.dask_address,
+                dask_workers=placement.dask_workers, shard_workers=placement.shard_workers,
+                storage_block=storage_block, **parameters,
             )  # fmt: skip
-        from citeline.index import SHARDS_MANIFEST, index_for_run
+        from citeline.index import index_for_run
 
-        sharded = create["shards"] is not None or os.path.exists(os.path.join(index_path, SHARDS_MANIFEST))
-        on_shards: dict[str, Any] = {"dask_address": dask_address, "dask_workers": dask_workers} if sharded else {}
-        on_shards |= {"shard_workers": shard_workers} if shard_workers else {}
         with index_for_run(index_path, dry_run=run["dry_run"], **create) as index:
             lines = log_lines(progress, run["progress_every"])  # no bar and no terminal: progress lines on stderr
             options = IngestOptions.of(reporter=lines) if lines is not None else None
-            return index.ingest(paths, progress=progress, options=options, **run, **on_shards).to_dict()
+            return index.ingest(paths, progress=progress, options=options, placement=placement, **run).to_dict()
     except PartialRunError as partial:
         return dict(partial.run.to_dict())
 

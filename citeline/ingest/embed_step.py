@@ -252,17 +252,17 @@ def _nothing_left(texts: list[str]) -> np.ndarray:
 
 
 def embed(
-    target: WrittenIndex, rows: ChunkRows, *, progress: bool = False, reporter: Reporter | None = None
+    index: WrittenIndex, rows: ChunkRows, *, progress: bool = False, reporter: Reporter | None = None
 ) -> tuple[int, int]:
-    """Fill ``rows.vectors`` with the target's model, reusing vectors of identical chunk text already in the index.
+    """Fill ``rows.vectors`` with the index's model, reusing vectors of identical chunk text already in the index.
 
     Returns ``(embedded, reused)``.
     """
-    with contextlib.closing(catalog.connect(target.path, read_only=True)) as connection:
+    with contextlib.closing(catalog.connect(index.path, read_only=True)) as connection:
         hashes = rows.text_hash + [text_hash(text) for text in rows.document_text if text]
-        cache = catalog.cached_vectors(connection, hashes, target.dimension)
+        cache = catalog.cached_vectors(connection, hashes, index.dimension)
         # A document stored again with the same text and title (its metadata changed) keeps its vector.
         firsts = [chunk_id for chunk_id, text in zip(rows.chunk_id, rows.document_text, strict=False) if text]
         for title, text, vector in catalog.stored_document_vectors(connection, firsts).values():
             cache.setdefault(text_hash(document_text(title, text)), vector)
-    return embed_chunks(rows, target.encode, target.dimension, cache=cache, progress=progress, reporter=reporter)
+    return embed_chunks(rows, index.encode, index.dimension, cache=cache, progress=progress, reporter=reporter)

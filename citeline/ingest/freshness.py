@@ -40,7 +40,7 @@ SETTLED_SECONDS = 2.0
 def found_files(files: Sequence[SourceFile]) -> pa.Table:
     """Each file's ``root``, ``source_file``, ``size``, ``mtime``, the ``encoding`` the run reads it in (None:
     detected), a remote object's ``stamp`` (its listing's, with its size and time) and the ``reader`` version of
-    its format (``citeline.sources.registry.READERS``): the table
+    its format (``citeline.sources.registry.READER_VERSIONS``): the table
     ``file_stats.fresh_files`` joins against the catalog. A file that cannot be stat'ed is left out (never fresh:
     parsing reads and reports it)."""
     stats: list[tuple[SourceFile, int, float]] = []

@@ -187,7 +187,7 @@ class IngestOptions:
     #: protocol): kept in memory for the run only, never shown (``repr``), stored or made a Prefect parameter
     #: (``citeline.sources.remote``); None: ``CITELINE_STORAGE_OPTIONS``'s file, else the clients' own defaults
     storage_options: Mapping[str, Any] | None = field(default=None, compare=False, repr=False, metadata=INTERNAL)
-    #: prepare the target's query encoder after the commit (``target.prepare_queries()``, if it has one), as a
+    #: prepare the index's query encoder after the commit (the ingest target's ``prepare_queries()``), as a
     #: stage of its own: searches then start fast. The Prefect flow does it in a task of its own instead.
     prepare_queries: bool = field(default=True, compare=False, metadata=INTERNAL)
 

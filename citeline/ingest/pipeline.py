@@ -264,11 +264,11 @@ def embedded_whole(
     documents: Sequence[Document],
     rows: ChunkRows,
     stop: EmbedInterrupted,
-    target: WrittenIndex,
+    index: WrittenIndex,
     errors: list[FileReport],
 ) -> Embedded:
     """What a batch whose embedding was stopped (:class:`EmbedInterrupted`) keeps: the documents embedded whole."""
-    kept, kept_rows, embedded = completed(documents, rows, stop, target.dimension)
+    kept, kept_rows, embedded = completed(documents, rows, stop, index.dimension)
     return Embedded(kept, kept_rows, embedded, len(kept_rows) - embedded, errors)
 
 
@@ -312,11 +312,11 @@ class Steps:
                         [source], max_file_bytes=max_file_bytes, advance=self.reporter.advance, hold_chars=hold_chars
                     )
 
-    def plan(self, target: WrittenIndex, roots: list[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
+    def plan(self, index: WrittenIndex, roots: list[str], discovery: Discovery, parsed: ParsedBatch) -> Plan:
         """Decide what is new, changed, unchanged and vanished."""
-        return plan(target.path, roots, discovery, parsed)
+        return plan(index.path, roots, discovery, parsed)
 
-    def chunk_embed(self, target: WrittenIndex, work: list[Work], max_file_bytes: int) -> list[Embedded]:
+    def chunk_embed(self, index: WrittenIndex, work: list[Work], max_file_bytes: int) -> list[Embedded]:
         """Chunk and embed the batches of one commit (here: all at once, which lets chunking use every CPU and
         gives one progress bar per stage), parsing again the files whose documents the plan let go."""
         files = sum(len(item.files) for item in work)
@@ -325,17 +325,17 @@ class Steps:
         loaded = [load_documents(item, max_file_bytes, self.reporter.advance) for item in work]
         documents = [document for item in loaded for document in item.documents]
         self.reporter.stage("chunk", len(documents))
-        rows = chunk_documents(documents, target.chunker, advance=self.reporter.advance)
+        rows = chunk_documents(documents, index.chunker, advance=self.reporter.advance)
         errors = [error for item in loaded for error in item.errors]
         try:
-            embedded, reused = embed(target, rows, reporter=self.reporter)
+            embedded, reused = embed(index, rows, reporter=self.reporter)
         except EmbedInterrupted as stop:  # Ctrl-C or SIGTERM: hand the documents embedded whole to the run to commit
-            raise RunInterrupted([embedded_whole(documents, rows, stop, target, errors)], stop.stop) from None
+            raise RunInterrupted([embedded_whole(documents, rows, stop, index, errors)], stop.stop) from None
         return [Embedded(documents, rows, embedded, reused, errors)]
 
-    def commit(self, target: WrittenIndex, batch: CommitBatch, run: RunSummary) -> RunSummary:
+    def commit(self, index: WrittenIndex, batch: CommitBatch, run: RunSummary) -> RunSummary:
         """Publish one new generation and the run's ledger row."""
-        commit_batch(target.path, batch, run)
+        commit_batch(index.path, batch, run)
         return run
 
 
@@ -369,7 +369,7 @@ Options = IngestOptions
 
 
 def run(
-    target: WrittenIndex,
+    index: WrittenIndex,
     paths: Sequence[str | os.PathLike[str]],
     options: Options | None = None,
     steps: Steps | None = None,
@@ -392,12 +392,12 @@ def run(
     returns what it would do (status ``dry-run``, the objections as errors), writing nothing.
 
     The run is planned here and committed by ``committer`` (``citeline.ingest.targets``: the ingest target), by
-    default :class:`LocalCommits` of ``target`` (a plain index); a sharded root passes its own
+    default :class:`LocalCommits` of ``index`` (a plain index); a sharded root passes its own
     (``citeline.sharding.index.ShardCommits``), so plain and sharded runs share every step up to the plan.
     """
     options = options or Options()
     steps = steps or Steps()
-    committer = committer or LocalCommits(target, steps)
+    committer = committer or LocalCommits(index, steps)
     reporter = steps.reporter = options.reporter or default_reporter(options.progress, options.progress_every)
     stopping.clear_request()  # a stop asked of an earlier run of this process is not this run's
     # SIGTERM at its default action: commit what is embedded, then end; remote roots read with the run's credentials
@@ -415,17 +415,17 @@ def run(
 
 
 def _run_locked(
-    target: IngestTarget,
+    committer: IngestTarget,
     paths: Sequence[str | os.PathLike[str]],
     options: Options,
     steps: Steps,
     reporter: Reporter,
 ) -> RunSummary:
-    # The planning phase, the same for every target; then the target commits the plan.
+    # The planning phase, the same for every ingest target; then the committer commits the plan.
     run_id, started_at = ledger.new_run_id(), ledger.utc_now()
     roots = steps.roots(paths)  # a root that cannot be resolved is one SourceError line
-    committed: list[RunSummary] = []  # the run's committed ledger rows (the target appends them)
-    with announced_writer_lock(target.path, options.wait, reporter):
+    committed: list[RunSummary] = []  # the run's committed ledger rows (the committer appends them)
+    with announced_writer_lock(committer.path, options.wait, reporter):
         try:
             reporter.stage("discover")
             discovery = steps.discover(paths, Selection.of(options))
@@ -437,34 +437,34 @@ def _run_locked(
                 kept = " (its documents are kept)" if problem.kept else ""
                 reporter.info(f"could not read {problem.path}: {problem.reason}{kept}")
             # Files of the same size and time are not read again, and their documents never leave the catalog.
-            parsed, to_read = target.unchanged_files(roots, files)
+            parsed, to_read = committer.unchanged_files(roots, files)
             reporter.stage("parse", len(to_read))
             hold_chars = options.commit_every * CHARS_PER_CHUNK
             for batch in steps.parse(batches(to_read, options.files_per_batch), options.max_file_bytes, hold_chars):
                 parsed.absorb(batch, hold_chars=hold_chars)
             report_parsed(reporter, len(files), parsed)
             reporter.stage("plan")
-            planned = target.plan(roots, discovery, parsed)
-            del parsed  # the plan (and the target) hold what is still needed
+            planned = committer.plan(roots, discovery, parsed)
+            del parsed  # the plan (and the committer) hold what is still needed
             if planned.unmatched:  # a removal's selector that matches nothing: all or nothing, so nothing
-                raise removal.nothing_matches(target.path, planned.unmatched)
+                raise removal.nothing_matches(committer.path, planned.unmatched)
             reporter.info(
                 f"plan: {planned.added} added, {planned.updated} updated, {planned.unchanged} unchanged, "
-                f"{planned.removed} removed (documents){target.where}"
+                f"{planned.removed} removed (documents){committer.where}"
             )
             objections = [] if options.allow_removals else removal_problems(planned, options.removal_threshold)
             if options.dry_run:
-                summary = dry_run_row(target.generation(), run_id, started_at, planned, objections)
+                summary = dry_run_row(committer.generation(), run_id, started_at, planned, objections)
                 return with_skipped(summary, discovery)
             if objections:
                 raise refuse_removals(objections)
             summary = with_skipped(summarize(run_id, started_at, planned), discovery)
             run = PlannedRun(run_id, started_at, roots, discovery, planned, summary, options, reporter, committed)
-            return target.commit(run)
+            return committer.commit(run)
         except BaseException as exc:
             if isinstance(exc, removal.NothingMatchesError):  # the user's typo, not a run: nothing to record
                 raise
-            recorded = target.record_failure(run_id, started_at, roots, exc, committed[-1] if committed else None)
+            recorded = committer.record_failure(run_id, started_at, roots, exc, committed[-1] if committed else None)
             if recorded is not None and recorded.status == "interrupted":
                 stopping.note_interrupted(recorded)
             raise
@@ -514,7 +514,7 @@ class LocalCommits:
 
 
 def _commit_in_batches(
-    target: WrittenIndex,
+    index: WrittenIndex,
     options: Options,
     steps: Steps,
     reporter: Reporter,
@@ -527,19 +527,19 @@ def _commit_in_batches(
     # says "running" (with the counts so far) until the last commit, which removes what vanished.
     groups = work_batches(planned, files, options.commit_every, options.chunks_per_batch) or [[]]
     reporter.planned([round(sum(work.chars for work in group) / CHARS_PER_CHUNK) for group in groups])
-    close_interrupted(target.path)
+    close_interrupted(index.path)
     summary.added = summary.updated = summary.chunks_embedded = summary.chunks_reused = 0
     refused: set[tuple[str, str]] = set()  # the files of documents the catalog refused: their stats not recorded
     for number, group in enumerate(groups, 1):
         last = number == len(groups)
         reporter.part(number, len(groups))
         try:
-            outputs = steps.chunk_embed(target, group, options.max_file_bytes) if group else []
+            outputs = steps.chunk_embed(index, group, options.max_file_bytes) if group else []
         except RunInterrupted as stop:  # Ctrl-C or SIGTERM: commit the documents embedded whole, then stop
-            _commit_interrupted(target, steps, reporter, planned, summary, committed, stop.kept)
+            _commit_interrupted(index, steps, reporter, planned, summary, committed, stop.kept)
             raise stop.stop or stop from None
         documents = [document for output in outputs for document in output.documents]
-        rows = ChunkRows.concat([output.rows for output in outputs], target.dimension)
+        rows = ChunkRows.concat([output.rows for output in outputs], index.dimension)
         replaced = [document.doc_id for document in documents if document.doc_id in planned.replaced]
         summary.errors += [{"path": e.path, "reason": e.reason} for output in outputs for e in output.errors]
         summary.updated += len(replaced)
@@ -558,7 +558,7 @@ def _commit_in_batches(
         row = summary if last else replace(summary, removed=0, errors=list(summary.errors))
         read_files = planned.read_files if last else []
         batch = CommitBatch(removals, documents, rows, read_files)
-        done = _commit_isolating(target, steps, reporter, batch, row, planned.replaced, refused)
+        done = _commit_isolating(index, steps, reporter, batch, row, planned.replaced, refused)
         if done is not summary:  # the documents refused are the run's failures from now on
             summary.errors, summary.failed = list(done.errors), done.failed
             summary.added, summary.updated = done.added, done.updated
@@ -572,7 +572,7 @@ def _commit_in_batches(
 
 
 def _commit_isolating(
-    target: WrittenIndex,
+    index: WrittenIndex,
     steps: Steps,
     reporter: Reporter,
     batch: CommitBatch,
@@ -586,7 +586,7 @@ def _commit_isolating(
     # refused document fails alone, with DuckDB's first error; its stored version stays and its file is read again
     # by the next run; the documents committed are not embedded again. Before this, one such file failed every run.
     try:
-        return steps.commit(target, replace(batch, files=_files_without(batch.files, refused)), row)
+        return steps.commit(index, replace(batch, files=_files_without(batch.files, refused)), row)
     except CommitRefusedError as exc:
         if not batch.documents:
             raise
@@ -606,7 +606,7 @@ def _commit_isolating(
             continue
         ids = {document.doc_id for document in part}
         try:
-            steps.commit(target, CommitBatch(sorted(ids & removals), part, batch.rows.of_documents(ids)), running)
+            steps.commit(index, CommitBatch(sorted(ids & removals), part, batch.rows.of_documents(ids)), running)
             done |= ids
         except CommitRefusedError as exc:
             if len(part) == 1:
@@ -633,7 +633,7 @@ def _commit_isolating(
         reporter.warning(f"failed {display_path(document.path)}: {reason}")
     rest = [doc_id for doc_id in batch.remove_doc_ids if doc_id not in done and doc_id not in failed_ids]
     empty = ChunkRows.empty(batch.rows.vectors.shape[1] if batch.rows.vectors.ndim == 2 else 0)
-    return steps.commit(target, CommitBatch(rest, [], empty, _files_without(batch.files, refused)), row)
+    return steps.commit(index, CommitBatch(rest, [], empty, _files_without(batch.files, refused)), row)
 
 
 def _files_without(files: list[FileStat], refused: set[tuple[str, str]]) -> list[FileStat]:
@@ -642,7 +642,7 @@ def _files_without(files: list[FileStat], refused: set[tuple[str, str]]) -> list
 
 
 def _commit_interrupted(
-    target: WrittenIndex,
+    index: WrittenIndex,
     steps: Steps,
     reporter: Reporter,
     planned: Plan,
@@ -655,7 +655,7 @@ def _commit_interrupted(
     documents = [document for output in kept for document in output.documents]
     if not documents:
         return
-    rows = ChunkRows.concat([output.rows for output in kept], target.dimension)
+    rows = ChunkRows.concat([output.rows for output in kept], index.dimension)
     replaced = [document.doc_id for document in documents if document.doc_id in planned.replaced]
     row = replace(summary, removed=0, errors=list(summary.errors), status="interrupted")
     row.updated += len(replaced)
@@ -663,7 +663,7 @@ def _commit_interrupted(
     row.chunks_embedded += sum(output.embedded for output in kept)
     row.chunks_reused += sum(output.reused for output in kept)
     reporter.stage("commit")
-    committed.append(replace(steps.commit(target, CommitBatch(replaced, documents, rows, []), row)))
+    committed.append(replace(steps.commit(index, CommitBatch(replaced, documents, rows, []), row)))
     reporter.info(f"interrupted: committed the {len(documents)} documents embedded so far ({len(rows)} chunks)")
 
 

@@ -41,8 +41,8 @@ from citeline.util.paths import UnresolvablePath, resolved
 
 @runtime_checkable
 class Writer(WrittenIndex, Protocol):
-    """What a removal or an ``add_texts`` run needs of its index (:class:`citeline.Index` is one): a pipeline
-    target whose ``meta["generation"]`` the run keeps up to date."""
+    """What a removal or an ``add_texts`` run needs of its index (:class:`citeline.Index` is one): the index a
+    pipeline run writes, whose ``meta["generation"]`` the run keeps up to date."""
 
     meta: dict[str, Any]
 

@@ -178,9 +178,9 @@ def default_backend() -> str:
 
     if importlib.util.find_spec("onnxruntime") is None:
         return "torch"
-    target = quantization_target()
+    instruction_set = quantization_target()
     # quantization_target() answers arm64 for any CPU without AVX2: only an ARM one has the kernels for it.
-    if target != "arm64" or platform.machine().lower() in ("arm64", "aarch64"):
+    if instruction_set != "arm64" or platform.machine().lower() in ("arm64", "aarch64"):
         return "onnx-int8"
     return "onnx"
 

@@ -65,9 +65,9 @@ def quantization_target() -> str:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
         flags = ""
-    for flag, target in (("avx512_vnni", "avx512_vnni"), ("avx512f", "avx512"), ("avx2", "avx2")):
+    for flag, instruction_set in (("avx512_vnni", "avx512_vnni"), ("avx512f", "avx512"), ("avx2", "avx2")):
         if flag in flags:
-            return target
+            return instruction_set
     return "arm64"
 
 
@@ -123,27 +123,27 @@ def write_mapped_copy(export_dir: Path, backend: str) -> None:
         if not mapped.exists():
             _write_copy(exported, mapped, _save_mapped)
         if not optimized.exists():
-            _write_copy(exported, optimized, lambda _, target: _save_optimized(mapped, target))
+            _write_copy(exported, optimized, lambda _, destination: _save_optimized(mapped, destination))
         # Releases before the instruction set was in the name wrote ``<stem>.optimized.onnx``: unused since.
         stale = exported.with_name(f"{exported.stem}.optimized.onnx")
         for path in (stale, stale.with_name(stale.name + ".data")):
             path.unlink(missing_ok=True)
 
 
-def _save_mapped(exported: Path, target: Path) -> None:
+def _save_mapped(exported: Path, destination: Path) -> None:
     import onnx
 
     graph = onnx.load(str(exported))
-    onnx.save_model(graph, str(target), save_as_external_data=True, location=target.name + ".data")
+    onnx.save_model(graph, str(destination), save_as_external_data=True, location=destination.name + ".data")
 
 
-def _save_optimized(source: Path, target: Path) -> None:
+def _save_optimized(source: Path, output: Path) -> None:
     import onnxruntime
 
     options = _session_options(onnxruntime)
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(target)
-    options.add_session_config_entry("session.optimized_model_external_initializers_file_name", target.name + ".data")
+    options.optimized_model_filepath = str(output)
+    options.add_session_config_entry("session.optimized_model_external_initializers_file_name", output.name + ".data")
     options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     options.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
     onnxruntime.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
@@ -180,16 +180,16 @@ def ensure_onnx_model(model_path: str, backend: str, *, damaged: bool = False) -
     processes do not export at once; the export is written to a temporary folder and renamed into place.
     ``damaged=True`` (the cached export would not load) throws the cached export away and exports again.
     """
-    target = onnx_model_dir(model_path)
-    if not damaged and (target / onnx_file_name(backend)).exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f"{target.name}.lock", "a+") as lock:
+    export_dir = onnx_model_dir(model_path)
+    if not damaged and (export_dir / onnx_file_name(backend)).exists():
+        return export_dir
+    export_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(export_dir.parent / f"{export_dir.name}.lock", "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        if damaged and target.exists():
-            shutil.rmtree(target)  # another process may have re-exported meanwhile: once more costs only time
-        if (target / onnx_file_name(backend)).exists():
-            return target
+        if damaged and export_dir.exists():
+            shutil.rmtree(export_dir)  # another process may have re-exported meanwhile: once more costs only time
+        if (export_dir / onnx_file_name(backend)).exists():
+            return export_dir
         quiet_transformers()
         if not damaged:
             # Said once: the export is cached for every index of this user (measured in docs/performance.md). A
@@ -198,9 +198,9 @@ def ensure_onnx_model(model_path: str, backend: str, *, damaged: bool = False) -
                 "citeline: exporting the model %s to ONNX%s, once for every index of this user (cached in %s)",
                 model_path,
                 f" and quantizing it to int8 for {quantization_target()}" if backend == "onnx-int8" else "",
-                target.parent,
+                export_dir.parent,
             )
-        staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+        staging = Path(tempfile.mkdtemp(prefix=".export-", dir=export_dir.parent))
         st_logger = logging.getLogger("sentence_transformers")
         level = st_logger.level
         # The exporter's tracer warnings and "save the export" advice are noise here: citeline saves it.
@@ -208,14 +208,14 @@ def ensure_onnx_model(model_path: str, backend: str, *, damaged: bool = False) -
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                _export(model_path, backend, target, staging)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging, target)
+                _export(model_path, backend, export_dir, staging)
+            if export_dir.exists():
+                shutil.rmtree(export_dir)
+            os.replace(staging, export_dir)
         finally:
             st_logger.setLevel(level)
             shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return export_dir
 
 
 def load_onnx(model_path: str, backend: str, export_dir: Path, load: Callable[[Path], T]) -> T:
@@ -239,12 +239,12 @@ def load_onnx(model_path: str, backend: str, export_dir: Path, load: Callable[[P
         ) from exc
 
 
-def _export(model_path: str, backend: str, target: Path, staging: Path) -> None:
+def _export(model_path: str, backend: str, export_dir: Path, staging: Path) -> None:
     from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
 
-    if (target / "onnx" / "model.onnx").exists():
+    if (export_dir / "onnx" / "model.onnx").exists():
         # The fp32 export exists: quantize it rather than exporting again.
-        shutil.copytree(target, staging, dirs_exist_ok=True)
+        shutil.copytree(export_dir, staging, dirs_exist_ok=True)
         model = SentenceTransformer(
             str(staging), backend="onnx", local_files_only=True, model_kwargs={"file_name": "onnx/model.onnx"}
         )
@@ -254,8 +254,8 @@ def _export(model_path: str, backend: str, target: Path, staging: Path) -> None:
     if backend == "onnx-int8":
         # The file name is citeline's, not the exporter's default: that default is named after the weights' dtype,
         # which optimum releases change (qint8 in some, quint8 in others), and onnx_file_name must find the file.
-        target_set = quantization_target()
-        export_dynamic_quantized_onnx_model(model, target_set, str(staging), file_suffix=f"qint8_{target_set}")
+        cpu = quantization_target()
+        export_dynamic_quantized_onnx_model(model, cpu, str(staging), file_suffix=f"qint8_{cpu}")
 
 
 def quiet_transformers() -> None:

@@ -275,11 +275,11 @@ class PrefectSteps(pipeline.Steps):
         yield from self._map(parse_task, parameters, sizes)
 
     def plan(
-        self, target: pipeline.WrittenIndex, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch
+        self, index: pipeline.WrittenIndex, roots: list[str], discovery: Discovery, parsed: pipeline.ParsedBatch
     ) -> pipeline.Plan:
         return plan_task(self.index_dir, roots, discovery, parsed)
 
-    def chunk_embed(self, target: pipeline.WrittenIndex, work: list[pipeline.Work], max_file_bytes: int) -> list[Any]:
+    def chunk_embed(self, index: pipeline.WrittenIndex, work: list[pipeline.Work], max_file_bytes: int) -> list[Any]:
         # One stage for parsing again, chunking and embedding, counted in thousandths of a batch.
         self.reporter.stage("embed", 1000 * len(work))
         parameters = {
@@ -301,7 +301,7 @@ class PrefectSteps(pipeline.Steps):
             stopping.request_stop()  # the batches running stop at their next encode call, keeping what is whole
             raise pipeline.RunInterrupted(_finished(futures), exc) from None
 
-    def commit(self, target: pipeline.WrittenIndex, batch: pipeline.CommitBatch, run: RunSummary) -> RunSummary:
+    def commit(self, index: pipeline.WrittenIndex, batch: pipeline.CommitBatch, run: RunSummary) -> RunSummary:
         return commit_task(self.index_dir, batch, run)
 
     def _live_reporter(self) -> FlowReporter | None:

@@ -238,6 +238,7 @@ class ShardedIndex(Index):
         shard_workers: ShardWorkers = None,
         run_jobs: RunJobs | None = None,
         steps: pipeline.Steps | None = None,
+        placement: Placement | None = None,
         **settings: Any,
     ) -> RunSummary:
         """:meth:`Index.ingest` over the shards, run in ``parallel`` (``"processes"``, ``"threads"`` or
@@ -255,17 +256,24 @@ class ShardedIndex(Index):
         A shard that fails is named in
         the run's ledger row and in the :class:`ShardsFailedError` raised once the others' commits are recorded.
         ``settings`` are :class:`IngestOptions` fields, as :meth:`Index.ingest`'s keywords (with ``reporter`` and
-        ``prepare_queries``).
+        ``prepare_queries``). ``placement``: all of ``parallel``, ``dask_address``, ``dask_workers``,
+        ``shard_workers`` and ``run_jobs`` at once, as :meth:`Index.ingest` takes it (given, it replaces them).
         """
         run_options = IngestOptions.of(options, **settings)  # checks every setting (Index.ingest's keywords)
-        placement = Placement(parallel, dask_address, dask_workers, shard_workers, run_jobs)
-        parse_shard_workers(shard_workers, self.manifest.shards)  # a bad entry: before any work (and a cluster)
+        placement = placement or Placement(parallel, dask_address, dask_workers, shard_workers, run_jobs)
+        parse_shard_workers(placement.shard_workers, self.manifest.shards)  # a bad entry: before any work
         with contextlib.ExitStack() as stack:
             # run_jobs runs the shards' jobs itself (the flow: on its own task runner, which is the Dask cluster's)
-            on_dask = placement.on_dask and not run_jobs
-            client = stack.enter_context(dask_client(dask_address, dask_workers)) if on_dask else None
+            client = None
+            if placement.on_dask and not placement.run_jobs:
+                client = stack.enter_context(dask_client(placement.dask_address, placement.dask_workers))
             steps = steps or (pipeline.Steps() if client is None else WorkerSteps(client))
             return self.run(paths, run_options, steps, committer=self.committer(steps, placement, client))
+
+    @classmethod
+    def unused_placement(cls, placement: Placement) -> list[str]:
+        """Nothing: a root's shards run where ``placement`` says (:meth:`Index.unused_placement`)."""
+        return []
 
     def committer(self, steps: pipeline.Steps, placement: Placement | None = None, client: Any = None) -> ShardCommits:
         """:class:`ShardCommits` with the shards' jobs where ``placement`` says (``client``: the Dask client
@@ -671,4 +679,4 @@ def open_root(
     return ShardedIndex(root, manifest, parts, embedder, dask)
 
 
-register_layout(SHARDS_MANIFEST, Layout(create=create_root, open=open_root))
+register_layout(SHARDS_MANIFEST, Layout(create=create_root, open=open_root, front=ShardedIndex))

@@ -320,40 +320,40 @@ class _RootWalk:
     def follow(self, link: str, source_id: str, parent_real: str) -> None:
         """Apply the link policy to one link found by :meth:`walk`."""
         try:
-            target = os.path.realpath(link, strict=True)
+            resolved = os.path.realpath(link, strict=True)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 self.not_followed(link, "symbolic link loop; not followed")
             elif isinstance(exc, FileNotFoundError):
-                target = display_path(_readlink(link))
-                self.not_followed(link, f"broken symbolic link (its target {target} does not exist); not followed")
+                destination = display_path(_readlink(link))
+                self.not_followed(link, f"broken symbolic link (its target {destination} does not exist); not followed")
             else:
                 self.error(link, f"cannot follow symbolic link: {exc.strerror or exc}")
             return
-        if not is_under(target, [self.root]):
-            self.not_followed(link, f"symbolic link leaves the root (to {display_path(target)}); not followed")
+        if not is_under(resolved, [self.root]):
+            self.not_followed(link, f"symbolic link leaves the root (to {display_path(resolved)}); not followed")
             return
-        if not is_valid_text(target):
+        if not is_valid_text(resolved):
             self.error(link, "symbolic link target's name is not valid UTF-8; not followed")
             return
-        is_dir = os.path.isdir(target)
-        if self.rules.excluded_folder(source_id, target) if is_dir else self.rules.excluded_file(source_id):
+        is_dir = os.path.isdir(resolved)
+        if self.rules.excluded_folder(source_id, resolved) if is_dir else self.rules.excluded_file(source_id):
             self.out.skip(link, excluded=True, folder=is_dir)
             return
         if is_dir:
-            if is_under(parent_real, [target]):
-                self.not_followed(link, f"symbolic link loop: points to its own parent folder {display_path(target)}")
-            elif target in self.seen_real:
-                self.not_followed(link, f"same folder as {display_path(target)}, indexed there")
+            if is_under(parent_real, [resolved]):
+                self.not_followed(link, f"symbolic link loop: points to its own parent folder {display_path(resolved)}")
+            elif resolved in self.seen_real:
+                self.not_followed(link, f"same folder as {display_path(resolved)}, indexed there")
             else:
-                self.walk(link, source_id, target)
-        elif os.path.isfile(target) and _suffix(link) not in PARSERS:
+                self.walk(link, source_id, resolved)
+        elif os.path.isfile(resolved) and _suffix(link) not in PARSERS:
             self.out.skip(link, excluded=False)
-        elif os.path.isfile(target):
-            if target in self.seen_real:
-                self.not_followed(link, f"same file as {display_path(target)}, indexed there")
+        elif os.path.isfile(resolved):
+            if resolved in self.seen_real:
+                self.not_followed(link, f"same file as {display_path(resolved)}, indexed there")
             else:
-                self.seen_real.add(target)
+                self.seen_real.add(resolved)
                 self.out.files.append(SourceFile(self.root, link, source_id))
 
 

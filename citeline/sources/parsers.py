@@ -43,7 +43,7 @@ from citeline.sources.encoding import guesses, is_blank
 from citeline.sources.formats.pdf import expand_ligatures
 from citeline.sources.registry import (
     PARSERS,
-    READERS,
+    READER_VERSIONS,
     RECORD_PARSERS,
     Parser,
     RecordParser,
@@ -165,8 +165,9 @@ def _check_unchanged(handle: BinaryIO, before: os.stat_result) -> None:
 
 
 def reader_version(source: SourceFile) -> int:
-    """The reader version of the format ``source`` is read with (``registry.READERS``; 1 for an unknown suffix)."""
-    return READERS.get(_suffix(source), 1)
+    """The reader version of the format ``source`` is read with (``registry.READER_VERSIONS``; 1 for an unknown
+    suffix)."""
+    return READER_VERSIONS.get(_suffix(source), 1)
 
 
 def _suffix(source: SourceFile) -> str:

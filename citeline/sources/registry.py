@@ -34,19 +34,19 @@ RECORD_PARSERS: dict[str, RecordParser] = {}
 #: that a file already indexed would give other text or other records bumps it: the index records the version each
 #: file was read with (``citeline.store.file_stats``), and the next run reads again the unchanged files read with
 #: an older one, so an upgrade reaches what is already indexed instead of only the files that change.
-READERS: dict[str, int] = {}
+READER_VERSIONS: dict[str, int] = {}
 
 _Format = TypeVar("_Format", Parser, RecordParser)
 
 
 def parser(*suffixes: str, records: bool = False, reader: int = 1) -> Callable[[_Format], _Format]:
     """Register a parser for file suffixes (lower case, with the dot); ``records=True`` for a record format (a
-    :data:`RecordParser`, streamed); ``reader``: its reader version (:data:`READERS`), bumped when a change of
+    :data:`RecordParser`, streamed); ``reader``: its reader version (:data:`READER_VERSIONS`), bumped when a change of
     the parser changes what files already indexed give."""
 
     def register(func: _Format) -> _Format:
         for suffix in suffixes:
-            READERS[suffix] = reader
+            READER_VERSIONS[suffix] = reader
             if records:
                 RECORD_PARSERS[suffix] = func  # type: ignore[assignment]
                 PARSERS[suffix] = whole(func)  # type: ignore[arg-type]

@@ -589,10 +589,10 @@ AHEAD_BYTES = 64 * 1024 * 1024
 #: that reads more is dropped and fetched alone when it is opened, so what is held ahead stays within
 #: ``AHEAD_BYTES`` and this much an object.
 AHEAD_SLACK = 1024 * 1024
-#: The start of a streamed object kept as it is read, so a reader may go back there (a record file's first bytes
+#: The start of a streamed object kept as it is read, so a parser may go back there (a record file's first bytes
 #: are sniffed, then read again) without a second GET.
 KEPT_HEAD = 1024 * 1024
-#: Bytes asked of a body at once, and the buffer of a streamed object's reader.
+#: Bytes asked of a body at once, and the buffer of a streamed object's stream.
 READ_BYTES = 256 * 1024
 
 _ahead: contextvars.ContextVar[_Ahead | None] = contextvars.ContextVar("citeline_fetch_ahead", default=None)
@@ -686,8 +686,8 @@ def _fetch(source: SourceFile, limit: int | None) -> bytes | BaseException | Non
     ahead = (source.size or 0) + AHEAD_SLACK
     bound = ahead if limit is None else min(ahead, limit)
     try:
-        with contextlib.closing(_stream(source, bound)) as reader:
-            data: bytes = reader.read()
+        with contextlib.closing(_stream(source, bound)) as stream:
+            data: bytes = stream.read()
             return data
     except TooLarge as exc:
         return None if limit is None or bound < limit else exc
@@ -702,10 +702,11 @@ def open_object(source: SourceFile, limit: int | None = None) -> Iterator[Binary
     said of its size, counted on what is read (decompressed, after redirects). A store's object up to
     :data:`BLOCK_BYTES` is fetched in one GET (inside :func:`fetch_ahead`, with the next objects, concurrently);
     anything else is streamed (a web URL's body as it arrives, a store's object in ranged blocks) through a
-    buffered reader with the file interface the local readers use (``readline(size)``, ``seek``, ``tell``), so a
-    record file of any size is read line by line in bounded memory. A missing or forbidden object raises its
-    ``OSError`` (the file fails alone), as does any failure of a web URL (:class:`WebError`: each URL stands
-    alone); a store not answering raises :class:`SourceUnavailable` (the run stops)."""
+    buffered stream (``io.BufferedReader``) with the file interface the parsers use on local files
+    (``readline(size)``, ``seek``, ``tell``), so a record file of any size is read line by line in bounded memory.
+    A missing or forbidden object raises its ``OSError`` (the file fails alone), as does any failure of a web URL
+    (:class:`WebError`: each URL stands alone); a store not answering raises :class:`SourceUnavailable` (the run
+    stops)."""
     try:
         ahead = _ahead.get()
         taken = ahead.take(source) if ahead is not None else None

@@ -400,19 +400,19 @@ def passage_batches(
     error (issue 32)."""
     extra = f", c.{DOCUMENT_VECTOR}" if keeps_document_vectors(connection) else ""
     if ids is None:
-        with contextlib.closing(_passages_reader(connection, "", extra, batch_rows)) as rows:
+        with contextlib.closing(_passage_batches(connection, "", extra, batch_rows)) as rows:
             yield rows
         return
     connection.register("_citeline_wanted", pa.table({"chunk_id": np.asarray(ids, dtype=np.int64)}))
     try:
         where = "WHERE c.chunk_id IN (SELECT chunk_id FROM _citeline_wanted) "
-        with contextlib.closing(_passages_reader(connection, where, extra, batch_rows)) as rows:
+        with contextlib.closing(_passage_batches(connection, where, extra, batch_rows)) as rows:
             yield rows
     finally:
         connection.unregister("_citeline_wanted")
 
 
-def _passages_reader(
+def _passage_batches(
     connection: duckdb.DuckDBPyConnection, where: str, extra: str, batch_rows: int
 ) -> pa.RecordBatchReader:
     return connection.sql(_PASSAGES_SQL.format(where=where, extra=extra)).to_arrow_reader(batch_rows)

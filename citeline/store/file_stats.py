@@ -19,7 +19,7 @@ was read (git's "racy" case). Rows of files with no stored documents are dropped
 file to be read again, or it would never come back.
 
 Each row also names the reader version of the format the file was read with (``@parser(..., reader=N)``,
-``citeline.sources.registry.READERS``): when an upgrade changes how a format is read, a file read with an older
+``citeline.sources.registry.READER_VERSIONS``): when an upgrade changes how a format is read, a file read with an older
 version is no longer fresh, so the next run reads it again and stores what the new reader gives (unchanged
 documents are not embedded again). Without this, an upgrade reached only the files that changed after it.
 
@@ -59,8 +59,8 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
 #: A remote object's stamp (ETag, version, generation: ``citeline.sources.remote``), added to tables written before
 #: remote roots; NULL for a local file.
 _ADD_STAMP = f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS stamp VARCHAR"
-#: The reader version of the format the file was read with (``citeline.sources.registry.READERS``), added to tables
-#: written before versions; NULL reads as 1, the version every format had then.
+#: The reader version of the format the file was read with (``citeline.sources.registry.READER_VERSIONS``), added
+#: to tables written before versions; NULL reads as 1, the version every format had then.
 _ADD_READER = f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS reader INTEGER"
 
 # The documents' stat where every document of a file recorded the same one: the files the old rule called fresh
@@ -84,7 +84,7 @@ class FileStat(NamedTuple):
     mtime: float
     #: a remote object's stamp (its ETag, with its version where the store keeps versions); None for a local file
     stamp: str | None = None
-    #: the reader version of the file's format it was read with (``citeline.sources.registry.READERS``)
+    #: the reader version of the file's format it was read with (``citeline.sources.registry.READER_VERSIONS``)
     reader: int = 1
 
 

@@ -114,12 +114,12 @@ class _Cursor:
         else:
             try:
                 self._file = pa.OSFile(self._name)
-                reader = pa.ipc.open_file(self._file)
+                arrow_file = pa.ipc.open_file(self._file)
             except (OSError, pa.ArrowInvalid) as exc:
                 self.close()
                 raise IndexCorruptError(f"{self._name} cannot be read ({exc}); run `citeline rebuild`") from exc
-            self.schema = reader.schema
-            self._batches = (reader.get_batch(number) for number in range(reader.num_record_batches))
+            self.schema = arrow_file.schema
+            self._batches = (arrow_file.get_batch(number) for number in range(arrow_file.num_record_batches))
         self._ids, self._live = np.asarray(chunk_ids, dtype=np.int64), np.asarray(live, dtype=bool)
         self.live_ids = self._ids[self._live]
         self._read, self._held = 0, 0
@@ -184,34 +184,34 @@ class _Part:
         return batches, np.cumsum([0] + [batch.num_rows for batch in batches])
 
     @cached_property
-    def _readers(self) -> list[list[tuple[str, Callable[[int], Any]]]]:
+    def _values_at(self) -> list[list[tuple[str, Callable[[int], Any]]]]:
         batches, _ = self._batches
-        return [[(f.name, _value_reader(f, c)) for f, c in zip(b.schema, b.columns, strict=True)] for b in batches]
+        return [[(f.name, _value_at(f, c)) for f, c in zip(b.schema, b.columns, strict=True)] for b in batches]
 
     def value(self, name: str) -> Callable[[int], Any]:
-        """A reader of column ``name``'s value at a position of this part (from the buffers, as :meth:`row`)."""
+        """The function giving column ``name``'s value at a position of this part (from the buffers, as :meth:`row`)."""
         _, starts = self._batches
-        readers = [dict(per_batch)[name] for per_batch in self._readers]
-        if len(readers) == 1:
-            return readers[0]
+        values_at = [dict(per_batch)[name] for per_batch in self._values_at]
+        if len(values_at) == 1:
+            return values_at[0]
 
         def read(position: int) -> Any:
             number = int(np.searchsorted(starts, position, side="right")) - 1
-            return readers[number](position - int(starts[number]))
+            return values_at[number](position - int(starts[number]))
 
         return read
 
     def row(self, position: int) -> dict[str, Any]:
-        """One row as a dict, each value read straight from the mapped buffers (:func:`_value_reader`: a few times
+        """One row as a dict, each value read straight from the mapped buffers (:func:`_value_at`: a few times
         cheaper than ``column[offset].as_py()`` per value or a slice's ``to_pylist``, and ``Table.take`` imports
         ``pyarrow.compute``; figures: docs/performance.md#choices-measured-in-the-code)."""
         _, starts = self._batches
         number = int(np.searchsorted(starts, position, side="right")) - 1
         offset = position - int(starts[number])
-        return {name: read(offset) for name, read in self._readers[number]}
+        return {name: read(offset) for name, read in self._values_at[number]}
 
 
-def _value_reader(field: pa.Field, column: pa.Array) -> Callable[[int], Any]:
+def _value_at(field: pa.Field, column: pa.Array) -> Callable[[int], Any]:
     """A function reading value ``i`` of ``column`` as a Python object, from its buffers (zero-copy views of the
     memory map, so only the pages of the values read are touched). Strings, integers, floats and timestamps are
     read this way; any other type by ``column[i].as_py()``. Timestamps with a time zone are converted here:
@@ -323,7 +323,7 @@ class Passages:
         for part in self._parts:
             where = _matching(part, wanted)
             if len(where):
-                # Read from the buffers (:func:`_value_reader`), not ``column[position].as_py()`` per value, which was
+                # Read from the buffers (:func:`_value_at`), not ``column[position].as_py()`` per value, which was
                 # most of collapse's lookup of copies (docs/performance.md#choices-measured-in-the-code).
                 doc = part.value("doc_id")
                 found.update(zip(part.chunk_ids[where].tolist(), map(doc, where.tolist()), strict=True))
@@ -343,9 +343,9 @@ class Passages:
             names = batches[0].schema.names if batches else []
             columns = [names.index(name) for name in ("doc_id", "content_hash", "ordinal")]
             for position, number in zip(where.tolist(), numbers.tolist(), strict=True):
-                # the row's values read by part._readers (from the buffers, several times cheaper than as_py)
-                readers, offset = part._readers[number], position - int(starts[number])
-                found[int(part.chunk_ids[position])] = tuple(readers[c][1](offset) for c in columns)
+                # the row's values read by part._values_at (from the buffers, several times cheaper than as_py)
+                values_at, offset = part._values_at[number], position - int(starts[number])
+                found[int(part.chunk_ids[position])] = tuple(values_at[c][1](offset) for c in columns)
         return found
 
     def chunk_lengths(self, chunk_ids: Sequence[int]) -> dict[int, int]:

@@ -222,18 +222,18 @@ def test_discover_skips_hidden_and_unsupported_and_refuses_missing_roots(tmp_pat
 def test_any_parser_giving_unstorable_text_fails_that_file_alone(tmp_path: Path, monkeypatch) -> None:
     # A library may hand back a lone surrogate (a broken ToUnicode map in a PDF): DuckDB and JSON cannot store
     # it, so the file fails with a SourceError instead of the whole run failing at commit.
-    from citeline.sources import parsers as sources
+    from citeline.sources import parsers
 
-    def lonely(source: SourceFile, data: bytes) -> list[sources.Document]:
-        return [sources.Document(source.root, source.source_id, source.path, "t", "bad \udc80 text", "text")]
+    def lonely(source: SourceFile, data: bytes) -> list[parsers.Document]:
+        return [parsers.Document(source.root, source.source_id, source.path, "t", "bad \udc80 text", "text")]
 
-    monkeypatch.setitem(sources.PARSERS, ".lonely", lonely)
+    monkeypatch.setitem(parsers.PARSERS, ".lonely", lonely)
     path = tmp_path / "x.lonely"
     path.write_text("anything")
     with pytest.raises(SourceError, match="text holds a lone surrogate") as info:
         parse(source(path))
     assert info.value.path == str(path)
-    parsed = sources.parse_source(source(path))
+    parsed = parsers.parse_source(source(path))
     assert parsed.documents == [] and not parsed.complete
 
 
@@ -286,7 +286,7 @@ def test_docx_paragraphs_tables_and_core_properties(tmp_path: Path) -> None:
 def test_docx_that_is_no_zip_or_a_zip_bomb_fails_alone(tmp_path: Path, monkeypatch) -> None:
     import zipfile
 
-    from citeline.sources.formats import docx as docx_format
+    from citeline.sources.formats import docx
 
     fake = tmp_path / "fake.docx"
     fake.write_bytes(b"PK\x03\x04 not really a zip")
@@ -297,7 +297,7 @@ def test_docx_that_is_no_zip_or_a_zip_bomb_fails_alone(tmp_path: Path, monkeypat
         archive.writestr("hello.txt", "a zip, but no Word document in it")
     with pytest.raises(SourceError, match=r"corrupt or unreadable \.docx"):
         parse(source(notword))
-    monkeypatch.setattr(docx_format, "MAX_INFLATED_BYTES", 1000)
+    monkeypatch.setattr(docx, "MAX_INFLATED_BYTES", 1000)
     with pytest.raises(SourceError, match=r"inflates past the 1,000 bytes limit for one source \(refused\)"):
         parse(source(word_document(tmp_path / "big.docx")))
 

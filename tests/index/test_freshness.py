@@ -239,7 +239,7 @@ def test_an_upgraded_reader_reads_the_files_of_its_format_again(
     from citeline.sources.formats import delimited
 
     with monkeypatch.context() as old_release:
-        old_release.setitem(registry.READERS, ".csv", 1)
+        old_release.setitem(registry.READER_VERSIONS, ".csv", 1)
         old_release.setattr(delimited, "delimiter_of", lambda text, kind: "\t" if kind == "tsv" else ",")
         docs, index = _indexed_notes(tmp_path, 2, shards)
         _write(docs, "prices.csv", "id;name;city;price\n1;lamp;Tartu;12\n2;chair;Riga;40\n")
@@ -294,7 +294,7 @@ def test_a_new_reader_version_of_any_format_reads_its_files_again(
     assert first.added >= 1 and not first.errors, first
     parsed = _count_parses(monkeypatch)
     assert not index.ingest([docs]).updated and parsed == []
-    monkeypatch.setitem(registry.READERS, suffix, registry.READERS[suffix] + 1)
+    monkeypatch.setitem(registry.READER_VERSIONS, suffix, registry.READER_VERSIONS[suffix] + 1)
     run = index.ingest([docs])
     of_format = sorted(p.name for p in docs.iterdir() if p.suffix == suffix)  # the notes too, for .md
     assert sorted(parsed) == of_format and (run.added, run.updated, run.removed) == (0, 0, 0), run

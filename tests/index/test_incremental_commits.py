@@ -12,8 +12,7 @@ import pytest
 from conftest import HashEmbedder
 
 from citeline import Index
-from citeline.lexical import merge as lexical_merge
-from citeline.lexical import segments
+from citeline.lexical import merge, segments
 from citeline.lexical.analyzer import LexicalIndex
 from citeline.lexical.segments import Part, Segment, SegmentedIndex, merge_plan
 from citeline.store import catalog, generation
@@ -51,8 +50,8 @@ def test_segments_with_deletions_score_like_one_bm25s_index_of_the_live_chunks(
     live = ~np.isin(ids, removed)
     expected = LexicalIndex.build(ids[live], [text for text, keep in zip(texts, live, strict=True) if keep])
     _assert_same_scores(SegmentedIndex(parts), expected)
-    monkeypatch.setattr(lexical_merge, "GROUP_POSTINGS", 2_000)  # several ranges of terms, merged one by one
-    merged = lexical_merge.write_merged(parts, tmp_path / "merged")
+    monkeypatch.setattr(merge, "GROUP_POSTINGS", 2_000)  # several ranges of terms, merged one by one
+    merged = merge.write_merged(parts, tmp_path / "merged")
     _assert_same_scores(SegmentedIndex([Part(None, merged)]), expected)
     assert len(merged) == int(live.sum())
     # Array for array (and byte for byte on disk) the segment built from the live chunks' texts.

@@ -300,11 +300,11 @@ def test_a_file_that_changes_before_it_is_parsed_again_is_reported(tmp_path, fak
     records = docs / "records.jsonl"
 
     class EditingSteps(pipeline.Steps):
-        def chunk_embed(self, target, work, max_file_bytes):
+        def chunk_embed(self, index, work, max_file_bytes):
             if any(source.path == str(records) for item in work for source in item.files):
                 lines = records.read_text(encoding="utf-8").splitlines(keepends=True)
                 records.write_text("".join(lines[:2]), encoding="utf-8")  # 4 planned records are gone
-            return super().chunk_embed(target, work, max_file_bytes)
+            return super().chunk_embed(index, work, max_file_bytes)
 
     index = new_index(tmp_path, fake_embedder)
     run = pipeline.run(index, [docs], pipeline.Options(commit_every=1), EditingSteps())

@@ -13,6 +13,7 @@ from conftest import HashEmbedder
 
 from citeline import Index, ShardedIndex
 from citeline.errors import QueryError
+from citeline.ingest.options import Placement
 from citeline.sharding.index import Manifest, shard_of
 from citeline.store import catalog
 from citeline.store.ledger import RunSummary
@@ -38,6 +39,10 @@ def _folder(docs: Path) -> Path:
 
 def _create(path: Path, sharded: bool) -> Index:
     return Index.create(path, embedder=HashEmbedder(), shards=3 if sharded else None)
+
+
+#: The shards' jobs on threads (a sharded root's processes would each load what the HashEmbedder spares a test).
+THREADS = Placement(parallel="threads")
 
 
 def _files(index: Index) -> list[bytes]:
@@ -88,7 +93,7 @@ def test_add_texts_dry_run_writes_nothing(tmp_path: Path, kind: bool) -> None:
 def test_remove_on_either_kind_is_a_run_with_its_documents(tmp_path: Path, kind: bool) -> None:
     docs = _folder(tmp_path / "docs")
     index = _create(tmp_path / "ix", kind)
-    index.ingest([docs], parallel="threads") if isinstance(index, ShardedIndex) else index.ingest([docs])
+    index.ingest([docs], placement=THREADS)  # a plain index has no parts: it ignores the placement
     index.add_texts(TEXTS[:2], ids=["a", "b"])
     before, runs = _files(index), len(index.runs())
     dry = index.remove([docs / "sub"], source="texts", dry_run=True)
@@ -115,7 +120,7 @@ def test_files_texts_and_removals_leave_the_same_ledger_fields(tmp_path: Path, k
     of it, and the rows have the same fields filled the same way."""
     docs = _folder(tmp_path / "docs")
     index = _create(tmp_path / "ix", kind)
-    ingest = index.ingest([docs], parallel="threads") if isinstance(index, ShardedIndex) else index.ingest([docs])
+    ingest = index.ingest([docs], placement=THREADS)
     returned = [ingest, index.add_texts(TEXTS[:2], ids=["a", "b"]), index.remove([docs / "sub"])]
     recorded = list(reversed(index.runs(3)))
     names = [f.name for f in fields(RunSummary)]
@@ -153,3 +158,34 @@ def test_a_run_that_fails_is_recorded_alike_for_texts_and_removals(
     assert sorted(d.source_id for d in index.documents()) == ["a", "b"]
     assert catalog.db_path(index.path).read_bytes() != before  # the ledger rows, nothing else
     assert index.verify().ok
+
+
+def test_the_class_says_what_of_a_placement_it_leaves_unused(tmp_path: Path) -> None:
+    """A caller never asks which kind of index a path holds (tests/unit/test_layout.py checks the callers' code):
+    it asks the front class ``Index.create`` or ``Index.open`` would return what of its placement goes unused, before
+    anything is created, and hands its placement to whatever index it opened."""
+    on_dask = Placement(dask_address="tcp://127.0.0.1:8786", shard_workers="0=a")
+    assert Index.front_class(tmp_path / "new") is Index
+    assert Index.front_class(tmp_path / "new", shards=2) is ShardedIndex
+    assert not (tmp_path / "new").exists()  # nothing created by asking
+    assert Index.unused_placement(on_dask) == ["dask_address", "shard_workers"]
+    assert Index.unused_placement(Placement(dask_workers=2)) == ["dask_workers"]
+    assert Index.unused_placement(THREADS) == [] and ShardedIndex.unused_placement(on_dask) == []
+    root, plain = _create(tmp_path / "root", True), _create(tmp_path / "plain", False)
+    assert Index.front_class(root.path) is ShardedIndex and Index.front_class(plain.path) is Index
+    assert ShardedIndex.front_class(tmp_path / "other") is ShardedIndex  # a subclass creates its own layout
+
+
+def test_the_cli_refuses_a_placement_the_index_would_not_use_and_creates_nothing(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from citeline.cli.main import cli
+
+    docs = _folder(tmp_path / "docs")
+    for option, said in (
+        (["--dask-workers", "2"], "--dask-address and --dask-workers run the Prefect flow or a sharded index: add"),
+        (["--shard-workers", "0=a"], "--shard-workers pins a sharded index's shards to Dask workers: this index has"),
+    ):
+        result = CliRunner().invoke(cli, ["ingest", str(docs), "--index", str(tmp_path / "ix"), *option])
+        assert result.exit_code == 2 and said in result.output, result.output
+        assert not (tmp_path / "ix").exists()

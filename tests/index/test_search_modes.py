@@ -181,7 +181,7 @@ def test_dense_mode_blends_each_chunk_with_its_documents_length_weighted_centroi
     # A short document split into a lone title chunk and a body chunk: the title alone matches the query best, but
     # dense mode scores it (1 - w) * cosine + w * cosine(query, the document's length-weighted mean chunk vector),
     # so the unrelated body pulls it below a one-chunk document that matches throughout.
-    from citeline.query import plan as search
+    from citeline.query import plan
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -212,7 +212,7 @@ def test_dense_mode_blends_each_chunk_with_its_documents_length_weighted_centroi
         mean = (snapshot.vectors.vectors(chunk_ids).astype(np.float64) * lengths[:, None]).sum(axis=0)
         return float(mean @ q / np.linalg.norm(mean))
 
-    w = search.DENSE_DOCUMENT_WEIGHT
+    w = plan.DENSE_DOCUMENT_WEIGHT
     assert w == 0.3
     cosine = {c: float(snapshot.vectors.vectors([c])[0].astype(np.float64) @ q) for c in ids}
     expected = {c: (1 - w) * cosine[c] + w * centroid_cosine(by_document[rows[c]["source_id"]]) for c in ids}

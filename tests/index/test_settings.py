@@ -40,7 +40,7 @@ def test_hand_written_signatures_are_the_declarations() -> None:
     assert ShardedIndex.create.__func__ is Index.create.__func__  # type: ignore[attr-defined]
     assert ShardedIndex.open.__func__ is Index.open.__func__  # type: ignore[attr-defined]
     # Index.ingest: every run option a caller sets (the flow's batch sizes are the flow's), same default
-    ingest = _keywords(Index.ingest, {"options"})
+    ingest = _keywords(Index.ingest, {"options", "placement"})  # placement: where a root's parts run
     run_options = {spec.name for spec in offered(IngestOptions, "cli")} | {"progress", "storage_options"}
     assert set(ingest) == run_options
     for name, default in ingest.items():

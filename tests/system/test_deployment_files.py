@@ -28,13 +28,12 @@ from prefect.flows import load_flow_from_entrypoint
 from prefect.schedules import Cron
 from prefect.states import Failed
 
+import flows.ingest
+import flows.serve
 from citeline import SourceError
 from citeline.cli.main import cli
-from citeline.orchestration import ingest as flow_module
-from citeline.orchestration import serve
+from citeline.orchestration import ingest, serve
 from citeline.orchestration.ingest import dask_task_runner, ingest_flow, transient_failure
-from flows import ingest as flows_ingest
-from flows import serve as flows_serve
 
 REPO = Path(__file__).resolve().parents[2]
 _DEFAULTED = re.compile(r"\$\{(\w+):-([^}]*)\}")
@@ -136,17 +135,17 @@ def test_every_compose_command_is_accepted_by_the_cli() -> None:
 
 
 def test_compose_ingest_service_runs_at_once_then_on_its_schedule() -> None:
-    ingest = compose()["services"]["ingest"]
-    args = [interpolate(part) for part in ingest["command"]]
+    service = compose()["services"]["ingest"]
+    args = [interpolate(part) for part in service["command"]]
     params = cli.commands["schedule"].make_context("schedule", args[2:]).params
     assert params["run_now"] is True
     Cron(params["cron"])  # the default schedule is a valid cron string
-    volumes = mounts(ingest)
+    volumes = mounts(service)
     assert params["index_path"] in volumes and volumes[params["index_path"]] == "citeline-index"
     assert params["paths"] and all(path in volumes for path in params["paths"])
-    assert ingest["volumes"][0].endswith(":ro")  # documents are only read
+    assert service["volumes"][0].endswith(":ro")  # documents are only read
     assert "citeline-index" in compose()["volumes"]
-    assert ingest["build"] == "."
+    assert service["build"] == "."
 
 
 def test_compose_ui_reaches_its_api_from_the_host_browser() -> None:
@@ -232,7 +231,7 @@ def _long_options(params: list[click.Parameter]) -> set[str]:
 
 def test_python_m_flows_serve_and_flows_ingest_are_the_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
     # One option table: the flows' entry points run the CLI's own commands.
-    for module, command in ((flows_serve, "schedule"), (flows_ingest, "ingest")):
+    for module, command in ((flows.serve, "schedule"), (flows.ingest, "ingest")):
         with pytest.raises(SystemExit) as exited:
             module.main(["--help"])
         assert exited.value.code == 0
@@ -244,7 +243,7 @@ def test_citeline_schedule_options_are_deployment_parameters() -> None:
     command = cli.commands["schedule"]
     # Every option is a parameter of serve.build_deployment (the flow's parameters, plus the schedule's).
     accepted = set(inspect.signature(serve.build_deployment).parameters)
-    accepted |= set(flow_module.IngestParameters.model_fields)
+    accepted |= set(ingest.IngestParameters.model_fields)
     # run_now is serve()'s, and storage_options_file the runs' environment (credentials): neither is a parameter
     cli_names = {param.name for param in command.params} - {"run_now", "storage_options_file"}
     assert cli_names <= accepted
@@ -321,8 +320,8 @@ def test_run_form_describes_every_parameter_and_offers_backend_as_a_choice() -> 
     from citeline.model.embedding import BACKENDS
 
     schema = parameter_schema(ingest_flow.fn).model_dump()["properties"]
-    assert set(schema) == set(flow_module.IngestParameters.model_fields)
-    for name, field in flow_module.IngestParameters.model_fields.items():
+    assert set(schema) == set(ingest.IngestParameters.model_fields)
+    for name, field in ingest.IngestParameters.model_fields.items():
         assert schema[name].get("description") == field.description, name
     (choice, _) = schema["backend"]["anyOf"]
     assert tuple(choice["enum"]) == BACKENDS
@@ -350,10 +349,10 @@ def test_deployment_has_one_run_at_a_time_and_the_flow_a_timeout(seeds_dir: Path
     assert deployment.concurrency_limit == 1
     assert deployment.concurrency_options is not None
     assert deployment.concurrency_options.collision_strategy.value == "CANCEL_NEW"
-    assert ingest_flow.timeout_seconds == flow_module.FLOW_TIMEOUT
-    for direct in (flow_module.discover_task, flow_module.plan_task, flow_module.commit_task):
+    assert ingest_flow.timeout_seconds == ingest.FLOW_TIMEOUT
+    for direct in (ingest.discover_task, ingest.plan_task, ingest.commit_task):
         assert direct.timeout_seconds, direct.name  # tasks on the flow's thread, where a timeout interrupts
-    assert flow_module.index_key(tmp_path / "ix") in (deployment.description or "")
+    assert ingest.index_key(tmp_path / "ix") in (deployment.description or "")
     with pytest.raises(ValueError, match=r"belongs to prefect\.yaml"):
         serve.build_deployment([str(seeds_dir)], cron="0 * * * *", name=serve.WORKER_NAME)
 
@@ -370,19 +369,19 @@ def test_deployment_has_one_run_at_a_time_and_the_flow_a_timeout(seeds_dir: Path
 def test_bad_parameters_are_one_line(values: dict[str, Any], message: str, seeds_dir: Path) -> None:
     values = {k: [p.format(seeds=seeds_dir) for p in v] if k == "paths" else v for k, v in values.items()}
     with pytest.raises(ValueError) as raised:
-        flow_module.IngestParameters.parse(**values)
+        ingest.IngestParameters.parse(**values)
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
 def test_unresolved_prefect_yaml_placeholder_names_the_variable() -> None:
     with pytest.raises(SourceError, match="unresolved placeholder"):
-        flow_module.IngestParameters.parse(paths=["{{ $CITELINE_DOCUMENTS }}"])
+        ingest.IngestParameters.parse(paths=["{{ $CITELINE_DOCUMENTS }}"])
 
 
 def test_index_key_is_lowercase_dashes_of_the_path(tmp_path: Path) -> None:
-    assert flow_module.index_key("/data/index") == "citeline-data-index"
-    assert flow_module.index_key("/Data/My Index") == "citeline-data-my-index"
-    long_a, long_b = flow_module.index_key("/x" * 80 + "/a"), flow_module.index_key("/x" * 80 + "/b")
+    assert ingest.index_key("/data/index") == "citeline-data-index"
+    assert ingest.index_key("/Data/My Index") == "citeline-data-my-index"
+    long_a, long_b = ingest.index_key("/x" * 80 + "/a"), ingest.index_key("/x" * 80 + "/b")
     assert long_a != long_b and len(long_a) <= 70
     assert re.fullmatch(r"[a-z0-9-]+", long_a)
 

@@ -285,10 +285,10 @@ def small_index(tmp_path: Path, seeds_dir: Path, fake_embedder: Any) -> Path:
 def test_transient_discover_failure_is_retried(
     prefect_api: str, small_index: Path, seeds_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citeline.ingest import pipeline as ingest
-    from citeline.orchestration import ingest as flow_module
+    from citeline.ingest import pipeline
+    from citeline.orchestration import ingest
 
-    real_discover, calls = ingest.scan, []
+    real_discover, calls = pipeline.scan, []
 
     def flaky_discover(paths: list[str], selection: Any = None) -> list[Any]:
         calls.append(paths)
@@ -296,10 +296,10 @@ def test_transient_discover_failure_is_retried(
             raise OSError(errno.EIO, "Input/output error", str(paths[0]))
         return real_discover(paths, selection)
 
-    monkeypatch.setattr(ingest, "scan", flaky_discover)
+    monkeypatch.setattr(pipeline, "scan", flaky_discover)
     # The task's own retry policy, without its back-off delays.
-    monkeypatch.setattr(flow_module, "discover_task", flow_module.discover_task.with_options(retry_delay_seconds=0))
-    summary = flow_module.ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index))
+    monkeypatch.setattr(ingest, "discover_task", ingest.discover_task.with_options(retry_delay_seconds=0))
+    summary = ingest.ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index))
     assert len(calls) == 2
     assert (summary["status"], summary["unchanged"], summary["generation"]) == ("succeeded", SEED_FILES, 1)
 
@@ -307,8 +307,8 @@ def test_transient_discover_failure_is_retried(
 def test_run_that_fails_for_good_keeps_the_last_generation(
     prefect_api: str, small_index: Path, seeds_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citeline.ingest import pipeline as ingest
-    from citeline.orchestration import ingest as flow_module
+    from citeline.ingest import pipeline
+    from citeline.orchestration import ingest
 
     calls = []
 
@@ -316,12 +316,12 @@ def test_run_that_fails_for_good_keeps_the_last_generation(
         calls.append(paths)
         raise OSError(errno.EIO, "Input/output error", str(paths[0]))
 
-    monkeypatch.setattr(ingest, "scan", broken_discover)
-    monkeypatch.setattr(flow_module, "discover_task", flow_module.discover_task.with_options(retry_delay_seconds=0))
+    monkeypatch.setattr(pipeline, "scan", broken_discover)
+    monkeypatch.setattr(ingest, "discover_task", ingest.discover_task.with_options(retry_delay_seconds=0))
     before = chunk_table(small_index)
     with pytest.raises(OSError, match="Input/output error"):
-        flow_module.ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index))
-    assert len(calls) == flow_module.RETRIES + 1
+        ingest.ingest_flow(paths=[str(seeds_dir)], index_path=str(small_index))
+    assert len(calls) == ingest.RETRIES + 1
     index = Index.open(small_index)
     assert index.status().generation == 1
     assert chunk_table(small_index).keys() == before.keys()
@@ -560,14 +560,14 @@ def test_a_served_sharded_run_shows_one_task_per_shard_and_ranks_like_the_plain_
 
 def _with_embedder(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> None:
     # The flow opens the index by path (with its model); a test index's model is the HashEmbedder.
-    from citeline.orchestration import ingest as flow_module
+    from citeline.orchestration import ingest
 
     class TestIndex:
         @staticmethod
         def create(path: Any, **settings: Any) -> Index:
             return Index.create(path, embedder=embedder, **settings)
 
-    monkeypatch.setattr(flow_module, "Index", TestIndex)
+    monkeypatch.setattr(ingest, "Index", TestIndex)
 
 
 def test_ingest_prefect_draws_its_bar_and_a_flow_run_beside_it_draws_none(
@@ -578,25 +578,25 @@ def test_ingest_prefect_draws_its_bar_and_a_flow_run_beside_it_draws_none(
     context variable), not a process flag the CLI flips (issue 41.6)."""
     import threading
 
-    from citeline.orchestration import ingest as flow_module
+    from citeline.orchestration import ingest
 
     _with_embedder(monkeypatch, fake_embedder)
     bars: dict[str, bool] = {}
 
-    class Recording(flow_module.FlowReporter):
+    class Recording(ingest.FlowReporter):
         def __init__(self, key: str, index_dir: str, bar: bool = False, every: float = 0.0):
             super().__init__(key, index_dir, bar=bar, every=every)
             bars[Path(index_dir).name] = bar
             if Path(index_dir).name == "cli":  # while the CLI's run goes: another flow run, from another thread
                 beside = threading.Thread(
-                    target=flow_module.ingest_flow,
+                    target=ingest.ingest_flow,
                     kwargs={"paths": [str(seeds_dir)], "index_path": str(tmp_path / "beside")},
                 )
                 beside.start()
                 beside.join()
 
-    monkeypatch.setattr(flow_module, "FlowReporter", Recording)
-    summary = flow_module.run_from_cli(progress=True, paths=[str(seeds_dir)], index_path=str(tmp_path / "cli"))
+    monkeypatch.setattr(ingest, "FlowReporter", Recording)
+    summary = ingest.run_from_cli(progress=True, paths=[str(seeds_dir)], index_path=str(tmp_path / "cli"))
     assert summary["status"] == "succeeded"
     assert bars == {"cli": True, "beside": False}, bars
     assert Index.open(tmp_path / "beside", embedder=fake_embedder).status().documents == summary["added"]
@@ -724,12 +724,12 @@ def test_a_sharded_flow_run_on_dask_parses_on_the_workers(
     import distributed
 
     from citeline.ingest import pipeline
-    from citeline.orchestration import shards as flow_shards
+    from citeline.orchestration import shards
     from citeline.orchestration.ingest import ingest_flow
 
     corpus, root = _harbour_root(tmp_path, fake_embedder, monkeypatch)
     jobs: list[Any] = []
-    real_call = flow_shards.ShardTasks.__call__
+    real_call = shards.ShardTasks.__call__
 
     def seen(self: Any, busy: list[Any]) -> Any:
         jobs.extend(busy)
@@ -738,7 +738,7 @@ def test_a_sharded_flow_run_on_dask_parses_on_the_workers(
     def not_here(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a source was read in the flow's process")
 
-    monkeypatch.setattr(flow_shards.ShardTasks, "__call__", seen)
+    monkeypatch.setattr(shards.ShardTasks, "__call__", seen)
     monkeypatch.setattr(pipeline, "parse_source", not_here)  # the workers' processes have their own
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         state = ingest_flow(paths=[str(corpus)], index_path=str(root), dask_address=cluster.scheduler_address,

@@ -156,7 +156,7 @@ def test_shard_workers_are_checked_and_a_plain_index_refuses_dask(tmp_path: Path
 
 
 def test_a_worker_answers_at_the_generation_asked_or_says_the_shard_moved(tmp_path: Path) -> None:
-    from citeline.sharding import worker as shard_worker
+    from citeline.sharding import worker
 
     index = Index.create(tmp_path / "idx", embedder=HashEmbedder(), shards=2)
     docs = tmp_path / "docs"
@@ -164,14 +164,14 @@ def test_a_worker_answers_at_the_generation_asked_or_says_the_shard_moved(tmp_pa
     (docs / "a.txt").write_text("Alpha river cells.\n")
     index.ingest([docs], parallel="serial")
     shard = str(next(d for d in index.shard_dirs if Index.open(d, embedder=HashEmbedder()).status().documents))
-    first = shard_worker.open_shard(shard)["generation"]
+    first = worker.open_shard(shard)["generation"]
     (docs / "a.txt").write_text("Alpha river cells, rewritten.\n")
     index.ingest([docs], parallel="serial")
     # the generation a query was planned on stays readable while the worker keeps it ...
-    assert shard_worker.shard_call(shard, first, "root_chunks", str(docs.resolve()))
-    assert shard_worker.open_shard(shard)["generation"] == first + 1
+    assert worker.shard_call(shard, first, "root_chunks", str(docs.resolve()))
+    assert worker.open_shard(shard)["generation"] == first + 1
     # ... and once it is let go (a worker restarted), the query fails in one line
-    for kept in shard_worker._cache_outside_dask.pop(shard):
+    for kept in worker._cache_outside_dask.pop(shard):
         kept.close()
-    with pytest.raises(shard_worker.ShardMovedError, match=rf"generation {first + 1} on this process.*search again"):
-        shard_worker.shard_call(shard, first, "dense", np.zeros(HashEmbedder().dimension, np.float32), 3, None)
+    with pytest.raises(worker.ShardMovedError, match=rf"generation {first + 1} on this process.*search again"):
+        worker.shard_call(shard, first, "dense", np.zeros(HashEmbedder().dimension, np.float32), 3, None)

@@ -4,7 +4,12 @@
 - imports point one way, down the layers below (a package may import its own modules and anything in a lower
   layer, never a higher one): interfaces → query/ingest → store → lexical/vectors → sources/model → util;
 - the library never imports ``flows`` (the Prefect entry points) or the CLI;
-- one module renames index files into place.
+- one module renames index files into place;
+- a module is imported under its own name (``from citeline.ingest import texts``, never ``... as texts_module``), in
+  the tests and benchmarks too;
+- no caller (the CLI, the flow, the server, the integrations) asks whether an index is sharded: it hands its
+  placement to whatever index it opened, and asks the index's class what it would leave unused
+  (``Index.front_class``, ``Index.unused_placement``).
 
 There is no line cap: a cohesive module may be long.
 """
@@ -114,3 +119,51 @@ def test_the_library_never_imports_flows_or_the_cli() -> None:
 def test_only_store_files_renames_index_files_into_place() -> None:
     renaming = {name for name, path in MODULES.items() if "os.replace(" in path.read_text()}
     assert renaming <= {"citeline.store.files", "citeline.model.onnx"}  # model.onnx: the model cache, not the index
+
+
+def test_modules_are_imported_under_their_own_names() -> None:
+    files = [*FILES, *(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]
+    renamed = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                pairs = [(f"{node.module}.{alias.name}", alias.name, alias.asname) for alias in node.names]
+            elif isinstance(node, ast.Import):
+                pairs = [(alias.name, alias.name, alias.asname) for alias in node.names]
+            else:
+                continue
+            renamed += [
+                f"{path.relative_to(ROOT)}:{node.lineno} {module} as {alias}"
+                for module, name, alias in pairs
+                if module in MODULES and alias not in (None, name.split(".")[-1])
+            ]
+    assert renamed == []
+
+
+#: What only the index layer knows: which layout a root has.
+LAYOUT_NAMES = {"ShardedIndex", "SHARDS_MANIFEST", "marker_of", "layout_of"}
+#: The callers of the library: they open an index and hand it their placement, whatever its kind.
+CALLERS = ("citeline.cli", "citeline.orchestration", "citeline.server", "citeline.web", "citeline.mcp_server",
+           "citeline.integrations", "flows")  # fmt: skip
+
+
+def _names_used(path: Path) -> set[str]:
+    """The names ``path``'s code uses, reads of attributes and imported names included (docstrings are not code)."""
+    used = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            used |= {alias.name for alias in node.names}
+    return used
+
+
+def test_no_caller_asks_whether_an_index_is_sharded() -> None:
+    asking = sorted(
+        f"{name}: {sorted(_names_used(path) & LAYOUT_NAMES)}"
+        for name, path in MODULES.items()
+        if _group(name) in CALLERS and _names_used(path) & LAYOUT_NAMES
+    )
+    assert asking == []

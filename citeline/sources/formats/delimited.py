@@ -32,8 +32,8 @@ its line and the limit, and the rows after it are read. The csv module keeps a c
 character and has one field limit for the whole process (131,072 characters by default, which ended the file at
 the first cell past it, losing every later row), so citeline raises that limit at import to
 :data:`CSV_MODULE_LIMIT` (never lowering another library's setting) and bounds rows itself: the lines are fed to
-the reader one at a time (no copy of the table in the 4-byte form ``io.StringIO`` keeps), and a row that would
-grow past the limit is skipped before the reader buffers it, its end found on a skeleton of the rest (each run of
+``csv.reader`` one at a time (no copy of the table in the 4-byte form ``io.StringIO`` keeps), and a row that would
+grow past the limit is skipped before ``csv.reader`` buffers it, its end found on a skeleton of the rest (each run of
 ordinary characters one ``x``: the quotes, delimiters and line breaks that decide where a row ends, kept). A cell
 read whole cost many times its size: see docs/reliability.md#hostile-files for the figures before and now.
 """
@@ -76,7 +76,7 @@ class _RowTooLarge(Exception):
 class _Lines:
     """The physical lines of a table's text for ``csv.reader``, one at a time, counting the current row's
     characters: a line that would take the row past :data:`MAX_ROW_CHARS` is not handed over; the row's remaining
-    lines are skipped and :class:`_RowTooLarge` raised from the reader (which starts afresh at its next row)."""
+    lines are skipped and :class:`_RowTooLarge` raised from ``csv.reader`` (which starts afresh at its next row)."""
 
     def __init__(self, text: str, delimiter: str, quoting: _Quoting = csv.QUOTE_MINIMAL) -> None:
         self.text, self.delimiter, self.quoting = text, delimiter, quoting
@@ -88,7 +88,7 @@ class _Lines:
         return self
 
     def row_done(self) -> None:
-        """The reader returned a row: the next line starts the next one."""
+        """``csv.reader`` returned a row: the next line starts the next one."""
         self.row_start, self.row_line = self.at, self.line + 1
 
     def __next__(self) -> str:
@@ -181,9 +181,9 @@ def _lines_fit(text: str, columns: int) -> bool:
     return all(line.count("\t") < columns for line in _LINE_END.split(text))
 
 
-#: Reader 4: a ``.tsv`` whose quotes do not pair is read as written (reader 3 let one unbalanced quote swallow
-#: every row after it); reader 3: a column of locale numbers (``1.234,56``) is read as numbers
-#: (:func:`read_locale_numbers`); reader 2 detected the delimiter (:func:`delimiter_of`), reader 1 read ``.csv``
+#: Reader version 4: a ``.tsv`` whose quotes do not pair is read as written (version 3 let one unbalanced quote
+#: swallow every row after it); version 3: a column of locale numbers (``1.234,56``) is read as numbers
+#: (:func:`read_locale_numbers`); version 2 detected the delimiter (:func:`delimiter_of`), version 1 read ``.csv``
 #: with ``,``.
 @parser(".csv", ".tsv", reader=4)
 def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
@@ -205,11 +205,11 @@ def _parse_table(source: SourceFile, decoded: Decoded, kind: str, delimiter: str
     # One reading of the table with ``quoting``; a TSV read with quoting raises _QuotesUnpaired where a quote
     # would swallow a tab or a line break and the lines as written fit the header (see the module docstring).
     lines = _Lines(decoded.text, delimiter, quoting)
-    reader = csv.reader(lines, delimiter=delimiter, strict=True, quoting=quoting)
+    csv_rows = csv.reader(lines, delimiter=delimiter, strict=True, quoting=quoting)
     unpaired = kind == "tsv" and quoting != csv.QUOTE_NONE
     records = Records(source, kind, decoded.encoding)
     try:
-        header = [name.strip() for name in next(reader)]
+        header = [name.strip() for name in next(csv_rows)]
     except (csv.Error, _RowTooLarge) as exc:
         raise SourceError(source.path, f"line 1: the header row is not valid CSV ({exc or 'too large'})") from exc
     lines.row_done()
@@ -224,7 +224,7 @@ def _parse_table(source: SourceFile, decoded: Decoded, kind: str, delimiter: str
     while True:
         line_number = lines.row_line
         try:
-            row = next(reader)
+            row = next(csv_rows)
         except StopIteration:
             break
         except _RowTooLarge:

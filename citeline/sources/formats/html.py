@@ -19,9 +19,9 @@ from citeline.sources.metadata import present
 from citeline.sources.registry import first_line_title, parser
 
 
-#: Reader 2: page furniture (navigation, headers, footers) and heading permalinks (``¶``) are out of the stored
-#: text, a date is only one the markup states (reader 1 kept both, and guessed dates from the visible text), and an
-#: author a meta tag names is kept when trafilatura doubts it (a one-word name).
+#: Reader version 2: page furniture (navigation, headers, footers) and heading permalinks (``¶``) are out of the
+#: stored text, a date is only one the markup states (version 1 kept both, and guessed dates from the visible text),
+#: and an author a meta tag names is kept when trafilatura doubts it (a one-word name).
 @parser(".html", ".htm", reader=2)
 def parse_html(source: SourceFile, data: bytes) -> list[Document]:
     """HTML: the main text as trafilatura extracts it (boilerplate, menus and scripts dropped).

@@ -26,8 +26,8 @@ def expand_ligatures(text: str) -> str:
     return text.translate(_LIGATURES)
 
 
-#: Reader 2: ligature glyphs written as their letters (reader 1 stored "signiﬁcant", which "significant" misses).
-#: Reader 3: where each page begins is stored (the ``page_starts`` property), so a hit names the page of its
+#: Reader version 2: ligature glyphs written as their letters (version 1 stored "signiﬁcant", which "significant"
+#: misses). Version 3: where each page begins is stored (the ``page_starts`` property), so a hit names the page of its
 #: highlighted sentence and its passage's page span, not only its chunk's first page.
 @parser(".pdf", reader=3)
 def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
@@ -44,12 +44,12 @@ def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
     from pypdf.errors import PyPdfError
 
     try:
-        reader = pypdf.PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
+        pdf = pypdf.PdfReader(io.BytesIO(data))
+        if pdf.is_encrypted:
             raise SourceError(source.path, "PDF is encrypted; decrypt it first")
         pages: list[str] = []
         extracted = 0
-        for page in reader.pages:
+        for page in pdf.pages:
             pages.append(expand_ligatures(page.extract_text() or ""))
             extracted += len(pages[-1]) + 2
             if extracted > MAX_SOURCE_CHARS:  # stop reading at once: a bomb's pages would each add as much
@@ -58,7 +58,7 @@ def parse_pdf(source: SourceFile, data: bytes) -> list[Document]:
                     f"pages 1-{len(pages)} give more than {MAX_SOURCE_CHARS:,} characters of text, the limit for one "
                     "source (refused)",
                 )
-        metadata = document_info(reader)
+        metadata = document_info(pdf)
     except SourceError:
         raise
     except (PyPdfError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError, OSError) as exc:
@@ -86,10 +86,10 @@ _INFO = {"title": "/Title", "author": "/Author", "subject": "/Subject", "keyword
          "creator": "/Creator", "producer": "/Producer"}  # fmt: skip
 
 
-def document_info(reader: Any) -> dict[str, Any]:
+def document_info(pdf: Any) -> dict[str, Any]:
     """A PDF's document info as metadata: its text entries (ligatures expanded), ``created`` and ``modified`` as
     ISO date-times. A date pypdf cannot read is left out rather than failing the file."""
-    info = reader.metadata
+    info = pdf.metadata
     if info is None:
         return {}
     fields: dict[str, Any] = {}

@@ -2,7 +2,7 @@
 
 ``IVFIndex.build`` takes every vector in memory and FAISS adds them to in-memory lists before ``save`` streams them
 out: at 1M x 384 that is the 1.5 GB array, its float32 copy and 1.5 GB of lists. :func:`write_built` writes the
-same file (byte for byte: ``tests/index/test_rebuild_streaming.py``) from a reader of rows in ascending id order: it
+same file (byte for byte: ``tests/index/test_rebuild_streaming.py``) from a function of rows in ascending id order: it
 trains on the same sample (the rows ``IVFIndex.build`` would pick, in the same order), assigns each span of rows to
 its list, writes the lists with ``files.write`` (each span read again when written), and measures nprobe on
 the written lists as ``calibrated_nprobe`` does, the exact neighbours found span by span. Memory holds the training
@@ -45,14 +45,14 @@ def write_built(
     for start in range(0, count, span_rows):
         positions = np.arange(start, min(count, start + span_rows))
         lists = files.assigned(empty.quantizer, rows(positions))
-        blocks.append(files.Block(ids[positions], lists, _reader(rows, positions)))
+        blocks.append(files.Block(ids[positions], lists, _span_of(rows, positions)))
     written = IVFIndex._written(path, empty, blocks)
     if count:
         files.set_nprobe(path, nlist, _nprobe(empty, ids, rows, blocks, nlist))
     return written
 
 
-def _reader(rows: Callable[[np.ndarray], np.ndarray], positions: np.ndarray) -> Callable[[], np.ndarray]:
+def _span_of(rows: Callable[[np.ndarray], np.ndarray], positions: np.ndarray) -> Callable[[], np.ndarray]:
     return lambda: rows(positions)
 
 

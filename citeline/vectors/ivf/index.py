@@ -311,11 +311,11 @@ class IVFIndex(ApproximateIndex):
             ids = ordered[done : done + int(sizes.sum())]
             done += len(ids)
             kept = ~np.isin(ids, remove) if len(remove) else np.ones(len(ids), bool)
-            read = self._span_reader(numbers, ids, kept)
+            read = self._span_read(numbers, ids, kept)
             lists = np.repeat(numbers, sizes)[kept] if quantizer is None else files.assigned(quantizer, read())
             yield files.Block(ids[kept], lists, read)
 
-    def _span_reader(self, numbers: np.ndarray, ids: np.ndarray, kept: np.ndarray) -> Callable[[], np.ndarray]:
+    def _span_read(self, numbers: np.ndarray, ids: np.ndarray, kept: np.ndarray) -> Callable[[], np.ndarray]:
         def read() -> np.ndarray:
             found, vectors = files.read_lists(self._ivf(), self._path, numbers)
             if not np.array_equal(found, ids):
