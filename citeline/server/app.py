@@ -20,11 +20,11 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from citeline import mcp_server, web
 from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError, SettingsError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
 from citeline.query.plan import SearchRequest
+from citeline.server import mcp
 from citeline.server.access import AccessDenied
 from citeline.server.guard import Guard, SecurityHeaders
 from citeline.server.limits import (
@@ -47,8 +47,9 @@ from citeline.server.models import (
     SearchResponse,
     error_response,
 )
+from citeline.server.page import add_pages, inline_source
 from citeline.server.parameters import FACETS_HELP, filter_parameters, search_parameters
-from citeline.server.reads import IndexService, ServerBusyError
+from citeline.server.service import IndexService, ServerBusyError
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.access import TOKENS_FILE, TokenFile
 from citeline.store.documents import FACET_VALUES
@@ -103,7 +104,7 @@ def create_app(
     named = token_file(index_path, tokens)
     # MCP over streamable HTTP at /mcp, behind the same guard (a token, or Host and Origin) as every route, reading
     # through the same reader.
-    mcp_endpoint, mcp_lifespan = mcp_server.http_app(mcp_server.build_server(reader, LIMITS))
+    mcp_endpoint, mcp_lifespan = mcp.http_app(mcp.build_server(reader, LIMITS))
     codes = (400, 401, 403, 404, 409, 503)
     errors: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in codes}
     app = _SecuredApp(
@@ -213,7 +214,7 @@ def create_app(
                    swagger_css_url="swagger/swagger-ui.css", swagger_favicon_url="fastapi/favicon.png")  # fmt: skip
     _add_docs_page(app, "/redoc", get_redoc_html, redoc_js_url="redoc/redoc.standalone.js",
                    redoc_favicon_url="fastapi/favicon.png", with_google_fonts=False)  # fmt: skip
-    web.add_pages(app, reader, LIMITS)
+    add_pages(app, reader, LIMITS)
     return app
 
 
@@ -236,7 +237,7 @@ def _add_docs_page(app: FastAPI, route: str, render: Callable[..., HTMLResponse]
             name: f"{root}/assets/docs/{value}" if isinstance(value, str) else value for name, value in assets.items()
         }
         html = render(openapi_url=f"{root}{app.openapi_url}", title="citeline API", **urls)
-        scripts = " ".join(web.inline_source(text) for text in _INLINE_SCRIPT.findall(bytes(html.body).decode()))
+        scripts = " ".join(inline_source(text) for text in _INLINE_SCRIPT.findall(bytes(html.body).decode()))
         html.headers["Content-Security-Policy"] = (
             f"default-src 'none'; script-src 'self' {scripts}; style-src 'self' 'unsafe-inline'; "
             "img-src 'self' data:; connect-src 'self'; worker-src blob:; base-uri 'none'; form-action 'none'; "

@@ -18,9 +18,9 @@ from fastapi.testclient import TestClient
 
 from citeline import Index
 from citeline.cli.main import cli
-from citeline.mcp_server import citation, render_search
 from citeline.query.results import Highlight, SearchResult, highlight_pages, with_pages
 from citeline.server import create_app
+from citeline.server.mcp.tools import citation, render_search
 
 #: A flood report of three pages: the answer to "pump station capacity" is on page 2, in a chunk that begins on
 #: page 1; the sentence about the sluice runs from page 2 onto page 3.

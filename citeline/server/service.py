@@ -1,12 +1,13 @@
-"""How requests read the served index: one :class:`IndexService` kept open, searches in the index's own slot,
-every request within the server's timeout."""
+"""How requests read the served index: the serving contract (:class:`ServedIndex`, what the routes, the page and
+the MCP tools read through) and its implementation, one :class:`IndexService` kept open, searches in the index's
+own slot, every request within the server's timeout."""
 
 from __future__ import annotations
 
 import functools
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -26,6 +27,21 @@ class ServerBusyError(CitelineError):
 
 
 T = TypeVar("T")
+
+
+class ServedIndex(Protocol):
+    """What the routes, the page and the MCP tools need of the index the server serves (:class:`IndexService`)."""
+
+    @property
+    def index(self) -> Any: ...  # the index as the request's caller sees it (citeline.server.access)
+
+    async def run(self, work: Callable[..., Any], *args: Any) -> Any: ...
+
+    def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]: ...
+
+    def facets(
+        self, filters: Any, within: Sequence[SearchResult] | None, limit: int | None, deadline: float
+    ) -> list[Facet]: ...
 
 
 class IndexService:

@@ -13,7 +13,8 @@ import inspect
 import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, Protocol, get_type_hints
+from importlib import resources
+from typing import Annotated, Any, Literal, get_type_hints
 from urllib.parse import quote, urlencode
 
 import jinja2
@@ -26,182 +27,27 @@ from pydantic import BeforeValidator, Field
 from citeline.errors import CitelineError, QueryError
 from citeline.query.plan import MODES, SearchRequest
 from citeline.query.results import Passage, SearchResult, Source, shown_pages, shown_relevance
+from citeline.server.limits import Limits
+from citeline.server.service import ServedIndex
 from citeline.store.documents import FACET_VALUES, Facet
 from citeline.store.filters import filters_from
 from citeline.util.declared import offered, people_default
 
-__all__ = ["PAGE_POLICY", "Limits", "add_pages", "inline_source", "marked"]
+__all__ = ["PAGE_POLICY", "add_pages", "inline_source", "marked"]
 
 
-class ServedIndex(Protocol):
-    """What the pages and the MCP tools need of the index the server serves (:class:`citeline.server.IndexService`)."""
-
-    @property
-    def index(self) -> Any: ...  # the index as the request's caller sees it (citeline.server.access)
-
-    async def run(self, work: Callable[..., Any], *args: Any) -> Any: ...
-
-    def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]: ...
-
-    def facets(
-        self, filters: Any, within: Sequence[SearchResult] | None, limit: int | None, deadline: float
-    ) -> list[Facet]: ...
-
-
-_STYLE = """
-body { font: 16px/1.5 system-ui, sans-serif; max-width: 60rem; margin: 0 auto; padding: 0 1rem; color: #1b1b1b; }
-header { display: flex; gap: 1rem; align-items: baseline; border-bottom: 1px solid #ddd; padding: .5rem 0; }
-header a { font-weight: bold; font-size: 1.3rem; text-decoration: none; color: inherit; }
-form.search { margin: 1rem 0; } form.search .line { display: flex; gap: .5rem; }
-input[type=search] { flex: 1; font-size: 1.1rem; padding: .4rem; }
-fieldset { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: .5rem; }
-fieldset { border: 0; padding: 0; }
-label { display: flex; flex-direction: column; font-size: .85rem; color: #555; }
-ol.results { padding-left: 1.5rem; } li.result { margin-bottom: 1.5rem; }
-li.result h2 { font-size: 1.1rem; margin: 0; }
-.provenance { font-size: .85rem; color: #555; margin: .1rem 0; }
-blockquote { margin: .3rem 0; padding-left: .8rem; border-left: 3px solid #ccc; white-space: pre-wrap; }
-mark { background: #fff2a8; } mark.passage { background: #e6f0ff; } mark.sentence { background: #fff2a8; }
-details.sources { font-size: .9rem; } details.sources li { margin: .15rem 0; }
-span.copy { font-size: .75rem; color: #245; background: #e6f0ff; border-radius: .2rem; padding: 0 .3rem; }
-.error { color: #a00; border: 1px solid #a00; padding: .5rem; }
-pre.document { white-space: pre-wrap; font: inherit; }
-footer { border-top: 1px solid #ddd; margin-top: 2rem; padding: .5rem 0; font-size: .85rem; color: #555; }
-nav.pages { display: flex; gap: 1rem; }
-dl.metadata { display: flex; flex-wrap: wrap; gap: .1rem 1rem; font-size: .85rem; margin: .1rem 0; }
-dl.metadata div { display: flex; gap: .3rem; } dl.metadata dt { color: #555; } dl.metadata dd { margin: 0; }
-section.facets { display: flex; flex-wrap: wrap; gap: .5rem 2rem; font-size: .9rem; margin: 1rem 0; }
-section.facets h2 { flex-basis: 100%; font-size: .95rem; margin: 0; color: #555; font-weight: normal; }
-section.facets div.facet h3 { font-size: .95rem; margin: 0; }
-section.facets ul { list-style: none; padding: 0; margin: 0; }
-section.facets li.selected { font-weight: bold; } section.facets .count { color: #555; }
-"""
-
-_BASE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{% if q %}{{ q }} · {% endif %}{{ title }}</title><link rel="icon" href="data:,">
-<style>{{ style }}</style></head>
-<body><header><a href="{{ root }}/">citeline</a><span>{{ subtitle }}</span></header><main>
-{% block main %}{% endblock %}
-</main><footer>{% if generation is not none %}generation {{ generation }} · {% endif %}
-<a href="{{ root }}/docs">API</a> · <a href="{{ root }}/openapi.json">OpenAPI</a></footer></body></html>
-"""
-
-_SEARCH = """{% extends "base" %}{% block main %}
-<form class="search" method="get" action="{{ root }}/" role="search">
-<div class="line"><input type="search" name="q" value="{{ q }}" maxlength="{{ max_query }}" autofocus
- placeholder="What are you looking for?" aria-label="Query">
-<select name="mode" aria-label="Mode">{% for m in modes %}
-<option value="{{ m }}"{% if m == mode %} selected{% endif %}>{{ m }}</option>{% endfor %}</select>
-<button type="submit">Search</button></div>
-<details{% if filtered %} open{% endif %}><summary>Filters and options</summary><fieldset>
-<label>Source (ingested folder or file)<input name="source" value="{{ form.source }}"></label>
-<label>Path glob<input name="path" value="{{ form.path }}" placeholder="*.md"></label>
-<label>Metadata KEY=VALUE<input name="where" value="{{ form.where }}" placeholder="author=Mara"></label>
-{% include "field_filters" %}
-<label>Ingested after<input type="date" name="ingested_after" value="{{ form.ingested_after }}"></label>
-<label>Ingested before<input type="date" name="ingested_before" value="{{ form.ingested_before }}"></label>
-{% for f in options %}<label>{{ f.label }}{% if f.states %}<select name="{{ f.name }}">{% for value, text in f.states %}
-<option value="{{ value }}"{% if value == f.value %} selected{% endif %}>{{ text }}</option>{% endfor %}</select>
-{%- else %}<input type="number" name="{{ f.name }}" min="{{ f.min }}" max="{{ f.max }}"
-{%- if f.step %} step="{{ f.step }}"{% endif %} value="{{ f.value }}"
-{%- if f.placeholder %} placeholder="{{ f.placeholder }}"{% endif %}>{% endif %}</label>
-{% endfor %}</fieldset></details></form>
-{% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
-{% include "facets" %}
-{% if q and not error %}
-{% if results %}<ol class="results" start="{{ offset + 1 }}">
-{% for r in results %}<li class="result">
-<h2><a href="{{ r.view }}">{{ r.title }}</a></h2>
-<p class="provenance"><code>{{ r.source_id }}</code>{% if r.shown_pages %} · {{ r.shown_pages }}{% endif %}
- · characters {{ r.char_start }}–{{ r.char_end }}
-{%- if r.record_id is not none %} of the record's text{% endif %} · {{ r.shown_relevance }}
- · ingested {{ r.ingested_at }}
- · run <code>{{ r.run_id }}</code></p>
-{% include "hit_metadata" %}
-<blockquote class="passage">
-{%- for cls, part in r.parts -%}
-{%- if cls %}<mark class="{{ cls }}">{{ part }}</mark>{% else %}{{ part }}{% endif -%}
-{%- endfor -%}
-</blockquote>
-{% if r.others %}<details class="sources"{% if r.copies %} open{% endif %}>
-<summary>{% if r.copies %}one work: {{ r.copies }} other cop{{ "ies" if r.copies > 1 else "y" }} of this document
-{%- if r.others|length > r.copies %}, and {{ r.others|length - r.copies }} other document
-{{- "s" if r.others|length - r.copies > 1 }}{% endif %}
-{%- else %}also in {{ r.others|length }} other document{{ "s" if r.others|length > 1 }}{% endif %}</summary><ul>
-{% for s in r.others %}<li>{% if s.copy %}<span class="copy">copy</span> {% endif -%}
-<a href="{{ s.view }}">{{ s.title }}</a> <code>{{ s.source_id }}</code>
-{%- if s.shown_pages %} · {{ s.shown_pages }}{% endif %} · characters {{ s.char_start }}–{{ s.char_end }}</li>
-{% endfor %}
-</ul></details>{% endif %}
-{% if r.more %}<details class="more">
-<summary>{{ r.more|length }} more passage{{ "s" if r.more|length > 1 }} in this
-{{ "record" if r.record_id is not none else "document" }}</summary><ul>
-{% for p in r.more %}<li><a href="{{ p.view }}">characters {{ p.char_start }}–{{ p.char_end }}</a>
-{%- if p.shown_pages %} · {{ p.shown_pages }}{% endif %} · {{ p.shown_relevance }}
-<blockquote>{{ p.quote }}</blockquote></li>
-{% endfor %}</ul></details>{% endif %}
-</li>{% endfor %}</ol>
-<nav class="pages">{% if previous %}<a href="{{ previous }}" rel="prev">← previous</a>{% endif %}
-{% if next %}<a href="{{ next }}" rel="next">next →</a>{% endif %}</nav>
-{% else %}<p class="empty">No passages match{% if filtered %} with these filters{% endif %}.</p>{% endif %}
-{% endif %}
-{% endblock %}"""
-
-# The metadata parts of the search page (issue 42.5), each its own template included by "search": a hit's
-# metadata, a filter per metadata field the index holds, and the facets of the answer (datasette's facets).
-_HIT_METADATA = """{% if r.shown_metadata %}<dl class="metadata">{% for key, value in r.shown_metadata %}
-<div><dt>{{ key }}</dt><dd>{{ value }}</dd></div>{% endfor %}</dl>{% endif %}"""
-
-_FIELD_FILTERS = """{% for field in fields %}<label>{{ field.name }} ({{ field.documents }} documents)
-<input name="meta.{{ field.name }}" value="{{ field.chosen }}" list="values-{{ loop.index }}"
- placeholder="= value, or !=, >=, <, ~text"><datalist id="values-{{ loop.index }}">
-{%- for value in field["values"] %}<option value="{{ value }}">{% endfor %}</datalist></label>
-{% endfor %}"""
-
-_FACETS = """{% if facets %}<section class="facets" aria-label="Facets"><h2>{{ facets_scope }}</h2>
-{% for facet in facets %}<div class="facet"><h3>{{ facet.field }}</h3><ul>
-{% for item in facet["values"] %}<li{% if item.selected %} class="selected"{% endif %}><a href="{{ item.url }}"
-{%- if item.selected %} title="remove this filter"{% endif %}>{{ item.value }}</a>
- <span class="count">{{ item.count }}</span>{% if item.selected %} <a href="{{ item.url }}" aria-label="remove">✕</a>
-{%- endif %}</li>
-{% endfor %}{% if facet.more %}<li class="more">… {{ facet.more }} more</li>{% endif %}</ul></div>
-{% endfor %}</section>{% endif %}"""
-
-_DOCUMENT = """{% extends "base" %}{% block main %}
-<p>{% if back %}<a href="{{ back }}">← back to the results</a> · {% endif %}<a href="#passage">to the passage</a></p>
-<h1>{{ doc.title or doc.source_id }}</h1>
-<table class="provenance">
-<tr><th>Source</th><td><code>{{ doc.source_path }}</code></td></tr>
-<tr><th>Source id</th><td><code>{{ doc.source_id }}</code></td></tr>
-<tr><th>Format</th><td>{{ doc.format }}{% if doc.pages %}, {{ doc.pages }} pages{% endif %},
-{{ doc.chunks }} chunks</td></tr>
-<tr><th>Ingested</th><td>{{ doc.ingested_at }} (run <code>{{ doc.run_id }}</code>)</td></tr>
-<tr><th>Content hash</th><td><code>{{ doc.content_hash }}</code></td></tr>
-{% if start is not none %}<tr><th>Passage</th><td>characters {{ start }}–{{ end }}</td></tr>{% endif %}
-</table>
-<pre class="document">
-{%- for cls, part in parts -%}
-{%- if cls %}<mark class="{{ cls }}"{% if loop.index0 == first_mark %} id="passage"{% endif %}>{{ part }}</mark>
-{%- else %}{{ part }}{% endif -%}
-{%- endfor -%}
-</pre>
-{% endblock %}"""
-
+#: The page's templates (``citeline/server/templates/``, package data): ``base.html`` (the frame), ``search.html``
+#: and ``document.html`` (the two pages), and the search page's metadata parts (issue 42.5), each its own template
+#: included by ``search.html``: a hit's metadata (``hit_metadata.html``), a filter per metadata field the index holds
+#: (``field_filters.html``), and the facets of the answer (``facets.html``, datasette's facets).
 _TEMPLATES = jinja2.Environment(
-    loader=jinja2.DictLoader(
-        {
-            "base": _BASE,
-            "search": _SEARCH,
-            "document": _DOCUMENT,
-            "hit_metadata": _HIT_METADATA,
-            "field_filters": _FIELD_FILTERS,
-            "facets": _FACETS,
-        }
-    ),
+    loader=jinja2.PackageLoader("citeline.server", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
+#: The pages' one stylesheet (``templates/page.css``), inline in each page (after a newline: ``<style>`` then the
+#: rules on their own lines); its hash is :data:`PAGE_POLICY`'s.
+_STYLE = "\n" + resources.files("citeline.server").joinpath("templates", "page.css").read_text(encoding="utf-8")
 
 
 def inline_source(text: str) -> str:
@@ -303,17 +149,6 @@ def option_fields(values: Mapping[str, Any], bounds: Mapping[str, int]) -> list[
     return shown
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """The server's bounds on a request (``citeline.server``'s ``MAX_`` constants), which the pages keep too."""
-
-    query_chars: int
-    k: int
-    offset: int
-    id_chars: int
-    filter_values: int  #: values of one filter (``source``, ``path``, ``where``)
-
-
 def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
     """Add ``/`` and ``/view/{doc_id}`` to ``app``, reading through ``reader`` (the server's, so they share its
     search slot and timeout) and turning form fields into filters with :func:`citeline.store.filters.filters_from`."""
@@ -321,7 +156,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
 
     def render(name: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        page = _TEMPLATES.get_template(name).render(
+        page = _TEMPLATES.get_template(f"{name}.html").render(
             root=root, style=_STYLE, title="citeline", subtitle=str(reader.index.path.name), **context
         )
         return HTMLResponse(page, status_code=status, headers={"Content-Security-Policy": PAGE_POLICY})
