@@ -177,13 +177,13 @@ def create_app(
 
     @app.get("/status", response_model=IndexStatusModel, summary="Counts, model, generation and the last run")
     async def status() -> dict[str, Any]:
-        return await reader.run(lambda deadline: dict(normalize(reader.index.status().to_dict())))
+        return dict(normalize((await reader.run(reader.status)).to_dict()))
 
     @app.get("/runs", response_model=list[RunSummaryModel], summary="The run ledger, newest first")  # type: ignore[valid-type]
     async def runs(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="How many runs.")] = 20,
     ) -> list[dict[str, Any]]:
-        return await reader.run(lambda deadline: [normalize(run.to_dict()) for run in reader.index.runs(limit)])
+        return [normalize(run.to_dict()) for run in await reader.run(reader.runs, limit)]
 
     @app.get("/documents", response_model=list[DocumentRecord], summary="The documents the filters select")  # type: ignore[valid-type]
     async def documents(
@@ -193,7 +193,7 @@ def create_app(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many documents.")] = DEFAULT_PAGE,
         offset: Annotated[int, Query(ge=0, le=2**62, description="Skip this many documents (paging).")] = 0,
     ) -> list[dict[str, Any]]:
-        rows = await reader.run(lambda deadline: reader.index.documents(filters, limit + 1, offset))
+        rows = await reader.run(reader.documents, filters, limit + 1, offset)
         if len(rows) > limit:  # another page: say where (RFC 8288), as GitHub's API does
             query = [(key, value) for key, value in request.query_params.multi_items() if key != "offset"]
             following = urlencode([*query, ("offset", str(offset + limit))])
@@ -202,11 +202,11 @@ def create_app(
 
     @app.get("/documents/{doc_id}", response_model=DocumentDetailModel, summary="One document with its chunk spans")
     async def document(doc_id: Annotated[str, PathParameter(max_length=MAX_ID_CHARS)]) -> dict[str, Any]:
-        return await reader.run(lambda deadline: reader.index.document(doc_id).to_dict())
+        return (await reader.run(reader.document, doc_id)).to_dict()
 
     @app.get("/health", response_model=Health, summary="The index opens")
     async def health(response: Response) -> dict[str, Any]:
-        generation = await reader.run(lambda deadline: reader.index.status().generation)
+        generation = (await reader.run(reader.status)).generation
         response.headers[GENERATION_HEADER] = str(generation)
         return {"status": "ok", "generation": generation}
 

@@ -157,7 +157,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
     def render(name: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
         root = request.scope.get("root_path", "")
         page = _TEMPLATES.get_template(f"{name}.html").render(
-            root=root, style=_STYLE, title="citeline", subtitle=str(reader.index.path.name), **context
+            root=root, style=_STYLE, title="citeline", subtitle=reader.name, **context
         )
         return HTMLResponse(page, status_code=status, headers={"Content-Security-Policy": PAGE_POLICY})
 
@@ -262,7 +262,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
         q: Text = None,
     ) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        doc = (await reader.run(lambda deadline: reader.index.document(doc_id))).to_dict()
+        doc = (await reader.run(reader.document, doc_id)).to_dict()
         marks = []
         if start is not None and end is not None:
             marks.append((start, end, "passage"))

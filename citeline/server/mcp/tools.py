@@ -20,7 +20,6 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from citeline.errors import CitelineError
-from citeline.index import Index
 from citeline.query.plan import SearchRequest
 from citeline.query.results import Passage, SearchResult
 from citeline.server import access
@@ -256,13 +255,13 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
     async def passage(args: Any) -> tuple[dict[str, Any], str]:
         if args.char_end < args.char_start:  # before reading the document: a request that cannot be answered
             raise ToolError(f"char_end ({args.char_end}) is before char_start ({args.char_start})")
-        detail = await reader.run(lambda deadline: reader.index.document(args.doc_id))
+        detail = await reader.run(reader.document, args.doc_id)
         start, end = detail.excerpt(args.char_start, args.char_end, context=args.context, limit=MAX_SPAN_CHARS)
         span = _span(detail, start, end, None)
         return span, _render_span(span)
 
     async def document(args: Any) -> tuple[dict[str, Any], str]:
-        detail = await reader.run(lambda deadline: reader.index.document(args.doc_id))
+        detail = await reader.run(reader.document, args.doc_id)
         start = min(args.offset, len(detail.text))
         end = min(len(detail.text), start + args.max_chars)
         span = _span(detail, start, end, end if end < len(detail.text) else None)
@@ -270,7 +269,7 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
 
     async def documents(args: Any) -> tuple[dict[str, Any], str]:
         filters = filters_of(args.filters)
-        rows = await reader.run(lambda deadline: reader.index.documents(filters, args.limit + 1, args.offset))
+        rows = await reader.run(reader.documents, filters, args.limit + 1, args.offset)
         listed = [
             {
                 "doc_id": row.doc_id,
@@ -289,7 +288,7 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
         return answer, _render_documents(answer)
 
     async def status(args: Any) -> tuple[dict[str, Any], str]:
-        answer = await reader.run(lambda deadline: dict(normalize(reader.index.status().to_dict())))
+        answer = dict(normalize((await reader.run(reader.status)).to_dict()))
         return answer, json.dumps(answer, indent=1, default=str)
 
     # Any: a union built at run time is a type form mypy cannot see through (pydantic >= 2.14 types create_model's
@@ -362,11 +361,7 @@ def _ingest_tool(reader: ServedIndex, roots: Sequence[Path]) -> _Tool:
         root = roots[args.root] if isinstance(args.root, int) else Path(args.root)
 
         def run() -> dict[str, Any]:
-            # A writer of its own (the server's index object only reads); the index's writer lock orders it with
-            # any other writer, and the reader's snapshot picks the commits up at its next search.
-            access.CALLER.get().require("ingest")
-            writer = Index.open(reader.index.path, embedder=reader.index.embedder)
-            summary = dict(normalize(writer.ingest([root]).to_dict()))
+            summary = dict(normalize(reader.ingest(root).to_dict()))  # a writer of its own (ServedIndex.ingest)
             errors = summary.get("errors") or []
             if len(errors) > MAX_RUN_ERRORS:  # bounded: the first ones, and how many there were
                 summary["errors"] = errors[:MAX_RUN_ERRORS]
@@ -447,7 +442,7 @@ def build_server(reader: ServedIndex, limits: Limits, *, ingest_roots: Sequence[
         if not cursor.isdigit() or len(cursor) > 18:
             raise ValueError(f"invalid cursor {cursor[:40]!r}")
         offset = int(cursor)
-        rows = await reader.run(lambda deadline: reader.index.documents(None, MAX_LIST + 1, offset))
+        rows = await reader.run(reader.documents, None, MAX_LIST + 1, offset)
         resources = [
             types.Resource(
                 uri=uri_of(row.doc_id),
@@ -474,7 +469,7 @@ def build_server(reader: ServedIndex, limits: Limits, *, ingest_roots: Sequence[
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
         doc_id, span = parse_uri(uri)
-        detail = await reader.run(lambda deadline: reader.index.document(doc_id))
+        detail = await reader.run(reader.document, doc_id)
         start, end = span if span is not None else (0, len(detail.text))
         if end < start or start > len(detail.text):
             raise ValueError(f"{uri}: the range is not within the document's {len(detail.text)} characters")
