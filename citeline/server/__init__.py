@@ -33,11 +33,12 @@ the installed packages.
 The modules: ``limits.py`` (the defaults and bounds, :class:`~citeline.server.limits.Limits`), ``models.py`` (the
 response models and the error form), ``parameters.py`` (the query parameters), ``service.py`` (the serving contract
 :class:`~citeline.server.service.ServedIndex` and its implementation :class:`IndexService`: how requests read the
-index), ``guard.py`` (the token, the Host and Origin check, the security headers and the bind check), ``access.py``
-(the caller a request's token names, and what of the index a scoped one sees), ``metrics.py`` (``/metrics`` and the
-access log), ``page.py`` (the search page ``/`` and ``/view/{doc_id}``, its templates in ``templates/``), ``mcp/``
-(the MCP server: ``schemas.py``, ``tools.py``, ``stdio.py``, ``http.py``), ``app.py`` (:func:`create_app`: the
-routes) and ``serving.py`` (:func:`serve`, :func:`app_from_environment`, :func:`serve_mcp_stdio`: running it).
+index), ``answers.py`` (the one search answer ``/search``, the page and MCP's ``search`` render), ``guard.py`` (the
+token, the Host and Origin check, the security headers and the bind check), ``access.py`` (the caller a request's
+token names, and what of the index a scoped one sees), ``metrics.py`` (``/metrics`` and the access log), ``page.py``
+(the search page ``/`` and ``/view/{doc_id}``, its templates in ``templates/``), ``mcp/`` (the MCP server:
+``schemas.py``, ``tools.py``, ``stdio.py``, ``http.py``), ``app.py`` (:func:`create_app`: the routes) and
+``serving.py`` (:func:`serve`, :func:`app_from_environment`, :func:`serve_mcp_stdio`: running it).
 
 Named tokens (``citeline tokens``, ``tokens.json`` in the index directory) each have a scope, a filter ANDed into
 every request before ranking, so a scoped caller sees only its documents on every surface; ``/metrics`` is

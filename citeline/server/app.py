@@ -26,6 +26,7 @@ from citeline.model.embedding import Embedder
 from citeline.query.plan import SearchRequest
 from citeline.server import mcp
 from citeline.server.access import AccessDenied
+from citeline.server.answers import json_answer, search_answer
 from citeline.server.guard import Guard, SecurityHeaders
 from citeline.server.limits import (
     DEFAULT_PAGE,
@@ -155,17 +156,11 @@ def create_app(
         filters: Annotated[dict[str, Any], Depends(filter_parameters)],
         facets: Annotated[bool, Query(description=FACETS_HELP)] = False,
     ) -> dict[str, Any]:
-        q, k, offset = options.pop("q"), options["k"], options["offset"]
+        q = options.pop("q")
         wanted = SearchRequest.of(q, filters=filters, **options)  # every declared field: search_parameters' names
-        found, generation = await reader.run(reader.search, wanted)
-        response.headers[GENERATION_HEADER] = str(generation)
-        records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, offset + 1)]
-        mode = options["mode"]
-        answer = {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
-        if facets:
-            counted = await reader.run(reader.facets, wanted.filters, found, FACET_VALUES)
-            answer["facets"] = [facet.to_dict() for facet in counted]
-        return answer
+        answer = await search_answer(reader, q, wanted, facets=facets)
+        response.headers[GENERATION_HEADER] = str(answer.generation)
+        return json_answer(answer)
 
     @app.get("/facets", response_model=list[FacetModel], summary="Documents per metadata value, for the filters")  # type: ignore[valid-type]
     async def facet_counts(

@@ -27,6 +27,7 @@ from pydantic import BeforeValidator, Field
 from citeline.errors import CitelineError, QueryError
 from citeline.query.plan import MODES, SearchRequest
 from citeline.query.results import Passage, SearchResult, Source, shown_pages, shown_relevance
+from citeline.server.answers import Record, search_answer
 from citeline.server.limits import Limits
 from citeline.server.service import ServedIndex
 from citeline.store.documents import FACET_VALUES, Facet
@@ -233,22 +234,20 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
                 scope = "In the documents these filters select" if filters else "In the index"
                 context |= {"facets": _shown_facets(counted, params, root), "facets_scope": scope}
                 return render("search", request, **context)
+            wanted = SearchRequest.of(q, filters=filters, **options)
             # one more than shown: whether there is a next page
-            wanted = SearchRequest.of(q, filters=filters, **{**options, "k": k + 1})
-            found, generation = await reader.run(reader.search, wanted)
-            shown = found[:k]
-            counted = await reader.run(reader.facets, filters, shown, FACET_VALUES) if shown else []
+            answer = await search_answer(reader, q, wanted, facets=True, look_ahead=True)
         except CitelineError as exc:
             return render("search", request, status=400, **{**context, "error": " ".join(str(exc).split())})
-        documents = len({doc for result in shown for doc in (result.doc_id, *(s.doc_id for s in result.sources))})
-        context["facets"] = _shown_facets(counted, params, root)
+        documents = answer.documents
+        context["facets"] = _shown_facets(answer.facets or (), params, root)
         context["facets_scope"] = f"In the {documents} document{'s' if documents != 1 else ''} of these results"
         if offset > 0:
             context["previous"] = f"{root}/?{urlencode([*params, ('offset', max(0, offset - k))])}"
-        if len(found) > k and offset + k <= MAX_OFFSET:
+        if answer.more and offset + k <= MAX_OFFSET:
             context["next"] = f"{root}/?{urlencode([*params, ('offset', offset + k)])}"
-        context["generation"] = generation
-        context["results"] = [_shown_result(result, root, q, view_url) for result in shown]
+        context["generation"] = answer.generation
+        context["results"] = [_shown_result(record, root, q, view_url) for record in answer.records]
         return render("search", request, **context)
 
     @app.get("/view/{doc_id}", response_class=HTMLResponse, include_in_schema=False)
@@ -348,19 +347,20 @@ def _shown_value(value: Any) -> str:
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
 
 
-def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..., str]) -> dict[str, Any]:
-    """What the results template shows of one result: its fields, its passage cut around the highlighted
-    sentence, the other documents it occurs in, and (grouped) the document's other passages."""
+def _shown_result(record: Record, root: str, q: str, view_url: Callable[..., str]) -> dict[str, Any]:
+    """What the results template shows of one record of the answer: its result's fields, its passage cut around
+    the highlighted sentence, the other documents it occurs in, and (grouped) the document's other passages."""
+    result = record.result
     marks = [(h.char_start, h.char_end, "sentence") for h in result.highlights[:1]]
     others = [
         {
-            **dataclasses.asdict(source),
-            "title": source.title or source.source_id,
-            "view": view_url(root, source, q),
-            "shown_pages": shown_pages(source.page, source.first_page, source.last_page),
-            "copy": result.work_id is not None and source.work_id == result.work_id,  # a copy of the same work
+            **dataclasses.asdict(other.source),
+            "title": other.source.title or other.source.source_id,
+            "view": view_url(root, other.source, q),
+            "shown_pages": shown_pages(other.source.page, other.source.first_page, other.source.last_page),
+            "copy": other.same_work,  # a copy of the same work
         }
-        for source in result.sources[1:]
+        for other in record.also_in
     ]
     return {
         **{field.name: getattr(result, field.name) for field in dataclasses.fields(result)},
@@ -370,7 +370,7 @@ def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..
         "shown_pages": shown_pages(result.page, result.first_page, result.last_page),
         "view": view_url(root, result, q),
         "others": others,
-        "copies": sum(1 for other in others if other["copy"]),
+        "copies": record.copies,
         "more": [
             {
                 **dataclasses.asdict(passage),

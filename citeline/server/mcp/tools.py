@@ -23,6 +23,7 @@ from citeline.errors import CitelineError
 from citeline.query.plan import SearchRequest
 from citeline.query.results import Passage, SearchResult
 from citeline.server import access
+from citeline.server.answers import Answer, Record, search_answer
 from citeline.server.limits import Limits
 from citeline.server.mcp.schemas import (
     DEFAULT_LIST,
@@ -46,7 +47,17 @@ from citeline.store.filters import filters_from
 from citeline.util import paths
 from citeline.util.output import normalize
 
-__all__ = ["SCHEME", "ToolError", "allowed_roots", "build_server", "citation", "parse_uri", "render_search", "uri_of"]
+__all__ = [
+    "SCHEME",
+    "ToolError",
+    "allowed_roots",
+    "build_server",
+    "citation",
+    "mcp_answer",
+    "parse_uri",
+    "render_search",
+    "uri_of",
+]
 
 SCHEME = "citeline://"
 _RANGE = re.compile(r"^(?P<doc>[^/]+)/chars/(?P<start>\d+)-(?P<end>\d+)$")
@@ -112,22 +123,29 @@ def _quote(result: SearchResult | Passage) -> str:
     return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
 
 
-def citation(rank: int, result: SearchResult) -> dict[str, Any]:
-    """A search result as the ``search`` tool cites it."""
+def mcp_answer(answer: Answer) -> dict[str, Any]:
+    """A search's answer as the ``search`` tool gives it (``SearchOut``): each record cited (:func:`citation`)."""
+    request = answer.request
+    results = [citation(record) for record in answer.records]
+    return {"query": answer.query, "mode": request.mode, "generation": answer.generation, "results": results}
+
+
+def citation(record: Record) -> dict[str, Any]:
+    """A search answer's record as the ``search`` tool cites it."""
+    result = record.result
     also = [
         {
-            "doc_id": s.doc_id,
-            "source": s.source_path,
-            "char_start": s.char_start,
-            "char_end": s.char_end,
-            "uri": uri_of(s.doc_id, s.char_start, s.char_end),
-            "same_work": result.work_id is not None and s.work_id == result.work_id,  # a copy (query/works.py)
+            "doc_id": other.source.doc_id,
+            "source": other.source.source_path,
+            "char_start": other.source.char_start,
+            "char_end": other.source.char_end,
+            "uri": uri_of(other.source.doc_id, other.source.char_start, other.source.char_end),
+            "same_work": other.same_work,  # a copy (query/works.py)
         }
-        for s in result.sources
-        if (s.doc_id, s.char_start) != (result.doc_id, result.char_start)
+        for other in record.also_in
     ]
     return {
-        "rank": rank,
+        "rank": record.rank,
         "uri": uri_of(result.doc_id, result.char_start, result.char_end),
         "doc_id": result.doc_id,
         "source": _source(result.metadata, result.source_path),
@@ -243,13 +261,7 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
         filters = filters_of(args.filters)
         options = args.model_dump(exclude={"query", "filters"})  # every declared field: search_arguments' names
         request = SearchRequest.of(args.query, filters=filters, **options)
-        found, generation = await reader.run(reader.search, request)
-        answer = {
-            "query": args.query,
-            "mode": args.mode,
-            "generation": generation,
-            "results": [citation(rank, hit) for rank, hit in enumerate(found, request.offset + 1)],
-        }
+        answer = mcp_answer(await search_answer(reader, args.query, request))
         return answer, render_search(answer)
 
     async def passage(args: Any) -> tuple[dict[str, Any], str]:
