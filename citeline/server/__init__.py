@@ -13,7 +13,8 @@ Errors are ``{"error": "<one line>"}``: 400 for a bad parameter (every parameter
 constants; a query string that is not UTF-8 too), 401 without the token, 403 for what a token may not do
 (``citeline.server.access``), 421 for a ``Host`` and 403 for an ``Origin`` that are not the server's (without a
 token), 404 for an unknown document (or one outside a token's scope: the same answer), 409 when the index stayed
-locked by a commit, 503 when a request waited longer than the timeout; 500 only for a bug.
+locked by a commit, 503 when a request waited longer than the timeout; 500 only for a bug. Each error's class
+declares its status (``http_status``: docs/api.md#errors).
 
 The server never takes the writer lock: the index is opened with ``repair=False`` and every read goes through a
 read-only connection or the search snapshot, which reloads itself after a commit, so ``citeline ingest`` can run

@@ -39,6 +39,8 @@ CALLER_KEY = "citeline.caller"
 class AccessDenied(CitelineError):
     """The caller's token may not do this (403)."""
 
+    http_status = 403
+
 
 @dataclass(frozen=True)
 class Caller:

@@ -20,12 +20,11 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError, SettingsError
+from citeline.errors import CitelineError, SettingsError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
 from citeline.query.plan import SearchRequest
 from citeline.server import mcp
-from citeline.server.access import AccessDenied
 from citeline.server.answers import json_answer, search_answer
 from citeline.server.guard import Guard, SecurityHeaders
 from citeline.server.limits import (
@@ -50,7 +49,7 @@ from citeline.server.models import (
 )
 from citeline.server.page import add_pages, inline_source
 from citeline.server.parameters import FACETS_HELP, filter_parameters, search_parameters
-from citeline.server.service import IndexService, ServerBusyError
+from citeline.server.service import IndexService
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.access import TOKENS_FILE, TokenFile
 from citeline.store.documents import FACET_VALUES
@@ -251,18 +250,11 @@ def validation_message(exc: RequestValidationError) -> str:
 
 
 def status_of(exc: BaseException) -> int:
-    """The HTTP status of an error a request raised."""
-    if isinstance(exc, QueryError | ValueError):
-        return 400
-    if isinstance(exc, IndexNotFoundError):
-        return 404
-    if isinstance(exc, AccessDenied):
-        return 403
-    if isinstance(exc, IndexLockedError):
-        return 409
-    if isinstance(exc, ServerBusyError):
-        return 503
-    return 500
+    """The HTTP status of an error a request raised: a :class:`CitelineError`'s own (``http_status``), 400 for
+    another ``ValueError`` (a value the request gave), else 500."""
+    if isinstance(exc, CitelineError):
+        return exc.http_status
+    return 400 if isinstance(exc, ValueError) else 500
 
 
 def _shown(value: object, limit: int = 80) -> str:

@@ -28,6 +28,8 @@ from citeline.store.ledger import RunSummary
 class ServerBusyError(CitelineError):
     """A request waited longer than the server's timeout (for the index, or for its own work): 503."""
 
+    http_status = 503
+
 
 T = TypeVar("T")
 
