@@ -31,7 +31,7 @@ from citeline.server.answers import Record, search_answer
 from citeline.server.limits import Limits
 from citeline.server.service import ServedIndex
 from citeline.store.documents import FACET_VALUES, Facet
-from citeline.store.filters import filters_from
+from citeline.store.filters import FilterOptions, filters_from
 from citeline.util.declared import offered, people_default
 
 __all__ = ["PAGE_POLICY", "add_pages", "inline_source", "marked"]
@@ -150,6 +150,58 @@ def option_fields(values: Mapping[str, Any], bounds: Mapping[str, int]) -> list[
     return shown
 
 
+def form_filters(query_chars: int) -> Callable[..., dict[str, str]]:
+    """A FastAPI dependency taking the search page form's filter fields, one a declared field of
+    :class:`~citeline.store.filters.FilterOptions` under its name (the HTTP API's): each one text (a list option's
+    one value), at most its declared ``maximum`` characters (a list option's: ``query_chars``, the server's limit);
+    it answers each by name, ``""`` when not given."""
+    parameters = []
+    for spec in offered(FilterOptions):
+        longest = spec.metadata["maximum"] or query_chars
+        kind = Annotated[str | None, Query(max_length=int(longest), description=spec.metadata["help"])]
+        parameters.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind))
+
+    def values(**given: str | None) -> dict[str, str]:
+        return {name: value or "" for name, value in given.items()}
+
+    values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what FastAPI reads
+    return values
+
+
+def filter_fields(values: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The search page form's filter fields, generated from :class:`~citeline.store.filters.FilterOptions`' declared
+    fields (those whose ``form`` is not False): each its ``form``'s label (else its help), placeholder and input
+    type (none: text), holding ``values``' value. The page shows the text ones, then a filter per metadata field
+    the index holds, then the typed ones (the dates)."""
+    shown = []
+    for spec in offered(FilterOptions):
+        form = spec.metadata["form"]
+        if form is False:
+            continue
+        form = form if isinstance(form, Mapping) else {}
+        shown.append(
+            {
+                "name": spec.name,
+                "label": form.get("label", spec.metadata["help"]),
+                "placeholder": form.get("placeholder"),
+                "type": form.get("type"),
+                "value": values[spec.name],
+            }
+        )
+    return shown
+
+
+def _form_filters(filled: Mapping[str, str | None], clauses: Sequence[str]) -> dict[str, Any]:
+    """The filters of the form's filter fields (``filled``: each one value or None) and the per-field ``where``
+    ``clauses``, by :func:`citeline.store.filters.filters_from`."""
+    given: dict[str, Any] = {}
+    for spec in offered(FilterOptions):
+        value = filled[spec.name]
+        given[spec.name] = ([value] if value else []) if isinstance(spec.default, tuple) else value
+    given["where"] = [*given["where"], *clauses]
+    return filters_from(**given)
+
+
 def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
     """Add ``/`` and ``/view/{doc_id}`` to ``app``, reading through ``reader`` (the server's, so they share its
     search slot and timeout) and turning form fields into filters with :func:`citeline.store.filters.filters_from`."""
@@ -179,18 +231,11 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
     async def search_page(
         request: Request,
         options: Annotated[dict[str, Any], Depends(request_parameters(bounds, people=True))],
-        source: Text = None,
-        path: Text = None,
-        where: Text = None,
-        ingested_after: Annotated[str | None, Query(max_length=64)] = None,
-        ingested_before: Annotated[str | None, Query(max_length=64)] = None,
+        form: Annotated[dict[str, str], Depends(form_filters(MAX_QUERY_CHARS))],
     ) -> HTMLResponse:
         q, mode, k, offset = options.pop("q"), options["mode"], options["k"], options["offset"]
         collapse, group, min_score = options["collapse"], options["group"], options["min_score"]
         root = request.scope.get("root_path", "")
-        form = {"source": source, "path": path, "where": where}
-        form |= {"ingested_after": ingested_after, "ingested_before": ingested_before}
-        form = {key: value or "" for key, value in form.items()}
         filled = {key: _blank_to_none(value) for key, value in form.items()}
         chosen = _chosen_fields(request)
         held = await reader.run(reader.facets, None, None, FACET_VALUES)  # the index's fields (kept per generation)
@@ -204,7 +249,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
             "group": group,
             "min_score": min_score,
             "options": option_fields(options, bounds),
-            "form": form,
+            "filters": filter_fields(form),
             "filtered": any(filled.values()) or min_score is not None or bool(chosen),
             "fields": _field_filters(held, chosen),
             "facets": [],
@@ -221,14 +266,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
         try:
             if len(chosen) > limits.filter_values:
                 raise QueryError(f"at most {limits.filter_values} metadata fields a search; got {len(chosen)}")
-            clauses = [filled["where"]] if filled["where"] else []
-            filters = filters_from(
-                [filled["source"]] if filled["source"] else None,
-                [filled["path"]] if filled["path"] else None,
-                clauses + [_clause(field, value) for field, value in chosen],
-                filled["ingested_after"],
-                filled["ingested_before"],
-            )
+            filters = _form_filters(filled, [_clause(field, value) for field, value in chosen])
             if not q or not q.strip():  # no query: the facets of the documents the filters select, as datasette's
                 counted = await reader.run(reader.facets, filters, None, FACET_VALUES) if filters else held
                 scope = "In the documents these filters select" if filters else "In the index"

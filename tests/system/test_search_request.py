@@ -92,9 +92,12 @@ def test_index_search_takes_the_request_fields() -> None:
 
 
 def test_the_filter_options_are_declared_once() -> None:
-    """The CLI's filter flags, the HTTP API's filter parameters and the MCP tools' filters are FilterOptions' fields,
-    with its help, and filters_from reads them by those names."""
+    """The CLI's filter flags, the HTTP API's filter parameters, the MCP tools' filters and the page form's filter
+    fields are FilterOptions' fields, with its help, and filters_from reads them by those names."""
+    import inspect
+
     from citeline.server.mcp import schemas
+    from citeline.server.page import filter_fields, form_filters
     from citeline.server.parameters import FILTER_PARAMETERS
 
     declared = {spec.name: spec.metadata["help"] for spec in offered(FilterOptions)}
@@ -104,6 +107,8 @@ def test_the_filter_options_are_declared_once() -> None:
     flags = {param.opts[0][2:].replace("-", "_"): param.help for param in cli.commands["search"].params if param.opts}
     for name, text in declared.items():
         assert flags[name] is not None and flags[name].startswith(text), name
+    assert [field["name"] for field in filter_fields(dict.fromkeys(declared, ""))] == list(declared)
+    assert set(inspect.signature(form_filters(LIMITS.query_chars)).parameters) == set(declared)
 
 
 def test_a_request_validates_itself_from_its_declaration() -> None:
