@@ -41,7 +41,9 @@ class ServedIndex(Protocol):
     documents and status show only what its scope selects, and each is refused without its permission).
 
     The reads take the request's ``deadline`` (a :func:`time.monotonic` time) last, so a surface hands them to
-    :meth:`run` with their other arguments: ``await served.run(served.document, doc_id)``."""
+    :meth:`run` with their other arguments: ``await served.run(served.document, doc_id)``; those that read the
+    search's snapshot (``search``, ``facets``) wait for the index's search slot until it, the others read through
+    short connections of their own and need not wait."""
 
     @property
     def name(self) -> str:
