@@ -1,12 +1,21 @@
-"""Typed exceptions. Every message says what went wrong and how to fix it."""
+"""Typed exceptions. Every message says what went wrong and how to fix it, and every kind says how it is answered:
+its HTTP status (``citeline serve``'s answer, ``{"error": "<the message>"}``) and the CLI's exit status (after the
+one ``Error:`` line). The surfaces read both from the class (``http_status``, ``exit_code``), so a new kind of error
+declares them here, once; the table in docs/api.md#errors lists them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class CitelineError(Exception):
     """Base class of every error citeline raises on purpose."""
+
+    #: The HTTP status ``citeline serve`` answers it with: 500, a failure of the server's (a request's mistake is
+    #: a 4xx of its kind).
+    http_status: ClassVar[int] = 500
+    #: The CLI's exit status: 1, an error (2: a usage error, whose line names the command's ``--help``).
+    exit_code: ClassVar[int] = 1
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Pickled as it is (message and attributes), not by calling the class again with ``args``, which holds the
@@ -23,7 +32,9 @@ def _rebuilt(cls: type[CitelineError], args: tuple[Any, ...], state: dict[str, A
 
 
 class IndexNotFoundError(CitelineError):
-    """The index directory holds no citeline index."""
+    """The index directory holds no citeline index (or no such document: :func:`citeline.store.documents.not_found`)."""
+
+    http_status = 404
 
 
 class IndexMismatchError(CitelineError):
@@ -32,6 +43,8 @@ class IndexMismatchError(CitelineError):
 
 class IndexLockedError(CitelineError):
     """Another process is writing to the index."""
+
+    http_status = 409
 
 
 class IndexCorruptError(CitelineError):
@@ -62,6 +75,9 @@ class SourceUnavailable(CitelineError):
 class SettingsError(CitelineError, ValueError):
     """A setting or argument is invalid (``max_tokens=0``, a bad cron string): the CLI's usage error, exit 2."""
 
+    http_status = 400
+    exit_code = 2
+
 
 class RemovalRefusedError(CitelineError):
     """A run would remove documents because a root came back empty or mostly vanished, and removals were not
@@ -75,6 +91,8 @@ class RemovalRefusedError(CitelineError):
 class PartialRunError(CitelineError):
     """A run with ``strict`` ended partial: some files failed (listed in ``run.errors``). What it committed stands;
     ``run`` is its ledger row. The CLI exits with status 3 (``--strict``)."""
+
+    exit_code = 3
 
     def __init__(self, run: Any) -> None:
         self.run = run
@@ -102,6 +120,8 @@ class CommitRefusedError(IndexWriteError):
 
 class QueryError(CitelineError):
     """A search request is invalid (empty query, bad k, bad filter)."""
+
+    http_status = 400
 
 
 class IndexRepairedWarning(UserWarning):

@@ -263,16 +263,19 @@ def interrupted_line(signum: int) -> str:
 
 
 def user_errors(func: F) -> F:
-    """Turn citeline's typed errors into a one-line message and exit status 1, never a traceback."""
+    """Turn citeline's typed errors into a one-line message and their exit status (``exit_code``: 1, 2 for a usage
+    error), never a traceback."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except SettingsError as exc:  # the library's own usage errors: exit 2 (other ValueErrors are bugs)
-            raise click.UsageError(str(exc)) from exc
-        except CitelineError as exc:
-            raise click.ClickException(str(exc)) from exc
+        except CitelineError as exc:  # its own exit status; other ValueErrors are bugs
+            if exc.exit_code == click.UsageError.exit_code:  # the library's usage errors: the line names --help
+                raise click.UsageError(str(exc)) from exc
+            error = click.ClickException(str(exc))
+            error.exit_code = exc.exit_code  # type: ignore[misc]  # a ClassVar in click; OneLineErrors reads it here
+            raise error from exc
         except BrokenPipeError:  # `citeline ... | head`: click's own handler exits quietly
             raise
         except OSError as exc:  # permissions, a full disk, a path that is a file: the user can fix these

@@ -123,6 +123,7 @@ def ingest(
     2 a usage error; 3 --strict and the run was partial (what it indexed is committed); 130 interrupted by
     Ctrl-C, 143 by SIGTERM (docker stop, systemd, Kubernetes): what was embedded whole is committed, the ledger
     says interrupted, and one line says what was kept."""
+    from citeline.errors import PartialRunError
     from citeline.index import Index
     from citeline.sources.discovery import resolve_roots
     from citeline.sources.selection import Selection
@@ -165,7 +166,7 @@ def ingest(
     else:
         _print_run(summary, index_path, verbose)
     if summary["status"] == "partial" and run["strict"]:
-        sys.exit(3)
+        sys.exit(PartialRunError.exit_code)
 
 
 def _refuse_unused(unused: list[str]) -> None:

@@ -4,8 +4,8 @@
 The guard (``guard.py``) resolves a request's token to a :class:`Caller` and sets it for the request
 (:data:`CALLER`; the MCP handlers set it from the HTTP request the SDK hands them, :func:`acting`). The served index
 (:class:`citeline.server.IndexService`) reads it: for a caller with a scope, searches and facet counts get the
-scope ANDed into their filters (before ranking), and ``index`` is a :class:`ScopedIndex`, whose listing, documents,
-status and runs show only what the scope selects. A hidden document is answered exactly as one that does not
+scope ANDed into their filters (before ranking), and its other reads go through a :class:`ScopedIndex`, whose listing,
+documents, status and runs show only what the scope selects. A hidden document is answered exactly as one that does not
 exist (the same error and message), and the generation a scoped caller sees is its view's (:meth:`view_generation`),
 so neither a count nor a generation betrays what it cannot see.
 """
@@ -18,14 +18,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from starlette.requests import HTTPConnection
 
 from citeline.errors import CitelineError, IndexNotFoundError, QueryError
 from citeline.index import Index
-from citeline.model.embedding import Embedder
 from citeline.query.plan import SearchRequest
 from citeline.query.results import SearchResult
 from citeline.store.access import PERMISSIONS, Scoped, TokenFile, scoped
@@ -40,6 +38,8 @@ CALLER_KEY = "citeline.caller"
 
 class AccessDenied(CitelineError):
     """The caller's token may not do this (403)."""
+
+    http_status = 403
 
 
 @dataclass(frozen=True)
@@ -137,16 +137,6 @@ class ScopedIndex:
     def __init__(self, index: Index, caller: Caller, generation_of: Any):
         self._index, self._caller, self._generation_of = index, caller, generation_of
         self._scope = caller.scope or Filters()
-
-    @property
-    def path(self) -> Path:
-        """The index's path (the page's title)."""
-        return self._index.path
-
-    @property
-    def embedder(self) -> Embedder:
-        """The index's model."""
-        return self._index.embedder
 
     def documents(
         self, filters: Filters | Mapping[str, Any] | None = None, limit: int | None = None, offset: int = 0

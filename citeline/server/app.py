@@ -20,12 +20,12 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from citeline import mcp_server, web
-from citeline.errors import CitelineError, IndexLockedError, IndexNotFoundError, QueryError, SettingsError
+from citeline.errors import CitelineError, SettingsError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
 from citeline.query.plan import SearchRequest
-from citeline.server.access import AccessDenied
+from citeline.server import mcp
+from citeline.server.answers import json_answer, search_answer
 from citeline.server.guard import Guard, SecurityHeaders
 from citeline.server.limits import (
     DEFAULT_PAGE,
@@ -47,8 +47,9 @@ from citeline.server.models import (
     SearchResponse,
     error_response,
 )
+from citeline.server.page import add_pages, inline_source
 from citeline.server.parameters import FACETS_HELP, filter_parameters, search_parameters
-from citeline.server.reads import IndexService, ServerBusyError
+from citeline.server.service import IndexService
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.access import TOKENS_FILE, TokenFile
 from citeline.store.documents import FACET_VALUES
@@ -103,7 +104,7 @@ def create_app(
     named = token_file(index_path, tokens)
     # MCP over streamable HTTP at /mcp, behind the same guard (a token, or Host and Origin) as every route, reading
     # through the same reader.
-    mcp_endpoint, mcp_lifespan = mcp_server.http_app(mcp_server.build_server(reader, LIMITS))
+    mcp_endpoint, mcp_lifespan = mcp.http_app(mcp.build_server(reader, LIMITS))
     codes = (400, 401, 403, 404, 409, 503)
     errors: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in codes}
     app = _SecuredApp(
@@ -154,17 +155,11 @@ def create_app(
         filters: Annotated[dict[str, Any], Depends(filter_parameters)],
         facets: Annotated[bool, Query(description=FACETS_HELP)] = False,
     ) -> dict[str, Any]:
-        q, k, offset = options.pop("q"), options["k"], options["offset"]
+        q = options.pop("q")
         wanted = SearchRequest.of(q, filters=filters, **options)  # every declared field: search_parameters' names
-        found, generation = await reader.run(reader.search, wanted)
-        response.headers[GENERATION_HEADER] = str(generation)
-        records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, offset + 1)]
-        mode = options["mode"]
-        answer = {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
-        if facets:
-            counted = await reader.run(reader.facets, wanted.filters, found, FACET_VALUES)
-            answer["facets"] = [facet.to_dict() for facet in counted]
-        return answer
+        answer = await search_answer(reader, q, wanted, facets=facets)
+        response.headers[GENERATION_HEADER] = str(answer.generation)
+        return json_answer(answer)
 
     @app.get("/facets", response_model=list[FacetModel], summary="Documents per metadata value, for the filters")  # type: ignore[valid-type]
     async def facet_counts(
@@ -176,13 +171,13 @@ def create_app(
 
     @app.get("/status", response_model=IndexStatusModel, summary="Counts, model, generation and the last run")
     async def status() -> dict[str, Any]:
-        return await reader.run(lambda deadline: dict(normalize(reader.index.status().to_dict())))
+        return dict(normalize((await reader.run(reader.status)).to_dict()))
 
     @app.get("/runs", response_model=list[RunSummaryModel], summary="The run ledger, newest first")  # type: ignore[valid-type]
     async def runs(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="How many runs.")] = 20,
     ) -> list[dict[str, Any]]:
-        return await reader.run(lambda deadline: [normalize(run.to_dict()) for run in reader.index.runs(limit)])
+        return [normalize(run.to_dict()) for run in await reader.run(reader.runs, limit)]
 
     @app.get("/documents", response_model=list[DocumentRecord], summary="The documents the filters select")  # type: ignore[valid-type]
     async def documents(
@@ -192,7 +187,7 @@ def create_app(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many documents.")] = DEFAULT_PAGE,
         offset: Annotated[int, Query(ge=0, le=2**62, description="Skip this many documents (paging).")] = 0,
     ) -> list[dict[str, Any]]:
-        rows = await reader.run(lambda deadline: reader.index.documents(filters, limit + 1, offset))
+        rows = await reader.run(reader.documents, filters, limit + 1, offset)
         if len(rows) > limit:  # another page: say where (RFC 8288), as GitHub's API does
             query = [(key, value) for key, value in request.query_params.multi_items() if key != "offset"]
             following = urlencode([*query, ("offset", str(offset + limit))])
@@ -201,11 +196,11 @@ def create_app(
 
     @app.get("/documents/{doc_id}", response_model=DocumentDetailModel, summary="One document with its chunk spans")
     async def document(doc_id: Annotated[str, PathParameter(max_length=MAX_ID_CHARS)]) -> dict[str, Any]:
-        return await reader.run(lambda deadline: reader.index.document(doc_id).to_dict())
+        return (await reader.run(reader.document, doc_id)).to_dict()
 
     @app.get("/health", response_model=Health, summary="The index opens")
     async def health(response: Response) -> dict[str, Any]:
-        generation = await reader.run(lambda deadline: reader.index.status().generation)
+        generation = (await reader.run(reader.status)).generation
         response.headers[GENERATION_HEADER] = str(generation)
         return {"status": "ok", "generation": generation}
 
@@ -213,7 +208,7 @@ def create_app(
                    swagger_css_url="swagger/swagger-ui.css", swagger_favicon_url="fastapi/favicon.png")  # fmt: skip
     _add_docs_page(app, "/redoc", get_redoc_html, redoc_js_url="redoc/redoc.standalone.js",
                    redoc_favicon_url="fastapi/favicon.png", with_google_fonts=False)  # fmt: skip
-    web.add_pages(app, reader, LIMITS)
+    add_pages(app, reader, LIMITS)
     return app
 
 
@@ -236,7 +231,7 @@ def _add_docs_page(app: FastAPI, route: str, render: Callable[..., HTMLResponse]
             name: f"{root}/assets/docs/{value}" if isinstance(value, str) else value for name, value in assets.items()
         }
         html = render(openapi_url=f"{root}{app.openapi_url}", title="citeline API", **urls)
-        scripts = " ".join(web.inline_source(text) for text in _INLINE_SCRIPT.findall(bytes(html.body).decode()))
+        scripts = " ".join(inline_source(text) for text in _INLINE_SCRIPT.findall(bytes(html.body).decode()))
         html.headers["Content-Security-Policy"] = (
             f"default-src 'none'; script-src 'self' {scripts}; style-src 'self' 'unsafe-inline'; "
             "img-src 'self' data:; connect-src 'self'; worker-src blob:; base-uri 'none'; form-action 'none'; "
@@ -255,18 +250,11 @@ def validation_message(exc: RequestValidationError) -> str:
 
 
 def status_of(exc: BaseException) -> int:
-    """The HTTP status of an error a request raised."""
-    if isinstance(exc, QueryError | ValueError):
-        return 400
-    if isinstance(exc, IndexNotFoundError):
-        return 404
-    if isinstance(exc, AccessDenied):
-        return 403
-    if isinstance(exc, IndexLockedError):
-        return 409
-    if isinstance(exc, ServerBusyError):
-        return 503
-    return 500
+    """The HTTP status of an error a request raised: a :class:`CitelineError`'s own (``http_status``), 400 for
+    another ``ValueError`` (a value the request gave), else 500."""
+    if isinstance(exc, CitelineError):
+        return exc.http_status
+    return 400 if isinstance(exc, ValueError) else 500
 
 
 def _shown(value: object, limit: int = 80) -> str:

@@ -3,7 +3,7 @@ listens, and the names of its header and environment variables."""
 
 from __future__ import annotations
 
-from citeline import web
+import dataclasses
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -18,8 +18,21 @@ MAX_PAGE = 1000
 DEFAULT_PAGE = 100
 MAX_FILTER_VALUES = 20
 MAX_ID_CHARS = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The server's bounds on a request (the ``MAX_`` constants), which the page and the MCP tools keep too."""
+
+    query_chars: int
+    k: int
+    offset: int
+    id_chars: int
+    filter_values: int  #: values of one filter (``source``, ``path``, ``where``)
+
+
 #: The bounds above as the search page and the MCP tools take them.
-LIMITS = web.Limits(MAX_QUERY_CHARS, MAX_K, MAX_OFFSET, MAX_ID_CHARS, MAX_FILTER_VALUES)
+LIMITS = Limits(MAX_QUERY_CHARS, MAX_K, MAX_OFFSET, MAX_ID_CHARS, MAX_FILTER_VALUES)
 #: Seconds a request may take, waiting for the index included, before it is answered 503 (``timeout``).
 DEFAULT_TIMEOUT = 30.0
 #: Seconds a connection may take to send a request's head (after connecting, or after the last response): uvicorn

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from citeline.index import Index
 from citeline.server.access import CALLER, CALLER_KEY, OWNER
-from citeline.server.reads import IndexService
+from citeline.server.service import IndexService
 
 #: The access log's forms (``serve --access-log``); ``off`` logs nothing.
 ACCESS_LOG_FORMATS = ("plain", "json", "off")

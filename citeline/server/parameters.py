@@ -13,9 +13,9 @@ from pydantic import Field
 
 from citeline.server.limits import MAX_FILTER_VALUES, MAX_K, MAX_OFFSET, MAX_QUERY_CHARS
 from citeline.server.models import Mode
+from citeline.server.page import request_parameters
 from citeline.store.filters import FilterOptions, filters_from
 from citeline.util.declared import offered
-from citeline.web import request_parameters
 
 # ---------------------------------------------------------------- requests
 
@@ -62,8 +62,8 @@ SERVER_BOUNDS = {"k": MAX_K, "offset": MAX_OFFSET, "query_chars": MAX_QUERY_CHAR
 
 def search_parameters() -> Callable[..., dict[str, Any]]:
     """``GET /search``'s query parameters, generated from the declared fields of :class:`citeline.SearchRequest`
-    (:func:`citeline.web.request_parameters`, as the search page's): its type, default, bounds, choices and help;
-    ``q`` is the query's text, the filters are :data:`filter_parameters`, and the server's own bounds apply
+    (:func:`citeline.server.page.request_parameters`, as the search page's): its type, default, bounds, choices and
+    help; ``q`` is the query's text, the filters are :data:`filter_parameters`, and the server's own bounds apply
     (:data:`SERVER_BOUNDS`); the mode is the ``Mode`` schema the response names too."""
     return request_parameters(SERVER_BOUNDS, kinds={"mode": Mode})
 

@@ -16,10 +16,10 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from citeline import mcp_server
 from citeline.errors import SettingsError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
+from citeline.server import mcp
 from citeline.server.app import create_app, token_file
 from citeline.server.guard import check_bind
 from citeline.server.limits import (
@@ -33,7 +33,7 @@ from citeline.server.limits import (
     TOKEN_ENV,
 )
 from citeline.server.metrics import log_access_to_stderr
-from citeline.server.reads import IndexService
+from citeline.server.service import IndexService
 from citeline.sharding.remote import ShardWorkers
 
 
@@ -148,12 +148,12 @@ def serve_mcp_stdio(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> None:
     """``citeline mcp``: serve the index's MCP tools and resources over stdin/stdout until the client closes them
-    (``citeline.mcp_server``), reading as :func:`create_app` does; ``ingest_roots`` enables the ``ingest`` tool for
+    (``citeline.server.mcp``), reading as :func:`create_app` does; ``ingest_roots`` enables the ``ingest`` tool for
     those roots only. Raises :class:`IndexNotFoundError` before serving if there is no index."""
-    roots = mcp_server.allowed_roots(ingest_roots)
+    roots = mcp.allowed_roots(ingest_roots)
     reader = IndexService(Index.open(index_path, embedder=embedder, repair=False), timeout)
-    server = mcp_server.build_server(reader, LIMITS, ingest_roots=roots)
-    anyio.run(functools.partial(mcp_server.run_stdio, server, drain=timeout))
+    server = mcp.build_server(reader, LIMITS, ingest_roots=roots)
+    anyio.run(functools.partial(mcp.run_stdio, server, drain=timeout))
 
 
 def _without_path(settings: dict[str, Any]) -> dict[str, Any]:

@@ -439,12 +439,17 @@ class FilterOptions:
     CLI's flags): every surface generates its filter parameters from these fields (the CLI's ``--source``,
     ``--path``, ``--where``, ``--ingested-after``, ``--ingested-before``; the HTTP API's and the MCP tools' of the
     same names) and :func:`filters_from` makes them a request's ``filters``. A list option is repeatable (several
-    values of one key OR; several keys AND); ``maximum`` of a text is its length."""
+    values of one key OR; several keys AND); ``maximum`` of a text is its length; ``form``: how the search page's
+    form shows it (``label``, ``placeholder``, an input ``type``)."""
 
-    source: tuple[str, ...] = option((), "Only this ingested folder or file (or a source id).", metavar="PATH")
+    source: tuple[str, ...] = option(
+        (), "Only this ingested folder or file (or a source id).", metavar="PATH",
+        form={"label": "Source (ingested folder or file)"},
+    )  # fmt: skip
     path: tuple[str, ...] = option(
         (), "Only documents whose source id or path matches this glob, e.g. '*.md'.", metavar="GLOB",
         flags=("--path", "path_glob"),  # the CLI's commands name it path_glob
+        form={"label": "Path glob", "placeholder": "*.md"},
     )  # fmt: skip
     where: tuple[str, ...] = option(
         (),
@@ -452,13 +457,16 @@ class FilterOptions:
         "KEY!=VALUE, KEY~TEXT (contains, any case), KEY>VALUE, >=, <, <= (numbers as numbers, dates as dates) and "
         "'KEY in A,B' (keys AND; a repeated KEY=VALUE ORs, a range ANDs).",
         metavar="KEY=VALUE",
+        form={"label": "Metadata KEY=VALUE", "placeholder": "author=Mara"},
     )
     ingested_after: str | None = option(
-        None, "Only documents ingested at or after this date (ISO 8601).", metavar="DATE", maximum=MAX_DATE_CHARS
-    )
+        None, "Only documents ingested at or after this date (ISO 8601).", metavar="DATE", maximum=MAX_DATE_CHARS,
+        form={"label": "Ingested after", "type": "date"},
+    )  # fmt: skip
     ingested_before: str | None = option(
-        None, "Only documents ingested before this date (ISO 8601).", metavar="DATE", maximum=MAX_DATE_CHARS
-    )
+        None, "Only documents ingested before this date (ISO 8601).", metavar="DATE", maximum=MAX_DATE_CHARS,
+        form={"label": "Ingested before", "type": "date"},
+    )  # fmt: skip
 
 
 def filters_from(

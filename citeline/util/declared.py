@@ -46,7 +46,8 @@ def option(
     function that checks a value and answers it as the field holds it (a class that validates itself calls it).
     ``flags``: the CLI's names for it where they are not ``--name-with-dashes`` (``-k``; ``--group/--flat``).
     ``form``: how a form shows it (the search page): ``label``, an on/off option's ``on`` and ``off`` wording, a
-    number's ``step`` and ``placeholder``; False: not in the form."""
+    number's ``step``, a text's or number's ``placeholder``, an input's ``type`` (``date``); False: not in the
+    form."""
     meta: dict[str, Any] = {"help": help, "minimum": minimum, "maximum": maximum, "metavar": metavar}
     meta |= {"cli": cli, "flow": flow, "env": env}
     if people_default is not MISSING:

@@ -18,9 +18,11 @@ from fastapi.testclient import TestClient
 
 from citeline import Index
 from citeline.cli.main import cli
-from citeline.mcp_server import citation, render_search
+from citeline.query.plan import SearchRequest
 from citeline.query.results import Highlight, SearchResult, highlight_pages, with_pages
 from citeline.server import create_app
+from citeline.server.answers import Answer, records_of
+from citeline.server.mcp.tools import mcp_answer, render_search
 
 #: A flood report of three pages: the answer to "pump station capacity" is on page 2, in a chunk that begins on
 #: page 1; the sentence about the sluice runs from page 2 onto page 3.
@@ -145,7 +147,9 @@ def test_the_http_api_the_page_and_mcp_name_the_pages(index_path: Path, index: I
     assert (result["page"], result["first_page"]) == (2, 1) and result["highlights"][0]["page"] == 2
     page = client.get("/", params=params).text
     assert re.search(r"page 2 \(passage pages 1-[23]\)", page)
-    cited = citation(1, _hit(index, QUERY_PUMP))
+    (cited,) = mcp_answer(Answer(QUERY_PUMP, SearchRequest.of(QUERY_PUMP), 1, records_of([_hit(index, QUERY_PUMP)])))[
+        "results"
+    ]
     assert (cited["page"], cited["first_page"]) == (2, 1) and cited["highlights"][0]["page"] == 2
     rendered = render_search({"query": QUERY_PUMP, "generation": 1, "results": [cited]})
     assert re.search(r"flood-report\.pdf, p\. 2, passage pp\. 1-[23]", rendered)

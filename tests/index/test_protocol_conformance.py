@@ -42,6 +42,7 @@ from citeline.lexical.legacy import LegacyLexical
 from citeline.model.embedding import Embedder, QueryEncoder, SentenceTransformerEmbedder
 from citeline.model.onnx import OnnxEncoder
 from citeline.query.readers import LexicalReader, LexicalShard, SnapshotReader
+from citeline.server.service import IndexService, ServedIndex
 from citeline.sharding.index import ShardCommits
 from citeline.sharding.remote import DaskShardedSnapshot, RemoteShard
 from citeline.sharding.search import MergedLexical, ShardedSnapshot, _Owners
@@ -53,7 +54,7 @@ from citeline.vectors.segments import SegmentedVectors
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS: list[type] = [SnapshotReader, LexicalReader, LexicalShard, VectorReader, VectorIndex]
-PROTOCOLS += [Embedder, QueryEncoder, WrittenIndex, Writer, IngestTarget]
+PROTOCOLS += [Embedder, QueryEncoder, WrittenIndex, Writer, IngestTarget, ServedIndex]
 
 #: Every implementation of each Protocol, by class name (the completeness check below finds the classes of
 #: citeline/ that define a Protocol's methods, and each must be here).
@@ -68,6 +69,7 @@ IMPLEMENTATIONS: dict[type, set[str]] = {
     WrittenIndex: {"Index", "ShardedIndex"},
     Writer: {"Index", "ShardedIndex"},
     IngestTarget: {"LocalCommits", "ShardCommits"},
+    ServedIndex: {"IndexService"},
 }
 #: Classes of citeline/ that define a Protocol's methods without being one of its implementations, and why.
 NOT_IMPLEMENTATIONS = {
@@ -79,6 +81,10 @@ NOT_IMPLEMENTATIONS = {
     # an index embeds texts with its model; a search takes its query encoder from the embedder
     (QueryEncoder, "Index"),
     (QueryEncoder, "ShardedIndex"),
+    # the indexes have the reads the server serves under the same names (without a request's deadline, outside its
+    # search slot); IndexService serves one of them
+    (ServedIndex, "Index"),
+    (ServedIndex, "ShardedIndex"),
 }
 
 
@@ -137,6 +143,8 @@ def _objects(built: dict[str, Any]) -> list[tuple[type, str, Any]]:
         found += [(WrittenIndex, label, index), (Writer, label, index)]
     found += [(IngestTarget, "plain", LocalCommits(built["plain"], Steps()))]
     found += [(IngestTarget, "sharded", ShardCommits(built["sharded"], "threads"))]
+    for label, index in (("plain", built["plain"]), ("sharded", built["sharded"])):
+        found += [(ServedIndex, label, IndexService(index, 30.0))]
     return found
 
 

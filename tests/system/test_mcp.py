@@ -36,9 +36,11 @@ from test_server import _free_port, _when_up
 
 from citeline import Index
 from citeline.errors import SettingsError
-from citeline.mcp_server import MAX_REQUEST_BYTES, MAX_SPAN_CHARS, QUOTE_CHARS, allowed_roots, parse_uri, uri_of
 from citeline.query.plan import MODES, SearchRequest
 from citeline.server import LIMITS
+from citeline.server.mcp.schemas import MAX_SPAN_CHARS, QUOTE_CHARS
+from citeline.server.mcp.stdio import MAX_REQUEST_BYTES
+from citeline.server.mcp.tools import allowed_roots, parse_uri, uri_of
 
 LEXICAL = {"mode": "lexical", "collapse": False}  # no model needed in the server process
 TOOLS = {"search", "get_passage", "get_document", "list_documents", "index_status"}
@@ -316,7 +318,7 @@ def _too_long(request_id: int) -> bytes:
 
 _READ_STDIN = """
 import asyncio, os
-from citeline.mcp_server import _stdin_pipe
+from citeline.server.mcp.stdio import _stdin_pipe
 
 async def main():
     async with _stdin_pipe() as lines:
@@ -337,7 +339,7 @@ def test_the_loop_reads_a_pipe_and_nothing_else_reads_the_wire(tmp_path: Path, w
     it serves, fd 0 reads the null device (so nothing else can take the client's requests), the lines arrive whole,
     bad UTF-8 replaced as the SDK's reader does, the last one without its newline too, and at the end fd 0 is the
     wire again, blocking as it was. A regular file is read the same way, on a worker thread (so that each line's
-    answer is ours to give, mcp_server._FileLines)."""
+    answer is ours to give, citeline.server.mcp.stdio._FileLines)."""
     sent = b"one\ntw\xffo\nthree"
     if wire == "pipe":
         run = subprocess.run(
@@ -418,9 +420,9 @@ def test_stdio_stops_drain_seconds_after_stdin_ends(index: Index) -> None:
     code = (
         "import time; from citeline.index import Index\n"
         "Index.search = lambda self, *args, **kwargs: time.sleep(30)\n"
-        "import anyio; from citeline import mcp_server; from citeline.server import LIMITS, IndexService\n"
+        "import anyio; from citeline.server import LIMITS, IndexService, mcp\n"
         f"reader = IndexService(Index.open({str(index.path)!r}), 120.0)\n"
-        "anyio.run(lambda: mcp_server.run_stdio(mcp_server.build_server(reader, LIMITS), drain=1.0))\n"
+        "anyio.run(lambda: mcp.run_stdio(mcp.build_server(reader, LIMITS), drain=1.0))\n"
     )
     server = subprocess.Popen(
         [sys.executable, "-c", code], env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -613,7 +615,7 @@ def test_http_mcp_behind_the_token(index: Index) -> None:
 
 
 def test_output_schemas_keep_every_field_inlined() -> None:
-    from citeline.mcp_server import Citation, SearchOut, output_schema
+    from citeline.server.mcp.schemas import Citation, SearchOut, output_schema
 
     schema = output_schema(SearchOut)
     item = schema["properties"]["results"]["items"]

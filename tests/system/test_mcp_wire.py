@@ -25,7 +25,7 @@ from test_mcp import _HANDSHAKE, _index, mcp_process
 from test_server import _free_port, _when_up
 
 from citeline import Index
-from citeline.mcp_server import MAX_REQUEST_BYTES
+from citeline.server.mcp.stdio import MAX_REQUEST_BYTES
 
 FUZZ_EXAMPLES = int(os.environ.get("CITELINE_FUZZ_EXAMPLES", "60"))
 

@@ -23,7 +23,7 @@ from test_server import running
 
 from citeline import Index
 from citeline.server import create_app
-from citeline.web import marked
+from citeline.server.page import marked
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(os.environ.get("CITELINE_ARTIFACTS") or Path(tempfile.gettempdir()) / "citeline-artifacts")

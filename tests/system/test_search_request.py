@@ -92,18 +92,23 @@ def test_index_search_takes_the_request_fields() -> None:
 
 
 def test_the_filter_options_are_declared_once() -> None:
-    """The CLI's filter flags, the HTTP API's filter parameters and the MCP tools' filters are FilterOptions' fields,
-    with its help, and filters_from reads them by those names."""
-    from citeline import mcp_server
+    """The CLI's filter flags, the HTTP API's filter parameters, the MCP tools' filters and the page form's filter
+    fields are FilterOptions' fields, with its help, and filters_from reads them by those names."""
+    import inspect
+
+    from citeline.server.mcp import schemas
+    from citeline.server.page import filter_fields, form_filters
     from citeline.server.parameters import FILTER_PARAMETERS
 
     declared = {spec.name: spec.metadata["help"] for spec in offered(FilterOptions)}
     assert set(declared) == FILTER_OPTIONS == set(FILTER_PARAMETERS)
-    model = mcp_server._filters_model(LIMITS)
+    model = schemas.filters_model(LIMITS)
     assert {name: field.description for name, field in model.model_fields.items()} == declared
     flags = {param.opts[0][2:].replace("-", "_"): param.help for param in cli.commands["search"].params if param.opts}
     for name, text in declared.items():
         assert flags[name] is not None and flags[name].startswith(text), name
+    assert [field["name"] for field in filter_fields(dict.fromkeys(declared, ""))] == list(declared)
+    assert set(inspect.signature(form_filters(LIMITS.query_chars)).parameters) == set(declared)
 
 
 def test_a_request_validates_itself_from_its_declaration() -> None:
@@ -195,9 +200,9 @@ def test_the_page_takes_a_relevance_floor(client: TestClient) -> None:
 
 
 def test_the_mcp_search_tool_takes_the_request_fields() -> None:
-    from citeline import mcp_server
+    from citeline.server.mcp import schemas
 
-    schema = mcp_server.search_arguments(LIMITS, mcp_server._filters_model(LIMITS)).model_json_schema()
+    schema = schemas.search_arguments(LIMITS, schemas.filters_model(LIMITS)).model_json_schema()
     properties = schema["properties"]
     offered_ = _offers(properties, "query", expanded=False)
     for field in DECLARED:
@@ -365,11 +370,11 @@ def _call_mcp_search(index_path: Path, arguments: dict[str, Any]) -> None:
     from mcp import ClientSession
     from mcp.shared.memory import create_client_server_memory_streams
 
-    from citeline import mcp_server
     from citeline.server import IndexService
+    from citeline.server.mcp import tools
 
     async def main() -> None:
-        server = mcp_server.build_server(IndexService(Index.open(index_path, embedder=HashEmbedder()), 60.0), LIMITS)
+        server = tools.build_server(IndexService(Index.open(index_path, embedder=HashEmbedder()), 60.0), LIMITS)
         with anyio.fail_after(60):
             await serve(server)
 

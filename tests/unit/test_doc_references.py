@@ -150,6 +150,7 @@ ALLOWED_NAMES = {
     # other programs' names: FAISS, NumPy, pyarrow, the MCP SDK, S3, nginx, systemd, Kubernetes, shells
     "CLIVFPQ1": "FAISS's fourcc of a fast-scan IVF file (docs/scale.md)",
     "reconstruct_batch": "a FAISS method",
+    "http.server": "Python's standard library HTTP server (docs/reliability.md), not citeline.server.mcp.http",
     "einsum": "a NumPy function",
     "extract_metadata": "trafilatura's metadata function (docs/performance.md)",
     "find_date": "htmldate's date function, which trafilatura calls (docs/performance.md)",

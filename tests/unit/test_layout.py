@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"citeline.query", "citeline.ingest"},
     {"citeline.index"},
     {"citeline.sharding", "citeline.eval", "citeline.integrations"},
-    {"citeline", "citeline.server", "citeline.web", "citeline.mcp_server", "citeline.orchestration"},
+    {"citeline", "citeline.server", "citeline.orchestration"},
     {"citeline.cli"},
     {"flows"},
 ]

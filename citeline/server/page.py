@@ -13,7 +13,8 @@ import inspect
 import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, Protocol, get_type_hints
+from importlib import resources
+from typing import Annotated, Any, Literal, get_type_hints
 from urllib.parse import quote, urlencode
 
 import jinja2
@@ -26,182 +27,28 @@ from pydantic import BeforeValidator, Field
 from citeline.errors import CitelineError, QueryError
 from citeline.query.plan import MODES, SearchRequest
 from citeline.query.results import Passage, SearchResult, Source, shown_pages, shown_relevance
+from citeline.server.answers import Record, search_answer
+from citeline.server.limits import Limits
+from citeline.server.service import ServedIndex
 from citeline.store.documents import FACET_VALUES, Facet
-from citeline.store.filters import filters_from
+from citeline.store.filters import FilterOptions, filters_from
 from citeline.util.declared import offered, people_default
 
-__all__ = ["PAGE_POLICY", "Limits", "add_pages", "inline_source", "marked"]
+__all__ = ["PAGE_POLICY", "add_pages", "inline_source", "marked"]
 
 
-class ServedIndex(Protocol):
-    """What the pages and the MCP tools need of the index the server serves (:class:`citeline.server.IndexService`)."""
-
-    @property
-    def index(self) -> Any: ...  # the index as the request's caller sees it (citeline.server.access)
-
-    async def run(self, work: Callable[..., Any], *args: Any) -> Any: ...
-
-    def search(self, request: SearchRequest, deadline: float) -> tuple[list[SearchResult], int]: ...
-
-    def facets(
-        self, filters: Any, within: Sequence[SearchResult] | None, limit: int | None, deadline: float
-    ) -> list[Facet]: ...
-
-
-_STYLE = """
-body { font: 16px/1.5 system-ui, sans-serif; max-width: 60rem; margin: 0 auto; padding: 0 1rem; color: #1b1b1b; }
-header { display: flex; gap: 1rem; align-items: baseline; border-bottom: 1px solid #ddd; padding: .5rem 0; }
-header a { font-weight: bold; font-size: 1.3rem; text-decoration: none; color: inherit; }
-form.search { margin: 1rem 0; } form.search .line { display: flex; gap: .5rem; }
-input[type=search] { flex: 1; font-size: 1.1rem; padding: .4rem; }
-fieldset { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: .5rem; }
-fieldset { border: 0; padding: 0; }
-label { display: flex; flex-direction: column; font-size: .85rem; color: #555; }
-ol.results { padding-left: 1.5rem; } li.result { margin-bottom: 1.5rem; }
-li.result h2 { font-size: 1.1rem; margin: 0; }
-.provenance { font-size: .85rem; color: #555; margin: .1rem 0; }
-blockquote { margin: .3rem 0; padding-left: .8rem; border-left: 3px solid #ccc; white-space: pre-wrap; }
-mark { background: #fff2a8; } mark.passage { background: #e6f0ff; } mark.sentence { background: #fff2a8; }
-details.sources { font-size: .9rem; } details.sources li { margin: .15rem 0; }
-span.copy { font-size: .75rem; color: #245; background: #e6f0ff; border-radius: .2rem; padding: 0 .3rem; }
-.error { color: #a00; border: 1px solid #a00; padding: .5rem; }
-pre.document { white-space: pre-wrap; font: inherit; }
-footer { border-top: 1px solid #ddd; margin-top: 2rem; padding: .5rem 0; font-size: .85rem; color: #555; }
-nav.pages { display: flex; gap: 1rem; }
-dl.metadata { display: flex; flex-wrap: wrap; gap: .1rem 1rem; font-size: .85rem; margin: .1rem 0; }
-dl.metadata div { display: flex; gap: .3rem; } dl.metadata dt { color: #555; } dl.metadata dd { margin: 0; }
-section.facets { display: flex; flex-wrap: wrap; gap: .5rem 2rem; font-size: .9rem; margin: 1rem 0; }
-section.facets h2 { flex-basis: 100%; font-size: .95rem; margin: 0; color: #555; font-weight: normal; }
-section.facets div.facet h3 { font-size: .95rem; margin: 0; }
-section.facets ul { list-style: none; padding: 0; margin: 0; }
-section.facets li.selected { font-weight: bold; } section.facets .count { color: #555; }
-"""
-
-_BASE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{% if q %}{{ q }} · {% endif %}{{ title }}</title><link rel="icon" href="data:,">
-<style>{{ style }}</style></head>
-<body><header><a href="{{ root }}/">citeline</a><span>{{ subtitle }}</span></header><main>
-{% block main %}{% endblock %}
-</main><footer>{% if generation is not none %}generation {{ generation }} · {% endif %}
-<a href="{{ root }}/docs">API</a> · <a href="{{ root }}/openapi.json">OpenAPI</a></footer></body></html>
-"""
-
-_SEARCH = """{% extends "base" %}{% block main %}
-<form class="search" method="get" action="{{ root }}/" role="search">
-<div class="line"><input type="search" name="q" value="{{ q }}" maxlength="{{ max_query }}" autofocus
- placeholder="What are you looking for?" aria-label="Query">
-<select name="mode" aria-label="Mode">{% for m in modes %}
-<option value="{{ m }}"{% if m == mode %} selected{% endif %}>{{ m }}</option>{% endfor %}</select>
-<button type="submit">Search</button></div>
-<details{% if filtered %} open{% endif %}><summary>Filters and options</summary><fieldset>
-<label>Source (ingested folder or file)<input name="source" value="{{ form.source }}"></label>
-<label>Path glob<input name="path" value="{{ form.path }}" placeholder="*.md"></label>
-<label>Metadata KEY=VALUE<input name="where" value="{{ form.where }}" placeholder="author=Mara"></label>
-{% include "field_filters" %}
-<label>Ingested after<input type="date" name="ingested_after" value="{{ form.ingested_after }}"></label>
-<label>Ingested before<input type="date" name="ingested_before" value="{{ form.ingested_before }}"></label>
-{% for f in options %}<label>{{ f.label }}{% if f.states %}<select name="{{ f.name }}">{% for value, text in f.states %}
-<option value="{{ value }}"{% if value == f.value %} selected{% endif %}>{{ text }}</option>{% endfor %}</select>
-{%- else %}<input type="number" name="{{ f.name }}" min="{{ f.min }}" max="{{ f.max }}"
-{%- if f.step %} step="{{ f.step }}"{% endif %} value="{{ f.value }}"
-{%- if f.placeholder %} placeholder="{{ f.placeholder }}"{% endif %}>{% endif %}</label>
-{% endfor %}</fieldset></details></form>
-{% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
-{% include "facets" %}
-{% if q and not error %}
-{% if results %}<ol class="results" start="{{ offset + 1 }}">
-{% for r in results %}<li class="result">
-<h2><a href="{{ r.view }}">{{ r.title }}</a></h2>
-<p class="provenance"><code>{{ r.source_id }}</code>{% if r.shown_pages %} · {{ r.shown_pages }}{% endif %}
- · characters {{ r.char_start }}–{{ r.char_end }}
-{%- if r.record_id is not none %} of the record's text{% endif %} · {{ r.shown_relevance }}
- · ingested {{ r.ingested_at }}
- · run <code>{{ r.run_id }}</code></p>
-{% include "hit_metadata" %}
-<blockquote class="passage">
-{%- for cls, part in r.parts -%}
-{%- if cls %}<mark class="{{ cls }}">{{ part }}</mark>{% else %}{{ part }}{% endif -%}
-{%- endfor -%}
-</blockquote>
-{% if r.others %}<details class="sources"{% if r.copies %} open{% endif %}>
-<summary>{% if r.copies %}one work: {{ r.copies }} other cop{{ "ies" if r.copies > 1 else "y" }} of this document
-{%- if r.others|length > r.copies %}, and {{ r.others|length - r.copies }} other document
-{{- "s" if r.others|length - r.copies > 1 }}{% endif %}
-{%- else %}also in {{ r.others|length }} other document{{ "s" if r.others|length > 1 }}{% endif %}</summary><ul>
-{% for s in r.others %}<li>{% if s.copy %}<span class="copy">copy</span> {% endif -%}
-<a href="{{ s.view }}">{{ s.title }}</a> <code>{{ s.source_id }}</code>
-{%- if s.shown_pages %} · {{ s.shown_pages }}{% endif %} · characters {{ s.char_start }}–{{ s.char_end }}</li>
-{% endfor %}
-</ul></details>{% endif %}
-{% if r.more %}<details class="more">
-<summary>{{ r.more|length }} more passage{{ "s" if r.more|length > 1 }} in this
-{{ "record" if r.record_id is not none else "document" }}</summary><ul>
-{% for p in r.more %}<li><a href="{{ p.view }}">characters {{ p.char_start }}–{{ p.char_end }}</a>
-{%- if p.shown_pages %} · {{ p.shown_pages }}{% endif %} · {{ p.shown_relevance }}
-<blockquote>{{ p.quote }}</blockquote></li>
-{% endfor %}</ul></details>{% endif %}
-</li>{% endfor %}</ol>
-<nav class="pages">{% if previous %}<a href="{{ previous }}" rel="prev">← previous</a>{% endif %}
-{% if next %}<a href="{{ next }}" rel="next">next →</a>{% endif %}</nav>
-{% else %}<p class="empty">No passages match{% if filtered %} with these filters{% endif %}.</p>{% endif %}
-{% endif %}
-{% endblock %}"""
-
-# The metadata parts of the search page (issue 42.5), each its own template included by "search": a hit's
-# metadata, a filter per metadata field the index holds, and the facets of the answer (datasette's facets).
-_HIT_METADATA = """{% if r.shown_metadata %}<dl class="metadata">{% for key, value in r.shown_metadata %}
-<div><dt>{{ key }}</dt><dd>{{ value }}</dd></div>{% endfor %}</dl>{% endif %}"""
-
-_FIELD_FILTERS = """{% for field in fields %}<label>{{ field.name }} ({{ field.documents }} documents)
-<input name="meta.{{ field.name }}" value="{{ field.chosen }}" list="values-{{ loop.index }}"
- placeholder="= value, or !=, >=, <, ~text"><datalist id="values-{{ loop.index }}">
-{%- for value in field["values"] %}<option value="{{ value }}">{% endfor %}</datalist></label>
-{% endfor %}"""
-
-_FACETS = """{% if facets %}<section class="facets" aria-label="Facets"><h2>{{ facets_scope }}</h2>
-{% for facet in facets %}<div class="facet"><h3>{{ facet.field }}</h3><ul>
-{% for item in facet["values"] %}<li{% if item.selected %} class="selected"{% endif %}><a href="{{ item.url }}"
-{%- if item.selected %} title="remove this filter"{% endif %}>{{ item.value }}</a>
- <span class="count">{{ item.count }}</span>{% if item.selected %} <a href="{{ item.url }}" aria-label="remove">✕</a>
-{%- endif %}</li>
-{% endfor %}{% if facet.more %}<li class="more">… {{ facet.more }} more</li>{% endif %}</ul></div>
-{% endfor %}</section>{% endif %}"""
-
-_DOCUMENT = """{% extends "base" %}{% block main %}
-<p>{% if back %}<a href="{{ back }}">← back to the results</a> · {% endif %}<a href="#passage">to the passage</a></p>
-<h1>{{ doc.title or doc.source_id }}</h1>
-<table class="provenance">
-<tr><th>Source</th><td><code>{{ doc.source_path }}</code></td></tr>
-<tr><th>Source id</th><td><code>{{ doc.source_id }}</code></td></tr>
-<tr><th>Format</th><td>{{ doc.format }}{% if doc.pages %}, {{ doc.pages }} pages{% endif %},
-{{ doc.chunks }} chunks</td></tr>
-<tr><th>Ingested</th><td>{{ doc.ingested_at }} (run <code>{{ doc.run_id }}</code>)</td></tr>
-<tr><th>Content hash</th><td><code>{{ doc.content_hash }}</code></td></tr>
-{% if start is not none %}<tr><th>Passage</th><td>characters {{ start }}–{{ end }}</td></tr>{% endif %}
-</table>
-<pre class="document">
-{%- for cls, part in parts -%}
-{%- if cls %}<mark class="{{ cls }}"{% if loop.index0 == first_mark %} id="passage"{% endif %}>{{ part }}</mark>
-{%- else %}{{ part }}{% endif -%}
-{%- endfor -%}
-</pre>
-{% endblock %}"""
-
+#: The page's templates (``citeline/server/templates/``, package data): ``base.html`` (the frame), ``search.html``
+#: and ``document.html`` (the two pages), and the search page's metadata parts (issue 42.5), each its own template
+#: included by ``search.html``: a hit's metadata (``hit_metadata.html``), a filter per metadata field the index holds
+#: (``field_filters.html``), and the facets of the answer (``facets.html``, datasette's facets).
 _TEMPLATES = jinja2.Environment(
-    loader=jinja2.DictLoader(
-        {
-            "base": _BASE,
-            "search": _SEARCH,
-            "document": _DOCUMENT,
-            "hit_metadata": _HIT_METADATA,
-            "field_filters": _FIELD_FILTERS,
-            "facets": _FACETS,
-        }
-    ),
+    loader=jinja2.PackageLoader("citeline.server", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
+#: The pages' one stylesheet (``templates/page.css``), inline in each page (after a newline: ``<style>`` then the
+#: rules on their own lines); its hash is :data:`PAGE_POLICY`'s.
+_STYLE = "\n" + resources.files("citeline.server").joinpath("templates", "page.css").read_text(encoding="utf-8")
 
 
 def inline_source(text: str) -> str:
@@ -303,15 +150,56 @@ def option_fields(values: Mapping[str, Any], bounds: Mapping[str, int]) -> list[
     return shown
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """The server's bounds on a request (``citeline.server``'s ``MAX_`` constants), which the pages keep too."""
+def form_filters(query_chars: int) -> Callable[..., dict[str, str]]:
+    """A FastAPI dependency taking the search page form's filter fields, one a declared field of
+    :class:`~citeline.store.filters.FilterOptions` under its name (the HTTP API's): each one text (a list option's
+    one value), at most its declared ``maximum`` characters (a list option's: ``query_chars``, the server's limit);
+    it answers each by name, ``""`` when not given."""
+    parameters = []
+    for spec in offered(FilterOptions):
+        longest = spec.metadata["maximum"] or query_chars
+        kind = Annotated[str | None, Query(max_length=int(longest), description=spec.metadata["help"])]
+        parameters.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind))
 
-    query_chars: int
-    k: int
-    offset: int
-    id_chars: int
-    filter_values: int  #: values of one filter (``source``, ``path``, ``where``)
+    def values(**given: str | None) -> dict[str, str]:
+        return {name: value or "" for name, value in given.items()}
+
+    values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what FastAPI reads
+    return values
+
+
+def filter_fields(values: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The search page form's filter fields, generated from :class:`~citeline.store.filters.FilterOptions`' declared
+    fields (those whose ``form`` is not False): each its ``form``'s label (else its help), placeholder and input
+    type (none: text), holding ``values``' value. The page shows the text ones, then a filter per metadata field
+    the index holds, then the typed ones (the dates)."""
+    shown = []
+    for spec in offered(FilterOptions):
+        form = spec.metadata["form"]
+        if form is False:
+            continue
+        form = form if isinstance(form, Mapping) else {}
+        shown.append(
+            {
+                "name": spec.name,
+                "label": form.get("label", spec.metadata["help"]),
+                "placeholder": form.get("placeholder"),
+                "type": form.get("type"),
+                "value": values[spec.name],
+            }
+        )
+    return shown
+
+
+def _form_filters(filled: Mapping[str, str | None], clauses: Sequence[str]) -> dict[str, Any]:
+    """The filters of the form's filter fields (``filled``: each one value or None) and the per-field ``where``
+    ``clauses``, by :func:`citeline.store.filters.filters_from`."""
+    given: dict[str, Any] = {}
+    for spec in offered(FilterOptions):
+        value = filled[spec.name]
+        given[spec.name] = ([value] if value else []) if isinstance(spec.default, tuple) else value
+    given["where"] = [*given["where"], *clauses]
+    return filters_from(**given)
 
 
 def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
@@ -321,8 +209,8 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
 
     def render(name: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        page = _TEMPLATES.get_template(name).render(
-            root=root, style=_STYLE, title="citeline", subtitle=str(reader.index.path.name), **context
+        page = _TEMPLATES.get_template(f"{name}.html").render(
+            root=root, style=_STYLE, title="citeline", subtitle=reader.name, **context
         )
         return HTMLResponse(page, status_code=status, headers={"Content-Security-Policy": PAGE_POLICY})
 
@@ -343,18 +231,11 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
     async def search_page(
         request: Request,
         options: Annotated[dict[str, Any], Depends(request_parameters(bounds, people=True))],
-        source: Text = None,
-        path: Text = None,
-        where: Text = None,
-        ingested_after: Annotated[str | None, Query(max_length=64)] = None,
-        ingested_before: Annotated[str | None, Query(max_length=64)] = None,
+        form: Annotated[dict[str, str], Depends(form_filters(MAX_QUERY_CHARS))],
     ) -> HTMLResponse:
         q, mode, k, offset = options.pop("q"), options["mode"], options["k"], options["offset"]
         collapse, group, min_score = options["collapse"], options["group"], options["min_score"]
         root = request.scope.get("root_path", "")
-        form = {"source": source, "path": path, "where": where}
-        form |= {"ingested_after": ingested_after, "ingested_before": ingested_before}
-        form = {key: value or "" for key, value in form.items()}
         filled = {key: _blank_to_none(value) for key, value in form.items()}
         chosen = _chosen_fields(request)
         held = await reader.run(reader.facets, None, None, FACET_VALUES)  # the index's fields (kept per generation)
@@ -368,7 +249,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
             "group": group,
             "min_score": min_score,
             "options": option_fields(options, bounds),
-            "form": form,
+            "filters": filter_fields(form),
             "filtered": any(filled.values()) or min_score is not None or bool(chosen),
             "fields": _field_filters(held, chosen),
             "facets": [],
@@ -385,35 +266,26 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
         try:
             if len(chosen) > limits.filter_values:
                 raise QueryError(f"at most {limits.filter_values} metadata fields a search; got {len(chosen)}")
-            clauses = [filled["where"]] if filled["where"] else []
-            filters = filters_from(
-                [filled["source"]] if filled["source"] else None,
-                [filled["path"]] if filled["path"] else None,
-                clauses + [_clause(field, value) for field, value in chosen],
-                filled["ingested_after"],
-                filled["ingested_before"],
-            )
+            filters = _form_filters(filled, [_clause(field, value) for field, value in chosen])
             if not q or not q.strip():  # no query: the facets of the documents the filters select, as datasette's
                 counted = await reader.run(reader.facets, filters, None, FACET_VALUES) if filters else held
                 scope = "In the documents these filters select" if filters else "In the index"
                 context |= {"facets": _shown_facets(counted, params, root), "facets_scope": scope}
                 return render("search", request, **context)
+            wanted = SearchRequest.of(q, filters=filters, **options)
             # one more than shown: whether there is a next page
-            wanted = SearchRequest.of(q, filters=filters, **{**options, "k": k + 1})
-            found, generation = await reader.run(reader.search, wanted)
-            shown = found[:k]
-            counted = await reader.run(reader.facets, filters, shown, FACET_VALUES) if shown else []
+            answer = await search_answer(reader, q, wanted, facets=True, look_ahead=True)
         except CitelineError as exc:
             return render("search", request, status=400, **{**context, "error": " ".join(str(exc).split())})
-        documents = len({doc for result in shown for doc in (result.doc_id, *(s.doc_id for s in result.sources))})
-        context["facets"] = _shown_facets(counted, params, root)
+        documents = answer.documents
+        context["facets"] = _shown_facets(answer.facets or (), params, root)
         context["facets_scope"] = f"In the {documents} document{'s' if documents != 1 else ''} of these results"
         if offset > 0:
             context["previous"] = f"{root}/?{urlencode([*params, ('offset', max(0, offset - k))])}"
-        if len(found) > k and offset + k <= MAX_OFFSET:
+        if answer.more and offset + k <= MAX_OFFSET:
             context["next"] = f"{root}/?{urlencode([*params, ('offset', offset + k)])}"
-        context["generation"] = generation
-        context["results"] = [_shown_result(result, root, q, view_url) for result in shown]
+        context["generation"] = answer.generation
+        context["results"] = [_shown_result(record, root, q, view_url) for record in answer.records]
         return render("search", request, **context)
 
     @app.get("/view/{doc_id}", response_class=HTMLResponse, include_in_schema=False)
@@ -427,7 +299,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
         q: Text = None,
     ) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        doc = (await reader.run(lambda deadline: reader.index.document(doc_id))).to_dict()
+        doc = (await reader.run(reader.document, doc_id)).to_dict()
         marks = []
         if start is not None and end is not None:
             marks.append((start, end, "passage"))
@@ -513,19 +385,20 @@ def _shown_value(value: Any) -> str:
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
 
 
-def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..., str]) -> dict[str, Any]:
-    """What the results template shows of one result: its fields, its passage cut around the highlighted
-    sentence, the other documents it occurs in, and (grouped) the document's other passages."""
+def _shown_result(record: Record, root: str, q: str, view_url: Callable[..., str]) -> dict[str, Any]:
+    """What the results template shows of one record of the answer: its result's fields, its passage cut around
+    the highlighted sentence, the other documents it occurs in, and (grouped) the document's other passages."""
+    result = record.result
     marks = [(h.char_start, h.char_end, "sentence") for h in result.highlights[:1]]
     others = [
         {
-            **dataclasses.asdict(source),
-            "title": source.title or source.source_id,
-            "view": view_url(root, source, q),
-            "shown_pages": shown_pages(source.page, source.first_page, source.last_page),
-            "copy": result.work_id is not None and source.work_id == result.work_id,  # a copy of the same work
+            **dataclasses.asdict(other.source),
+            "title": other.source.title or other.source.source_id,
+            "view": view_url(root, other.source, q),
+            "shown_pages": shown_pages(other.source.page, other.source.first_page, other.source.last_page),
+            "copy": other.same_work,  # a copy of the same work
         }
-        for source in result.sources[1:]
+        for other in record.also_in
     ]
     return {
         **{field.name: getattr(result, field.name) for field in dataclasses.fields(result)},
@@ -535,7 +408,7 @@ def _shown_result(result: SearchResult, root: str, q: str, view_url: Callable[..
         "shown_pages": shown_pages(result.page, result.first_page, result.last_page),
         "view": view_url(root, result, q),
         "others": others,
-        "copies": sum(1 for other in others if other["copy"]),
+        "copies": record.copies,
         "more": [
             {
                 **dataclasses.asdict(passage),
