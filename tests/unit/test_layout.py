@@ -143,8 +143,7 @@ def test_modules_are_imported_under_their_own_names() -> None:
 #: What only the index layer knows: which layout a root has.
 LAYOUT_NAMES = {"ShardedIndex", "SHARDS_MANIFEST", "marker_of", "layout_of"}
 #: The callers of the library: they open an index and hand it their placement, whatever its kind.
-CALLERS = ("citeline.cli", "citeline.orchestration", "citeline.server", "citeline.web", "citeline.mcp_server",
-           "citeline.integrations", "flows")  # fmt: skip
+CALLERS = ("citeline.cli", "citeline.orchestration", "citeline.server", "citeline.integrations", "flows")
 
 
 def _names_used(path: Path) -> set[str]:
