@@ -158,7 +158,7 @@ def create_app(
         wanted = SearchRequest.of(q, filters=filters, **options)  # every declared field: search_parameters' names
         found, generation = await reader.run(reader.search, wanted)
         response.headers[GENERATION_HEADER] = str(generation)
-        records = [{"rank": rank, **normalize(r.to_dict())} for rank, r in enumerate(found, offset + 1)]
+        records = [{"rank": rank, **normalize(r)} for rank, r in enumerate(found, offset + 1)]  # r.to_dict(), as JSON
         mode = options["mode"]
         answer = {"query": q, "mode": mode, "k": k, "offset": offset, "generation": generation, "results": records}
         if facets:

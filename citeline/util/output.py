@@ -116,12 +116,31 @@ def iso_utc(value: datetime | date | str | None) -> str | None:
     return parsed.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
+#: type -> its dataclass fields' names, or None for a type that is not a dataclass (:func:`normalize`'s)
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
 def normalize(value: Any, key: str | None = None) -> Any:
     """``value`` as JSON-ready data: datetimes, and text under :data:`TIMESTAMP_KEYS`, in the :func:`iso_utc`
     form; tuples as lists; dataclasses as dicts; dicts and lists recursively (a collapsed result's ``sources``
-    carry timestamps too)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return normalize(dataclasses.asdict(value), key)
+    carry timestamps too).
+
+    The answer of every served search goes through here, once per value of its results, so the common cases come
+    first and a dataclass is read field by field (what ``dataclasses.asdict`` and then this would give, without
+    its copy of every value first, which cost more than the rest of building the answer)."""
+    kind = type(value)
+    if kind is str:
+        return iso_utc(value) if key in TIMESTAMP_KEYS else value
+    if kind is int or kind is float or kind is bool or value is None:
+        return value
+    try:
+        names = _FIELD_NAMES[kind]
+    except KeyError:
+        names = _FIELD_NAMES[kind] = (
+            tuple(spec.name for spec in dataclasses.fields(kind)) if dataclasses.is_dataclass(kind) else None
+        )
+    if names is not None:
+        return {name: normalize(getattr(value, name), name) for name in names}
     if isinstance(value, Mapping):
         return {str(k): normalize(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
