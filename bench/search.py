@@ -709,11 +709,12 @@ server (all its processes), the writer and the load generator beside the wall ti
 concurrent load; the SciFact test queries (those of ``qrels/test.tsv``, ``--queries`` of them) are searched one
 at a time by ``GET /search?q=...`` (the route's defaults: hybrid, k=10, collapsed) on ``citeline serve`` and by
 ``Index.search`` in this process on the same index (``SearchRequest.of(q)``: the same defaults), in rounds of 25
-queries whose order rotates, so the shared machine's noise falls on every side alike. A side's CPU is the server
-process's user + system seconds (``psutil``) over its rounds, or this process's (``time.process_time``) around
-its in-process searches, divided by the searches; wall is each request's or call's. ``--baseline DIR`` adds a
-server run from the citeline source in ``DIR`` (e.g. ``git worktree add DIR main``) in the rotation, and checks
-that both servers answer every query with the same status, headers (but ``date``) and body bytes.
+queries whose order rotates, so the shared machine's noise falls on every side alike. A side's CPU is the user +
+system seconds of the server process over its rounds (its scheduler clock, :func:`cpu_clock`) or of this process
+around its in-process searches (``time.process_time``, the same clock), divided by the searches; wall is each
+request's or call's. ``--baseline DIR`` adds a server run from the citeline source in ``DIR`` (``git archive
+main | tar -x -C DIR``) to the rotation, and checks that both servers answer every query with the same status,
+headers (but ``date``) and body bytes.
 """
 
 
@@ -896,6 +897,14 @@ def test_queries(count: int) -> list[str]:
     return texts[:count]
 
 
+def cpu_clock(pid: int) -> float:
+    """The CPU seconds (user + system, all threads, exited ones too) of the process ``pid`` from the kernel's
+    scheduler clock (Linux's ``clock_getcpuclockid``; the clock ``time.process_time`` reads for this process), not
+    from ``/proc``'s tick counts, which sample whichever task the 10 ms tick finds running and so can misplace a
+    process's short bursts."""
+    return time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+
+
 def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path, env: dict[str, str]) -> None:
     """``--versus-in-process``: CPU and wall per search of each server and of ``Index.search`` here (the docstring)."""
     from citeline import SearchRequest
@@ -936,7 +945,6 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
         cpu = dict.fromkeys(sides, 0.0)
         wall: dict[str, list[float]] = {side: [] for side in sides}
         answers: dict[str, list[tuple[int, list[tuple[str, str]], bytes]]] = {side: [] for side in servers}
-        processes = {name: psutil.Process(server.pid) for name, (server, _) in servers.items()}
         for number, start in enumerate(range(0, len(texts), 25)):
             batch = texts[start : start + 25]
             for side in sides[number % len(sides) :] + sides[: number % len(sides)]:
@@ -948,14 +956,14 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
                         wall[side].append(time.perf_counter() - began)
                     cpu[side] += time.process_time() - began_cpu
                     continue
-                began_cpu = cpu_seconds(processes[side])
+                began_cpu = cpu_clock(servers[side][0].pid)
                 for text in batch:
                     began = time.perf_counter()
                     response = clients[side].get("/search", params={"q": text})
                     wall[side].append(time.perf_counter() - began)
                     headers = sorted((k, v) for k, v in response.headers.items() if k != "date")
                     answers[side].append((response.status_code, headers, response.content))
-                cpu[side] += cpu_seconds(processes[side]) - began_cpu
+                cpu[side] += cpu_clock(servers[side][0].pid) - began_cpu
     finally:
         for server, _ in servers.values():
             server.terminate()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import json
 import logging
@@ -130,8 +131,8 @@ def normalize(value: Any, key: str | None = None) -> Any:
     its copy of every value first, which cost more than the rest of building the answer)."""
     kind = type(value)
     if kind is str:
-        return iso_utc(value) if key in TIMESTAMP_KEYS else value
-    if kind is int or kind is float or kind is bool or value is None:
+        return _iso_text(value) if key in TIMESTAMP_KEYS else value
+    if kind in _AS_IS:
         return value
     try:
         names = _FIELD_NAMES[kind]
@@ -140,7 +141,12 @@ def normalize(value: Any, key: str | None = None) -> Any:
             tuple(spec.name for spec in dataclasses.fields(kind)) if dataclasses.is_dataclass(kind) else None
         )
     if names is not None:
-        return {name: normalize(getattr(value, name), name) for name in names}
+        fields = {}
+        for name in names:  # a plain value as it is, without a call: most of a result's values are
+            item = getattr(value, name)
+            plain = type(item) in _AS_IS or (type(item) is str and name not in TIMESTAMP_KEYS)
+            fields[name] = item if plain else normalize(item, name)
+        return fields
     if isinstance(value, Mapping):
         return {str(k): normalize(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -150,6 +156,16 @@ def normalize(value: Any, key: str | None = None) -> Any:
     if isinstance(value, str) and key in TIMESTAMP_KEYS:
         return iso_utc(value)
     return value
+
+
+#: The types :func:`normalize` answers as they are (exactly these: a subclass, an enum say, is checked further).
+_AS_IS = frozenset({int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_text(text: str) -> str | None:
+    # iso_utc of a timestamp's text: the same few (a document's ingest time) come back in every answer.
+    return iso_utc(text)
 
 
 def search_records(results: Iterable[Any]) -> list[dict[str, Any]]:
