@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import cProfile
 import dataclasses
+import functools
 import inspect
 import itertools
 import json
@@ -708,7 +710,8 @@ server (all its processes), the writer and the load generator beside the wall ti
 ``--versus-in-process`` measures instead what serving adds to a search's CPU (issue 51): no writer and no
 concurrent load; the SciFact test queries (those of ``qrels/test.tsv``, ``--queries`` of them) are searched one
 at a time by ``GET /search?q=...`` (the route's defaults: hybrid, k=10, collapsed) on ``citeline serve`` and by
-``Index.search`` in this process on the same index (``SearchRequest.of(q)``: the same defaults), in rounds of 25
+``Index.search`` in this process on the same index (``SearchRequest.of(q)``: the same defaults; ``--concurrency N``:
+N requests at once to the server, whose searches still run one at a time), in rounds of 25
 queries whose order rotates, so the shared machine's noise falls on every side alike. A side's CPU is the user +
 system seconds of the server process over its rounds (its scheduler clock, :func:`cpu_clock`) or of this process
 around its in-process searches (``time.process_time``, the same clock), divided by the searches; wall is each
@@ -821,6 +824,7 @@ def serve_main() -> None:
     )
     parser.add_argument("--queries", type=int, default=300, help="--versus-in-process: SciFact test queries")
     parser.add_argument("--baseline", type=Path, help="--versus-in-process: also a server from this source tree")
+    parser.add_argument("--concurrency", type=int, default=1, help="--versus-in-process: requests a server has at once")
     args = parser.parse_args()
     if args.hash and args.workers > 1:
         parser.error("--hash serves with an embedder object: one worker only")
@@ -905,6 +909,13 @@ def cpu_clock(pid: int) -> float:
     return time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
 
 
+def fetch(client: httpx.Client, text: str) -> tuple[float, httpx.Response]:
+    """``GET /search?q=text`` and its wall seconds."""
+    began = time.perf_counter()
+    response = client.get("/search", params={"q": text})
+    return time.perf_counter() - began, response
+
+
 def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path, env: dict[str, str]) -> None:
     """``--versus-in-process``: CPU and wall per search of each server and of ``Index.search`` here (the docstring)."""
     from citeline import SearchRequest
@@ -934,7 +945,9 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
                 subprocess.Popen(command, env=tree_env, cwd=workdir, stderr=log),
                 f"http://127.0.0.1:{port}",
             )
-        clients = {name: httpx.Client(base_url=url, timeout=120) for name, (_, url) in servers.items()}
+        limits = httpx.Limits(max_connections=args.concurrency)
+        clients = {name: httpx.Client(base_url=url, timeout=120, limits=limits) for name, (_, url) in servers.items()}
+        senders = concurrent.futures.ThreadPoolExecutor(args.concurrency)  # the requests a server has at once
         for server, url in servers.values():
             _wait_up(url, server)
         for text in texts[:10]:  # warm-up: the model, the caches
@@ -957,10 +970,8 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
                     cpu[side] += time.process_time() - began_cpu
                     continue
                 began_cpu = cpu_clock(servers[side][0].pid)
-                for text in batch:
-                    began = time.perf_counter()
-                    response = clients[side].get("/search", params={"q": text})
-                    wall[side].append(time.perf_counter() - began)
+                for took, response in senders.map(functools.partial(fetch, clients[side]), batch):
+                    wall[side].append(took)
                     headers = sorted((k, v) for k, v in response.headers.items() if k != "date")
                     answers[side].append((response.status_code, headers, response.content))
                 cpu[side] += cpu_clock(servers[side][0].pid) - began_cpu
@@ -969,10 +980,11 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
             server.terminate()
             server.wait(30)
     status = index.status()
+    at_once = "one at a time" if args.concurrency == 1 else f"{args.concurrency} at a time"
     print(
         f"{status.documents} documents, {status.chunks} chunks, "
         f"{'hashed bag-of-words' if args.hash else 'the real model'}; "
-        f"{len(texts)} SciFact test queries, GET /search?q= (hybrid, k=10, collapsed) one at a time; "
+        f"{len(texts)} SciFact test queries, GET /search?q= (hybrid, k=10, collapsed) {at_once}; "
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
     local = cpu["in process"] / len(texts)
