@@ -715,9 +715,9 @@ N requests at once to the server, whose searches still run one at a time), in ro
 queries whose order rotates, so the shared machine's noise falls on every side alike. A side's CPU is the user +
 system seconds of the server process over its rounds (its scheduler clock, :func:`cpu_clock`) or of this process
 around its in-process searches (``time.process_time``, the same clock), divided by the searches; wall is each
-request's or call's. ``--baseline DIR`` adds a server run from the citeline source in ``DIR`` (``git archive
-main | tar -x -C DIR``) to the rotation, and checks that both servers answer every query with the same status,
-headers (but ``date``) and body bytes.
+request's or call's. ``--baseline DIR`` (repeatable) adds a server run from the citeline source in ``DIR`` (``git
+archive main | tar -x -C DIR``) to the rotation, and checks that it answers every query with the same status,
+headers (but ``date``) and body bytes as this checkout's server.
 """
 
 
@@ -823,7 +823,9 @@ def serve_main() -> None:
         "--versus-in-process", action="store_true", help="CPU per search: the server against Index.search"
     )
     parser.add_argument("--queries", type=int, default=300, help="--versus-in-process: SciFact test queries")
-    parser.add_argument("--baseline", type=Path, help="--versus-in-process: also a server from this source tree")
+    parser.add_argument(
+        "--baseline", type=Path, action="append", help="--versus-in-process: also a server from this source tree"
+    )
     parser.add_argument("--concurrency", type=int, default=1, help="--versus-in-process: requests a server has at once")
     args = parser.parse_args()
     if args.hash and args.workers > 1:
@@ -920,7 +922,7 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
     """``--versus-in-process``: CPU and wall per search of each server and of ``Index.search`` here (the docstring)."""
     from citeline import SearchRequest
 
-    trees = {"server": REPO} | ({"baseline server": args.baseline.resolve()} if args.baseline else {})
+    trees = {"server": REPO} | {f"baseline {tree.name}": tree.resolve() for tree in args.baseline or []}
     servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
     texts = test_queries(args.queries)
     index = Index.open(index_path, embedder=_hash_embedder() if args.hash else None)
@@ -992,14 +994,15 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
         per = cpu[side] / len(texts)
         versus = "" if side == "in process" else f"; {per / local - 1:+.0%} against in process"
         print(
-            f"{side:<16} CPU {1000 * per:6.2f} ms a search{versus}; "
+            f"{side:<24} CPU {1000 * per:6.2f} ms a search{versus}; "
             f"wall p50 {1000 * statistics.median(wall[side]):6.2f} ms, p90 {1000 * percentile(wall[side], 0.9):6.2f} ms"
         )
     failed = [side for side in servers for status_code, _, _ in answers[side] if status_code != 200]
-    if "baseline server" in answers:
-        differing = sum(a != b for a, b in zip(answers["server"], answers["baseline server"], strict=True))
-        print(f"answers differing between the two servers (status, headers but date, body): {differing}")
-        failed += ["difference"] * differing
+    for side in servers:
+        if side != "server":
+            differing = sum(a != b for a, b in zip(answers["server"], answers[side], strict=True))
+            print(f"answers differing from the server's, {side} (status, headers but date, body): {differing}")
+            failed += ["difference"] * differing
     if failed:
         raise SystemExit(1)
 
