@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import cProfile
 import dataclasses
+import functools
 import inspect
 import itertools
 import json
@@ -703,6 +705,19 @@ server (all its processes), the writer and the load generator beside the wall ti
 
     python bench/search.py serve                      # 32 clients, 60 s, 1 worker, real model
     python bench/search.py serve --workers 2 --seconds 30
+    python bench/search.py serve --index-cache /tmp/serve-bench --versus-in-process [--baseline DIR]
+
+``--versus-in-process`` measures instead what serving adds to a search's CPU (issue 51): no writer and no
+concurrent load; the SciFact test queries (those of ``qrels/test.tsv``, ``--queries`` of them) are searched one
+at a time by ``GET /search?q=...`` (the route's defaults: hybrid, k=10, collapsed) on ``citeline serve`` and by
+``Index.search`` in this process on the same index (``SearchRequest.of(q)``: the same defaults; ``--concurrency N``:
+N requests at once to the server, whose searches still run one at a time), in rounds of 25
+queries whose order rotates, so the shared machine's noise falls on every side alike. A side's CPU is the user +
+system seconds of the server process over its rounds (its scheduler clock, :func:`cpu_clock`) or of this process
+around its in-process searches (``time.process_time``, the same clock), divided by the searches; wall is each
+request's or call's. ``--baseline DIR`` (repeatable) adds a server run from the citeline source in ``DIR`` (``git
+archive main | tar -x -C DIR``) to the rotation, and checks that it answers every query with the same status,
+headers (but ``date``) and body bytes as this checkout's server.
 """
 
 
@@ -804,9 +819,19 @@ def serve_main() -> None:
     parser.add_argument("--check-share", type=float, default=0.1, help="share of generation-checking requests")
     parser.add_argument("--hash", action="store_true", help="a hashed bag-of-words embedder instead of the model")
     parser.add_argument("--index-cache", type=Path, help="keep the built index here and start each run from a copy")
+    parser.add_argument(
+        "--versus-in-process", action="store_true", help="CPU per search: the server against Index.search"
+    )
+    parser.add_argument("--queries", type=int, default=300, help="--versus-in-process: SciFact test queries")
+    parser.add_argument(
+        "--baseline", type=Path, action="append", help="--versus-in-process: also a server from this source tree"
+    )
+    parser.add_argument("--concurrency", type=int, default=1, help="--versus-in-process: requests a server has at once")
     args = parser.parse_args()
     if args.hash and args.workers > 1:
         parser.error("--hash serves with an embedder object: one worker only")
+    if args.baseline is not None and not args.versus_in_process:
+        parser.error("--baseline goes with --versus-in-process")
 
     workdir = Path(tempfile.mkdtemp(prefix="citeline-serve-load-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
@@ -823,6 +848,9 @@ def serve_main() -> None:
             if cached is not None:
                 shutil.copytree(workdir, cached)
         print(f"index of {args.docs} SciFact abstracts ready in {time.perf_counter() - began:.1f} s", flush=True)
+        if args.versus_in_process:
+            versus_in_process(args, index_path, workdir, env)
+            return
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         if args.hash:
@@ -865,6 +893,118 @@ def serve_main() -> None:
         report(args, result, commits, server_cpu, writer_cpu, own_cpu)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_queries(count: int) -> list[str]:
+    """The first ``count`` SciFact test queries (those ``qrels/test.tsv`` judges)."""
+    tested = {line.split("\t")[0] for line in (SCIFACT / "qrels" / "test.tsv").open(encoding="utf-8")}
+    with (SCIFACT / "queries.jsonl").open(encoding="utf-8") as source:
+        texts = [query["text"] for query in map(json.loads, source) if query["_id"] in tested]
+    return texts[:count]
+
+
+def cpu_clock(pid: int) -> float:
+    """The CPU seconds (user + system, all threads, exited ones too) of the process ``pid`` from the kernel's
+    scheduler clock (Linux's ``clock_getcpuclockid``; the clock ``time.process_time`` reads for this process), not
+    from ``/proc``'s tick counts, which sample whichever task the 10 ms tick finds running and so can misplace a
+    process's short bursts."""
+    return time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+
+
+def fetch(client: httpx.Client, text: str) -> tuple[float, httpx.Response]:
+    """``GET /search?q=text`` and its wall seconds."""
+    began = time.perf_counter()
+    response = client.get("/search", params={"q": text})
+    return time.perf_counter() - began, response
+
+
+def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path, env: dict[str, str]) -> None:
+    """``--versus-in-process``: CPU and wall per search of each server and of ``Index.search`` here (the docstring)."""
+    from citeline import SearchRequest
+
+    trees = {"server": REPO} | {f"baseline {tree.name}": tree.resolve() for tree in args.baseline or []}
+    servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+    texts = test_queries(args.queries)
+    index = Index.open(index_path, embedder=_hash_embedder() if args.hash else None)
+    try:
+        for name, tree in trees.items():
+            port = free_port()
+            if args.hash:
+                code = (
+                    f"import sys; sys.path.insert(0, {str(REPO / 'bench')!r}); from _synthetic import "
+                    f"HashBowEmbedder; from citeline.server import serve; serve({str(index_path)!r}, port={port}, "
+                    "embedder=HashBowEmbedder(), log_level='warning')"
+                )
+                command = [sys.executable, "-c", code]
+            else:
+                command = [sys.executable, "-m", "citeline.cli.main", "serve", "--index", str(index_path)]
+                command += ["--port", str(port), "--log-level", "warning"]
+            # The access log (on, as by default) goes to a file, as a service's stderr goes to its journal; the
+            # process starts in the work folder so that its current directory puts no citeline source first.
+            log = (workdir / f"{name.replace(' ', '-')}.log").open("wb")
+            tree_env = {**env, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
+            servers[name] = (
+                subprocess.Popen(command, env=tree_env, cwd=workdir, stderr=log),
+                f"http://127.0.0.1:{port}",
+            )
+        limits = httpx.Limits(max_connections=args.concurrency)
+        clients = {name: httpx.Client(base_url=url, timeout=120, limits=limits) for name, (_, url) in servers.items()}
+        senders = concurrent.futures.ThreadPoolExecutor(args.concurrency)  # the requests a server has at once
+        for server, url in servers.values():
+            _wait_up(url, server)
+        for text in texts[:10]:  # warm-up: the model, the caches
+            index.search(SearchRequest.of(text))
+            for client in clients.values():
+                client.get("/search", params={"q": text})
+        sides = ["in process", *servers]
+        cpu = dict.fromkeys(sides, 0.0)
+        wall: dict[str, list[float]] = {side: [] for side in sides}
+        answers: dict[str, list[tuple[int, list[tuple[str, str]], bytes]]] = {side: [] for side in servers}
+        for number, start in enumerate(range(0, len(texts), 25)):
+            batch = texts[start : start + 25]
+            for side in sides[number % len(sides) :] + sides[: number % len(sides)]:
+                if side == "in process":
+                    began_cpu = time.process_time()
+                    for text in batch:
+                        began = time.perf_counter()
+                        index.search(SearchRequest.of(text))
+                        wall[side].append(time.perf_counter() - began)
+                    cpu[side] += time.process_time() - began_cpu
+                    continue
+                began_cpu = cpu_clock(servers[side][0].pid)
+                for took, response in senders.map(functools.partial(fetch, clients[side]), batch):
+                    wall[side].append(took)
+                    headers = sorted((k, v) for k, v in response.headers.items() if k != "date")
+                    answers[side].append((response.status_code, headers, response.content))
+                cpu[side] += cpu_clock(servers[side][0].pid) - began_cpu
+    finally:
+        for server, _ in servers.values():
+            server.terminate()
+            server.wait(30)
+    status = index.status()
+    at_once = "one at a time" if args.concurrency == 1 else f"{args.concurrency} at a time"
+    print(
+        f"{status.documents} documents, {status.chunks} chunks, "
+        f"{'hashed bag-of-words' if args.hash else 'the real model'}; "
+        f"{len(texts)} SciFact test queries, GET /search?q= (hybrid, k=10, collapsed) {at_once}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    local = cpu["in process"] / len(texts)
+    for side in sides:
+        per = cpu[side] / len(texts)
+        versus = "" if side == "in process" else f"; {per / local - 1:+.0%} against in process"
+        print(
+            f"{side:<24} CPU {1000 * per:6.2f} ms a search{versus}; "
+            f"wall p50 {1000 * statistics.median(wall[side]):6.2f} ms, p90 {1000 * percentile(wall[side], 0.9):6.2f} ms"
+        )
+    failed = [side for side in servers for status_code, _, _ in answers[side] if status_code != 200]
+    for side in servers:
+        if side != "server":
+            differing = sum(a != b for a, b in zip(answers["server"], answers[side], strict=True))
+            print(f"answers differing from the server's, {side} (status, headers but date, body): {differing}")
+            failed += ["difference"] * differing
+    if failed:
+        raise SystemExit(1)
 
 
 def _own_cpu() -> float:

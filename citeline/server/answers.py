@@ -106,7 +106,7 @@ def json_answer(answer: Answer) -> dict[str, Any]:
         "k": request.k,
         "offset": request.offset,
         "generation": answer.generation,
-        "results": [{"rank": record.rank, **normalize(record.result.to_dict())} for record in answer.records],
+        "results": [{"rank": record.rank, **normalize(record.result)} for record in answer.records],
     }
     if answer.facets is not None:
         out["facets"] = [facet.to_dict() for facet in answer.facets]

@@ -5,7 +5,7 @@ limits."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Query
@@ -36,10 +36,13 @@ FILTER_PARAMETERS = {spec.name: _filter_parameter(spec) for spec in offered(Filt
 
 def _dependency(
     parameters: list[inspect.Parameter], make: Callable[..., dict[str, Any]] = dict
-) -> Callable[..., dict[str, Any]]:
-    """A FastAPI dependency taking ``parameters`` (query parameters) and answering ``make(**values)``."""
+) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """A FastAPI dependency taking ``parameters`` (query parameters) and answering ``make(**values)``.
 
-    def values(**given: Any) -> dict[str, Any]:
+    A coroutine, run on the event loop: FastAPI runs a plain function dependency on a worker thread, a hand-off
+    and back for a few microseconds of work (``make`` reads the parameters it is given, nothing else)."""
+
+    async def values(**given: Any) -> dict[str, Any]:
         return make(**given)
 
     values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what FastAPI reads
@@ -60,12 +63,14 @@ filter_parameters = _dependency(
 SERVER_BOUNDS = {"k": MAX_K, "offset": MAX_OFFSET, "query_chars": MAX_QUERY_CHARS}
 
 
-def search_parameters() -> Callable[..., dict[str, Any]]:
+def search_parameters() -> Callable[..., Awaitable[dict[str, Any]]]:
     """``GET /search``'s query parameters, generated from the declared fields of :class:`citeline.SearchRequest`
     (:func:`citeline.server.page.request_parameters`, as the search page's): its type, default, bounds, choices and
     help; ``q`` is the query's text, the filters are :data:`filter_parameters`, and the server's own bounds apply
-    (:data:`SERVER_BOUNDS`); the mode is the ``Mode`` schema the response names too."""
-    return request_parameters(SERVER_BOUNDS, kinds={"mode": Mode})
+    (:data:`SERVER_BOUNDS`); the mode is the ``Mode`` schema the response names too. A coroutine, as
+    :func:`_dependency`'s are."""
+    given = request_parameters(SERVER_BOUNDS, kinds={"mode": Mode})
+    return _dependency(list(inspect.signature(given).parameters.values()), given)
 
 
 #: ``GET /search``'s ``facets`` parameter (the page shows them always).

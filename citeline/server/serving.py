@@ -122,6 +122,10 @@ def serve(
         "timeout_keep_alive": 5,
         "http": TimelyH11,
         "root_path": root_path,
+        # The access log is citeline's own (citeline.access: the token's name and the route, never the query
+        # string, which holds what people searched for). uvicorn's printed each request's path and query string,
+        # and built that line for every request even when its logger's level dropped it.
+        "access_log": False,
     }
     if access_log != "off":
         log_access_to_stderr()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import json
 import logging
@@ -116,12 +117,36 @@ def iso_utc(value: datetime | date | str | None) -> str | None:
     return parsed.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
+#: type -> its dataclass fields' names, or None for a type that is not a dataclass (:func:`normalize`'s)
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
 def normalize(value: Any, key: str | None = None) -> Any:
     """``value`` as JSON-ready data: datetimes, and text under :data:`TIMESTAMP_KEYS`, in the :func:`iso_utc`
     form; tuples as lists; dataclasses as dicts; dicts and lists recursively (a collapsed result's ``sources``
-    carry timestamps too)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return normalize(dataclasses.asdict(value), key)
+    carry timestamps too).
+
+    The answer of every served search goes through here, once per value of its results, so the common cases come
+    first and a dataclass is read field by field (what ``dataclasses.asdict`` and then this would give, without
+    its copy of every value first, which cost more than the rest of building the answer)."""
+    kind = type(value)
+    if kind is str:
+        return _iso_text(value) if key in TIMESTAMP_KEYS else value
+    if kind in _AS_IS:
+        return value
+    try:
+        names = _FIELD_NAMES[kind]
+    except KeyError:
+        names = _FIELD_NAMES[kind] = (
+            tuple(spec.name for spec in dataclasses.fields(kind)) if dataclasses.is_dataclass(kind) else None
+        )
+    if names is not None:
+        fields = {}
+        for name in names:  # a plain value as it is, without a call: most of a result's values are
+            item = getattr(value, name)
+            plain = type(item) in _AS_IS or (type(item) is str and name not in TIMESTAMP_KEYS)
+            fields[name] = item if plain else normalize(item, name)
+        return fields
     if isinstance(value, Mapping):
         return {str(k): normalize(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -131,6 +156,16 @@ def normalize(value: Any, key: str | None = None) -> Any:
     if isinstance(value, str) and key in TIMESTAMP_KEYS:
         return iso_utc(value)
     return value
+
+
+#: The types :func:`normalize` answers as they are (exactly these: a subclass, an enum say, is checked further).
+_AS_IS = frozenset({int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_text(text: str) -> str | None:
+    # iso_utc of a timestamp's text: the same few (a document's ingest time) come back in every answer.
+    return iso_utc(text)
 
 
 def search_records(results: Iterable[Any]) -> list[dict[str, Any]]:
