@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from citeline.model.embedding import cache_root
+from citeline.util.arrays import load_npy
 
 if TYPE_CHECKING:
     from citeline.model.embedding import Embedder
@@ -63,7 +64,7 @@ def document_vectors(corpus: Path, texts: Sequence[str], embedder: Embedder, cac
     folder = (cache or cache_root()) / "baseline"
     path = folder / f"{corpus_fingerprint(corpus, embedder)}.npy"
     if path.is_file():
-        vectors = np.load(path, allow_pickle=False)
+        vectors = load_npy(path)
         if vectors.shape[0] == len(texts):
             return vectors
     # Truncation at the model's limit is the point of this row: it is what plain whole-document encoding does.

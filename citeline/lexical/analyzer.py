@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from citeline.errors import IndexCorruptError
-from citeline.util.arrays import positions_of
+from citeline.util.arrays import load_npy, positions_of
 
 if TYPE_CHECKING:
     import bm25s
@@ -156,7 +156,7 @@ class LexicalIndex:
         import bm25s  # only for folders written before segments, and the eval baseline: slow to import
 
         try:
-            chunk_ids = np.load(directory / CHUNK_IDS_FILE, allow_pickle=False)
+            chunk_ids = load_npy(directory / CHUNK_IDS_FILE)
             retriever = None
             if len(chunk_ids):
                 retriever = bm25s.BM25.load(str(directory), mmap=mmap, allow_pickle=False)

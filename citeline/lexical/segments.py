@@ -50,7 +50,7 @@ from citeline.lexical.scoring import (  # also re-exported: shards and the tests
     shares,
     term_hashes,
 )
-from citeline.util.arrays import positions_of
+from citeline.util.arrays import load_npy, positions_of
 
 #: ``format`` of a generation folder that lists segments (folders without it are bm25s's, from before segments).
 SEGMENTED_FORMAT = 2
@@ -136,8 +136,7 @@ class Segment:
         """Read a segment folder (memory-mapped by default); raises :class:`IndexCorruptError` if unreadable."""
         try:
             arrays = {
-                name: np.load(directory / f"{name}.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
-                for name in SEGMENT_ARRAYS
+                name: load_npy(directory / f"{name}.npy", mmap_mode="r" if mmap else None) for name in SEGMENT_ARRAYS
             }
         except (OSError, ValueError) as exc:
             raise IndexCorruptError(f"{directory} cannot be read ({exc}); run `citeline rebuild`") from exc
@@ -337,12 +336,12 @@ def read_segments(directory: Path) -> list[dict[str, Any]] | None:
 def load_segmented(directory: Path, settings: dict[str, Any]) -> SegmentedIndex:
     """Read a generation folder and the segments it lists (siblings of the folder, memory-mapped)."""
     try:
-        chunk_ids = np.load(directory / CHUNK_IDS_FILE, mmap_mode="r", allow_pickle=False)
+        chunk_ids = load_npy(directory / CHUNK_IDS_FILE, mmap_mode="r")
         parts = []
         for entry in settings["segments"]:
             segment = Segment.load(directory.parent / entry["name"])
             deleted_file = directory / f"deleted.{entry['name']}.npy"
-            deleted = np.load(deleted_file, allow_pickle=False) if deleted_file.exists() else np.zeros(0, np.int32)
+            deleted = load_npy(deleted_file) if deleted_file.exists() else np.zeros(0, np.int32)
             if len(segment) != entry["docs"] or (len(deleted) and int(deleted.max()) >= len(segment)):
                 raise IndexCorruptError(f"{directory.parent / entry['name']} is not the segment {directory} lists")
             parts.append(Part(entry["name"], segment, deleted, entry.get("sha256", "")))

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
+
+# numpy reads a .npy header with ``ast.literal_eval``, and CPython 3.11 keeps the AST constructor's recursion depth
+# in one per-interpreter counter: two threads building ASTs at once can fail one of them with
+# ``SystemError: AST constructor recursion depth mismatch`` (python/cpython#106905). A sharded run's shards load their
+# segments in threads, and the default tier hit it once. Every .npy read goes through :func:`load_npy`, one at a
+# time; a memory-mapped load only reads the header, and the others read arrays of ids.
+_NPY_LOCK = threading.Lock()
+
+
+def load_npy(path: str | os.PathLike[str], mmap_mode: Literal["r"] | None = None) -> np.ndarray:
+    """``np.load(path, mmap_mode=..., allow_pickle=False)``, safe from several threads at once (see above)."""
+    with _NPY_LOCK:
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
 
 
 def positions_of(sorted_ids: np.ndarray, wanted: Sequence[int] | np.ndarray) -> np.ndarray:

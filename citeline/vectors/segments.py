@@ -33,7 +33,7 @@ import faiss
 import numpy as np
 
 from citeline.errors import IndexCorruptError
-from citeline.util.arrays import positions_of, top_k, unique
+from citeline.util.arrays import load_npy, positions_of, top_k, unique
 from citeline.vectors.base import VectorIndex
 from citeline.vectors.flat import faiss_threads
 
@@ -101,7 +101,7 @@ class Delta:
     def load(cls, directory: Path, dimension: int) -> Delta:
         """Read a delta folder memory-mapped; raises ``IndexCorruptError`` naming what is wrong."""
         try:
-            arrays = {name: np.load(directory / f"{name}.npy", mmap_mode="r") for name in DELTA_ARRAYS}
+            arrays = {name: load_npy(directory / f"{name}.npy", mmap_mode="r") for name in DELTA_ARRAYS}
         except (OSError, ValueError) as exc:
             raise IndexCorruptError(f"{directory.name}/ cannot be read ({str(exc).splitlines()[0]})") from exc
         ids, vectors, removed = arrays["ids"], arrays["vectors"], arrays["removed"]
