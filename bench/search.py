@@ -717,7 +717,9 @@ system seconds of the server process over its rounds (its scheduler clock, :func
 around its in-process searches (``time.process_time``, the same clock), divided by the searches; wall is each
 request's or call's. ``--baseline DIR`` (repeatable) adds a server run from the citeline source in ``DIR`` (``git
 archive main | tar -x -C DIR``) to the rotation, and checks that it answers every query with the same status,
-headers (but ``date``) and body bytes as this checkout's server.
+headers (but ``date``) and body bytes as this checkout's server. Each server's CPU is also split by thread (each
+thread's scheduler clock, ``/proc/PID/task/TID/schedstat``): the main thread, which runs the event loop (HTTP,
+middleware, parameters, the answer's JSON), and the others (the worker thread that runs the search).
 """
 
 
@@ -911,6 +913,16 @@ def cpu_clock(pid: int) -> float:
     return time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
 
 
+def thread_clocks(pid: int) -> dict[str, int]:
+    """The CPU nanoseconds of each thread of the process ``pid`` (the scheduler's clock, as :func:`cpu_clock`'s, by
+    thread id: the first field of ``/proc/PID/task/TID/schedstat``); threads that ended meanwhile are left out."""
+    clocks = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            clocks[task.name] = int((task / "schedstat").read_text().split()[0])
+    return clocks
+
+
 def fetch(client: httpx.Client, text: str) -> tuple[float, httpx.Response]:
     """``GET /search?q=text`` and its wall seconds."""
     began = time.perf_counter()
@@ -960,6 +972,7 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
         cpu = dict.fromkeys(sides, 0.0)
         wall: dict[str, list[float]] = {side: [] for side in sides}
         answers: dict[str, list[tuple[int, list[tuple[str, str]], bytes]]] = {side: [] for side in servers}
+        threads = {side: {"loop": 0.0, "others": 0.0} for side in servers}
         for number, start in enumerate(range(0, len(texts), 25)):
             batch = texts[start : start + 25]
             for side in sides[number % len(sides) :] + sides[: number % len(sides)]:
@@ -971,12 +984,16 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
                         wall[side].append(time.perf_counter() - began)
                     cpu[side] += time.process_time() - began_cpu
                     continue
-                began_cpu = cpu_clock(servers[side][0].pid)
+                pid = servers[side][0].pid
+                began_cpu, began_threads = cpu_clock(pid), thread_clocks(pid)
                 for took, response in senders.map(functools.partial(fetch, clients[side]), batch):
                     wall[side].append(took)
                     headers = sorted((k, v) for k, v in response.headers.items() if k != "date")
                     answers[side].append((response.status_code, headers, response.content))
-                cpu[side] += cpu_clock(servers[side][0].pid) - began_cpu
+                cpu[side] += cpu_clock(pid) - began_cpu
+                for thread, clock in thread_clocks(pid).items():
+                    part = "loop" if thread == str(pid) else "others"
+                    threads[side][part] += (clock - began_threads.get(thread, 0)) / 1e9
     finally:
         for server, _ in servers.values():
             server.terminate()
@@ -997,6 +1014,9 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
             f"{side:<24} CPU {1000 * per:6.2f} ms a search{versus}; "
             f"wall p50 {1000 * statistics.median(wall[side]):6.2f} ms, p90 {1000 * percentile(wall[side], 0.9):6.2f} ms"
         )
+        if side in threads:
+            loop, others = (1000 * threads[side][part] / len(texts) for part in ("loop", "others"))
+            print(f"{'':<24} by thread: event loop {loop:.2f} ms, the others (the search's) {others:.2f} ms")
     failed = [side for side in servers for status_code, _, _ in answers[side] if status_code != 200]
     for side in servers:
         if side != "server":
