@@ -717,9 +717,11 @@ system seconds of the server process over its rounds (its scheduler clock, :func
 around its in-process searches (``time.process_time``, the same clock), divided by the searches; wall is each
 request's or call's. ``--baseline DIR`` (repeatable) adds a server run from the citeline source in ``DIR`` (``git
 archive main | tar -x -C DIR``) to the rotation, and checks that it answers every query with the same status,
-headers (but ``date``) and body bytes as this checkout's server. Each server's CPU is also split by thread (each
-thread's scheduler clock, ``/proc/PID/task/TID/schedstat``): the main thread, which runs the event loop (HTTP,
-middleware, parameters, the answer's JSON), and the others (the worker thread that runs the search).
+headers (but ``date``) and body bytes as this checkout's server. The side "in process, each after a request" runs
+the in-process searches again, each after a ``GET /health`` to this checkout's server (not counted), as a server's
+searches are each after a round trip; each server's CPU is also split by thread (each thread's scheduler clock,
+``/proc/PID/task/TID/schedstat``): the main thread, which runs the event loop (HTTP, middleware, parameters, the
+answer's JSON), and the others (the worker thread that runs the search).
 """
 
 
@@ -968,7 +970,9 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
             index.search(SearchRequest.of(text))
             for client in clients.values():
                 client.get("/search", params={"q": text})
-        sides = ["in process", *servers]
+        # "in process, each after a request": the same searches, each after a GET /health to this checkout's server
+        # (not counted): a search interleaved with a round trip, as a server's searches always are.
+        sides = ["in process", "in process, each after a request", *servers]
         cpu = dict.fromkeys(sides, 0.0)
         wall: dict[str, list[float]] = {side: [] for side in sides}
         answers: dict[str, list[tuple[int, list[tuple[str, str]], bytes]]] = {side: [] for side in servers}
@@ -983,6 +987,14 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
                         index.search(SearchRequest.of(text))
                         wall[side].append(time.perf_counter() - began)
                     cpu[side] += time.process_time() - began_cpu
+                    continue
+                if side == "in process, each after a request":
+                    for text in batch:
+                        clients["server"].get("/health")
+                        began, began_cpu = time.perf_counter(), time.process_time()
+                        index.search(SearchRequest.of(text))
+                        cpu[side] += time.process_time() - began_cpu
+                        wall[side].append(time.perf_counter() - began)
                     continue
                 pid = servers[side][0].pid
                 began_cpu, began_threads = cpu_clock(pid), thread_clocks(pid)
@@ -1011,12 +1023,12 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
         per = cpu[side] / len(texts)
         versus = "" if side == "in process" else f"; {per / local - 1:+.0%} against in process"
         print(
-            f"{side:<24} CPU {1000 * per:6.2f} ms a search{versus}; "
+            f"{side:<33} CPU {1000 * per:6.2f} ms a search{versus}; "
             f"wall p50 {1000 * statistics.median(wall[side]):6.2f} ms, p90 {1000 * percentile(wall[side], 0.9):6.2f} ms"
         )
         if side in threads:
             loop, others = (1000 * threads[side][part] / len(texts) for part in ("loop", "others"))
-            print(f"{'':<24} by thread: event loop {loop:.2f} ms, the others (the search's) {others:.2f} ms")
+            print(f"{'':<33} by thread: event loop {loop:.2f} ms, the others (the search's) {others:.2f} ms")
     failed = [side for side in servers for status_code, _, _ in answers[side] if status_code != 200]
     for side in servers:
         if side != "server":
