@@ -717,7 +717,11 @@ system seconds of the server process over its rounds (its scheduler clock, :func
 around its in-process searches (``time.process_time``, the same clock), divided by the searches; wall is each
 request's or call's. ``--baseline DIR`` (repeatable) adds a server run from the citeline source in ``DIR`` (``git
 archive main | tar -x -C DIR``) to the rotation, and checks that it answers every query with the same status,
-headers (but ``date``) and body bytes as this checkout's server.
+headers (but ``date``) and body bytes as this checkout's server. The side "in process, each after a request" runs
+the in-process searches again, each after a ``GET /health`` to this checkout's server (not counted), as a server's
+searches are each after a round trip; each server's CPU is also split by thread (each thread's scheduler clock,
+``/proc/PID/task/TID/schedstat``): the main thread, which runs the event loop (HTTP, middleware, parameters, the
+answer's JSON), and the others (the worker thread that runs the search).
 """
 
 
@@ -911,6 +915,16 @@ def cpu_clock(pid: int) -> float:
     return time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
 
 
+def thread_clocks(pid: int) -> dict[str, int]:
+    """The CPU nanoseconds of each thread of the process ``pid`` (the scheduler's clock, as :func:`cpu_clock`'s, by
+    thread id: the first field of ``/proc/PID/task/TID/schedstat``); threads that ended meanwhile are left out."""
+    clocks = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            clocks[task.name] = int((task / "schedstat").read_text().split()[0])
+    return clocks
+
+
 def fetch(client: httpx.Client, text: str) -> tuple[float, httpx.Response]:
     """``GET /search?q=text`` and its wall seconds."""
     began = time.perf_counter()
@@ -956,10 +970,13 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
             index.search(SearchRequest.of(text))
             for client in clients.values():
                 client.get("/search", params={"q": text})
-        sides = ["in process", *servers]
+        # "in process, each after a request": the same searches, each after a GET /health to this checkout's server
+        # (not counted): a search interleaved with a round trip, as a server's searches always are.
+        sides = ["in process", "in process, each after a request", *servers]
         cpu = dict.fromkeys(sides, 0.0)
         wall: dict[str, list[float]] = {side: [] for side in sides}
         answers: dict[str, list[tuple[int, list[tuple[str, str]], bytes]]] = {side: [] for side in servers}
+        threads = {side: {"loop": 0.0, "others": 0.0} for side in servers}
         for number, start in enumerate(range(0, len(texts), 25)):
             batch = texts[start : start + 25]
             for side in sides[number % len(sides) :] + sides[: number % len(sides)]:
@@ -971,12 +988,24 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
                         wall[side].append(time.perf_counter() - began)
                     cpu[side] += time.process_time() - began_cpu
                     continue
-                began_cpu = cpu_clock(servers[side][0].pid)
+                if side == "in process, each after a request":
+                    for text in batch:
+                        clients["server"].get("/health")
+                        began, began_cpu = time.perf_counter(), time.process_time()
+                        index.search(SearchRequest.of(text))
+                        cpu[side] += time.process_time() - began_cpu
+                        wall[side].append(time.perf_counter() - began)
+                    continue
+                pid = servers[side][0].pid
+                began_cpu, began_threads = cpu_clock(pid), thread_clocks(pid)
                 for took, response in senders.map(functools.partial(fetch, clients[side]), batch):
                     wall[side].append(took)
                     headers = sorted((k, v) for k, v in response.headers.items() if k != "date")
                     answers[side].append((response.status_code, headers, response.content))
-                cpu[side] += cpu_clock(servers[side][0].pid) - began_cpu
+                cpu[side] += cpu_clock(pid) - began_cpu
+                for thread, clock in thread_clocks(pid).items():
+                    part = "loop" if thread == str(pid) else "others"
+                    threads[side][part] += (clock - began_threads.get(thread, 0)) / 1e9
     finally:
         for server, _ in servers.values():
             server.terminate()
@@ -994,9 +1023,12 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
         per = cpu[side] / len(texts)
         versus = "" if side == "in process" else f"; {per / local - 1:+.0%} against in process"
         print(
-            f"{side:<24} CPU {1000 * per:6.2f} ms a search{versus}; "
+            f"{side:<33} CPU {1000 * per:6.2f} ms a search{versus}; "
             f"wall p50 {1000 * statistics.median(wall[side]):6.2f} ms, p90 {1000 * percentile(wall[side], 0.9):6.2f} ms"
         )
+        if side in threads:
+            loop, others = (1000 * threads[side][part] / len(texts) for part in ("loop", "others"))
+            print(f"{'':<33} by thread: event loop {loop:.2f} ms, the others (the search's) {others:.2f} ms")
     failed = [side for side in servers for status_code, _, _ in answers[side] if status_code != 200]
     for side in servers:
         if side != "server":
