@@ -64,7 +64,7 @@ from citeline.server.limits import (
 )
 from citeline.server.models import DocumentRecord, model_of
 from citeline.server.service import IndexService, ServerBusyError
-from citeline.server.serving import TimelyH11, TimelyHttpTools, app_from_environment, serve, serve_mcp_stdio
+from citeline.server.serving import TimelyH11, app_from_environment, serve, serve_mcp_stdio
 
 __all__ = [
     "DEFAULT_HOST",
@@ -83,7 +83,6 @@ __all__ = [
     "IndexService",
     "ServerBusyError",
     "TimelyH11",
-    "TimelyHttpTools",
     "app_from_environment",
     "check_bind",
     "create_app",

@@ -37,7 +37,7 @@ LIMITS = Limits(MAX_QUERY_CHARS, MAX_K, MAX_OFFSET, MAX_ID_CHARS, MAX_FILTER_VAL
 DEFAULT_TIMEOUT = 30.0
 #: Seconds a connection may take to send a request's head (after connecting, or after the last response): uvicorn
 #: itself waits forever, so an idle or trickling client would hold a connection slot
-#: (``citeline.server.serving.TimelyHttpTools``).
+#: (``citeline.server.serving.TimelyH11``).
 HEAD_TIMEOUT = 10.0
 #: Connections uvicorn serves at once; more are answered 503 at once (``limit_concurrency``).
 DEFAULT_LIMIT_CONCURRENCY = 256

@@ -1,5 +1,5 @@
 """Running the API: :func:`serve` (uvicorn, one process or ``workers``), :func:`app_from_environment` (one worker's
-app, for uvicorn or gunicorn), :func:`serve_mcp_stdio` (``citeline mcp``), and the HTTP protocols that drop
+app, for uvicorn or gunicorn), :func:`serve_mcp_stdio` (``citeline mcp``), and the HTTP protocol that drops
 connections whose request head never comes."""
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from typing import Any
 import anyio
 import uvicorn
 from fastapi import FastAPI
-from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE  # uvicorn's h11 protocol imports it so too
 from uvicorn.protocols.http.h11_impl import H11Protocol
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from citeline.errors import SettingsError
 from citeline.index import Index
@@ -39,30 +37,26 @@ from citeline.server.service import IndexService
 from citeline.sharding.remote import ShardWorkers
 
 
-class _HeadTimer:
-    """Closes a connection whose request head has not arrived within :attr:`head_timeout` seconds of connecting or
-    of the last response (uvicorn's keep-alive timeout stops at the first byte, so a client trickling a request
-    head, or one that connects and says nothing, was kept forever). Mixed into uvicorn's HTTP/1.1 protocols, which
-    both keep the request being answered as ``cycle``."""
+class TimelyH11(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol that closes a connection whose request head has not arrived within
+    :attr:`head_timeout` seconds of connecting or of the last response (uvicorn's keep-alive timeout stops at the
+    first byte, so a client trickling a request head, or one that connects and says nothing, was kept forever)."""
 
     head_timeout = HEAD_TIMEOUT
     _head_timer: asyncio.TimerHandle | None = None
-    loop: asyncio.AbstractEventLoop
-    transport: asyncio.Transport
-    cycle: Any
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)  # type: ignore[misc]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
         self._arm_head_timer()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()  # type: ignore[misc]
+        super().on_response_complete()
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
-        super().connection_lost(exc)  # type: ignore[misc]
+        super().connection_lost(exc)
 
     def _arm_head_timer(self) -> None:
         if self._head_timer is not None:
@@ -73,44 +67,6 @@ class _HeadTimer:
         # A request in progress has its head; the request timeout bounds the rest.
         if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
             self.transport.close()
-
-
-class TimelyH11(_HeadTimer, H11Protocol):
-    """uvicorn's h11 (pure Python) HTTP/1.1 protocol, with the head timeout of :class:`TimelyHttpTools`."""
-
-
-class TimelyHttpTools(_HeadTimer, HttpToolsProtocol):
-    """The HTTP/1.1 protocol ``citeline serve`` runs: uvicorn's httptools one (the llhttp parser, in C, costs a
-    search request less CPU than h11's pure Python: docs/performance.md), which closes a connection whose request
-    head is late (:class:`_HeadTimer`) and keeps h11's bound on a request head still incomplete (llhttp alone
-    would buffer up to 80 KiB of one): more than :attr:`max_head` bytes of a head not yet ended are answered 400
-    "Invalid HTTP request received.", as uvicorn's h11 protocol answers them (a whole longer head in one read is
-    parsed, by either)."""
-
-    _heading = True  #: the bytes arriving are (part of) a request head
-    _head_pending = 0  #: bytes received since the head in progress began (h11's receive buffer while it waits)
-
-    @property
-    def max_head(self) -> int:
-        """h11's bound, as uvicorn's h11 protocol applies it (``h11_max_incomplete_event_size``)."""
-        return self.config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
-
-    def data_received(self, data: bytes) -> None:
-        if self._heading:
-            self._head_pending += len(data)
-        super().data_received(data)
-        if self._heading and self._head_pending > self.max_head and not self.transport.is_closing():
-            message = "Invalid HTTP request received."
-            self.logger.warning(message)
-            self.send_400_response(message)
-
-    def on_headers_complete(self) -> None:
-        self._heading, self._head_pending = False, 0
-        super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._heading = True
 
 
 def serve(
@@ -164,7 +120,7 @@ def serve(
         "log_level": log_level,
         "limit_concurrency": limit_concurrency,
         "timeout_keep_alive": 5,
-        "http": TimelyHttpTools,
+        "http": TimelyH11,
         "root_path": root_path,
         # The access log is citeline's own (citeline.access: the token's name and the route, never the query
         # string, which holds what people searched for). uvicorn's printed each request's path and query string,
