@@ -100,11 +100,11 @@ def create_app(
         raise SettingsError("shard_workers pins shards to Dask workers: give dask_address too")
     if not timeout > 0:
         raise SettingsError(f"timeout must be more than 0 seconds, got {timeout!r}")
-    reader = IndexService(Index.open(index_path, embedder=embedder, repair=False, **on_dask), timeout)
+    service = IndexService(Index.open(index_path, embedder=embedder, repair=False, **on_dask), timeout)
     named = token_file(index_path, tokens)
     # MCP over streamable HTTP at /mcp, behind the same guard (a token, or Host and Origin) as every route, reading
-    # through the same reader.
-    mcp_endpoint, mcp_lifespan = mcp.http_app(mcp.build_server(reader, LIMITS))
+    # through the same service.
+    mcp_endpoint, mcp_lifespan = mcp.http_app(mcp.build_server(service, LIMITS))
     codes = (400, 401, 403, 404, 409, 503)
     errors: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in codes}
     app = _SecuredApp(
@@ -118,7 +118,7 @@ def create_app(
     )
     app.add_route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     app.add_middleware(Guard, token=token, tokens=named, allowed_hosts=allowed_hosts, cors=cors)
-    add_metrics(app, reader, access_log)  # outside the guard: refused requests are counted and logged too
+    add_metrics(app, service, access_log)  # outside the guard: refused requests are counted and logged too
     if cors:
         # Outermost, so that a browser's preflight is answered before the token check (it carries no header).
         app.add_middleware(
@@ -157,7 +157,7 @@ def create_app(
     ) -> dict[str, Any]:
         q = options.pop("q")
         wanted = SearchRequest.of(q, filters=filters, **options)  # every declared field: search_parameters' names
-        answer = await search_answer(reader, q, wanted, facets=facets)
+        answer = await search_answer(service, q, wanted, facets=facets)
         response.headers[GENERATION_HEADER] = str(answer.generation)
         return json_answer(answer)
 
@@ -166,18 +166,18 @@ def create_app(
         filters: Annotated[dict[str, Any], Depends(filter_parameters)],
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many values a field.")] = FACET_VALUES,
     ) -> list[dict[str, Any]]:
-        counted = await reader.run(reader.facets, filters, None, limit)
+        counted = await service.run(service.facets, filters, None, limit)
         return [facet.to_dict() for facet in counted]
 
     @app.get("/status", response_model=IndexStatusModel, summary="Counts, model, generation and the last run")
     async def status() -> dict[str, Any]:
-        return dict(normalize((await reader.run(reader.status)).to_dict()))
+        return dict(normalize((await service.run(service.status)).to_dict()))
 
     @app.get("/runs", response_model=list[RunSummaryModel], summary="The run ledger, newest first")  # type: ignore[valid-type]
     async def runs(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="How many runs.")] = 20,
     ) -> list[dict[str, Any]]:
-        return [normalize(run.to_dict()) for run in await reader.run(reader.runs, limit)]
+        return [normalize(run.to_dict()) for run in await service.run(service.runs, limit)]
 
     @app.get("/documents", response_model=list[DocumentRecord], summary="The documents the filters select")  # type: ignore[valid-type]
     async def documents(
@@ -187,7 +187,7 @@ def create_app(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many documents.")] = DEFAULT_PAGE,
         offset: Annotated[int, Query(ge=0, le=2**62, description="Skip this many documents (paging).")] = 0,
     ) -> list[dict[str, Any]]:
-        rows = await reader.run(reader.documents, filters, limit + 1, offset)
+        rows = await service.run(service.documents, filters, limit + 1, offset)
         if len(rows) > limit:  # another page: say where (RFC 8288), as GitHub's API does
             query = [(key, value) for key, value in request.query_params.multi_items() if key != "offset"]
             following = urlencode([*query, ("offset", str(offset + limit))])
@@ -196,11 +196,11 @@ def create_app(
 
     @app.get("/documents/{doc_id}", response_model=DocumentDetailModel, summary="One document with its chunk spans")
     async def document(doc_id: Annotated[str, PathParameter(max_length=MAX_ID_CHARS)]) -> dict[str, Any]:
-        return (await reader.run(reader.document, doc_id)).to_dict()
+        return (await service.run(service.document, doc_id)).to_dict()
 
     @app.get("/health", response_model=Health, summary="The index opens")
     async def health(response: Response) -> dict[str, Any]:
-        generation = (await reader.run(reader.status)).generation
+        generation = (await service.run(service.status)).generation
         response.headers[GENERATION_HEADER] = str(generation)
         return {"status": "ok", "generation": generation}
 
@@ -208,7 +208,7 @@ def create_app(
                    swagger_css_url="swagger/swagger-ui.css", swagger_favicon_url="fastapi/favicon.png")  # fmt: skip
     _add_docs_page(app, "/redoc", get_redoc_html, redoc_js_url="redoc/redoc.standalone.js",
                    redoc_favicon_url="fastapi/favicon.png", with_google_fonts=False)  # fmt: skip
-    add_pages(app, reader, LIMITS)
+    add_pages(app, service, LIMITS)
     return app
 
 

@@ -46,7 +46,7 @@ class Metrics:
     """The server's Prometheus registry (its own, not the process-wide default: two apps in one process, as the
     tests make, keep their own figures) and the instruments the middleware and the search slot feed."""
 
-    def __init__(self, reader: IndexService):
+    def __init__(self, service: IndexService):
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "citeline_requests", "HTTP requests answered, by route and status.", ["route", "status"],
@@ -61,8 +61,8 @@ class Metrics:
             "Seconds of each stage of a search: wait (for the search slot), search (the plan).",
             ["stage"], buckets=_BUCKETS, registry=self.registry,
         )  # fmt: skip
-        self.registry.register(IndexCollector(reader.served))
-        reader.observe = lambda stage, seconds: self.stages.labels(stage).observe(seconds)
+        self.registry.register(IndexCollector(service.served))
+        service.observe = lambda stage, seconds: self.stages.labels(stage).observe(seconds)
 
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format."""
@@ -178,11 +178,11 @@ def log_access_to_stderr() -> None:
         ACCESS_LOG.propagate = False
 
 
-def add_metrics(app: FastAPI, reader: IndexService, access_log: str = "plain") -> None:
+def add_metrics(app: FastAPI, service: IndexService, access_log: str = "plain") -> None:
     """``/metrics`` on ``app`` and the middleware that feeds it and writes the access log (added last: outermost)."""
     if access_log not in ACCESS_LOG_FORMATS:
         raise ValueError(f"access_log must be one of {', '.join(ACCESS_LOG_FORMATS)}, got {access_log!r}")
-    metrics = Metrics(reader)
+    metrics = Metrics(service)
 
     @app.get("/metrics", include_in_schema=False)
     async def exposition() -> Response:

@@ -202,15 +202,15 @@ def _form_filters(filled: Mapping[str, str | None], clauses: Sequence[str]) -> d
     return filters_from(**given)
 
 
-def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
-    """Add ``/`` and ``/view/{doc_id}`` to ``app``, reading through ``reader`` (the server's, so they share its
+def add_pages(app: FastAPI, service: ServedIndex, limits: Limits) -> None:
+    """Add ``/`` and ``/view/{doc_id}`` to ``app``, reading through ``service`` (the server's, so they share its
     search slot and timeout) and turning form fields into filters with :func:`citeline.store.filters.filters_from`."""
     MAX_QUERY_CHARS, MAX_K, MAX_OFFSET, MAX_ID_CHARS = limits.query_chars, limits.k, limits.offset, limits.id_chars
 
     def render(name: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
         root = request.scope.get("root_path", "")
         page = _TEMPLATES.get_template(f"{name}.html").render(
-            root=root, style=_STYLE, title="citeline", subtitle=reader.name, **context
+            root=root, style=_STYLE, title="citeline", subtitle=service.name, **context
         )
         return HTMLResponse(page, status_code=status, headers={"Content-Security-Policy": PAGE_POLICY})
 
@@ -238,7 +238,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
         root = request.scope.get("root_path", "")
         filled = {key: _blank_to_none(value) for key, value in form.items()}
         chosen = _chosen_fields(request)
-        held = await reader.run(reader.facets, None, None, FACET_VALUES)  # the index's fields (kept per generation)
+        held = await service.run(service.facets, None, None, FACET_VALUES)  # the index's fields (kept per generation)
         context: dict[str, Any] = {
             "q": q or "",
             "mode": mode,
@@ -268,13 +268,13 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
                 raise QueryError(f"at most {limits.filter_values} metadata fields a search; got {len(chosen)}")
             filters = _form_filters(filled, [_clause(field, value) for field, value in chosen])
             if not q or not q.strip():  # no query: the facets of the documents the filters select, as datasette's
-                counted = await reader.run(reader.facets, filters, None, FACET_VALUES) if filters else held
+                counted = await service.run(service.facets, filters, None, FACET_VALUES) if filters else held
                 scope = "In the documents these filters select" if filters else "In the index"
                 context |= {"facets": _shown_facets(counted, params, root), "facets_scope": scope}
                 return render("search", request, **context)
             wanted = SearchRequest.of(q, filters=filters, **options)
             # one more than shown: whether there is a next page
-            answer = await search_answer(reader, q, wanted, facets=True, look_ahead=True)
+            answer = await search_answer(service, q, wanted, facets=True, look_ahead=True)
         except CitelineError as exc:
             return render("search", request, status=400, **{**context, "error": " ".join(str(exc).split())})
         documents = answer.documents
@@ -299,7 +299,7 @@ def add_pages(app: FastAPI, reader: ServedIndex, limits: Limits) -> None:
         q: Text = None,
     ) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        doc = (await reader.run(reader.document, doc_id)).to_dict()
+        doc = (await service.run(service.document, doc_id)).to_dict()
         marks = []
         if start is not None and end is not None:
             marks.append((start, end, "passage"))

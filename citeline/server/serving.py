@@ -155,8 +155,8 @@ def serve_mcp_stdio(
     (``citeline.server.mcp``), reading as :func:`create_app` does; ``ingest_roots`` enables the ``ingest`` tool for
     those roots only. Raises :class:`IndexNotFoundError` before serving if there is no index."""
     roots = mcp.allowed_roots(ingest_roots)
-    reader = IndexService(Index.open(index_path, embedder=embedder, repair=False), timeout)
-    server = mcp.build_server(reader, LIMITS, ingest_roots=roots)
+    service = IndexService(Index.open(index_path, embedder=embedder, repair=False), timeout)
+    server = mcp.build_server(service, LIMITS, ingest_roots=roots)
     anyio.run(functools.partial(mcp.run_stdio, server, drain=timeout))
 
 

@@ -128,4 +128,4 @@ def test_each_surface_builds_its_answer_with_search_answer() -> None:
     server = Path(__file__).resolve().parents[2] / "citeline" / "server"
     for module in ("app.py", "page.py", "mcp/tools.py"):
         source = (server / module).read_text(encoding="utf-8")
-        assert "search_answer(" in source and "reader.search" not in source, module
+        assert "search_answer(" in source and "service.search" not in source, module

@@ -421,8 +421,8 @@ def test_stdio_stops_drain_seconds_after_stdin_ends(index: Index) -> None:
         "import time; from citeline.index import Index\n"
         "Index.search = lambda self, *args, **kwargs: time.sleep(30)\n"
         "import anyio; from citeline.server import LIMITS, IndexService, mcp\n"
-        f"reader = IndexService(Index.open({str(index.path)!r}), 120.0)\n"
-        "anyio.run(lambda: mcp.run_stdio(mcp.build_server(reader, LIMITS), drain=1.0))\n"
+        f"service = IndexService(Index.open({str(index.path)!r}), 120.0)\n"
+        "anyio.run(lambda: mcp.run_stdio(mcp.build_server(service, LIMITS), drain=1.0))\n"
     )
     server = subprocess.Popen(
         [sys.executable, "-c", code], env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE

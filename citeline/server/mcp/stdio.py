@@ -278,8 +278,8 @@ class _Lines:
     """stdin as ``stdio_server`` iterates it: its lines, decoded as the SDK's own reader decodes them (UTF-8, bad
     bytes replaced), each at most :data:`MAX_REQUEST_BYTES`."""
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self.reader = reader
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self.stream = stream
 
     def __aiter__(self) -> Self:
         return self
@@ -287,7 +287,7 @@ class _Lines:
     async def __anext__(self) -> str | None:
         while True:
             try:
-                line = await self.reader.readuntil(b"\n")
+                line = await self.stream.readuntil(b"\n")
             except asyncio.IncompleteReadError as exc:  # the end: a last line without its newline, or none
                 if not exc.partial:
                     raise StopAsyncIteration from None
@@ -302,9 +302,9 @@ class _Lines:
         # The rest of an over-long line, a limit's worth at a time: its first ``consumed`` bytes are buffered and
         # hold no newline (a newline right after them ends it).
         while True:
-            await self.reader.readexactly(consumed)
+            await self.stream.readexactly(consumed)
             try:
-                await self.reader.readuntil(b"\n")
+                await self.stream.readuntil(b"\n")
                 return
             except asyncio.IncompleteReadError:
                 return
@@ -370,11 +370,11 @@ async def _stdin_pipe() -> AsyncIterator[Any]:
         os.close(null)
         transport: asyncio.BaseTransport | None = None
         try:
-            reader = asyncio.StreamReader(limit=MAX_REQUEST_BYTES)
+            stream = asyncio.StreamReader(limit=MAX_REQUEST_BYTES)
             transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(reader), pipe
+                lambda: asyncio.StreamReaderProtocol(stream), pipe
             )
-            yield _Lines(reader)
+            yield _Lines(stream)
         finally:
             _close(transport, pipe)
 

@@ -250,7 +250,7 @@ def allowed_roots(roots: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return resolved
 
 
-def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
+def _tools(service: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_Tool]:
     filters_arguments = filters_model(limits)
     search_model = search_arguments(limits, filters_arguments)
 
@@ -261,19 +261,19 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
         filters = filters_of(args.filters)
         options = args.model_dump(exclude={"query", "filters"})  # every declared field: search_arguments' names
         request = SearchRequest.of(args.query, filters=filters, **options)
-        answer = mcp_answer(await search_answer(reader, args.query, request))
+        answer = mcp_answer(await search_answer(service, args.query, request))
         return answer, render_search(answer)
 
     async def passage(args: Any) -> tuple[dict[str, Any], str]:
         if args.char_end < args.char_start:  # before reading the document: a request that cannot be answered
             raise ToolError(f"char_end ({args.char_end}) is before char_start ({args.char_start})")
-        detail = await reader.run(reader.document, args.doc_id)
+        detail = await service.run(service.document, args.doc_id)
         start, end = detail.excerpt(args.char_start, args.char_end, context=args.context, limit=MAX_SPAN_CHARS)
         span = _span(detail, start, end, None)
         return span, _render_span(span)
 
     async def document(args: Any) -> tuple[dict[str, Any], str]:
-        detail = await reader.run(reader.document, args.doc_id)
+        detail = await service.run(service.document, args.doc_id)
         start = min(args.offset, len(detail.text))
         end = min(len(detail.text), start + args.max_chars)
         span = _span(detail, start, end, end if end < len(detail.text) else None)
@@ -281,7 +281,7 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
 
     async def documents(args: Any) -> tuple[dict[str, Any], str]:
         filters = filters_of(args.filters)
-        rows = await reader.run(reader.documents, filters, args.limit + 1, args.offset)
+        rows = await service.run(service.documents, filters, args.limit + 1, args.offset)
         listed = [
             {
                 "doc_id": row.doc_id,
@@ -300,7 +300,7 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
         return answer, _render_documents(answer)
 
     async def status(args: Any) -> tuple[dict[str, Any], str]:
-        answer = dict(normalize((await reader.run(reader.status)).to_dict()))
+        answer = dict(normalize((await service.run(service.status)).to_dict()))
         return answer, json.dumps(answer, indent=1, default=str)
 
     # Any: a union built at run time is a type form mypy cannot see through (pydantic >= 2.14 types create_model's
@@ -355,11 +355,11 @@ def _tools(reader: ServedIndex, limits: Limits, roots: Sequence[Path]) -> list[_
         ),
     ]
     if roots:
-        tools.append(_ingest_tool(reader, roots))
+        tools.append(_ingest_tool(service, roots))
     return tools
 
 
-def _ingest_tool(reader: ServedIndex, roots: Sequence[Path]) -> _Tool:
+def _ingest_tool(service: ServedIndex, roots: Sequence[Path]) -> _Tool:
     names = [str(root) for root in roots]
     listed = "; ".join(f"{n}: {name}" for n, name in enumerate(names))
     root_type: Any = Literal[tuple([*names, *range(len(names))])]
@@ -373,7 +373,7 @@ def _ingest_tool(reader: ServedIndex, roots: Sequence[Path]) -> _Tool:
         root = roots[args.root] if isinstance(args.root, int) else Path(args.root)
 
         def run() -> dict[str, Any]:
-            summary = dict(normalize(reader.ingest(root).to_dict()))  # a writer of its own (ServedIndex.ingest)
+            summary = dict(normalize(service.ingest(root).to_dict()))  # a writer of its own (ServedIndex.ingest)
             errors = summary.get("errors") or []
             if len(errors) > MAX_RUN_ERRORS:  # bounded: the first ones, and how many there were
                 summary["errors"] = errors[:MAX_RUN_ERRORS]
@@ -408,13 +408,13 @@ def _one_line(exc: BaseException) -> str:
     return f"internal error ({type(exc).__name__})"
 
 
-def build_server(reader: ServedIndex, limits: Limits, *, ingest_roots: Sequence[Path] = ()) -> Server[Any]:
-    """The MCP server over ``reader`` (the tools and resources of the module docstring); the filter arguments (the
+def build_server(service: ServedIndex, limits: Limits, *, ingest_roots: Sequence[Path] = ()) -> Server[Any]:
+    """The MCP server over ``service`` (the tools and resources of the module docstring); the filter arguments (the
     HTTP API's names) become ``Index.search``'s filters by :func:`citeline.store.filters.filters_from`.
-    ``ingest_roots``: the roots the ``ingest`` tool may ingest (none: no ``ingest`` tool). ``reader`` is the server's
+    ``ingest_roots``: the roots the ``ingest`` tool may ingest (none: no ``ingest`` tool). ``service`` is the server's
     :class:`citeline.server.IndexService` (its index, the one search slot, and ``run``, work on a thread within the
     timeout)."""
-    tools = {tool.name: tool for tool in _tools(reader, limits, ingest_roots)}
+    tools = {tool.name: tool for tool in _tools(service, limits, ingest_roots)}
     declarations = [tool.declaration() for tool in tools.values()]
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -454,7 +454,7 @@ def build_server(reader: ServedIndex, limits: Limits, *, ingest_roots: Sequence[
         if not cursor.isdigit() or len(cursor) > 18:
             raise ValueError(f"invalid cursor {cursor[:40]!r}")
         offset = int(cursor)
-        rows = await reader.run(reader.documents, None, MAX_LIST + 1, offset)
+        rows = await service.run(service.documents, None, MAX_LIST + 1, offset)
         resources = [
             types.Resource(
                 uri=uri_of(row.doc_id),
@@ -481,7 +481,7 @@ def build_server(reader: ServedIndex, limits: Limits, *, ingest_roots: Sequence[
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
         doc_id, span = parse_uri(uri)
-        detail = await reader.run(reader.document, doc_id)
+        detail = await service.run(service.document, doc_id)
         start, end = span if span is not None else (0, len(detail.text))
         if end < start or start > len(detail.text):
             raise ValueError(f"{uri}: the range is not within the document's {len(detail.text)} characters")
