@@ -857,17 +857,7 @@ def serve_main() -> None:
             return
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        if args.hash:
-            code = (
-                f"import sys; sys.path.insert(0, {str(REPO / 'bench')!r}); from _synthetic import HashBowEmbedder; "
-                f"from citeline.server import serve; serve({str(index_path)!r}, port={port}, "
-                "embedder=HashBowEmbedder(), log_level='warning')"
-            )
-            command = [sys.executable, "-c", code]
-        else:
-            command = [sys.executable, "-m", "citeline.cli.main", "serve", "--index", str(index_path)]
-            command += ["--port", str(port), "--workers", str(args.workers), "--log-level", "warning"]
-        server = subprocess.Popen(command, env=env)
+        server = subprocess.Popen(_serve_command(index_path, port, args.hash, args.workers), env=env)
         try:
             _wait_up(url, server)
             # One search per worker process loads its model before the clock starts.
@@ -932,6 +922,19 @@ def fetch(client: httpx.Client, text: str) -> tuple[float, httpx.Response]:
     return time.perf_counter() - began, response
 
 
+def _serve_command(index_path: Path, port: int, hash_embedder: bool, workers: int | None = None) -> list[str]:
+    # `citeline serve` on index_path at port (--workers when given), or serve() with the hashed embedder (--hash).
+    if hash_embedder:
+        code = (
+            f"import sys; sys.path.insert(0, {str(REPO / 'bench')!r}); from _synthetic import HashBowEmbedder; "
+            f"from citeline.server import serve; serve({str(index_path)!r}, port={port}, "
+            "embedder=HashBowEmbedder(), log_level='warning')"
+        )
+        return [sys.executable, "-c", code]
+    command = [sys.executable, "-m", "citeline.cli.main", "serve", "--index", str(index_path), "--port", str(port)]
+    return command + (["--workers", str(workers)] if workers is not None else []) + ["--log-level", "warning"]
+
+
 def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path, env: dict[str, str]) -> None:
     """``--versus-in-process``: CPU and wall per search of each server and of ``Index.search`` here (the docstring)."""
     from citeline import SearchRequest
@@ -943,16 +946,7 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
     try:
         for name, tree in trees.items():
             port = free_port()
-            if args.hash:
-                code = (
-                    f"import sys; sys.path.insert(0, {str(REPO / 'bench')!r}); from _synthetic import "
-                    f"HashBowEmbedder; from citeline.server import serve; serve({str(index_path)!r}, port={port}, "
-                    "embedder=HashBowEmbedder(), log_level='warning')"
-                )
-                command = [sys.executable, "-c", code]
-            else:
-                command = [sys.executable, "-m", "citeline.cli.main", "serve", "--index", str(index_path)]
-                command += ["--port", str(port), "--log-level", "warning"]
+            command = _serve_command(index_path, port, args.hash)
             # The access log (on, as by default) goes to a file, as a service's stderr goes to its journal; the
             # process starts in the work folder so that its current directory puts no citeline source first.
             log = (workdir / f"{name.replace(' ', '-')}.log").open("wb")

@@ -12,9 +12,9 @@ import hashlib
 import inspect
 import itertools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib import resources
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
 import jinja2
@@ -22,17 +22,17 @@ import markupsafe
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParameter
 from fastapi.responses import HTMLResponse
-from pydantic import BeforeValidator, Field
 
 from citeline.errors import CitelineError, QueryError
 from citeline.query.plan import MODES, SearchRequest
 from citeline.query.results import Passage, SearchResult, Source, shown_pages, shown_relevance
 from citeline.server.answers import Record, search_answer
 from citeline.server.limits import Limits
+from citeline.server.parameters import blank_to_none, dependency, request_parameters
 from citeline.server.service import ServedIndex
 from citeline.store.documents import FACET_VALUES, Facet
 from citeline.store.filters import FilterOptions, filters_from
-from citeline.util.declared import offered, people_default
+from citeline.util.declared import offered
 
 __all__ = ["PAGE_POLICY", "add_pages", "inline_source", "marked"]
 
@@ -83,50 +83,6 @@ def marked(text: str, start: int, marks: list[tuple[int, int, str]]) -> list[tup
     return parts
 
 
-def _blank_to_none(value: str | None) -> str | None:
-    return value if value and value.strip() else None
-
-
-def request_parameters(
-    bounds: Mapping[str, int], *, people: bool = False, kinds: Mapping[str, Any] | None = None
-) -> Callable[..., dict[str, Any]]:
-    """A FastAPI dependency taking :class:`~citeline.SearchRequest`'s declared fields as query parameters and
-    answering them by the request's names (``q`` is the query's text; ``filters`` are left to the caller, as
-    ``GET /documents`` takes them too): each one's type, default, bounds, choices and help as declared there, its
-    maximum lowered to ``bounds``' (the server's limits, never looser). ``people``: the search page's parameters
-    (the defaults of the surfaces people read, ``q`` optional, a form's empty number field none); ``kinds``: a
-    field's annotation instead of the declared one (the HTTP API's ``Mode`` enum)."""
-    hints, keyword, kinds = get_type_hints(SearchRequest), inspect.Parameter.KEYWORD_ONLY, kinds or {}
-    parameters: list[inspect.Parameter] = []
-    for spec in offered(SearchRequest):
-        if spec.name == "filters":
-            continue
-        meta, annotation = spec.metadata, hints[spec.name]
-        limits: dict[str, Any] = {"ge": meta["minimum"], "le": meta["maximum"]}
-        default = people_default(spec) if people else spec.default
-        if spec.name in bounds:
-            limits["le"] = min(bounds[spec.name], meta["maximum"])
-        if spec.name == "text":
-            limits, annotation = {"min_length": 1, "max_length": bounds["query_chars"]}, str
-            if people:
-                annotation, limits["min_length"], default = str | None, 0, None
-        if "choices" in meta:  # an enum in the OpenAPI schema
-            annotation = kinds.get(spec.name, Literal[tuple(meta["choices"])])
-        default = inspect.Parameter.empty if default is dataclasses.MISSING else default
-        kind: Any = Annotated[annotation, Query(description=meta["help"], **limits)]
-        if people and default is None and spec.name != "text":  # a form's empty field: none
-            number = Annotated[float, Field(ge=limits["ge"], le=limits["le"])]  # the bounds on the number itself
-            kind = Annotated[number | None, BeforeValidator(_blank_to_none), Query(description=meta["help"])]
-        name = "q" if spec.name == "text" else spec.name
-        parameters.append(inspect.Parameter(name, keyword, default=default, annotation=kind))
-
-    def values(**given: Any) -> dict[str, Any]:
-        return given
-
-    values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what FastAPI reads
-    return values
-
-
 def option_fields(values: Mapping[str, Any], bounds: Mapping[str, int]) -> list[dict[str, Any]]:
     """The search page form's option fields, generated from :class:`~citeline.SearchRequest`'s declared fields (those
     whose ``form`` is not False): an on/off option a choice of its ``on`` and ``off`` wording, a number an input with
@@ -150,7 +106,7 @@ def option_fields(values: Mapping[str, Any], bounds: Mapping[str, int]) -> list[
     return shown
 
 
-def form_filters(query_chars: int) -> Callable[..., dict[str, str]]:
+def form_filters(query_chars: int) -> Callable[..., Awaitable[dict[str, Any]]]:
     """A FastAPI dependency taking the search page form's filter fields, one a declared field of
     :class:`~citeline.store.filters.FilterOptions` under its name (the HTTP API's): each one text (a list option's
     one value), at most its declared ``maximum`` characters (a list option's: ``query_chars``, the server's limit);
@@ -160,12 +116,7 @@ def form_filters(query_chars: int) -> Callable[..., dict[str, str]]:
         longest = spec.metadata["maximum"] or query_chars
         kind = Annotated[str | None, Query(max_length=int(longest), description=spec.metadata["help"])]
         parameters.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind))
-
-    def values(**given: str | None) -> dict[str, str]:
-        return {name: value or "" for name, value in given.items()}
-
-    values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what FastAPI reads
-    return values
+    return dependency(parameters, lambda **given: {name: value or "" for name, value in given.items()})
 
 
 def filter_fields(values: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -236,7 +187,7 @@ def add_pages(app: FastAPI, service: ServedIndex, limits: Limits) -> None:
         q, mode, k, offset = options.pop("q"), options["mode"], options["k"], options["offset"]
         collapse, group, min_score = options["collapse"], options["group"], options["min_score"]
         root = request.scope.get("root_path", "")
-        filled = {key: _blank_to_none(value) for key, value in form.items()}
+        filled = {key: blank_to_none(value) for key, value in form.items()}
         chosen = _chosen_fields(request)
         held = await service.run(service.facets, None, None, FACET_VALUES)  # the index's fields (kept per generation)
         context: dict[str, Any] = {
