@@ -705,7 +705,7 @@ server (all its processes), the writer and the load generator beside the wall ti
 
     python bench/search.py serve                      # 32 clients, 60 s, 1 worker, real model
     python bench/search.py serve --workers 2 --seconds 30
-    python bench/search.py serve --index-cache /tmp/serve-bench --versus-in-process [--baseline DIR]
+    python bench/search.py serve --index-cache /tmp/serve-bench --versus-in-process [--baseline DIR] [--idle 3]
 
 ``--versus-in-process`` measures instead what serving adds to a search's CPU (issue 51): no writer and no
 concurrent load; the SciFact test queries (those of ``qrels/test.tsv``, ``--queries`` of them) are searched one
@@ -719,9 +719,11 @@ request's or call's. ``--baseline DIR`` (repeatable) adds a server run from the 
 archive main | tar -x -C DIR``) to the rotation, and checks that it answers every query with the same status,
 headers (but ``date``) and body bytes as this checkout's server. The side "in process, each after a request" runs
 the in-process searches again, each after a ``GET /health`` to this checkout's server (not counted), as a server's
-searches are each after a round trip; each server's CPU is also split by thread (each thread's scheduler clock,
-``/proc/PID/task/TID/schedstat``): the main thread, which runs the event loop (HTTP, middleware, parameters, the
-answer's JSON), and the others (the worker thread that runs the search).
+searches are each after a round trip; ``--idle MS`` (repeatable) adds the in-process searches each after sleeping
+``MS`` milliseconds. A server's CPU is given against each of these (on a shared machine a search costs more the
+longer its core was idle or elsewhere before it: docs/performance.md). Each server's CPU is also split by
+thread (each thread's scheduler clock, ``/proc/PID/task/TID/schedstat``): the main thread, which runs the event
+loop (HTTP, middleware, parameters, the answer's JSON), and the others (the worker thread that runs the search).
 """
 
 
@@ -831,11 +833,14 @@ def serve_main() -> None:
         "--baseline", type=Path, action="append", help="--versus-in-process: also a server from this source tree"
     )
     parser.add_argument("--concurrency", type=int, default=1, help="--versus-in-process: requests a server has at once")
+    parser.add_argument(
+        "--idle", type=float, action="append", help="--versus-in-process: also in process, each after sleeping MS ms"
+    )
     args = parser.parse_args()
     if args.hash and args.workers > 1:
         parser.error("--hash serves with an embedder object: one worker only")
-    if args.baseline is not None and not args.versus_in_process:
-        parser.error("--baseline goes with --versus-in-process")
+    if (args.baseline is not None or args.idle is not None) and not args.versus_in_process:
+        parser.error("--baseline and --idle go with --versus-in-process")
 
     workdir = Path(tempfile.mkdtemp(prefix="citeline-serve-load-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
@@ -966,7 +971,8 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
                 client.get("/search", params={"q": text})
         # "in process, each after a request": the same searches, each after a GET /health to this checkout's server
         # (not counted): a search interleaved with a round trip, as a server's searches always are.
-        sides = ["in process", "in process, each after a request", *servers]
+        idle = {f"in process, each after {ms:g} ms idle": ms / 1000 for ms in args.idle or []}
+        sides = ["in process", "in process, each after a request", *idle, *servers]
         cpu = dict.fromkeys(sides, 0.0)
         wall: dict[str, list[float]] = {side: [] for side in sides}
         answers: dict[str, list[tuple[int, list[tuple[str, str]], bytes]]] = {side: [] for side in servers}
@@ -982,9 +988,12 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
                         wall[side].append(time.perf_counter() - began)
                     cpu[side] += time.process_time() - began_cpu
                     continue
-                if side == "in process, each after a request":
+                if side == "in process, each after a request" or side in idle:
                     for text in batch:
-                        clients["server"].get("/health")
+                        if side in idle:
+                            time.sleep(idle[side])
+                        else:
+                            clients["server"].get("/health")
                         began, began_cpu = time.perf_counter(), time.process_time()
                         index.search(SearchRequest.of(text))
                         cpu[side] += time.process_time() - began_cpu
@@ -1016,6 +1025,9 @@ def versus_in_process(args: argparse.Namespace, index_path: Path, workdir: Path,
     for side in sides:
         per = cpu[side] / len(texts)
         versus = "" if side == "in process" else f"; {per / local - 1:+.0%} against in process"
+        if side in servers:  # and against the same searches paced as a server's are (after a round trip, idle)
+            for paced in (other for other in sides[1:] if other not in servers):
+                versus += f", {per / (cpu[paced] / len(texts)) - 1:+.0%} against {paced.removeprefix('in process, ')}"
         print(
             f"{side:<33} CPU {1000 * per:6.2f} ms a search{versus}; "
             f"wall p50 {1000 * statistics.median(wall[side]):6.2f} ms, p90 {1000 * percentile(wall[side], 0.9):6.2f} ms"
