@@ -49,9 +49,7 @@ ADDRESS_LIMIT = 6 * 1024 * MiB
 #: The issue's bound: no single source may push ingest this far above the same run without it.
 MEMORY_BOUND = 512 * MiB
 #: What comparing two peak RSS figures of two processes can err by: each is rounded to pages and holds what the
-#: allocator kept of freed memory, and the densest text at the byte limit sits at the bound itself (505 MiB read
-#: from a folder, 509 to 515 MiB over HTTP in repeated runs of the same corpus: docs/reliability.md). A source over
-#: the bound by more than this is a failure; bringing that source down is an open item, not this slack's job.
+#: allocator kept of freed memory. A source over the bound by more than this is a failure.
 RSS_SLACK = 16 * MiB
 
 #: Ordinary documents beside the hostile ones: each must stay searchable by its own word.

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import bisect
 import json
+import operator
 import re
 import unicodedata
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -164,13 +166,17 @@ class ChunkSpan:
 
 @dataclass
 class _Units:
-    """A document as consecutive counted units: whole runs, or pieces of long runs."""
+    """A document as consecutive counted units: whole runs, or pieces of long runs.
 
-    start: list[int]
-    end: list[int]
-    cum: list[int]  # cum[k] = tokens (or their upper bound) of units 0..k-1
-    run_first: list[int]  # index of the first unit of the run unit k belongs to
-    counted: list[bool]  # True when the unit's count came from the tokenizer (cutting inside it is inexact)
+    Machine integers (``array``), not lists of int objects: a text at the size limit made of one-letter words has
+    two million units, which as lists of Python ints and span tuples held most of a run's peak memory
+    (docs/reliability.md#hostile-files)."""
+
+    start: Sequence[int]
+    end: Sequence[int]
+    cum: Sequence[int]  # cum[k] = tokens (or their upper bound) of units 0..k-1
+    run_first: Sequence[int]  # index of the first unit of the run unit k belongs to
+    counted: Sequence[int]  # 1 when the unit's count came from the tokenizer (cutting inside it is inexact)
 
 
 def check_settings(max_tokens: int, overlap_tokens: int, model_max_tokens: int) -> None:
@@ -315,10 +321,10 @@ class Chunker:
     def _split_pieces(self, texts: Sequence[tuple[str, bool]]) -> list[list[ChunkSpan]]:
         # split_many's planning of texts that hold no blob.
         runs = [_runs(text) for text, _ in texts]
-        limits = [_exact_below(words, len(text)) for (text, _), (words, _) in zip(texts, runs, strict=True)]
+        limits = [_exact_below(words, len(text)) for (text, _), (words, _, _) in zip(texts, runs, strict=True)]
         self._count_new_runs(
             word
-            for (words, _), limit in zip(runs, limits, strict=True)
+            for (words, _, _), limit in zip(runs, limits, strict=True)
             for word in (words if limit == COUNTED_RUN else (word for word in words if len(word) < limit))
         )
         counts = self._counts  # read once: a concurrent split_many may replace the cache when it is full
@@ -354,28 +360,19 @@ class Chunker:
         encodings = self.tokenizer.encode_batch_fast(new, add_special_tokens=False)
         counts.update(zip(new, (len(encoding.ids) for encoding in encodings), strict=True))
 
-    def _units(self, doc_runs: tuple[list[str], list[tuple[int, int]]], counts: dict[str, int], limit: int) -> _Units:
+    def _units(self, doc_runs: _Runs, counts: dict[str, int], limit: int) -> _Units:
         """The document's counted units; runs shorter than ``limit`` are tokenized, longer ones bounded."""
-        words, spans = doc_runs
-        if not words or max(map(len, words)) < limit:  # the common case, in list comprehensions
-            weights = [counts.get(word) for word in words]
+        words, starts, ends = doc_runs
+        if not words or max(map(len, words)) < limit:  # the common case, without a loop in Python
+            weights = list(map(counts.get, words))
             if None not in weights:  # else the cache was emptied by another call meanwhile
-                return _Units(
-                    [start for start, _ in spans],
-                    [end for _, end in spans],
-                    [0, *accumulate(weights)],  # type: ignore[list-item]
-                    list(range(len(words))),
-                    [True] * len(words),
-                )
-        runs = [(start, end, word) for (start, end), word in zip(spans, words, strict=True)]
-        start: list[int] = []
-        end: list[int] = []
-        cum = [0]
-        run_first: list[int] = []
-        counted: list[bool] = []
+                cum = array("q", [0])
+                cum.extend(accumulate(weights))  # type: ignore[arg-type]  # no None: checked above
+                return _Units(starts, ends, cum, range(len(words)), b"\x01" * len(words))
+        start, end, cum, run_first, counted = array("q"), array("q"), array("q", [0]), array("q"), bytearray()
         total = 0
         piece = self._piece_weight
-        for run_start, run_end, run in runs:
+        for run_start, run_end, run in zip(starts, ends, words, strict=True):
             first = len(start)
             if run_end - run_start < limit:
                 count = counts.get(run)
@@ -384,7 +381,7 @@ class Chunker:
                 end.append(run_end)
                 cum.append(total)
                 run_first.append(first)
-                counted.append(True)
+                counted.append(1)
                 continue
             # A long run: WordPiece emits at most one token per character of the normalised text (lower case,
             # NFD), so that length bounds the tokens of any piece of the run, cut anywhere.
@@ -398,7 +395,7 @@ class Chunker:
                 end.append(run_start + offset + len(part))
                 cum.append(total)
                 run_first.append(first)
-                counted.append(False)
+                counted.append(0)
         return _Units(start, end, cum, run_first, counted)
 
     # -- planning ------------------------------------------------------------------------------------------
@@ -532,9 +529,16 @@ class Chunker:
         return best if best < end else after
 
 
-def _runs(text: str) -> tuple[list[str], list[tuple[int, int]]]:
-    """The whitespace-delimited runs of ``text`` and their spans."""
-    return _RUN.findall(text), [match.span() for match in _RUN.finditer(text)]
+#: A text's runs, their starts and their ends (:func:`_runs`).
+_Runs = tuple[list[str], "array[int]", "array[int]"]
+
+
+def _runs(text: str) -> _Runs:
+    """The whitespace-delimited runs of ``text``, their starts and their ends (a run's end is its start plus its
+    length: the run is the match)."""
+    words = _RUN.findall(text)
+    starts = array("q", map(re.Match.start, _RUN.finditer(text)))
+    return words, starts, array("q", map(operator.add, starts, map(len, words)))
 
 
 def _exact_below(words: list[str], size: int) -> int:
