@@ -24,6 +24,14 @@ class CitelineError(Exception):
         return _rebuilt, (type(self), self.args, self.__dict__)
 
 
+def status_of(exc: BaseException) -> int:
+    """The HTTP status of an error a request raised: a :class:`CitelineError`'s own (``http_status``), 400 for
+    another ``ValueError`` (a value the request gave), else 500 (a bug)."""
+    if isinstance(exc, CitelineError):
+        return exc.http_status
+    return 400 if isinstance(exc, ValueError) else 500
+
+
 def _rebuilt(cls: type[CitelineError], args: tuple[Any, ...], state: dict[str, Any]) -> CitelineError:
     error = cls.__new__(cls, *args)
     error.args = args

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from citeline.errors import CitelineError, SettingsError
+from citeline.errors import CitelineError, SettingsError, status_of
 from citeline.index import Index
 from citeline.model.embedding import Embedder
 from citeline.query.plan import SearchRequest
@@ -247,14 +247,6 @@ def validation_message(exc: RequestValidationError) -> str:
     if problem.get("type") == "missing":
         return f"Missing parameter {name!r}"
     return f"Invalid value for {name!r}: {problem['msg']} (got {_shown(problem.get('input'))})"
-
-
-def status_of(exc: BaseException) -> int:
-    """The HTTP status of an error a request raised: a :class:`CitelineError`'s own (``http_status``), 400 for
-    another ``ValueError`` (a value the request gave), else 500."""
-    if isinstance(exc, CitelineError):
-        return exc.http_status
-    return 400 if isinstance(exc, ValueError) else 500
 
 
 def _shown(value: object, limit: int = 80) -> str:

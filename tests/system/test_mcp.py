@@ -197,6 +197,7 @@ def test_bad_arguments_are_tool_errors_and_the_server_goes_on(index: Index) -> N
             with pytest.raises(MCPError) as caught:
                 await session.read_resource(uri)
             assert "\n" not in str(caught.value.error.message)
+            assert caught.value.error.code == -32602  # the caller's to correct: invalid params (SEP-2164)
         found = await session.call_tool("search", {"query": "pay", **LEXICAL})  # still serving
         assert not found.is_error and found.structured_content["results"]  # type: ignore[index]
 

@@ -1,7 +1,7 @@
 """Every kind of citeline error is answered as docs/api.md#errors says, on the surfaces that read its class: the
-server's HTTP status (``citeline.server.app.status_of``) and the CLI's exit status
-(``citeline.cli.common.user_errors``). A new kind is checked from its first commit: the kinds are found in the
-source, not listed here."""
+server's HTTP status (``citeline.errors.status_of``), the CLI's exit status (``citeline.cli.common.user_errors``)
+and the JSON-RPC code of an MCP resource read (``citeline.server.mcp.tools.rpc_code_of``). A new kind is checked
+from its first commit: the kinds are found in the source, not listed here."""
 
 from __future__ import annotations
 
@@ -14,18 +14,18 @@ from click.testing import CliRunner
 from conftest import REPO
 
 from citeline.cli.common import user_errors
-from citeline.errors import CitelineError
-from citeline.server.app import status_of
+from citeline.errors import CitelineError, status_of
+from citeline.server.mcp.tools import rpc_code_of
 
 #: A class defined on an error class (``class Gone(SourceError):``): the modules that define kinds of errors.
 _ERROR_CLASS = re.compile(r"^class \w+\([^)]*Error\b", re.MULTILINE)
 
 
-def _documented() -> dict[str, tuple[int, int]]:
-    """docs/api.md's table under "Errors": error name -> (HTTP status, CLI exit status)."""
+def _documented() -> dict[str, tuple[int, int, int]]:
+    """docs/api.md's table under "Errors": error name -> (HTTP status, CLI exit status, MCP resource read's code)."""
     text = (REPO / "docs" / "api.md").read_text(encoding="utf-8").split("## Errors", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `(\w+)`[^|]*\| (\d+) \| (\d+) \|$", text, re.MULTILINE)
-    return {name: (int(status), int(exit_code)) for name, status, exit_code in rows}
+    rows = re.findall(r"^\| `(\w+)`[^|]*\| (\d+) \| (\d+) \| (-\d+) \|$", text, re.MULTILINE)
+    return {name: (int(status), int(exit_code), int(code)) for name, status, exit_code, code in rows}
 
 
 def _kinds() -> list[type[CitelineError]]:
@@ -63,8 +63,9 @@ def test_the_table_names_kinds_that_exist() -> None:
 def test_each_error_is_answered_as_documented(kind: type[CitelineError]) -> None:
     documented = _documented()
     nearest = next(base for base in kind.__mro__ if base.__name__ in documented)
-    assert (kind.http_status, kind.exit_code) == documented[nearest.__name__], f"{kind.__name__} as {nearest.__name__}"
     error = _instance(kind)
+    answered = (kind.http_status, kind.exit_code, rpc_code_of(error))
+    assert answered == documented[nearest.__name__], f"{kind.__name__} as {nearest.__name__}"
     assert status_of(error) == kind.http_status
 
     @click.command()
@@ -81,3 +82,4 @@ def test_each_error_is_answered_as_documented(kind: type[CitelineError]) -> None
 def test_what_is_not_a_citeline_error() -> None:
     assert status_of(ValueError("a bad value")) == 400
     assert status_of(RuntimeError("a bug")) == 500  # its body names no internals: tests/system/test_server.py
+    assert rpc_code_of(ValueError("a bad value")) == -32602

@@ -19,7 +19,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field, ValidationError, create_model
 
-from citeline.errors import CitelineError
+from citeline.errors import CitelineError, status_of
 from citeline.query.plan import SearchRequest
 from citeline.query.results import Passage, SearchResult
 from citeline.server import access
@@ -394,6 +394,17 @@ def _ingest_tool(service: ServedIndex, roots: Sequence[Path]) -> _Tool:
     )
 
 
+def rpc_code_of(exc: BaseException) -> int:
+    """The JSON-RPC error code of a resource read that failed with ``exc``, from its HTTP status (``status_of``):
+    a request the caller can correct (4xx but 409) is ``INVALID_PARAMS``, which the protocol (SEP-2164) names for a
+    resource that does not exist too; a request past the server's timeout (503) is ``REQUEST_TIMEOUT``, worth
+    asking again; an index a writer held too long (409) or a failure of the server's (5xx) is ``INTERNAL_ERROR``."""
+    status = status_of(exc)
+    if status == 503:
+        return types.REQUEST_TIMEOUT
+    return types.INVALID_PARAMS if 400 <= status < 500 and status != 409 else types.INTERNAL_ERROR
+
+
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         problem = exc.errors()[0]
@@ -444,7 +455,7 @@ def build_server(service: ServedIndex, limits: Limits, *, ingest_roots: Sequence
                 with access.acting(ctx.request):
                     return await handler(ctx, params)
             except (CitelineError, ValueError) as exc:
-                raise MCPError(types.INVALID_PARAMS, _one_line(exc)) from None
+                raise MCPError(rpc_code_of(exc), _one_line(exc)) from None
 
         return answer
 
