@@ -49,6 +49,7 @@ EXAMPLES = {
     "docs/x.txt": "docs/sources.md: an example path in a warning line",
     "docs/rows.csv": "docs/sources.md: an example path in a run's summary line",
     "docs/PAGE.md": "tests/system/test_docs.py: a placeholder in a failure message",
+    "docs/applications.md": "tests/index/test_works.py: Starlette's page, in tests/data/realdocs/starlette-0.37.2",
 }
 
 #: Dotted names that are not code: a logger's name, a key of the request scope, a host name in an example.
