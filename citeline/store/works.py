@@ -98,14 +98,22 @@ TABLES = ("work_bands", "work_links", "work_members", "work_sketches")
 _ROLE = re.compile(r":[\w.+-]+:`([^`<]*?)\s*(?:<[^>`]*>)?`")  # :ref:`text <target>` -> text
 _DIRECTIVE = re.compile(r"^[ \t]*\.\. [\w:.+-]+::.*$", re.MULTILINE)  # .. note:: / .. code-block:: python
 _FIELD = re.compile(r"^[ \t]+:[\w -]+:.*$", re.MULTILINE)  # an indented directive option (:maxdepth: 2)
-_TARGET = re.compile(r"^[ \t]*\.\. _[^:]*:.*$", re.MULTILINE)  # .. _label: (a reST link target)
-_MD_LINK = re.compile(r"\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")  # [text](url "title") -> [text]
+_TARGET = re.compile(r"^[ \t]*\.\. _[^:\n]*:.*$", re.MULTILINE)  # .. _label: (a reST link target)
+# [text](url "title") -> [text]. A target holds no "]" and a title no line break: each match's scan then ends at
+# the next "]" (or line), so a long run of "](" with no ")" (a minified blob) costs its length, not its square.
+_MD_LINK = re.compile(r"\]\([^)\s\]]*(?:\s+\"[^\"\n]*\")?\)")
 _REST_LINK = re.compile(r"`([^`<]*?)\s*<[^>`]*>`_{1,2}")  # `text <url>`_ -> text
 _URL = re.compile(r"\b(?:https?|ftp)://\S+")
 # A toctree's body is a list of page names, which Sphinx renders as those pages' titles (or their whole outline):
 # names the page does not hold, dropped whole (reST: the indented block; MyST: the fenced block).
 _TOCTREE = re.compile(r"^([ \t]*)\.\. toctree::.*\n(?:\1[ \t]+.*\n|[ \t]*\n)*", re.MULTILINE)
-_MYST_TOCTREE = re.compile(r"^[ \t]*(`{3,}|:{3,})\{toctree\}.*?^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
+# The MyST body ends at the next fence, or after at most 500 lines (an unclosed fence): a lazy match to the closing
+# fence would scan to the text's end from every unclosed opening, quadratic in a text of many.
+_MYST_TOCTREE = re.compile(
+    r"^[ \t]*(?:`{3,}|:{3,})\{toctree\}.*\n"
+    r"(?:(?![ \t]*(?:`{3,}|:{3,}))[^\n]*\n){0,500}(?:[ \t]*(?:`{3,}|:{3,})[ \t]*$)?",
+    re.MULTILINE,
+)
 # MyST (Sphinx's Markdown): a directive's fence line ```{include} ../README.md and the :option: lines under it; a
 # role {doc}`text <target>` -> text.
 _MYST_DIRECTIVE = re.compile(r"^[ \t]*(?:`{3,}|:{3,})\{[\w:.+-]+\}.*$(?:\n[ \t]*:[\w-]+:.*$)*", re.MULTILINE)

@@ -114,19 +114,6 @@ def test_real_documentation_trees_pages_and_their_sources_are_one_work_each(tmp_
     assert index.verify().ok
 
 
-def test_the_work_words_leave_out_myst_and_sphinx_markup() -> None:
-    """What a MyST or reST source holds and its page does not: role names, directive fences and options, toctree
-    bodies (page names), code fences' languages."""
-    source = (
-        "See {doc}`the overview <overview>` and {func}`attrs.define`.\n\n"
-        "```{include} ../README.md\n:start-after: 'teaser-begin -->'\n```\n\n"
-        "```{toctree}\n:maxdepth: 2\n\noverview\nwhy\n```\n\n"
-        '```python title="app.py"\nx = 1\n```\n\n'
-        ".. toctree::\n   :maxdepth: 1\n\n   names\n   license\n\nThe end.\n"
-    )
-    assert works.words(source) == ["see", "the", "overview", "and", "attrs", "define", "x", "1", "the", "end"]
-
-
 def test_one_text_in_four_formats_is_one_work(tmp_path: Path) -> None:
     _, family, work = _indexed(tmp_path, four_formats)
     assert _misses_and_false(family, work) == ([], [])
