@@ -3,6 +3,7 @@ gives its options).
 
     python bench/collapse.py cost --index /tmp/scifact-int8 [--feedback]  # collapse's cost, by mode and stage
     python bench/collapse.py precision [--model] [--works]                 # false and missed merges, generated sets
+    python bench/collapse.py precision --works --tree DOCS --page-roots ,_build/html,_build/html/_sources
     python bench/collapse.py eval                                          # quote-level collapse, tests/data/quotes
     python bench/collapse.py grouping --index IX --queries QUERIES.jsonl   # distinct documents in the top k
 
@@ -361,10 +362,24 @@ the works recognised at ingest (citeline/store/works.py) on the works sets (test
 
     python bench/collapse.py precision [--model] [--records 60] [-k 10]
     python bench/collapse.py precision --works [--corpus 3000] [--sets-only]
+    python bench/collapse.py precision --works --tree DOCS --page-roots ROOTS [--same PATH=PAGE]
+                                       [--questions QUESTIONS.jsonl [--model]]
 
 ``--works``: per set, pairs of files of one work merged or missed and pairs of different works merged (false), and
 on the MkDocs and Sphinx sets the grouped top 5s' slots taken by a work already shown, with works and without; then
 (unless ``--sets-only``) the CPU recognising works adds to an ingest of a generated corpus and to a search.
+
+``--works --tree DOCS``: the same on a real documentation tree instead (a folder as a user holds it: the sources
+beside their build, ingested whole). Ground truth by page name (``tests/_works_sets.py``'s ``tree_families``): a
+file's page is its path relative to the deepest of ``--page-roots`` holding it (comma-separated folders relative to
+DOCS, '' for DOCS itself: a Sphinx checkout's ``,_build/html,_build/html/_sources``, an MkDocs one's ``docs,site``),
+without ``.txt``, ``.html``/``.rst``/``.md`` and a trailing ``/index``; files of one page are one work, a file no
+other shares a page with (a generated ``genindex.html``, a 404 page) is its own. ``--same README.md=index`` adds a
+copy the names do not tell. The missed and false pairs are listed with the rule's two numbers (Jaccard,
+containment). With ``--questions`` (JSON Lines ``{"_id", "text"}``): the grouped top 5s' slots taken by a page
+already shown (its ground-truth family), with works and with the works map stubbed out, the tests' hash embedder or
+with ``--model`` the real model (the ingest's CPU and wall seconds beside). bench/data/realdocs_*_questions.jsonl are
+the questions of docs/quality.md#works.
 
 Two levels:
 

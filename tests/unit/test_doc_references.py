@@ -177,7 +177,19 @@ ALLOWED_NAMES = {
     "golf": "an example query (docs/quality.md)",
 }
 #: File names written with a dot (``rows.arrow``, ``shards.json``): not names of code.
-NAME_SUFFIXES = FILE_SUFFIXES | {"arrow", "onnx", "duckdb", "faiss", "cfg", "zip", "pdf", "docx", "lock", "creating"}
+NAME_SUFFIXES = FILE_SUFFIXES | {
+    "arrow",
+    "onnx",
+    "duckdb",
+    "faiss",
+    "cfg",
+    "zip",
+    "pdf",
+    "docx",
+    "lock",
+    "creating",
+    "html",
+}
 
 
 def _code_words() -> set[str]:
