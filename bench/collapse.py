@@ -3,6 +3,7 @@ gives its options).
 
     python bench/collapse.py cost --index /tmp/scifact-int8 [--feedback]  # collapse's cost, by mode and stage
     python bench/collapse.py precision [--model] [--works]                 # false and missed merges, generated sets
+    python bench/collapse.py precision --works --tree DOCS --page-roots ,_build/html,_build/html/_sources
     python bench/collapse.py eval                                          # quote-level collapse, tests/data/quotes
     python bench/collapse.py grouping --index IX --queries QUERIES.jsonl   # distinct documents in the top k
 
@@ -62,6 +63,7 @@ from _works_sets import (  # noqa: E402
     mkdocs_pairs,
     policy_versions,
     sphinx_pairs,
+    tree_families,
 )
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -360,10 +362,24 @@ the works recognised at ingest (citeline/store/works.py) on the works sets (test
 
     python bench/collapse.py precision [--model] [--records 60] [-k 10]
     python bench/collapse.py precision --works [--corpus 3000] [--sets-only]
+    python bench/collapse.py precision --works --tree DOCS --page-roots ROOTS [--same PATH=PAGE]
+                                       [--questions QUESTIONS.jsonl [--model]]
 
 ``--works``: per set, pairs of files of one work merged or missed and pairs of different works merged (false), and
 on the MkDocs and Sphinx sets the grouped top 5s' slots taken by a work already shown, with works and without; then
 (unless ``--sets-only``) the CPU recognising works adds to an ingest of a generated corpus and to a search.
+
+``--works --tree DOCS``: the same on a real documentation tree instead (a folder as a user holds it: the sources
+beside their build, ingested whole). Ground truth by page name (``tests/_works_sets.py``'s ``tree_families``): a
+file's page is its path relative to the deepest of ``--page-roots`` holding it (comma-separated folders relative to
+DOCS, '' for DOCS itself: a Sphinx checkout's ``,_build/html,_build/html/_sources``, an MkDocs one's ``docs,site``),
+without ``.txt``, ``.html``/``.rst``/``.md`` and a trailing ``/index``; files of one page are one work, a file no
+other shares a page with (a generated ``genindex.html``, a 404 page) is its own. ``--same README.md=index`` adds a
+copy the names do not tell. The missed and false pairs are listed with the rule's two numbers (Jaccard,
+containment). With ``--questions`` (JSON Lines ``{"_id", "text"}``): the grouped top 5s' slots taken by a page
+already shown (its ground-truth family), with works and with the works map stubbed out, the tests' hash embedder or
+with ``--model`` the real model (the ingest's CPU and wall seconds beside). bench/data/realdocs_*_questions.jsonl are
+the questions of docs/quality.md#works.
 
 Two levels:
 
@@ -490,9 +506,11 @@ def index_figures(model: bool, records: int, k: int) -> dict[str, object]:
         }
 
 
-def _work_pairs(build: Any, roots: tuple[str, ...] = ("",)) -> dict[str, int]:
+def _work_pairs(build: Any, roots: tuple[str, ...] = ("",), explain: bool = False) -> dict[str, Any]:
     """Build a set, ingest it (hash embedder), and count the pairs of files of one family (one work) in one work
-    (merged) or not (missed), and the pairs of different families in one work (false)."""
+    (merged) or not (missed), and the pairs of different families in one work (false). With ``explain``, list the
+    missed and false pairs with the two numbers :func:`citeline.store.works.same_work` reads (Jaccard, and how much
+    of the smaller shingle set lies in the other) and each side's shingle count."""
     from conftest import HashEmbedder
 
     from citeline.store import generation, works
@@ -508,19 +526,49 @@ def _work_pairs(build: Any, roots: tuple[str, ...] = ("",)) -> dict[str, int]:
             (str(Path(d.source_path).relative_to(root / "c")), d.doc_id): by_doc.get(d.doc_id, d.doc_id)
             for d in index.documents()
         }
-    merged = missed = false = 0
-    for a, b in itertools.combinations(sorted(work), 2):
-        fa, fb = family.get(a[0], a[1]), family.get(b[0], b[1])
-        together = work[a] == work[b]
-        merged += fa == fb and together
-        missed += fa == fb and not together
-        false += fa != fb and together
+        wrong: dict[str, list[tuple[tuple[str, str], tuple[str, str]]]] = {"missed": [], "false": []}
+        for a, b in itertools.combinations(sorted(work), 2):
+            fa, fb = family.get(a[0], a[1]), family.get(b[0], b[1])
+            together = work[a] == work[b]
+            if fa == fb and not together:
+                wrong["missed"].append((a, b))
+            if fa != fb and together:
+                wrong["false"].append((a, b))
+        same = sum(len(members) * (len(members) - 1) // 2 for members in _grouped(family, work).values())
+        figures: dict[str, Any] = {
+            "files": len(work),
+            "pairs_of_one_work": same,
+            "merged": same - len(wrong["missed"]),
+            "missed": len(wrong["missed"]),
+            "false": len(wrong["false"]),
+        }
+        if explain:
+            for kind, pairs in wrong.items():
+                figures[f"{kind}_pairs"] = [_pair_numbers(index, a, b) for a, b in pairs]
+    return figures
+
+
+def _grouped(family: dict[str, str], work: dict[tuple[str, str], str]) -> dict[str, list[tuple[str, str]]]:
+    """The indexed documents (path, doc id) by family (a document no family names is its own)."""
+    groups: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for key in work:
+        groups[family.get(key[0], key[1])].append(key)
+    return groups
+
+
+def _pair_numbers(index: Index, a: tuple[str, str], b: tuple[str, str]) -> dict[str, Any]:
+    """Two documents' paths and what the works rule reads of them: Jaccard and containment of their shingle sets,
+    and each set's size."""
+    from citeline.store import works
+
+    sa, sb = (works.shingles(index.document_text(doc) or "") for _, doc in (a, b))
+    shared = len(sa & sb)
     return {
-        "files": len(work),
-        "pairs_of_one_work": merged + missed,
-        "merged": merged,
-        "missed": missed,
-        "false": false,
+        "a": a[0],
+        "b": b[0],
+        "jaccard": round(shared / max(len(sa | sb), 1), 3),
+        "containment": round(shared / max(min(len(sa), len(sb)), 1), 3),
+        "shingles": [len(sa), len(sb)],
     }
 
 
@@ -544,9 +592,13 @@ def _seeds(root: Path) -> dict[str, str]:
     return {}
 
 
-def _top5_repeats(build: Any, roots: tuple[str, ...], queries: list[str]) -> dict[str, int]:
+def _top5_repeats(
+    build: Any, roots: tuple[str, ...], queries: list[str], truth: bool = False, model: bool = False
+) -> dict[str, Any]:
     """Grouped top 5s (as the CLI shows them) of ``queries`` on a set, with works merged and without (the works map
-    stubbed out, the same index): the slots taken by a work already shown above (its page or its source again)."""
+    stubbed out, the same index): the slots taken by a work already shown above (its page or its source again).
+    A slot's work is the one the index recognised, or with ``truth`` its family (the set's ground truth: a work the
+    rule missed shown twice counts too). ``model``: the real model (default: the tests' hash embedder)."""
     from conftest import HashEmbedder
 
     from citeline.query import plan
@@ -554,20 +606,31 @@ def _top5_repeats(build: Any, roots: tuple[str, ...], queries: list[str]) -> dic
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        build(root / "c")
-        index = Index.create(root / "ix", embedder=HashEmbedder())
+        family = build(root / "c")
+        index = Index.create(root / "ix", embedder=None if model else HashEmbedder())
+        start, start_cpu = time.perf_counter(), time.process_time()
         index.ingest([root / "c" / part for part in roots])
+        took = {
+            "ingest_wall_s": round(time.perf_counter() - start, 1),
+            "ingest_cpu_s": round(time.process_time() - start_cpu, 1),
+        }
         by_doc = generation.read_meta(index.path).get(works.META_KEY, {})
 
-        def repeats() -> int:
-            count = 0
+        def work_of(result: Any) -> str:
+            if truth:
+                return str(family.get(str(Path(result.source_path).relative_to(root / "c")), result.doc_id))
+            return str(by_doc.get(result.doc_id, result.doc_id))
+
+        def repeats() -> list[str]:
+            found = []
             for query in queries:
                 seen: set[str] = set()
                 for result in index.search(plan.SearchRequest.of(query, 5, group=True)):
-                    work = by_doc.get(result.doc_id, result.doc_id)
-                    count += work in seen
+                    work = work_of(result)
+                    if work in seen:
+                        found.append(f"{query}: {work}")
                     seen.add(work)
-            return count
+            return found
 
         merged = repeats()
         real = plan.work_map
@@ -576,7 +639,14 @@ def _top5_repeats(build: Any, roots: tuple[str, ...], queries: list[str]) -> dic
             apart = repeats()
         finally:
             plan.work_map = real
-    return {"queries": len(queries), "repeated_slots_without_works": apart, "repeated_slots_with_works": merged}
+    figures: dict[str, Any] = {
+        "queries": len(queries),
+        "repeated_slots_without_works": len(apart),
+        "repeated_slots_with_works": len(merged),
+    }
+    if truth:
+        figures["repeated_with_works"] = merged
+    return figures | ({"embedder": "all-MiniLM-L6-v2", **took} if model else {})
 
 
 def _headings() -> list[str]:
@@ -615,6 +685,27 @@ def works_figures() -> dict[str, dict[str, int]]:
         "top 5s, mkdocs set (its pages' headings)": _top5_repeats(mkdocs_pairs, ("docs", "site"), _headings()),
         "top 5s, sphinx set (the articles' paragraphs)": _top5_repeats(sphinx_pairs, ("build",), _first_sentences()),
     }
+
+
+def tree_figures(
+    tree: Path, page_roots: list[str], same: dict[str, str], questions: Path | None, model: bool
+) -> dict[str, Any]:
+    """Works on a documentation tree as a user's folder holds it (``tree``: sources beside their build, copied and
+    ingested whole): pairs merged, missed and false against the ground truth of
+    :func:`_works_sets.tree_families` (``page_roots``: the folders page names are taken relative to; ``same``: more
+    files of a page, path -> page name), the missed
+    and false pairs with their numbers; then with ``questions`` (JSON Lines, ``{"_id", "text"}``) the grouped top 5s'
+    slots taken by a family already shown, works on and off (``model``: the real model)."""
+
+    def build(root: Path) -> dict[str, str]:
+        shutil.copytree(tree, root, symlinks=True)
+        return tree_families(root, page_roots, same)
+
+    figures = {"pairs": _work_pairs(build, explain=True)}
+    if questions is not None:
+        asked = [text for _, text in _queries(questions, None)[0]]
+        figures["top 5s"] = _top5_repeats(build, ("",), asked, truth=True, model=model)
+    return figures
 
 
 def _generated_corpus(root: Path, documents: int) -> None:
@@ -704,7 +795,27 @@ def precision_main() -> None:
     parser.add_argument("--works", action="store_true", help="works: merges and misses per set, and their cost")
     parser.add_argument("--sets-only", action="store_true", help="--works: the sets, not the cost")
     parser.add_argument("--corpus", type=int, default=3000, help="--works: documents of the cost's generated corpus")
+    parser.add_argument("--tree", type=Path, help="--works: a documentation tree (sources beside their build) instead")
+    parser.add_argument(
+        "--page-roots",
+        default="",
+        help="--tree: comma-separated folders (relative to the tree) page names are taken relative to: the sources', "
+        "the build's, the build's _sources/ (the tree itself is one when it holds the sources: write it as '')",
+    )
+    parser.add_argument(
+        "--same",
+        action="append",
+        default=[],
+        metavar="PATH=PAGE",
+        help="--tree: a file that is a copy of a page though its name does not say so (README.md=index)",
+    )
+    parser.add_argument("--questions", type=Path, help="--tree: JSON Lines questions for the top 5s")
     args = parser.parse_args()
+    if args.works and args.tree:
+        roots = [root.strip() for root in args.page_roots.split(",")]
+        same = dict(pair.split("=", 1) for pair in args.same)
+        print(json.dumps(tree_figures(args.tree, roots, same, args.questions, args.model), indent=1))
+        return
     if args.works:
         figures: dict[str, Any] = {"works": works_figures()}
         if not args.sets_only:

@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from _collapse_sets import markdown_page, seed_articles
@@ -272,3 +273,30 @@ def boilerplate_pages(root: Path) -> dict[str, str]:
         (root / f"{stem}.html").write_text(_FRAME.format(title=html.escape(title), body=body), encoding="utf-8")
         family[f"{stem}.html"] = stem
     return family
+
+
+# ---------------------------------------------------------------- a real documentation tree
+
+
+def tree_families(root: Path, page_roots: Sequence[str], same: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ground truth of a documentation tree as a user's folder holds it (sources beside their build): a
+    rendered page and its sources are one work. Each file's family is its page name: its path relative to the
+    deepest of ``page_roots`` (folders relative to ``root``: the sources' folder, the build's, Sphinx's
+    ``_sources/`` inside the build) that holds it, with ``.txt`` (Sphinx's ``NAME.rst.txt``), then ``.html``,
+    ``.rst`` or ``.md`` dropped, and a trailing ``/index`` (MkDocs' ``NAME/index.html``). So ``advanced.rst``,
+    ``_build/html/advanced.html`` and ``_build/html/_sources/advanced.rst.txt`` are one family; a page with no
+    source (Sphinx's ``genindex.html``, ``search.html``, a 404 page) and every other file is a family of its own.
+    ``same`` puts more files in a page's family (path -> page name): a copy the names do not tell (a README that is
+    the index page's text), each found by reading the two."""
+    folders = sorted((Path(folder) for folder in page_roots), key=lambda folder: len(folder.parts), reverse=True)
+    family = {}
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        relative = path.relative_to(root)
+        page = next((relative.relative_to(f) for f in folders if relative.is_relative_to(f)), relative).as_posix()
+        page = page.removesuffix(".txt") if re.search(r"\.(rst|md)\.txt$", page) else page
+        page = re.sub(r"\.(html|rst|md)$", "", page)
+        page = page.removesuffix("/index") or page
+        family[relative.as_posix()] = page
+    return family | dict(same or {})

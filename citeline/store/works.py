@@ -4,7 +4,8 @@ documents of one work as one result (``citeline.query.works``). This module owns
 statement on them, as ``file_stats`` owns the files table.
 
 **The rule.** A document's text is normalised (:func:`words`: the residue of markup a source carries and its
-rendering does not — reStructuredText roles and directives, Markdown link targets and emphasis, URLs, ``¶`` — case,
+rendering does not — reStructuredText and MyST roles, directives and toctrees, Markdown link targets, emphasis and
+code fences, URLs, ``¶`` — case,
 punctuation and whitespace are dropped) and cut into word shingles (:data:`SHINGLE_WORDS` words). Two documents are
 the same work when their shingle sets have a Jaccard similarity of at least :data:`MIN_JACCARD`, or when the
 smaller set lies at least :data:`MIN_CONTAINMENT` inside the larger one and their Jaccard is at least
@@ -97,16 +98,40 @@ TABLES = ("work_bands", "work_links", "work_members", "work_sketches")
 _ROLE = re.compile(r":[\w.+-]+:`([^`<]*?)\s*(?:<[^>`]*>)?`")  # :ref:`text <target>` -> text
 _DIRECTIVE = re.compile(r"^[ \t]*\.\. [\w:.+-]+::.*$", re.MULTILINE)  # .. note:: / .. code-block:: python
 _FIELD = re.compile(r"^[ \t]+:[\w -]+:.*$", re.MULTILINE)  # an indented directive option (:maxdepth: 2)
-_TARGET = re.compile(r"^[ \t]*\.\. _[^:]*:.*$", re.MULTILINE)  # .. _label: (a reST link target)
-_MD_LINK = re.compile(r"\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")  # [text](url "title") -> [text]
+_TARGET = re.compile(r"^[ \t]*\.\. _[^:\n]*:.*$", re.MULTILINE)  # .. _label: (a reST link target)
+# [text](url "title") -> [text]. A target holds no "]" and a title no line break: each match's scan then ends at
+# the next "]" (or line), so a long run of "](" with no ")" (a minified blob) costs its length, not its square.
+_MD_LINK = re.compile(r"\]\([^)\s\]]*(?:\s+\"[^\"\n]*\")?\)")
 _REST_LINK = re.compile(r"`([^`<]*?)\s*<[^>`]*>`_{1,2}")  # `text <url>`_ -> text
 _URL = re.compile(r"\b(?:https?|ftp)://\S+")
+# A toctree's body is a list of page names, which Sphinx renders as those pages' titles (or their whole outline):
+# names the page does not hold, dropped whole (reST: the indented block; MyST: the fenced block).
+_TOCTREE = re.compile(r"^([ \t]*)\.\. toctree::.*\n(?:\1[ \t]+.*\n|[ \t]*\n)*", re.MULTILINE)
+# The MyST body ends at the next fence, or after at most 500 lines (an unclosed fence): a lazy match to the closing
+# fence would scan to the text's end from every unclosed opening, quadratic in a text of many.
+_MYST_TOCTREE = re.compile(
+    r"^[ \t]*(?:`{3,}|:{3,})\{toctree\}.*\n"
+    r"(?:(?![ \t]*(?:`{3,}|:{3,}))[^\n]*\n){0,500}(?:[ \t]*(?:`{3,}|:{3,})[ \t]*$)?",
+    re.MULTILINE,
+)
+# MyST (Sphinx's Markdown): a directive's fence line ```{include} ../README.md and the :option: lines under it; a
+# role {doc}`text <target>` -> text.
+_MYST_DIRECTIVE = re.compile(r"^[ \t]*(?:`{3,}|:{3,})\{[\w:.+-]+\}.*$(?:\n[ \t]*:[\w-]+:.*$)*", re.MULTILINE)
+_MYST_ROLE = re.compile(r"\{[\w:.+-]+\}`([^`<]*?)\s*(?:<[^>`]*>)?`")
+# A Markdown code fence's line (```python title="app.py"): its language is no word of the rendered page.
+_FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[^`\n]*$", re.MULTILINE)
 _WORD = re.compile(r"[^\W_]+")
 
 
 def words(text: str) -> list[str]:
-    """``text``'s words as the work rule compares them: markup residue (reST roles, directives and their options,
-    link targets; Markdown link targets; URLs; ``¶``), case and punctuation gone."""
+    """``text``'s words as the work rule compares them: markup residue (reST and MyST roles, directives and their
+    options, toctrees, link targets; Markdown link targets and code fences' lines; URLs; ``¶``), case and
+    punctuation gone."""
+    text = _TOCTREE.sub(" ", text)
+    text = _MYST_TOCTREE.sub(" ", text)
+    text = _MYST_DIRECTIVE.sub(" ", text)
+    text = _MYST_ROLE.sub(r" \1 ", text)
+    text = _FENCE.sub(" ", text)
     text = _ROLE.sub(r" \1 ", text)
     text = _REST_LINK.sub(r" \1 ", text)
     text = _MD_LINK.sub("] ", text)

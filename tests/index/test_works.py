@@ -1,6 +1,8 @@
 """Works: a rendered page and its markup source, one text in four formats, a lightly edited copy are one work, and
 one result on every surface; templated records, policy versions and pages sharing only a site's frame stay apart;
-recognition is incremental (tests/_works_sets.py builds the collections: a real mkdocs build, a real Sphinx build)."""
+recognition is incremental (tests/_works_sets.py builds the collections: a real mkdocs build, a real Sphinx build);
+and the same holds on excerpts of real third-party documentation trees, sources beside their build
+(tests/data/realdocs)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from _collapse_sets import seed_articles, syndicated, templated_records, write_records
-from _works_sets import boilerplate_pages, four_formats, mkdocs_pairs, policy_versions, sphinx_pairs
+from _works_sets import boilerplate_pages, four_formats, mkdocs_pairs, policy_versions, sphinx_pairs, tree_families
 from conftest import HashEmbedder
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -62,6 +64,54 @@ def test_sphinx_pages_and_their_rst_txt_sources_are_one_work_each(tmp_path: Path
     # holds only the page names: not the same words, a known miss (docs/quality.md#works).
     assert missed == [("build/_sources/index.rst.txt", "build/index.html")]
     assert false == []
+
+
+REALDOCS = Path(__file__).resolve().parents[1] / "data" / "realdocs"
+_SPHINX_ROOTS = ("", "_build/html", "_build/html/_sources")
+#: Each vendored tree (tests/data/realdocs/README.md): the folders its page names are taken relative to, the copies
+#: its names do not tell (path -> page), and the pairs of one page the rule leaves apart.
+REAL_TREES: dict[str, tuple[tuple[str, ...], dict[str, str], list[tuple[str, str]]]] = {
+    # parameters.html holds the API reference autodoc generates from click's docstrings, which its source names in
+    # six directives: the source lies 97 % inside the page, but the page's words are mostly not the source's
+    # (Jaccard 0.43, docs/quality.md#works).
+    "click-8.1.7": (
+        _SPHINX_ROOTS,
+        {},
+        [
+            ("_build/html/_sources/parameters.rst.txt", "_build/html/parameters.html"),
+            ("_build/html/parameters.html", "parameters.rst"),
+        ],
+    ),
+    # MyST Markdown: its roles, directives and toctree are markup the rendered index does not hold.
+    "attrs-23.2.0": (_SPHINX_ROOTS, {}, []),
+    # README.md is the index page's text with its badges in Markdown; applications.md's page holds the API reference
+    # mkautodoc generates (Jaccard 0.44), as Click's parameters page.
+    "starlette-0.37.2": (
+        ("docs", "site"),
+        {"README.md": "index"},
+        [("docs/applications.md", "site/applications/index.html")],
+    ),
+}
+
+
+@pytest.mark.parametrize("tree", sorted(REAL_TREES))
+def test_real_documentation_trees_pages_and_their_sources_are_one_work_each(tmp_path: Path, tree: str) -> None:
+    """A real project's docs as a user's folder holds them after a build (the sources, the rendered pages, Sphinx's
+    _sources/ copies, generated pages such as search.html and a 404 page): a page and its sources are one work,
+    different pages are not, but for the named misses."""
+    roots, same, known = REAL_TREES[tree]
+
+    def build(root: Path) -> dict[str, str]:
+        shutil.copytree(REALDOCS / tree, root)
+        return tree_families(root, roots, same)
+
+    index, family, work = _indexed(tmp_path, build)
+    assert set(family) - set(work) <= {"LICENSE", "LICENSE.rst", "LICENSE.md"}, set(family) - set(work)
+    missed, false = _misses_and_false(family, work)
+    assert false == []
+    assert missed == known
+    assert len(set(work.values())) < len(work)  # pairs merged, not only nothing merged wrongly
+    assert index.verify().ok
 
 
 def test_one_text_in_four_formats_is_one_work(tmp_path: Path) -> None:

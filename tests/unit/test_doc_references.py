@@ -49,6 +49,7 @@ EXAMPLES = {
     "docs/x.txt": "docs/sources.md: an example path in a warning line",
     "docs/rows.csv": "docs/sources.md: an example path in a run's summary line",
     "docs/PAGE.md": "tests/system/test_docs.py: a placeholder in a failure message",
+    "docs/applications.md": "tests/index/test_works.py: Starlette's page, in tests/data/realdocs/starlette-0.37.2",
 }
 
 #: Dotted names that are not code: a logger's name, a key of the request scope, a host name in an example.
@@ -176,7 +177,19 @@ ALLOWED_NAMES = {
     "golf": "an example query (docs/quality.md)",
 }
 #: File names written with a dot (``rows.arrow``, ``shards.json``): not names of code.
-NAME_SUFFIXES = FILE_SUFFIXES | {"arrow", "onnx", "duckdb", "faiss", "cfg", "zip", "pdf", "docx", "lock", "creating"}
+NAME_SUFFIXES = FILE_SUFFIXES | {
+    "arrow",
+    "onnx",
+    "duckdb",
+    "faiss",
+    "cfg",
+    "zip",
+    "pdf",
+    "docx",
+    "lock",
+    "creating",
+    "html",
+}
 
 
 def _code_words() -> set[str]:
