@@ -302,16 +302,24 @@ def test_docx_that_is_no_zip_or_a_zip_bomb_fails_alone(tmp_path: Path, monkeypat
         parse(source(word_document(tmp_path / "big.docx")))
 
 
-def test_rst_plain_text_docinfo_and_no_file_insertion(tmp_path: Path) -> None:
+def _rst_beside_a_secret(tmp_path: Path, name: str, text: str) -> Path:
+    """``text`` as the reStructuredText file ``name``, ``{secret}`` in it the path of a file beside it that a
+    reader must never insert (``.. include::``)."""
     secret = tmp_path / "secret.txt"
     secret.write_text("SECRET-CONTENT", encoding="utf-8")
-    rst = tmp_path / "report.rst"
-    rst.write_text(
+    rst = tmp_path / name
+    rst.write_text(text.replace("{secret}", str(secret)), encoding="utf-8")
+    return rst
+
+
+def test_rst_plain_text_docinfo_and_no_file_insertion(tmp_path: Path) -> None:
+    rst = _rst_beside_a_secret(
+        tmp_path,
+        "report.rst",
         "================\nThe river report\n================\n\n"
         ":author: Mara Ilves\n:date: 2021-03-04\n:year: 2021\n\n"
-        f".. a comment\n\n.. include:: {secret}\n\n.. raw:: html\n\n   <b>raw</b>\n\n.. |sub| replace:: substituted\n\n"
+        ".. a comment\n\n.. include:: {secret}\n\n.. raw:: html\n\n   <b>raw</b>\n\n.. |sub| replace:: substituted\n\n"
         "Soldiers crossed the *river* at night, |sub|.\n\nSection\n=======\n\n- item one\n\n::\n\n    literal block\n",
-        encoding="utf-8",
     )
     (doc,) = parse(source(rst))
     assert doc.format == "rst" and doc.title == "The river report"
@@ -320,6 +328,42 @@ def test_rst_plain_text_docinfo_and_no_file_insertion(tmp_path: Path) -> None:
     )
     assert doc.metadata == {"author": "Mara Ilves", "date": "2021-03-04", "year": 2021}
     assert "SECRET" not in doc.text and "raw" not in doc.text and "comment" not in doc.text
+
+
+def test_rst_keeps_what_sphinx_directives_and_roles_write(tmp_path: Path) -> None:
+    # docutils drops the body of a directive it does not know (Sphinx's, a project's own) and keeps a role's markup.
+    rst = _rst_beside_a_secret(
+        tmp_path,
+        "api.rst",
+        "API\n===\n\n.. module:: ferry\n\n.. toctree::\n   :maxdepth: 2\n\n   quickstart\n\n"
+        "Call :func:`~ferry.cross` or read :ref:`the crossing guide <guide>`.\n\n"
+        ".. function:: cross(river, *, at_night=False)\n\n   Carry the letters across the *river*.\n\n"
+        "   .. versionadded:: 2.1\n      The ``at_night`` flag.\n\n"
+        "   .. seealso::\n\n      .. deprecated:: 3.0\n\n         Rowing by hand.\n\n"
+        ".. code-block:: python\n   :caption: crossing.py\n\n   cross('Daugava', at_night=True)\n\n"
+        ".. note-to-self::\n\n   .. include:: {secret}\n\n   .. raw:: html\n\n      <b>raw</b>\n",
+    )
+    (doc,) = parse(source(rst))
+    assert doc.text == (
+        "API\n\nCall ferry.cross or read the crossing guide.\n\ncross(river, *, at_night=False)\n\n"
+        "Carry the letters across the river.\n\n2.1 The at_night flag.\n\n3.0\n\nRowing by hand.\n\n"
+        "cross('Daugava', at_night=True)"
+    )
+    assert "SECRET" not in doc.text and "raw" not in doc.text  # refused inside an unknown directive too
+
+
+@pytest.mark.parametrize("name", ["attrs-23.2.0-api.rst", "click-8.1.7-options.rst", "click-8.1.7-testing.rst"])
+def test_real_sphinx_sources_keep_every_word_they_write(tmp_path: Path, name: str) -> None:
+    # Real Sphinx sources (tests/data/rst-sphinx: autodoc, written-out functions, version notes, code samples,
+    # a project's own directives): before, attrs' API page kept 46 % of its words, Click's two pages 83-86 %.
+    from citeline.store.works import words
+
+    path = Path(__file__).resolve().parents[1] / "data" / "rst-sphinx" / name
+    (doc,) = parse(source(path))
+    written = {word for word in words(path.read_text(encoding="utf-8")) if not word.isdigit()}
+    kept = written & set(words(doc.text))
+    assert len(kept) >= 0.99 * len(written), sorted(written - kept)
+    assert not re.search(r":[\w:.-]+:`", doc.text), "a role's markup left in the text"
 
 
 def test_csv_and_tsv_rows_are_records(tmp_path: Path) -> None:

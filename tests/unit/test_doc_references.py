@@ -149,6 +149,8 @@ FENCE = re.compile(r"```.*?```", re.DOTALL)
 #: listed).
 ALLOWED_NAMES = {
     # other programs' names: FAISS, NumPy, pyarrow, the MCP SDK, S3, nginx, systemd, Kubernetes, shells
+    "autoclass": "Sphinx's autodoc directive (docs/sources.md, the .rst reader)",
+    "options.rst": "a page of Click's docs (docs/quality.md, the real documentation trees)",
     "CLIVFPQ1": "FAISS's fourcc of a fast-scan IVF file (docs/scale.md)",
     "reconstruct_batch": "a FAISS method",
     "http.server": "Python's standard library HTTP server (docs/reliability.md), not citeline.server.mcp.http",

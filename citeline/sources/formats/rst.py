@@ -3,7 +3,7 @@
 The stored text is the plain text of the parsed document (docutils' ``astext()``: the title, sections, paragraphs,
 list items, literal blocks and table cells, blocks separated by a blank line, markup gone), so chunk offsets index
 into that text, not into the file. Comments, substitution definitions and docutils' own messages about the markup
-are left out. The bibliographic fields at the top (``:author: Mara``, ``:date: 2021-03-04``, ``:year: 2021``, any
+are left out; the directives and roles docutils does not know (Sphinx's) keep their text (:func:`_parsed`). The bibliographic fields at the top (``:author: Mara``, ``:date: 2021-03-04``, ``:year: 2021``, any
 field) are the metadata, typed (:func:`citeline.sources.metadata.typed_text`), and not part of the text.
 
 docutils runs with file insertion and raw output off (no ``.. include::`` of another file, no ``.. raw::``), no
@@ -23,6 +23,9 @@ bound (docs/sources.md#memory-per-source-nested-markup-included).
 from __future__ import annotations
 
 import io
+import re
+import secrets
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -78,11 +81,122 @@ def nesting_problem(text: str) -> str | None:
     return None
 
 
-@parser(".rst")
+#: Directives whose body is code: kept as it is written, not read as reStructuredText.
+CODE_DIRECTIVES = frozenset(
+    {"code-block", "sourcecode", "doctest", "testcode", "testoutput", "testsetup", "testcleanup", "ipython",
+     "jupyter-execute", "prompt", "console"}
+)  # fmt: skip
+#: Directives whose body and argument are navigation or file names, not text: left out.
+NAVIGATION_DIRECTIVES = frozenset(
+    {"toctree", "index", "highlight", "literalinclude", "tabularcolumns", "module", "currentmodule", "py:module",
+     "py:currentmodule"}
+)  # fmt: skip
+#: A directive's lines as docutils quotes them in the error it answers a directive it could not run with.
+_DIRECTIVE = re.compile(r"\.\. +(?P<name>[\w.:+-]+)::")
+_ROLE = re.compile(r":[\w.:+-]+:`(?P<text>.*)`", re.DOTALL)
+_TITLED = re.compile(r"(?P<title>.*?)\s*<[^<>]*>", re.DOTALL)
+
+
+def _publish(text: str, source_path: str) -> Any:
+    from docutils.core import publish_doctree
+
+    return publish_doctree(
+        text, source_path=source_path, settings_overrides={**_SETTINGS, "warning_stream": io.StringIO()}
+    )
+
+
+def _parsed(text: str, source_path: str) -> Any:
+    """docutils' doctree of ``text``, keeping the text docutils leaves out for the directives and roles it does not
+    know (Sphinx's and other tools': ``versionadded``, ``function``, ``seealso``, ``:func:``, ``:ref:``, ...) or
+    cannot run (its own ``code-block`` given Sphinx's ``:caption:``; those it refuses on purpose, ``include`` and
+    ``raw``, stay out).
+
+    docutils answers such a directive with an error message quoting its lines, and an unknown role with its raw
+    markup: the file's text lost the directive's body (a function's description, a version note, a code sample)
+    and kept the role's markup. Each body is now read as reStructuredText in the directive's place, its argument (a
+    signature, a heading, a version) first; code as it is written (:data:`CODE_DIRECTIVES`); navigation not at all
+    (:data:`NAVIGATION_DIRECTIVES`). The bodies of one round are read in one parse (each in a ``container`` of
+    its own), and the directives they hold in the next: as many parses as unknown directives nest, not one a
+    directive. A role becomes the text it shows (``title`` of ``title <target>``)."""
+    from docutils import nodes
+
+    tree = _publish(text, source_path)
+    for _ in range(MAX_RST_DEPTH + 1):  # each round reads one level deeper; nesting_problem bounds the levels
+        found = _unknown_directives(tree)
+        if not found:
+            break
+        prose: list[tuple[Any, str]] = []
+        for message, body in found:
+            if isinstance(body, str):
+                prose.append((message, body))
+            elif body is None:
+                message.parent.remove(message)
+            else:
+                message.parent.replace(message, body)
+        if prose:
+            mark = f"citeline-body-{secrets.token_hex(8)}-"  # no container the file writes has this class
+            together = "\n".join(
+                f".. container:: {mark}{number}\n\n{textwrap.indent(body, '   ')}\n"
+                for number, (_, body) in enumerate(prose)
+            )
+            read = {
+                str(box["classes"][0]): box
+                for box in _publish(together, source_path).findall(nodes.container)
+                if box["classes"] and str(box["classes"][0]).startswith(mark)
+            }
+            for number, (message, _) in enumerate(prose):
+                box = read.get(f"{mark}{number}")
+                message.parent.replace(message, list(box.children)) if box else message.parent.remove(message)
+    for problem in list(tree.findall(nodes.problematic)):
+        role = _ROLE.fullmatch(problem.rawsource or "")
+        if role is None or problem.parent is None:
+            continue
+        shown = role["text"]
+        titled = _TITLED.fullmatch(shown)
+        shown = (titled["title"] if titled and titled["title"] else shown).lstrip("~!")
+        problem.parent.replace(problem, nodes.Text(shown))
+    return tree
+
+
+def _unknown_directives(tree: Any) -> list[tuple[Any, Any]]:
+    """The error messages in ``tree`` that stand for a directive docutils did not run, each with what stands for
+    it: the reStructuredText to read in its place (its argument, then its body, options left out), a literal block
+    (code), or None (nothing: navigation, or a body that is empty)."""
+    from docutils import nodes
+
+    found: list[tuple[Any, Any]] = []
+    for message in tree.findall(nodes.system_message):
+        block = message.next_node(nodes.literal_block)
+        written = _DIRECTIVE.match(block.astext()) if block is not None else None
+        if written is None or message.parent is None:
+            continue
+        name = written["name"].lower()
+        unknown = message.children[0].astext().startswith("Unknown directive type")
+        if not unknown and name not in CODE_DIRECTIVES:  # one docutils knows and refused (include, raw): gone
+            continue
+        first, _, rest = block.astext().partition("\n")
+        argument = first.split("::", 1)[1].strip()
+        lines = rest.split("\n")
+        while lines and lines[0].strip():  # the argument's continuation and the options, up to the first blank line
+            line = lines.pop(0).strip()
+            if not line.startswith(":"):
+                argument = f"{argument} {line}".strip()
+        body = textwrap.dedent("\n".join(lines)).strip("\n")
+        if name in NAVIGATION_DIRECTIVES:
+            found.append((message, None))
+        elif name in CODE_DIRECTIVES:  # the argument is the code's language
+            found.append((message, nodes.literal_block(body, body) if body else None))
+        elif name.split(":")[-1].startswith("auto"):  # autodoc: the argument names code whose docstring the build reads
+            found.append((message, body or None))
+        else:
+            found.append((message, "\n\n".join(part for part in (argument, body) if part) or None))
+    return found
+
+
+@parser(".rst", reader=2)
 def parse_rst(source: SourceFile, data: bytes) -> list[Document]:
     """A reStructuredText document's plain text and docinfo (see the module docstring)."""
     from docutils import nodes
-    from docutils.core import publish_doctree
     from docutils.utils import SystemMessage
 
     decoded = decode(source, data)
@@ -90,11 +204,7 @@ def parse_rst(source: SourceFile, data: bytes) -> list[Document]:
     if problem is not None:
         raise SourceError(source.path, problem)
     try:
-        tree = publish_doctree(
-            decoded.text,
-            source_path=source.path,
-            settings_overrides={**_SETTINGS, "warning_stream": io.StringIO()},
-        )
+        tree = _parsed(decoded.text, source.path)
         metadata = _docinfo(tree, nodes)
         for kind in (nodes.docinfo, nodes.comment, nodes.substitution_definition, nodes.system_message):
             for node in list(tree.findall(kind)):
