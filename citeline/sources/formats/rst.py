@@ -3,8 +3,9 @@
 The stored text is the plain text of the parsed document (docutils' ``astext()``: the title, sections, paragraphs,
 list items, literal blocks and table cells, blocks separated by a blank line, markup gone), so chunk offsets index
 into that text, not into the file. Comments, substitution definitions and docutils' own messages about the markup
-are left out; the directives and roles docutils does not know (Sphinx's) keep their text (:func:`_parsed`). The bibliographic fields at the top (``:author: Mara``, ``:date: 2021-03-04``, ``:year: 2021``, any
-field) are the metadata, typed (:func:`citeline.sources.metadata.typed_text`), and not part of the text.
+are left out; the directives and roles docutils does not know (Sphinx's) keep their text (:func:`_parsed`). The
+bibliographic fields at the top (``:author: Mara``, ``:date: 2021-03-04``, ``:year: 2021``, any field) are the
+metadata, typed (:func:`citeline.sources.metadata.typed_text`), and not part of the text.
 
 docutils runs with file insertion and raw output off (no ``.. include::`` of another file, no ``.. raw::``), no
 configuration file read from the working directory and no messages written: a source cannot make a run read
