@@ -561,6 +561,17 @@ KINDS: list[Case] = [
             lambda: "Subs\n====\n\n" + ".. |a| replace:: " + "word " * 1000 + "\n\n" + "|a| " * 20_000 + "\n",
         ),
     ),
+    Case(
+        "rst-unknown-directives-at-the-limit",  # a Sphinx changelog's version notes, as many as the text limit holds
+        ".rst",
+        _writes(
+            "notes.rst",
+            lambda: "".join(
+                f".. versionchanged:: {n}\n   Changed thing number {n} with :func:`frob`.\n\n" for n in range(52_000)
+            ),
+        ),
+        bench_only=True,
+    ),
     Case("txt-one-enormous-line", ".txt", _writes("line.txt", _huge(_BIG, "word")), "limit for one source"),
     Case(
         "txt-one-enormous-token", ".txt", _writes("token.txt", lambda: "Token\n\n" + "a" * _BIG), "limit for one source"

@@ -106,6 +106,16 @@ def _publish(text: str, source_path: str) -> Any:
     )
 
 
+#: Directive bodies read in one parse: few parses for a page of many, without a second doctree as large as the
+#: file's beside it.
+_BODIES_AT_ONCE = 500
+#: A file with more unknown directives than this at one level of nesting is read as docutils reads it, their
+#: bodies out of the text: reading tens of thousands of bodies again, beside the tree of the messages docutils
+#: answered them with, took a file at the text limit past the memory bound for one source (docs/sources.md#formats).
+#: A real page holds dozens (Click's and attrs' API pages: about 70).
+MAX_READ_BODIES = 2000
+
+
 def _parsed(text: str, source_path: str) -> Any:
     """docutils' doctree of ``text``, keeping the text docutils leaves out for the directives and roles it does not
     know (Sphinx's and other tools': ``versionadded``, ``function``, ``seealso``, ``:func:``, ``:ref:``, ...) or
@@ -126,37 +136,75 @@ def _parsed(text: str, source_path: str) -> Any:
         found = _unknown_directives(tree)
         if not found:
             break
+        # Every message out of the tree at once (each holds the directive's lines, the file's size again): a body to
+        # read leaves an empty container in its place until its batch is read.
         prose: list[tuple[Any, str]] = []
+        changes: list[tuple[Any, list[Any]]] = []
         for message, body in found:
             if isinstance(body, str):
-                prose.append((message, body))
-            elif body is None:
-                message.parent.remove(message)
-            else:
-                message.parent.replace(message, body)
-        if prose:
+                prose.append((nodes.container(), body))
+            changes.append((message, [prose[-1][0]] if isinstance(body, str) else [] if body is None else [body]))
+        notes = [message for message in tree.findall(nodes.system_message) if message["level"] < 2]  # INFO
+        splice(changes + [(message, []) for message in notes])
+        del found, changes, notes
+        if len(prose) > MAX_READ_BODIES:  # as docutils leaves them: out of the text
+            splice([(place, []) for place, _ in prose])
+            continue
+        for start in range(0, len(prose), _BODIES_AT_ONCE):
+            batch = prose[start : start + _BODIES_AT_ONCE]
             mark = f"citeline-body-{secrets.token_hex(8)}-"  # no container the file writes has this class
             together = "\n".join(
                 f".. container:: {mark}{number}\n\n{textwrap.indent(body, '   ')}\n"
-                for number, (_, body) in enumerate(prose)
+                for number, (_, body) in enumerate(batch)
             )
             read = {
                 str(box["classes"][0]): box
                 for box in _publish(together, source_path).findall(nodes.container)
                 if box["classes"] and str(box["classes"][0]).startswith(mark)
             }
-            for number, (message, _) in enumerate(prose):
-                box = read.get(f"{mark}{number}")
-                message.parent.replace(message, list(box.children)) if box else message.parent.remove(message)
-    for problem in list(tree.findall(nodes.problematic)):
+            splice(
+                [
+                    (place, list(read[f"{mark}{n}"].children) if f"{mark}{n}" in read else [])
+                    for n, (place, _) in enumerate(batch)
+                ]
+            )
+    shown: list[tuple[Any, list[Any]]] = []
+    for problem in tree.findall(nodes.problematic):
         role = _ROLE.fullmatch(problem.rawsource or "")
-        if role is None or problem.parent is None:
-            continue
-        shown = role["text"]
-        titled = _TITLED.fullmatch(shown)
-        shown = (titled["title"] if titled and titled["title"] else shown).lstrip("~!")
-        problem.parent.replace(problem, nodes.Text(shown))
+        if role is not None and problem.parent is not None:
+            text = role["text"]
+            titled = _TITLED.fullmatch(text)
+            text = titled["title"] if titled and titled["title"] else text
+            shown.append((problem, [nodes.Text(text.lstrip("~!"))]))
+    splice(shown)
     return tree
+
+
+def splice(changes: list[tuple[Any, list[Any]]]) -> None:
+    """Put each node of ``changes`` out of its parent, the nodes paired with it in its place (none: it is removed):
+    one pass over each parent's children. docutils' ``replace`` and ``remove`` look the node up in its parent's
+    list each time, and a page of many directives or messages under one parent made that quadratic (70,000
+    version notes: 565 CPU-s)."""
+    parents: dict[int, Any] = {}
+    swaps: dict[int, list[Any]] = {}
+    for node, replacement in changes:
+        if node.parent is not None:
+            parents[id(node.parent)] = node.parent
+            swaps[id(node)] = replacement
+    for parent in parents.values():
+        children: list[Any] = []
+        for child in parent.children:
+            swap = swaps.get(id(child))
+            if swap is None:
+                children.append(child)
+                continue
+            for node in swap:
+                parent.setup_child(node)
+                for inner in node.findall(include_self=False):  # else each keeps the doctree it was read in alive
+                    inner.document = parent.document
+                children.append(node)
+            child.parent = None
+        parent.children = children
 
 
 def _unknown_directives(tree: Any) -> list[tuple[Any, Any]]:
@@ -207,9 +255,8 @@ def parse_rst(source: SourceFile, data: bytes) -> list[Document]:
     try:
         tree = _parsed(decoded.text, source.path)
         metadata = _docinfo(tree, nodes)
-        for kind in (nodes.docinfo, nodes.comment, nodes.substitution_definition, nodes.system_message):
-            for node in list(tree.findall(kind)):
-                node.parent.remove(node)
+        left_out = (nodes.docinfo, nodes.comment, nodes.substitution_definition, nodes.system_message)
+        splice([(node, []) for kind in left_out for node in tree.findall(kind)])
         text = tree.astext()
     except (SystemMessage, ValueError, KeyError, IndexError, AttributeError, TypeError, AssertionError,
             NotImplementedError, RecursionError, UnicodeError) as exc:  # fmt: skip
