@@ -252,12 +252,40 @@ def filesystem(url: str) -> tuple[AbstractFileSystem, str]:
     import fsspec
 
     protocol = protocol_of(url) or "file"
+    options = options_for(protocol)
+    if protocol in WEB_PROTOCOLS:
+        options = _with_web_timeouts(options)
     try:
-        return fsspec.core.url_to_fs(fetch_url(url), **options_for(protocol))
+        return fsspec.core.url_to_fs(fetch_url(url), **options)
     except ImportError as exc:
         raise SourceError(url, f"reading {protocol}:// URLs needs a package: {_first_line(exc)}") from None
     except (ValueError, TypeError) as exc:  # an unknown protocol, or a storage option its client does not take
         raise SourceError(url, f"cannot use {protocol}://: {_first_line(exc)}") from None
+
+
+#: How long a web server may keep a URL waiting, in seconds (aiohttp's ``ClientTimeout``): to connect, between two
+#: pieces of its answer (headers, then each piece of the body: a server that goes silent after its headers, or
+#: after a Content-Length it never sends, fails there), and for the whole of one request (a body trickled a few
+#: bytes at a time, which never goes silent long enough). Without them a silent server held a run for aiohttp's
+#: 300 s a request, its HEAD and its GET each, while the other URLs waited. A URL past one fails alone, "the
+#: server did not answer in time". A storage option ``client_kwargs.timeout`` (an ``aiohttp.ClientTimeout``, from
+#: Python) replaces them.
+WEB_CONNECT_SECONDS = 10.0
+WEB_SILENCE_SECONDS = 30.0
+WEB_REQUEST_SECONDS = 300.0
+
+
+def _with_web_timeouts(options: Mapping[str, Any]) -> dict[str, Any]:
+    import aiohttp
+
+    client = dict(options.get("client_kwargs") or {})
+    client.setdefault(
+        "timeout",
+        aiohttp.ClientTimeout(
+            total=WEB_REQUEST_SECONDS, sock_connect=WEB_CONNECT_SECONDS, sock_read=WEB_SILENCE_SECONDS
+        ),
+    )
+    return {**options, "client_kwargs": client}
 
 
 # ---------------------------------------------------------------- listing
@@ -498,6 +526,8 @@ def web_reason(exc: BaseException) -> str:
 
     if isinstance(exc, WebError):
         return exc.strerror or str(exc)
+    if isinstance(exc, aiohttp.TooManyRedirects):  # a ClientResponseError of status 0: before it, or it says "0"
+        return "too many redirects (a redirect loop, or a chain longer than aiohttp follows)"
     if isinstance(exc, aiohttp.ClientResponseError):
         return _status_error(exc.status, exc.message).strerror or ""
     if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
@@ -506,8 +536,6 @@ def web_reason(exc: BaseException) -> str:
         return f"cannot connect ({_first_line(exc)})"
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, aiohttp.ServerTimeoutError)):
         return "the server did not answer in time"
-    if isinstance(exc, aiohttp.TooManyRedirects):
-        return "too many redirects"
     if isinstance(exc, aiohttp.ClientPayloadError):
         return f"the body was cut short or could not be decoded ({_first_line(exc)})"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
