@@ -321,6 +321,28 @@ def source_files(root: str, listing: Listing) -> Iterator[SourceFile]:
         )
 
 
+def list_web_roots(roots: Iterable[str]) -> dict[str, Listing | SourceError]:
+    """The listing of each web root of ``roots`` (its HEAD: :func:`list_root`), or the :class:`SourceError` it
+    failed with, asked of the servers together (up to :data:`AHEAD_OBJECTS` at a time): a run's URLs each wait for
+    their own server only, so ten URLs of a host that drops connections cost one connect bound, not ten in a row.
+    Other roots are left out (a store's listing failing stops the run: it is listed in its turn)."""
+    web = list(dict.fromkeys(root for root in roots if protocol_of(root) in WEB_PROTOCOLS))
+    if len(web) < 2:
+        return {}
+
+    def listed(root: str) -> Listing | SourceError:
+        try:
+            return list_root(root)
+        except SourceError as exc:
+            return exc
+
+    pool = ThreadPoolExecutor(min(AHEAD_OBJECTS, len(web)), thread_name_prefix="citeline-head")
+    try:
+        return dict(zip(web, pool.map(in_context(listed), web), strict=True))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a stop (Ctrl-C) waits for no HEAD in flight
+
+
 def list_root(root: str) -> Listing:
     """List the objects under ``root`` (a URL), keeping only their :class:`Entry` tuples.
 

@@ -259,3 +259,23 @@ def test_a_dead_url_never_stalls_the_others(tmp_path: Path, web: WebServer, monk
         assert reason in errors[url] and "\n" not in errors[url], (url, errors[url])
     hits = index.search("the storm came last", k=1, mode="lexical", min_score=0)
     assert hits and hits[0].source_path.endswith("/bigger-than-head.md")  # read whole, past what its HEAD said
+
+
+def test_urls_of_a_dead_host_cost_its_bound_once(
+    tmp_path: Path, web: WebServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A host whose server accepts connections and never answers (a hung backend): its URLs are asked together, so
+    # eight of them cost one silence bound, not eight in a row, and the honest page beside them is indexed.
+    monkeypatch.setattr(remote, "WEB_SILENCE_SECONDS", 1.0)
+    honest = web.page("/wells.md", PAGES["/wells.md"])
+    for number in range(8):
+        web.routes[f"/hung-{number}.md"] = Route(200, {"Content-Type": "text/markdown"}, body=b"# Hung\n", silent=30)
+    hung = [f"{web.base}/hung-{number}.md" for number in range(8)]
+    index = _index(tmp_path)
+    started = time.monotonic()
+    run = index.ingest([*hung, honest])
+    took = time.monotonic() - started
+    assert took < 5, took  # one after another: 8 s at least
+    assert (run.status, run.added) == ("partial", 1)
+    assert all("did not answer in time" in reason for reason in _errors(index).values())
+    assert set(_errors(index)) == set(hung)
