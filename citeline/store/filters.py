@@ -23,9 +23,9 @@ Keys (several keys AND together; a list of values for one key means any of them)
     ``{key: condition}`` over the document's metadata (front matter, JSONL and CSV record fields, HTML meta tags,
     PDF document info). Keys are top-level metadata keys. A plain value means equality: text matches the metadata
     value's text (so ``"2020"`` matches the number 2020, as ``--where year=2020`` needs) or an item of a list value
-    (``tags: [a, b]`` matches ``"a"``), numbers match numerically, booleans match ``true``/``false``, a ``date``
-    matches a date (a date-time on that day). A list of values means any of them. A dict of operators to values
-    means all of them (``{"year": {">=": 2020, "<": 2023}}``):
+    (``tags: [a, b]`` matches ``"a"``), numbers match numerically, booleans match ``true``/``false`` in any case
+    (a CSV cell ``TRUE``), a ``date`` matches a date (a date-time on that day). A list of values means any of
+    them. A dict of operators to values means all of them (``{"year": {">=": 2020, "<": 2023}}``):
 
     - ``=`` / ``in``: equal to the value (``in``: to any of a list of values), as a plain value; text that reads
       as a number is also equal to every value that reads as the same number (``"39"`` matches ``39.00``; a code
@@ -311,8 +311,13 @@ def _meta_sql(pointer: str, operator: str, values: tuple[MetaValue, ...]) -> tup
         groups: dict[str, tuple[str, list[Any]]] = {}
         strings: list[str] = []
         for value in values:
-            if isinstance(value, bool):
-                groups.setdefault("{}", ("VARCHAR", []))[1].append("true" if value else "false")
+            if isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in _BOOLEANS):
+                # A boolean is its word in any case: JSON's true, and a spreadsheet's TRUE or pandas' True cell
+                # (a CSV cell is text), which active=true missed.
+                word = str(value).strip().lower()
+                groups.setdefault(_AS_BOOLEAN, ("VARCHAR", []))[1].append(word)
+                if not isinstance(value, bool):
+                    strings.append(value)
             elif isinstance(value, date):
                 cast, typed = _ordered(value)
                 groups.setdefault(cast, (_LIST_TYPES[cast], []))[1].append(typed)
@@ -369,6 +374,11 @@ def _add_number(groups: dict[str, tuple[str, list[Any]]], number: int | float) -
         groups.setdefault(_AS_DECIMAL, ("DECIMAL(38, 10)", []))[1].append(Decimal(whole))
     else:
         groups.setdefault(_AS_NUMBER, ("DOUBLE", []))[1].append(float(number))
+
+
+#: The words of a boolean, and the stored value's text as one of them (``True``, ``TRUE`` and ``true`` alike).
+_BOOLEANS = ("true", "false")
+_AS_BOOLEAN = "lower(trim({}))"
 
 
 #: The SQL list type of the values each cast of :func:`_ordered` compares with.

@@ -276,11 +276,13 @@ def test_the_listing_says_it_too_and_a_sharded_index_judges_all_its_shards(folde
 
 #: Values as real exports store them: tweet and Discord ids past 2**53 (neighbours differ in the last digit), the
 #: NaN and Infinity Python's json writes, a pandas "nan", an underscore-grouped number, zip codes with leading zeros,
-#: booleans and their text, exponent forms, -0, and a hex string DuckDB's cast alone would read as 16.
+#: booleans and their text as spreadsheets and pandas write them (TRUE, True), exponent forms, -0, and a hex string
+#: DuckDB's cast alone would read as 16.
 HOSTILE = [39, 39.0, "39", "39.00", " 39 ", "3.9e1", 7, "7", "007", "0007", 0, -0.0, "-0", "0", float("nan"), "NaN",
            float("inf"), "-Infinity", "1_000", 1000, True, "true", False, 1234567890123456789, 1234567890123456790,
            "1234567890123456788", 803424719128592394, 803424719128592395, 9007199254740992, 9007199254740993,
-           -9007199254740993, 1e300, "0x10", 16, 12.5, "12.50", ".5", 0.5]  # fmt: skip
+           -9007199254740993, 1e300, "0x10", 16, 12.5, "12.50", ".5", 0.5, "True", "TRUE", "False", "yes", 1,
+           "1"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -315,9 +317,13 @@ def _exact(number: Decimal | float) -> bool:
 
 
 def _equal(stored: object, wanted: object) -> bool:
-    """The oracle of ``key=wanted``: the same text, or the same number."""
+    """The oracle of ``key=wanted``: the same text, the same boolean word in any case, or the same number."""
     if isinstance(stored, bool):
-        return str(wanted) == ("true" if stored else "false")
+        stored = "true" if stored else "false"
+    if str(wanted).strip().lower() in ("true", "false") or (
+        isinstance(stored, str) and stored.lower() in ("true", "false")
+    ):
+        return isinstance(stored, str) and stored.strip().lower() == str(wanted).strip().lower()
     if isinstance(stored, str) and stored == wanted:
         return True
     a, b = _reading(stored), _reading(wanted)
@@ -343,7 +349,8 @@ def _stored(index: Index) -> dict[str, object]:
 
 _WANTED = st.sampled_from(HOSTILE).map(lambda v: v if isinstance(v, str) else json.dumps(v)) | st.sampled_from(
     ["7", "007", "12", "1000", "39", "+39", "nan", "inf", "9007199254740993", "9007199254740992",
-     "1234567890123456789", "1234567890123456789.0", "803424719128592395", "true", "1", "0", "-0", "16", "0.5"]
+     "1234567890123456789", "1234567890123456789.0", "803424719128592395", "true", "1", "0", "-0", "16", "0.5",
+     "TRUE", "False", "false"]
 )  # fmt: skip
 
 
