@@ -322,25 +322,45 @@ def source_files(root: str, listing: Listing) -> Iterator[SourceFile]:
 
 
 def list_web_roots(roots: Iterable[str]) -> dict[str, Listing | SourceError]:
-    """The listing of each web root of ``roots`` (its HEAD: :func:`list_root`), or the :class:`SourceError` it
-    failed with, asked of the servers together (up to :data:`AHEAD_OBJECTS` at a time): a run's URLs each wait for
-    their own server only, so ten URLs of a host that drops connections cost one connect bound, not ten in a row.
-    Other roots are left out (a store's listing failing stops the run: it is listed in its turn)."""
+    """The listing of each web root of ``roots`` (its HEAD, as :func:`list_root` takes it), or the
+    :class:`SourceError` it failed with (:class:`Gone` for 404 and 410), asked of the servers together (up to
+    :data:`AHEAD_OBJECTS` at a time, on the filesystem's own event loop and session): a run's URLs each wait for
+    their own server only, so ten URLs of a host that never answers cost one bound, not ten in a row. Other roots
+    are left out (a store's listing failing stops the run: it is listed in its turn)."""
+    import asyncio
+
+    from fsspec.asyn import sync
+
     web = list(dict.fromkeys(root for root in roots if protocol_of(root) in WEB_PROTOCOLS))
     if len(web) < 2:
         return {}
+    by_filesystem: dict[int, tuple[AbstractFileSystem, list[str]]] = {}
+    for root in web:
+        fs, _ = filesystem(root)  # http and https may have options of their own: one filesystem each
+        by_filesystem.setdefault(id(fs), (fs, []))[1].append(root)
+    listed: dict[str, Listing | SourceError] = {}
+    for fs, urls in by_filesystem.values():
+        slots = asyncio.Semaphore(AHEAD_OBJECTS)
 
-    def listed(root: str) -> Listing | SourceError:
-        try:
-            return list_root(root)
-        except SourceError as exc:
-            return exc
+        async def ask(url: str, fs: AbstractFileSystem = fs, slots: asyncio.Semaphore = slots) -> Any:
+            async with slots:
+                try:
+                    return await _head(fs, url)
+                except Exception as exc:
+                    return SourceError(url, web_reason(exc))
 
-    pool = ThreadPoolExecutor(min(AHEAD_OBJECTS, len(web)), thread_name_prefix="citeline-head")
-    try:
-        return dict(zip(web, pool.map(in_context(listed), web), strict=True))
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)  # a stop (Ctrl-C) waits for no HEAD in flight
+        async def ask_all(urls: list[str] = urls, ask: Any = ask) -> list[Any]:
+            return list(await asyncio.gather(*(ask(url) for url in urls)))
+
+        for url, answer in zip(urls, sync(fs.loop, ask_all), strict=True):
+            if isinstance(answer, SourceError):
+                listed[url] = answer
+                continue
+            try:
+                listed[url] = Listing([_answered(url, *answer)], single=True)
+            except SourceError as exc:
+                listed[url] = exc
+    return listed
 
 
 def list_root(root: str) -> Listing:
@@ -572,22 +592,29 @@ def web_entry(fs: AbstractFileSystem, url: str) -> Entry:
     raises :class:`Gone`; any other failure one :class:`SourceError` line in the server's words."""
     from fsspec.asyn import sync
 
-    async def ask() -> tuple[int, str | None, dict[str, str]]:
-        session = await fs.set_session()
-        options = dict(fs.kwargs)
-        headers = {**options.pop("headers", {}), "Accept-Encoding": "identity"}
-        options.pop("allow_redirects", None)
-        for method in (session.head, session.get):
-            async with method(fs.encode_url(fetch_url(url)), allow_redirects=True, headers=headers, **options) as r:
-                if method == session.head and r.status in (405, 501):  # HEAD not allowed: a GET, its body unread
-                    continue
-                return r.status, r.reason, {name.lower(): value for name, value in r.headers.items()}
-        raise AssertionError("unreachable")
-
     try:
-        status, reason, headers = sync(fs.loop, ask)
+        answer = sync(fs.loop, _head, fs, url)
     except Exception as exc:
         raise SourceError(url, web_reason(exc)) from None
+    return _answered(url, *answer)
+
+
+async def _head(fs: AbstractFileSystem, url: str) -> tuple[int, str | None, dict[str, str]]:
+    # The status, reason and headers (lower-cased names) of a HEAD of url, or of a GET where HEAD is refused.
+    session = await fs.set_session()
+    options = dict(fs.kwargs)
+    headers = {**options.pop("headers", {}), "Accept-Encoding": "identity"}
+    options.pop("allow_redirects", None)
+    for method in (session.head, session.get):
+        async with method(fs.encode_url(fetch_url(url)), allow_redirects=True, headers=headers, **options) as r:
+            if method == session.head and r.status in (405, 501):  # HEAD not allowed: a GET, its body unread
+                continue
+            return r.status, r.reason, {name.lower(): value for name, value in r.headers.items()}
+    raise AssertionError("unreachable")
+
+
+def _answered(url: str, status: int, reason: str | None, headers: Mapping[str, str]) -> Entry:
+    # The entry of a web URL from its HEAD's answer (web_entry), or its Gone or SourceError.
     if status >= 400:
         error = _status_error(status, reason)
         raise (Gone if error.gone else SourceError)(url, error.strerror or "")
