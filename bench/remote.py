@@ -237,7 +237,8 @@ default bounds (remote.WEB_CONNECT_SECONDS, WEB_SILENCE_SECONDS, WEB_REQUEST_SEC
 The server is the tests' (tests/_web_server.py, http.server on a loopback port): ``silent`` accepts and never
 answers, ``hang`` sends its headers (Content-Length 100) and nothing more, ``claims`` says 40 MiB and sends
 nothing, ``trickle`` sends five bytes every second without end, ``loop`` redirects to itself, ``refused`` is a port
-with no server. With ``PYTHONPATH`` set to a checkout from before the bounds, it measures that code.
+with no server. With citeline imported from a checkout from before the bounds (``PYTHONPATH``, where citeline is
+not installed editable), it measures that code.
 
 Results are printed and written to ``bench/results/remote-dead.txt``.
 """
