@@ -3,6 +3,7 @@ gives its options).
 
     python bench/remote.py listing --objects 10000 100000   # listing, planning and an unchanged re-run at scale
     python bench/remote.py fetch --objects 2000 --latency-ms 0 20  # one GET at a time against fetched ahead
+    python bench/remote.py dead                                    # dead web URLs beside honest ones
 
 Run by hand; not part of CI. Results are written to bench/results/ and quoted in docs/sources.md.
 """
@@ -225,9 +226,67 @@ def fetch_main() -> None:
     save(lines, "remote-fetch.txt")
 
 
+# --- dead ------------------------------------------------------------------------------------------------------------
+
+DEAD_DOC = """\
+Dead web URLs beside honest ones: how long a run of two honest pages and the dead URLs asked for takes, at the
+default bounds (remote.WEB_CONNECT_SECONDS, WEB_SILENCE_SECONDS, WEB_REQUEST_SECONDS), and each dead URL's line.
+
+    python bench/remote.py dead [--deaths silent hang claims trickle loop refused]
+
+The server is the tests' (tests/_web_server.py, http.server on a loopback port): ``silent`` accepts and never
+answers, ``hang`` sends its headers (Content-Length 100) and nothing more, ``claims`` says 40 MiB and sends
+nothing, ``trickle`` sends five bytes every second without end, ``loop`` redirects to itself, ``refused`` is a port
+with no server. With citeline imported from a checkout from before the bounds (``PYTHONPATH``, where citeline is
+not installed editable), it measures that code.
+
+Results are printed and written to ``bench/results/remote-dead.txt``.
+"""
+
+DEATHS = ("silent", "hang", "claims", "trickle", "loop", "refused")
+
+
+def dead_main() -> None:
+    """Ingest two honest pages beside the dead URLs asked for; print and save wall, CPU-s and each URL's line."""
+    import socket
+
+    from _web_server import Route, WebServer, stalled, trickle
+
+    parser = argparse.ArgumentParser(description=DEAD_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--deaths", nargs="+", choices=DEATHS, default=list(DEATHS))
+    args = parser.parse_args()
+    web = WebServer()
+    md = {"Content-Type": "text/markdown"}
+    honest = [web.page("/ferry.md", "# Ferry\n\nThe ferry crosses.\n"), web.page("/mill.md", "# Mill\n\nBarley.\n")]
+    web.routes["/silent.md"] = Route(200, md, body=b"# Silent\n", silent=900)
+    web.routes["/hang.md"] = Route(200, {**md, "Content-Length": "100"}, body=stalled(b"# Hang", 900))
+    web.routes["/claims.md"] = Route(200, {**md, "Content-Length": str(40 * 1024 * 1024)}, body=stalled(b"", 900))
+    web.routes["/trickle.md"] = Route(200, md, head={"Content-Length": "60"}, body=trickle(b"word ", 1.0, 900))
+    web.routes["/loop.md"] = Route(302, {"Location": "/loop.md"})
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    urls = {death: f"{web.base}/{death}.md" for death in DEATHS} | {"refused": f"http://127.0.0.1:{closed}/x.md"}
+    workdir = Path(tempfile.mkdtemp(prefix="citeline-dead-"))
+    index = Index.create(workdir / "ix", embedder=HashBowEmbedder())
+    wall, cpu = time.perf_counter(), time.process_time()
+    run = index.ingest([honest[0], *(urls[death] for death in args.deaths), honest[1]])
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    lines = [
+        f"bench/remote.py dead --deaths {' '.join(args.deaths)}; {os.cpu_count()} CPUs, "
+        f"python {sys.version.split()[0]}",
+        f"  {wall:.1f} s wall  {cpu:.1f} CPU-s  run {run.status}, {run.added} of 2 honest pages added",
+    ]
+    by_url = {error["path"]: error["reason"] for error in index.runs(1)[0].errors}
+    lines += [f"  {death:8s} {by_url.get(urls[death], '(no line)')[:110]}" for death in args.deaths]
+    web.stop()
+    save(lines, "remote-dead.txt")
+
+
 COMMANDS = {
     "listing": listing_main,
     "fetch": fetch_main,
+    "dead": dead_main,
 }
 
 

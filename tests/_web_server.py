@@ -25,13 +25,15 @@ MiB = 1024 * 1024
 class Route:
     """What one path answers: ``status``, ``headers`` (both methods), ``head`` (HEAD's own headers, overriding:
     a lie), ``body`` (bytes, or a callable giving chunks: sent chunked), ``location`` (a redirect), ``needs``
-    (a query the request must carry, else 403: a presigned URL)."""
+    (a query the request must carry, else 403: a presigned URL), ``silent`` (seconds before any answer)."""
 
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     head: dict[str, str] = field(default_factory=dict)
     body: bytes | Callable[[], Iterable[bytes]] = b""
     needs: str | None = None
+    #: seconds the server waits, the connection open, before it answers at all (a server that says nothing)
+    silent: float = 0.0
 
 
 def endless(line: bytes = b"word " * 200 + b"\n", total: int = 64 * 1024 * MiB) -> Callable[[], Iterator[bytes]]:
@@ -43,6 +45,30 @@ def endless(line: bytes = b"word " * 200 + b"\n", total: int = 64 * 1024 * MiB) 
         while sent < total:
             yield chunk
             sent += len(chunk)
+
+    return chunks
+
+
+def stalled(first: bytes = b"", seconds: float = 120.0) -> Callable[[], Iterator[bytes]]:
+    """A body that sends ``first`` and then nothing for ``seconds``, the connection held open (a dead backend behind
+    a proxy that already sent the headers)."""
+
+    def chunks() -> Iterator[bytes]:
+        if first:
+            yield first
+        time.sleep(seconds)
+
+    return chunks
+
+
+def trickle(piece: bytes = b"word ", every: float = 0.2, seconds: float = 120.0) -> Callable[[], Iterator[bytes]]:
+    """A body of ``piece`` every ``every`` seconds for ``seconds``: never silent for long, never done."""
+
+    def chunks() -> Iterator[bytes]:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            yield piece
+            time.sleep(every)
 
     return chunks
 
@@ -98,6 +124,8 @@ class WebServer:
                     route = Route(404, {"Content-Type": "text/plain"}, body=b"not found")
                 elif route.needs is not None and route.needs not in parts.query:
                     route = Route(403, {"Content-Type": "text/plain"}, body=b"signature required")
+                if route.silent:
+                    time.sleep(route.silent)
                 self.send_response(route.status)
                 headers = {**route.headers, **(route.head if head else {})}
                 chunked = callable(route.body) and "Content-Length" not in headers

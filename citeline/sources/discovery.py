@@ -158,9 +158,13 @@ def scan(roots: Iterable[str | os.PathLike[str]], selection: Selection | None = 
     """
     selection = selection or Selection()
     discovery = Discovery()
+    roots = list(roots)
+    # Web URLs are asked together, each waiting on its own server only (a dead one costs its bound once).
+    listed = remote.list_web_roots(remote.normalized(str(root)) for root in roots if remote.is_remote(root))
     for root in roots:
         if remote.is_remote(root):
-            _scan_remote(remote.normalized(str(root)), discovery, selection)
+            url = remote.normalized(str(root))
+            _scan_remote(url, discovery, selection, listed.get(url))
             continue
         root_path = resolve_root(root)
         discovery.roots.append(str(root_path))
@@ -180,7 +184,9 @@ def scan(roots: Iterable[str | os.PathLike[str]], selection: Selection | None = 
     return discovery
 
 
-def _scan_remote(root: str, discovery: Discovery, selection: Selection) -> None:
+def _scan_remote(
+    root: str, discovery: Discovery, selection: Selection, listed: remote.Listing | SourceError | None = None
+) -> None:
     """List one remote root (keys and stamps only: ``remote.list_root``) into ``discovery``, with the same rules as
     a folder: the defaults, the root's ``.citelineignore`` object, then ``exclude`` and ``include``. An empty
     listing is an empty root (the removal guard keeps what is stored); one that cannot be taken raises.
@@ -189,10 +195,13 @@ def _scan_remote(root: str, discovery: Discovery, selection: Selection) -> None:
     run (its ledger's errors) and the other roots are read. A URL answering 404 or 410 is gone: it holds no file
     now and its document is removed, under the removal guard (which counts the URLs of one site together, as the
     files of a folder: ``citeline.ingest.planning.removal_problems``); any other failure (a 500, a TLS failure, no
-    connection, a type no parser reads) keeps what is stored from it."""
+    connection, a type no parser reads) keeps what is stored from it. ``listed``: the root's listing (or its
+    failure) when it was taken already (:func:`remote.list_web_roots`)."""
     web = remote.protocol_of(root) in remote.WEB_PROTOCOLS
     try:
-        listing = remote.list_root(root)
+        if isinstance(listed, SourceError):
+            raise listed
+        listing = listed if listed is not None else remote.list_root(root)
     except remote.Gone as gone:
         if not web:
             raise

@@ -71,16 +71,25 @@ _POINT_DECIMAL = re.compile(r"[+-]?(0|[1-9]\d{0,2}(?:,\d{3})*|[1-9]\d*)(\.\d+)?"
 _GROUPING = str.maketrans("", "", ". \u00a0\u202f")
 
 
-def _comma_decimal(text: str) -> float | None:
+def _comma_decimal(text: str) -> int | float | None:
     if not _COMMA_DECIMAL.fullmatch(text):
         return None
-    return float(text.translate(_GROUPING).replace(",", "."))
+    return _exact(text.translate(_GROUPING).replace(",", "."))
 
 
-def _point_decimal(text: str) -> float | None:
+def _point_decimal(text: str) -> int | float | None:
     if not _POINT_DECIMAL.fullmatch(text):
         return None
-    return float(text.replace(",", ""))
+    return _exact(text.replace(",", ""))
+
+
+def _exact(text: str) -> int | float | None:
+    """A whole number as an exact ``int`` (a float holds 803424719128592394, an 18-digit id, as ...400, the same
+    float as the next row's id); past 64 bits, which no reader holds exactly, None: the column stays text."""
+    if "." not in text:
+        number = int(text)
+        return number if -(2**63) <= number < 2**63 else None
+    return float(text)
 
 
 def column_numbers(values: Sequence[str], decimal: str | None = None) -> list[int | float] | None:
@@ -113,5 +122,5 @@ def column_numbers(values: Sequence[str], decimal: str | None = None) -> list[in
     return numbers
 
 
-def _whole(number: float) -> int | float:
-    return int(number) if number.is_integer() and abs(number) < 2**53 else number
+def _whole(number: int | float) -> int | float:
+    return int(number) if isinstance(number, float) and number.is_integer() and abs(number) < 2**53 else number

@@ -150,6 +150,14 @@ class _Changed(Exception):
     """The file's size or modification time moved while it was read (:func:`parse_source` reads it again)."""
 
 
+def _unreadable(exc: OSError) -> str:
+    # A web URL's failure is the server's own words ("the server did not answer in time", "503 Service
+    # Unavailable"), as its HEAD's is; a file's (or a store object's) is what the OS or the store said.
+    if isinstance(exc, remote.WebError):
+        return exc.strerror or str(exc)
+    return f"cannot read file: {exc.strerror or exc}"
+
+
 def _read_all(handle: BinaryIO) -> bytes:
     # The read step of a file read whole (a function of its own: the tests rewrite the file in the middle of it).
     return handle.read()
@@ -244,7 +252,7 @@ def _parse_whole(source: SourceFile, max_file_bytes: int, on_document: Callable[
                 data = _read_all(handle)
                 check_unchanged()
         except OSError as exc:
-            raise SourceError(source.path, f"cannot read file: {exc.strerror or exc}") from exc
+            raise SourceError(source.path, _unreadable(exc)) from exc
         if is_blank(data):
             raise EmptySource(source.path, "file is empty or only whitespace")
         with guesses() as notes:  # a text format read in an encoding that was a close call
@@ -298,7 +306,7 @@ def _stream(
                             on_document(document)
                 check_unchanged()  # the records read hold one version of the file
         except OSError as exc:
-            raise SourceError(source.path, f"cannot read file: {exc.strerror or exc}") from exc
+            raise SourceError(source.path, _unreadable(exc)) from exc
     except _Changed:
         return Parsed(complete=False, failed=True, changed=True)
     except EmptySource:

@@ -252,12 +252,40 @@ def filesystem(url: str) -> tuple[AbstractFileSystem, str]:
     import fsspec
 
     protocol = protocol_of(url) or "file"
+    options = options_for(protocol)
+    if protocol in WEB_PROTOCOLS:
+        options = _with_web_timeouts(options)
     try:
-        return fsspec.core.url_to_fs(fetch_url(url), **options_for(protocol))
+        return fsspec.core.url_to_fs(fetch_url(url), **options)
     except ImportError as exc:
         raise SourceError(url, f"reading {protocol}:// URLs needs a package: {_first_line(exc)}") from None
     except (ValueError, TypeError) as exc:  # an unknown protocol, or a storage option its client does not take
         raise SourceError(url, f"cannot use {protocol}://: {_first_line(exc)}") from None
+
+
+#: How long a web server may keep a URL waiting, in seconds (aiohttp's ``ClientTimeout``): to connect, between two
+#: pieces of its answer (headers, then each piece of the body: a server that goes silent after its headers, or
+#: after a Content-Length it never sends, fails there), and for the whole of one request (a body trickled a few
+#: bytes at a time, which never goes silent long enough). Without them a silent server held a run for aiohttp's
+#: 300 s a request, its HEAD and its GET each, while the other URLs waited. A URL past one fails alone, "the
+#: server did not answer in time". A storage option ``client_kwargs.timeout`` (an ``aiohttp.ClientTimeout``, from
+#: Python) replaces them.
+WEB_CONNECT_SECONDS = 10.0
+WEB_SILENCE_SECONDS = 30.0
+WEB_REQUEST_SECONDS = 300.0
+
+
+def _with_web_timeouts(options: Mapping[str, Any]) -> dict[str, Any]:
+    import aiohttp
+
+    client = dict(options.get("client_kwargs") or {})
+    client.setdefault(
+        "timeout",
+        aiohttp.ClientTimeout(
+            total=WEB_REQUEST_SECONDS, sock_connect=WEB_CONNECT_SECONDS, sock_read=WEB_SILENCE_SECONDS
+        ),
+    )
+    return {**options, "client_kwargs": client}
 
 
 # ---------------------------------------------------------------- listing
@@ -291,6 +319,48 @@ def source_files(root: str, listing: Listing) -> Iterator[SourceFile]:
         yield SourceFile(
             root, url, entry.key, size=entry.size, mtime=entry.mtime, stamp=entry.stamp, media_type=entry.media_type
         )
+
+
+def list_web_roots(roots: Iterable[str]) -> dict[str, Listing | SourceError]:
+    """The listing of each web root of ``roots`` (its HEAD, as :func:`list_root` takes it), or the
+    :class:`SourceError` it failed with (:class:`Gone` for 404 and 410), asked of the servers together (up to
+    :data:`AHEAD_OBJECTS` at a time, on the filesystem's own event loop and session): a run's URLs each wait for
+    their own server only, so ten URLs of a host that never answers cost one bound, not ten in a row. Other roots
+    are left out (a store's listing failing stops the run: it is listed in its turn)."""
+    import asyncio
+
+    from fsspec.asyn import sync
+
+    web = list(dict.fromkeys(root for root in roots if protocol_of(root) in WEB_PROTOCOLS))
+    if len(web) < 2:
+        return {}
+    by_filesystem: dict[int, tuple[AbstractFileSystem, list[str]]] = {}
+    for root in web:
+        fs, _ = filesystem(root)  # http and https may have options of their own: one filesystem each
+        by_filesystem.setdefault(id(fs), (fs, []))[1].append(root)
+    listed: dict[str, Listing | SourceError] = {}
+    for fs, urls in by_filesystem.values():
+        slots = asyncio.Semaphore(AHEAD_OBJECTS)
+
+        async def ask(url: str, fs: AbstractFileSystem = fs, slots: asyncio.Semaphore = slots) -> Any:
+            async with slots:
+                try:
+                    return await _head(fs, url)
+                except Exception as exc:
+                    return SourceError(url, web_reason(exc))
+
+        async def ask_all(urls: list[str] = urls, ask: Any = ask) -> list[Any]:
+            return list(await asyncio.gather(*(ask(url) for url in urls)))
+
+        for url, answer in zip(urls, sync(fs.loop, ask_all), strict=True):
+            if isinstance(answer, SourceError):
+                listed[url] = answer
+                continue
+            try:
+                listed[url] = Listing([_answered(url, *answer)], single=True)
+            except SourceError as exc:
+                listed[url] = exc
+    return listed
 
 
 def list_root(root: str) -> Listing:
@@ -498,6 +568,8 @@ def web_reason(exc: BaseException) -> str:
 
     if isinstance(exc, WebError):
         return exc.strerror or str(exc)
+    if isinstance(exc, aiohttp.TooManyRedirects):  # a ClientResponseError of status 0: before it, or it says "0"
+        return "too many redirects (a redirect loop, or a chain longer than aiohttp follows)"
     if isinstance(exc, aiohttp.ClientResponseError):
         return _status_error(exc.status, exc.message).strerror or ""
     if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
@@ -506,8 +578,6 @@ def web_reason(exc: BaseException) -> str:
         return f"cannot connect ({_first_line(exc)})"
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, aiohttp.ServerTimeoutError)):
         return "the server did not answer in time"
-    if isinstance(exc, aiohttp.TooManyRedirects):
-        return "too many redirects"
     if isinstance(exc, aiohttp.ClientPayloadError):
         return f"the body was cut short or could not be decoded ({_first_line(exc)})"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
@@ -522,22 +592,29 @@ def web_entry(fs: AbstractFileSystem, url: str) -> Entry:
     raises :class:`Gone`; any other failure one :class:`SourceError` line in the server's words."""
     from fsspec.asyn import sync
 
-    async def ask() -> tuple[int, str | None, dict[str, str]]:
-        session = await fs.set_session()
-        options = dict(fs.kwargs)
-        headers = {**options.pop("headers", {}), "Accept-Encoding": "identity"}
-        options.pop("allow_redirects", None)
-        for method in (session.head, session.get):
-            async with method(fs.encode_url(fetch_url(url)), allow_redirects=True, headers=headers, **options) as r:
-                if method == session.head and r.status in (405, 501):  # HEAD not allowed: a GET, its body unread
-                    continue
-                return r.status, r.reason, {name.lower(): value for name, value in r.headers.items()}
-        raise AssertionError("unreachable")
-
     try:
-        status, reason, headers = sync(fs.loop, ask)
+        answer = sync(fs.loop, _head, fs, url)
     except Exception as exc:
         raise SourceError(url, web_reason(exc)) from None
+    return _answered(url, *answer)
+
+
+async def _head(fs: AbstractFileSystem, url: str) -> tuple[int, str | None, dict[str, str]]:
+    # The status, reason and headers (lower-cased names) of a HEAD of url, or of a GET where HEAD is refused.
+    session = await fs.set_session()
+    options = dict(fs.kwargs)
+    headers = {**options.pop("headers", {}), "Accept-Encoding": "identity"}
+    options.pop("allow_redirects", None)
+    for method in (session.head, session.get):
+        async with method(fs.encode_url(fetch_url(url)), allow_redirects=True, headers=headers, **options) as r:
+            if method == session.head and r.status in (405, 501):  # HEAD not allowed: a GET, its body unread
+                continue
+            return r.status, r.reason, {name.lower(): value for name, value in r.headers.items()}
+    raise AssertionError("unreachable")
+
+
+def _answered(url: str, status: int, reason: str | None, headers: Mapping[str, str]) -> Entry:
+    # The entry of a web URL from its HEAD's answer (web_entry), or its Gone or SourceError.
     if status >= 400:
         error = _status_error(status, reason)
         raise (Gone if error.gone else SourceError)(url, error.strerror or "")

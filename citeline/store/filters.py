@@ -23,12 +23,13 @@ Keys (several keys AND together; a list of values for one key means any of them)
     ``{key: condition}`` over the document's metadata (front matter, JSONL and CSV record fields, HTML meta tags,
     PDF document info). Keys are top-level metadata keys. A plain value means equality: text matches the metadata
     value's text (so ``"2020"`` matches the number 2020, as ``--where year=2020`` needs) or an item of a list value
-    (``tags: [a, b]`` matches ``"a"``), numbers match numerically, booleans match ``true``/``false``, a ``date``
-    matches a date (a date-time on that day). A list of values means any of them. A dict of operators to values
-    means all of them (``{"year": {">=": 2020, "<": 2023}}``):
+    (``tags: [a, b]`` matches ``"a"``), numbers match numerically, booleans match ``true``/``false`` in any case
+    (a CSV cell ``TRUE``), a ``date`` matches a date (a date-time on that day). A list of values means any of
+    them. A dict of operators to values means all of them (``{"year": {">=": 2020, "<": 2023}}``):
 
     - ``=`` / ``in``: equal to the value (``in``: to any of a list of values), as a plain value; text that reads
-      as a number is also equal to every value that reads as the same number (``"39"`` matches ``39.00``);
+      as a number is also equal to every value that reads as the same number (``"39"`` matches ``39.00``; a code
+      ``"007"``, ``NaN`` and ``1_000`` read as no number; whole numbers past 2**53 compare exactly);
     - ``!=``: equal to none of the values; a document without the key matches;
     - ``~``: the value's text contains this text, ignoring case (``{"author": {"~": "mara"}}`` matches
       "Mara Ilves"; a list means any of them);
@@ -49,6 +50,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
+from decimal import Decimal
 from typing import Any
 
 from citeline.errors import QueryError
@@ -288,7 +290,17 @@ def _meta_sql(pointer: str, operator: str, values: tuple[MetaValue, ...]) -> tup
     if operator in _ORDERING:
         (value,) = values
         cast, typed = _ordered(value)
-        return f"{cast.format(text)} {operator} ?", [pointer, typed]
+        whole = _whole(value)
+        if whole is not None and _EXACT_INTEGER <= abs(whole) < _EXACT_DECIMAL:
+            # Past 2**53 the DOUBLEs of neighbouring whole numbers are equal: where they are, the exact
+            # decimals decide (``id>1234567890123456789`` holds for ...790, whose DOUBLE is the same).
+            (number, reads), (exact, reads_exact) = _read(cast, pointer), _read(_AS_DECIMAL, pointer)
+            return (
+                f"({number} {operator[0]} ? OR ({number} = ? AND {exact} {operator} ?))",
+                [*reads, typed, *reads, typed, *reads_exact, Decimal(whole)],
+            )
+        sql, reads = _read(cast, pointer)
+        return f"{sql} {operator} ?", [*reads, typed]
     any_of: list[str] = []
     params: list[Any] = []
     if operator == "~":
@@ -300,22 +312,30 @@ def _meta_sql(pointer: str, operator: str, values: tuple[MetaValue, ...]) -> tup
         groups: dict[str, tuple[str, list[Any]]] = {}
         strings: list[str] = []
         for value in values:
-            if isinstance(value, bool):
-                groups.setdefault("{}", ("VARCHAR", []))[1].append("true" if value else "false")
-            elif isinstance(value, int | float | date):
+            if isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in _BOOLEANS):
+                # A boolean is its word in any case: JSON's true, and a spreadsheet's TRUE or pandas' True cell
+                # (a CSV cell is text), which active=true missed.
+                word = str(value).strip().lower()
+                groups.setdefault(_AS_BOOLEAN, ("VARCHAR", []))[1].append(word)
+                if not isinstance(value, bool):
+                    strings.append(value)
+            elif isinstance(value, date):
                 cast, typed = _ordered(value)
                 groups.setdefault(cast, (_LIST_TYPES[cast], []))[1].append(typed)
+            elif isinstance(value, int | float):
+                _add_number(groups, value)
             else:
                 strings.append(str(value))
-                number = _number(str(value))
-                if number is not None:
+                reading = _number(str(value))
+                if reading is not None:
                     # Text that reads as a number (``price=39`` from --where) also equals the numbers it reads
                     # as, as an ordered comparison reads it: a cell 39.00 (stored as the number 39.0, text
                     # "39.0") is then matched by 39, 39.0, 39.00, +39 and 3.9e1 alike; its text still matches too.
-                    groups.setdefault(_AS_NUMBER, (_LIST_TYPES[_AS_NUMBER], []))[1].append(number)
+                    _add_number(groups, _whole(value) or reading)
         for cast, (sql_type, typed_values) in groups.items():
-            any_of.append(f"{cast.format(text)} IN (SELECT unnest(?::{sql_type}[]))")
-            params += [pointer, typed_values]
+            sql, reads = _read(cast, pointer)
+            any_of.append(f"{sql} IN (SELECT unnest(?::{sql_type}[]))")
+            params += [*reads, typed_values]
         if strings:
             # The value's text, or an item of a list value (TRY_CAST gives NULL for anything but a list).
             any_of.append(
@@ -331,18 +351,74 @@ def _meta_sql(pointer: str, operator: str, values: tuple[MetaValue, ...]) -> tup
     return condition, params
 
 
+def _whole(value: MetaValue) -> int | None:
+    """``value`` as a whole number when it is one exactly: an ``int``, a whole ``float``, or text that writes one
+    (``1234567890123456789``, ``1234567890123456789.0``, ``1.2345e4``; not ``007``, a code); else None."""
+    if isinstance(value, bool | date):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and value.is_integer() else None
+    text = value.strip()
+    if not _NUMBER.fullmatch(text):
+        return None
+    number = Decimal(text)
+    if number.adjusted() > 40 or number != number.to_integral_value():  # 1e999999: no need to write its digits
+        return None
+    return int(number)
+
+
+def _read(cast: str, pointer: str) -> tuple[str, list[str]]:
+    """``cast`` (a template: ``{}`` or ``{0}`` the metadata value's text, ``{1}`` the JSON pointer) over the value at
+    ``pointer``: its SQL, and the pointer once for each place the SQL reads it (every ``?`` of a cast is one)."""
+    sql = cast.format("json_extract_string(d.metadata, ?)", "?")
+    return sql, [pointer] * (cast.count("{}") + cast.count("{0}") + cast.count("{1}"))
+
+
+def _add_number(groups: dict[str, tuple[str, list[Any]]], number: int | float) -> None:
+    """Add an equality with ``number`` to ``groups``: as a DOUBLE, or, a whole number past 2**53, as its digits."""
+    whole = _whole(number)
+    if whole is not None and _EXACT_INTEGER <= abs(whole) < _EXACT_DECIMAL:
+        groups.setdefault(_AS_DECIMAL, ("DECIMAL(38, 10)", []))[1].append(Decimal(whole))
+    else:
+        groups.setdefault(_AS_NUMBER, ("DOUBLE", []))[1].append(float(number))
+
+
+#: The words of a boolean, and the stored value's text as one of them (``True``, ``TRUE`` and ``true`` alike).
+_BOOLEANS = ("true", "false")
+_AS_BOOLEAN = "lower(trim({}))"
+
+
 #: The SQL list type of the values each cast of :func:`_ordered` compares with.
 _LIST_TYPES = {
     "TRY_CAST({} AS TIMESTAMPTZ)": "TIMESTAMPTZ",
     "TRY_CAST({} AS DATE)": "DATE",
-    "TRY_CAST({} AS DOUBLE)": "DOUBLE",
 }
 
 
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+#: Text that reads as a number, the same at search as at ingest (``citeline.sources.metadata.typed_text``): ``39``,
+#: ``39.00``, ``+39``, ``3.9e1``, ``.5``, ``-0``. Not a code with a leading zero (``007``, ``02134``: text, as ingest
+#: keeps it), nor what DuckDB's cast alone would also read (``nan``, ``inf``, ``1_000``, `` 0x10``), which would make
+#: ``price>100`` match a NaN cell.
+_NUMBER_PATTERN = r"[+-]?((0|[1-9][0-9]*)(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?"
+_NUMBER = re.compile(_NUMBER_PATTERN)
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-#: The cast of a metadata value's text that compares it as a number.
-_AS_NUMBER = "TRY_CAST({} AS DOUBLE)"
+#: The cast of a metadata value's text that compares it as a number: only text :data:`_NUMBER` reads (anything
+#: else is NULL, which matches nothing), so a stored code ``007`` or ``NaN`` is never a number.
+_AS_NUMBER = (
+    "CASE json_type(d.metadata, {1}) WHEN 'VARCHAR' THEN CASE WHEN regexp_full_match(trim({0}), '"
+    + _NUMBER_PATTERN
+    + "') THEN TRY_CAST({0} AS DOUBLE) END ELSE TRY_CAST({0} AS DOUBLE) END"
+)
+# (A JSON number is written as one already, and is cast at once: the pattern is matched against text values only,
+# which keeps a filter over a million documents' numbers about as fast as a bare cast.)
+#: Whole numbers from 2**53 to 10**27 are compared as exact decimals, since a DOUBLE holds them only to the nearest
+#: representable one (1234567890123456789 and ...790 are the same DOUBLE: one tweet id would match its neighbours).
+#: DECIMAL(38, 10) holds 28 whole digits; a stored integer is at most 64 bits (docs/sources.md), and past 10**27
+#: numbers compare as DOUBLEs again (a float 1e30 is no exact number either).
+_EXACT_INTEGER, _EXACT_DECIMAL = 2**53, 10**27
+_AS_DECIMAL = _AS_NUMBER.replace("AS DOUBLE", "AS DECIMAL(38, 10)")
 
 
 def _number(text: str) -> float | None:
@@ -361,7 +437,7 @@ def _ordered(value: MetaValue) -> tuple[str, Any]:
     if isinstance(value, date):
         return "TRY_CAST({} AS DATE)", value
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return "TRY_CAST({} AS DOUBLE)", float(value)
+        return _AS_NUMBER, float(value)
     text = str(value).strip()
     if _NUMBER.fullmatch(text):
         return _AS_NUMBER, float(text)
@@ -376,7 +452,7 @@ def _ordered(value: MetaValue) -> tuple[str, Any]:
 
 
 #: What an ordered comparison's cast compares, as its error names it.
-_KINDS = {"TRY_CAST({} AS DOUBLE)": "numbers", "TRY_CAST({} AS DATE)": "dates", "TRY_CAST({} AS TIMESTAMPTZ)": "dates"}
+_KINDS = {_AS_NUMBER: "numbers", "TRY_CAST({} AS DATE)": "dates", "TRY_CAST({} AS TIMESTAMPTZ)": "dates"}
 _ONE = {"numbers": "a number", "dates": "a date"}
 #: How a value of each kind is written so that citeline reads it as one.
 _HOW = {

@@ -22,12 +22,12 @@ def _write(folder: Path, name: str, text: str, age: float = 3600.0) -> Path:
     return path
 
 
-def _indexed_notes(tmp_path: Path, count: int, shards: int | None = None) -> tuple[Path, Index]:
+def _indexed_notes(tmp_path: Path, count: int, shards: int | None = None, suffix: str = ".md") -> tuple[Path, Index]:
     """An index of ``count`` old notes in ``tmp_path/docs`` (old enough to count as settled)."""
     docs = tmp_path / "docs"
     docs.mkdir()
     for number in range(count):
-        _write(docs, f"note{number}.md", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
+        _write(docs, f"note{number}{suffix}", f"# Note {number}\n\nThe garrison at river crossing {number} held.\n")
     index = Index.create(tmp_path / "ix", embedder=HashEmbedder(), shards=shards)
     index.ingest([docs])
     return docs, index
@@ -216,16 +216,17 @@ def test_an_index_written_before_the_files_table_gets_it_filled_from_its_documen
 
     from citeline.store import catalog, file_stats
 
-    docs, index = _indexed_notes(tmp_path, 4)
+    # Text notes: a format still at reader 1, which an index from before the table read with too.
+    docs, index = _indexed_notes(tmp_path, 4, suffix=".txt")
     with contextlib.closing(catalog.connect(index.path, read_only=False)) as connection:
         connection.execute(f"DROP TABLE {file_stats.TABLE}")
     parsed = _count_parses(monkeypatch)
     assert index.ingest([docs]).unchanged == 4 and parsed == []  # the documents' own stat answers meanwhile
-    _write(docs, "note1.md", "# Note 1\n\nThe garrison at river crossing 1 fell at dawn.\n")
+    _write(docs, "note1.txt", "# Note 1\n\nThe garrison at river crossing 1 fell at dawn.\n")
     index.ingest([docs])  # the first commit creates the table, filled from the documents' stat
-    assert sorted(_file_rows(index)) == [f"note{n}.md" for n in range(4)]
+    assert sorted(_file_rows(index)) == [f"note{n}.txt" for n in range(4)]
     assert index.ingest([docs]).unchanged == 4
-    assert parsed == ["note1.md"]
+    assert parsed == ["note1.txt"]
 
 
 @pytest.mark.parametrize("shards", [None, 3])
@@ -263,15 +264,15 @@ def test_an_index_written_before_reader_versions_reads_as_version_1(tmp_path: Pa
 
     from citeline.store import catalog, file_stats
 
-    docs, index = _indexed_notes(tmp_path, 3)
+    docs, index = _indexed_notes(tmp_path, 3, suffix=".txt")  # .txt: still at reader 1
     with contextlib.closing(catalog.connect(index.path, read_only=False)) as connection:
         connection.execute(f"ALTER TABLE {file_stats.TABLE} DROP COLUMN reader")
     assert index.ingest([docs]).unchanged == 3  # read-only planning: the missing column reads as 1
-    _write(docs, "note9.md", "# Note 9\n\nA new note about the ford.\n")
+    _write(docs, "note9.txt", "# Note 9\n\nA new note about the ford.\n")
     assert index.ingest([docs]).added == 1  # the commit adds the column
     with contextlib.closing(catalog.connect(index.path, read_only=True)) as connection:
         readers = dict(connection.execute(f"SELECT source_file, reader FROM {file_stats.TABLE}").fetchall())
-    assert readers == {"note0.md": None, "note1.md": None, "note2.md": None, "note9.md": 1}
+    assert readers == {"note0.txt": None, "note1.txt": None, "note2.txt": None, "note9.txt": 1}
     assert index.ingest([docs]).unchanged == 4
 
 

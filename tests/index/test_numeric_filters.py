@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from conftest import HashEmbedder
+from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from citeline import Index, QueryError
 from citeline.cli.main import cli
+from citeline.server import create_app
 from citeline.sources.formats.delimited import parse_delimited
 from citeline.sources.metadata import column_numbers, typed_text
 from citeline.sources.parsers import SourceFile
@@ -103,9 +107,12 @@ def test_equality_matches_a_number_however_it_is_written(index: Index, written: 
 
 
 def test_equality_of_text_stays_text(index: Index) -> None:
-    # A code is text (007), and text that reads as a number equals the same number: 7 matches 007 as >= 7 does.
+    # A code is text (007: ingest keeps it as written), so it is matched by its text only, never as the number 7:
+    # 012 and 12 are two codes, and code=7 would show a code the user did not ask for.
     assert _titles(index, {"code": "007"}) == {"Harbour dues"}
-    assert _titles(index, {"code": "7"}) == {"Harbour dues"} == _titles(index, {"code": {">=": 7, "<=": 7}})
+    assert _titles(index, {"code": "7"}) == set() == _titles(index, {"code": {">=": 7, "<=": 7}})
+    assert _titles(index, {"code": "12"}) == set() and _titles(index, {"code": "012"}) == {"Ferry tickets"}
+    assert _titles(index, {"code": "120"}) == {"Mooring"} == _titles(index, {"code": {">": 100}})
     assert _titles(index, {"code": "seven"}) == set()
 
 
@@ -263,3 +270,130 @@ def test_the_listing_says_it_too_and_a_sharded_index_judges_all_its_shards(folde
     assert {d.title for d in sharded.documents({"meta": {"price": "39"}})} == {"Coastal road atlas", "Price review"}
     result = CliRunner().invoke(cli, ["documents", "--index", str(tmp_path / "sharded"), "--where", "Monat>5"])
     assert result.exit_code != 0 and "'Monat' is a number" in result.output and "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------- what real exports hold: ids, NaN, codes, booleans
+
+#: Values as real exports store them: tweet and Discord ids past 2**53 (neighbours differ in the last digit), the
+#: NaN and Infinity Python's json writes, a pandas "nan", an underscore-grouped number, zip codes with leading zeros,
+#: booleans and their text as spreadsheets and pandas write them (TRUE, True), exponent forms, -0, and a hex string
+#: DuckDB's cast alone would read as 16.
+HOSTILE = [39, 39.0, "39", "39.00", " 39 ", "3.9e1", 7, "7", "007", "0007", 0, -0.0, "-0", "0", float("nan"), "NaN",
+           float("inf"), "-Infinity", "1_000", 1000, True, "true", False, 1234567890123456789, 1234567890123456790,
+           "1234567890123456788", 803424719128592394, 803424719128592395, 9007199254740992, 9007199254740993,
+           -9007199254740993, 1e300, "0x10", 16, 12.5, "12.50", ".5", 0.5, "True", "TRUE", "False", "yes", 1,
+           "1"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    docs = tmp_path_factory.mktemp("exports") / "exports"
+    docs.mkdir()
+    lines = [json.dumps({"id": f"r{n}", "text": f"export row {n}", "v": v}) for n, v in enumerate(HOSTILE)]
+    (docs / "rows.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")  # json.dumps writes NaN, Infinity
+    index = Index.create(docs.parent / "ix", embedder=HashEmbedder())
+    index.ingest([docs])
+    return index
+
+
+def _reading(value: object) -> Decimal | float | None:
+    """The number a stored or wanted value is, by the rule the filter documents (None: not a number): exact for
+    integers and text, a float as the float it is."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    text = str(value).strip()
+    if re.fullmatch(r"[+-]?((0|[1-9]\d*)(\.\d*)?|\.\d+)([eE][+-]?\d+)?", text):
+        return Decimal(text)
+    return None
+
+
+def _exact(number: Decimal | float) -> bool:
+    """Whether a wanted number compares exactly: a whole number from 2**53 to 10**27 (docs/sources.md#metadata)."""
+    return number == int(number) and 2**53 <= abs(number) < 10**27 if math.isfinite(number) else False
+
+
+def _equal(stored: object, wanted: object) -> bool:
+    """The oracle of ``key=wanted``: the same text, the same boolean word in any case, or the same number."""
+    if isinstance(stored, bool):
+        stored = "true" if stored else "false"
+    if str(wanted).strip().lower() in ("true", "false") or (
+        isinstance(stored, str) and stored.lower() in ("true", "false")
+    ):
+        return isinstance(stored, str) and stored.strip().lower() == str(wanted).strip().lower()
+    if isinstance(stored, str) and stored == wanted:
+        return True
+    a, b = _reading(stored), _reading(wanted)
+    if a is None or b is None:
+        return False
+    if _exact(b):
+        return not isinstance(a, float) and a == b
+    return float(a) == float(b)
+
+
+def _greater(stored: object, wanted: object) -> bool:
+    a, b = _reading(stored), _reading(wanted)
+    if a is None or b is None:
+        return False
+    if _exact(b) and float(a) == float(b):
+        return Decimal(a) > b
+    return float(a) > float(b)
+
+
+def _stored(index: Index) -> dict[str, object]:
+    return {d.source_id: d.metadata.get("v") for d in index.documents()}
+
+
+_WANTED = st.sampled_from(HOSTILE).map(lambda v: v if isinstance(v, str) else json.dumps(v)) | st.sampled_from(
+    ["7", "007", "12", "1000", "39", "+39", "nan", "inf", "9007199254740993", "9007199254740992",
+     "1234567890123456789", "1234567890123456789.0", "803424719128592395", "true", "1", "0", "-0", "16", "0.5",
+     "TRUE", "False", "false"]
+)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(wanted=_WANTED)
+def test_equality_on_real_exports_agrees_with_the_rule(hostile: Index, wanted: str) -> None:
+    # Silent wrongness is the failure here: a neighbouring tweet id, a NaN or a code shown for a number.
+    stored = _stored(hostile)
+    expected = {sid for sid, value in stored.items() if _equal(value, wanted)}
+    ids = {d.source_id for d in hostile.documents({"meta": {"v": wanted}})}
+    assert ids == expected, (wanted, {sid: stored[sid] for sid in ids ^ expected})
+    assert {d.source_id for d in hostile.documents({"meta": {"v": {"!=": wanted}}})} == set(stored) - expected
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(wanted=_WANTED.filter(lambda w: _reading(w) is not None))
+def test_ordering_on_real_exports_agrees_with_the_rule(hostile: Index, wanted: str) -> None:
+    stored = _stored(hostile)
+    expected = {sid for sid, value in stored.items() if _greater(value, wanted)}
+    ids = {d.source_id for d in hostile.documents({"meta": {"v": {">": wanted}}})}
+    assert ids == expected, (wanted, {sid: stored[sid] for sid in ids ^ expected})
+
+
+def test_one_tweet_id_on_every_surface(hostile: Index) -> None:
+    # The CLI's --where and the HTTP API's where= read the same clause: one record, not its neighbours.
+    result = CliRunner().invoke(
+        cli, ["documents", "--index", str(hostile.path), "--where", "v=1234567890123456789", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["metadata"]["v"] for line in result.output.splitlines()] == [1234567890123456789]
+    with TestClient(create_app(hostile.path, HashEmbedder())) as client:
+        answer = client.get("/documents", params={"where": "v=803424719128592395"})
+        assert answer.status_code == 200, answer.text
+        assert [d["metadata"]["v"] for d in answer.json()] == [803424719128592395]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    numbers=st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=6),
+    grouped=st.booleans(),
+)
+def test_a_column_of_whole_numbers_reads_back_exactly(numbers: list[int], grouped: bool) -> None:
+    # An 18-digit id column was read as floats: two rows' ids became one number. Each cell is its exact integer.
+    written = [f"{n:,}" if grouped else str(n) for n in numbers]
+    read = _column(written, ",")
+    assert read == numbers and all(type(n) is int for n in read)

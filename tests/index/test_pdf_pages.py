@@ -191,3 +191,85 @@ def test_a_long_pdfs_passage_rows_hold_only_their_own_page_breaks(tmp_path: Path
         for h in r.highlights:
             assert h.page == sum(s <= h.char_start for s in starts)
     assert index.verify().ok
+
+
+def _report_pdf(folder: Path) -> bytes:
+    """A report as a word processor writes one (fpdf2): a running header and a "Page n/N" footer on every page,
+    roman-numbered front matter (page labels i, ii), a paragraph that runs over a page break, a page holding only a
+    figure and its caption, a blank page, and a page of two columns."""
+    from fpdf import FPDF
+    from PIL import Image
+
+    class Report(FPDF):
+        def header(self) -> None:
+            if self.page_no() > 1:
+                self.set_font("Helvetica", "I", 8)
+                self.cell(0, 8, "Lower Valley Flood Authority - Annual Report 2025", align="C", new_x="LMARGIN",
+                          new_y="NEXT")  # fmt: skip
+
+        def footer(self) -> None:
+            self.set_y(-15)
+            self.set_font("Helvetica", "I", 8)
+            self.cell(0, 10, f"Page {self.page_no()}/{{nb}}", align="C")
+
+    Image.new("RGB", (200, 100), (120, 80, 40)).save(figure := folder / "figure.png")
+    pdf = Report()
+    pdf.set_auto_page_break(True, margin=20)
+    pdf.add_page()
+    pdf.set_page_label(label_style="r")
+    pdf.set_font("Helvetica", size=11)
+    pdf.multi_cell(0, 6, "Foreword. The authority thanks the volunteers of the riverbank patrol for their service.")
+    pdf.add_page()
+    pdf.multi_cell(0, 6, "Contents\n1 Rainfall ... 1\n2 Pumps ... 2\n3 Figures ... 3")
+    pdf.add_page()
+    pdf.set_page_label(label_style="D", label_start=1)
+    filler = "The rainfall gauges along the upper river recorded a wet autumn and a wetter winter. " * 40
+    heron = "The heron colony at Marsh End nested in the alder grove beside the old mill race and raised forty chicks. "
+    pdf.multi_cell(0, 6, filler + heron * 8 + filler)
+    pdf.add_page()
+    pdf.image(str(figure), x=30, y=40, w=120)
+    pdf.set_y(170)
+    pdf.multi_cell(0, 6, "Figure 3: Sediment deposits at the Kettle Weir after the February surge.")
+    pdf.add_page()  # intentionally left blank: only the header and the footer
+    pdf.add_page()
+    top = pdf.get_y()
+    pdf.set_xy(10, top)
+    pdf.multi_cell(90, 5, "The eastern pumping station runs four diesel pumps. " * 6)
+    pdf.set_xy(110, top)
+    pdf.multi_cell(90, 5, "The cormorant roost on Gull Island was counted by drone in March. " * 6)
+    return bytes(pdf.output())
+
+
+def test_a_real_reports_hits_cite_the_page_their_text_is_on(tmp_path: Path) -> None:
+    # Pages are the PDF's own, counted from 1 as a viewer counts them (not its printed labels: the heron paragraph is
+    # on the third page, labelled "1"). Each hit's page, first and last page hold the text they cite.
+    import pypdf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "annual-report.pdf").write_bytes(_report_pdf(tmp_path))
+    pages = [page.extract_text() for page in pypdf.PdfReader(docs / "annual-report.pdf").pages]
+    assert len(pages) == 7 and pypdf.PdfReader(docs / "annual-report.pdf").page_labels[:3] == ["i", "ii", "1"]
+    index = Index.create(tmp_path / "ix", embedder=HashEmbedder(), max_tokens=96, overlap_tokens=16)
+    index.ingest([docs])
+
+    def on(page: int | None, text: str) -> bool:
+        return page is not None and " ".join(text.split()[:6]) in " ".join(pages[page - 1].split())
+
+    queries = ["heron colony alder grove forty chicks", "sediment deposits Kettle Weir February surge",
+               "cormorant roost Gull Island drone", "eastern pumping station diesel pumps",
+               "volunteers riverbank patrol", "rainfall gauges wet autumn", "Lower Valley Flood Authority"]  # fmt: skip
+    checked = 0
+    for query in queries:
+        for hit in index.search(query, k=10, mode="lexical", min_score=0, group=False):
+            assert on(hit.first_page, hit.text.strip()), (query, hit.first_page, hit.text[:60])
+            tail = " ".join(hit.text.split()[-6:])
+            assert tail in " ".join(pages[hit.last_page - 1].split()), (query, hit.last_page, tail)
+            for highlight in hit.highlights:
+                assert on(highlight.page, highlight.text.strip()), (query, highlight.page, highlight.text[:60])
+                checked += 1
+    assert checked > 20
+    (caption,) = [
+        h for h in index.search("Kettle Weir sediment", k=1, mode="lexical")[0].highlights if "Kettle" in h.text
+    ]
+    assert caption.page == next(n for n, text in enumerate(pages, 1) if "Kettle Weir" in text)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _web_server import MiB, Route, WebServer, endless, gzip_bomb
+from _web_server import MiB, Route, WebServer, endless, gzip_bomb, stalled, trickle
 from click.testing import CliRunner
 from conftest import HashEmbedder
 
@@ -214,3 +214,70 @@ def test_a_tls_failure_and_no_connection_say_what_they_are(tmp_path: Path, web: 
     assert errors[tls].startswith("TLS failure") or errors[tls].startswith("cannot connect"), errors[tls]
     assert errors["http://127.0.0.1:9/closed.md"].startswith("cannot connect")
     assert not any("no such bucket" in reason for reason in errors.values())
+
+
+def test_a_dead_url_never_stalls_the_others(tmp_path: Path, web: WebServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ways a real server dies, each beside honest pages: silent before its headers, silent after them, a
+    # Content-Length it never sends, a body trickled forever, a redirect loop, a port with no server. Each fails
+    # alone with one line naming its URL, within the bounds (made short here), and the others are indexed.
+    monkeypatch.setattr(remote, "WEB_CONNECT_SECONDS", 2.0)
+    monkeypatch.setattr(remote, "WEB_SILENCE_SECONDS", 1.0)
+    monkeypatch.setattr(remote, "WEB_REQUEST_SECONDS", 4.0)
+    honest = [web.page(path, text) for path, text in PAGES.items()]
+    md = {"Content-Type": "text/markdown"}
+    web.routes["/silent.md"] = Route(200, md, body=b"# Silent\n", silent=60)
+    web.routes["/headers-then-nothing.md"] = Route(200, {**md, "Content-Length": "400"}, body=stalled(b"# Half"))
+    web.routes["/claims-6-mib.md"] = Route(200, {**md, "Content-Length": str(6 * MiB)}, body=stalled())  # ahead
+    web.routes["/claims-40-mib.md"] = Route(200, {**md, "Content-Length": str(40 * MiB)}, body=stalled())  # streamed
+    web.routes["/trickle.md"] = Route(200, md, head={"Content-Length": "60"}, body=trickle())
+    web.routes["/loop.md"] = Route(302, {"Location": "/loop.md"})
+    # Honest about its bytes, not about its size: a HEAD of 100 bytes, a body of 3 MiB (past what is held ahead).
+    log = "The ferry log lists every crossing of the year. " * 65_000
+    long = ("# Long\n\n" + log + "Last came the storm.\n").encode()
+    web.routes["/bigger-than-head.md"] = Route(200, md, head={"Content-Length": "100"}, body=lambda: iter([long]))
+    web.routes["/no-length.md"] = Route(200, md, body=endless())  # chunked, past --max-file-bytes
+    dead = {
+        web.base + "/silent.md": "the server did not answer in time",
+        web.base + "/headers-then-nothing.md": "the server did not answer in time",
+        web.base + "/claims-6-mib.md": "the server did not answer in time",
+        web.base + "/claims-40-mib.md": "the server did not answer in time",
+        web.base + "/trickle.md": "the server did not answer in time",
+        web.base + "/loop.md": "too many redirects",
+        "http://127.0.0.1:9/closed.md": "cannot connect",
+        web.base + "/no-length.md": "bytes read, above the 50,331,648-byte limit",
+    }
+    index = _index(tmp_path)
+    started = time.monotonic()
+    run = index.ingest([*honest[:2], *dead, web.base + "/bigger-than-head.md", *honest[2:]], max_file_bytes=48 * MiB)
+    took = time.monotonic() - started
+    # Each dead URL costs its bound once (a HEAD, then a GET fetched ahead beside the others), never aiohttp's 300 s.
+    assert took < 30, took
+    assert (run.status, run.added) == ("partial", len(honest) + 1)
+    errors = _errors(index)
+    assert set(errors) == set(dead), errors
+    for url, reason in dead.items():
+        assert reason in errors[url] and "\n" not in errors[url], (url, errors[url])
+        if "in time" in reason:  # the server's own words, as a HEAD's failure says them ("cannot read file:" before)
+            assert errors[url] == reason, errors[url]
+    hits = index.search("the storm came last", k=1, mode="lexical", min_score=0)
+    assert hits and hits[0].source_path.endswith("/bigger-than-head.md")  # read whole, past what its HEAD said
+
+
+def test_urls_of_a_dead_host_cost_its_bound_once(
+    tmp_path: Path, web: WebServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A host whose server accepts connections and never answers (a hung backend): its URLs are asked together, so
+    # eight of them cost one silence bound, not eight in a row, and the honest page beside them is indexed.
+    monkeypatch.setattr(remote, "WEB_SILENCE_SECONDS", 1.0)
+    honest = web.page("/wells.md", PAGES["/wells.md"])
+    for number in range(8):
+        web.routes[f"/hung-{number}.md"] = Route(200, {"Content-Type": "text/markdown"}, body=b"# Hung\n", silent=30)
+    hung = [f"{web.base}/hung-{number}.md" for number in range(8)]
+    index = _index(tmp_path)
+    started = time.monotonic()
+    run = index.ingest([*hung, honest])
+    took = time.monotonic() - started
+    assert took < 5, took  # one after another: 8 s at least
+    assert (run.status, run.added) == ("partial", 1)
+    assert all("did not answer in time" in reason for reason in _errors(index).values())
+    assert set(_errors(index)) == set(hung)

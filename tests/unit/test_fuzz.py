@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -125,6 +126,38 @@ def test_front_matter_scalars_are_metadata_or_one_line_error(values: list[str]) 
     front = "".join(f"k{number}: {value}\n" for number, value in enumerate(values))
     for document in parse_bytes(".md", f"---\n{front}---\n# Title\n\nBody text.\n".encode()):
         json.dumps(document.metadata, allow_nan=False)  # JSON holds it: --json, the HTTP API and the catalog
+
+
+#: What YAML 1.1 (PyYAML's) read as numbers and booleans that front matter means as text: codes with a leading zero
+#: (octal to YAML 1.1: a zip 02134 was 1116), hex, underscores, base 60 (a time 12:30 was 750), yes/no/on/off (a
+#: country NO was false); and decimal numbers and true/false, which stay numbers and booleans.
+YAML_TRAPS = st.one_of(
+    st.from_regex(r"[+-]?(0[0-9]{1,5}|0x[0-9a-fA-F]{1,4}|0o[0-7]{1,3}|[1-9][0-9]{0,2}(_[0-9]{3})+|[0-9]{1,2}:[0-5][0-9](:[0-5][0-9])?)",
+                  fullmatch=True),
+    st.from_regex(r"[+-]?(0|[1-9][0-9]{0,8})(\.[0-9]{0,3})?([eE][+-]?[0-9]{1,2})?|[+-]?\.[0-9]{1,3}", fullmatch=True),
+    st.sampled_from(["yes", "Yes", "no", "NO", "No", "on", "On", "off", "OFF", "y", "n",
+                     "true", "True", "TRUE", "false", "False", "FALSE"]),
+)  # fmt: skip
+
+
+def _as_written(text: str) -> object:
+    """What a front matter scalar means: a boolean, a decimal number without a leading zero, else its text."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if re.fullmatch(r"[+-]?(0|[1-9][0-9]*)", text):
+        return int(text)
+    if re.fullmatch(r"[+-]?((0|[1-9][0-9]*)(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", text):
+        return float(text)
+    return text
+
+
+@given(values=st.lists(YAML_TRAPS, min_size=1, max_size=6))
+def test_front_matter_keeps_codes_and_words_as_written(values: list[str]) -> None:
+    front = "".join(f"k{number}: {value}\n" for number, value in enumerate(values))
+    (document,) = parse_bytes(".md", f"---\n{front}---\n# Title\n\nBody text.\n".encode())
+    for number, value in enumerate(values):
+        stored, meant = document.metadata[f"k{number}"], _as_written(value)
+        assert stored == meant and type(stored) is type(meant), (value, stored)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".rst"])

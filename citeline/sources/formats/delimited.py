@@ -185,7 +185,7 @@ def _lines_fit(text: str, columns: int) -> bool:
 #: swallow every row after it); version 3: a column of locale numbers (``1.234,56``) is read as numbers
 #: (:func:`read_locale_numbers`); version 2 detected the delimiter (:func:`delimiter_of`), version 1 read ``.csv``
 #: with ``,``.
-@parser(".csv", ".tsv", reader=4)
+@parser(".csv", ".tsv", reader=5)
 def parse_delimited(source: SourceFile, data: bytes) -> Parsed:
     """A CSV or TSV table, one document per row (see the module docstring for the columns)."""
     decoded = decode(source, data)

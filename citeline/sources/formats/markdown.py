@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -35,7 +35,35 @@ from citeline.sources.registry import first_line_title, parser
 #: ``---`` on the first line, the YAML, then ``---`` or ``...`` on a line of its own (group 1 is the YAML).
 _FRONT_MATTER = re.compile(r"---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
 _EMPTY_FRONT_MATTER = re.compile(r"---[ \t]*\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)")
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's C loader when PyYAML was built with it
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's C loader when PyYAML was built with it
+
+_BOOL, _INT, _FLOAT = (f"tag:yaml.org,2002:{kind}" for kind in ("bool", "int", "float"))
+
+
+class _Loader(_SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's booleans and numbers instead of YAML 1.1's, which PyYAML follows and
+    which changed what a note said: ``zip: 02134`` was the octal number 1116, ``code: 007`` the number 7,
+    ``country: NO`` false, ``time: 12:30`` the number 750 (base 60), ``n: 1_000`` 1000 and ``t: 0x10`` 16. Now a
+    boolean is ``true``/``false`` (any case), a number is written in decimal without a leading zero (``39``,
+    ``-0``, ``39.00``, ``.5``, ``3.9e1``, ``.inf``), as a CSV cell is read (``metadata.typed_text``), and anything
+    else is the text as written (a code ``007``, ``NO``, ``12:30``). Dates, nulls and the rest are as before."""
+
+    yaml_implicit_resolvers: ClassVar[dict[Any, list[tuple[str, Any]]]] = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
+        for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
+_Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_Loader.add_implicit_resolver(_INT, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
+_Loader.add_implicit_resolver(
+    _FLOAT,
+    re.compile(
+        r"^(?:[-+]?(?:(?:0|[1-9][0-9]*)\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:0|[1-9][0-9]*)[eE][-+]?[0-9]+"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
 
 
 #: What PyYAML's constructors raise for a scalar they cannot build: ``ValueError`` for ``2024-13-45``, and for an
@@ -101,7 +129,8 @@ def front_matter(source: SourceFile, text: str) -> tuple[dict[str, Any], int]:
     return json_value(value), found.end()
 
 
-@parser(".md", ".markdown")
+#: Reader version 2: front matter's booleans and numbers are YAML 1.2's (a zip code 02134 is text, not 1116).
+@parser(".md", ".markdown", reader=2)
 def parse_markdown(source: SourceFile, data: bytes) -> list[Document]:
     """Markdown, kept verbatim so offsets match the file; front matter becomes metadata and is not indexed.
 
