@@ -288,6 +288,13 @@ class TokenFile:
             raise SettingsError(f"{self.path}: cannot read the tokens file: {twice[0]}")
         return tokens
 
+    def in_force(self) -> bool:
+        """Whether the file guards a server: it holds a token, or it exists with none left (every token revoked).
+        Revoking every token locks a server out, across a restart too; only removing the file (a decision, not a
+        revocation) returns a server to answering everyone as its owner. Raises :class:`SettingsError` as
+        :meth:`tokens` does."""
+        return bool(self.tokens()) or self.path.exists()
+
     def find(self, secret: bytes) -> Token | None:
         """The token whose secret is ``secret``, or None. Every token's digest is compared (in constant time)."""
         digest = digest_of(secret).encode("ascii")

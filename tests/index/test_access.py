@@ -580,3 +580,21 @@ def test_a_hidden_copy_of_a_work_is_never_shown_nor_listed(workdir: Path) -> Non
                 assert {hit["doc_id"] for hit in found.json()["results"]} <= {source}
         tool = _tool(client, scoped, "search", {"query": ask["q"], "k": 5, "group": True})
         assert page not in json.dumps(tool) and "levee.html" not in json.dumps(tool)
+
+
+def test_a_server_restarted_on_a_file_whose_tokens_were_all_revoked_stays_locked(workdir: Path) -> None:
+    # Before: a running server stayed locked after the last revoke, but a restart on the emptied file answered
+    # everyone as its owner (every document, /metrics) on 127.0.0.1, behind a proxy on the same host too.
+    root = workdir / "restart"
+    root.mkdir()
+    index, _ = _serve(root, [Doc("m00q", "handbook", "public", None, SENTENCES[0])])
+    tokens = index.tokens()
+    tokens.add("contractors", {"path_glob": ["handbook/*"]})
+    tokens.revoke("contractors")
+    for restart in range(2):
+        with TestClient(create_app(index.path, HashEmbedder(), access_log="off")) as client:
+            for route in ("/documents", "/metrics", "/status", "/"):
+                assert client.get(route).status_code == 401, (restart, route)
+    tokens.path.unlink()  # removing the file (not revoking) returns the server to its single-user default
+    with TestClient(create_app(index.path, HashEmbedder(), access_log="off")) as client:
+        assert client.get("/documents").status_code == 200
