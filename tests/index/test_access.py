@@ -598,3 +598,30 @@ def test_a_server_restarted_on_a_file_whose_tokens_were_all_revoked_stays_locked
     tokens.path.unlink()  # removing the file (not revoking) returns the server to its single-user default
     with TestClient(create_app(index.path, HashEmbedder(), access_log="off")) as client:
         assert client.get("/documents").status_code == 200
+
+
+def test_a_name_a_hidden_document_shares_opens_the_visible_one(workdir: Path) -> None:
+    # Two roots hold a leave.md each; the token sees the handbook's. Before, the name fit both documents and was
+    # answered 404 while /documents listed it: that told the caller a hidden leave.md exists somewhere.
+    folder = workdir / "two-roots"
+    for team in ("handbook", "hr"):
+        (folder / team).mkdir(parents=True)
+        (folder / team / "leave.md").write_text(f"# Leave\n\nThe leave policy of {team}.\n")
+    (folder / "hr" / "only.md").write_text("# Only\n\nOnly in HR.\n")
+    index = Index.create(workdir / "two-roots-index", embedder=HashEmbedder())
+    index.ingest([folder / "handbook", folder / "hr"])
+    secret = index.tokens().add("contractors", {"source": [str(folder / "handbook")]})
+    headers = {"Authorization": f"Bearer {secret}"}
+    visible = {row.doc_id for row in index.documents({"source": [str(folder / "handbook")]})}
+    with TestClient(create_app(index.path, HashEmbedder(), access_log="off")) as client:
+        assert [row["source_id"] for row in client.get("/documents", headers=headers).json()] == ["leave.md"]
+        for name in ("leave.md", str(folder / "handbook" / "leave.md")):
+            got = _tool(client, headers, "get_document", {"doc_id": name})["result"]
+            assert not got.get("isError") and "handbook" in got["content"][0]["text"]
+        for name, absent in (("only.md", "none.md"), (str(folder / "hr" / "leave.md"), str(folder / "hr" / "x.md"))):
+            refused = _tool(client, headers, "get_document", {"doc_id": name})["result"]["content"][0]["text"]
+            missing = _tool(client, headers, "get_document", {"doc_id": absent})["result"]["content"][0]["text"]
+            assert refused == missing.replace(absent, name)
+        assert index.document("leave.md", within={"source": [str(folder / "handbook")]}).doc_id in visible
+        with pytest.raises(Exception, match="names 2 documents"):
+            index.document("leave.md")  # the owner: both fit
