@@ -576,14 +576,16 @@ class Index:
             assert isinstance(snapshot, ReadSnapshot)  # an Index's own view (a ShardedIndex has its own facet_counts)
             return snapshot.facet_counts(Filters.from_value(filters), doc_ids)
 
-    def document(self, doc_id: str) -> DocumentDetail:
+    def document(self, doc_id: str, within: Filters | Mapping[str, Any] | None = None) -> DocumentDetail:
         """A :meth:`documents` record with its ``text`` and its chunks' ``spans`` (chunk_id, ordinal, offsets, page).
 
         ``doc_id`` is a document id, or a document's name: its source id (``notes/a.md``, ``records.jsonl#rec1786``),
         its file's path (absolute, or relative to the working directory), or a record's ``path#record_id`` (what
         search results print); a name that fits several documents (a file of records) raises ``QueryError``
-        naming some."""
-        return read_document(self.path, doc_id, spellings(doc_id))
+        naming some. ``within`` (filters, as :meth:`documents` takes): only the documents they select are looked
+        for, by id or by name (a served scope: ``citeline.server.access``)."""
+        scope = Filters.from_value(within) if within is not None else None
+        return read_document(self.path, doc_id, spellings(doc_id), scope)
 
     def tokens(self, path: str | os.PathLike[str] | None = None) -> TokenFile:
         """The named access tokens a server over this index admits (``citeline tokens``): the file ``path``, else

@@ -22,7 +22,7 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from citeline.errors import CitelineError, IndexNotFoundError, QueryError
+from citeline.errors import CitelineError, IndexNotFoundError
 from citeline.index import Index
 from citeline.query.plan import SearchRequest
 from citeline.query.results import SearchResult
@@ -146,16 +146,14 @@ class ScopedIndex:
         return self._index.documents(scoped(filters, self._scope), limit, offset)
 
     def document(self, doc_id: str) -> DocumentDetail:
-        """:meth:`citeline.Index.document` within the scope: a document outside it, or a name that fits several
-        documents (it could name hidden ones), is answered as one the index does not hold."""
+        """:meth:`citeline.Index.document` within the scope: a document outside it is answered as one the index
+        does not hold, and a name is looked for among the visible documents only (a hidden document of the same
+        name makes it neither ambiguous nor missing)."""
         self._caller.require("read")
-        try:
-            detail = self._index.document(doc_id)
-        except (IndexNotFoundError, QueryError):
+        try:  # (a name several visible documents fit is the index's QueryError, naming visible ones only)
+            return self._index.document(doc_id, within=self._scope)
+        except IndexNotFoundError:
             raise not_found(self._index.path, doc_id) from None
-        if not self._index.documents(scoped(None, self._scope, [detail.doc_id]), 1):
-            raise not_found(self._index.path, doc_id)
-        return detail
 
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document within the scope."""

@@ -51,8 +51,8 @@ class Guard:
         self.app = app
         self.token = token.encode("utf-8") if token else None
         self.tokens = tokens  # named tokens with scopes (citeline.server.access), re-read when the file changes
-        # Once the file has held a token, every request needs one, even after the last is revoked: revoking
-        # tokens must never open the server to everyone.
+        # Once the file is in force (it exists, with or without tokens left), every request needs a token, even
+        # after the last is revoked or the file is removed while the server runs: revoking must never open a server.
         self.locked = False
         named = [host.strip().lower() for host in allowed_hosts]
         self.any_host = "*" in named
@@ -74,7 +74,7 @@ class Guard:
     def _refusal(self, scope: Scope) -> Response | None:
         headers = {name.lower(): value for name, value in scope.get("headers", [])}
         try:
-            self.locked = self.locked or bool(self.tokens is not None and self.tokens.tokens())
+            self.locked = self.locked or bool(self.tokens is not None and self.tokens.in_force())
         except SettingsError as exc:  # fail closed; the file's path and problem go to the log, not the caller
             _LOG.error("%s", exc)
             return error_response(503, "the server cannot read its tokens file; its log says why")

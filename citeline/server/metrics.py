@@ -9,9 +9,10 @@ and per root the last run's status, duration and age are read from the index whe
 ledger: ``citeline runs``). ``/metrics`` needs a token with the ``metrics`` permission or the server's own token,
 as ``/runs`` does (a scoped token never has it: the figures are the whole index's).
 
-The access log (logger ``citeline.access``) names the caller by its token's name (``-`` for the server's owner:
-no tokens, or its own ``--token``), never the secret; the route's pattern, not the query string (which holds what
-people searched for); the status; the seconds. Plain (``name route status seconds``) or JSON, one object a line.
+The access log (logger ``citeline.access``) names the caller by its token's name (``-`` for the server's owner: no
+tokens, or its own ``--token``; ``?`` for a request refused before a caller was found), never the secret; the
+route's pattern, not the query string (which holds what people searched for); the status; the seconds. Plain (``name
+route status seconds``) or JSON, one object a line.
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from citeline.index import Index
-from citeline.server.access import CALLER, CALLER_KEY, OWNER
+from citeline.server.access import CALLER, CALLER_KEY
 from citeline.server.service import IndexService
 
 #: The access log's forms (``serve --access-log``); ``off`` logs nothing.
 ACCESS_LOG_FORMATS = ("plain", "json", "off")
 ACCESS_LOG = logging.getLogger("citeline.access")
+#: The access log's name for a request refused before its caller was known (``-`` is the owner).
+REFUSED = "?"
 #: Histogram buckets (seconds) of request and search latencies: a cached search is milliseconds, a cold one seconds.
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 #: The runs read to find each root's last run (a root not run in the last this many runs is not reported).
@@ -152,7 +155,10 @@ class Observed:
             route = _route(scope)
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)
-            caller = scope.get(CALLER_KEY, OWNER).name
+            # a request refused before a caller was found (no token, a wrong one, a foreign Host) is nobody's:
+            # logged as the owner (-), a stream of refusals read as the owner's own requests
+            found = scope.get(CALLER_KEY)
+            caller = found.name if found is not None else REFUSED
             if self.access_log == "json":
                 ACCESS_LOG.info(json.dumps({"token": caller, "route": route, "status": status,
                                             "seconds": round(seconds, 6)}))  # fmt: skip

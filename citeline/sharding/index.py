@@ -469,17 +469,17 @@ class ShardedIndex(Index):
                 counts[key] = counts.get(key, 0) + n
         return counts
 
-    def document(self, doc_id: str) -> DocumentDetail:
+    def document(self, doc_id: str, within: Filters | Mapping[str, Any] | None = None) -> DocumentDetail:
         """One document, read from the shard its id routes to; a name (:meth:`Index.document`) is looked for in every
-        shard."""
+        shard (``within``: among the documents those filters select only)."""
         parts = self._local("documents")
         try:
-            return parts[shard_of(doc_id, self.manifest.shards)].document(doc_id)
+            return parts[shard_of(doc_id, self.manifest.shards)].document(doc_id, within)
         except IndexNotFoundError:
             pass
         for part in parts:
             try:
-                return part.document(doc_id)
+                return part.document(doc_id, within)
             except IndexNotFoundError:
                 continue
         raise IndexNotFoundError(

@@ -8,7 +8,9 @@ hash and constant-time compares per request). Each token has a name, a scope (a 
 empty scope sees everything) and what it may do (:data:`PERMISSIONS`).
 
 The file is written whole to a temporary file and renamed into place (mode 0600), so a server that re-reads it on
-change (:class:`TokenFile` stats it per request) reads the old or the new file, never half of one.
+change (:class:`TokenFile` stats it per request) reads the old or the new file, never half of one; each change
+reads and writes it under a lock beside it (two changes at once keep both). A file edited by hand is read strictly
+(:func:`_token_of`): an entry that could be read as more than it says is the file's error, never a wider token.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import secrets
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, MutableSequence, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +34,7 @@ from typing import Any
 from citeline.errors import QueryError, SettingsError
 from citeline.store.files import rename_into_place
 from citeline.store.filters import Filters
+from citeline.store.locks import file_lock
 
 __all__ = [
     "PERMISSIONS",
@@ -52,6 +58,8 @@ _PREFIX = "cl_"
 #: The filter that selects everything (the default of a scope; Filters is frozen, so one is shared).
 _NOTHING = Filters()
 _FORMAT = 1
+#: Seconds a change to the tokens file waits for another's (each holds the lock for a read and a write).
+_LOCK_WAIT = 10.0
 
 
 @dataclass(frozen=True)
@@ -168,7 +176,11 @@ def checked_scope(scope: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _permissions(permissions: Sequence[str] | None, scope: Mapping[str, Any]) -> tuple[str, ...]:
-    chosen = tuple(dict.fromkeys(permissions or DEFAULT_PERMISSIONS))
+    # What a new token may do (none given: the default), checked against its scope.
+    return _checked_permissions(tuple(dict.fromkeys(permissions or DEFAULT_PERMISSIONS)), scope)
+
+
+def _checked_permissions(chosen: tuple[str, ...], scope: Mapping[str, Any]) -> tuple[str, ...]:
     unknown = [name for name in chosen if name not in PERMISSIONS]
     if unknown:
         raise SettingsError(f"unknown permission {unknown[0]!r}; a token may have {', '.join(PERMISSIONS)}")
@@ -184,6 +196,48 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def _token_of(item: Any, n: int) -> Token:
+    """Entry ``n`` of a tokens file as a :class:`Token`; a ValueError naming the entry and what is wrong with it.
+
+    Strict where a lenient reading would widen what a hand-edited entry allows: ``permissions`` missing is the
+    default, but an empty list is a token that may do nothing (not the default); a ``scope`` missing, null or
+    ``{}`` is the whole index, but a scope that names options and selects nothing by them (``{"path_glob": []}``)
+    is an error, not the whole index."""
+    if not isinstance(item, dict):
+        raise ValueError(f"entry {n} is not an object")
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"entry {n} has no name")
+    where = f"token {name!r}"
+    if not isinstance(item.get("digest"), str) or not _DIGEST.fullmatch(item["digest"]):
+        raise ValueError(f"{where}: its digest is not a SHA-256 in hex (64 of 0-9a-f)")
+    permissions = item.get("permissions", DEFAULT_PERMISSIONS)
+    if not isinstance(permissions, list | tuple) or not all(isinstance(one, str) for one in permissions):
+        raise ValueError(f"{where}: permissions must be a list of {', '.join(PERMISSIONS)}")
+    scope = item.get("scope") or {}
+    if not isinstance(scope, dict):
+        raise ValueError(f"{where}: its scope must be an object of filters (or {{}} for the whole index)")
+    try:
+        if scope and not Filters.from_value(scope):
+            shown = json.dumps(scope)
+            raise ValueError(f"{where}: its scope {shown} selects by nothing; write {{}} for the whole index")
+        chosen = _checked_permissions(tuple(dict.fromkeys(permissions)), scope)
+    except (QueryError, SettingsError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    rotated = item.get("rotated_at")
+    return Token(
+        name=name,
+        digest=item["digest"],
+        scope=scope,
+        permissions=chosen,
+        created_at=str(item.get("created_at", "")),
+        rotated_at=None if rotated is None else str(rotated),
+    )
+
+
 class TokenFile:
     """The tokens file at ``path``: read (and re-read whenever its stat changes: size, mtime, inode), and managed
     (:meth:`add`, :meth:`list`, :meth:`revoke`, :meth:`rotate`; the API of ``citeline tokens``)."""
@@ -191,22 +245,29 @@ class TokenFile:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self._lock = Lock()
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, int, int, int] | None = None
         self._tokens: tuple[Token, ...] = ()
 
     # ---------------------------------------------------------------- reading
     def tokens(self) -> tuple[Token, ...]:
-        """The tokens the file holds now (none when there is no file). A file that cannot be read or is not a
-        tokens file raises :class:`SettingsError` naming it: a server then refuses every request rather than
-        serve with the scopes it could not read."""
+        """The tokens the file holds now (none when there is no file). A file that cannot be read, is not a
+        tokens file, holds an entry that is not a whole token, or that users other than its owner's group may write
+        raises :class:`SettingsError` naming it and the problem: a server then refuses every request rather than
+        serve with scopes it could not read."""
         try:
             stat = self.path.stat()
         except FileNotFoundError:
             self._stamp, self._tokens = None, ()
             return ()
-        stamp = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        # the mode too: a chmod that lets everyone write the file changes neither its size nor its mtime
+        stamp = (stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_mode)
         with self._lock:
             if stamp != self._stamp:
+                if stat.st_mode & 0o002:
+                    raise SettingsError(
+                        f"{self.path}: every user may write the tokens file (mode {stat.st_mode & 0o777:o}), and so "
+                        f"give themselves any token; `chmod 600 {self.path}`"
+                    )
                 self._tokens = self._read()
                 self._stamp = stamp
             return self._tokens
@@ -216,23 +277,23 @@ class TokenFile:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             if not isinstance(data, dict) or data.get("format") != _FORMAT or not isinstance(data.get("tokens"), list):
                 raise ValueError(f"not a citeline tokens file (format {_FORMAT})")
-            tokens = tuple(
-                Token(
-                    name=str(item["name"]),
-                    digest=str(item["digest"]),
-                    scope=dict(item.get("scope") or {}),
-                    permissions=tuple(item.get("permissions") or DEFAULT_PERMISSIONS),
-                    created_at=str(item.get("created_at", "")),
-                    rotated_at=item.get("rotated_at"),
-                )
-                for item in data["tokens"]
-            )
-            for token in tokens:
-                token.filters  # noqa: B018  (a scope that no longer validates is the file's error, at once)
-                _permissions(token.permissions, token.scope)
-        except (OSError, ValueError, KeyError, TypeError, QueryError, SettingsError) as exc:
+            tokens = tuple(_token_of(item, n) for n, item in enumerate(data["tokens"]))
+        except (OSError, ValueError) as exc:
             raise SettingsError(f"{self.path}: cannot read the tokens file: {exc}") from None
+        names, digests = Counter(token.name for token in tokens), Counter(token.digest for token in tokens)
+        # Which entry would a request get? Neither: the file is wrong (a copied entry whose scope was then edited).
+        twice = [f"two tokens are named {name!r}" for name, n in names.items() if n > 1]
+        twice += [f"two tokens have the same secret (digest {digest[:8]}...)" for digest, n in digests.items() if n > 1]
+        if twice:
+            raise SettingsError(f"{self.path}: cannot read the tokens file: {twice[0]}")
         return tokens
+
+    def in_force(self) -> bool:
+        """Whether the file guards a server: it holds a token, or it exists with none left (every token revoked).
+        Revoking every token locks a server out, across a restart too; only removing the file (a decision, not a
+        revocation) returns a server to answering everyone as its owner. Raises :class:`SettingsError` as
+        :meth:`tokens` does."""
+        return bool(self.tokens()) or self.path.exists()
 
     def find(self, secret: bytes) -> Token | None:
         """The token whose secret is ``secret``, or None. Every token's digest is compared (in constant time)."""
@@ -258,33 +319,41 @@ class TokenFile:
         except QueryError as exc:
             raise SettingsError(f"token {name!r}: {exc}") from None
         chosen = _permissions(permissions, wanted)
-        tokens = list(self.tokens())
-        if any(token.name == name for token in tokens):
-            raise SettingsError(f"there is a token {name!r} already; revoke or rotate it, or choose another name")
-        secret = new_secret()
-        tokens.append(Token(name, digest_of(secret), wanted, chosen, _now()))
-        self._write(tokens)
+        with self._changing() as tokens:
+            if any(token.name == name for token in tokens):
+                raise SettingsError(f"there is a token {name!r} already; revoke or rotate it, or choose another name")
+            secret = new_secret()
+            tokens.append(Token(name, digest_of(secret), wanted, chosen, _now()))
         return secret
 
     def revoke(self, name: str) -> None:
         """Remove the token ``name``: a running server refuses it from its next request."""
-        tokens = list(self.tokens())
-        kept = [token for token in tokens if token.name != name]
-        if len(kept) == len(tokens):
-            raise SettingsError(f"no token {name!r} in {self.path}; `citeline tokens list` shows them")
-        self._write(kept)
+        with self._changing() as tokens:
+            kept = [token for token in tokens if token.name != name]
+            if len(kept) == len(tokens):
+                raise SettingsError(f"no token {name!r} in {self.path}; `citeline tokens list` shows them")
+            tokens[:] = kept
 
     def rotate(self, name: str) -> str:
         """A new secret for the token ``name`` (same scope and permissions); the old one stops working. Returns
         the new secret."""
-        tokens = list(self.tokens())
-        at = next((i for i, token in enumerate(tokens) if token.name == name), None)
-        if at is None:
-            raise SettingsError(f"no token {name!r} in {self.path}; `citeline tokens list` shows them")
-        secret = new_secret()
-        tokens[at] = dataclasses.replace(tokens[at], digest=digest_of(secret), rotated_at=_now())
-        self._write(tokens)
+        with self._changing() as tokens:
+            at = next((i for i, token in enumerate(tokens) if token.name == name), None)
+            if at is None:
+                raise SettingsError(f"no token {name!r} in {self.path}; `citeline tokens list` shows them")
+            secret = new_secret()
+            tokens[at] = dataclasses.replace(tokens[at], digest=digest_of(secret), rotated_at=_now())
         return secret
+
+    @contextmanager
+    def _changing(self) -> Iterator[MutableSequence[Token]]:
+        # The tokens as the file holds them now, to change in place; written back when the block ends without an
+        # error. Under the file's lock (``.tokens.json.lock`` beside it), read afresh rather than from the cache:
+        # two `citeline tokens add` at once each wrote the file it had read plus its own token, and one was lost.
+        with file_lock(self.path.with_name(f".{self.path.name}.lock"), wait=_LOCK_WAIT, what=str(self.path)):
+            tokens = list(self._read()) if self.path.exists() else []
+            yield tokens
+            self._write(tokens)
 
     def _write(self, tokens: Sequence[Token]) -> None:
         data = {

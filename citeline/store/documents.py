@@ -188,19 +188,32 @@ def spellings(name: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def read_document(index_dir: Path, doc_id: str, names: Sequence[str] = ()) -> DocumentDetail:
+def read_document(
+    index_dir: Path, doc_id: str, names: Sequence[str] = (), within: Filters | None = None
+) -> DocumentDetail:
     """:func:`document` of the index at ``index_dir`` (``Index.document``): ``doc_id``, else the one document
-    ``names`` name (:func:`named`); an unknown one raises :class:`IndexNotFoundError` saying how to list them."""
+    ``names`` name (:func:`named`); an unknown one raises :class:`IndexNotFoundError` saying how to list them.
+    ``within``: only the documents these filters select exist (a scoped caller's: a name is looked for among them
+    alone, so a document outside neither answers nor makes a name ambiguous)."""
     for text in (doc_id, *names):  # no file whose name is not UTF-8 is indexed (ingest refuses it)
         check_text("document name", text, "; no file whose name is not UTF-8 is indexed (rename it to index it)")
     with contextlib.closing(catalog.connect(index_dir, read_only=True)) as connection:
         record = document(connection, doc_id)
+        if record is not None and within and not _selects(connection, within, record.doc_id):
+            record = None
         if record is None and names:
-            found = named(connection, names)
+            found = named(connection, names, within)
             record = document(connection, found) if found is not None else None
     if record is None:
         raise not_found(index_dir, doc_id)
     return record
+
+
+def _selects(connection: duckdb.DuckDBPyConnection, filters: Filters, doc_id: str) -> bool:
+    # Whether ``filters`` select the document ``doc_id``.
+    condition, params = filters.to_sql()
+    sql = f"SELECT 1 FROM documents d WHERE d.doc_id = ? AND ({condition})"
+    return connection.execute(sql, [doc_id, *params]).fetchone() is not None
 
 
 def not_found(index_dir: Path, doc_id: str) -> IndexNotFoundError:
@@ -213,20 +226,23 @@ def not_found(index_dir: Path, doc_id: str) -> IndexNotFoundError:
 
 
 _NAMED_SQL = """
-SELECT doc_id, path, source_id, source_file FROM documents
-WHERE source_id = ANY($names) OR path = ANY($names) OR path || substr(source_id, length(source_file) + 1) = ANY($names)
-ORDER BY path, source_id
+SELECT d.doc_id, d.path, d.source_id, d.source_file FROM documents d
+WHERE (d.source_id = ANY(?) OR d.path = ANY(?) OR d.path || substr(d.source_id, length(d.source_file) + 1) = ANY(?))
+  AND ({condition})
+ORDER BY d.path, d.source_id
 """
 #: How many records an ambiguous name's error lists.
 NAMED_SHOWN = 3
 
 
-def named(connection: duckdb.DuckDBPyConnection, names: Sequence[str]) -> str | None:
+def named(connection: duckdb.DuckDBPyConnection, names: Sequence[str], within: Filters | None = None) -> str | None:
     """The id of the one document ``names`` (the spellings of one name: as given, and as an absolute path) name: a
     source id (``notes/a.md``, ``records.jsonl#rec1786``, relative to its root), a source file's path, or a
     record's (``/data/records.jsonl#rec1786``); None when none does. A name that fits several documents (a file of
     records, the same source id under two roots) raises :class:`QueryError` naming some of them."""
-    rows = connection.execute(_NAMED_SQL, {"names": list(names)}).fetchall()
+    condition, params = within.to_sql() if within else ("TRUE", [])  # within: only the documents these select
+    listed = list(names)
+    rows = connection.execute(_NAMED_SQL.format(condition=condition), [listed, listed, listed, *params]).fetchall()
     exact = [row for row in rows if row[2] in names or record_name(row[1], record_of(row[2], row[3])) in names]
     chosen = exact or rows  # a path alone names its records only when none is the whole file
     if len(chosen) == 1:

@@ -87,6 +87,24 @@ def writer_lock(index_dir: Path, *, wait: float | None = None) -> Iterator[None]
         os.close(descriptor)  # releases the flock
 
 
+@contextlib.contextmanager
+def file_lock(path: Path, *, wait: float, what: str) -> Iterator[None]:
+    """Hold an exclusive flock on the lock file ``path`` (created if missing) for the block: for a small file that
+    is read, changed and written back whole (the tokens file), so that two writers at once do not each write
+    their own change over the other's. Waits ``wait`` seconds, then raises :class:`IndexLockedError` naming
+    ``what``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def locked_out() -> Exception:
+        return IndexLockedError(f"{what} stayed locked by another process for {wait:g} s ({path}); try again")
+
+    descriptor = _lock_file(path, fcntl.LOCK_EX, time.monotonic() + wait, locked_out)
+    try:
+        yield
+    finally:
+        os.close(descriptor)  # releases the flock
+
+
 def _note_holder(path: Path) -> None:
     """Write ``<pid> <start time>`` into ``write.lock``, so a waiting run can say who holds the index (the file
     only informs: the lock itself is on the directory, or on this file's descriptor, never on its contents)."""
