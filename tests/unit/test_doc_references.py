@@ -150,6 +150,7 @@ FENCE = re.compile(r"```.*?```", re.DOTALL)
 ALLOWED_NAMES = {
     # other programs' names: FAISS, NumPy, pyarrow, the MCP SDK, S3, nginx, systemd, Kubernetes, shells
     "autoclass": "Sphinx's autodoc directive (docs/sources.md, the .rst reader)",
+    "TooManyRedirects": "aiohttp's exception for a redirect loop (docs/reliability.md)",
     "options.rst": "a page of Click's docs (docs/quality.md, the real documentation trees)",
     "CLIVFPQ1": "FAISS's fourcc of a fast-scan IVF file (docs/scale.md)",
     "reconstruct_batch": "a FAISS method",

@@ -183,8 +183,7 @@ def _parsed(text: str, source_path: str) -> Any:
 def splice(changes: list[tuple[Any, list[Any]]]) -> None:
     """Put each node of ``changes`` out of its parent, the nodes paired with it in its place (none: it is removed):
     one pass over each parent's children. docutils' ``replace`` and ``remove`` look the node up in its parent's
-    list each time, and a page of many directives or messages under one parent made that quadratic (70,000
-    version notes: 565 CPU-s)."""
+    list each time, quadratic for a page of many directives or messages under one parent (docs/sources.md#formats)."""
     parents: dict[int, Any] = {}
     swaps: dict[int, list[Any]] = {}
     for node, replacement in changes:
