@@ -32,6 +32,7 @@ import contextvars
 import io
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -273,6 +274,11 @@ def filesystem(url: str) -> tuple[AbstractFileSystem, str]:
 WEB_CONNECT_SECONDS = 10.0
 WEB_SILENCE_SECONDS = 30.0
 WEB_REQUEST_SECONDS = 300.0
+#: The slowest a web body may arrive, in bytes a second, judged over each :data:`WEB_SILENCE_SECONDS` spent
+#: waiting for it: a server that trickles a few bytes at a time is never silent long enough for the silence bound,
+#: and held the run until the request bound. Only the time a read waits counts (a record file read as the run
+#: goes, its pauses the run's own, is not slow for them). A URL under it fails alone, saying how fast it came.
+WEB_MIN_BYTES_PER_SECOND = 1024
 
 
 def _with_web_timeouts(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -843,11 +849,22 @@ class _WebGet:
             return response
 
         self._response = sync(self._loop, get)
+        self._waited, self._got = 0.0, 0  # since the last check of the rate (WEB_MIN_BYTES_PER_SECOND)
 
     def read(self, size: int) -> bytes:
         from fsspec.asyn import sync
 
+        began = time.monotonic()
         data: bytes = sync(self._loop, self._response.content.read, size)
+        self._waited += time.monotonic() - began
+        self._got += len(data)
+        if data and self._waited >= WEB_SILENCE_SECONDS:
+            if self._got < WEB_MIN_BYTES_PER_SECOND * self._waited:
+                raise WebError(
+                    f"the server sent {self._got:,} bytes in {self._waited:.0f} s, slower than the "
+                    f"{WEB_MIN_BYTES_PER_SECOND:,} bytes a second a download must keep"
+                )
+            self._waited, self._got = 0.0, 0
         return data
 
     def close(self) -> None:

@@ -241,7 +241,7 @@ def test_a_dead_url_never_stalls_the_others(tmp_path: Path, web: WebServer, monk
         web.base + "/headers-then-nothing.md": "the server did not answer in time",
         web.base + "/claims-6-mib.md": "the server did not answer in time",
         web.base + "/claims-40-mib.md": "the server did not answer in time",
-        web.base + "/trickle.md": "the server did not answer in time",
+        web.base + "/trickle.md": "slower than the 1,024 bytes a second a download must keep",
         web.base + "/loop.md": "too many redirects",
         "http://127.0.0.1:9/closed.md": "cannot connect",
         web.base + "/no-length.md": "bytes read, above the 50,331,648-byte limit",
@@ -261,6 +261,31 @@ def test_a_dead_url_never_stalls_the_others(tmp_path: Path, web: WebServer, monk
             assert errors[url] == reason, errors[url]
     hits = index.search("the storm came last", k=1, mode="lexical", min_score=0)
     assert hits and hits[0].source_path.endswith("/bigger-than-head.md")  # read whole, past what its HEAD said
+
+
+def test_a_trickle_fails_by_its_rate_and_a_slow_reader_is_not_a_slow_server(
+    tmp_path: Path, web: WebServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A body trickled a few bytes at a time is never silent for the silence bound: it fails by its rate, in about
+    # the silence bound, not the request bound. A run that reads a streamed body slowly (its own pauses: a record
+    # file parsed and embedded as it streams) is not a slow server: only the time a read waits counts.
+    monkeypatch.setattr(remote, "WEB_SILENCE_SECONDS", 0.5)
+    monkeypatch.setattr(remote, "WEB_REQUEST_SECONDS", 60.0)
+    web.routes["/trickle.jsonl"] = Route(200, {"Content-Type": "application/jsonl"}, body=trickle(b"{} ", 0.05))
+    web.routes["/steady.jsonl"] = Route(200, {"Content-Type": "application/jsonl"}, body=endless(total=4 * MiB))
+    started = time.monotonic()
+    slow = r"the server sent [\d,]+ bytes in \d+ s, slower than the 1,024 bytes a second"
+    trickled = SourceFile(web.base, web.base + "/trickle.jsonl", "trickle.jsonl", size=0)
+    with pytest.raises(OSError, match=slow), remote.open_object(trickled) as body:
+        while body.read(4096):
+            pass
+    assert time.monotonic() - started < 5
+    read = 0
+    with remote.open_object(SourceFile(web.base, web.base + "/steady.jsonl", "steady.jsonl", size=0)) as body:
+        while piece := body.read(64 * 1024):
+            read += len(piece)
+            time.sleep(0.02)  # the run's own pace: 64 reads a second, longer than the bound in all
+    assert read >= 4 * MiB  # all of it, read over more than the silence bound of waits and pauses
 
 
 def test_urls_of_a_dead_host_cost_its_bound_once(
