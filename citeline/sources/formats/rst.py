@@ -142,8 +142,11 @@ def _parsed(text: str, source_path: str) -> Any:
         changes: list[tuple[Any, list[Any]]] = []
         for message, body in found:
             if isinstance(body, str):
-                prose.append((nodes.container(), body))
-            changes.append((message, [prose[-1][0]] if isinstance(body, str) else [] if body is None else [body]))
+                place = nodes.container()
+                prose.append((place, body))
+                changes.append((message, [place]))
+            else:
+                changes.append((message, [] if body is None else [body]))
         notes = [message for message in tree.findall(nodes.system_message) if message["level"] < 2]  # INFO
         splice(changes + [(message, []) for message in notes])
         del found, changes, notes
@@ -215,14 +218,15 @@ def _unknown_directives(tree: Any) -> list[tuple[Any, Any]]:
     found: list[tuple[Any, Any]] = []
     for message in tree.findall(nodes.system_message):
         block = message.next_node(nodes.literal_block)
-        written = _DIRECTIVE.match(block.astext()) if block is not None else None
+        quoted = block.astext() if block is not None else ""
+        written = _DIRECTIVE.match(quoted)
         if written is None or message.parent is None:
             continue
         name = written["name"].lower()
         unknown = message.children[0].astext().startswith("Unknown directive type")
         if not unknown and name not in CODE_DIRECTIVES:  # one docutils knows and refused (include, raw): gone
             continue
-        first, _, rest = block.astext().partition("\n")
+        first, _, rest = quoted.partition("\n")
         argument = first.split("::", 1)[1].strip()
         lines = rest.split("\n")
         while lines and lines[0].strip():  # the argument's continuation and the options, up to the first blank line
