@@ -24,6 +24,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import ResponseValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError, create_model
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
 from starlette.middleware import Middleware
 from starlette.routing import get_route_path
@@ -166,7 +167,11 @@ class QueryShortcut:
             handler = self._handler(exc)
             if handler is None:
                 raise  # Starlette's ServerErrorMiddleware answers it (500), as it would the route's
-            response = await handler(Request(scope, receive), exc)
+            request = Request(scope, receive)
+            if inspect.iscoroutinefunction(handler):
+                response = await handler(request, exc)
+            else:  # a plain function, on a worker thread as Starlette runs it
+                response = await run_in_threadpool(handler, request, exc)
         await response(scope, receive, send)
 
     def _handler(self, exc: Exception) -> Callable[..., Any] | None:

@@ -20,8 +20,9 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from hypothesis import strategies as st
 
-from citeline import Index
+from citeline import Index, QueryError
 from citeline.server import create_app
+from citeline.server.service import ServerBusyError
 from citeline.server.shortcut import QueryShortcut, _Shortcut
 
 _TEXTS = [
@@ -199,3 +200,26 @@ def test_a_dependency_overridden_is_honoured(pair: tuple[TestClient, TestClient]
     assert found and {result["source_path"].rsplit("/", 1)[-1] for result in found} == {"a.md"}
     unfiltered = fast.get("/search", params={"q": "cavalry river", "mode": "lexical"}).json()["results"]
     assert len({result["source_path"] for result in unfiltered}) > 1
+
+
+@pytest.mark.parametrize(
+    "raised", [ServerBusyError("the server is busy"), QueryError("no such field"), RuntimeError("a bug")]
+)
+def test_what_the_route_raises_is_answered_alike(
+    pair: tuple[TestClient, TestClient], monkeypatch: pytest.MonkeyPatch, raised: Exception
+) -> None:
+    """A busy server (503 with Retry-After), a CitelineError with its own status, and a bug (500, Starlette's
+    outermost handler): the same answer whichever way the request went."""
+    fast, slow = pair
+
+    async def failing(*args: Any, **kwargs: Any) -> Any:
+        raise raised
+
+    monkeypatch.setattr("citeline.server.app.search_answer", failing)
+    answers = []
+    for app in (fast.app, slow.app):
+        client = TestClient(app, raise_server_exceptions=False)  # type: ignore[arg-type]
+        answer = client.get("/search", params={"q": "cavalry"})
+        answers.append((answer.status_code, answer.headers.multi_items(), answer.content))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == {ServerBusyError: 503, QueryError: 400, RuntimeError: 500}[type(raised)]
