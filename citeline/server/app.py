@@ -50,7 +50,7 @@ from citeline.server.models import (
 from citeline.server.page import add_pages, inline_source
 from citeline.server.parameters import FACETS_HELP, filter_parameters, search_parameters
 from citeline.server.service import IndexService
-from citeline.server.shortcut import add_query_shortcut
+from citeline.server.shortcut import QueryRoute
 from citeline.sharding.remote import ShardWorkers
 from citeline.store.access import TOKENS_FILE, TokenFile
 from citeline.store.documents import FACET_VALUES
@@ -149,7 +149,6 @@ def create_app(
         # A bug: the log has the traceback; the body names no internals (no SQL, no paths).
         return error_response(500, f"internal error ({type(exc).__name__}); the server's log has the details")
 
-    @app.get("/search", response_model=SearchResponse, summary="The passages most relevant to q")
     async def search(
         response: Response,
         options: Annotated[dict[str, Any], Depends(search_parameters())],
@@ -161,6 +160,16 @@ def create_app(
         answer = await search_answer(service, q, wanted, facets=facets)
         response.headers[GENERATION_HEADER] = str(answer.generation)
         return json_answer(answer)
+
+    # The same answers as a plain route, with one validation of the 15 parameters (citeline.server.shortcut).
+    app.router.add_api_route(
+        "/search",
+        search,
+        methods=["GET"],
+        response_model=SearchResponse,
+        summary="The passages most relevant to q",
+        route_class_override=QueryRoute,
+    )
 
     @app.get("/facets", response_model=list[FacetModel], summary="Documents per metadata value, for the filters")  # type: ignore[valid-type]
     async def facet_counts(
@@ -210,7 +219,6 @@ def create_app(
     _add_docs_page(app, "/redoc", get_redoc_html, redoc_js_url="redoc/redoc.standalone.js",
                    redoc_favicon_url="fastapi/favicon.png", with_google_fonts=False)  # fmt: skip
     add_pages(app, service, LIMITS)
-    add_query_shortcut(app, "/search")  # the same answers with one validation, not 15 (citeline.server.shortcut)
     return app
 
 

@@ -2,35 +2,32 @@
 
 FastAPI validates each query parameter of a route on its own (a pydantic validation, a dependency call and their
 bookkeeping per parameter: ``/search`` has 15), a fifth of the CPU the server's event loop spends on a search
-request (docs/performance.md, "One validation for /search"). :class:`QueryShortcut` answers the same route from the
-same declaration with one validation of all its parameters: it reads the route's own dependency tree (its query
+request (docs/performance.md, "One validation for /search"). A :class:`QueryRoute` answers from the same
+declaration with one validation of all its parameters: it reads the route's own dependency tree (its query
 parameters, their annotations and bounds, the dependencies that turn them into the endpoint's arguments), builds one
 pydantic model of them, calls the route's dependencies and endpoint with what that model validated, and renders the
-result with the route's own response field, status and headers. Anything it is not sure to answer as the route
-would (a value the model refuses, a method or path that is not the route's) goes on to FastAPI, which answers it
-(its 400 names the parameter as every route's does). The route stays the reference: the OpenAPI schema is its, and
-tests/system/test_server_shortcut.py checks, over generated query strings, that both ways answer the same bytes.
+result with the route's own response field, status and headers. A request it is not sure to answer as FastAPI would
+(a value the model refuses) goes on to FastAPI's handler of the same route, which answers it (its 400 names the
+parameter as every route's does). The route stays the reference: the OpenAPI schema is its, and
+tests/system/test_server_shortcut.py checks, over generated query strings, that both handlers answer the same
+bytes.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Request, Response
 from fastapi._compat import field_annotation_is_sequence
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import ResponseValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError, create_model
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
-from starlette.middleware import Middleware
-from starlette.routing import get_route_path
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["QueryShortcut", "add_query_shortcut"]
+__all__ = ["QueryRoute"]
 
 
 class _Shortcut:
@@ -133,59 +130,22 @@ def _is_list(annotation: Any) -> bool:
     return bool(field_annotation_is_sequence(annotation))
 
 
-class QueryShortcut:
-    """ASGI middleware, innermost of the app's (so every other middleware still runs: the guard, the metrics and
-    access log, the security headers): a ``GET`` of one of the routes at ``paths`` whose query parameters its
-    model validates is answered here (:class:`_Shortcut`); any other request goes on to the app. What the route's
-    code raises is answered by the app's exception handlers, as under FastAPI. Starlette builds it at the app's
-    first request, when every route and handler is declared (:func:`add_query_shortcut`)."""
+class QueryRoute(APIRoute):
+    """A FastAPI route (``route_class_override`` of ``add_api_route``) whose requests :class:`_Shortcut` answers
+    when its model validates their query parameters, and FastAPI's own handler otherwise (a value it refuses, or a
+    dependency the app overrides). Routing, the exception handlers and FastAPI's per-request scope are the route's
+    as for any other: only the handler inside differs. A route it could not answer as FastAPI does is refused
+    when it is declared (:class:`_Shortcut`)."""
 
-    def __init__(self, app: ASGIApp, fastapi: FastAPI, paths: Sequence[str]):
-        self.app = app
-        routes = [r for r in fastapi.routes if isinstance(r, APIRoute) and r.path in paths]
-        routes = [route for route in routes if "GET" in (route.methods or set())]
-        missing = set(paths) - {route.path for route in routes}
-        if missing:
-            raise ValueError(f"no GET route at {', '.join(sorted(missing))} to shortcut")
-        self.shortcuts = {route.path: _Shortcut(route) for route in routes}
-        self.handlers = dict(fastapi.exception_handlers)
-        self.overrides = fastapi.dependency_overrides  # the app's, live: a dependency overridden goes to FastAPI
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        routed = super().get_route_handler()
+        shortcut = _Shortcut(self)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        shortcut = None
-        if scope["type"] == "http" and scope["method"] == "GET" and not self.overrides:
-            shortcut = self.shortcuts.get(get_route_path(scope))
-        values = shortcut.values(scope.get("query_string", b"")) if shortcut is not None else None
-        if shortcut is None or values is None:
-            await self.app(scope, receive, send)
-            return
-        # What routing sets: the metrics label the route's pattern, as for a request FastAPI routed.
-        scope["route"], scope["endpoint"], scope["path_params"] = shortcut.route, shortcut.route.endpoint, {}
-        try:
-            response = await shortcut.answer(values)
-        except Exception as exc:
-            handler = self._handler(exc)
-            if handler is None:
-                raise  # Starlette's ServerErrorMiddleware answers it (500), as it would the route's
-            request = Request(scope, receive)
-            if inspect.iscoroutinefunction(handler):
-                response = await handler(request, exc)
-            else:  # a plain function, on a worker thread as Starlette runs it
-                response = await run_in_threadpool(handler, request, exc)
-        await response(scope, receive, send)
+        async def handler(request: Request) -> Response:
+            overridden = getattr(self.dependency_overrides_provider, "dependency_overrides", None)
+            values = None if overridden else shortcut.values(request.scope.get("query_string", b""))
+            if values is None:
+                return await routed(request)
+            return await shortcut.answer(values)
 
-    def _handler(self, exc: Exception) -> Callable[..., Any] | None:
-        # The handler Starlette's ExceptionMiddleware would pick: that of the first of the exception's classes
-        # with one (Exception's is the ServerErrorMiddleware's, outside this one: not here).
-        for cls in type(exc).__mro__:
-            if cls is Exception:
-                return None
-            if cls in self.handlers:
-                return self.handlers[cls]
-        return None
-
-
-def add_query_shortcut(app: FastAPI, *paths: str) -> None:
-    """Answer ``GET`` requests of the app's routes at ``paths`` through :class:`QueryShortcut`, innermost of the
-    app's middleware."""
-    app.user_middleware.append(Middleware(QueryShortcut, fastapi=app, paths=paths))
+        return handler

@@ -1,7 +1,7 @@
-"""``GET /search`` through :class:`citeline.server.shortcut.QueryShortcut` answers byte for byte what FastAPI's
-route answers: the same app with and without the shortcut, asked the same generated query strings (valid values,
-values just outside their bounds, repeated and unknown parameters, malformed filters and dates, odd encodings),
-give the same status, headers and body."""
+"""``GET /search`` through :class:`citeline.server.shortcut.QueryRoute`'s shortcut answers byte for byte what
+FastAPI's own handler of the route answers: the same app with and without the shortcut, asked the same generated
+query strings (valid values, values just outside their bounds, repeated and unknown parameters, malformed filters and
+dates, odd encodings), give the same status, headers and body."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ import pytest
 from _common import examples
 from conftest import HashEmbedder
 from fastapi import FastAPI
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, request_response
 from fastapi.testclient import TestClient
 from hypothesis import strategies as st
 
 from citeline import Index, QueryError
 from citeline.server import create_app
 from citeline.server.service import ServerBusyError
-from citeline.server.shortcut import QueryShortcut, _Shortcut
+from citeline.server.shortcut import QueryRoute, _Shortcut
 
 _TEXTS = [
     ("a.md", "---\nyear: 2021\nauthor: Mara\n---\n# River\n\nCavalry crossed the river at dawn. Épée drawn.\n"),
@@ -43,10 +43,17 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient,
     Index.create(root / "ix", embedder=HashEmbedder()).ingest([root / "docs"])
     direct = create_app(root / "ix", embedder=HashEmbedder())
     routed = create_app(root / "ix", embedder=HashEmbedder())
-    routed.user_middleware = [entry for entry in routed.user_middleware if entry.cls is not QueryShortcut]
-    assert len(routed.user_middleware) == len(direct.user_middleware) - 1
+    _without_shortcut(routed)
     with TestClient(direct) as fast, TestClient(routed) as slow:
         yield fast, slow
+
+
+def _without_shortcut(app: FastAPI) -> None:
+    """``app`` with FastAPI's own handler on its shortcut routes (the reference the shortcut must answer as)."""
+    routes = [route for route in app.router.routes if isinstance(route, QueryRoute)]
+    assert [route.path for route in routes] == ["/search"]
+    for route in routes:
+        route.app = request_response(APIRoute.get_route_handler(route))
 
 
 def _parameters(app: FastAPI) -> dict[str, Any]:
@@ -163,7 +170,7 @@ def test_other_methods_paths_and_a_prefix_go_to_the_route(tmp_path: Path) -> Non
     """``HEAD``, ``/search/`` and a proxy's path prefix are answered as FastAPI answers them."""
     Index.create(tmp_path / "ix", embedder=HashEmbedder()).ingest([Path(__file__).parent.parent.parent / "seeds"])
     apps = [create_app(tmp_path / "ix", embedder=HashEmbedder()) for _ in range(2)]
-    apps[1].user_middleware = [entry for entry in apps[1].user_middleware if entry.cls is not QueryShortcut]
+    _without_shortcut(apps[1])
     for root_path, method, path in itertools.product(["", "/api"], ["GET", "HEAD", "POST"], ["/search", "/search/"]):
         answers = []
         for app in apps:
@@ -174,12 +181,19 @@ def test_other_methods_paths_and_a_prefix_go_to_the_route(tmp_path: Path) -> Non
 
 
 def test_a_route_the_shortcut_cannot_answer_is_refused_when_the_app_starts(tmp_path: Path) -> None:
-    """A route with a parameter that is not a query parameter (a path parameter here) is not shortcut silently."""
+    """A route with a parameter that is not a query parameter (a path parameter here) is not shortcut silently:
+    declaring it as a :class:`QueryRoute` fails."""
     Index.create(tmp_path / "ix", embedder=HashEmbedder())
     app = create_app(tmp_path / "ix", embedder=HashEmbedder())
     route = next(r for r in app.routes if isinstance(r, APIRoute) and r.path == "/documents/{doc_id}")
     with pytest.raises(ValueError, match="coroutines of query parameters"):
-        _Shortcut(route)
+        app.router.add_api_route(
+            "/documents/{doc_id}",
+            route.endpoint,
+            methods=["GET"],
+            response_model=route.response_model,
+            route_class_override=QueryRoute,
+        )
 
 
 def test_a_dependency_overridden_is_honoured(pair: tuple[TestClient, TestClient]) -> None:
