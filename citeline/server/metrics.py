@@ -155,8 +155,8 @@ class Observed:
             route = _route(scope)
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)
-            # a request refused before a caller was found (no token, a wrong one, a foreign Host) is nobody's:
-            # logged as the owner (-), a stream of refusals read as the owner's own requests
+            # a request refused before a caller was found (no token, a wrong one, a foreign Host) is nobody's (REFUSED):
+            # logged as the owner's (-), a stream of refusals would read as the owner's own requests
             found = scope.get(CALLER_KEY)
             caller = found.name if found is not None else REFUSED
             if self.access_log == "json":

@@ -473,11 +473,8 @@ class ShardedIndex(Index):
         """One document, read from the shard its id routes to; a name (:meth:`Index.document`) is looked for in every
         shard (``within``: among the documents those filters select only)."""
         parts = self._local("documents")
-        try:
-            return parts[shard_of(doc_id, self.manifest.shards)].document(doc_id, within)
-        except IndexNotFoundError:
-            pass
-        for part in parts:
+        routed = shard_of(doc_id, self.manifest.shards)
+        for part in (parts[routed], *parts[:routed], *parts[routed + 1 :]):  # its own shard first, each once
             try:
                 return part.document(doc_id, within)
             except IndexNotFoundError:

@@ -5,8 +5,8 @@ statement on them, as ``file_stats`` owns the files table.
 
 **The rule.** A document's text is normalised (:func:`words`: the residue of markup a source carries and its
 rendering does not — reStructuredText and MyST roles, directives and toctrees, Markdown link targets, emphasis and
-code fences, URLs, ``¶`` — case,
-punctuation and whitespace are dropped) and cut into word shingles (:data:`SHINGLE_WORDS` words). Two documents are
+code fences, URLs, ``¶`` — case, punctuation and whitespace are dropped) and cut into word shingles
+(:data:`SHINGLE_WORDS` words). Two documents are
 the same work when their shingle sets have a Jaccard similarity of at least :data:`MIN_JACCARD`, or when the
 smaller set lies at least :data:`MIN_CONTAINMENT` inside the larger one and their Jaccard is at least
 :data:`MIN_JACCARD_CONTAINED` (a page whose navigation, or a source whose directives, add words the other lacks).

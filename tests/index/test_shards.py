@@ -12,7 +12,7 @@ import pytest
 from _common import abstracts_file, same_ranking, shard_queries
 
 from citeline import Index, ShardedIndex
-from citeline.errors import IndexMismatchError
+from citeline.errors import IndexMismatchError, IndexNotFoundError
 from citeline.ingest.options import IngestOptions
 from citeline.ingest.progress import Reporter
 from citeline.sharding.index import Manifest, shard_dir, shard_of
@@ -88,6 +88,11 @@ def test_every_document_lives_in_its_shard_and_commands_work(pair: tuple[Index, 
     assert [d.doc_id for d in sharded.documents()] == [d.doc_id for d in plain.documents()]
     some = plain.documents(limit=1)[0].doc_id
     assert sharded.document(some).text == plain.document(some).text
+    # by name: looked for in every shard, the routed one first, each once
+    for info in plain.documents(limit=8)[::3]:
+        assert sharded.document(info.source_id).doc_id == info.doc_id == plain.document(info.source_id).doc_id
+    with pytest.raises(IndexNotFoundError, match=re.escape("no document 'no/such/name.md'")):
+        sharded.document("no/such/name.md")
     report = sharded.verify()
     assert report.ok, report.problems
     assert report.chunks == plain.verify().chunks
