@@ -35,6 +35,11 @@ ALLOWED = {
     ("citeline/sources/formats/markdown.py", "getattr(exc, 'problem', None)"): "third-party exception",
     # a parser registered by a user may be any callable (a functools.partial has no __name__)
     ("citeline/sources/registry.py", "getattr(read_records, '__name__', 'parse_whole')"): "user's callable",
+    # FastAPI's route keeps the app as an untyped dependency_overrides_provider (or None), and reads its overrides
+    # with this same getattr in solve_dependencies
+    ("citeline/server/shortcut.py", "getattr(self.dependency_overrides_provider, 'dependency_overrides', None)"): (
+        "FastAPI's provider"
+    ),
     # re.error carries msg; pathspec's own pattern errors do not
     ("citeline/sources/selection.py", "getattr(exc, 'msg', None)"): "third-party exception",
     # Prefect's TerminationSignal carries the signal it stands for; KeyboardInterrupt and citeline's stops do not
