@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import json
 import os
 from collections.abc import Sequence
@@ -131,7 +130,6 @@ def serve(
     if access_log != "off":
         log_access_to_stderr()
     if workers == 1:
-        freeze_startup_objects()
         uvicorn.run(create_app(index_path, embedder, token=token, **_without_path(settings)), **options)
         return
     if embedder is not None:
@@ -157,26 +155,9 @@ def serve_mcp_stdio(
     (``citeline.server.mcp``), reading as :func:`create_app` does; ``ingest_roots`` enables the ``ingest`` tool for
     those roots only. Raises :class:`IndexNotFoundError` before serving if there is no index."""
     roots = mcp.allowed_roots(ingest_roots)
-    freeze_startup_objects()
     service = IndexService(Index.open(index_path, embedder=embedder, repair=False), timeout)
     server = mcp.build_server(service, LIMITS, ingest_roots=roots)
     anyio.run(functools.partial(mcp.run_stdio, server, drain=timeout))
-
-
-def freeze_startup_objects() -> None:
-    """Take what this process holds so far (the modules a server imports, their classes, functions and schemas,
-    which it keeps until it exits) out of the garbage collector's full collections: :func:`gc.freeze`, after a
-    collection of what is already garbage. Each serving process calls it once, before it opens the index, so
-    that the index's readers (replaced after every commit) are collected as usual."""
-    # Why: a full collection walks every object the collector tracks, and a server tracks about twice what an
-    # in-process search does (FastAPI, pydantic, the MCP SDK): each full one, due whenever the objects that
-    # outlive a request grow by a quarter (caches filling, a new generation's readers), held up the request that
-    # set it off. Frozen, those import-time objects are skipped, never freed (they would never be garbage).
-    # Objects frozen here and later dropped in a reference cycle are never collected: hence before the index is
-    # opened, and only where a process starts serving (never in create_app, which tests and applications call in
-    # a process that goes on to other work). docs/performance.md has the measurements.
-    gc.collect()
-    gc.freeze()
 
 
 def _without_path(settings: dict[str, Any]) -> dict[str, Any]:
@@ -186,13 +167,11 @@ def _without_path(settings: dict[str, Any]) -> dict[str, Any]:
 def app_from_environment() -> FastAPI:
     """The app of one worker process of ``serve(workers=N)``, from the settings in ``CITELINE_SERVE_SETTINGS``
     and the token in ``CITELINE_TOKEN``; also what to give uvicorn or gunicorn to run workers of your own
-    (``uvicorn --factory citeline.server:app_from_environment --workers 4``). Call it once per process: it
-    freezes the process's objects so far (:func:`freeze_startup_objects`) before it opens the index."""
+    (``uvicorn --factory citeline.server:app_from_environment --workers 4``)."""
     raw = os.environ.get(SETTINGS_ENV)
     if not raw:
         raise SettingsError(f'set {SETTINGS_ENV} to JSON settings, at least {{"index_path": "PATH"}}')
     settings = json.loads(raw)
     if settings.get("access_log", "plain") != "off":
         log_access_to_stderr()
-    freeze_startup_objects()
     return create_app(settings.pop("index_path"), token=os.environ.get(TOKEN_ENV) or None, **settings)

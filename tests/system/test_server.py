@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -280,60 +279,6 @@ def test_serve_in_a_subprocess_answers_without_loading_a_model(tmp_path: Path) -
     # log, which printed the query string, is off).
     assert re.search(r"^\S+ \S+ - /search 200 \d+\.\d+$", logged, re.MULTILINE), logged
     assert "cavalry" not in logged.lower(), logged
-
-
-# Run in a process of its own (the freeze is for the rest of a process's life): each serving entry is called with
-# its runner replaced by a probe, which reports what the collector holds as serving would begin.
-_SERVING_PROBE = """
-import gc, json, os, sys
-import anyio, uvicorn
-from citeline import Index
-from citeline.server import serving
-
-def indexes():
-    return {id(o) for o in gc.get_objects() if isinstance(o, Index)}
-
-def probe(*args, **kwargs):
-    tracked = indexes()
-    frozen = gc.get_freeze_count()
-    gc.unfreeze()
-    print(json.dumps({"frozen": frozen, "tracked": len(tracked), "all": len(indexes())}))
-
-uvicorn.run = anyio.run = probe
-entry, index = sys.argv[1], sys.argv[2]
-if entry == "serve":
-    serving.serve(index, access_log="off")
-elif entry == "mcp":
-    serving.serve_mcp_stdio(index)
-else:
-    os.environ[serving.SETTINGS_ENV] = json.dumps({"index_path": index, "access_log": "off"})
-    app = serving.app_from_environment()
-    probe()
-"""
-
-
-@pytest.mark.parametrize("entry", ["serve", "mcp", "worker"])
-def test_a_serving_process_freezes_its_imports_and_not_its_index(tmp_path: Path, entry: str) -> None:
-    """``citeline serve``, ``citeline mcp`` and each worker of ``serve --workers N`` take their imported objects
-    out of the collector's full collections before they open the index (``serving.freeze_startup_objects``);
-    the index's objects stay collectable, as its readers are replaced after every commit."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "a.md").write_text("# A\n\nCavalry crossed at dawn.\n", encoding="utf-8")
-    Index.create(tmp_path / "ix", embedder=HashEmbedder()).ingest([tmp_path / "docs"])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-c", _SERVING_PROBE, entry, str(tmp_path / "ix")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    held = json.loads(done.stdout.strip().splitlines()[-1])
-    assert held["frozen"] > 0  # the imports
-    assert held["tracked"] >= 1  # the served index, opened after the freeze ...
-    assert held["tracked"] == held["all"]  # ... and no Index among the frozen objects
 
 
 @pytest.mark.slow
