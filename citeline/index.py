@@ -37,7 +37,7 @@ from citeline.model.embedding import (
 from citeline.query import plan
 from citeline.query.results import SearchResult, answer_documents
 from citeline.store import catalog, generation, vector_files
-from citeline.store.access import TOKENS_FILE, TokenFile, scope_of
+from citeline.store.access import TokenFile, scope_of
 from citeline.store.catalog import IndexStatus
 from citeline.store.documents import (
     FACET_VALUES,
@@ -591,7 +591,7 @@ class Index:
         """The named access tokens a server over this index admits (``citeline tokens``): the file ``path``, else
         ``tokens.json`` in the index directory (``citeline.store.access``: ``add``, ``list``, ``revoke``,
         ``rotate``; each token's scope is a filter of :meth:`search`)."""
-        return TokenFile(path if path is not None else self.path / TOKENS_FILE)
+        return TokenFile.of_index(self.path, path)
 
     def document_text(self, doc_id: str) -> str:
         """The stored text of a document (what passage offsets index into)."""

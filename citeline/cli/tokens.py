@@ -25,11 +25,9 @@ _tokens_file_option = click.option(
 
 
 def _token_file(index_path: str, tokens_file: str | None) -> Any:
-    from pathlib import Path
+    from citeline.store.access import TokenFile
 
-    from citeline.store.access import TOKENS_FILE, TokenFile
-
-    return TokenFile(tokens_file if tokens_file else Path(index_path) / TOKENS_FILE)
+    return TokenFile.of_index(index_path, tokens_file)
 
 
 @click.group("tokens")

@@ -52,7 +52,7 @@ from citeline.server.parameters import FACETS_HELP, filter_parameters, search_pa
 from citeline.server.service import IndexService
 from citeline.server.shortcut import QueryRoute
 from citeline.sharding.remote import ShardWorkers
-from citeline.store.access import TOKENS_FILE, TokenFile
+from citeline.store.access import TokenFile
 from citeline.store.documents import FACET_VALUES
 from citeline.util.output import normalize
 
@@ -225,7 +225,7 @@ def create_app(
 def token_file(index_path: str | os.PathLike[str], tokens: str | os.PathLike[str] | None = None) -> TokenFile:
     """The named tokens a server over ``index_path`` admits: the file ``tokens``, else ``tokens.json`` in the
     index directory (the default of ``citeline tokens``); it need not exist yet."""
-    return TokenFile(tokens if tokens is not None else Path(index_path) / TOKENS_FILE)
+    return TokenFile.of_index(index_path, tokens)
 
 
 def _add_docs_page(app: FastAPI, route: str, render: Callable[..., HTMLResponse], **assets: Any) -> None:

@@ -248,6 +248,13 @@ class TokenFile:
         self._stamp: tuple[int, int, int, int] | None = None
         self._tokens: tuple[Token, ...] = ()
 
+    @classmethod
+    def of_index(cls, index_path: str | os.PathLike[str], path: str | os.PathLike[str] | None = None) -> TokenFile:
+        """The tokens file of the index at ``index_path``: the file ``path`` when one is given, else
+        :data:`TOKENS_FILE` in the index directory, where ``citeline serve`` and ``citeline tokens`` both look by
+        default. It need not exist yet."""
+        return cls(path or Path(index_path) / TOKENS_FILE)
+
     # ---------------------------------------------------------------- reading
     def tokens(self) -> tuple[Token, ...]:
         """The tokens the file holds now (none when there is no file). A file that cannot be read, is not a
