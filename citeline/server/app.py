@@ -102,7 +102,7 @@ def create_app(
     if not timeout > 0:
         raise SettingsError(f"timeout must be more than 0 seconds, got {timeout!r}")
     service = IndexService(Index.open(index_path, embedder=embedder, repair=False, **on_dask), timeout)
-    named = token_file(index_path, tokens)
+    named = TokenFile.of_index(index_path, tokens)
     # MCP over streamable HTTP at /mcp, behind the same guard (a token, or Host and Origin) as every route, reading
     # through the same service.
     mcp_endpoint, mcp_lifespan = mcp.http_app(mcp.build_server(service, LIMITS))
@@ -220,12 +220,6 @@ def create_app(
                    redoc_favicon_url="fastapi/favicon.png", with_google_fonts=False)  # fmt: skip
     add_pages(app, service, LIMITS)
     return app
-
-
-def token_file(index_path: str | os.PathLike[str], tokens: str | os.PathLike[str] | None = None) -> TokenFile:
-    """The named tokens a server over ``index_path`` admits: the file ``tokens``, else ``tokens.json`` in the
-    index directory (the default of ``citeline tokens``); it need not exist yet."""
-    return TokenFile.of_index(index_path, tokens)
 
 
 def _add_docs_page(app: FastAPI, route: str, render: Callable[..., HTMLResponse], **assets: Any) -> None:

@@ -20,7 +20,7 @@ from citeline.errors import SettingsError
 from citeline.index import Index
 from citeline.model.embedding import Embedder
 from citeline.server import mcp
-from citeline.server.app import create_app, token_file
+from citeline.server.app import create_app
 from citeline.server.guard import check_bind
 from citeline.server.limits import (
     DEFAULT_HOST,
@@ -35,6 +35,7 @@ from citeline.server.limits import (
 from citeline.server.metrics import log_access_to_stderr
 from citeline.server.service import IndexService
 from citeline.sharding.remote import ShardWorkers
+from citeline.store.access import TokenFile
 
 
 class TimelyH11(H11Protocol):
@@ -100,7 +101,7 @@ def serve(
     ``access_log``: ``plain``, ``json`` or ``off``.
     """
     token = token or os.environ.get(TOKEN_ENV) or None
-    named = token_file(index_path, tokens).tokens()
+    named = TokenFile.of_index(index_path, tokens).tokens()
     check_bind(host, token or ("named tokens" if named else None), no_auth)
     if workers < 1:
         raise SettingsError(f"workers must be at least 1, got {workers}")

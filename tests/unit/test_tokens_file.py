@@ -24,7 +24,6 @@ from citeline import Index
 from citeline.cli.main import cli
 from citeline.errors import SettingsError
 from citeline.server.access import Caller, authenticate
-from citeline.server.app import token_file
 from citeline.store.access import PERMISSIONS, TokenFile, digest_of
 
 SECRET = "cl_" + "s" * 43
@@ -178,8 +177,8 @@ def test_a_file_written_in_place_is_never_read_half_written(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("given_file", [False, True])
 def test_the_cli_the_api_and_the_server_read_one_tokens_file(tmp_path: Path, given_file: bool) -> None:
-    """`citeline tokens add` writes the file that `Index.tokens()` and the server read: INDEX/tokens.json by
-    default, or the file each is given."""
+    """`citeline tokens add` writes the file that `Index.tokens()` and the server (``TokenFile.of_index``, as
+    ``serve`` and ``create_app`` call it) read: INDEX/tokens.json by default, or the file each is given."""
     index = Index.create(tmp_path / "ix", embedder=HashEmbedder())
     elsewhere = tmp_path / "etc" / "citeline-tokens.json"
     elsewhere.parent.mkdir()
@@ -190,7 +189,7 @@ def test_the_cli_the_api_and_the_server_read_one_tokens_file(tmp_path: Path, giv
     assert expected.exists()
     for named in (
         index.tokens(elsewhere if given_file else None),
-        token_file(index.path, elsewhere if given_file else None),
+        TokenFile.of_index(index.path, elsewhere if given_file else None),
     ):
         assert named.path == expected
         assert [token.name for token in named.tokens()] == ["contractors"]
